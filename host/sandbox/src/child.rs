@@ -1,0 +1,625 @@
+//! What the child does between `fork` and `exec`.
+//!
+//! The host is a multi-threaded tokio process: after `fork` only the forking
+//! thread exists in the child, and any lock another thread held (the
+//! allocator's, tracing's) stays locked forever. So this module does nothing
+//! but raw, async-signal-safe syscalls on data prepared by the parent in a
+//! [`ChildPlan`]: no allocation, no formatting, no locks. The order matters:
+//!
+//! 1. `setsid()` — a new session and process group, whose id is the child's
+//!    pid; the host later kills the whole group with `killpg`.
+//! 2. `unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC)`, then map our own
+//!    uid/gid 1:1. In the new mount namespace the whole tree is made read-only
+//!    and `nosuid` (recursively, private propagation so nothing leaks back to
+//!    the host), and each read-write grant is a clone of the original mount
+//!    moved back on top. This closes what Landlock leaves open: `chmod`,
+//!    `utime`, `setxattr` and other metadata changes outside the grant. The
+//!    new IPC namespace makes System V IPC and POSIX message queues private.
+//! 3. `chdir` again (the old cwd points below the read-only mount).
+//! 4. capabilities: lock the securebits (no root magic on exec), drop the
+//!    bounding set, clear ambient, `capset` everything to zero. We run as
+//!    root on some machines; the sandboxed program must not hold any
+//!    capability, in the new user namespace or outside.
+//! 5. `PR_SET_NO_NEW_PRIVS`.
+//! 6. `landlock_restrict_self` with the prebuilt ruleset.
+//! 7. `close_range(3, ~0, CLOSE_RANGE_CLOEXEC)`: every inherited descriptor
+//!    beyond stdio is closed at exec (marking rather than closing keeps std's
+//!    own exec-error pipe working).
+//! 8. the seccomp filter, after everything it would deny. With a process
+//!    limit it returns a notification listener, which goes to the host over
+//!    the report socket and is closed here: the sandbox must never hold its
+//!    own listener.
+//! 9. resource limits (`setrlimit`, which the filter allows on oneself),
+//!    last: a low `RLIMIT_NOFILE` must not stop step 8 from getting a
+//!    descriptor while the host's (close-on-exec) descriptors are still open.
+//!
+//! If a step fails, the child writes `(step, errno)` to the report socket so
+//! the host can say which step failed, and `spawn` fails with that errno.
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::RawFd;
+
+use libc::{c_int, c_long, c_void, sock_filter};
+
+/// A step of the child's setup, named in errors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Step {
+    Setsid = 1,
+    Unshare,
+    Setgroups,
+    UidMap,
+    GidMap,
+    CloneGrant,
+    ReadOnlyRoot,
+    MoveGrant,
+    Chdir,
+    Rlimit,
+    Securebits,
+    BoundingSet,
+    Capset,
+    NoNewPrivs,
+    Landlock,
+    CloseRange,
+    Seccomp,
+    SendListener,
+}
+
+impl Step {
+    pub(crate) fn from_u8(v: u8) -> Option<Step> {
+        use Step::*;
+        [
+            Setsid,
+            Unshare,
+            Setgroups,
+            UidMap,
+            GidMap,
+            CloneGrant,
+            ReadOnlyRoot,
+            MoveGrant,
+            Chdir,
+            Rlimit,
+            Securebits,
+            BoundingSet,
+            Capset,
+            NoNewPrivs,
+            Landlock,
+            CloseRange,
+            Seccomp,
+            SendListener,
+        ]
+        .into_iter()
+        .find(|s| *s as u8 == v)
+    }
+
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            Step::Setsid => "setsid (new session and process group)",
+            Step::Unshare => "unshare (user, mount and IPC namespaces)",
+            Step::Setgroups => "writing /proc/self/setgroups",
+            Step::UidMap => "writing /proc/self/uid_map",
+            Step::GidMap => "writing /proc/self/gid_map",
+            Step::CloneGrant => "cloning a read-write grant's mount (open_tree)",
+            Step::ReadOnlyRoot => "making the mount tree read-only (mount_setattr)",
+            Step::MoveGrant => "mounting a grant back (move_mount)",
+            Step::Chdir => "changing to the working directory",
+            Step::Rlimit => "setting resource limits (setrlimit)",
+            Step::Securebits => "locking securebits (PR_SET_SECUREBITS)",
+            Step::BoundingSet => "dropping the capability bounding set (PR_CAPBSET_DROP)",
+            Step::Capset => "dropping capabilities (capset)",
+            Step::NoNewPrivs => "setting no_new_privs",
+            Step::Landlock => "landlock_restrict_self",
+            Step::CloseRange => "close_range (marking inherited descriptors close-on-exec)",
+            Step::Seccomp => "loading the seccomp filter",
+            Step::SendListener => "sending the seccomp listener to the host",
+        }
+    }
+}
+
+/// The user and mount namespace part of the plan.
+pub(crate) struct MountPlan {
+    pub uid_map: Vec<u8>,
+    pub gid_map: Vec<u8>,
+    /// Read-write grants, parents before children.
+    pub read_write: Vec<CString>,
+    /// Read-only grants that lie beneath a read-write grant (they would
+    /// otherwise be writable mounts), parents before children.
+    pub read_only_nested: Vec<CString>,
+    /// Scratch space for the cloned trees' fds; `len == read_write.len()`,
+    /// allocated by the parent so the child never allocates.
+    pub fds: Vec<c_int>,
+}
+
+/// Everything the child needs, prepared by the parent.
+pub(crate) struct ChildPlan {
+    pub report_fd: RawFd,
+    pub mounts: Option<MountPlan>,
+    pub cwd: CString,
+    pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlimit)>,
+    pub last_cap: u32,
+    /// Whether the child holds CAP_SETPCAP (always, inside a new user
+    /// namespace; otherwise if the host does).
+    pub can_setpcap: bool,
+    pub landlock: Option<RawFd>,
+    pub close_range: bool,
+    /// Without `close_range`: mark fds `3..fd_limit` close-on-exec one by one.
+    pub fd_limit: c_int,
+    pub seccomp: Option<Vec<sock_filter>>,
+    pub notify: bool,
+}
+
+pub(crate) fn errno() -> i32 {
+    unsafe { *libc::__errno_location() }
+}
+
+type StepResult = Result<(), (Step, i32)>;
+
+fn check(step: Step, r: c_long) -> StepResult {
+    if r < 0 { Err((step, errno())) } else { Ok(()) }
+}
+
+/// Runs the plan in the child. Async-signal-safe.
+pub(crate) fn run_in_child(plan: &mut ChildPlan) -> io::Result<()> {
+    match setup(plan) {
+        Ok(()) => Ok(()),
+        Err((step, err)) => {
+            report_failure(plan.report_fd, step, err);
+            Err(io::Error::from_raw_os_error(err))
+        }
+    }
+}
+
+fn setup(plan: &mut ChildPlan) -> StepResult {
+    unsafe {
+        check(Step::Setsid, libc::setsid() as c_long)?;
+        if let Some(m) = plan.mounts.as_mut() {
+            enter_namespaces(m)?;
+            setup_mounts(m)?;
+        }
+        check(Step::Chdir, libc::chdir(plan.cwd.as_ptr()) as c_long)?;
+        drop_capabilities(plan.last_cap, plan.can_setpcap)?;
+        check(
+            Step::NoNewPrivs,
+            libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) as c_long,
+        )?;
+        if let Some(fd) = plan.landlock {
+            crate::landlock::restrict_self(fd).map_err(|e| (Step::Landlock, e))?;
+        }
+        if plan.close_range {
+            check(
+                Step::CloseRange,
+                libc::syscall(
+                    libc::SYS_close_range,
+                    3u32,
+                    !0u32,
+                    libc::CLOSE_RANGE_CLOEXEC,
+                ),
+            )?;
+        } else {
+            for fd in 3..plan.fd_limit {
+                libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+            }
+        }
+        if let Some(prog) = plan.seccomp.as_ref() {
+            let listener =
+                crate::seccomp::load(prog, plan.notify).map_err(|e| (Step::Seccomp, e))?;
+            if plan.notify {
+                let sent = send_fd(plan.report_fd, listener);
+                libc::close(listener);
+                sent.map_err(|e| (Step::SendListener, e))?;
+            }
+        }
+        // Last: a low RLIMIT_NOFILE must not stop the listener from being
+        // created while the host's descriptors are still open (they close at
+        // exec). The filter allows setrlimit/prlimit64 on the caller itself.
+        for (res, lim) in &plan.rlimits {
+            check(Step::Rlimit, libc::setrlimit(*res, lim) as c_long)?;
+        }
+    }
+    Ok(())
+}
+
+unsafe fn write_file(path: &CStr, data: &[u8], step: Step) -> StepResult {
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err((step, errno()));
+        }
+        let n = libc::write(fd, data.as_ptr() as *const c_void, data.len());
+        let e = errno();
+        libc::close(fd);
+        if n != data.len() as isize {
+            return Err((step, if n < 0 { e } else { libc::EIO }));
+        }
+    }
+    Ok(())
+}
+
+unsafe fn enter_namespaces(m: &MountPlan) -> StepResult {
+    unsafe {
+        check(
+            Step::Unshare,
+            libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWIPC) as c_long,
+        )?;
+        write_file(c"/proc/self/setgroups", b"deny", Step::Setgroups)?;
+        write_file(c"/proc/self/uid_map", &m.uid_map, Step::UidMap)?;
+        write_file(c"/proc/self/gid_map", &m.gid_map, Step::GidMap)?;
+    }
+    Ok(())
+}
+
+// Mount API constants (linux/mount.h); not all are in libc yet.
+const OPEN_TREE_CLONE: u32 = 1;
+const AT_RECURSIVE: u32 = 0x8000;
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const MOUNT_ATTR_NOSUID: u64 = 0x2;
+const MOUNT_ATTR_NODEV: u64 = 0x4;
+const MOVE_MOUNT_F_EMPTY_PATH: u32 = 0x4;
+const MS_PRIVATE: u64 = 1 << 18;
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+unsafe fn mount_setattr(dfd: c_int, path: &CStr, flags: u32, set: u64, propagation: u64) -> c_long {
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: 0,
+        propagation,
+        userns_fd: 0,
+    };
+    unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            dfd,
+            path.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    }
+}
+
+unsafe fn clone_tree(path: &CStr) -> Result<c_int, i32> {
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            OPEN_TREE_CLONE | libc::O_CLOEXEC as u32 | AT_RECURSIVE,
+        )
+    };
+    if fd < 0 {
+        Err(errno())
+    } else {
+        Ok(fd as c_int)
+    }
+}
+
+unsafe fn move_tree(fd: c_int, to: &CStr) -> c_long {
+    unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            fd,
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    }
+}
+
+unsafe fn setup_mounts(m: &mut MountPlan) -> StepResult {
+    let empty_recursive = libc::AT_EMPTY_PATH as u32 | AT_RECURSIVE;
+    unsafe {
+        // Clone the writable grants before the tree becomes read-only.
+        for (i, path) in m.read_write.iter().enumerate() {
+            let fd = clone_tree(path).map_err(|e| (Step::CloneGrant, e))?;
+            m.fds[i] = fd;
+            check(
+                Step::CloneGrant,
+                mount_setattr(
+                    fd,
+                    c"",
+                    empty_recursive,
+                    MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                    0,
+                ),
+            )?;
+        }
+        check(
+            Step::ReadOnlyRoot,
+            mount_setattr(
+                libc::AT_FDCWD,
+                c"/",
+                AT_RECURSIVE,
+                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID,
+                MS_PRIVATE,
+            ),
+        )?;
+        for (i, path) in m.read_write.iter().enumerate() {
+            let r = move_tree(m.fds[i], path);
+            let e = errno();
+            libc::close(m.fds[i]);
+            if r < 0 {
+                return Err((Step::MoveGrant, e));
+            }
+        }
+        for path in &m.read_only_nested {
+            let fd = clone_tree(path).map_err(|e| (Step::CloneGrant, e))?;
+            let r = mount_setattr(
+                fd,
+                c"",
+                empty_recursive,
+                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                0,
+            );
+            let r = if r < 0 { r } else { move_tree(fd, path) };
+            let e = errno();
+            libc::close(fd);
+            if r < 0 {
+                return Err((Step::MoveGrant, e));
+            }
+        }
+    }
+    Ok(())
+}
+
+const SECURE_BITS: libc::c_ulong = 0b1110_1111; // NOROOT, NO_SETUID_FIXUP, KEEP_CAPS off, NO_CAP_AMBIENT_RAISE — all locked
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: c_int,
+}
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+const CAP_VERSION_3: u32 = 0x2008_0522;
+
+unsafe fn drop_capabilities(last_cap: u32, can_setpcap: bool) -> StepResult {
+    unsafe {
+        if can_setpcap {
+            check(
+                Step::Securebits,
+                libc::prctl(libc::PR_SET_SECUREBITS, SECURE_BITS, 0, 0, 0) as c_long,
+            )?;
+            for cap in 0..=last_cap {
+                if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) < 0
+                    && errno() != libc::EINVAL
+                {
+                    return Err((Step::BoundingSet, errno()));
+                }
+            }
+        }
+        // EINVAL: a kernel without ambient capabilities (< 4.3) has none to clear.
+        if libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) < 0
+            && errno() != libc::EINVAL
+        {
+            return Err((Step::Capset, errno()));
+        }
+        let header = CapHeader {
+            version: CAP_VERSION_3,
+            pid: 0,
+        };
+        let data = [CapData {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        check(
+            Step::Capset,
+            libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr()),
+        )?;
+    }
+    Ok(())
+}
+
+/// Whether the calling process holds CAP_SETPCAP (parent side).
+pub(crate) fn has_setpcap() -> bool {
+    let header = CapHeader {
+        version: CAP_VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_capget,
+            &header as *const CapHeader,
+            data.as_mut_ptr(),
+        )
+    };
+    r == 0 && data[0].effective & (1 << 8) != 0
+}
+
+/// The highest capability number this kernel knows.
+pub(crate) fn last_cap() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(63)
+}
+
+fn report_failure(fd: RawFd, step: Step, err: i32) {
+    let mut msg = [0u8; 8];
+    msg[0] = b'E';
+    msg[1] = step as u8;
+    msg[4..8].copy_from_slice(&err.to_le_bytes());
+    unsafe {
+        libc::send(
+            fd,
+            msg.as_ptr() as *const c_void,
+            msg.len(),
+            libc::MSG_NOSIGNAL,
+        );
+    }
+}
+
+/// Sends one fd with SCM_RIGHTS. Async-signal-safe (stack buffers only).
+unsafe fn send_fd(sock: RawFd, fd: c_int) -> Result<(), i32> {
+    #[repr(C, align(8))]
+    struct Buf([u8; 64]);
+    let mut cbuf = Buf([0; 64]);
+    let mut payload = *b"L";
+    let mut iov = libc::iovec {
+        iov_base: payload.as_mut_ptr() as *mut c_void,
+        iov_len: 1,
+    };
+    unsafe {
+        let space = libc::CMSG_SPACE(std::mem::size_of::<c_int>() as u32) as usize;
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cbuf.0.as_mut_ptr() as *mut c_void;
+        msg.msg_controllen = space as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<c_int>() as u32) as _;
+        std::ptr::copy_nonoverlapping(
+            &fd as *const c_int as *const u8,
+            libc::CMSG_DATA(cmsg),
+            std::mem::size_of::<c_int>(),
+        );
+        if libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) < 0 {
+            return Err(errno());
+        }
+    }
+    Ok(())
+}
+
+/// What the parent reads back from the report socket.
+pub(crate) enum Report {
+    /// The child failed at this step with this errno.
+    Failed(Step, i32),
+    /// The seccomp notification listener.
+    Listener(std::os::fd::OwnedFd),
+    /// Nothing (yet).
+    Nothing,
+}
+
+/// Parent side: reads one message from the report socket without blocking.
+pub(crate) fn read_report(sock: RawFd) -> io::Result<Report> {
+    use std::os::fd::FromRawFd;
+    #[repr(C, align(8))]
+    struct Buf([u8; 64]);
+    let mut cbuf = Buf([0; 64]);
+    let mut data = [0u8; 8];
+    let mut iov = libc::iovec {
+        iov_base: data.as_mut_ptr() as *mut c_void,
+        iov_len: data.len(),
+    };
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cbuf.0.as_mut_ptr() as *mut c_void;
+        msg.msg_controllen = cbuf.0.len() as _;
+        let n = libc::recvmsg(sock, &mut msg, libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC);
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::WouldBlock {
+                return Ok(Report::Nothing);
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Ok(Report::Nothing);
+        }
+        let mut received: Option<std::os::fd::OwnedFd> = None;
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let mut fd: c_int = -1;
+                std::ptr::copy_nonoverlapping(
+                    libc::CMSG_DATA(cmsg),
+                    &mut fd as *mut c_int as *mut u8,
+                    std::mem::size_of::<c_int>(),
+                );
+                if fd >= 0 {
+                    received = Some(std::os::fd::OwnedFd::from_raw_fd(fd));
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+        if data[0] == b'E' && n >= 8 {
+            let step = Step::from_u8(data[1]).unwrap_or(Step::Setsid);
+            let err = i32::from_le_bytes([data[4], data[5], data[6], data[7]]);
+            return Ok(Report::Failed(step, err));
+        }
+        if let Some(fd) = received {
+            return Ok(Report::Listener(fd));
+        }
+    }
+    Ok(Report::Nothing)
+}
+
+/// The uid/gid map lines for a 1:1 mapping of the caller's ids.
+pub(crate) fn id_maps() -> (Vec<u8>, Vec<u8>) {
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    (
+        format!("{uid} {uid} 1\n").into_bytes(),
+        format!("{gid} {gid} 1\n").into_bytes(),
+    )
+}
+
+/// Tries, in a throwaway child, what step 2 does: new user + mount + IPC
+/// namespaces and a read-only mount tree.
+pub(crate) fn probe_mount_isolation() -> bool {
+    let (uid_map, gid_map) = id_maps();
+    let plan = MountPlan {
+        uid_map,
+        gid_map,
+        read_write: Vec::new(),
+        read_only_nested: Vec::new(),
+        fds: Vec::new(),
+    };
+    unsafe {
+        let pid = libc::fork();
+        if pid < 0 {
+            return false;
+        }
+        if pid == 0 {
+            let ok = enter_namespaces(&plan).is_ok()
+                && mount_setattr(
+                    libc::AT_FDCWD,
+                    c"/",
+                    AT_RECURSIVE,
+                    MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID,
+                    MS_PRIVATE,
+                ) == 0
+                && clone_tree(c"/").is_ok();
+            libc::_exit(if ok { 0 } else { 1 });
+        }
+        let mut status = 0;
+        loop {
+            let r = libc::waitpid(pid, &mut status, 0);
+            if r == pid {
+                break;
+            }
+            if r < 0 && errno() != libc::EINTR {
+                return false;
+            }
+        }
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+    }
+}

@@ -1,0 +1,87 @@
+//! Sandboxed process spawning for toolgate.
+//!
+//! Every real process the host starts — the `shell` and `subprocess` seams,
+//! MCP stdio servers — goes through this crate. Tools and policies never
+//! touch the OS directly, but the programs they ask to run do, so each spawn
+//! is confined by several independent layers, each covering what the others
+//! cannot:
+//!
+//! | layer | enforces |
+//! | --- | --- |
+//! | Landlock file system rules | reads, writes, creation, removal, execution, truncation only beneath the system view ([`system_paths`]) and the policy's grants; symlinks and `/proc/self/fd` reopening resolve to the real path, which is what is checked |
+//! | Landlock TCP rules (ABI ≥ 4) | `connect`/`bind` only on granted ports (any address) |
+//! | Landlock scoping (ABI ≥ 6) | no signals to, and no abstract UNIX sockets of, processes outside the sandbox |
+//! | read-only mount view (user + mount namespaces) | nothing outside the read-write grants can be modified at all: also `chmod`, `utime`, xattrs, which Landlock does not cover; private System V IPC / message queues |
+//! | seccomp | only TCP sockets (and AF_UNIX stream socketpairs); no `bind`/`listen` without a TCP bind grant; no mount, namespace, keyring, BPF, perf or identity changes; no ptrace, io_uring or inotify unless granted; no `setsid`/`setpgid` (the process group stays closed); per-pid scheduling and limit calls only on itself |
+//! | capabilities | none in any set (bounding, ambient, permitted, effective, inheritable), securebits locked, `no_new_privs` |
+//! | resource limits | tasks (host-enforced through seccomp notification), address space, file size, CPU, descriptors; no core dumps |
+//! | process group | a new session; on exit, timeout, cancellation, output flood or drop the whole group gets SIGKILL, and `run` returns only when none of it is alive |
+//! | hygiene | only stdin/stdout/stderr are inherited; the environment is exactly what the caller passes |
+//!
+//! What no layer covers (Landlock ABI ≤ 7 leaves path *metadata* readable):
+//! `stat`, `readlink`, `access` and `chdir` work on any path, so the existence,
+//! size and times of files outside the grants are visible; their contents and
+//! directory listings are not.
+//!
+//! When the kernel cannot enforce a layer the policy needs, the spawn is
+//! refused with [`SpawnError::Unenforceable`] unless the policy's
+//! [`Enforcement`] says otherwise, and then every spawn logs what is missing.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), toolgate_sandbox::SpawnError> {
+//! use toolgate_sandbox::{Program, SandboxPolicy, SpawnRequest};
+//! let scratch = std::path::PathBuf::from("/tmp/scratch-for-this-call");
+//! let policy = SandboxPolicy { read_write: vec![scratch.clone()], ..Default::default() };
+//! let mut req = SpawnRequest::new(Program::Shell("echo hi > out.txt && cat out.txt".into()), &scratch);
+//! req.timeout = Some(std::time::Duration::from_secs(10));
+//! let out = toolgate_sandbox::run(req, &policy, std::future::pending()).await?;
+//! assert_eq!(out.stdout, b"hi\n");
+//! # Ok(()) }
+//! ```
+//!
+//! The [`probes`] module holds the escape attempts and the suite that checks
+//! them (`toolgate sandbox check`).
+
+#![warn(missing_docs)]
+
+mod child;
+mod enforce;
+mod error;
+mod kernel;
+mod landlock;
+mod policy;
+pub mod probes;
+mod request;
+mod seccomp;
+mod spawn;
+mod supervisor;
+pub mod system_paths;
+mod view;
+
+use std::future::Future;
+use std::path::Path;
+
+pub use error::SpawnError;
+pub use kernel::{Capabilities, probe_capabilities};
+pub use policy::{Enforcement, Feature, ResourceLimits, SandboxPolicy};
+pub use request::{Output, Program, SpawnRequest, flood_limit};
+pub use spawn::{Sandbox, SandboxedChild};
+
+/// Runs `req` under `policy` with this kernel's capabilities. See [`Sandbox::run`].
+pub async fn run(
+    req: SpawnRequest,
+    policy: &SandboxPolicy,
+    cancel: impl Future<Output = ()>,
+) -> Result<Output, SpawnError> {
+    spawn::shared().run(req, policy, cancel).await
+}
+
+/// Spawns a long-running child with piped stdio. See [`Sandbox::spawn_piped`].
+pub fn spawn_piped(
+    program: Program,
+    cwd: impl AsRef<Path>,
+    env: &[(String, String)],
+    policy: &SandboxPolicy,
+) -> Result<SandboxedChild, SpawnError> {
+    spawn::shared().spawn_piped(program, cwd, env, policy)
+}

@@ -1,0 +1,198 @@
+//! What a spawn may do: the operator's grant, translated for the sandbox.
+//!
+//! A [`SandboxPolicy`] says what the sandboxed process may touch *beyond* the
+//! fixed system view (see [`crate::system_paths`]): extra read-only and
+//! read-write paths, TCP ports, resource limits, ptrace and io_uring. Everything
+//! not granted is denied. [`Enforcement`] says what happens when the running
+//! kernel cannot enforce part of that: by default the spawn is refused.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::PathBuf;
+
+/// What a sandboxed spawn may do beyond the system view.
+///
+/// `Default` grants nothing beyond the system view: no writable path, no
+/// network, default [`ResourceLimits`], [`Enforcement::Strict`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SandboxPolicy {
+    /// Readable (and executable) paths beyond the system view. A directory
+    /// grants everything beneath it. Symlinks are resolved when the spawn is
+    /// prepared; the grant applies to the target. Granting `/proc` is safe
+    /// for other processes' memory, environment, descriptors and root (Landlock
+    /// applies its ptrace rule there) but shows every process's command line
+    /// and status.
+    pub read_only: Vec<PathBuf>,
+    /// Readable, writable and executable paths: files may be created, written,
+    /// truncated, renamed, linked and removed beneath them, and their metadata
+    /// (mode, times, user xattrs) may change. Nothing outside them can be
+    /// modified in any way. A `read_only` path nested inside a read-write one
+    /// stays read-only (the mount view enforces that; Landlock rights only
+    /// add up, so without the mount view the outer grant wins).
+    pub read_write: Vec<PathBuf>,
+    /// TCP ports the process may `connect` to. Landlock filters TCP by port
+    /// only: a granted port is reachable on *every* address (loopback and
+    /// remote hosts alike). No other socket kind (UDP, raw, netlink, UNIX…)
+    /// can be created at all, so DNS over UDP does not work either.
+    pub tcp_connect_ports: Vec<u16>,
+    /// TCP ports the process may `bind` (and so listen on), on any address.
+    /// Port 0 grants binding an ephemeral port. Without any bind grant,
+    /// `bind` and `listen` are denied altogether. With one, note that
+    /// Landlock does not check the ephemeral port `listen` binds implicitly
+    /// on an unbound socket, so a bind grant means "may serve".
+    pub tcp_bind_ports: Vec<u16>,
+    /// Resource limits applied to the process and all of its descendants.
+    pub limits: ResourceLimits,
+    /// Allow `ptrace`, `process_vm_readv/writev`, `pidfd_getfd` and
+    /// `process_madvise` among the sandboxed processes (for debuggers and
+    /// `strace`). Landlock still confines tracing to processes inside the same
+    /// sandbox.
+    pub allow_ptrace: bool,
+    /// Allow io_uring. io_uring operations bypass the seccomp filter, so with
+    /// this grant the "TCP only" socket rule is no longer enforced by seccomp
+    /// (Landlock's TCP port rules and file system rules still apply).
+    pub allow_io_uring: bool,
+    /// Allow inotify watches. Landlock does not check `inotify_add_watch`,
+    /// so a watch reveals the names of files created, opened or changed in
+    /// *any* directory, granted or not (contents stay protected). Off by
+    /// default; file watchers then fail (`tail -f` falls back to polling).
+    pub allow_inotify: bool,
+    /// What to do when the kernel cannot enforce part of this policy.
+    pub enforcement: Enforcement,
+}
+
+/// Resource limits. `None` leaves the host's own limit in place.
+///
+/// The limits hold for the whole sandbox (the spawned process and every
+/// descendant), except the per-process rlimits noted below.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceLimits {
+    /// Maximum number of live tasks (processes *and* threads) in the sandbox,
+    /// zombies included. Enforced by the host through seccomp user
+    /// notification on `fork`/`vfork`/`clone`: over the limit, they fail with
+    /// `EAGAIN`. (`RLIMIT_NPROC` cannot do this: it counts per user across the
+    /// whole system, and uid 0 is exempt from it.)
+    pub max_processes: Option<u32>,
+    /// `RLIMIT_AS` per process: virtual address space in bytes; allocations
+    /// beyond it fail with `ENOMEM`.
+    pub address_space_bytes: Option<u64>,
+    /// `RLIMIT_FSIZE` per process: largest file it may write, in bytes; writes
+    /// beyond it fail with `EFBIG` (or `SIGXFSZ` kills the process if it does
+    /// not ignore that signal).
+    pub file_size_bytes: Option<u64>,
+    /// `RLIMIT_CPU` per process: CPU seconds; then `SIGXCPU`, and `SIGKILL` one
+    /// second later.
+    pub cpu_seconds: Option<u64>,
+    /// `RLIMIT_NOFILE` per process: open file descriptors.
+    pub open_files: Option<u64>,
+}
+
+impl Default for ResourceLimits {
+    /// Generous enough for compilers and test runners, small enough that a
+    /// runaway command cannot take the host down: 256 tasks, 8 GiB of address
+    /// space, 1 GiB files, 10 CPU minutes, 1024 descriptors.
+    fn default() -> Self {
+        ResourceLimits {
+            max_processes: Some(256),
+            address_space_bytes: Some(8 << 30),
+            file_size_bytes: Some(1 << 30),
+            cpu_seconds: Some(600),
+            open_files: Some(1024),
+        }
+    }
+}
+
+impl ResourceLimits {
+    /// No limits at all (the host's own limits still apply).
+    pub fn unlimited() -> Self {
+        ResourceLimits {
+            max_processes: None,
+            address_space_bytes: None,
+            file_size_bytes: None,
+            cpu_seconds: None,
+            open_files: None,
+        }
+    }
+}
+
+/// What happens when the kernel cannot enforce part of a policy.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Enforcement {
+    /// Refuse the spawn ([`crate::SpawnError::Unenforceable`]). The default.
+    #[default]
+    Strict,
+    /// Run with whatever the kernel can enforce; every spawn logs what is
+    /// missing with `tracing::warn!`.
+    BestEffort,
+    /// Run without exactly the named protections when the kernel lacks them
+    /// (each is logged with `tracing::warn!` on every spawn); refuse if any
+    /// other protection is missing. This is how an operator opts out by name.
+    Waive(BTreeSet<Feature>),
+}
+
+/// One protection the sandbox relies on, as named in errors, warnings and
+/// [`Enforcement::Waive`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum Feature {
+    /// Landlock file system rules (Landlock ABI 1).
+    Filesystem,
+    /// Landlock control of `truncate` (Landlock ABI 3): without it a read-only
+    /// file can be truncated.
+    FilesystemTruncate,
+    /// Landlock TCP port rules (Landlock ABI 4), needed when TCP ports are
+    /// granted (with no TCP grant, seccomp denies IP sockets altogether).
+    TcpPorts,
+    /// Landlock signal scoping (Landlock ABI 6): without it the sandbox can
+    /// signal any process of the same user, the host included.
+    ScopeSignals,
+    /// Landlock abstract UNIX socket scoping (Landlock ABI 6).
+    ScopeAbstractUnix,
+    /// The seccomp filter (socket families, privileged and namespace calls,
+    /// process group containment).
+    Seccomp,
+    /// The process limit (seccomp user notification with `CONTINUE`, Linux 5.5).
+    ProcessLimit,
+    /// The private, read-only mount view (user + mount namespaces): Landlock
+    /// does not cover metadata (`chmod`, `utime`, xattrs), the read-only mounts do.
+    MountIsolation,
+}
+
+impl Feature {
+    /// The name used in logs, errors and configuration (`snake_case`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Feature::Filesystem => "filesystem",
+            Feature::FilesystemTruncate => "filesystem_truncate",
+            Feature::TcpPorts => "tcp_ports",
+            Feature::ScopeSignals => "scope_signals",
+            Feature::ScopeAbstractUnix => "scope_abstract_unix",
+            Feature::Seccomp => "seccomp",
+            Feature::ProcessLimit => "process_limit",
+            Feature::MountIsolation => "mount_isolation",
+        }
+    }
+
+    /// Parses a [`Feature::name`].
+    pub fn from_name(name: &str) -> Option<Feature> {
+        Feature::ALL.iter().copied().find(|f| f.name() == name)
+    }
+
+    /// Every feature.
+    pub const ALL: [Feature; 8] = [
+        Feature::Filesystem,
+        Feature::FilesystemTruncate,
+        Feature::TcpPorts,
+        Feature::ScopeSignals,
+        Feature::ScopeAbstractUnix,
+        Feature::Seccomp,
+        Feature::ProcessLimit,
+        Feature::MountIsolation,
+    ];
+}
+
+impl fmt::Display for Feature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}

@@ -1,0 +1,642 @@
+//! Preparing, spawning, watching and reaping a sandboxed process.
+//!
+//! The parent does all the work that allocates or may block — deciding what
+//! the kernel must enforce ([`crate::enforce`]), resolving the program and
+//! checking the grants ([`crate::view`]), opening the Landlock rules,
+//! assembling the BPF program, computing limits — and hands the child a
+//! [`ChildPlan`] of raw values. After `spawn` it:
+//!
+//! * receives the seccomp listener (when there is a process limit) and starts
+//!   the [`crate::supervisor`] task that answers fork notifications;
+//! * watches the child through a pidfd, which reports its exit *without*
+//!   reaping it, so the group id cannot be reused while the host still
+//!   intends to `killpg` it;
+//! * on exit, timeout, cancellation, output flood or drop: `killpg(SIGKILL)`
+//!   the whole group (background jobs and double-forked daemons included: no
+//!   descendant can leave the group), reaps the child, and waits until no
+//!   member of the group is alive.
+
+use std::future::Future;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, Interest};
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
+use tokio::task::JoinHandle;
+
+use crate::child::{self, ChildPlan, Report};
+use crate::enforce;
+use crate::error::SpawnError;
+use crate::kernel::{Capabilities, probe_capabilities};
+use crate::landlock::{self, RulesetSpec};
+use crate::policy::{Feature, SandboxPolicy};
+use crate::request::{Output, Program, SpawnRequest, flood_limit};
+use crate::seccomp::{self, FilterOptions};
+use crate::supervisor;
+use crate::system_paths::{self, SystemEntry};
+use crate::view::{View, check_env, cstring};
+
+/// How long the host waits for killed processes to die and pipes to close.
+const KILL_PATIENCE: Duration = Duration::from_secs(2);
+
+/// Spawns sandboxed processes with the capabilities of this kernel.
+///
+/// Cheap to clone. [`Sandbox::new`] probes the kernel (once per process);
+/// [`Sandbox::with_capabilities`] pretends the kernel has less, which is how
+/// the tests exercise the refusal and best-effort paths on a modern kernel.
+#[derive(Clone, Debug)]
+pub struct Sandbox {
+    caps: Capabilities,
+    system: Arc<Vec<SystemEntry>>,
+}
+
+impl Default for Sandbox {
+    fn default() -> Self {
+        Sandbox::new()
+    }
+}
+
+impl Sandbox {
+    /// A sandbox using everything this kernel can enforce.
+    pub fn new() -> Self {
+        Sandbox::with_capabilities(probe_capabilities())
+    }
+
+    /// A sandbox that uses at most `caps` (intersected with what the kernel
+    /// really has).
+    pub fn with_capabilities(caps: Capabilities) -> Self {
+        let system = system_paths::system_view()
+            .into_iter()
+            .map(|mut e| {
+                if let Ok(p) = e.path.canonicalize() {
+                    e.path = p;
+                }
+                e
+            })
+            .collect();
+        Sandbox {
+            caps: caps.intersect(&probe_capabilities()),
+            system: Arc::new(system),
+        }
+    }
+
+    /// What this sandbox can enforce.
+    pub fn capabilities(&self) -> &Capabilities {
+        &self.caps
+    }
+
+    /// Runs `req` under `policy` and collects its output.
+    ///
+    /// The whole process group is killed when the program exits (background
+    /// jobs do not outlive it), when the timeout passes, when `cancel`
+    /// completes, when output floods, or when this future is dropped. When
+    /// this returns, no process it started is alive.
+    pub async fn run(
+        &self,
+        mut req: SpawnRequest,
+        policy: &SandboxPolicy,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<Output, SpawnError> {
+        let stdin_data = req.stdin.take();
+        let stdin = if stdin_data.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        };
+        let mut running = self.spawn(&req.program, &req.cwd, &req.env, policy, stdin)?;
+        let pgid = running.pgid;
+        let stdout = running.child.stdout.take().expect("stdout is piped");
+        let stderr = running.child.stderr.take().expect("stderr is piped");
+        let stdin_pipe = running.child.stdin.take();
+
+        let mut out = Output::default();
+        let (mut out_done, mut err_done, mut stdin_done) = (false, false, stdin_pipe.is_none());
+        let (mut exited, mut killed) = (false, false);
+        // Set only without a pidfd, where waiting for the exit means reaping.
+        let mut reaped: Option<ExitStatus> = None;
+
+        {
+            let out_fut = read_capped(stdout, req.stdout_cap, pgid);
+            let err_fut = read_capped(stderr, req.stderr_cap, pgid);
+            let stdin_fut = async move {
+                if let (Some(mut pipe), Some(data)) = (stdin_pipe, stdin_data) {
+                    let _ = pipe.write_all(&data).await;
+                    let _ = pipe.shutdown().await;
+                }
+            };
+            let deadline = async {
+                match req.timeout {
+                    Some(t) => tokio::time::sleep(t).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let pidfd = running.pidfd.take();
+            let exit_fut = leader_exit(pidfd.as_ref(), &mut running.child);
+            let drain = tokio::time::sleep(Duration::from_secs(365 * 24 * 3600));
+            tokio::pin!(
+                out_fut, err_fut, stdin_fut, deadline, exit_fut, drain, cancel
+            );
+
+            loop {
+                if exited && out_done && err_done {
+                    break;
+                }
+                tokio::select! {
+                    status = &mut exit_fut, if !exited => {
+                        exited = true;
+                        match status {
+                            Ok(s) => reaped = s,
+                            Err(e) => tracing::warn!(pgid, error = %e, "waiting for the sandboxed process failed"),
+                        }
+                        // Whatever it left running in the background goes with it.
+                        supervisor::kill_group(pgid);
+                        drain.as_mut().reset(tokio::time::Instant::now() + KILL_PATIENCE);
+                    }
+                    c = &mut out_fut, if !out_done => {
+                        out_done = true;
+                        out.stdout = c.data;
+                        out.stdout_truncated = c.truncated;
+                        if c.flooded && !killed {
+                            out.output_flood = true;
+                            killed = true;
+                            supervisor::kill_group(pgid);
+                        }
+                    }
+                    c = &mut err_fut, if !err_done => {
+                        err_done = true;
+                        out.stderr = c.data;
+                        out.stderr_truncated = c.truncated;
+                        if c.flooded && !killed {
+                            out.output_flood = true;
+                            killed = true;
+                            supervisor::kill_group(pgid);
+                        }
+                    }
+                    _ = &mut stdin_fut, if !stdin_done => { stdin_done = true; }
+                    _ = &mut deadline, if !killed && !exited => {
+                        out.timed_out = true;
+                        killed = true;
+                        supervisor::kill_group(pgid);
+                    }
+                    _ = &mut cancel, if !killed && !exited => {
+                        out.cancelled = true;
+                        killed = true;
+                        supervisor::kill_group(pgid);
+                    }
+                    _ = &mut drain, if exited => {
+                        tracing::warn!(pgid, "sandboxed process exited but its output pipes stayed open after the group was killed; giving up on them");
+                        break;
+                    }
+                }
+            }
+        }
+        let status = match reaped {
+            Some(s) => s,
+            None => running
+                .child
+                .wait()
+                .await
+                .map_err(|e| SpawnError::io(format!("reaping sandboxed process {pgid}"), e))?,
+        };
+        running.guard.reaped = true;
+        if !supervisor::kill_group_and_wait(pgid, KILL_PATIENCE).await {
+            tracing::warn!(
+                pgid,
+                "members of a sandboxed process group were still alive {KILL_PATIENCE:?} after SIGKILL"
+            );
+        }
+        out.exit_code = status.code();
+        out.signal = status.signal();
+        Ok(out)
+    }
+
+    /// Spawns a long-running sandboxed process with piped stdin, stdout and
+    /// stderr (for MCP stdio servers). Dropping the returned handle kills its
+    /// whole process group. Must be called within a tokio runtime.
+    pub fn spawn_piped(
+        &self,
+        program: Program,
+        cwd: impl AsRef<Path>,
+        env: &[(String, String)],
+        policy: &SandboxPolicy,
+    ) -> Result<SandboxedChild, SpawnError> {
+        let mut running = self.spawn(&program, cwd.as_ref(), env, policy, Stdio::piped())?;
+        Ok(SandboxedChild {
+            stdin: running.child.stdin.take(),
+            stdout: running.child.stdout.take(),
+            stderr: running.child.stderr.take(),
+            pgid: running.pgid,
+            pidfd: running.pidfd.take(),
+            running,
+        })
+    }
+
+    fn spawn(
+        &self,
+        program: &Program,
+        cwd: &Path,
+        env: &[(String, String)],
+        policy: &SandboxPolicy,
+        stdin: Stdio,
+    ) -> Result<Running, SpawnError> {
+        let missing = enforce::decide(
+            enforce::missing_protections(&self.caps, policy),
+            &policy.enforcement,
+        )?;
+        for m in &missing {
+            tracing::warn!(
+                feature = %m.feature,
+                "sandbox running WITHOUT {} (needs {}; this kernel has {}): allowed by the \
+                 policy's enforcement setting",
+                m.what,
+                m.needs,
+                m.have
+            );
+        }
+        let lacks = |f: Feature| missing.iter().any(|m| m.feature == f);
+
+        let view = View::new(&self.system, policy)?;
+        let cwd = view.working_directory(cwd)?;
+        check_env(env)?;
+        let (exe, args) = match program {
+            Program::Shell(cmd) => (
+                PathBuf::from("/bin/sh"),
+                vec!["-c".to_string(), cmd.clone()],
+            ),
+            Program::Exec { program, args } => (view.resolve(program, &cwd, env)?, args.clone()),
+        };
+
+        let ruleset = match self.caps.landlock_abi {
+            Some(abi) if self.caps.fs => {
+                let mut spec = RulesetSpec {
+                    scope_signals: self.caps.scope_signals,
+                    scope_abstract_unix: self.caps.scope_abstract_unix,
+                    tcp: self.caps.tcp.then(|| {
+                        (
+                            policy.tcp_connect_ports.clone(),
+                            policy.tcp_bind_ports.clone(),
+                        )
+                    }),
+                    ..RulesetSpec::default()
+                };
+                view.landlock_rules(&mut spec);
+                Some(landlock::build_ruleset(abi, &spec)?)
+            }
+            _ => None,
+        };
+
+        let notify = policy.limits.max_processes.is_some() && !lacks(Feature::ProcessLimit);
+        let filter = (!lacks(Feature::Seccomp)).then(|| {
+            seccomp::build_filter(FilterOptions {
+                allow_tcp: !policy.tcp_connect_ports.is_empty()
+                    || !policy.tcp_bind_ports.is_empty(),
+                allow_bind: !policy.tcp_bind_ports.is_empty(),
+                allow_ptrace: policy.allow_ptrace,
+                allow_io_uring: policy.allow_io_uring,
+                allow_inotify: policy.allow_inotify,
+                notify_fork: notify,
+            })
+        });
+
+        let mounts = if lacks(Feature::MountIsolation) {
+            None
+        } else {
+            Some(view.mount_plan()?)
+        };
+
+        // Report socket: child → parent (setup failures, seccomp listener).
+        let (report_parent, report_child) = report_socket()?;
+
+        let plan = ChildPlan {
+            report_fd: report_child.as_raw_fd(),
+            mounts,
+            cwd: cstring(cwd.as_os_str().as_bytes(), "working directory")?,
+            rlimits: rlimits(policy),
+            last_cap: child::last_cap(),
+            can_setpcap: !lacks(Feature::MountIsolation) || child::has_setpcap(),
+            landlock: ruleset.as_ref().map(|f| f.as_raw_fd()),
+            close_range: self.caps.close_range,
+            fd_limit: fd_limit(),
+            seccomp: filter,
+            notify,
+        };
+
+        let mut cmd = tokio::process::Command::new(&exe);
+        cmd.args(&args)
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .current_dir(&cwd)
+            .stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(false);
+        let mut plan = plan;
+        // SAFETY: `run_in_child` only issues async-signal-safe syscalls on
+        // data prepared above; it does not allocate or take locks.
+        unsafe {
+            cmd.pre_exec(move || child::run_in_child(&mut plan));
+        }
+        let spawned = cmd.spawn();
+        drop(report_child);
+        drop(ruleset);
+        let child = match spawned {
+            Ok(c) => c,
+            Err(e) => {
+                // The listener may precede the failure report (rlimits come last).
+                for _ in 0..4 {
+                    match child::read_report(report_parent.as_raw_fd()) {
+                        Ok(Report::Failed(step, errno)) => {
+                            return Err(SpawnError::Setup {
+                                step: step.describe(),
+                                source: io::Error::from_raw_os_error(errno),
+                            });
+                        }
+                        Ok(Report::Listener(_)) => continue,
+                        _ => break,
+                    }
+                }
+                return Err(exec_error(&exe, e));
+            }
+        };
+        let pid = child.id().expect("a freshly spawned child has a pid") as i32;
+        let mut guard = GroupGuard {
+            pgid: pid,
+            reaped: false,
+            supervisor: None,
+        };
+        if notify {
+            match child::read_report(report_parent.as_raw_fd()) {
+                Ok(Report::Listener(listener)) => {
+                    let max = policy.limits.max_processes.unwrap_or(u32::MAX);
+                    guard.supervisor = Some(tokio::spawn(supervisor::enforce_process_limit(
+                        listener, pid, max,
+                    )));
+                }
+                other => {
+                    let detail = match other {
+                        Err(e) => e.to_string(),
+                        _ => "no listener received".to_string(),
+                    };
+                    return Err(SpawnError::io(
+                        format!("receiving the seccomp listener of sandboxed process {pid}"),
+                        io::Error::other(detail),
+                    ));
+                }
+            }
+        }
+        let pidfd = if self.caps.pidfd {
+            Some(open_pidfd(pid)?)
+        } else {
+            None
+        };
+        Ok(Running {
+            child,
+            pgid: pid,
+            pidfd,
+            guard,
+        })
+    }
+}
+
+/// A spawned child before `run` or [`SandboxedChild`] takes over.
+struct Running {
+    child: Child,
+    pgid: i32,
+    pidfd: Option<AsyncFd<OwnedFd>>,
+    guard: GroupGuard,
+}
+
+/// Kills the group when dropped before the child was reaped.
+struct GroupGuard {
+    pgid: i32,
+    reaped: bool,
+    supervisor: Option<JoinHandle<()>>,
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if !self.reaped {
+            supervisor::kill_group(self.pgid);
+        }
+        if let Some(s) = self.supervisor.take() {
+            s.abort();
+        }
+    }
+}
+
+/// A long-running sandboxed process with piped stdio (see
+/// [`Sandbox::spawn_piped`]). Dropping it kills the whole process group; the
+/// child is then reaped in the background by tokio.
+pub struct SandboxedChild {
+    /// The child's stdin.
+    pub stdin: Option<ChildStdin>,
+    /// The child's stdout.
+    pub stdout: Option<ChildStdout>,
+    /// The child's stderr.
+    pub stderr: Option<ChildStderr>,
+    pgid: i32,
+    pidfd: Option<AsyncFd<OwnedFd>>,
+    running: Running,
+}
+
+impl SandboxedChild {
+    /// The child's pid, which is also its process group and session id.
+    pub fn id(&self) -> u32 {
+        self.pgid as u32
+    }
+
+    /// Kills the whole process group now (SIGKILL). Use [`Self::wait`] to reap.
+    pub fn kill(&self) {
+        if !self.running.guard.reaped {
+            supervisor::kill_group(self.pgid);
+        }
+    }
+
+    /// Waits for the child to exit, kills whatever it left in its group,
+    /// reaps it, and waits until no member of the group is alive.
+    pub async fn wait(&mut self) -> Result<ExitStatus, SpawnError> {
+        if self.running.guard.reaped {
+            return Err(SpawnError::InvalidRequest(
+                "this sandboxed child was already waited for".into(),
+            ));
+        }
+        let pgid = self.pgid;
+        let reaped = leader_exit(self.pidfd.as_ref(), &mut self.running.child)
+            .await
+            .map_err(|e| SpawnError::io(format!("waiting for sandboxed process {pgid}"), e))?;
+        supervisor::kill_group(pgid);
+        let status = match reaped {
+            Some(s) => s,
+            None => self
+                .running
+                .child
+                .wait()
+                .await
+                .map_err(|e| SpawnError::io(format!("reaping sandboxed process {pgid}"), e))?,
+        };
+        self.running.guard.reaped = true;
+        supervisor::kill_group_and_wait(pgid, KILL_PATIENCE).await;
+        Ok(status)
+    }
+}
+
+/// Waits until the leader exits. With a pidfd the child is *not* reaped
+/// (returns `None`); without one it falls back to reaping (`Some`).
+async fn leader_exit(
+    pidfd: Option<&AsyncFd<OwnedFd>>,
+    child: &mut Child,
+) -> io::Result<Option<ExitStatus>> {
+    match pidfd {
+        Some(fd) => {
+            let _ready = fd.readable().await?;
+            Ok(None)
+        }
+        None => child.wait().await.map(Some),
+    }
+}
+
+fn open_pidfd(pid: i32) -> Result<AsyncFd<OwnedFd>, SpawnError> {
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(SpawnError::io(
+            format!("pidfd_open for sandboxed process {pid}"),
+            io::Error::last_os_error(),
+        ));
+    }
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    // SAFETY: we own the pidfd and neither replace nor close it while the
+    // AsyncFd holds it.
+    unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }
+        .map_err(|e| SpawnError::io(format!("watching sandboxed process {pid}"), e.into()))
+}
+
+struct Captured {
+    data: Vec<u8>,
+    truncated: bool,
+    flooded: bool,
+}
+
+/// Reads everything, keeping `cap` bytes. Past the flood limit it kills the
+/// group *before* letting go of the pipe (so the writer dies of SIGKILL, not
+/// of a broken pipe it might handle).
+async fn read_capped<R: AsyncRead + Unpin>(mut r: R, cap: usize, pgid: i32) -> Captured {
+    let flood = flood_limit(cap);
+    let mut c = Captured {
+        data: Vec::new(),
+        truncated: false,
+        flooded: false,
+    };
+    let mut total: u64 = 0;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        total += n as u64;
+        let keep = n.min(cap - c.data.len());
+        c.data.extend_from_slice(&buf[..keep]);
+        if keep < n {
+            c.truncated = true;
+        }
+        if total > flood {
+            c.flooded = true;
+            supervisor::kill_group(pgid);
+            break;
+        }
+    }
+    c
+}
+
+fn report_socket() -> Result<(OwnedFd, OwnedFd), SpawnError> {
+    let mut fds = [0 as RawFd; 2];
+    let r = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if r != 0 {
+        return Err(SpawnError::io(
+            "creating the sandbox report socket",
+            io::Error::last_os_error(),
+        ));
+    }
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+fn rlimits(policy: &SandboxPolicy) -> Vec<(libc::__rlimit_resource_t, libc::rlimit)> {
+    let l = &policy.limits;
+    let mut out = Vec::new();
+    let mut push = |res: libc::__rlimit_resource_t, soft: u64, hard: u64| {
+        let mut cur = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        unsafe { libc::getrlimit(res, &mut cur) };
+        // Without CAP_SYS_RESOURCE a hard limit can only go down.
+        let hard = hard.min(cur.rlim_max);
+        out.push((
+            res,
+            libc::rlimit {
+                rlim_cur: soft.min(hard),
+                rlim_max: hard,
+            },
+        ));
+    };
+    push(libc::RLIMIT_CORE, 0, 0);
+    if let Some(v) = l.address_space_bytes {
+        push(libc::RLIMIT_AS, v, v);
+    }
+    if let Some(v) = l.file_size_bytes {
+        push(libc::RLIMIT_FSIZE, v, v);
+    }
+    if let Some(v) = l.cpu_seconds {
+        push(libc::RLIMIT_CPU, v, v.saturating_add(1));
+    }
+    if let Some(v) = l.open_files {
+        push(libc::RLIMIT_NOFILE, v, v);
+    }
+    out
+}
+
+/// The highest fd number to sweep when `close_range` is missing.
+fn fd_limit() -> libc::c_int {
+    let mut cur = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut cur) };
+    cur.rlim_cur.min(1 << 20) as libc::c_int
+}
+
+fn exec_error(exe: &Path, e: io::Error) -> SpawnError {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) => SpawnError::NotFound {
+            program: exe.display().to_string(),
+            detail: "no such file (or its interpreter is missing from the sandbox's view)".into(),
+        },
+        Some(libc::EACCES) => SpawnError::NotFound {
+            program: exe.display().to_string(),
+            detail: "permission denied executing it inside the sandbox (not executable, or it or \
+                     its interpreter lies outside every executable grant)"
+                .into(),
+        },
+        _ => SpawnError::io(format!("spawning sandboxed {}", exe.display()), e),
+    }
+}
+
+static SHARED: OnceLock<Sandbox> = OnceLock::new();
+
+pub(crate) fn shared() -> &'static Sandbox {
+    SHARED.get_or_init(Sandbox::new)
+}

@@ -1,0 +1,796 @@
+//! Compiling a JSON Schema into a flat arena of nodes, once per tool load.
+//!
+//! Every subschema becomes one [`Node`] in a `Vec`, children referred to by
+//! index. The compiler walks the schema with an explicit work list (no
+//! recursion), and the arena has no nested boxes, so neither compiling nor
+//! dropping a 100,000-level schema touches the call stack. Paths for errors
+//! are parent links, turned into a JSON pointer only when an error is
+//! reported, so a deep schema costs linear, not quadratic, memory.
+//!
+//! Strictness is the point: a keyword we do not enforce is rejected, not
+//! skipped, so that a tool author never believes a constraint holds when it
+//! does not. A few schemas that can never be satisfied are rejected too.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::describe;
+use crate::limits::Limits;
+use crate::pointer::{PathArena, ROOT, Segment};
+
+/// Deepest `const`/`enum` value a schema may hold. Those values are cloned
+/// and compared by `serde_json`, which recurses; this bound keeps that safe.
+pub const MAX_VALUE_DEPTH: usize = 128;
+
+/// Properties at which a node gets a hash index (below, a scan is faster).
+const INDEX_PROPERTIES_FROM: usize = 12;
+
+pub(crate) type NodeId = u32;
+
+/// A set of JSON Schema type names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Types(u8);
+
+impl Types {
+    const NAMES: [&'static str; 7] = [
+        "null", "boolean", "integer", "number", "string", "array", "object",
+    ];
+    const INTEGER: u8 = 1 << 2;
+    const NUMBER: u8 = 1 << 3;
+    const NULL: u8 = 1;
+
+    fn bit(name: &str) -> Option<u8> {
+        Self::NAMES.iter().position(|n| *n == name).map(|i| 1 << i)
+    }
+
+    /// Whether a value of type `v` is admitted (`number` admits integers).
+    pub(crate) fn admits(self, v: &Value) -> bool {
+        let bits = match v {
+            Value::Null => Self::NULL,
+            Value::Bool(_) => 1 << 1,
+            Value::Number(n) if describe::is_integer(n) => Self::INTEGER | Self::NUMBER,
+            Value::Number(_) => Self::NUMBER,
+            Value::String(_) => 1 << 4,
+            Value::Array(_) => 1 << 5,
+            Value::Object(_) => 1 << 6,
+        };
+        self.0 & bits != 0
+    }
+
+    /// `integer`, `string or null`, `integer, string or null`.
+    pub(crate) fn describe(self) -> String {
+        // `null` last: "string or null" reads better than "null or string".
+        let names: Vec<&str> = (1..Self::NAMES.len())
+            .chain([0])
+            .filter(|i| self.0 & (1 << i) != 0)
+            .map(|i| Self::NAMES[i])
+            .collect();
+        describe::or_list(&names)
+    }
+}
+
+/// What an object may hold beyond its declared `properties`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Additional {
+    #[default]
+    Allowed,
+    Forbidden,
+    Schema(NodeId),
+}
+
+/// One compiled subschema.
+#[derive(Debug, Default)]
+pub(crate) struct Node {
+    /// The `false` schema.
+    pub(crate) rejects_all: bool,
+    pub(crate) types: Option<Types>,
+    /// Declared properties, in schema order.
+    pub(crate) properties: Vec<(Box<str>, NodeId)>,
+    property_index: Option<HashMap<Box<str>, NodeId>>,
+    pub(crate) required: Vec<Box<str>>,
+    pub(crate) additional: Additional,
+    pub(crate) items: Option<NodeId>,
+    pub(crate) enumeration: Option<Vec<Value>>,
+    pub(crate) constant: Option<Value>,
+    pub(crate) one_of: Vec<NodeId>,
+    pub(crate) title: Option<Box<str>>,
+    /// Required properties whose schema is a single constant: how a `oneOf`
+    /// tells its branches apart (`{"kind": {"const": "circle"}}`).
+    pub(crate) tags: Vec<(Box<str>, Value)>,
+}
+
+impl Node {
+    pub(crate) fn property(&self, name: &str) -> Option<NodeId> {
+        match &self.property_index {
+            Some(index) => index.get(name).copied(),
+            None => self
+                .properties
+                .iter()
+                .find(|(n, _)| &**n == name)
+                .map(|(_, id)| *id),
+        }
+    }
+
+    /// The single value this node admits, if it is a `const` or a one-value
+    /// `enum`.
+    fn single_value(&self) -> Option<&Value> {
+        match (&self.constant, &self.enumeration) {
+            (Some(c), _) => Some(c),
+            (None, Some(values)) if values.len() == 1 => values.first(),
+            _ => None,
+        }
+    }
+}
+
+/// A compiled schema: cheap to clone (one `Arc`), `Send + Sync`.
+///
+/// ```
+/// use serde_json::json;
+/// let schema = toolgate_schema::Schema::compile(&json!({"type": "string"})).unwrap();
+/// assert!(schema.validate(&json!("hi")).is_ok());
+/// ```
+#[derive(Debug, Clone)]
+pub struct Schema {
+    pub(crate) nodes: Arc<[Node]>,
+}
+
+/// Index of the root node.
+pub(crate) const ROOT_NODE: NodeId = 0;
+
+/// A schema the compiler refused: which keyword, where, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message} at {}", if .pointer.is_empty() { "the root" } else { .pointer.as_str() })]
+pub struct CompileError {
+    /// The keyword at fault, if one is.
+    pub keyword: Option<String>,
+    /// JSON pointer to the (sub)schema holding the keyword (`""` is the root).
+    pub pointer: String,
+    /// What is wrong, without the location.
+    pub message: String,
+}
+
+impl Schema {
+    /// Compiles any schema of the subset (see the crate docs).
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use toolgate_schema::Schema;
+    ///
+    /// let err = Schema::compile(&json!({
+    ///     "type": "object",
+    ///     "properties": { "name": { "type": "string", "pattern": "^a" } },
+    /// }))
+    /// .unwrap_err();
+    /// assert_eq!(err.to_string(), "unsupported keyword `pattern` at /properties/name");
+    /// assert_eq!(err.keyword.as_deref(), Some("pattern"));
+    /// ```
+    pub fn compile(schema: &Value) -> Result<Schema, CompileError> {
+        Compiler {
+            nodes: Vec::new(),
+            node_paths: Vec::new(),
+            paths: PathArena::new(),
+        }
+        .run(schema)
+    }
+
+    /// Compiles a tool's `parameters`: as [`compile`](Self::compile), and the
+    /// root must declare `"type": "object"` (arguments are always an object).
+    pub fn compile_parameters(schema: &Value) -> Result<Schema, CompileError> {
+        let is_object = match schema.get("type") {
+            Some(Value::String(t)) => t == "object",
+            Some(Value::Array(ts)) => ts.len() == 1 && ts[0] == "object",
+            _ => false,
+        };
+        if !is_object {
+            return Err(CompileError {
+                keyword: Some("type".into()),
+                pointer: String::new(),
+                message: "tool parameters must be a schema with \"type\": \"object\"".into(),
+            });
+        }
+        Self::compile(schema)
+    }
+
+    pub(crate) fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id as usize]
+    }
+}
+
+struct Compiler<'s> {
+    nodes: Vec<Node>,
+    /// Path (in `paths`) of each node, for post-pass errors.
+    node_paths: Vec<u32>,
+    paths: PathArena<'s>,
+}
+
+impl<'s> Compiler<'s> {
+    fn run(mut self, schema: &'s Value) -> Result<Schema, CompileError> {
+        let root = self.alloc(ROOT);
+        let mut work: Vec<(&'s Value, NodeId, u32)> = vec![(schema, root, ROOT)];
+        while let Some((schema, id, path)) = work.pop() {
+            match schema {
+                Value::Bool(true) => {}
+                Value::Bool(false) => self.nodes[id as usize].rejects_all = true,
+                Value::Object(map) => self.keywords(map, id, path, &mut work)?,
+                other => {
+                    return Err(self.error(
+                        path,
+                        None,
+                        format!(
+                            "a schema must be an object or a boolean, not {}",
+                            describe::type_name(other)
+                        ),
+                    ));
+                }
+            }
+        }
+        self.finish()
+    }
+
+    fn alloc(&mut self, path: u32) -> NodeId {
+        let id = NodeId::try_from(self.nodes.len()).unwrap_or(NodeId::MAX);
+        self.nodes.push(Node::default());
+        self.node_paths.push(path);
+        id
+    }
+
+    fn child_path(&mut self, parent: u32, segments: &[Segment<'s>]) -> u32 {
+        segments
+            .iter()
+            .fold(parent, |at, segment| self.paths.child(at, *segment))
+    }
+
+    fn error(&self, path: u32, keyword: Option<&str>, message: String) -> CompileError {
+        CompileError {
+            keyword: keyword.map(str::to_owned),
+            pointer: self.paths.pointer(path),
+            message,
+        }
+    }
+
+    /// Compiles the keywords of one schema object; subschemas go on `work`.
+    fn keywords(
+        &mut self,
+        map: &'s Map<String, Value>,
+        id: NodeId,
+        path: u32,
+        work: &mut Vec<(&'s Value, NodeId, u32)>,
+    ) -> Result<(), CompileError> {
+        // Children are pushed in reverse at the end, so that errors come in
+        // document order.
+        let mut children: Vec<(&'s Value, NodeId, u32)> = Vec::new();
+        for (keyword, value) in map {
+            let kw = Some(keyword.as_str());
+            let bad = |this: &Self, message: &str| this.error(path, kw, message.to_owned());
+            match keyword.as_str() {
+                "type" => {
+                    let names: Vec<&Value> = match value {
+                        Value::String(_) => vec![value],
+                        Value::Array(names) if !names.is_empty() => names.iter().collect(),
+                        _ => {
+                            return Err(bad(
+                                self,
+                                "`type` must be a type name or a non-empty array of type names",
+                            ));
+                        }
+                    };
+                    let mut bits = 0u8;
+                    for name in names {
+                        let name = name.as_str().unwrap_or("");
+                        let Some(bit) = Types::bit(name) else {
+                            return Err(self.error(
+                                path,
+                                kw,
+                                format!(
+                                    "unknown type {} (the types are {})",
+                                    describe::quote(name),
+                                    Types::NAMES.join(", ")
+                                ),
+                            ));
+                        };
+                        if bits & bit != 0 {
+                            return Err(self.error(
+                                path,
+                                kw,
+                                format!("type {} is listed twice", describe::quote(name)),
+                            ));
+                        }
+                        bits |= bit;
+                    }
+                    self.nodes[id as usize].types = Some(Types(bits));
+                }
+                "properties" => {
+                    let Value::Object(properties) = value else {
+                        return Err(bad(self, "`properties` must be an object of schemas"));
+                    };
+                    for (name, sub) in properties {
+                        let sub_path = self
+                            .child_path(path, &[Segment::Key("properties"), Segment::Key(name)]);
+                        let child = self.alloc(sub_path);
+                        self.nodes[id as usize]
+                            .properties
+                            .push((name.as_str().into(), child));
+                        children.push((sub, child, sub_path));
+                    }
+                }
+                "required" => {
+                    let Value::Array(names) = value else {
+                        return Err(bad(self, "`required` must be an array of property names"));
+                    };
+                    let mut required: Vec<Box<str>> = Vec::with_capacity(names.len());
+                    for name in names {
+                        let Value::String(name) = name else {
+                            return Err(bad(self, "`required` must be an array of property names"));
+                        };
+                        if required.iter().any(|r| **r == **name) {
+                            return Err(self.error(
+                                path,
+                                kw,
+                                format!("`required` lists {} twice", describe::quote(name)),
+                            ));
+                        }
+                        required.push(name.as_str().into());
+                    }
+                    self.nodes[id as usize].required = required;
+                }
+                "additionalProperties" => {
+                    let additional = match value {
+                        Value::Bool(true) => Additional::Allowed,
+                        Value::Bool(false) => Additional::Forbidden,
+                        Value::Object(_) => {
+                            let sub_path =
+                                self.child_path(path, &[Segment::Key("additionalProperties")]);
+                            let child = self.alloc(sub_path);
+                            children.push((value, child, sub_path));
+                            Additional::Schema(child)
+                        }
+                        _ => {
+                            return Err(bad(
+                                self,
+                                "`additionalProperties` must be a boolean or a schema",
+                            ));
+                        }
+                    };
+                    self.nodes[id as usize].additional = additional;
+                }
+                "items" => match value {
+                    Value::Bool(_) | Value::Object(_) => {
+                        let sub_path = self.child_path(path, &[Segment::Key("items")]);
+                        let child = self.alloc(sub_path);
+                        children.push((value, child, sub_path));
+                        self.nodes[id as usize].items = Some(child);
+                    }
+                    Value::Array(_) => {
+                        return Err(bad(
+                            self,
+                            "`items` must be one schema; the array (tuple) form is not supported",
+                        ));
+                    }
+                    _ => return Err(bad(self, "`items` must be a schema")),
+                },
+                "enum" => {
+                    let Value::Array(values) = value else {
+                        return Err(bad(self, "`enum` must be an array of values"));
+                    };
+                    if values.is_empty() {
+                        return Err(bad(self, "`enum` must list at least one value"));
+                    }
+                    self.check_constant(value, path, keyword)?;
+                    self.nodes[id as usize].enumeration = Some(values.clone());
+                }
+                "const" => {
+                    self.check_constant(value, path, keyword)?;
+                    self.nodes[id as usize].constant = Some(value.clone());
+                }
+                "oneOf" => {
+                    let Value::Array(branches) = value else {
+                        return Err(bad(self, "`oneOf` must be a non-empty array of schemas"));
+                    };
+                    if branches.is_empty() {
+                        return Err(bad(self, "`oneOf` must be a non-empty array of schemas"));
+                    }
+                    for (i, branch) in branches.iter().enumerate() {
+                        let sub_path =
+                            self.child_path(path, &[Segment::Key("oneOf"), Segment::Index(i)]);
+                        let child = self.alloc(sub_path);
+                        self.nodes[id as usize].one_of.push(child);
+                        children.push((branch, child, sub_path));
+                    }
+                }
+                "title" | "description" | "$comment" | "$schema" => {
+                    let Value::String(text) = value else {
+                        return Err(self.error(path, kw, format!("`{keyword}` must be a string")));
+                    };
+                    if keyword == "title" {
+                        self.nodes[id as usize].title = Some(text.as_str().into());
+                    }
+                }
+                "examples" => {
+                    if !value.is_array() {
+                        return Err(bad(self, "`examples` must be an array"));
+                    }
+                }
+                "default" => {}
+                other => {
+                    let hint = match other {
+                        "$ref" | "$defs" | "definitions" | "$id" | "$anchor" | "$dynamicRef" => {
+                            " (references are not supported: inline the schema)"
+                        }
+                        "anyOf" => " (use `oneOf` with alternatives that do not overlap)",
+                        "allOf" => " (merge the schemas into one)",
+                        "nullable" => " (use \"type\": [\"…\", \"null\"])",
+                        "prefixItems" => " (tuples are not supported: use an object)",
+                        _ => "",
+                    };
+                    return Err(self.error(
+                        path,
+                        kw,
+                        format!("unsupported keyword `{other}`{hint}"),
+                    ));
+                }
+            }
+        }
+        work.extend(children.into_iter().rev());
+        Ok(())
+    }
+
+    /// `const` and `enum` values must be safe to clone and compare, and
+    /// within the number contract (or no instance could ever equal them).
+    fn check_constant(&self, value: &Value, path: u32, keyword: &str) -> Result<(), CompileError> {
+        let limits = Limits {
+            max_depth: MAX_VALUE_DEPTH + usize::from(keyword == "enum"),
+            max_bytes: usize::MAX,
+        };
+        crate::check_value(value, &limits).map_err(|e| {
+            let inner = if e.pointer.is_empty() {
+                String::new()
+            } else {
+                format!(" at {}", e.pointer)
+            };
+            self.error(
+                path,
+                Some(keyword),
+                format!("`{keyword}` value{inner}: {}", e.kind),
+            )
+        })
+    }
+
+    /// Checks that need whole nodes, then freezes the arena.
+    fn finish(mut self) -> Result<Schema, CompileError> {
+        for i in 0..self.nodes.len() {
+            let node = &self.nodes[i];
+            let path = self.node_paths[i];
+            if node.additional == Additional::Forbidden
+                && let Some(name) = node.required.iter().find(|r| node.property(r).is_none())
+            {
+                return Err(self.error(
+                    path,
+                    Some("required"),
+                    format!(
+                        "required property {} is not in `properties` and `additionalProperties` is false, so no value can satisfy this schema",
+                        describe::quote(name)
+                    ),
+                ));
+            }
+            if let Some(types) = node.types {
+                let values = node
+                    .constant
+                    .iter()
+                    .map(|v| ("const", v))
+                    .chain(node.enumeration.iter().flatten().map(|v| ("enum", v)));
+                for (keyword, v) in values {
+                    if !types.admits(v) {
+                        return Err(self.error(
+                            path,
+                            Some(keyword),
+                            format!(
+                                "`{keyword}` value {} is not of type {}",
+                                describe::constant(v),
+                                types.describe()
+                            ),
+                        ));
+                    }
+                }
+            }
+            let tags: Vec<(Box<str>, Value)> = node
+                .required
+                .iter()
+                .filter_map(|name| {
+                    let child = &self.nodes[node.property(name)? as usize];
+                    Some((name.clone(), child.single_value()?.clone()))
+                })
+                .collect();
+            let index = (node.properties.len() >= INDEX_PROPERTIES_FROM).then(|| {
+                node.properties
+                    .iter()
+                    .map(|(name, id)| (name.clone(), *id))
+                    .collect::<HashMap<_, _>>()
+            });
+            let node = &mut self.nodes[i];
+            node.tags = tags;
+            node.property_index = index;
+        }
+        Ok(Schema {
+            nodes: self.nodes.into(),
+        })
+    }
+}
+
+impl fmt::Display for Schema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "compiled schema ({} nodes)", self.nodes.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn err(schema: Value) -> CompileError {
+        Schema::compile(&schema).unwrap_err()
+    }
+
+    #[test]
+    fn accepts_every_supported_keyword() {
+        let schema = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$comment": "c",
+            "title": "t",
+            "description": "d",
+            "default": {},
+            "examples": [{}],
+            "type": ["object", "null"],
+            "properties": {
+                "a": { "type": "array", "items": { "enum": [1, "x", null] } },
+                "b": { "const": {"k": [1]} },
+                "c": { "oneOf": [{ "type": "string" }, { "type": "integer" }] },
+                "d": true,
+                "e": false,
+            },
+            "required": ["a"],
+            "additionalProperties": { "type": "boolean" },
+        });
+        let compiled = Schema::compile(&schema).unwrap();
+        assert_eq!(compiled.nodes.len(), 10);
+        Schema::compile(&json!({})).unwrap();
+        Schema::compile(&json!(true)).unwrap();
+        Schema::compile(&json!(false)).unwrap();
+    }
+
+    #[test]
+    fn rejects_each_unsupported_keyword_with_its_pointer() {
+        for keyword in [
+            "$ref",
+            "pattern",
+            "format",
+            "allOf",
+            "anyOf",
+            "not",
+            "minimum",
+            "maximum",
+            "exclusiveMinimum",
+            "multipleOf",
+            "minLength",
+            "maxLength",
+            "minItems",
+            "maxItems",
+            "uniqueItems",
+            "contains",
+            "patternProperties",
+            "propertyNames",
+            "dependentRequired",
+            "if",
+            "then",
+            "else",
+            "$defs",
+            "definitions",
+            "nullable",
+            "prefixItems",
+            "unevaluatedProperties",
+            "minProperties",
+            "$id",
+            "readOnly",
+            "deprecated",
+        ] {
+            let mut inner = serde_json::Map::new();
+            inner.insert(keyword.into(), json!(1));
+            let e = err(json!({
+                "type": "object",
+                "properties": { "x": { "type": "array", "items": inner } },
+            }));
+            assert_eq!(e.keyword.as_deref(), Some(keyword));
+            assert_eq!(e.pointer, "/properties/x/items");
+            assert!(
+                e.to_string()
+                    .starts_with(&format!("unsupported keyword `{keyword}`")),
+                "{e}"
+            );
+            assert!(e.to_string().ends_with(" at /properties/x/items"), "{e}");
+        }
+    }
+
+    #[test]
+    fn hints_for_common_substitutes() {
+        assert_eq!(
+            err(json!({"anyOf": []})).to_string(),
+            "unsupported keyword `anyOf` (use `oneOf` with alternatives that do not overlap) at the root"
+        );
+        assert!(err(json!({"$ref": "#/x"})).message.contains("inline"));
+    }
+
+    #[test]
+    fn pointers_escape_property_names() {
+        let e = err(json!({"properties": {"a/b~c": {"oneOf": [{}, {"format": "x"}]}}}));
+        assert_eq!(e.pointer, "/properties/a~1b~0c/oneOf/1");
+    }
+
+    #[test]
+    fn first_error_in_document_order() {
+        let e = err(json!({
+            "properties": {
+                "a": { "properties": { "deep": { "minimum": 1 } } },
+                "b": { "maximum": 1 },
+            }
+        }));
+        assert_eq!(e.pointer, "/properties/a/properties/deep");
+    }
+
+    #[test]
+    fn rejects_malformed_keyword_values() {
+        let cases = [
+            (json!({"type": "float"}), "type", "unknown type \"float\""),
+            (json!({"type": []}), "type", "`type` must be a type name"),
+            (
+                json!({"type": ["string", "string"]}),
+                "type",
+                "listed twice",
+            ),
+            (json!({"type": 3}), "type", "`type` must be"),
+            (json!({"properties": []}), "properties", "object of schemas"),
+            (
+                json!({"properties": {"a": 1}}),
+                "",
+                "a schema must be an object or a boolean, not integer",
+            ),
+            (
+                json!({"required": "a"}),
+                "required",
+                "array of property names",
+            ),
+            (
+                json!({"required": [1]}),
+                "required",
+                "array of property names",
+            ),
+            (
+                json!({"required": ["a", "a"]}),
+                "required",
+                "lists \"a\" twice",
+            ),
+            (
+                json!({"additionalProperties": 1}),
+                "additionalProperties",
+                "boolean or a schema",
+            ),
+            (json!({"items": [{}]}), "items", "tuple"),
+            (json!({"items": "x"}), "items", "must be a schema"),
+            (json!({"enum": []}), "enum", "at least one"),
+            (json!({"enum": {}}), "enum", "array of values"),
+            (json!({"oneOf": []}), "oneOf", "non-empty"),
+            (json!({"oneOf": {}}), "oneOf", "non-empty"),
+            (json!({"description": 1}), "description", "must be a string"),
+            (json!({"title": null}), "title", "must be a string"),
+            (json!({"examples": 1}), "examples", "must be an array"),
+            (json!({"const": 9007199254740993u64}), "const", "outside"),
+            (
+                json!({"type": "string", "enum": ["a", 1]}),
+                "enum",
+                "`enum` value 1 is not of type string",
+            ),
+            (
+                json!({"type": "integer", "const": 1.5}),
+                "const",
+                "not of type integer",
+            ),
+            (
+                json!({"properties": {"a": {}}, "required": ["b"], "additionalProperties": false}),
+                "required",
+                "required property \"b\" is not in `properties`",
+            ),
+        ];
+        for (schema, keyword, needle) in cases {
+            let e = err(schema.clone());
+            if keyword.is_empty() {
+                assert_eq!(e.keyword, None, "{schema}");
+            } else {
+                assert_eq!(e.keyword.as_deref(), Some(keyword), "{schema}: {e}");
+            }
+            assert!(e.message.contains(needle), "{schema}: {e}");
+        }
+        assert_eq!(
+            err(json!("string")).to_string(),
+            "a schema must be an object or a boolean, not string at the root"
+        );
+    }
+
+    #[test]
+    fn constants_are_depth_limited() {
+        let mut deep = json!(1);
+        for _ in 0..MAX_VALUE_DEPTH {
+            deep = json!([deep]);
+        }
+        Schema::compile(&json!({ "const": deep.clone() })).unwrap();
+        Schema::compile(&json!({ "enum": [deep.clone()] })).unwrap();
+        let deeper = json!([deep]);
+        let e = err(json!({ "properties": {"x": { "const": deeper }} }));
+        assert_eq!(e.pointer, "/properties/x");
+        assert!(e.message.contains("nesting deeper than 128"), "{e}");
+    }
+
+    #[test]
+    fn parameters_root_must_be_an_object_schema() {
+        Schema::compile_parameters(&json!({"type": "object"})).unwrap();
+        Schema::compile_parameters(&json!({"type": ["object"]})).unwrap();
+        for schema in [
+            json!({}),
+            json!(true),
+            json!({"type": "string"}),
+            json!({"type": ["object", "null"]}),
+            json!({"oneOf": [{"type": "object"}]}),
+        ] {
+            let e = Schema::compile_parameters(&schema).unwrap_err();
+            assert_eq!(e.keyword.as_deref(), Some("type"));
+            assert_eq!(
+                e.to_string(),
+                "tool parameters must be a schema with \"type\": \"object\" at the root"
+            );
+        }
+        // The rest of the schema is still checked.
+        assert!(
+            Schema::compile_parameters(&json!({"type": "object", "minProperties": 1})).is_err()
+        );
+    }
+
+    #[test]
+    fn tags_are_required_single_value_properties() {
+        let s = Schema::compile(&json!({
+            "properties": {
+                "kind": {"const": "circle"},
+                "v": {"enum": [2]},
+                "o": {"const": 1},
+                "many": {"enum": [1, 2]},
+            },
+            "required": ["kind", "v", "many"],
+        }))
+        .unwrap();
+        let root = s.node(ROOT_NODE);
+        assert_eq!(
+            root.tags,
+            vec![("kind".into(), json!("circle")), ("v".into(), json!(2))]
+        );
+    }
+
+    #[test]
+    fn large_objects_get_an_index() {
+        let properties: serde_json::Map<String, Value> =
+            (0..40).map(|i| (format!("p{i}"), json!({}))).collect();
+        let s = Schema::compile(&json!({ "properties": properties })).unwrap();
+        let root = s.node(ROOT_NODE);
+        assert!(root.property_index.is_some());
+        assert!(root.property("p39").is_some());
+        assert!(root.property("p40").is_none());
+    }
+
+    #[test]
+    fn schema_is_send_sync_and_cheap_to_clone() {
+        fn assert_send_sync<T: Send + Sync + Clone + fmt::Debug>() {}
+        assert_send_sync::<Schema>();
+        let s = Schema::compile(&json!({})).unwrap();
+        let t = s.clone();
+        assert!(Arc::ptr_eq(&s.nodes, &t.nodes));
+    }
+}

@@ -1,0 +1,977 @@
+//! Validating a call's arguments against a compiled schema.
+//!
+//! The validator reports *every* violation (up to [`MAX_VIOLATIONS`]) as
+//! `{path, expected, got}`, worded for a language model that has to fix its
+//! call in one try. It keeps an explicit work list, so an instance of any
+//! depth is safe; for `oneOf` each alternative is checked against its own
+//! tally, and when none matches, the violations of the *closest* alternative
+//! are reported (the one with most matching constant tags, else the one that fails
+//! least near the surface), because "matches none of 4 alternatives" tells a
+//! model nothing.
+//!
+//! Validation does not apply [`Limits`](crate::Limits): run the snapshot
+//! ([`parse`](crate::parse) or [`check_value`](crate::check_value)) first,
+//! as the host does for every call.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::compile::{Additional, Node, NodeId, ROOT_NODE, Schema};
+use crate::describe;
+use crate::eq::json_eq;
+use crate::pointer::{PathArena, ROOT, Segment};
+
+/// Most violations reported for one call; the rest are counted, not listed.
+pub const MAX_VIOLATIONS: usize = 32;
+
+/// Longest list of values or names quoted in `expected`, in characters.
+const MAX_LIST_CHARS: usize = 600;
+
+/// One way the arguments fail their schema.
+///
+/// ```
+/// # use toolgate_schema::Violation;
+/// let v = Violation { path: "/limit".into(), expected: "integer".into(), got: "string \"ten\"".into() };
+/// assert_eq!(v.to_string(), "/limit: expected integer, got string \"ten\"");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Violation {
+    /// JSON pointer to the offending value (`""` is the arguments object).
+    pub path: String,
+    /// What the schema wants there.
+    pub expected: String,
+    /// What the call sent, shortened.
+    pub got: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let path = if self.path.is_empty() {
+            "(arguments)"
+        } else {
+            &self.path
+        };
+        write!(f, "{path}: expected {}, got {}", self.expected, self.got)
+    }
+}
+
+/// One line for a log or an error text: `"/a: expected …; /b: expected …"`.
+pub fn summarize(violations: &[Violation]) -> String {
+    violations
+        .iter()
+        .map(Violation::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl Schema {
+    /// Validates an instance, returning every violation (at most
+    /// [`MAX_VIOLATIONS`], in document order).
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use toolgate_schema::Schema;
+    ///
+    /// let schema = Schema::compile_parameters(&json!({
+    ///     "type": "object",
+    ///     "properties": {
+    ///         "mode": { "enum": ["fast", "slow"] },
+    ///         "color": { "type": "string" },
+    ///         "size": { "type": "integer" },
+    ///     },
+    ///     "required": ["mode"],
+    ///     "additionalProperties": false,
+    /// }))
+    /// .unwrap();
+    /// let errors = schema.validate(&json!({"mode": "medium", "colour": "red"})).unwrap_err();
+    /// assert_eq!(errors[0].to_string(), r#"/mode: expected one of "fast", "slow", got "medium""#);
+    /// assert_eq!(errors[1].to_string(), "/colour: expected no such property (allowed: mode, color, size), got string");
+    /// ```
+    pub fn validate(&self, instance: &Value) -> Result<(), Vec<Violation>> {
+        // Sized for a typical call, so that one allocation each suffices.
+        let mut work = Vec::with_capacity(16);
+        work.push(Work::Check {
+            node: ROOT_NODE,
+            value: instance,
+            path: ROOT,
+            sink: 0,
+        });
+        let mut run = Run {
+            schema: self,
+            paths: PathArena::with_capacity(32),
+            sinks: vec![Sink::new(0)],
+            work,
+        };
+        run.run();
+        let root = run.sinks.swap_remove(0);
+        if root.total == 0 {
+            Ok(())
+        } else {
+            Err(root.violations.into_iter().map(|(v, _)| v).collect())
+        }
+    }
+
+    /// [`check_value`](crate::check_value), then [`validate`](Self::validate):
+    /// for a value that did not come through [`parse`](crate::parse) (an
+    /// embedder's). A value beyond the limits or the number contract is
+    /// reported as a single violation and not validated further.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use toolgate_schema::{Limits, Schema};
+    ///
+    /// let schema = Schema::compile(&json!({"type": "array"})).unwrap();
+    /// let limits = Limits { max_depth: 2, ..Limits::default() };
+    /// let errors = schema.validate_with_limits(&json!([[[1]]]), &limits).unwrap_err();
+    /// assert_eq!(errors[0].to_string(), "/0/0: expected arrays and objects nested at most 2 levels deep, got nesting deeper than 2 levels");
+    /// ```
+    pub fn validate_with_limits(
+        &self,
+        instance: &Value,
+        limits: &crate::Limits,
+    ) -> Result<(), Vec<Violation>> {
+        crate::check_value(instance, limits).map_err(|e| vec![e.to_violation()])?;
+        self.validate(instance)
+    }
+
+    /// Whether an instance is valid (same as `validate(..).is_ok()`).
+    pub fn is_valid(&self, instance: &Value) -> bool {
+        self.validate(instance).is_ok()
+    }
+}
+
+/// Where violations are tallied: the call itself, or one `oneOf` branch.
+struct Sink {
+    /// Stored violations with their path depth.
+    violations: Vec<(Violation, u32)>,
+    total: usize,
+    /// Violations at most one level below `base_depth`: a missing or extra
+    /// property, a wrong type right there. Few of those means "close".
+    shallow: usize,
+    base_depth: u32,
+}
+
+impl Sink {
+    fn new(base_depth: u32) -> Self {
+        Sink {
+            violations: Vec::new(),
+            total: 0,
+            shallow: 0,
+            base_depth,
+        }
+    }
+}
+
+enum Work<'v> {
+    Check {
+        node: NodeId,
+        value: &'v Value,
+        path: u32,
+        sink: u32,
+    },
+    /// A member that `additionalProperties: false` forbids.
+    Unknown {
+        node: NodeId,
+        key: &'v str,
+        value: &'v Value,
+        path: u32,
+        sink: u32,
+    },
+    /// Decide a `oneOf` once all its branches (sinks `first..`) are checked.
+    OneOf {
+        node: NodeId,
+        value: &'v Value,
+        path: u32,
+        sink: u32,
+        first: u32,
+    },
+}
+
+struct Run<'s, 'v> {
+    schema: &'s Schema,
+    paths: PathArena<'v>,
+    sinks: Vec<Sink>,
+    work: Vec<Work<'v>>,
+}
+
+impl<'v> Run<'_, 'v> {
+    fn run(&mut self) {
+        while let Some(item) = self.work.pop() {
+            if self.sinks[0].violations.len() >= MAX_VIOLATIONS {
+                return;
+            }
+            match item {
+                Work::Check {
+                    node,
+                    value,
+                    path,
+                    sink,
+                } => self.check(node, value, path, sink),
+                Work::OneOf {
+                    node,
+                    value,
+                    path,
+                    sink,
+                    first,
+                } => self.one_of(node, value, path, sink, first),
+                Work::Unknown {
+                    node,
+                    key,
+                    value,
+                    path,
+                    sink,
+                } => {
+                    let node = self.schema.node(node);
+                    self.emit(
+                        sink,
+                        path,
+                        Some(Segment::Key(key)),
+                        || allowed_list(node),
+                        || describe::type_name(value).to_owned(),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Records a violation at `path` (plus `extra`, if given).
+    fn emit(
+        &mut self,
+        sink: u32,
+        path: u32,
+        extra: Option<Segment<'_>>,
+        expected: impl FnOnce() -> String,
+        got: impl FnOnce() -> String,
+    ) {
+        let depth = self.paths.depth(path) + u32::from(extra.is_some());
+        let sink = &mut self.sinks[sink as usize];
+        sink.total += 1;
+        if depth <= sink.base_depth + 1 {
+            sink.shallow += 1;
+        }
+        if sink.violations.len() < MAX_VIOLATIONS {
+            let path = match extra {
+                Some(segment) => self.paths.pointer_with(path, segment),
+                None => self.paths.pointer(path),
+            };
+            sink.violations.push((
+                Violation {
+                    path,
+                    expected: expected(),
+                    got: got(),
+                },
+                depth,
+            ));
+        }
+    }
+
+    fn check(&mut self, id: NodeId, value: &'v Value, path: u32, sink: u32) {
+        let schema = self.schema;
+        let node = schema.node(id);
+        if let Some(failure) = root_failure(node, value) {
+            let (expected, got) = match failure {
+                RootFailure::RejectsAll => (
+                    "no value (the schema is `false`)".to_owned(),
+                    describe::typed(value),
+                ),
+                RootFailure::Type => (
+                    node.types.map_or_else(String::new, |t| t.describe()),
+                    describe::typed(value),
+                ),
+                RootFailure::Const => (
+                    format!(
+                        "exactly {}",
+                        node.constant
+                            .as_ref()
+                            .map_or_else(String::new, describe::constant)
+                    ),
+                    describe::short(value),
+                ),
+                RootFailure::Enum => (
+                    format!(
+                        "one of {}",
+                        value_list(node.enumeration.as_deref().unwrap_or_default())
+                    ),
+                    describe::short(value),
+                ),
+            };
+            self.emit(sink, path, None, || expected, || got);
+            return;
+        }
+        match value {
+            Value::Object(members) => {
+                for name in &node.required {
+                    if !members.contains_key(&**name) {
+                        self.emit(
+                            sink,
+                            path,
+                            Some(Segment::Key(name)),
+                            || "required property".to_owned(),
+                            || "missing".to_owned(),
+                        );
+                    }
+                }
+                let start = self.work.len();
+                for (key, member) in members {
+                    let child = match node.property(key) {
+                        Some(child) => child,
+                        None => match node.additional {
+                            Additional::Allowed => continue,
+                            Additional::Schema(child) => child,
+                            Additional::Forbidden => {
+                                // Reported in turn with the members' own
+                                // violations, to keep document order.
+                                self.work.push(Work::Unknown {
+                                    node: id,
+                                    key,
+                                    value: member,
+                                    path,
+                                    sink,
+                                });
+                                continue;
+                            }
+                        },
+                    };
+                    let child_path = self.paths.child(path, Segment::Key(key));
+                    self.work.push(Work::Check {
+                        node: child,
+                        value: member,
+                        path: child_path,
+                        sink,
+                    });
+                }
+                self.work[start..].reverse();
+            }
+            Value::Array(items) => {
+                if let Some(child) = node.items {
+                    let start = self.work.len();
+                    for (i, item) in items.iter().enumerate() {
+                        let child_path = self.paths.child(path, Segment::Index(i));
+                        self.work.push(Work::Check {
+                            node: child,
+                            value: item,
+                            path: child_path,
+                            sink,
+                        });
+                    }
+                    self.work[start..].reverse();
+                }
+            }
+            _ => {}
+        }
+        if !node.one_of.is_empty() {
+            let first = u32::try_from(self.sinks.len()).unwrap_or(u32::MAX);
+            let depth = self.paths.depth(path);
+            self.work.push(Work::OneOf {
+                node: id,
+                value,
+                path,
+                sink,
+                first,
+            });
+            for _ in &node.one_of {
+                self.sinks.push(Sink::new(depth));
+            }
+            for (i, &branch) in node.one_of.iter().enumerate().rev() {
+                self.work.push(Work::Check {
+                    node: branch,
+                    value,
+                    path,
+                    sink: first + i as u32,
+                });
+            }
+        }
+    }
+
+    fn one_of(&mut self, id: NodeId, value: &'v Value, path: u32, sink: u32, first: u32) {
+        let schema = self.schema;
+        let node = schema.node(id);
+        let first = first as usize;
+        let branches = &node.one_of;
+        let matched: Vec<usize> = (0..branches.len())
+            .filter(|&i| self.sinks[first + i].total == 0)
+            .collect();
+        match matched.len() {
+            1 => {}
+            0 => {
+                if !self.wrong_tag(node, value, path, sink) {
+                    self.closest(node, value, path, sink, first);
+                }
+            }
+            n => {
+                let names: Vec<String> = matched
+                    .iter()
+                    .map(|&i| match &schema.node(branches[i]).title {
+                        Some(title) => describe::quote(title),
+                        None => format!("#{i}"),
+                    })
+                    .collect();
+                self.emit(
+                    sink,
+                    path,
+                    None,
+                    || {
+                        format!(
+                            "a value matching exactly one of the {} alternatives",
+                            branches.len()
+                        )
+                    },
+                    || {
+                        format!(
+                            "{} matching {n} alternatives: {}",
+                            describe::type_name(value),
+                            names.join(", ")
+                        )
+                    },
+                );
+            }
+        }
+        // Nested `oneOf`s in these branches finished before this one (the
+        // work list is a stack), so the branch sinks are the last ones.
+        self.sinks.truncate(first);
+    }
+}
+
+impl Run<'_, '_> {
+    /// No alternative matched: report the violations of the closest one, or
+    /// if every one fails at its root, list what each accepts.
+    fn closest(&mut self, node: &Node, value: &Value, path: u32, sink: u32, first: usize) {
+        let schema = self.schema;
+        let branches = &node.one_of;
+        let best = (0..branches.len())
+            .filter(|&i| root_failure(schema.node(branches[i]), value).is_none())
+            .min_by_key(|&i| {
+                let s = &self.sinks[first + i];
+                let tags = matching_tags(schema.node(branches[i]), value);
+                (std::cmp::Reverse(tags), s.shallow, s.total)
+            });
+        match best {
+            None => {
+                let alternatives: Vec<String> = branches
+                    .iter()
+                    .map(|&b| describe_node(schema.node(b)))
+                    .collect();
+                self.emit(
+                    sink,
+                    path,
+                    None,
+                    || format!("one of: {}", alternatives.join(" | ")),
+                    || describe::typed(value),
+                );
+            }
+            Some(best) => {
+                let chosen = std::mem::replace(&mut self.sinks[first + best], Sink::new(0));
+                let stored = chosen.violations.len();
+                let parent = &mut self.sinks[sink as usize];
+                for (violation, depth) in chosen.violations {
+                    parent.total += 1;
+                    if depth <= parent.base_depth + 1 {
+                        parent.shallow += 1;
+                    }
+                    if parent.violations.len() < MAX_VIOLATIONS {
+                        parent.violations.push((violation, depth));
+                    }
+                }
+                parent.total += chosen.total - stored;
+            }
+        }
+    }
+
+    /// When every alternative is tagged by the same property and the value's
+    /// tag names none of them, that is the one thing to say:
+    /// `/kind: expected one of "circle", "rect", got "square"`.
+    fn wrong_tag(&mut self, node: &Node, value: &Value, path: u32, sink: u32) -> bool {
+        let schema = self.schema;
+        let Value::Object(members) = value else {
+            return false;
+        };
+        let Some(&first) = node.one_of.first() else {
+            return false;
+        };
+        for (name, _) in &schema.node(first).tags {
+            let mut tags = Vec::with_capacity(node.one_of.len());
+            for &branch in &node.one_of {
+                match schema.node(branch).tags.iter().find(|(n, _)| n == name) {
+                    Some((_, tag)) => tags.push(tag.clone()),
+                    None => break,
+                }
+            }
+            if tags.len() < node.one_of.len() {
+                continue;
+            }
+            let got = members.get(&**name);
+            if got.is_some_and(|g| tags.iter().any(|t| json_eq(t, g))) {
+                continue;
+            }
+            self.emit(
+                sink,
+                path,
+                Some(Segment::Key(name)),
+                || format!("one of {}", value_list(&tags)),
+                || got.map_or_else(|| "missing".to_owned(), describe::short),
+            );
+            return true;
+        }
+        false
+    }
+}
+
+#[derive(Clone, Copy)]
+enum RootFailure {
+    RejectsAll,
+    Type,
+    Const,
+    Enum,
+}
+
+/// Why `value` fails `node` right at the node, before looking inside.
+fn root_failure(node: &Node, value: &Value) -> Option<RootFailure> {
+    if node.rejects_all {
+        return Some(RootFailure::RejectsAll);
+    }
+    if node.types.is_some_and(|t| !t.admits(value)) {
+        return Some(RootFailure::Type);
+    }
+    if node.constant.as_ref().is_some_and(|c| !json_eq(c, value)) {
+        return Some(RootFailure::Const);
+    }
+    if node
+        .enumeration
+        .as_ref()
+        .is_some_and(|values| !values.iter().any(|c| json_eq(c, value)))
+    {
+        return Some(RootFailure::Enum);
+    }
+    None
+}
+
+/// How many of a branch's constant tags `value` carries.
+fn matching_tags(node: &Node, value: &Value) -> usize {
+    let Value::Object(members) = value else {
+        return 0;
+    };
+    node.tags
+        .iter()
+        .filter(|(name, tag)| members.get(&**name).is_some_and(|v| json_eq(v, tag)))
+        .count()
+}
+
+/// A short description of what a `oneOf` alternative accepts.
+fn describe_node(node: &Node) -> String {
+    if node.rejects_all {
+        return "nothing".to_owned();
+    }
+    if let Some(c) = &node.constant {
+        return describe::constant(c);
+    }
+    if let Some(values) = &node.enumeration {
+        return value_list(values);
+    }
+    if !node.tags.is_empty() {
+        let tags: Vec<String> = node
+            .tags
+            .iter()
+            .map(|(name, v)| format!("{}: {}", describe::quote(name), describe::constant(v)))
+            .collect();
+        return format!("object with {}", tags.join(", "));
+    }
+    if node.required.len() == 1
+        && node.additional == Additional::Forbidden
+        && node.properties.len() == 1
+    {
+        return format!(
+            "object with property {}",
+            describe::quote(&node.required[0])
+        );
+    }
+    let base = node
+        .types
+        .map_or_else(|| "value".to_owned(), |t| t.describe());
+    match &node.title {
+        Some(title) => format!("{base} ({title})"),
+        None => base,
+    }
+}
+
+/// `"a", "b", 3` — cut with a count when very long.
+fn value_list(values: &[Value]) -> String {
+    let mut out = String::new();
+    for (i, v) in values.iter().enumerate() {
+        let item = describe::constant(v);
+        if i > 0 && out.len() + item.len() > MAX_LIST_CHARS {
+            out.push_str(&format!(", … ({} more)", values.len() - i));
+            break;
+        }
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(&item);
+    }
+    out
+}
+
+/// `no such property (allowed: color, size)`.
+fn allowed_list(node: &Node) -> String {
+    if node.properties.is_empty() {
+        return "no such property (no properties are allowed)".to_owned();
+    }
+    let mut out = String::from("no such property (allowed: ");
+    let start = out.len();
+    for (i, (name, _)) in node.properties.iter().enumerate() {
+        if i > 0 && out.len() - start + name.len() > MAX_LIST_CHARS {
+            out.push_str(&format!(", … ({} more)", node.properties.len() - i));
+            break;
+        }
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(name);
+    }
+    out.push(')');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema(s: Value) -> Schema {
+        Schema::compile(&s).unwrap()
+    }
+
+    fn violations(s: &Schema, v: Value) -> Vec<Violation> {
+        s.validate(&v).unwrap_err()
+    }
+
+    fn one(path: &str, expected: &str, got: &str) -> Violation {
+        Violation {
+            path: path.into(),
+            expected: expected.into(),
+            got: got.into(),
+        }
+    }
+
+    #[test]
+    fn type_keyword() {
+        let s = schema(json!({"type": "integer"}));
+        assert!(s.is_valid(&json!(3)));
+        assert!(s.is_valid(&json!(3.0)));
+        assert!(s.is_valid(&json!(-0.0)));
+        assert_eq!(
+            violations(&s, json!(3.5)),
+            vec![one("", "integer", "number 3.5")]
+        );
+        assert_eq!(
+            violations(&s, json!("ten")),
+            vec![one("", "integer", "string \"ten\"")]
+        );
+
+        let s = schema(json!({"type": "number"}));
+        assert!(s.is_valid(&json!(3)) && s.is_valid(&json!(3.5)));
+        assert_eq!(
+            violations(&s, json!(true)),
+            vec![one("", "number", "boolean true")]
+        );
+
+        let s = schema(json!({"type": ["string", "null"]}));
+        assert!(s.is_valid(&json!(null)) && s.is_valid(&json!("x")));
+        assert_eq!(
+            violations(&s, json!([1])),
+            vec![one("", "string or null", "array of 1 item")]
+        );
+
+        let s = schema(json!({"type": ["integer", "string", "null"]}));
+        assert_eq!(
+            violations(&s, json!({})),
+            vec![one("", "integer, string or null", "empty object")]
+        );
+        for (t, ok, bad) in [
+            ("null", json!(null), json!(0)),
+            ("boolean", json!(false), json!("false")),
+            ("string", json!(""), json!(1)),
+            ("array", json!([]), json!({})),
+            ("object", json!({}), json!([])),
+        ] {
+            let s = schema(json!({ "type": t }));
+            assert!(s.is_valid(&ok), "{t}");
+            assert_eq!(violations(&s, bad)[0].expected, t);
+        }
+    }
+
+    #[test]
+    fn properties_and_required() {
+        let s = schema(json!({
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "limit": {"type": "integer"}},
+            "required": ["path", "limit"],
+        }));
+        assert!(s.is_valid(&json!({"path": "/a", "limit": 1, "other": true})));
+        assert_eq!(
+            violations(&s, json!({"limit": "ten"})),
+            vec![
+                one("/path", "required property", "missing"),
+                one("/limit", "integer", "string \"ten\""),
+            ]
+        );
+        // `properties` and `required` apply to objects only.
+        assert!(schema(json!({"required": ["a"]})).is_valid(&json!("not an object")));
+    }
+
+    #[test]
+    fn additional_properties() {
+        let closed = schema(json!({
+            "properties": {"color": {}, "size": {}},
+            "additionalProperties": false,
+        }));
+        assert!(closed.is_valid(&json!({"color": 1})));
+        assert_eq!(
+            violations(&closed, json!({"colour": "red", "size": 1})),
+            vec![one(
+                "/colour",
+                "no such property (allowed: color, size)",
+                "string"
+            )]
+        );
+        let empty = schema(json!({"additionalProperties": false}));
+        assert_eq!(
+            violations(&empty, json!({"a/b": 1}))[0],
+            one(
+                "/a~1b",
+                "no such property (no properties are allowed)",
+                "integer"
+            )
+        );
+        let typed =
+            schema(json!({"properties": {"n": {}}, "additionalProperties": {"type": "integer"}}));
+        assert!(typed.is_valid(&json!({"n": "x", "a": 1, "b": 2})));
+        assert_eq!(
+            violations(&typed, json!({"a": 1, "b": "2"})),
+            vec![one("/b", "integer", "string \"2\"")]
+        );
+        assert!(schema(json!({"additionalProperties": true})).is_valid(&json!({"x": 1})));
+    }
+
+    #[test]
+    fn items() {
+        let s = schema(json!({"type": "array", "items": {"type": "string"}}));
+        assert!(s.is_valid(&json!(["a", "b"])));
+        assert!(s.is_valid(&json!([])));
+        assert_eq!(
+            violations(&s, json!(["a", 1, "c", null])),
+            vec![one("/1", "string", "number 1"), one("/3", "string", "null")]
+        );
+        let none = schema(json!({"items": false}));
+        assert!(none.is_valid(&json!([])));
+        assert_eq!(violations(&none, json!([1]))[0].path, "/0");
+    }
+
+    #[test]
+    fn enum_and_const() {
+        let s =
+            schema(json!({"properties": {"mode": {"type": "string", "enum": ["fast", "slow"]}}}));
+        assert_eq!(
+            violations(&s, json!({"mode": "medium"})),
+            vec![one("/mode", "one of \"fast\", \"slow\"", "\"medium\"")]
+        );
+        let s = schema(json!({"enum": [1, "one", null, [1]]}));
+        assert!(s.is_valid(&json!(1.0)));
+        assert!(s.is_valid(&json!([1.0])));
+        assert_eq!(
+            violations(&s, json!({"a": 1}))[0],
+            one("", "one of 1, \"one\", null, [1]", "object with 1 property")
+        );
+        let s = schema(json!({"const": "x"}));
+        assert!(s.is_valid(&json!("x")));
+        assert_eq!(
+            violations(&s, json!("y")),
+            vec![one("", "exactly \"x\"", "\"y\"")]
+        );
+        let s = schema(json!({"const": {"a": [1, 2]}}));
+        assert!(s.is_valid(&json!({"a": [1.0, 2]})));
+        assert_eq!(
+            violations(&s, json!({"a": [2, 1]}))[0].expected,
+            "exactly {\"a\":[1,2]}"
+        );
+    }
+
+    #[test]
+    fn long_enums_are_cut() {
+        let values: Vec<String> = (0..500).map(|i| format!("value-{i:04}")).collect();
+        let s = schema(json!({"enum": values}));
+        let v = &violations(&s, json!("nope"))[0];
+        assert!(v.expected.len() < 700, "{}", v.expected);
+        assert!(v.expected.ends_with("more)"), "{}", v.expected);
+    }
+
+    #[test]
+    fn false_schema() {
+        let s = schema(json!({"properties": {"x": false}}));
+        assert!(s.is_valid(&json!({})));
+        assert_eq!(
+            violations(&s, json!({"x": 1})),
+            vec![one("/x", "no value (the schema is `false`)", "number 1")]
+        );
+    }
+
+    #[test]
+    fn long_strings_are_shortened_in_got() {
+        let s = schema(json!({"type": "integer"}));
+        let got = &violations(&s, json!("x".repeat(1000)))[0].got;
+        assert!(got.len() < 80, "{got}");
+        assert!(got.ends_with("(1000 characters)"));
+    }
+
+    #[test]
+    fn one_of_exactly_one() {
+        let s = schema(json!({"oneOf": [{"type": "string"}, {"type": "integer"}]}));
+        assert!(s.is_valid(&json!("a")));
+        assert!(s.is_valid(&json!(1)));
+        assert_eq!(
+            violations(&s, json!(1.5)),
+            vec![one("", "one of: string | integer", "number 1.5")]
+        );
+        let overlap = schema(json!({"oneOf": [
+            {"type": "number", "title": "Float"},
+            {"type": "integer"},
+            {"type": "string"},
+        ]}));
+        assert_eq!(
+            violations(&overlap, json!(1)),
+            vec![one(
+                "",
+                "a value matching exactly one of the 3 alternatives",
+                "integer matching 2 alternatives: \"Float\", #1"
+            )]
+        );
+    }
+
+    #[test]
+    fn one_of_reports_the_branch_whose_tag_matches() {
+        let s = schema(json!({"oneOf": [
+            {
+                "type": "object",
+                "properties": {"kind": {"const": "circle"}, "radius": {"type": "number"}},
+                "required": ["kind", "radius"],
+                "additionalProperties": false,
+            },
+            {
+                "type": "object",
+                "properties": {"kind": {"const": "rect"}, "w": {"type": "number"}, "h": {"type": "number"}},
+                "required": ["kind", "w", "h"],
+                "additionalProperties": false,
+            },
+        ]}));
+        assert!(s.is_valid(&json!({"kind": "rect", "w": 1, "h": 2})));
+        // Fewer violations against "circle", but the tag says "rect".
+        assert_eq!(
+            violations(&s, json!({"kind": "rect", "w": "1", "h": "2", "x": 0})),
+            vec![
+                one("/w", "number", "string \"1\""),
+                one("/h", "number", "string \"2\""),
+                one("/x", "no such property (allowed: kind, w, h)", "integer"),
+            ]
+        );
+        assert_eq!(
+            violations(&s, json!({"kind": "square"})),
+            vec![one("/kind", "one of \"circle\", \"rect\"", "\"square\"")]
+        );
+        assert_eq!(
+            violations(&s, json!({"radius": 1})),
+            vec![one("/kind", "one of \"circle\", \"rect\"", "missing")]
+        );
+        assert_eq!(
+            violations(&s, json!("circle")),
+            vec![one(
+                "",
+                "one of: object with \"kind\": \"circle\" | object with \"kind\": \"rect\"",
+                "string \"circle\""
+            )]
+        );
+    }
+
+    #[test]
+    fn one_of_prefers_fewer_surface_violations() {
+        // Externally tagged enum, as serde writes it.
+        let s = schema(json!({"oneOf": [
+            {"type": "string", "enum": ["Stop"]},
+            {
+                "type": "object",
+                "properties": {"Move": {
+                    "type": "object",
+                    "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}, "z": {"type": "integer"}},
+                    "required": ["x", "y", "z"],
+                    "additionalProperties": false,
+                }},
+                "required": ["Move"],
+                "additionalProperties": false,
+            },
+            {
+                "type": "object",
+                "properties": {"Say": {"type": "string"}},
+                "required": ["Say"],
+                "additionalProperties": false,
+            },
+        ]}));
+        assert_eq!(
+            violations(&s, json!({"Move": {"x": "1", "y": "2", "z": "3"}})),
+            vec![
+                one("/Move/x", "integer", "string \"1\""),
+                one("/Move/y", "integer", "string \"2\""),
+                one("/Move/z", "integer", "string \"3\""),
+            ]
+        );
+        assert_eq!(
+            violations(&s, json!({"Say": 5})),
+            vec![one("/Say", "string", "number 5")]
+        );
+        assert_eq!(
+            violations(&s, json!("Go")),
+            vec![one(
+                "",
+                "one of: \"Stop\" | object with property \"Move\" | object with property \"Say\"",
+                "string \"Go\""
+            )]
+        );
+    }
+
+    #[test]
+    fn nested_one_of_in_items() {
+        let s = schema(json!({"type": "array", "items": {"oneOf": [
+            {"type": "integer"},
+            {"type": "array", "items": {"oneOf": [{"type": "string"}, {"type": "boolean"}]}},
+        ]}}));
+        assert!(s.is_valid(&json!([1, ["a", true], 2, []])));
+        assert_eq!(
+            violations(&s, json!([1, ["a", 3], "x"])),
+            vec![
+                one("/1/1", "one of: string | boolean", "number 3"),
+                one("/2", "one of: integer | array", "string \"x\""),
+            ]
+        );
+    }
+
+    #[test]
+    fn violations_are_capped() {
+        let s = schema(json!({"type": "array", "items": {"type": "string"}}));
+        let v = violations(&s, json!(vec![0; 1000]));
+        assert_eq!(v.len(), MAX_VIOLATIONS);
+        assert_eq!(v[31].path, "/31");
+    }
+
+    #[test]
+    fn summary() {
+        let s = schema(json!({"properties": {"a": {"type": "string"}}, "required": ["b"]}));
+        let v = violations(&s, json!({"a": 1}));
+        assert_eq!(
+            summarize(&v),
+            "/b: expected required property, got missing; /a: expected string, got number 1"
+        );
+        assert_eq!(
+            serde_json::to_value(&v[0]).unwrap(),
+            json!({"path": "/b", "expected": "required property", "got": "missing"})
+        );
+    }
+}

@@ -1,0 +1,35 @@
+//! Logs go to stderr (stdout is for results). `RUST_LOG` filters them
+//! (default `warn`); `--log-format json` makes one JSON object per line,
+//! with the call span's fields (token, id, tool) on every stage event.
+
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
+
+use super::LogFormat;
+use super::demo::Transcript;
+
+pub fn init(format: LogFormat, transcript: Option<Transcript>) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let fmt = match format {
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_target(false)
+            .with_filter(filter)
+            .boxed(),
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .with_writer(std::io::stderr)
+            .with_filter(filter)
+            .boxed(),
+    };
+    let transcript = transcript
+        .map(|t| t.with_filter(Targets::new().with_target("toolgate", tracing::Level::DEBUG)));
+    let _ = tracing_subscriber::registry()
+        .with(fmt)
+        .with(transcript)
+        .try_init();
+}

@@ -1,0 +1,183 @@
+//! The `toolgate` command line.
+//!
+//! Exit codes: 0 when the command did its job (a batch that ran is a
+//! success even if calls in it failed — their failures are in the output);
+//! 1 when a host-level problem stopped it (unreadable file, malformed
+//! batch, a plugin that does not load in `check`); 2 for usage errors
+//! (clap's own code).
+
+mod approve;
+mod check;
+mod demo;
+mod logging;
+mod plugins;
+mod run;
+pub mod tools;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::HostConfig;
+use crate::host::{Toolgate, ToolgateBuilder};
+use crate::plugin::RuntimeOptions;
+
+/// A WebAssembly host for AI-agent tool calls: every tool and every policy
+/// is a component, every call passes a nine-point pipeline.
+#[derive(Parser, Debug)]
+#[command(name = "toolgate", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    global: GlobalArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Options every command accepts.
+#[derive(Args, Debug, Clone)]
+pub struct GlobalArgs {
+    /// Load every *.wasm in DIR (after the built-ins; same plugin name replaces
+    /// a built-in). Repeatable.
+    #[arg(long = "plugins", value_name = "DIR", global = true)]
+    plugin_dirs: Vec<PathBuf>,
+
+    /// Do not load the built-in plugins.
+    #[arg(long, global = true)]
+    no_default_plugins: bool,
+
+    /// Operator configuration (grants, priorities, limits). Default:
+    /// ./toolgate.toml if it exists.
+    #[arg(long, value_name = "FILE", global = true)]
+    config: Option<PathBuf>,
+
+    /// Who answers a hook's `ask`: prompt on the terminal (default when stdin
+    /// is a terminal), or always allow/deny (default deny when not
+    /// interactive).
+    #[arg(long, value_enum, value_name = "MODE", global = true)]
+    approve: Option<ApproveMode>,
+
+    /// Log format on stderr. Filter with RUST_LOG (default: warn).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    log_format: LogFormat,
+
+    /// Do not read or write the compiled-component cache.
+    #[arg(long, global = true)]
+    no_compile_cache: bool,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ApproveMode {
+    Prompt,
+    Allow,
+    Deny,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print the tools as the model sees them (name, description, parameters).
+    Tools(tools::ToolsArgs),
+    /// Run a batch of tool calls from a JSON file (or - for stdin) and print
+    /// the results in the same order.
+    Run(run::RunArgs),
+    /// Load one component and report its roles, tools, WIT version and every
+    /// problem found.
+    Check(check::CheckArgs),
+    /// List the loaded plugins, their roles and the order of every policy chain.
+    Plugins(plugins::PluginsArgs),
+    /// Run a short scripted batch on the built-in plugins and show what each
+    /// stage decided.
+    Demo(demo::DemoArgs),
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let transcript = matches!(cli.command, Command::Demo(_)).then(demo::Transcript::default);
+    logging::init(cli.global.log_format, transcript.clone());
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("toolgate: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Tools(a) => tools::run(&cli.global, a).await,
+            Command::Run(a) => run::run(&cli.global, a).await,
+            Command::Check(a) => check::run(&cli.global, a).await,
+            Command::Plugins(a) => plugins::run(&cli.global, a).await,
+            Command::Demo(a) => demo::run(&cli.global, a, transcript.unwrap_or_default()).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("toolgate: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+impl GlobalArgs {
+    /// The configuration: `--config`, else `./toolgate.toml` if present.
+    fn load_config(&self) -> anyhow::Result<HostConfig> {
+        match &self.config {
+            Some(path) => Ok(HostConfig::load(path)?),
+            None => {
+                let default = PathBuf::from("toolgate.toml");
+                if default.is_file() {
+                    Ok(HostConfig::load(&default)?)
+                } else {
+                    Ok(HostConfig::default())
+                }
+            }
+        }
+    }
+
+    fn runtime_options(&self) -> RuntimeOptions {
+        let mut options = RuntimeOptions::default();
+        if self.no_compile_cache {
+            options.cache_dir = None;
+        }
+        options
+    }
+
+    /// A builder with everything the global options say.
+    fn builder(&self) -> anyhow::Result<ToolgateBuilder> {
+        let mut b = Toolgate::builder()
+            .config(self.load_config()?)
+            .runtime_options(self.runtime_options())
+            .builtin_plugins(!self.no_default_plugins);
+        for dir in &self.plugin_dirs {
+            b = b.plugin_dir(dir);
+        }
+        if let Some(approver) = approve::approver(self.approve) {
+            b = b.approver(approver);
+        }
+        Ok(b)
+    }
+
+    /// Build the host and report (on stderr) plugins that did not load.
+    async fn host(&self) -> anyhow::Result<Toolgate> {
+        let host = self.builder()?.build().await?;
+        report_problems(&host);
+        Ok(host)
+    }
+}
+
+fn report_problems(host: &Toolgate) {
+    for p in host.problems() {
+        eprintln!("toolgate: warning: {p}");
+    }
+}

@@ -1,0 +1,72 @@
+//! `toolgate plugins`: what is loaded, and the order of every chain.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use serde_json::json;
+
+use super::GlobalArgs;
+use crate::policy::PolicySource;
+
+#[derive(Args, Debug)]
+pub struct PluginsArgs {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(global: &GlobalArgs, args: PluginsArgs) -> anyhow::Result<ExitCode> {
+    let host = global.host().await?;
+    let g = host.generation();
+    let chains = g.chain_order();
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "plugins": g.plugins,
+                "chains": chains.iter().map(|(role, name, prio, source)| json!({
+                    "role": role, "name": name, "priority": prio,
+                    "source": match source { PolicySource::Native => "native".to_string(), PolicySource::Component { plugin } => plugin.clone() },
+                })).collect::<Vec<_>>(),
+                "problems": g.problems,
+            }))?
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("plugins (generation {}):", g.number);
+    for p in &g.plugins {
+        println!(
+            "  {:<18} {:<28} {}",
+            p.name,
+            p.roles
+                .iter()
+                .map(|r| r.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
+            p.origin
+        );
+        if !p.tools.is_empty() {
+            println!("  {:<18} tools: {}", "", p.tools.join(", "));
+        }
+    }
+    println!("\nchains (in order; lower priority runs first / outermost):");
+    let mut last = None;
+    for (role, name, prio, source) in &chains {
+        if last != Some(*role) {
+            println!("  {role}:");
+            last = Some(*role);
+        }
+        let src = match source {
+            PolicySource::Native => "native".to_string(),
+            PolicySource::Component { .. } => "component".to_string(),
+        };
+        println!("    {prio:>5}  {name} ({src})");
+    }
+    if !g.problems.is_empty() {
+        println!("\nproblems:");
+        for p in &g.problems {
+            println!("  - {p}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,363 @@
+//! The operator's configuration (`toolgate.toml`).
+//!
+//! The file is an untrusted boundary like any other: it is parsed, checked
+//! against a schema with the same compiler and validator that check tool
+//! arguments, and every problem is reported with its path — then, and only
+//! then, deserialized.
+//!
+//! ```toml
+//! max_parallel_tool_calls = 8      # rolling pool of concurrency-safe calls
+//! policy_timeout_ms = 2000         # budget of one hook/guard invocation
+//! sandbox = "strict"               # or "best-effort" (logged on every spawn)
+//!
+//! [limits]
+//! max_argument_depth = 64
+//! max_argument_bytes = 1048576
+//!
+//! [plugins.fs-tools]               # by plugin name (file stem)
+//! priority = 50                    # order in every chain (lower = outer/first)
+//! priorities = { guard = 10 }      # per role
+//! instances = "pooled"             # or "fresh": a new instance per call
+//! enabled = true
+//! vars = { MODE = "strict" }       # settings the plugin reads as env vars
+//!
+//! [plugins.fs-tools.grants]
+//! fs = [{ path = ".", access = "read-only" }]   # guest path defaults to "."
+//! env = ["LANG"]                   # passed through from the host environment
+//! network = ["example.com:443"]
+//! shell = false
+//! subprocess = ["git"]
+//! memory_mb = 256
+//!
+//! [tools.bash]
+//! timeout_ms = 120000              # overrides the tool's own timeout-ms
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::plugin::InstanceMode;
+
+/// A problem with the configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not valid TOML: {message}")]
+    Syntax { path: String, message: String },
+    #[error("{path} has {} problem(s):\n{}", .problems.len(), .problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
+    Invalid { path: String, problems: Vec<String> },
+}
+
+/// How strictly spawned processes are sandboxed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// Refuse to spawn when the kernel cannot enforce the grant.
+    #[default]
+    Strict,
+    /// Spawn anyway with what the kernel can enforce; logged on every spawn.
+    BestEffort,
+}
+
+/// `toolgate.toml`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostConfig {
+    pub max_parallel_tool_calls: Option<usize>,
+    pub policy_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub sandbox: SandboxMode,
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    #[serde(default)]
+    pub plugins: BTreeMap<String, PluginConfig>,
+    #[serde(default)]
+    pub tools: BTreeMap<String, ToolConfig>,
+    /// The file this came from (for messages).
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    pub max_argument_depth: Option<usize>,
+    pub max_argument_bytes: Option<usize>,
+}
+
+/// Per-plugin settings.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginConfig {
+    pub enabled: Option<bool>,
+    pub priority: Option<i32>,
+    #[serde(default)]
+    pub priorities: BTreeMap<String, i32>,
+    pub instances: Option<InstanceMode>,
+    pub grants: Option<GrantsConfig>,
+    /// Settings for the plugin, visible to it as environment variables.
+    /// They carry no authority (unlike `grants.env`, which passes the host's
+    /// own variables through).
+    #[serde(default)]
+    pub vars: BTreeMap<String, String>,
+}
+
+/// A plugin's grants, as written.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrantsConfig {
+    #[serde(default)]
+    pub fs: Vec<FsGrantConfig>,
+    #[serde(default)]
+    pub env: Vec<String>,
+    #[serde(default)]
+    pub network: Vec<String>,
+    #[serde(default)]
+    pub shell: bool,
+    #[serde(default)]
+    pub subprocess: Vec<String>,
+    pub memory_mb: Option<usize>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FsGrantConfig {
+    pub path: String,
+    pub access: FsAccess,
+    pub guest: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FsAccess {
+    ReadOnly,
+    ReadWrite,
+}
+
+/// Per-tool settings.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolConfig {
+    pub timeout_ms: Option<u32>,
+}
+
+fn roles_schema() -> serde_json::Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "pre-execute": {"type": "integer"}, "execute-around": {"type": "integer"},
+            "post-execute": {"type": "integer"}, "guard": {"type": "integer"},
+            "finalizer": {"type": "integer"}, "observer": {"type": "integer"}
+        },
+        "additionalProperties": false
+    })
+}
+
+fn schema() -> serde_json::Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "max_parallel_tool_calls": {"type": "integer", "description": "1 or more"},
+            "policy_timeout_ms": {"type": "integer"},
+            "sandbox": {"enum": ["strict", "best-effort"]},
+            "limits": {
+                "type": "object",
+                "properties": {
+                    "max_argument_depth": {"type": "integer"},
+                    "max_argument_bytes": {"type": "integer"}
+                },
+                "additionalProperties": false
+            },
+            "plugins": {
+                "type": "object",
+                "additionalProperties": {
+                    "type": "object",
+                    "properties": {
+                        "enabled": {"type": "boolean"},
+                        "priority": {"type": "integer"},
+                        "priorities": roles_schema(),
+                        "instances": {"enum": ["pooled", "fresh"]},
+                        "vars": {"type": "object", "additionalProperties": {"type": "string"}},
+                        "grants": {
+                            "type": "object",
+                            "properties": {
+                                "fs": {"type": "array", "items": {
+                                    "type": "object",
+                                    "properties": {
+                                        "path": {"type": "string"},
+                                        "access": {"enum": ["read-only", "read-write"]},
+                                        "guest": {"type": "string"}
+                                    },
+                                    "required": ["path", "access"],
+                                    "additionalProperties": false
+                                }},
+                                "env": {"type": "array", "items": {"type": "string"}},
+                                "network": {"type": "array", "items": {"type": "string"}},
+                                "shell": {"type": "boolean"},
+                                "subprocess": {"type": "array", "items": {"type": "string"}},
+                                "memory_mb": {"type": "integer"}
+                            },
+                            "additionalProperties": false
+                        }
+                    },
+                    "additionalProperties": false
+                }
+            },
+            "tools": {
+                "type": "object",
+                "additionalProperties": {
+                    "type": "object",
+                    "properties": {"timeout_ms": {"type": "integer"}},
+                    "additionalProperties": false
+                }
+            }
+        },
+        "additionalProperties": false
+    })
+}
+
+/// Parse TOML text and check it against `schema`, reporting every problem
+/// with its path; used for the host configuration and plugin manifests.
+pub(crate) fn parse_checked<T: serde::de::DeserializeOwned>(
+    text: &str,
+    path: &str,
+    schema: &serde_json::Value,
+) -> Result<T, ConfigError> {
+    let table: toml::Table = toml::from_str(text).map_err(|e| ConfigError::Syntax {
+        path: path.to_string(),
+        message: e.to_string().trim().to_string(),
+    })?;
+    let value = serde_json::to_value(&table).map_err(|e| ConfigError::Syntax {
+        path: path.to_string(),
+        message: e.to_string(),
+    })?;
+    let compiled = toolgate_schema::Schema::compile(schema).expect("built-in schemas compile");
+    if let Err(violations) = compiled.validate(&value) {
+        return Err(ConfigError::Invalid {
+            path: path.to_string(),
+            problems: violations.iter().map(|v| v.to_string()).collect(),
+        });
+    }
+    serde_json::from_value(value).map_err(|e| ConfigError::Invalid {
+        path: path.to_string(),
+        problems: vec![e.to_string()],
+    })
+}
+
+impl HostConfig {
+    /// Read and check a configuration file.
+    pub fn load(path: &Path) -> Result<HostConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut config = HostConfig::parse(&text, &path.display().to_string())?;
+        config.source = Some(path.to_path_buf());
+        Ok(config)
+    }
+
+    /// Check configuration text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<HostConfig, ConfigError> {
+        let config: HostConfig = parse_checked(text, origin, &schema())?;
+        let mut problems = Vec::new();
+        if config.max_parallel_tool_calls == Some(0) {
+            problems.push("/max_parallel_tool_calls: expected 1 or more, got 0".to_string());
+        }
+        for (name, p) in &config.plugins {
+            if let Some(g) = &p.grants {
+                for (i, fs) in g.fs.iter().enumerate() {
+                    if fs.path.is_empty() {
+                        problems.push(format!("/plugins/{name}/grants/fs/{i}/path: expected a directory, got an empty string"));
+                    }
+                }
+                for (i, n) in g.network.iter().enumerate() {
+                    if n.rsplit_once(':')
+                        .and_then(|(_, port)| port.parse::<u16>().ok())
+                        .is_none()
+                    {
+                        problems.push(format!(
+                            "/plugins/{name}/grants/network/{i}: expected host:port, got {n:?}"
+                        ));
+                    }
+                }
+                if g.memory_mb == Some(0) {
+                    problems.push(format!(
+                        "/plugins/{name}/grants/memory_mb: expected 1 or more, got 0"
+                    ));
+                }
+            }
+        }
+        if problems.is_empty() {
+            Ok(config)
+        } else {
+            Err(ConfigError::Invalid {
+                path: origin.to_string(),
+                problems,
+            })
+        }
+    }
+
+    /// Where the configuration came from, for messages.
+    pub fn origin(&self) -> String {
+        self.source
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "toolgate.toml".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reports_every_problem_with_its_path() {
+        let err = HostConfig::parse(
+            r#"
+            max_parallel_tool_calls = "eight"
+            [plugins.x]
+            priorty = 3
+            [plugins.x.grants]
+            fs = [{ path = ".", access = "rw" }]
+            "#,
+            "t.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("/max_parallel_tool_calls"), "{err}");
+        assert!(err.contains("/plugins/x/priorty"), "{err}");
+        assert!(err.contains("/plugins/x/grants/fs/0/access"), "{err}");
+    }
+
+    #[test]
+    fn accepts_a_full_config() {
+        let c = HostConfig::parse(
+            r#"
+            max_parallel_tool_calls = 4
+            sandbox = "best-effort"
+            [plugins.fs-tools]
+            priority = 5
+            priorities = { guard = 1 }
+            instances = "fresh"
+            [plugins.fs-tools.grants]
+            fs = [{ path = ".", access = "read-only" }]
+            network = ["example.com:443"]
+            [tools.bash]
+            timeout_ms = 10
+            "#,
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(c.max_parallel_tool_calls, Some(4));
+        assert_eq!(c.sandbox, SandboxMode::BestEffort);
+        assert_eq!(c.plugins["fs-tools"].instances, Some(InstanceMode::Fresh));
+        assert_eq!(c.tools["bash"].timeout_ms, Some(10));
+    }
+}

@@ -1,0 +1,24 @@
+//! Host-level errors: the ones that stop the host (or a command), as
+//! opposed to a call's result or a single plugin's load problem.
+
+use std::path::PathBuf;
+
+use crate::config::ConfigError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error("the WebAssembly engine could not be set up: {0}")]
+    Engine(String),
+    #[error("plugin directory {path}: {message}")]
+    PluginDir { path: PathBuf, message: String },
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("grant for plugin `{plugin}`: {message}")]
+    Grant { plugin: String, message: String },
+}
+
+impl HostError {
+    pub(crate) fn engine(e: impl std::fmt::Display) -> Self {
+        HostError::Engine(format!("{e:#}"))
+    }
+}

@@ -1,0 +1,530 @@
+//! [`Toolgate`]: the host an embedder (or the CLI) builds and calls.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), toolgate::HostError> {
+//! use toolgate::{Toolgate, ToolCall, TurnOptions};
+//! let host = Toolgate::builder().plugin_dir("plugins").build().await?;
+//! let records = host
+//!     .execute_tool_calls(
+//!         vec![ToolCall::new("1", "read_file", serde_json::json!({"path": "README.md"}))],
+//!         &TurnOptions::default(),
+//!     )
+//!     .await;
+//! println!("{}", serde_json::to_string_pretty(&records).unwrap());
+//! # Ok(()) }
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+
+use crate::call::{ToolCall, TurnOptions};
+use crate::config::{FsAccess, GrantsConfig, HostConfig, SandboxMode};
+use crate::error::HostError;
+use crate::outcome::CallRecord;
+use crate::pipeline::{self, Approver, PipelineSettings};
+use crate::plugin::grants::DEFAULT_MEMORY_BYTES;
+use crate::plugin::{
+    FsGrant, Grants, InstanceMode, LoadError, LoadSettings, PluginSource, Runtime, RuntimeOptions,
+    builtin, loader,
+};
+use crate::policy::{
+    ExecuteAroundHook, Finalizer, Guard, PostExecuteHook, PreExecuteHook, ResultObserver, Role,
+};
+use crate::registry::{self, Generation, Native, NativePolicies, Placed};
+use crate::tool::ModelTool;
+
+/// Default size of the rolling pool of concurrency-safe calls.
+pub const DEFAULT_MAX_PARALLEL: usize = 8;
+
+/// Builds a [`Toolgate`].
+pub struct ToolgateBuilder {
+    runtime: RuntimeOptions,
+    config: HostConfig,
+    builtins: bool,
+    plugin_dirs: Vec<PathBuf>,
+    natives: NativePolicies,
+    approver: Option<Arc<dyn Approver>>,
+    workdir: Option<PathBuf>,
+    policy_timeout: Option<Duration>,
+    max_parallel: Option<usize>,
+}
+
+impl Default for ToolgateBuilder {
+    fn default() -> Self {
+        ToolgateBuilder {
+            runtime: RuntimeOptions::default(),
+            config: HostConfig::default(),
+            builtins: true,
+            plugin_dirs: Vec::new(),
+            natives: NativePolicies::default(),
+            approver: None,
+            workdir: None,
+            policy_timeout: None,
+            max_parallel: None,
+        }
+    }
+}
+
+impl ToolgateBuilder {
+    /// Engine settings (epoch tick, pool size, compile cache).
+    pub fn runtime_options(mut self, options: RuntimeOptions) -> Self {
+        self.runtime = options;
+        self
+    }
+
+    /// The operator's configuration.
+    pub fn config(mut self, config: HostConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Load the built-in plugins (default: yes).
+    pub fn builtin_plugins(mut self, yes: bool) -> Self {
+        self.builtins = yes;
+        self
+    }
+
+    /// Load every `*.wasm` in `dir` (after the built-ins; a plugin of the same
+    /// name replaces a built-in, a tool of the same name overrides one).
+    pub fn plugin_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.plugin_dirs.push(dir.into());
+        self
+    }
+
+    /// The directory the built-in plugins are granted (default: the current
+    /// directory).
+    pub fn workdir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.workdir = Some(dir.into());
+        self
+    }
+
+    /// Who answers `ask` (default: nobody, so `ask` denies).
+    pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
+        self
+    }
+
+    /// Budget of one policy invocation (overrides the configuration).
+    pub fn policy_timeout(mut self, timeout: Duration) -> Self {
+        self.policy_timeout = Some(timeout);
+        self
+    }
+
+    /// Size of the rolling pool (overrides the configuration).
+    pub fn max_parallel(mut self, n: usize) -> Self {
+        self.max_parallel = Some(n.max(1));
+        self
+    }
+
+    /// Register a native pre-execute hook.
+    pub fn pre_execute(
+        mut self,
+        name: &str,
+        priority: i32,
+        hook: impl PreExecuteHook + 'static,
+    ) -> Self {
+        self.natives
+            .pre_execute
+            .push(native(name, priority, Arc::new(hook)));
+        self
+    }
+
+    /// Register a native execute-around hook.
+    pub fn execute_around(
+        mut self,
+        name: &str,
+        priority: i32,
+        hook: impl ExecuteAroundHook + 'static,
+    ) -> Self {
+        self.natives
+            .execute_around
+            .push(native(name, priority, Arc::new(hook)));
+        self
+    }
+
+    /// Register a native post-execute hook.
+    pub fn post_execute(
+        mut self,
+        name: &str,
+        priority: i32,
+        hook: impl PostExecuteHook + 'static,
+    ) -> Self {
+        self.natives
+            .post_execute
+            .push(native(name, priority, Arc::new(hook)));
+        self
+    }
+
+    /// Register a native guard.
+    pub fn guard(mut self, name: &str, priority: i32, guard: impl Guard + 'static) -> Self {
+        self.natives
+            .guards
+            .push(native(name, priority, Arc::new(guard)));
+        self
+    }
+
+    /// Register a native finalizer.
+    pub fn finalizer(
+        mut self,
+        name: &str,
+        priority: i32,
+        finalizer: impl Finalizer + 'static,
+    ) -> Self {
+        self.natives
+            .finalizers
+            .push(native(name, priority, Arc::new(finalizer)));
+        self
+    }
+
+    /// Register a native result observer.
+    pub fn observer(
+        mut self,
+        name: &str,
+        priority: i32,
+        observer: impl ResultObserver + 'static,
+    ) -> Self {
+        self.natives
+            .observers
+            .push(native(name, priority, Arc::new(observer)));
+        self
+    }
+
+    /// Create the engine and load every plugin. Plugins that fail to load
+    /// are reported in [`Toolgate::problems`]; only host-level failures
+    /// (engine, unreadable plugin directory) are errors here.
+    pub async fn build(self) -> Result<Toolgate, HostError> {
+        let runtime = Runtime::new(self.runtime)?;
+        let workdir = match self.workdir {
+            Some(d) => d,
+            None => std::env::current_dir().map_err(|e| HostError::PluginDir {
+                path: PathBuf::from("."),
+                message: format!("cannot determine the current directory: {e}"),
+            })?,
+        };
+        for dir in &self.plugin_dirs {
+            if !dir.is_dir() {
+                return Err(HostError::PluginDir {
+                    path: dir.clone(),
+                    message: "is not a directory (check --plugins)".into(),
+                });
+            }
+        }
+        let mut limits = toolgate_schema::Limits::default();
+        if let Some(d) = self.config.limits.max_argument_depth {
+            limits.max_depth = d;
+        }
+        if let Some(b) = self.config.limits.max_argument_bytes {
+            limits.max_bytes = b;
+        }
+        let settings = PipelineSettings {
+            policy_timeout: self
+                .policy_timeout
+                .or(self.config.policy_timeout_ms.map(Duration::from_millis))
+                .unwrap_or(PipelineSettings::default().policy_timeout),
+            limits,
+            approver: self.approver,
+        };
+        let max_parallel = self
+            .max_parallel
+            .or(self.config.max_parallel_tool_calls)
+            .unwrap_or(DEFAULT_MAX_PARALLEL);
+        let sources = Sources {
+            builtins: self.builtins,
+            plugin_dirs: self.plugin_dirs,
+            workdir,
+            config: self.config,
+        };
+        let inner = Arc::new(Inner {
+            runtime,
+            registry: ArcSwap::from_pointee(placeholder()),
+            settings,
+            max_parallel,
+            sources,
+            natives: self.natives,
+            tokens: AtomicU64::new(1),
+            generations: AtomicU64::new(0),
+        });
+        let host = Toolgate { inner };
+        host.reload().await?;
+        Ok(host)
+    }
+}
+
+fn native<P: ?Sized>(name: &str, priority: i32, policy: Arc<P>) -> Native<P> {
+    Native {
+        name: name.to_string(),
+        priority,
+        policy,
+    }
+}
+
+fn placeholder() -> Generation {
+    registry::assemble(0, Vec::new(), &NativePolicies::default(), Vec::new())
+}
+
+struct Sources {
+    builtins: bool,
+    plugin_dirs: Vec<PathBuf>,
+    workdir: PathBuf,
+    config: HostConfig,
+}
+
+struct Inner {
+    runtime: Arc<Runtime>,
+    registry: ArcSwap<Generation>,
+    settings: PipelineSettings,
+    max_parallel: usize,
+    sources: Sources,
+    natives: NativePolicies,
+    tokens: AtomicU64,
+    generations: AtomicU64,
+}
+
+/// The host: plugins, policies, pipeline and scheduler.
+#[derive(Clone)]
+pub struct Toolgate {
+    inner: Arc<Inner>,
+}
+
+impl Toolgate {
+    pub fn builder() -> ToolgateBuilder {
+        ToolgateBuilder::default()
+    }
+
+    /// The generation new calls run against.
+    pub fn generation(&self) -> Arc<Generation> {
+        self.inner.registry.load_full()
+    }
+
+    /// The model-facing projection of every tool.
+    pub fn tools(&self) -> Vec<ModelTool> {
+        self.generation().model_tools()
+    }
+
+    /// What failed to load in the current generation.
+    pub fn problems(&self) -> Vec<LoadError> {
+        self.generation().problems.clone()
+    }
+
+    /// The engine and linker.
+    pub fn runtime(&self) -> &Arc<Runtime> {
+        &self.inner.runtime
+    }
+
+    pub fn settings(&self) -> &PipelineSettings {
+        &self.inner.settings
+    }
+
+    pub fn max_parallel(&self) -> usize {
+        self.inner.max_parallel
+    }
+
+    pub fn sandbox_mode(&self) -> SandboxMode {
+        self.inner.sources.config.sandbox
+    }
+
+    pub(crate) fn next_token(&self) -> u64 {
+        self.inner.tokens.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Run one call through the pipeline and commit it (observers notified).
+    pub async fn call(&self, call: ToolCall, turn: &TurnOptions) -> CallRecord {
+        let generation = self.generation();
+        let finished = pipeline::run_call(
+            &generation,
+            &self.inner.settings,
+            call,
+            turn,
+            self.next_token(),
+        )
+        .await;
+        pipeline::result::notify(
+            &generation.policies.observers,
+            &finished,
+            self.inner.settings.policy_timeout,
+        )
+        .await;
+        finished.record
+    }
+
+    /// Load every plugin again and swap the new generation in atomically.
+    /// Calls in flight keep the generation they started with.
+    pub async fn reload(&self) -> Result<Arc<Generation>, HostError> {
+        let inner = &self.inner;
+        let mut problems = Vec::new();
+        let mut sources: Vec<PluginSource> = Vec::new();
+        if inner.sources.builtins {
+            let (s, p) = builtin::sources();
+            sources.extend(s);
+            problems.extend(p);
+        }
+        for dir in &inner.sources.plugin_dirs {
+            let (s, p) = loader::scan_dir(dir).map_err(|e| HostError::PluginDir {
+                path: dir.clone(),
+                message: format!("cannot be read: {e}"),
+            })?;
+            problems.extend(p);
+            for source in s {
+                // A plugin of the same name replaces the earlier one.
+                sources.retain(|old| old.name != source.name);
+                sources.push(source);
+            }
+        }
+        let mut placed = Vec::new();
+        for source in sources {
+            let config = inner.sources.config.plugins.get(&source.name);
+            if config.and_then(|c| c.enabled) == Some(false) {
+                continue;
+            }
+            let settings = match self.load_settings(&source) {
+                Ok(s) => s,
+                Err(e) => {
+                    problems.push(e);
+                    continue;
+                }
+            };
+            let priorities = Role::ALL
+                .iter()
+                .filter_map(|role| {
+                    let from_config = config
+                        .and_then(|c| c.priorities.get(role.as_str()).copied().or(c.priority));
+                    from_config
+                        .or(source.manifest.priority(*role))
+                        .map(|p| (*role, p))
+                })
+                .collect::<BTreeMap<_, _>>();
+            match loader::load(&inner.runtime, source, &settings).await {
+                Ok(loaded) => placed.push(Placed { loaded, priorities }),
+                Err(e) => problems.push(e),
+            }
+        }
+        for p in &problems {
+            tracing::warn!(plugin = %p.plugin, origin = %p.origin, "{}", p.message);
+        }
+        let number = inner.generations.fetch_add(1, Ordering::Relaxed) + 1;
+        let generation = Arc::new(registry::assemble(number, placed, &inner.natives, problems));
+        inner.registry.store(generation.clone());
+        Ok(generation)
+    }
+
+    /// Resolve what one plugin is granted and how it runs.
+    fn load_settings(&self, source: &PluginSource) -> Result<LoadSettings, LoadError> {
+        let inner = &self.inner;
+        let config = inner.sources.config.plugins.get(&source.name);
+        let origin = inner.sources.config.origin();
+        let (grants_config, grant_source) = match config.and_then(|c| c.grants.clone()) {
+            Some(g) => (
+                Some(g),
+                format!("{origin}: [plugins.{}.grants]", source.name),
+            ),
+            None => match source.origin {
+                crate::plugin::Origin::Builtin => (
+                    builtin::default_grants(&source.name, &inner.sources.workdir),
+                    "built-in default".to_string(),
+                ),
+                _ => (
+                    None,
+                    "none (no [plugins.NAME.grants] in the configuration)".to_string(),
+                ),
+            },
+        };
+        let mut grants = resolve_grants(grants_config, grant_source, &inner.sources.workdir)
+            .map_err(|message| LoadError {
+                plugin: source.name.clone(),
+                origin: source.origin.to_string(),
+                message,
+            })?;
+        if let Some(c) = config {
+            grants
+                .env
+                .extend(c.vars.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        let mode = config
+            .and_then(|c| c.instances)
+            .or(source.manifest.instances)
+            .unwrap_or_default();
+        Ok(LoadSettings {
+            grants: Arc::new(grants),
+            mode,
+            limits: inner.settings.limits,
+            max_idle: if mode == InstanceMode::Fresh { 0 } else { 16 },
+            tool_timeouts: inner
+                .sources
+                .config
+                .tools
+                .iter()
+                .filter_map(|(name, t)| t.timeout_ms.map(|ms| (name.clone(), ms)))
+                .collect(),
+        })
+    }
+}
+
+/// Turn a grant as written into a grant as enforced. Paths are resolved
+/// against `workdir` and must exist; network names are resolved now.
+pub fn resolve_grants(
+    config: Option<GrantsConfig>,
+    source: String,
+    workdir: &Path,
+) -> Result<Grants, String> {
+    let Some(config) = config else {
+        return Ok(Grants {
+            source,
+            ..Grants::default()
+        });
+    };
+    let mut fs = Vec::new();
+    for g in &config.fs {
+        let path = workdir.join(&g.path);
+        let host = path
+            .canonicalize()
+            .map_err(|e| format!("granted directory {} ({source}): {e}", path.display()))?;
+        if !host.is_dir() {
+            return Err(format!(
+                "granted path {} ({source}) is not a directory",
+                host.display()
+            ));
+        }
+        fs.push(FsGrant {
+            host,
+            guest: g.guest.clone().unwrap_or_else(|| ".".into()),
+            writable: g.access == FsAccess::ReadWrite,
+        });
+    }
+    let env = config
+        .env
+        .iter()
+        .filter_map(|name| match std::env::var(name) {
+            Ok(v) => Some((name.clone(), v)),
+            Err(_) => {
+                tracing::warn!(variable = %name, "granted environment variable is not set; skipped");
+                None
+            }
+        })
+        .collect();
+    let mut network = Vec::new();
+    for name in &config.network {
+        use std::net::ToSocketAddrs;
+        let addrs = name
+            .to_socket_addrs()
+            .map_err(|e| format!("network grant {name:?} ({source}) cannot be resolved: {e}"))?;
+        network.extend(addrs);
+    }
+    Ok(Grants {
+        fs,
+        env,
+        network,
+        network_names: config.network.clone(),
+        shell: config.shell,
+        subprocess: config.subprocess.clone(),
+        memory_bytes: config
+            .memory_mb
+            .map(|mb| mb << 20)
+            .unwrap_or(DEFAULT_MEMORY_BYTES),
+        source,
+    })
+}

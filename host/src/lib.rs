@@ -1,0 +1,34 @@
+//! toolgate: a host for AI-agent tool calls in which every tool and every
+//! policy is a WebAssembly component.
+//!
+//! A call from the model passes nine points — materialize, pre-execute,
+//! approval, guard, execute (around), body, post-execute, finalize, result —
+//! each a place where policies (components or native Rust) decide. See
+//! [`pipeline`] for the rules, [`plugin`] for how components are loaded and
+//! run, and [`Toolgate`] for the entry point.
+
+pub mod bindings;
+pub mod call;
+pub mod cli;
+pub mod config;
+pub mod content;
+pub mod error;
+pub mod host;
+pub mod outcome;
+pub mod pipeline;
+pub mod plugin;
+pub mod policy;
+pub mod registry;
+pub mod scheduler;
+pub mod seams;
+pub mod tool;
+
+pub use call::{CallInfo, CallSignal, ToolCall, TurnOptions};
+pub use config::HostConfig;
+pub use content::Content;
+pub use error::HostError;
+pub use host::{Toolgate, ToolgateBuilder};
+pub use outcome::{CallError, CallRecord, ErrorCode, Outcome, Stage};
+pub use policy::{PolicyError, PostDecision, PreDecision, Role};
+pub use registry::Generation;
+pub use tool::ModelTool;

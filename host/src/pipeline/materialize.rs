@@ -1,0 +1,204 @@
+//! Stage A, materialize: everything that happens before any policy runs.
+//!
+//! In order: Code Mode collapse (a direct call to anything but `run_code` is
+//! refused here, deterministically, before any hook, approval or guard could
+//! see it); a turn already cancelled ends as `ABORTED_BEFORE_DISPATCH`; the
+//! tool is looked up; the arguments are snapshotted losslessly, validated
+//! against the tool's compiled schema, and frozen (`Arc<Value>`, never
+//! mutated again).
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::{Finished, PipelineSettings};
+use crate::call::{CallInfo, ToolCall, TurnOptions};
+use crate::outcome::{CallError, CallRecord, ErrorCode, Outcome, Stage};
+use crate::registry::Generation;
+use crate::tool::{ToolEntry, ToolMeta};
+
+/// The reserved Code Mode tool.
+pub const RUN_CODE: &str = "run_code";
+
+/// Materialize a call; `Err` is the finished early result.
+pub fn run(
+    generation: &Generation,
+    settings: &PipelineSettings,
+    call: ToolCall,
+    turn: &TurnOptions,
+    token: u64,
+) -> Result<(Arc<CallInfo>, Arc<ToolEntry>), Finished> {
+    let entry = generation.tools.get(&call.name).cloned();
+    let meta = entry
+        .as_ref()
+        .map(|e| e.def.meta.clone())
+        .unwrap_or_else(ToolMeta::unknown);
+    let ToolCall {
+        id,
+        name,
+        arguments,
+    } = call;
+    let info = |arguments| {
+        Arc::new(CallInfo {
+            token,
+            call_id: id.clone(),
+            tool_name: name.clone(),
+            arguments: Arc::new(arguments),
+            agent_scope: turn.agent_scope.clone(),
+            code_mode: turn.code_mode,
+            tool: meta.clone(),
+        })
+    };
+    let early = |info: Arc<CallInfo>, error: CallError| {
+        tracing::info!(
+            stage = "materialize",
+            code = %error.code,
+            decided_by = error.decided_by.as_deref().unwrap_or(""),
+            "refused before any policy"
+        );
+        Err(Finished {
+            record: CallRecord::freeze(
+                info.call_id.clone(),
+                info.tool_name.clone(),
+                Outcome::failure(error),
+                Vec::new(),
+            ),
+            info,
+            span: tracing::Span::none(),
+        })
+    };
+
+    if turn.code_mode && name != RUN_CODE {
+        let error = CallError::new(
+            ErrorCode::Denied,
+            Stage::Materialize,
+            format!(
+                "Code Mode is on: call `{name}` from inside `{RUN_CODE}`; direct tool calls are refused"
+            ),
+        )
+        .decided_by("code-mode");
+        return early(info(serde_json::Value::Null), error);
+    }
+    if turn.cancel.is_cancelled() {
+        let i = info(serde_json::Value::Null);
+        let error = aborted_error();
+        return early(i, error);
+    }
+    let Some(entry) = entry else {
+        let error = CallError::new(
+            ErrorCode::UnknownTool,
+            Stage::Materialize,
+            unknown_tool_message(generation, &name),
+        )
+        .with_details(json!({ "available": generation.tools.keys().collect::<Vec<_>>() }));
+        return early(info(serde_json::Value::Null), error);
+    };
+
+    // Lossless snapshot: depth, size, integer range, finite numbers.
+    if let Err(e) = toolgate_schema::check_value(&arguments, &settings.limits) {
+        let error = CallError::new(
+            ErrorCode::InvalidArgs,
+            Stage::Materialize,
+            format!("arguments of `{name}` cannot be accepted: {e}"),
+        )
+        .with_details(json!({ "violations": [{ "path": e.pointer, "expected": "JSON within the host's limits", "got": e.to_string() }] }));
+        // The arguments are not kept: they may be what broke the limits.
+        return early(info(serde_json::Value::Null), error);
+    }
+    if let Err(violations) = entry.parameters.validate(&arguments) {
+        let summary = violations
+            .iter()
+            .take(5)
+            .map(|v| {
+                let path = if v.path.is_empty() {
+                    "(root)"
+                } else {
+                    v.path.as_str()
+                };
+                format!("{path}: expected {}, got {}", v.expected, v.got)
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        let error = CallError::new(
+            ErrorCode::InvalidArgs,
+            Stage::Materialize,
+            format!("invalid arguments for `{name}`: {summary}"),
+        )
+        .with_details(json!({ "violations": violations }));
+        return early(info(arguments), error);
+    }
+    let info = info(arguments);
+    tracing::debug!(stage = "materialize", "arguments valid and frozen");
+    Ok((info, entry))
+}
+
+fn aborted_error() -> CallError {
+    CallError::new(
+        ErrorCode::AbortedBeforeDispatch,
+        Stage::Materialize,
+        "the turn was cancelled before this call was dispatched",
+    )
+}
+
+/// The result of a call whose turn was cancelled before its body started.
+pub fn aborted_before_dispatch(_info: &CallInfo) -> Outcome {
+    Outcome::failure(aborted_error())
+}
+
+fn unknown_tool_message(generation: &Generation, name: &str) -> String {
+    let mut close: Vec<&str> = generation
+        .tools
+        .keys()
+        .filter(|k| similar(k, name))
+        .map(String::as_str)
+        .collect();
+    close.truncate(3);
+    if close.is_empty() {
+        format!("no tool named `{name}` is available")
+    } else {
+        format!(
+            "no tool named `{name}` is available; did you mean {}?",
+            close
+                .iter()
+                .map(|c| format!("`{c}`"))
+                .collect::<Vec<_>>()
+                .join(" or ")
+        )
+    }
+}
+
+/// Cheap similarity: same name ignoring case and `-`/`_`, or one contains
+/// the other, or edit distance ≤ 2.
+fn similar(a: &str, b: &str) -> bool {
+    let norm = |s: &str| s.to_ascii_lowercase().replace(['-', '_'], "");
+    let (na, nb) = (norm(a), norm(b));
+    if na == nb || (nb.len() >= 3 && (na.contains(&nb) || nb.contains(&na))) {
+        return true;
+    }
+    edit_distance(&na, &nb) <= 2
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn similarity() {
+        assert!(super::similar("read_file", "readfile"));
+        assert!(super::similar("read_file", "read_fil"));
+        assert!(!super::similar("read_file", "bash"));
+    }
+}

@@ -1,0 +1,192 @@
+//! Stage D, post-execute: a waterfall of listeners, default `accept`.
+//!
+//! The decision of the outermost listener is applied:
+//! * `accept` — keep the result;
+//! * `accept-value` — replace the canonical value: it is re-validated
+//!   against the output schema and re-rendered by the tool (an invalid value
+//!   makes the result an `INVALID_RESULT` error);
+//! * `accept-content` — replace the content, keep the value (or error);
+//! * `block` — the result becomes a `BLOCKED` error whose content is the
+//!   feedback.
+//!
+//! Replacing value and content at once cannot be expressed (the WIT variant
+//! and [`PostDecision`] have no such case). A listener that fails, traps or
+//! times out blocks the result (fail closed).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+
+use super::execute::success_from_value;
+use crate::call::CallInfo;
+use crate::content::Content;
+use crate::outcome::{CallError, ErrorCode, Outcome, Stage};
+use crate::policy::{Chain, PostDecision, PostExecuteHook};
+use crate::tool::ToolEntry;
+
+/// A decision and who made it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decided {
+    pub decision: PostDecision,
+    pub by: String,
+}
+
+/// The rest of the post-execute chain, as a listener sees it.
+pub struct PostNext {
+    chain: Chain<dyn PostExecuteHook>,
+    index: usize,
+    call: Arc<CallInfo>,
+    result: Arc<Outcome>,
+    budget: Duration,
+    heard: Arc<Mutex<Option<Decided>>>,
+}
+
+impl PostNext {
+    /// Run the listeners after this one and return their decision.
+    pub async fn run(self) -> PostDecision {
+        let decided = run_from(
+            self.chain.clone(),
+            self.index,
+            self.call.clone(),
+            self.result.clone(),
+            self.budget,
+        )
+        .await;
+        let decision = decided.decision.clone();
+        *self.heard.lock().unwrap_or_else(|p| p.into_inner()) = Some(decided);
+        decision
+    }
+}
+
+/// Run the waterfall and apply its decision.
+pub async fn run(
+    chain: &Chain<dyn PostExecuteHook>,
+    entry: &Arc<ToolEntry>,
+    call: &Arc<CallInfo>,
+    outcome: Outcome,
+    budget: Duration,
+    limits: &toolgate_schema::Limits,
+) -> Outcome {
+    if chain.is_empty() {
+        return outcome;
+    }
+    let result = Arc::new(outcome);
+    let decided = run_from(chain.clone(), 0, call.clone(), result.clone(), budget).await;
+    let outcome = Arc::try_unwrap(result).unwrap_or_else(|shared| (*shared).clone());
+    apply(entry, outcome, decided, limits).await
+}
+
+fn run_from(
+    chain: Chain<dyn PostExecuteHook>,
+    index: usize,
+    call: Arc<CallInfo>,
+    result: Arc<Outcome>,
+    budget: Duration,
+) -> BoxFuture<'static, Decided> {
+    Box::pin(async move {
+        let Some(listener) = chain.get(index) else {
+            return Decided {
+                decision: PostDecision::Accept,
+                by: super::pre_execute::DEFAULT.to_string(),
+            };
+        };
+        listener.invoked();
+        let heard = Arc::new(Mutex::new(None));
+        let next = PostNext {
+            chain: chain.clone(),
+            index: index + 1,
+            call: call.clone(),
+            result: result.clone(),
+            budget,
+            heard: heard.clone(),
+        };
+        let allowance = budget * (chain.len() - index) as u32;
+        let started = Instant::now();
+        let answer = tokio::time::timeout(
+            allowance,
+            listener.policy.post_execute(&call, &result, next),
+        )
+        .await;
+        let decided = match answer {
+            Ok(Ok(decision)) => {
+                let inner = heard.lock().unwrap_or_else(|p| p.into_inner()).take();
+                match inner {
+                    Some(inner) if inner.decision == decision => inner,
+                    _ => Decided {
+                        decision,
+                        by: listener.name.clone(),
+                    },
+                }
+            }
+            Ok(Err(error)) => Decided {
+                decision: PostDecision::Block(format!(
+                    "post-execute hook `{}` failed ({error}); the result is withheld",
+                    listener.name
+                )),
+                by: listener.name.clone(),
+            },
+            Err(_) => Decided {
+                decision: PostDecision::Block(format!(
+                    "post-execute hook `{}` did not answer within {} ms; the result is withheld",
+                    listener.name,
+                    allowance.as_millis()
+                )),
+                by: listener.name.clone(),
+            },
+        };
+        tracing::info!(
+            stage = "post_execute",
+            hook = %listener.name,
+            decision = decision_name(&decided.decision),
+            decided_by = %decided.by,
+            elapsed_us = started.elapsed().as_micros() as u64,
+            "hook answered"
+        );
+        decided
+    })
+}
+
+fn decision_name(d: &PostDecision) -> &'static str {
+    match d {
+        PostDecision::Accept => "accept",
+        PostDecision::AcceptValue(_) => "accept-value",
+        PostDecision::AcceptContent(_) => "accept-content",
+        PostDecision::Block(_) => "block",
+    }
+}
+
+async fn apply(
+    entry: &ToolEntry,
+    outcome: Outcome,
+    decided: Decided,
+    limits: &toolgate_schema::Limits,
+) -> Outcome {
+    match decided.decision {
+        PostDecision::Accept => outcome,
+        PostDecision::AcceptValue(value) => {
+            match success_from_value(entry, value, Stage::PostExecute, limits).await {
+                Outcome::Failure { mut error, content } => {
+                    error.decided_by = Some(decided.by);
+                    error.message =
+                        format!("post-execute hook replaced the value: {}", error.message);
+                    Outcome::Failure { error, content }
+                }
+                success => success,
+            }
+        }
+        PostDecision::AcceptContent(content) => match outcome {
+            Outcome::Success { value, meta, .. } => Outcome::Success {
+                value,
+                content,
+                meta,
+            },
+            Outcome::Failure { error, .. } => Outcome::Failure { error, content },
+        },
+        PostDecision::Block(feedback) => Outcome::Failure {
+            error: CallError::new(ErrorCode::Blocked, Stage::PostExecute, feedback.clone())
+                .decided_by(decided.by),
+            content: vec![Content::Text(feedback)],
+        },
+    }
+}

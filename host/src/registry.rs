@@ -1,0 +1,283 @@
+//! Generations: an immutable snapshot of every tool and policy chain.
+//!
+//! Loading plugins produces a new [`Generation`], which replaces the old one
+//! atomically. A call holds the generation it started with (an `Arc`) until
+//! it ends, so a reload never changes the tools, chains or finalizers of a
+//! call in flight.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::plugin::adapters::{
+    ComponentAroundHook, ComponentFinalizer, ComponentGuard, ComponentObserver, ComponentPostHook,
+    ComponentPreHook, ComponentTool,
+};
+use crate::plugin::manifest::DEFAULT_PRIORITY;
+use crate::plugin::{ComponentPlugin, Grants, InstanceMode, LoadError, Loaded, Origin};
+use crate::policy::{
+    Chain, ExecuteAroundHook, Finalizer, Guard, Listener, PolicySource, PostExecuteHook,
+    PreExecuteHook, ResultObserver, Role, order,
+};
+use crate::tool::{ModelTool, ToolEntry};
+
+/// The ordered policy chains of a generation.
+pub struct Policies {
+    pub pre_execute: Chain<dyn PreExecuteHook>,
+    pub execute_around: Chain<dyn ExecuteAroundHook>,
+    pub post_execute: Chain<dyn PostExecuteHook>,
+    pub guards: Chain<dyn Guard>,
+    pub finalizers: Chain<dyn Finalizer>,
+    pub observers: Chain<dyn ResultObserver>,
+}
+
+/// A native policy registered by an embedder.
+pub struct Native<P: ?Sized> {
+    pub name: String,
+    pub priority: i32,
+    pub policy: Arc<P>,
+}
+
+impl<P: ?Sized> Clone for Native<P> {
+    fn clone(&self) -> Self {
+        Native {
+            name: self.name.clone(),
+            priority: self.priority,
+            policy: self.policy.clone(),
+        }
+    }
+}
+
+/// Every native policy registered by the embedder.
+#[derive(Clone, Default)]
+pub struct NativePolicies {
+    pub pre_execute: Vec<Native<dyn PreExecuteHook>>,
+    pub execute_around: Vec<Native<dyn ExecuteAroundHook>>,
+    pub post_execute: Vec<Native<dyn PostExecuteHook>>,
+    pub guards: Vec<Native<dyn Guard>>,
+    pub finalizers: Vec<Native<dyn Finalizer>>,
+    pub observers: Vec<Native<dyn ResultObserver>>,
+}
+
+/// What a listing shows about a plugin.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PluginInfo {
+    pub name: String,
+    pub origin: String,
+    pub roles: Vec<Role>,
+    pub wit_version: String,
+    pub tools: Vec<String>,
+    /// The priority of each policy role this plugin has.
+    pub priorities: BTreeMap<Role, i32>,
+    pub instances: InstanceMode,
+    pub imports: Vec<String>,
+    #[serde(skip)]
+    pub grants: Arc<Grants>,
+    #[serde(skip)]
+    pub plugin: Arc<ComponentPlugin>,
+}
+
+/// One immutable snapshot of the registry.
+pub struct Generation {
+    pub number: u64,
+    pub tools: BTreeMap<String, Arc<ToolEntry>>,
+    pub policies: Policies,
+    pub plugins: Vec<PluginInfo>,
+    /// Plugins (or tools) that did not load, and why.
+    pub problems: Vec<LoadError>,
+}
+
+impl Generation {
+    /// The model-facing projection of every tool, sorted by name.
+    pub fn model_tools(&self) -> Vec<ModelTool> {
+        self.tools.values().map(|t| t.def.projection()).collect()
+    }
+
+    /// A listener of any chain, by name and role, for inspection.
+    pub fn listener_calls(&self, role: Role, name: &str) -> Option<u64> {
+        fn find<P: ?Sized>(chain: &Chain<P>, name: &str) -> Option<u64> {
+            chain.iter().find(|l| l.name == name).map(Listener::calls)
+        }
+        let p = &self.policies;
+        match role {
+            Role::Tool => None,
+            Role::PreExecute => find(&p.pre_execute, name),
+            Role::ExecuteAround => find(&p.execute_around, name),
+            Role::PostExecute => find(&p.post_execute, name),
+            Role::Guard => find(&p.guards, name),
+            Role::Finalizer => find(&p.finalizers, name),
+            Role::Observer => find(&p.observers, name),
+        }
+    }
+
+    /// Every policy in chain order: (role, name, priority, source).
+    pub fn chain_order(&self) -> Vec<(Role, String, i32, PolicySource)> {
+        fn list<P: ?Sized>(
+            role: Role,
+            chain: &Chain<P>,
+            out: &mut Vec<(Role, String, i32, PolicySource)>,
+        ) {
+            out.extend(
+                chain
+                    .iter()
+                    .map(|l| (role, l.name.clone(), l.priority, l.source.clone())),
+            );
+        }
+        let p = &self.policies;
+        let mut out = Vec::new();
+        list(Role::PreExecute, &p.pre_execute, &mut out);
+        list(Role::Guard, &p.guards, &mut out);
+        list(Role::ExecuteAround, &p.execute_around, &mut out);
+        list(Role::PostExecute, &p.post_execute, &mut out);
+        list(Role::Finalizer, &p.finalizers, &mut out);
+        list(Role::Observer, &p.observers, &mut out);
+        out
+    }
+}
+
+/// A loaded plugin with the priorities the host resolved for it.
+pub struct Placed {
+    pub loaded: Loaded,
+    pub priorities: BTreeMap<Role, i32>,
+}
+
+/// Assemble a generation. Plugins are registered in order; a later tool of
+/// the same name replaces an earlier one (a `--plugins` directory overrides
+/// the built-ins), and the replacement is noted in `problems`.
+pub fn assemble(
+    number: u64,
+    placed: Vec<Placed>,
+    natives: &NativePolicies,
+    mut problems: Vec<LoadError>,
+) -> Generation {
+    let mut tools: BTreeMap<String, Arc<ToolEntry>> = BTreeMap::new();
+    let mut pre = Vec::new();
+    let mut around = Vec::new();
+    let mut post = Vec::new();
+    let mut guards = Vec::new();
+    let mut finalizers = Vec::new();
+    let mut observers = Vec::new();
+    let mut plugins = Vec::new();
+    for Placed { loaded, priorities } in placed {
+        let plugin = loaded.plugin;
+        let source = || PolicySource::Component {
+            plugin: plugin.name.clone(),
+        };
+        let prio = |role| priorities.get(&role).copied().unwrap_or(DEFAULT_PRIORITY);
+        let name = plugin.name.clone();
+        for role in &plugin.roles {
+            match role {
+                Role::Tool => {}
+                Role::PreExecute => pre.push(Listener::new(
+                    &name,
+                    prio(*role),
+                    source(),
+                    Arc::new(ComponentPreHook(plugin.clone())) as Arc<dyn PreExecuteHook>,
+                )),
+                Role::ExecuteAround => around.push(Listener::new(
+                    &name,
+                    prio(*role),
+                    source(),
+                    Arc::new(ComponentAroundHook(plugin.clone())) as Arc<dyn ExecuteAroundHook>,
+                )),
+                Role::PostExecute => post.push(Listener::new(
+                    &name,
+                    prio(*role),
+                    source(),
+                    Arc::new(ComponentPostHook(plugin.clone())) as Arc<dyn PostExecuteHook>,
+                )),
+                Role::Guard => guards.push(Listener::new(
+                    &name,
+                    prio(*role),
+                    source(),
+                    Arc::new(ComponentGuard(plugin.clone())) as Arc<dyn Guard>,
+                )),
+                Role::Finalizer => finalizers.push(Listener::new(
+                    &name,
+                    prio(*role),
+                    source(),
+                    Arc::new(ComponentFinalizer(plugin.clone())) as Arc<dyn Finalizer>,
+                )),
+                Role::Observer => observers.push(Listener::new(
+                    &name,
+                    prio(*role),
+                    source(),
+                    Arc::new(ComponentObserver(plugin.clone())) as Arc<dyn ResultObserver>,
+                )),
+            }
+        }
+        let body = Arc::new(ComponentTool {
+            plugin: plugin.clone(),
+        });
+        let mut names = Vec::new();
+        for t in loaded.tools {
+            names.push(t.def.name.clone());
+            if let Some(old) = tools.get(&t.def.name) {
+                problems.push(LoadError {
+                    plugin: name.clone(),
+                    origin: plugin.origin.to_string(),
+                    message: format!(
+                        "its tool `{}` replaces the one from `{}`",
+                        t.def.name, old.def.meta.provider
+                    ),
+                });
+            }
+            tools.insert(
+                t.def.name.clone(),
+                Arc::new(ToolEntry {
+                    def: t.def,
+                    parameters: t.parameters,
+                    output: t.output,
+                    body: body.clone(),
+                }),
+            );
+        }
+        problems.extend(loaded.problems);
+        plugins.push(PluginInfo {
+            name: name.clone(),
+            origin: match &plugin.origin {
+                Origin::Builtin => "built-in".into(),
+                Origin::File(p) => p.display().to_string(),
+            },
+            roles: plugin.roles.clone(),
+            wit_version: plugin.wit_version.clone(),
+            tools: names,
+            priorities: plugin
+                .roles
+                .iter()
+                .filter(|r| **r != Role::Tool)
+                .map(|r| (*r, prio(*r)))
+                .collect(),
+            instances: plugin.mode,
+            imports: plugin.imports.clone(),
+            grants: plugin.grants.clone(),
+            plugin: plugin.clone(),
+        });
+    }
+    fn natives_into<P: ?Sized>(list: &[Native<P>], into: &mut Vec<Listener<P>>) {
+        into.extend(
+            list.iter().map(|n| {
+                Listener::new(&n.name, n.priority, PolicySource::Native, n.policy.clone())
+            }),
+        );
+    }
+    natives_into(&natives.pre_execute, &mut pre);
+    natives_into(&natives.execute_around, &mut around);
+    natives_into(&natives.post_execute, &mut post);
+    natives_into(&natives.guards, &mut guards);
+    natives_into(&natives.finalizers, &mut finalizers);
+    natives_into(&natives.observers, &mut observers);
+    Generation {
+        number,
+        tools,
+        policies: Policies {
+            pre_execute: order(pre),
+            execute_around: order(around),
+            post_execute: order(post),
+            guards: order(guards),
+            finalizers: order(finalizers),
+            observers: order(observers),
+        },
+        plugins,
+        problems,
+    }
+}

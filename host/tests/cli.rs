@@ -1,0 +1,268 @@
+//! The `toolgate` binary, as a user runs it.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn toolgate() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+    // The workspace root: the built-in file tools are granted it.
+    c.current_dir(workspace());
+    c.env(
+        "TOOLGATE_CACHE_DIR",
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-cache"),
+    );
+    c.env_remove("RUST_LOG");
+    c
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn with_stdin(mut c: Command, input: &str) -> Output {
+    c.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().expect("toolgate starts");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn temp(name: &str) -> PathBuf {
+    let d =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn run_prints_one_result_per_call_in_order() {
+    let mut c = toolgate();
+    c.args(["run", "-"]);
+    let out = with_stdin(
+        c,
+        r#"[
+            {"id": "a", "name": "read_file", "arguments": {"path": "Cargo.toml", "limit": 1}},
+            {"id": "b", "name": "no_such_tool", "arguments": {}},
+            {"id": "c", "name": "list_dir", "arguments": {"path": "wit"}}
+        ]"#,
+    );
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    let ids: Vec<_> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["a", "b", "c"]);
+    assert_eq!(v[0]["isError"], false);
+    assert!(
+        v[0]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("[workspace]\n"),
+        "{v}"
+    );
+    assert_eq!(v[1]["isError"], true);
+    assert_eq!(v[1]["error"]["code"], "UNKNOWN_TOOL");
+    assert!(
+        v[2]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("types.wit")
+    );
+}
+
+#[test]
+fn malformed_batches_are_host_errors_with_a_message() {
+    for (input, expect) in [
+        ("not json", "is not an acceptable batch"),
+        (r#"{"id": "a"}"#, "expected array"),
+        (r#"[{"id": 1, "name": "x"}]"#, "/0/id"),
+        (r#"[{"name": "x"}]"#, "/0/id: expected required property"),
+        (r#"[{"id": "a", "name": "x", "args": {}}]"#, "/0/args"),
+    ] {
+        let mut c = toolgate();
+        c.args(["run", "-"]);
+        let out = with_stdin(c, input);
+        assert_eq!(out.status.code(), Some(1), "{input}: {}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains(expect),
+            "{input}: {}",
+            text(&out.stderr)
+        );
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn unreadable_input_and_unknown_flags_fail() {
+    let out = toolgate()
+        .args(["run", "/no/such/file.json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("/no/such/file.json"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = toolgate()
+        .args(["run", "--frobnicate", "-"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--frobnicate"));
+}
+
+#[test]
+fn a_corrupt_plugin_is_named_and_the_built_ins_keep_working() {
+    let dir = temp("corrupt");
+    std::fs::write(dir.join("broken.wasm"), b"\0asm garbage").unwrap();
+    let mut c = toolgate();
+    c.args(["--plugins", dir.to_str().unwrap(), "run", "-"]);
+    let out = with_stdin(
+        c,
+        r#"[{"id": "1", "name": "read_file", "arguments": {"path": "Cargo.toml", "limit": 1}}]"#,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("broken.wasm"), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["isError"], false, "{v}");
+}
+
+#[test]
+fn tools_prints_only_the_projection() {
+    for (format, params) in [("json", "parameters"), ("anthropic", "input_schema")] {
+        let out = toolgate()
+            .args(["tools", "--format", format])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let names: Vec<_> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect();
+        assert!(names.contains(&"read_file".to_string()), "{names:?}");
+        for t in v.as_array().unwrap() {
+            let mut keys: Vec<_> = t.as_object().unwrap().keys().cloned().collect();
+            keys.sort();
+            let mut want = vec![
+                "description".to_string(),
+                "name".to_string(),
+                params.to_string(),
+            ];
+            want.sort();
+            assert_eq!(keys, want);
+        }
+    }
+    let out = toolgate()
+        .args(["tools", "--format", "openai"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["type"], "function");
+    assert!(v[0]["function"]["parameters"].is_object());
+}
+
+#[test]
+fn no_default_plugins_means_no_tools() {
+    let out = toolgate()
+        .args(["--no-default-plugins", "tools"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v, serde_json::json!([]));
+}
+
+#[test]
+fn check_reports_a_bad_file_and_fails() {
+    let dir = temp("check");
+    let f = dir.join("bad.wasm");
+    std::fs::write(&f, b"\0asm\x01\0\0\0").unwrap();
+    let out = toolgate()
+        .args(["check", f.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("loaded:       no"), "{stdout}");
+    assert!(
+        stdout.contains("core WebAssembly module, not a component"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn demo_shows_each_stage() {
+    let out = toolgate().arg("demo").output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    for needle in [
+        "materialize",
+        "pre-execute",
+        "guard",
+        "secrets-guard → DENY",
+        "INVALID_ARGS",
+        "UNKNOWN_TOOL",
+        "body",
+    ] {
+        assert!(stdout.contains(needle), "missing {needle:?} in:\n{stdout}");
+    }
+}
+
+#[test]
+fn every_command_has_help() {
+    for cmd in [
+        vec!["--help"],
+        vec!["run", "--help"],
+        vec!["tools", "--help"],
+        vec!["check", "--help"],
+        vec!["demo", "--help"],
+        vec!["plugins", "--help"],
+    ] {
+        let out = toolgate().args(&cmd).output().unwrap();
+        assert!(out.status.success(), "{cmd:?}");
+        assert!(text(&out.stdout).contains("Usage:"), "{cmd:?}");
+    }
+}
+
+#[test]
+fn json_logs_carry_the_call_and_stage() {
+    let mut c = toolgate();
+    c.args(["--log-format", "json", "run", "-"])
+        .env("RUST_LOG", "toolgate=info");
+    let out = with_stdin(
+        c,
+        r#"[{"id": "x1", "name": "read_file", "arguments": {"path": ".env"}}]"#,
+    );
+    assert!(out.status.success());
+    let stderr = text(&out.stderr);
+    let guard_line = stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["fields"]["stage"] == "guard")
+        .unwrap_or_else(|| panic!("no guard event in {stderr}"));
+    assert_eq!(guard_line["fields"]["denied"], true);
+    assert_eq!(guard_line["span"]["id"], "x1");
+}

@@ -1,0 +1,34 @@
+# Conveniences. The README's two commands need only cargo; these need `just`.
+
+# The demo on the built-in plugins.
+demo:
+    cargo run -- demo
+
+# Every test (the README's test command).
+test:
+    cargo test
+
+# What CI runs.
+ci:
+    .ci/run
+
+# Lints: clippy on everything (host and guests), formatting.
+lint:
+    cargo clippy --workspace --all-targets -- -D warnings
+    cargo clippy --target wasm32-wasip2 -p 'plugin-*' -p 'fixture-*' -- -D warnings
+    cargo fmt --all -- --check
+
+# Build the first-party plugins as standalone .wasm files into target/plugins.
+plugins:
+    cargo build --target wasm32-wasip2 --profile guest --workspace --exclude toolgate --exclude toolgate-tests --exclude toolgate-schema --exclude toolgate-sandbox --exclude toolgate-guest-build --exclude toolgate-sdk-macros
+    mkdir -p target/plugins
+    for f in target/wasm32-wasip2/guest/plugin_*.wasm; do n=$(basename $f .wasm); cp $f target/plugins/${n#plugin_}.wasm; done
+    ls -la target/plugins
+
+# Benchmarks (figures go to BENCHMARKS.md).
+bench:
+    cargo bench -p toolgate
+
+# Fuzz the schema compiler and validator (needs nightly and cargo-fuzz).
+fuzz seconds="600":
+    cd host/schema/fuzz && cargo +nightly fuzz run compile_validate -- -max_total_time={{seconds}}

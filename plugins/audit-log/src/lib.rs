@@ -1,0 +1,27 @@
+//! An observer that logs one line per finished call: id, tool, outcome and
+//! error code. Read it with `RUST_LOG=toolgate::guest=info` (add
+//! `--log-format json` for machine-readable lines).
+
+use toolgate_sdk::{Call, RecordedResult, ResultObserver};
+
+struct AuditLog;
+
+impl ResultObserver for AuditLog {
+    fn on_result(call: &Call, result: &RecordedResult) {
+        let (outcome, code) = match result {
+            RecordedResult::Success(_) => ("ok", String::new()),
+            RecordedResult::Failure(f) => ("error", f.error.code.clone()),
+        };
+        let line = serde_json::json!({
+            "audit": "tool-call",
+            "id": call.id(),
+            "tool": call.tool(),
+            "scope": call.agent_scope(),
+            "outcome": outcome,
+            "code": code,
+        });
+        toolgate_sdk::log::info(line.to_string());
+    }
+}
+
+toolgate_sdk::export! { observer: AuditLog }

@@ -1,0 +1,175 @@
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::bindings::toolgate::plugin::types::{
+    CallView, ContentBlock, RecordedResult, ResultView, ToolAnnotations, ToolFailure, ToolResult,
+};
+use crate::{Call, Content, Schema};
+
+/// A tool, implemented on the type of its arguments.
+///
+/// The parameters schema is `<Self as Schema>::schema()` (derive it with
+/// `#[derive(Schema)]`), the description the type's doc comment unless
+/// [`Tool::description`] says otherwise. Only `NAME`, the description and
+/// the parameters reach the model; everything else is host metadata.
+pub trait Tool: DeserializeOwned + Schema + Sized {
+    /// The tool's name: 1–64 characters of `[A-Za-z0-9_-]`.
+    const NAME: &'static str;
+
+    /// The canonical value `execute` returns.
+    type Output: Serialize + DeserializeOwned;
+
+    /// Adjusts content once per final result ([`Tool::finalize_content`]).
+    const FINALIZES: bool = false;
+
+    /// Run the call.
+    fn execute(self, call: &Call) -> Result<Self::Output, ToolError>;
+
+    /// What the model is told the tool does.
+    fn description() -> String {
+        <Self as Schema>::description()
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("The `{}` tool.", Self::NAME))
+    }
+
+    /// Project the value to model-visible content. Default: a string value
+    /// is its text, anything else its JSON text.
+    fn render(output: Self::Output) -> Vec<ContentBlock> {
+        match serde_json::to_value(&output) {
+            Ok(v) => Content::from_value(&v),
+            Err(e) => vec![Content::text(format!("(unrenderable value: {e})"))],
+        }
+    }
+
+    /// JSON Schema of the output, checked by the host (e.g.
+    /// `Some(MyOutput::schema())`). Default: unchecked.
+    fn output_schema() -> Option<serde_json::Value> {
+        None
+    }
+
+    /// Cooperative time budget of one call, enforced by the timeout policy.
+    fn timeout_ms() -> Option<u32> {
+        None
+    }
+
+    /// Behaviour hints for policies.
+    fn annotations() -> ToolAnnotations {
+        ToolAnnotations::empty()
+    }
+
+    /// May this call overlap other calls? Only an exact `true` makes it
+    /// parallel. Default: no.
+    fn is_concurrency_safe(&self) -> bool {
+        false
+    }
+
+    /// With `FINALIZES = true`: adjust the final content (`None` keeps it).
+    fn finalize_content(call: &Call, result: &ToolResult) -> Option<Vec<ContentBlock>> {
+        let _ = (call, result);
+        None
+    }
+
+    /// A card for the call in a user interface.
+    fn present_call(&self) -> Option<CallView> {
+        None
+    }
+
+    /// A card for the result in a user interface.
+    fn present_result(&self, result: &RecordedResult) -> Option<ResultView> {
+        let _ = result;
+        None
+    }
+}
+
+/// A tool's own failure: a code for programs, a message for the model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolError {
+    /// A short type name, e.g. `NotFound`.
+    pub name: String,
+    /// `UPPER_SNAKE_CASE`, e.g. `NOT_FOUND`.
+    pub code: String,
+    /// What happened, for the model.
+    pub message: String,
+    /// Anything else, as JSON.
+    pub details: Option<serde_json::Value>,
+}
+
+impl ToolError {
+    /// A failure with a code (`UPPER_SNAKE_CASE`) and a message.
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        let code = code.into();
+        let name = code
+            .split('_')
+            .map(|w| {
+                let mut c = w.chars();
+                match c.next() {
+                    Some(f) => f
+                        .to_uppercase()
+                        .chain(c.flat_map(char::to_lowercase))
+                        .collect(),
+                    None => String::new(),
+                }
+            })
+            .collect();
+        ToolError {
+            name,
+            code,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    /// The arguments make sense to the schema but not to the tool.
+    pub fn invalid_input(message: impl Into<String>) -> Self {
+        ToolError::new("INVALID_INPUT", message)
+    }
+
+    /// Something the call names does not exist.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        ToolError::new("NOT_FOUND", message)
+    }
+
+    /// The tool may not do this.
+    pub fn permission_denied(message: impl Into<String>) -> Self {
+        ToolError::new("PERMISSION_DENIED", message)
+    }
+
+    /// Attach details.
+    pub fn with_details(mut self, details: serde_json::Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    pub(crate) fn into_wit(self) -> ToolFailure {
+        ToolFailure {
+            name: self.name,
+            code: self.code,
+            message: self.message,
+            details: self.details.map(|d| d.to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for ToolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for ToolError {}
+
+impl From<std::io::Error> for ToolError {
+    fn from(e: std::io::Error) -> Self {
+        use std::io::ErrorKind as K;
+        let code = match e.kind() {
+            K::NotFound => "NOT_FOUND",
+            K::PermissionDenied => "PERMISSION_DENIED",
+            K::AlreadyExists => "ALREADY_EXISTS",
+            K::InvalidInput | K::InvalidData => "INVALID_INPUT",
+            K::IsADirectory => "IS_A_DIRECTORY",
+            K::NotADirectory => "NOT_A_DIRECTORY",
+            _ => "IO_ERROR",
+        };
+        ToolError::new(code, e.to_string())
+    }
+}

@@ -1,0 +1,125 @@
+//! Helpers for the integration tests: fixture components (built from
+//! `tests/fixtures/` by `build.rs`), temporary plugin directories, hosts.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::Value;
+use toolgate::plugin::RuntimeOptions;
+use toolgate::{CallRecord, HostConfig, ToolCall, Toolgate, ToolgateBuilder, TurnOptions};
+
+/// Paths of the fixture components.
+pub mod fixtures {
+    include!(concat!(env!("OUT_DIR"), "/fixtures.rs"));
+}
+
+/// A directory removed when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(prefix: &str) -> TempDir {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "toolgate-{prefix}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create a temporary directory");
+        TempDir(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A plugin directory assembled for one test.
+pub struct PluginDir {
+    dir: TempDir,
+}
+
+impl Default for PluginDir {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PluginDir {
+    pub fn new() -> Self {
+        PluginDir {
+            dir: TempDir::new("plugins"),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Copy a fixture component in as `NAME.wasm`.
+    pub fn add(&self, name: &str, fixture: &str) -> &Self {
+        std::fs::copy(fixture, self.path().join(format!("{name}.wasm"))).expect("copy a fixture");
+        self
+    }
+
+    /// Write arbitrary bytes as `NAME.wasm`.
+    pub fn add_bytes(&self, name: &str, bytes: &[u8]) -> &Self {
+        std::fs::write(self.path().join(format!("{name}.wasm")), bytes)
+            .expect("write a plugin file");
+        self
+    }
+
+    /// Write `NAME.toml` (the plugin's manifest).
+    pub fn manifest(&self, name: &str, toml: &str) -> &Self {
+        std::fs::write(self.path().join(format!("{name}.toml")), toml).expect("write a manifest");
+        self
+    }
+}
+
+/// A compile cache shared by the tests of one build: every fixture is
+/// compiled once, not once per test.
+pub fn test_runtime() -> RuntimeOptions {
+    RuntimeOptions {
+        cache_dir: Some(PathBuf::from(env!("OUT_DIR")).join("compile-cache")),
+        ..RuntimeOptions::default()
+    }
+}
+
+/// A builder without built-ins, loading `dir`, configured by `config` TOML.
+pub fn builder(dir: &PluginDir, config: &str) -> ToolgateBuilder {
+    Toolgate::builder()
+        .runtime_options(test_runtime())
+        .builtin_plugins(false)
+        .plugin_dir(dir.path())
+        .config(HostConfig::parse(config, "test config").expect("test config is valid"))
+}
+
+/// Build a host on `dir` with `config`.
+pub async fn host(dir: &PluginDir, config: &str) -> Toolgate {
+    builder(dir, config).build().await.expect("host builds")
+}
+
+/// A call.
+pub fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
+    ToolCall::new(id, name, arguments)
+}
+
+/// Run one call in a fresh turn.
+pub async fn run(host: &Toolgate, name: &str, arguments: Value) -> CallRecord {
+    host.call(call("c1", name, arguments), &TurnOptions::default())
+        .await
+}
+
+/// The record as the JSON a client would see.
+pub fn json(record: &CallRecord) -> Value {
+    serde_json::to_value(record).expect("records serialize")
+}
+
+pub mod native;
+pub mod stack;
