@@ -13,6 +13,8 @@ pub enum HostError {
     PluginDir { path: PathBuf, message: String },
     #[error(transparent)]
     Config(#[from] ConfigError),
+    #[error("tool `{tool}`: {message}")]
+    Tool { tool: String, message: String },
     #[error("grant for plugin `{plugin}`: {message}")]
     Grant { plugin: String, message: String },
 }

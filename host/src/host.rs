@@ -36,7 +36,7 @@ use crate::policy::{
     ExecuteAroundHook, Finalizer, Guard, PostExecuteHook, PreExecuteHook, ResultObserver, Role,
 };
 use crate::registry::{self, Generation, Native, NativePolicies, Placed};
-use crate::tool::ModelTool;
+use crate::tool::{ModelTool, ToolBody, ToolDefinition, ToolEntry};
 
 /// Default size of the rolling pool of concurrency-safe calls.
 pub const DEFAULT_MAX_PARALLEL: usize = 8;
@@ -119,6 +119,35 @@ impl ToolgateBuilder {
     pub fn max_parallel(mut self, n: usize) -> Self {
         self.max_parallel = Some(n.max(1));
         self
+    }
+
+    /// Register a tool implemented in Rust. Its parameters (and output
+    /// schema) go through the same compiler as a component's; an invalid
+    /// schema is an error here.
+    pub fn tool(mut self, definition: ToolDefinition, body: Arc<dyn ToolBody>) -> Result<Self, HostError> {
+        let bad = |what: &str, e: &dyn std::fmt::Display| HostError::Tool {
+            tool: definition.name.clone(),
+            message: format!("its {what} schema is not accepted: {e}"),
+        };
+        if !loader::valid_tool_name(&definition.name) {
+            return Err(HostError::Tool {
+                tool: definition.name.clone(),
+                message: "its name must be 1–64 characters of [A-Za-z0-9_-]".into(),
+            });
+        }
+        let parameters =
+            toolgate_schema::Schema::compile_parameters(&definition.parameters).map_err(|e| bad("parameters", &e))?;
+        let output = match &definition.output_schema {
+            Some(s) => Some(toolgate_schema::Schema::compile(s).map_err(|e| bad("output", &e))?),
+            None => None,
+        };
+        self.natives.tools.push(Arc::new(ToolEntry {
+            def: definition,
+            parameters,
+            output,
+            body,
+        }));
+        Ok(self)
     }
 
     /// Register a native pre-execute hook.

@@ -56,6 +56,9 @@ pub struct NativePolicies {
     pub guards: Vec<Native<dyn Guard>>,
     pub finalizers: Vec<Native<dyn Finalizer>>,
     pub observers: Vec<Native<dyn ResultObserver>>,
+    /// Tools implemented in Rust by the embedder (registered after the
+    /// plugins' tools, so they win a name clash).
+    pub tools: Vec<Arc<ToolEntry>>,
 }
 
 /// What a listing shows about a plugin.
@@ -266,6 +269,9 @@ pub fn assemble(
     natives_into(&natives.guards, &mut guards);
     natives_into(&natives.finalizers, &mut finalizers);
     natives_into(&natives.observers, &mut observers);
+    for t in &natives.tools {
+        tools.insert(t.def.name.clone(), t.clone());
+    }
     Generation {
         number,
         tools,
