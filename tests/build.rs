@@ -10,6 +10,12 @@ fn main() {
     let workspace = manifest_dir.parent().unwrap().to_path_buf();
     // The fixtures, and the first-party plugins (as PLUGIN_*): both are built
     // into the same guest target directory, so nothing is compiled twice.
+    // A new fixture directory must be picked up too, not only changes to the
+    // ones found last time.
+    println!(
+        "cargo:rerun-if-changed={}",
+        manifest_dir.join("fixtures").display()
+    );
     let fixtures = toolgate_guest_build::discover(&manifest_dir.join("fixtures"));
     let plugins = toolgate_guest_build::discover(&workspace.join("plugins"));
     let all: Vec<_> = fixtures.iter().chain(plugins.iter()).cloned().collect();

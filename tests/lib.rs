@@ -121,5 +121,6 @@ pub fn json(record: &CallRecord) -> Value {
     serde_json::to_value(record).expect("records serialize")
 }
 
+pub mod gate;
 pub mod native;
 pub mod stack;

@@ -56,6 +56,9 @@ pub struct CallInfo {
     pub call_id: String,
     pub tool_name: String,
     pub arguments: Arc<Value>,
+    /// The same arguments as compact JSON text, serialized once for every
+    /// component policy that will read them.
+    pub arguments_json: Arc<str>,
     pub agent_scope: String,
     pub code_mode: bool,
     pub tool: ToolMeta,
@@ -68,7 +71,7 @@ impl CallInfo {
             call_id: self.call_id.clone(),
             tool_name: self.tool_name.clone(),
             provider: self.tool.provider.clone(),
-            arguments: self.arguments.to_string(),
+            arguments: self.arguments_json.to_string(),
             agent_scope: self.agent_scope.clone(),
             deadline_ms: signal.remaining().map(|d| d.as_millis() as u64),
             code_mode: self.code_mode,

@@ -9,6 +9,7 @@
 //! max_parallel_tool_calls = 8      # rolling pool of concurrency-safe calls
 //! policy_timeout_ms = 2000         # budget of one hook/guard invocation
 //! sandbox = "strict"               # or "best-effort" (logged on every spawn)
+//! sandbox_waive = []               # or run without named protections, e.g. ["mount_isolation"]
 //!
 //! [limits]
 //! max_argument_depth = 64
@@ -27,7 +28,9 @@
 //! network = ["example.com:443"]
 //! shell = false
 //! subprocess = ["git"]
+//! spawn_tcp_ports = [443]          # spawned processes may connect to these ports
 //! memory_mb = 256
+//! spawn_limits = { max_processes = 64, address_space_mb = 4096, file_size_mb = 1024, cpu_seconds = 300 }
 //!
 //! [tools.bash]
 //! timeout_ms = 120000              # overrides the tool's own timeout-ms
@@ -74,6 +77,9 @@ pub struct HostConfig {
     pub policy_timeout_ms: Option<u64>,
     #[serde(default)]
     pub sandbox: SandboxMode,
+    /// Protections a spawn may run without, by name, when the kernel lacks them.
+    #[serde(default)]
+    pub sandbox_waive: Vec<String>,
     #[serde(default)]
     pub limits: LimitsConfig,
     #[serde(default)]
@@ -124,6 +130,26 @@ pub struct GrantsConfig {
     #[serde(default)]
     pub subprocess: Vec<String>,
     pub memory_mb: Option<usize>,
+    /// TCP ports spawned processes may connect to (on any host: Landlock
+    /// filters TCP by port only).
+    #[serde(default)]
+    pub spawn_tcp_ports: Vec<u16>,
+    #[serde(default)]
+    pub spawn_limits: SpawnLimitsConfig,
+}
+
+/// Resource limits of processes spawned through the shell and subprocess
+/// seams (the whole process tree of one spawn).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpawnLimitsConfig {
+    pub max_processes: Option<u32>,
+    pub address_space_mb: Option<u64>,
+    pub file_size_mb: Option<u64>,
+    pub cpu_seconds: Option<u64>,
+    pub open_files: Option<u64>,
+    /// Bytes of stdout (and of stderr) kept, in KiB.
+    pub output_kb: Option<usize>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -167,6 +193,10 @@ fn schema() -> serde_json::Value {
             "max_parallel_tool_calls": {"type": "integer", "description": "1 or more"},
             "policy_timeout_ms": {"type": "integer"},
             "sandbox": {"enum": ["strict", "best-effort"]},
+            "sandbox_waive": {"type": "array", "items": {"enum": [
+                "filesystem", "filesystem_truncate", "tcp_ports", "scope_signals",
+                "scope_abstract_unix", "seccomp", "process_limit", "mount_isolation"
+            ]}},
             "limits": {
                 "type": "object",
                 "properties": {
@@ -202,7 +232,20 @@ fn schema() -> serde_json::Value {
                                 "network": {"type": "array", "items": {"type": "string"}},
                                 "shell": {"type": "boolean"},
                                 "subprocess": {"type": "array", "items": {"type": "string"}},
-                                "memory_mb": {"type": "integer"}
+                                "memory_mb": {"type": "integer"},
+                                "spawn_tcp_ports": {"type": "array", "items": {"type": "integer"}},
+                                "spawn_limits": {
+                                    "type": "object",
+                                    "properties": {
+                                        "max_processes": {"type": "integer"},
+                                        "address_space_mb": {"type": "integer"},
+                                        "file_size_mb": {"type": "integer"},
+                                        "cpu_seconds": {"type": "integer"},
+                                        "open_files": {"type": "integer"},
+                                        "output_kb": {"type": "integer"}
+                                    },
+                                    "additionalProperties": false
+                                }
                             },
                             "additionalProperties": false
                         }

@@ -27,7 +27,7 @@ use crate::config::{FsAccess, GrantsConfig, HostConfig, SandboxMode};
 use crate::error::HostError;
 use crate::outcome::CallRecord;
 use crate::pipeline::{self, Approver, PipelineSettings};
-use crate::plugin::grants::DEFAULT_MEMORY_BYTES;
+use crate::plugin::grants::{DEFAULT_MEMORY_BYTES, DEFAULT_OUTPUT_CAP};
 use crate::plugin::{
     FsGrant, Grants, InstanceMode, LoadError, LoadSettings, PluginSource, Runtime, RuntimeOptions,
     builtin, loader,
@@ -37,6 +37,7 @@ use crate::policy::{
 };
 use crate::registry::{self, Generation, Native, NativePolicies, Placed};
 use crate::tool::{ModelTool, ToolBody, ToolDefinition, ToolEntry};
+use toolgate_sandbox::{Enforcement, Feature, ResourceLimits, SandboxPolicy};
 
 /// Default size of the rolling pool of concurrency-safe calls.
 pub const DEFAULT_MAX_PARALLEL: usize = 8;
@@ -124,7 +125,11 @@ impl ToolgateBuilder {
     /// Register a tool implemented in Rust. Its parameters (and output
     /// schema) go through the same compiler as a component's; an invalid
     /// schema is an error here.
-    pub fn tool(mut self, definition: ToolDefinition, body: Arc<dyn ToolBody>) -> Result<Self, HostError> {
+    pub fn tool(
+        mut self,
+        definition: ToolDefinition,
+        body: Arc<dyn ToolBody>,
+    ) -> Result<Self, HostError> {
         let bad = |what: &str, e: &dyn std::fmt::Display| HostError::Tool {
             tool: definition.name.clone(),
             message: format!("its {what} schema is not accepted: {e}"),
@@ -135,8 +140,8 @@ impl ToolgateBuilder {
                 message: "its name must be 1–64 characters of [A-Za-z0-9_-]".into(),
             });
         }
-        let parameters =
-            toolgate_schema::Schema::compile_parameters(&definition.parameters).map_err(|e| bad("parameters", &e))?;
+        let parameters = toolgate_schema::Schema::compile_parameters(&definition.parameters)
+            .map_err(|e| bad("parameters", &e))?;
         let output = match &definition.output_schema {
             Some(s) => Some(toolgate_schema::Schema::compile(s).map_err(|e| bad("output", &e))?),
             None => None,
@@ -269,6 +274,7 @@ impl ToolgateBuilder {
             config: self.config,
         };
         let inner = Arc::new(Inner {
+            enforcement: enforcement(&sources.config)?,
             runtime,
             registry: ArcSwap::from_pointee(placeholder()),
             settings,
@@ -305,6 +311,7 @@ struct Sources {
 
 struct Inner {
     runtime: Arc<Runtime>,
+    enforcement: Enforcement,
     registry: ArcSwap<Generation>,
     settings: PipelineSettings,
     max_parallel: usize,
@@ -462,12 +469,17 @@ impl Toolgate {
                 ),
             },
         };
-        let mut grants = resolve_grants(grants_config, grant_source, &inner.sources.workdir)
-            .map_err(|message| LoadError {
-                plugin: source.name.clone(),
-                origin: source.origin.to_string(),
-                message,
-            })?;
+        let mut grants = resolve_grants(
+            grants_config,
+            grant_source,
+            &inner.sources.workdir,
+            &inner.enforcement,
+        )
+        .map_err(|message| LoadError {
+            plugin: source.name.clone(),
+            origin: source.origin.to_string(),
+            message,
+        })?;
         if let Some(c) = config {
             grants
                 .env
@@ -493,16 +505,41 @@ impl Toolgate {
     }
 }
 
+/// How strictly the host sandboxes spawns, from the configuration.
+pub fn enforcement(config: &HostConfig) -> Result<Enforcement, HostError> {
+    if config.sandbox == SandboxMode::BestEffort {
+        return Ok(Enforcement::BestEffort);
+    }
+    if config.sandbox_waive.is_empty() {
+        return Ok(Enforcement::Strict);
+    }
+    let mut waived = std::collections::BTreeSet::new();
+    for name in &config.sandbox_waive {
+        waived.insert(Feature::from_name(name).ok_or_else(|| {
+            HostError::Config(crate::config::ConfigError::Invalid {
+                path: config.origin(),
+                problems: vec![format!("/sandbox_waive: unknown protection {name:?}")],
+            })
+        })?);
+    }
+    Ok(Enforcement::Waive(waived))
+}
+
 /// Turn a grant as written into a grant as enforced. Paths are resolved
 /// against `workdir` and must exist; network names are resolved now.
 pub fn resolve_grants(
     config: Option<GrantsConfig>,
     source: String,
     workdir: &Path,
+    enforcement: &Enforcement,
 ) -> Result<Grants, String> {
     let Some(config) = config else {
         return Ok(Grants {
             source,
+            sandbox: SandboxPolicy {
+                enforcement: enforcement.clone(),
+                ..SandboxPolicy::default()
+            },
             ..Grants::default()
         });
     };
@@ -543,6 +580,31 @@ pub fn resolve_grants(
             .map_err(|e| format!("network grant {name:?} ({source}) cannot be resolved: {e}"))?;
         network.extend(addrs);
     }
+    let l = &config.spawn_limits;
+    let defaults = ResourceLimits::default();
+    let mb = |v: Option<u64>, d: Option<u64>| v.map(|mb| mb << 20).or(d);
+    let sandbox = SandboxPolicy {
+        read_only: fs
+            .iter()
+            .filter(|g| !g.writable)
+            .map(|g| g.host.clone())
+            .collect(),
+        read_write: fs
+            .iter()
+            .filter(|g| g.writable)
+            .map(|g| g.host.clone())
+            .collect(),
+        tcp_connect_ports: config.spawn_tcp_ports.clone(),
+        limits: ResourceLimits {
+            max_processes: l.max_processes.or(defaults.max_processes),
+            address_space_bytes: mb(l.address_space_mb, defaults.address_space_bytes),
+            file_size_bytes: mb(l.file_size_mb, defaults.file_size_bytes),
+            cpu_seconds: l.cpu_seconds.or(defaults.cpu_seconds),
+            open_files: l.open_files.or(defaults.open_files),
+        },
+        enforcement: enforcement.clone(),
+        ..SandboxPolicy::default()
+    };
     Ok(Grants {
         fs,
         env,
@@ -554,6 +616,70 @@ pub fn resolve_grants(
             .memory_mb
             .map(|mb| mb << 20)
             .unwrap_or(DEFAULT_MEMORY_BYTES),
+        sandbox,
+        output_cap: l.output_kb.map(|kb| kb << 10).unwrap_or(DEFAULT_OUTPUT_CAP),
         source,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sandbox_mode_comes_from_the_configuration() {
+        let config = |text: &str| HostConfig::parse(text, "t.toml").unwrap();
+        assert_eq!(enforcement(&config("")).unwrap(), Enforcement::Strict);
+        assert_eq!(
+            enforcement(&config("sandbox = \"best-effort\"")).unwrap(),
+            Enforcement::BestEffort
+        );
+        assert_eq!(
+            enforcement(&config("sandbox_waive = [\"mount_isolation\"]")).unwrap(),
+            Enforcement::Waive([Feature::MountIsolation].into_iter().collect())
+        );
+        assert!(HostConfig::parse("sandbox_waive = [\"everything\"]", "t.toml").is_err());
+    }
+
+    #[test]
+    fn grants_become_the_sandbox_policy() {
+        let dir = std::env::temp_dir().join(format!("toolgate-grants-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("ro")).unwrap();
+        std::fs::create_dir_all(dir.join("rw")).unwrap();
+        let config = HostConfig::parse(
+            r#"
+            [plugins.p.grants]
+            fs = [{ path = "ro", access = "read-only" }, { path = "rw", access = "read-write", guest = "/data" }]
+            shell = true
+            spawn_tcp_ports = [443]
+            spawn_limits = { max_processes = 7, file_size_mb = 2, output_kb = 4 }
+            "#,
+            "t.toml",
+        )
+        .unwrap();
+        let g = resolve_grants(
+            config.plugins["p"].grants.clone(),
+            "test".into(),
+            &dir,
+            &Enforcement::BestEffort,
+        )
+        .unwrap();
+        let ro = dir.join("ro").canonicalize().unwrap();
+        let rw = dir.join("rw").canonicalize().unwrap();
+        assert_eq!(g.sandbox.read_only, vec![ro.clone()]);
+        assert_eq!(g.sandbox.read_write, vec![rw.clone()]);
+        assert_eq!(g.fs[1].guest, "/data");
+        assert_eq!(g.sandbox.tcp_connect_ports, vec![443]);
+        assert_eq!(g.sandbox.limits.max_processes, Some(7));
+        assert_eq!(g.sandbox.limits.file_size_bytes, Some(2 << 20));
+        assert_eq!(g.output_cap, 4 << 10);
+        assert_eq!(g.sandbox.enforcement, Enforcement::BestEffort);
+        // A granted path that does not exist is an error naming it.
+        let mut missing = config.plugins["p"].grants.clone().unwrap();
+        missing.fs[0].path = "nope".into();
+        let e =
+            resolve_grants(Some(missing), "test".into(), &dir, &Enforcement::Strict).unwrap_err();
+        assert!(e.contains("nope"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

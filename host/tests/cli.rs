@@ -266,3 +266,16 @@ fn json_logs_carry_the_call_and_stage() {
     assert_eq!(guard_line["fields"]["denied"], true);
     assert_eq!(guard_line["span"]["id"], "x1");
 }
+
+#[test]
+fn a_hundred_thousand_levels_of_nesting_is_a_clear_error_not_a_crash() {
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let batch = format!(r#"[{{"id": "1", "name": "read_file", "arguments": {{"path": {deep}}}}}]"#);
+    let mut c = toolgate();
+    c.args(["run", "-"]);
+    let out = with_stdin(c, &batch);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("nesting deeper than"), "{stderr}");
+    assert!(stderr.contains("/0/arguments/path"), "{stderr}");
+}

@@ -37,6 +37,8 @@ pub struct Built {
 
 /// Every directory under `parent` that holds a Cargo.toml, sorted.
 pub fn discover(parent: &Path) -> Vec<Guest> {
+    // A new guest directory changes the parent: build again.
+    println!("cargo:rerun-if-changed={}", parent.display());
     let mut guests = Vec::new();
     let Ok(entries) = std::fs::read_dir(parent) else {
         return guests;
@@ -105,6 +107,7 @@ pub fn build(workspace: &Path, guests: &[Guest]) -> Vec<Built> {
     if guests.is_empty() {
         return Vec::new();
     }
+    ensure_target();
     let target_dir = host_target_dir().join("guests");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
@@ -162,6 +165,39 @@ pub fn build(workspace: &Path, guests: &[Guest]) -> Vec<Built> {
             }
         })
         .collect()
+}
+
+/// Make sure the toolchain can build for [`TARGET`]. `rust-toolchain.toml`
+/// lists it, but rustup does not always install it on its own (e.g. with
+/// `RUSTUP_AUTO_INSTALL=0`), so a fresh clone would fail here; ask rustup
+/// once, and explain if that is not possible.
+fn ensure_target() {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let sysroot = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim().to_string()));
+    let Some(sysroot) = sysroot else { return };
+    if sysroot.join("lib/rustlib").join(TARGET).exists() {
+        return;
+    }
+    println!(
+        "cargo:warning=installing the {TARGET} target with rustup (the plugins and test fixtures are built for it)"
+    );
+    let mut cmd = Command::new("rustup");
+    cmd.args(["target", "add", TARGET]);
+    if let Some(toolchain) = std::env::var_os("RUSTUP_TOOLCHAIN") {
+        cmd.arg("--toolchain").arg(toolchain);
+    }
+    match cmd.status() {
+        Ok(s) if s.success() => {}
+        _ => panic!(
+            "the {TARGET} target is not installed and `rustup target add {TARGET}` failed; \
+             install it by hand (`rustup target add {TARGET}`) and build again"
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ use tracing_subscriber::registry::LookupSpan;
 use super::GlobalArgs;
 use crate::call::{ToolCall, TurnOptions};
 use crate::outcome::CallRecord;
+use crate::pipeline::{ApprovalAnswer, ApprovalRequest, Approver};
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {
@@ -132,7 +133,49 @@ fn script() -> Vec<(&'static str, ToolCall)> {
                 json!({"pattern": "variant pre-decision", "path": "wit"}),
             ),
         ),
+        (
+            "a destructive tool: the ask-destructive hook asks, the approver says no",
+            ToolCall::new(
+                "7",
+                "bash",
+                json!({"command": "rm -rf target/demo-scratch"}),
+            ),
+        ),
+        (
+            "approved this time, but the command outlives bash's time budget (300 ms in this demo): the timeout policy's deadline stops it",
+            ToolCall::new(
+                "8",
+                "bash",
+                json!({"command": "echo started; sleep 5; echo finished"}),
+            ),
+        ),
+        (
+            "approved, and sandboxed: the command cannot write outside the working directory",
+            ToolCall::new(
+                "9",
+                "bash",
+                json!({"command": "touch ../outside-the-grant; echo exit=$?"}),
+            ),
+        ),
     ]
+}
+
+/// The demo's approver: it answers from the script (no to call 7, yes to
+/// the others), so the demo shows both answers without a terminal.
+struct ScriptedApprover;
+
+#[async_trait::async_trait]
+impl Approver for ScriptedApprover {
+    fn name(&self) -> &str {
+        "scripted-approver"
+    }
+    async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
+        if request.call.call_id == "7" {
+            ApprovalAnswer::Deny("the demo's scripted approver says no to deleting files".into())
+        } else {
+            ApprovalAnswer::Approve
+        }
+    }
 }
 
 fn stage_line(f: &BTreeMap<String, String>) -> Option<String> {
@@ -165,13 +208,14 @@ fn stage_line(f: &BTreeMap<String, String>) -> Option<String> {
             get("decision"),
             get("decided_by")
         ),
-        "approval" => format!(
-            "asked by {} → {}",
-            get("asked_by"),
-            f.get("answer")
-                .cloned()
-                .unwrap_or_else(|| "no approval service: deny".into())
-        ),
+        "approval" => match f.get("answer") {
+            None => format!("{} asked; no approval service, so: deny", get("asked_by")),
+            Some(answer) => format!(
+                "{} asked; {} answered {answer}",
+                get("asked_by"),
+                get("approver")
+            ),
+        },
         "guard" if get("denied") == "true" => {
             format!("{} → DENY: {}{ms}", get("guard"), get("reason"))
         }
@@ -199,16 +243,27 @@ fn stage_line(f: &BTreeMap<String, String>) -> Option<String> {
 }
 
 fn summary(r: &CallRecord) -> String {
-    let first = |s: &str| -> String {
-        let line = s.lines().next().unwrap_or("").to_string();
-        if line.chars().count() > 100 {
-            format!("{}…", line.chars().take(100).collect::<String>())
-        } else {
-            line
+    // Up to three lines of what the model sees, each cut at 100 characters.
+    let lines = |s: &str| -> String {
+        let mut out: Vec<String> = s
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .take(3)
+            .map(|l| {
+                if l.chars().count() > 100 {
+                    format!("{}…", l.chars().take(100).collect::<String>())
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect();
+        if s.lines().filter(|l| !l.trim().is_empty()).count() > 3 {
+            out.push("…".into());
         }
+        out.join(" ⏎ ")
     };
     match &r.error {
-        None => format!("ok: {}", first(&r.text())),
+        None => format!("ok: {}", lines(&r.text())),
         Some(e) => format!(
             "{} at {}{}: {}",
             e.code,
@@ -217,7 +272,7 @@ fn summary(r: &CallRecord) -> String {
                 .as_ref()
                 .map(|b| format!(" by {b}"))
                 .unwrap_or_default(),
-            first(&e.message)
+            lines(&e.message)
         ),
     }
 }
@@ -227,10 +282,17 @@ pub async fn run(
     args: DemoArgs,
     transcript: Transcript,
 ) -> anyhow::Result<ExitCode> {
-    let mut builder = global.builder()?;
+    let mut config = global.load_config()?;
+    // A short budget for bash, so the demo shows a deadline at work.
+    config
+        .tools
+        .entry("bash".into())
+        .or_default()
+        .timeout_ms
+        .get_or_insert(300);
+    let mut builder = global.builder()?.config(config);
     if global.approve.is_none() {
-        // Deterministic: "ask" is answered no, as it is without a terminal.
-        builder = builder.approver(Arc::new(crate::pipeline::approval::DenyAll));
+        builder = builder.approver(Arc::new(ScriptedApprover));
     }
     let host = builder.build().await?;
     super::report_problems(&host);

@@ -12,6 +12,7 @@ mod demo;
 mod logging;
 mod plugins;
 mod run;
+mod sandbox;
 pub mod tools;
 
 use std::path::PathBuf;
@@ -94,10 +95,20 @@ enum Command {
     /// Run a short scripted batch on the built-in plugins and show what each
     /// stage decided.
     Demo(demo::DemoArgs),
+    /// The process sandbox: `toolgate sandbox check` reports what this kernel
+    /// enforces and runs the escape probes.
+    Sandbox(sandbox::SandboxArgs),
 }
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
+    // `toolgate __probe NAME ARGS…`: one escape probe, run inside the sandbox
+    // by `toolgate sandbox check`. Nothing else (no runtime, no logging).
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("__probe") {
+        let code = toolgate_sandbox::probes::probe_main(args.into_iter().skip(2));
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     let cli = Cli::parse();
     let transcript = matches!(cli.command, Command::Demo(_)).then(demo::Transcript::default);
     logging::init(cli.global.log_format, transcript.clone());
@@ -118,6 +129,7 @@ pub fn main() -> ExitCode {
             Command::Check(a) => check::run(&cli.global, a).await,
             Command::Plugins(a) => plugins::run(&cli.global, a).await,
             Command::Demo(a) => demo::run(&cli.global, a, transcript.unwrap_or_default()).await,
+            Command::Sandbox(a) => sandbox::run(&cli.global, a).await,
         }
     });
     match result {

@@ -108,8 +108,18 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
             cancel.cancel();
         }
     });
-    let records = host.execute_tool_calls(calls, &turn).await;
+    let outcome = host.try_execute_tool_calls(calls, &turn).await;
     ctrl_c.abort();
+    // A scheduler failure is a host bug, not a result: report it and print
+    // no records (none is fabricated, and a partial batch would pass for a
+    // whole one).
+    let records = match outcome {
+        Ok(records) => records,
+        Err(error) => {
+            eprintln!("toolgate: {error}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
     let out = if args.compact {
         serde_json::to_string(&records)?
     } else {

@@ -31,6 +31,16 @@ pub enum ApprovalAnswer {
     Unavailable(String),
 }
 
+impl std::fmt::Display for ApprovalAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ApprovalAnswer::Approve => f.write_str("approve"),
+            ApprovalAnswer::Deny(r) => write!(f, "deny ({r})"),
+            ApprovalAnswer::Unavailable(r) => write!(f, "unavailable ({r})"),
+        }
+    }
+}
+
 /// An approval service: a person at a terminal, a UI, a remote reviewer.
 #[async_trait]
 pub trait Approver: Send + Sync {
@@ -71,7 +81,7 @@ pub async fn run(
         stage = "approval",
         asked_by,
         approver = approver.name(),
-        answer = ?answer,
+        answer = %answer,
         elapsed_us = started.elapsed().as_micros() as u64,
         "approval answered"
     );

@@ -18,7 +18,6 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 use crate::call::{CallInfo, CallSignal, Interrupt};
-use crate::content::Content;
 use crate::outcome::{CallError, ErrorCode, Outcome, Stage};
 use crate::policy::{Chain, ExecuteAroundHook, PolicyError};
 use crate::tool::{BodyContext, BodyError, DeferredContexts, ToolEntry};
@@ -92,7 +91,7 @@ fn run_from(shared: Arc<Shared>, index: usize, signal: CallSignal) -> BoxFuture<
         {
             Ok(Ok(outcome)) => outcome,
             Ok(Err(PolicyError::Interrupted(interrupt))) | Err(interrupt) => {
-                interrupted(interrupt, Stage::Execute, &shared.call, &signal)
+                interrupted(interrupt, Stage::Execute, &shared.call)
             }
             Ok(Err(error)) => Outcome::failure(
                 CallError::new(
@@ -118,7 +117,7 @@ async fn dispatch_body(shared: &Shared, signal: CallSignal) -> Outcome {
     let entry = &shared.entry;
     let call = &shared.call;
     if let Some(interrupt) = signal.fired() {
-        return interrupted(interrupt, Stage::Body, call, &signal);
+        return interrupted(interrupt, Stage::Body, call);
     }
     let started = Instant::now();
     let ctx = BodyContext {
@@ -128,7 +127,7 @@ async fn dispatch_body(shared: &Shared, signal: CallSignal) -> Outcome {
     let answer = signal.guard(entry.body.execute(call, ctx)).await;
     let outcome = match answer {
         Err(interrupt) | Ok(Err(BodyError::Interrupted(interrupt))) => {
-            interrupted(interrupt, Stage::Body, call, &signal)
+            interrupted(interrupt, Stage::Body, call)
         }
         Ok(Err(error)) => body_failure(entry, error, Stage::Body),
         Ok(Ok(value)) => success_from_value(entry, value, Stage::Body, &shared.limits).await,
@@ -189,13 +188,7 @@ pub fn body_failure(entry: &ToolEntry, error: BodyError, stage: Stage) -> Outcom
 }
 
 /// The failure for a call whose signal fired.
-pub fn interrupted(
-    interrupt: Interrupt,
-    stage: Stage,
-    call: &CallInfo,
-    signal: &CallSignal,
-) -> Outcome {
-    let _ = signal;
+pub fn interrupted(interrupt: Interrupt, stage: Stage, call: &CallInfo) -> Outcome {
     Outcome::failure(match interrupt {
         Interrupt::DeadlineExceeded => CallError::new(
             ErrorCode::Timeout,
@@ -264,9 +257,4 @@ pub async fn success_from_value(
         },
         Err(error) => body_failure(entry, error, stage),
     }
-}
-
-/// Content used when a block has nothing else to say.
-pub fn text(s: impl Into<String>) -> Vec<Content> {
-    vec![Content::Text(s.into())]
 }

@@ -38,11 +38,12 @@ pub fn run(
         name,
         arguments,
     } = call;
-    let info = |arguments| {
+    let info = |arguments: serde_json::Value| {
         Arc::new(CallInfo {
             token,
             call_id: id.clone(),
             tool_name: name.clone(),
+            arguments_json: arguments.to_string().into(),
             arguments: Arc::new(arguments),
             agent_scope: turn.agent_scope.clone(),
             code_mode: turn.code_mode,
@@ -101,24 +102,19 @@ pub fn run(
             Stage::Materialize,
             format!("arguments of `{name}` cannot be accepted: {e}"),
         )
-        .with_details(json!({ "violations": [{ "path": e.pointer, "expected": "JSON within the host's limits", "got": e.to_string() }] }));
+        .with_details(json!({ "violations": [e.to_violation()] }));
         // The arguments are not kept: they may be what broke the limits.
         return early(info(serde_json::Value::Null), error);
     }
     if let Err(violations) = entry.parameters.validate(&arguments) {
-        let summary = violations
-            .iter()
-            .take(5)
-            .map(|v| {
-                let path = if v.path.is_empty() {
-                    "(root)"
-                } else {
-                    v.path.as_str()
-                };
-                format!("{path}: expected {}, got {}", v.expected, v.got)
-            })
-            .collect::<Vec<_>>()
-            .join("; ");
+        let shown = violations.len().min(5);
+        let mut summary = toolgate_schema::summarize(&violations[..shown]);
+        if violations.len() > shown {
+            summary.push_str(&format!(
+                "; and {} more (see details)",
+                violations.len() - shown
+            ));
+        }
         let error = CallError::new(
             ErrorCode::InvalidArgs,
             Stage::Materialize,

@@ -6,9 +6,22 @@
 //! ```
 //!
 //! One module per stage, so a rule lives where its stage lives. This module
-//! only strings the stages together; [`run_call`] takes a call from the model
-//! to a frozen [`CallRecord`], and [`result::notify`] hands that record to the
-//! observers once the scheduler commits it.
+//! only strings the stages together, in three steps, because the scheduler
+//! needs to hold a call between them:
+//!
+//! 1. [`prepare`] — materialize, against the generation the call will hold
+//!    until it ends. No policy runs; the scheduler classifies the call
+//!    (parallel or exclusive) with the validated arguments this produces.
+//! 2. [`admit`] — pre-execute, approval, guards. The scheduler runs this in
+//!    model order, one call at a time, because policies must see calls in the
+//!    order the model made them and may await (an approval waits for a
+//!    person).
+//! 3. [`complete`] — execute (around), body, post-execute, finalize, freeze.
+//!    Owns everything it needs, so the scheduler can spawn it and let bodies
+//!    overlap.
+//!
+//! [`run_call`] is the three in a row, for a single call. [`result::notify`]
+//! hands the frozen record to the observers once the scheduler commits it.
 //!
 //! Invariants kept here:
 //! * nothing but `materialize` sees unvalidated arguments;
@@ -30,11 +43,13 @@ use std::time::{Duration, Instant};
 
 use tracing::Instrument;
 
+use tokio_util::sync::CancellationToken;
+
 use crate::call::{CallInfo, CallSignal, ToolCall, TurnOptions};
 use crate::outcome::{CallRecord, Outcome};
 use crate::policy::PreDecision;
 use crate::registry::Generation;
-use crate::tool::DeferredContexts;
+use crate::tool::{DeferredContexts, ToolEntry};
 
 pub use approval::{ApprovalAnswer, ApprovalRequest, Approver};
 
@@ -82,6 +97,82 @@ pub struct Finished {
     pub span: tracing::Span,
 }
 
+/// What a call carries from one step to the next: the generation it holds
+/// until it ends, its frozen view, its tool, and its span.
+struct Held {
+    generation: Arc<Generation>,
+    info: Arc<CallInfo>,
+    entry: Arc<ToolEntry>,
+    span: tracing::Span,
+    started: Instant,
+}
+
+impl Held {
+    /// End the call early (a denial, an abort): frozen with no content
+    /// deferred, since no body ran.
+    fn early(self, outcome: Outcome) -> Finished {
+        let record = CallRecord::freeze(
+            self.info.call_id.clone(),
+            self.info.tool_name.clone(),
+            outcome,
+            Vec::new(),
+        );
+        finish(self.info, record, self.span, self.started)
+    }
+}
+
+/// A call through materialize: arguments validated and frozen, the tool
+/// resolved in the generation the call holds from now on. No policy has
+/// seen it yet.
+pub struct Prepared(Held);
+
+/// A call the policies let through: the next step is its body.
+pub struct Admitted(Held);
+
+impl Prepared {
+    /// The call as every policy (and the concurrency classifier) sees it.
+    pub fn info(&self) -> &Arc<CallInfo> {
+        &self.0.info
+    }
+
+    /// The tool that will run the call.
+    pub fn entry(&self) -> &Arc<ToolEntry> {
+        &self.0.entry
+    }
+
+    /// The generation the call holds until it ends.
+    pub fn generation(&self) -> &Arc<Generation> {
+        &self.0.generation
+    }
+}
+
+impl Admitted {
+    pub fn info(&self) -> &Arc<CallInfo> {
+        &self.0.info
+    }
+
+    /// The generation the call holds until it ends.
+    pub fn generation(&self) -> &Arc<Generation> {
+        &self.0.generation
+    }
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("call", &self.0.info)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for Admitted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admitted")
+            .field("call", &self.0.info)
+            .finish()
+    }
+}
+
 /// Run one call through every stage up to the frozen record. Observers are
 /// not notified here: that is the commit, [`result::notify`].
 pub async fn run_call(
@@ -91,108 +182,161 @@ pub async fn run_call(
     turn: &TurnOptions,
     token: u64,
 ) -> Finished {
-    let span = tracing::info_span!("call", token, id = %call.id, tool = %call.name);
-    let started = Instant::now();
-    let mut finished = run_stages(generation, settings, call, turn, token)
-        .instrument(span.clone())
-        .await;
-    finished.span = span.clone();
-    span.in_scope(|| {
-        tracing::info!(
-            stage = "result",
-            is_error = finished.record.is_error,
-            code = finished.record.code().unwrap_or(""),
-            elapsed_us = started.elapsed().as_micros() as u64,
-            "call finished"
-        )
-    });
-    finished
+    let prepared = match prepare(generation, settings, call, turn, token) {
+        Ok(p) => p,
+        Err(early) => return early,
+    };
+    let admitted = match admit(prepared, settings, turn).await {
+        Ok(a) => a,
+        Err(early) => return early,
+    };
+    complete(admitted, settings, &turn.cancel).await
 }
 
-async fn run_stages(
+/// Step 1, stage A (materialize): token, Code Mode collapse, cancellation,
+/// lookup, lossless snapshot and validation of the arguments. `Err` is the
+/// finished early result. `generation` is held by the call until it ends.
+// The `Err` is not an error but the call's early result, moved once into
+// the scheduler's slots: boxing it would buy nothing.
+#[allow(clippy::result_large_err)]
+pub fn prepare(
     generation: &Arc<Generation>,
     settings: &PipelineSettings,
     call: ToolCall,
     turn: &TurnOptions,
     token: u64,
-) -> Finished {
-    // A. materialize: token, Code Mode collapse, cancellation, lookup,
-    // lossless snapshot and validation of the arguments.
-    let (info, entry) = match materialize::run(generation, settings, call, turn, token) {
-        Ok(ready) => ready,
-        Err(early) => return early,
-    };
-    let early = |outcome: Outcome| Finished {
-        record: CallRecord::freeze(
-            info.call_id.clone(),
-            info.tool_name.clone(),
-            outcome,
-            Vec::new(),
-        ),
-        info: info.clone(),
-        span: tracing::Span::none(),
-    };
+) -> Result<Prepared, Finished> {
+    let span = tracing::info_span!("call", token, id = %call.id, tool = %call.name);
+    let started = Instant::now();
+    let ready = span.in_scope(|| materialize::run(generation, settings, call, turn, token));
+    match ready {
+        Ok((info, entry)) => Ok(Prepared(Held {
+            generation: generation.clone(),
+            info,
+            entry,
+            span,
+            started,
+        })),
+        Err(early) => Err(finish(early.info, early.record, span, started)),
+    }
+}
 
-    // B. pre-execute waterfall, approval, guard chain.
-    let policies = &generation.policies;
-    let decided = pre_execute::run(&policies.pre_execute, &info, settings.policy_timeout).await;
+/// Step 2, stage B: the pre-execute waterfall, approval and the guard chain.
+/// `Err` is the finished early result: a denial, or `ABORTED_BEFORE_DISPATCH`
+/// if the turn is cancelled meanwhile (an approval waiting for a person is
+/// not waited for once the turn is cancelled).
+pub async fn admit(
+    prepared: Prepared,
+    settings: &PipelineSettings,
+    turn: &TurnOptions,
+) -> Result<Admitted, Finished> {
+    let held = prepared.0;
+    let span = held.span.clone();
+    let decided = tokio::select! {
+        biased;
+        _ = turn.cancel.cancelled() => Err(materialize::aborted_before_dispatch(&held.info)),
+        decided = policy_stages(&held, settings).instrument(span) => decided,
+    };
+    match decided {
+        Ok(()) if turn.cancel.is_cancelled() => {
+            let outcome = materialize::aborted_before_dispatch(&held.info);
+            Err(held.early(outcome))
+        }
+        Ok(()) => Ok(Admitted(held)),
+        Err(outcome) => Err(held.early(outcome)),
+    }
+}
+
+async fn policy_stages(held: &Held, settings: &PipelineSettings) -> Result<(), Outcome> {
+    let info = &held.info;
+    let policies = &held.generation.policies;
+    let decided = pre_execute::run(&policies.pre_execute, info, settings.policy_timeout).await;
     match decided.decision {
         PreDecision::Allow => {}
-        PreDecision::Deny(reason) => {
-            return early(pre_execute::denied(&decided.by, reason));
-        }
+        PreDecision::Deny(reason) => return Err(pre_execute::denied(&decided.by, reason)),
         PreDecision::Ask(prompt) => {
-            if let Err(error) =
-                approval::run(settings.approver.as_ref(), &info, prompt, &decided.by).await
-            {
-                return early(Outcome::failure(error));
-            }
+            approval::run(settings.approver.as_ref(), info, prompt, &decided.by)
+                .await
+                .map_err(Outcome::failure)?;
         }
     }
-    if let Err(error) = guard::run(&policies.guards, &info, settings.policy_timeout).await {
-        return early(Outcome::failure(error));
-    }
-    if turn.cancel.is_cancelled() {
-        return early(materialize::aborted_before_dispatch(&info));
-    }
+    guard::run(&policies.guards, info, settings.policy_timeout)
+        .await
+        .map_err(Outcome::failure)
+}
 
-    // C. execute: the finalizers in force are fixed now; then the around
-    // waterfall wraps the body, with the caller's cancellation fused in.
-    let finalizers = finalize::snapshot(&policies.finalizers, &entry);
-    let deferred = DeferredContexts::default();
-    let signal = CallSignal::new(turn.cancel.clone(), None);
-    let outcome = execute::run(
-        &policies.execute_around,
-        &entry,
-        &info,
-        signal,
-        deferred.clone(),
-        &settings.limits,
-    )
-    .await;
+/// Step 3, stages C–E up to the frozen record: the execute waterfall and the
+/// body (under `cancel` fused with every deadline set on the way in),
+/// post-execute, finalize, freeze. Observers are notified at commit.
+pub async fn complete(
+    admitted: Admitted,
+    settings: &PipelineSettings,
+    cancel: &CancellationToken,
+) -> Finished {
+    let Held {
+        generation,
+        info,
+        entry,
+        span,
+        started,
+    } = admitted.0;
+    let record = async {
+        let policies = &generation.policies;
+        // C. execute: the finalizers in force are fixed now; then the around
+        // waterfall wraps the body, with the caller's cancellation fused in.
+        let finalizers = finalize::snapshot(&policies.finalizers, &entry);
+        let deferred = DeferredContexts::default();
+        let signal = CallSignal::new(cancel.clone(), None);
+        let outcome = execute::run(
+            &policies.execute_around,
+            &entry,
+            &info,
+            signal,
+            deferred.clone(),
+            &settings.limits,
+        )
+        .await;
 
-    // D. post-execute waterfall, then materialize → finalize → materialize.
-    let outcome = post_execute::run(
-        &policies.post_execute,
-        &entry,
-        &info,
-        outcome,
-        settings.policy_timeout,
-        &settings.limits,
-    )
-    .await;
-    let outcome = finalize::run(&finalizers, &info, outcome, settings).await;
+        // D. post-execute waterfall, then materialize → finalize → materialize.
+        let outcome = post_execute::run(
+            &policies.post_execute,
+            &entry,
+            &info,
+            outcome,
+            settings.policy_timeout,
+            &settings.limits,
+        )
+        .await;
+        let outcome = finalize::run(&finalizers, &info, outcome, settings).await;
 
-    // E. freeze. Observers are notified at commit.
-    let contexts = std::mem::take(&mut *deferred.lock().unwrap_or_else(|p| p.into_inner()));
-    Finished {
-        record: CallRecord::freeze(
+        // E. freeze. Observers are notified at commit.
+        let contexts = std::mem::take(&mut *deferred.lock().unwrap_or_else(|p| p.into_inner()));
+        CallRecord::freeze(
             info.call_id.clone(),
             info.tool_name.clone(),
             outcome,
             contexts,
-        ),
-        info,
-        span: tracing::Span::none(),
+        )
     }
+    .instrument(span.clone())
+    .await;
+    finish(info, record, span, started)
+}
+
+fn finish(
+    info: Arc<CallInfo>,
+    record: CallRecord,
+    span: tracing::Span,
+    started: Instant,
+) -> Finished {
+    span.in_scope(|| {
+        tracing::info!(
+            stage = "result",
+            is_error = record.is_error,
+            code = record.code().unwrap_or(""),
+            elapsed_us = started.elapsed().as_micros() as u64,
+            "call finished"
+        )
+    });
+    Finished { info, record, span }
 }

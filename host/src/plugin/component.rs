@@ -262,7 +262,13 @@ impl ComponentPlugin {
             .build();
         let mut store = Store::new(
             &self.runtime.engine,
-            StoreData::new(self.name.as_str().into(), wasi, limits, stderr),
+            StoreData::new(
+                self.name.as_str().into(),
+                wasi,
+                limits,
+                stderr,
+                self.grants.clone(),
+            ),
         );
         store.limiter(|d| &mut d.limits);
         store.epoch_deadline_callback(|ctx| match ctx.data().interrupt() {

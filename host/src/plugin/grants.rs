@@ -15,6 +15,8 @@ use super::store::TailPipe;
 
 /// Default memory cap of one instance.
 pub const DEFAULT_MEMORY_BYTES: usize = 256 << 20;
+/// Default bytes of stdout (and of stderr) kept from a spawned process.
+pub const DEFAULT_OUTPUT_CAP: usize = 1 << 20;
 
 /// One directory made visible to the guest.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,6 +45,12 @@ pub struct Grants {
     pub subprocess: Vec<String>,
     /// Linear memory cap per instance, in bytes.
     pub memory_bytes: usize,
+    /// The sandbox every process spawned for this plugin runs in: the file
+    /// system grants, the spawn TCP ports, the limits, the host's
+    /// enforcement mode.
+    pub sandbox: toolgate_sandbox::SandboxPolicy,
+    /// Bytes of stdout and of stderr kept from a spawned process.
+    pub output_cap: usize,
     /// Where this grant was written (`toolgate.toml: [plugins.x.grants]`,
     /// or "built-in default"), for error messages.
     pub source: String,
@@ -58,6 +66,8 @@ impl Default for Grants {
             shell: false,
             subprocess: Vec::new(),
             memory_bytes: DEFAULT_MEMORY_BYTES,
+            sandbox: toolgate_sandbox::SandboxPolicy::default(),
+            output_cap: DEFAULT_OUTPUT_CAP,
             source: "no grant (default: nothing)".into(),
         }
     }
@@ -83,8 +93,17 @@ impl Grants {
             let allowed = self.network.clone();
             b.allow_tcp(true);
             b.allow_udp(false);
-            b.socket_addr_check(move |addr, _use| {
-                let ok = allowed.contains(&addr);
+            b.socket_addr_check(move |addr, usage| {
+                use wasmtime_wasi::sockets::SocketAddrUse;
+                let ok = match usage {
+                    // Outgoing connections to granted destinations only.
+                    SocketAddrUse::TcpConnect => allowed.contains(&addr),
+                    // The implicit bind of a client socket (any local
+                    // address, an ephemeral port) is what a connect needs.
+                    SocketAddrUse::TcpBind => addr.ip().is_unspecified() && addr.port() == 0,
+                    // No serving, no UDP.
+                    _ => false,
+                };
                 Box::pin(async move { ok })
             });
         }

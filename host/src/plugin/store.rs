@@ -18,6 +18,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::adapters::{outcome_to_wit, post_decision_to_wit, pre_decision_to_wit};
+use super::grants::Grants;
 use crate::bindings::toolgate::plugin as imports;
 use crate::bindings::wit;
 use crate::call::{CallSignal, Interrupt};
@@ -78,6 +79,8 @@ pub struct StoreData {
     pub(crate) plugin: Arc<str>,
     pub(crate) scope: CallScope,
     pub(crate) stderr: TailPipe,
+    /// What the operator granted this plugin (the seams check it).
+    pub(crate) grants: Arc<Grants>,
 }
 
 impl StoreData {
@@ -86,6 +89,7 @@ impl StoreData {
         wasi: WasiCtx,
         limits: StoreLimits,
         stderr: TailPipe,
+        grants: Arc<Grants>,
     ) -> Self {
         StoreData {
             wasi,
@@ -94,6 +98,7 @@ impl StoreData {
             plugin,
             scope: CallScope::default(),
             stderr,
+            grants,
         }
     }
 

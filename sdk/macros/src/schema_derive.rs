@@ -298,14 +298,46 @@ fn skip_value(meta: &syn::meta::ParseNestedMeta<'_>) -> syn::Result<()> {
 }
 
 /// A doc comment as a description: one leading space per line removed,
-/// surrounding blank lines dropped.
+/// surrounding blank lines dropped, and lines of one paragraph joined with
+/// a space (a doc comment wraps at ~80 columns; a model reads prose). Blank
+/// lines stay paragraph breaks; list items, tables and code fences keep
+/// their own lines.
 fn doc_text(lines: &[String]) -> Option<String> {
-    let text = lines
+    let lines: Vec<&str> = lines
         .iter()
         .flat_map(|l| l.split('\n'))
         .map(|l| l.strip_prefix(' ').unwrap_or(l).trim_end())
-        .collect::<Vec<_>>()
-        .join("\n");
+        .collect();
+    let mut text = String::new();
+    let mut in_fence = false;
+    for line in lines {
+        let starts_block = line.starts_with("- ")
+            || line.starts_with("* ")
+            || line.starts_with('|')
+            || line.starts_with("```")
+            || line.starts_with("    ")
+            || line
+                .split_once(". ")
+                .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if line.is_empty() {
+            text.push_str("\n\n");
+        } else if text.is_empty() || text.ends_with('\n') {
+            text.push_str(line);
+        } else if in_fence || starts_block {
+            text.push('\n');
+            text.push_str(line);
+        } else {
+            text.push(' ');
+            text.push_str(line);
+        }
+        if line.starts_with("```") {
+            in_fence = !in_fence;
+        }
+    }
+    // Collapse runs of blank lines left by consecutive empty doc lines.
+    while text.contains("\n\n\n") {
+        text = text.replace("\n\n\n", "\n\n");
+    }
     let text = text.trim();
     (!text.is_empty()).then(|| text.to_owned())
 }
@@ -732,4 +764,48 @@ fn field_type(field: &syn::Field, attrs: &Attrs) -> syn::Result<Type> {
         ));
     }
     Ok(field.ty.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::doc_text;
+
+    fn doc(lines: &[&str]) -> Option<String> {
+        doc_text(&lines.iter().map(|l| l.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn wrapped_lines_become_one_paragraph() {
+        assert_eq!(
+            doc(&[
+                " Find files whose path matches a glob pattern (`*`, `?`, `**` for any",
+                " number of directories)."
+            ])
+            .unwrap(),
+            "Find files whose path matches a glob pattern (`*`, `?`, `**` for any number of directories)."
+        );
+    }
+
+    #[test]
+    fn paragraphs_lists_and_code_keep_their_breaks() {
+        assert_eq!(
+            doc(&[
+                " First.",
+                "",
+                "",
+                " Second",
+                " part.",
+                " - one",
+                " - two",
+                " 1. first",
+                " ```",
+                " a",
+                " b",
+                " ```"
+            ])
+            .unwrap(),
+            "First.\n\nSecond part.\n- one\n- two\n1. first\n```\na\nb\n```"
+        );
+        assert_eq!(doc(&["", " "]), None);
+    }
 }

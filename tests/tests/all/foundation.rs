@@ -212,3 +212,28 @@ async fn a_plugin_directory_that_does_not_exist_is_a_host_error() {
         .expect("a missing plugin directory is an error");
     assert!(err.to_string().contains("/definitely/not/here"), "{err}");
 }
+
+#[tokio::test]
+async fn a_tool_whose_schema_is_refused_does_not_register_and_its_siblings_do() {
+    let dir = PluginDir::new();
+    dir.add("bad", fixtures::BAD_SCHEMA);
+    let host = host(&dir, "").await;
+    let g = host.generation();
+    assert_eq!(g.tools.keys().collect::<Vec<_>>(), vec!["good"]);
+    let problems: Vec<String> = host.problems().iter().map(|p| p.to_string()).collect();
+    let find = |needle: &str| {
+        problems
+            .iter()
+            .find(|p| p.contains(needle))
+            .unwrap_or_else(|| panic!("no problem mentions {needle}: {problems:?}"))
+            .clone()
+    };
+    let pattern = find("uses_pattern");
+    assert!(
+        pattern.contains("`pattern`") && pattern.contains("/properties/name"),
+        "{pattern}"
+    );
+    assert!(find("not_object").contains("object"));
+    assert!(find("bad name").contains("[A-Za-z0-9_-]"));
+    assert_eq!(run(&host, "good", json!({"text": "ok"})).await.text(), "ok");
+}

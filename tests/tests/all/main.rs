@@ -1,4 +1,6 @@
 //! The integration tests, in one binary (linking wasmtime once).
 
+mod capabilities;
 mod foundation;
 mod pipeline;
+mod scheduler;

@@ -1,0 +1,335 @@
+//! Per-call overhead of the whole pipeline around a no-op tool, with the
+//! same six-policy stack — one pre-execute hook, two guards, the timeout
+//! wrapper, one post-execute hook, one finalizer, one observer — realised
+//! four ways, side by side in one run:
+//!
+//! * (a) native Rust policies;
+//! * (b) Wasm components, warm pooled instances;
+//! * (c) Wasm components, a fresh instance per call;
+//! * (d) each policy a tiny native executable spawned per call with JSON on
+//!   stdin/stdout (the hook model of today's coding agents).
+//!
+//! The tool is the same warm Wasm `echo` component everywhere; a run with no
+//! policies at all gives the tool's own cost, and overhead = total − that.
+//!
+//! Run: `cargo bench -p toolgate-tests --bench pipeline` (optionally
+//! `-- --calls N`). Prints medians and p99 per variant and the ratios.
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use toolgate::pipeline::execute::ExecNext;
+use toolgate::pipeline::post_execute::PostNext;
+use toolgate::pipeline::pre_execute::PreNext;
+use toolgate::policy::{
+    ExecuteAroundHook, Finalizer, Guard, PostExecuteHook, PreExecuteHook, ResultObserver,
+};
+use toolgate::{
+    CallInfo, CallRecord, Content, Outcome, PolicyError, PostDecision, PreDecision, ToolCall,
+    Toolgate, TurnOptions,
+};
+use toolgate_tests::{PluginDir, builder, fixtures, native};
+
+/// Spawn the hook process, send the request, read the answer.
+async fn ask_process(role: &str, call: &CallInfo) -> Result<serde_json::Value, PolicyError> {
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_hook-proc"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| PolicyError::Failed(e.to_string()))?;
+    let request = json!({
+        "role": role,
+        "call": {"id": call.call_id, "tool": call.tool_name, "arguments": *call.arguments, "timeout_ms": call.tool.timeout_ms},
+    });
+    let mut stdin = child.stdin.take().expect("piped");
+    stdin
+        .write_all(request.to_string().as_bytes())
+        .await
+        .map_err(|e| PolicyError::Failed(e.to_string()))?;
+    drop(stdin);
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .expect("piped")
+        .read_to_string(&mut out)
+        .await
+        .map_err(|e| PolicyError::Failed(e.to_string()))?;
+    let status = child
+        .wait()
+        .await
+        .map_err(|e| PolicyError::Failed(e.to_string()))?;
+    if !status.success() {
+        return Err(PolicyError::Failed(format!("hook exited with {status}")));
+    }
+    serde_json::from_str(&out).map_err(|e| PolicyError::Invalid(e.to_string()))
+}
+
+struct Proc(&'static str);
+
+#[async_trait]
+impl PreExecuteHook for Proc {
+    async fn pre_execute(
+        &self,
+        call: &CallInfo,
+        _next: PreNext,
+    ) -> Result<PreDecision, PolicyError> {
+        let a = ask_process(self.0, call).await?;
+        Ok(if a["decision"] == "allow" {
+            PreDecision::Allow
+        } else {
+            PreDecision::Deny("denied".into())
+        })
+    }
+}
+
+#[async_trait]
+impl Guard for Proc {
+    async fn check(&self, call: &CallInfo) -> Result<Option<String>, PolicyError> {
+        let a = ask_process(self.0, call).await?;
+        Ok(a["deny"].as_str().map(str::to_string))
+    }
+}
+
+#[async_trait]
+impl ExecuteAroundHook for Proc {
+    async fn around_execute(
+        &self,
+        call: &CallInfo,
+        next: ExecNext,
+    ) -> Result<Outcome, PolicyError> {
+        let a = ask_process(self.0, call).await?;
+        Ok(next
+            .run(a["deadline_ms"].as_u64().map(Duration::from_millis))
+            .await)
+    }
+}
+
+#[async_trait]
+impl PostExecuteHook for Proc {
+    async fn post_execute(
+        &self,
+        call: &CallInfo,
+        _r: &Outcome,
+        _next: PostNext,
+    ) -> Result<PostDecision, PolicyError> {
+        let a = ask_process(self.0, call).await?;
+        Ok(if a["decision"] == "accept" {
+            PostDecision::Accept
+        } else {
+            PostDecision::Block("blocked".into())
+        })
+    }
+}
+
+#[async_trait]
+impl Finalizer for Proc {
+    async fn finalize_content(
+        &self,
+        call: &CallInfo,
+        _r: &Outcome,
+    ) -> Result<Option<Vec<Content>>, PolicyError> {
+        ask_process(self.0, call).await?;
+        Ok(None)
+    }
+}
+
+#[async_trait]
+impl ResultObserver for Proc {
+    async fn on_result(&self, call: &CallInfo, _r: &CallRecord) -> Result<(), PolicyError> {
+        ask_process(self.0, call).await.map(|_| ())
+    }
+}
+
+/// The six-policy stack as Wasm components; `fresh` for a new instance per call.
+async fn wasm(dir: &PluginDir, fresh: bool) -> Toolgate {
+    let instances = if fresh { "fresh" } else { "pooled" };
+    let mut config = String::new();
+    for (name, fixture, behavior) in [
+        ("pre", fixtures::PRE_HOOK, "allow"),
+        ("guard-1", fixtures::GUARD, "pass"),
+        ("guard-2", fixtures::GUARD, "pass"),
+        ("timeout", fixtures::PLUGIN_TIMEOUT, ""),
+        ("post", fixtures::POST_HOOK, "accept"),
+        ("finalizer", fixtures::FINALIZER, "keep"),
+        ("observer", fixtures::OBSERVER, "ok"),
+    ] {
+        dir.add(name, fixture);
+        config.push_str(&format!(
+            "[plugins.{name}]\ninstances = {instances:?}\nvars = {{ BEHAVIOR = {behavior:?} }}\n"
+        ));
+    }
+    builder(dir, &config).build().await.expect("host")
+}
+
+async fn native_stack(dir: &PluginDir) -> Toolgate {
+    let b = |s: &str| s.to_string();
+    builder(dir, "")
+        .pre_execute(
+            "pre",
+            10,
+            native::Pre {
+                name: b("pre"),
+                behavior: b("allow"),
+            },
+        )
+        .guard(
+            "guard-1",
+            10,
+            native::NativeGuard {
+                name: b("guard-1"),
+                behavior: b("pass"),
+            },
+        )
+        .guard(
+            "guard-2",
+            20,
+            native::NativeGuard {
+                name: b("guard-2"),
+                behavior: b("pass"),
+            },
+        )
+        .execute_around("timeout", 0, native::Timeout)
+        .post_execute(
+            "post",
+            10,
+            native::Post {
+                behavior: b("accept"),
+            },
+        )
+        .finalizer(
+            "finalizer",
+            10,
+            native::Fin {
+                behavior: b("keep"),
+            },
+        )
+        .observer(
+            "observer",
+            10,
+            native::Obs {
+                behavior: b("ok"),
+                seen: Default::default(),
+            },
+        )
+        .build()
+        .await
+        .expect("host")
+}
+
+async fn process_stack(dir: &PluginDir) -> Toolgate {
+    builder(dir, "")
+        .pre_execute("pre", 10, Proc("pre-execute"))
+        .guard("guard-1", 10, Proc("guard"))
+        .guard("guard-2", 20, Proc("guard"))
+        .execute_around("timeout", 0, Proc("execute-around"))
+        .post_execute("post", 10, Proc("post-execute"))
+        .finalizer("finalizer", 10, Proc("finalizer"))
+        .observer("observer", 10, Proc("observer"))
+        .build()
+        .await
+        .expect("host")
+}
+
+struct Stats {
+    median: Duration,
+    p99: Duration,
+}
+
+async fn measure(host: &Toolgate, calls: usize) -> Stats {
+    let turn = TurnOptions::default();
+    let call = || ToolCall::new("b", "echo", json!({"text": "x"}));
+    // Warm up: compile caches, instance pools, allocator.
+    for _ in 0..calls.min(50) {
+        let r = host.call(call(), &turn).await;
+        assert!(!r.is_error, "{r:?}");
+    }
+    let mut samples = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let t = Instant::now();
+        let r = host.call(call(), &turn).await;
+        samples.push(t.elapsed());
+        assert!(!r.is_error);
+    }
+    samples.sort();
+    Stats {
+        median: samples[samples.len() / 2],
+        p99: samples[(samples.len() * 99 / 100).min(samples.len() - 1)],
+    }
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let calls = args
+        .iter()
+        .position(|a| a == "--calls")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(2000usize);
+    let dirs: Vec<PluginDir> = (0..5).map(|_| PluginDir::new()).collect();
+    for d in &dirs {
+        d.add("tools", fixtures::TOOLS);
+    }
+    let baseline = builder(&dirs[0], "").build().await.expect("host");
+    let a = native_stack(&dirs[1]).await;
+    let b = wasm(&dirs[2], false).await;
+    let c = wasm(&dirs[3], true).await;
+    let d = process_stack(&dirs[4]).await;
+
+    let base = measure(&baseline, calls).await;
+    let ra = measure(&a, calls).await;
+    let rb = measure(&b, calls).await;
+    let rc = measure(&c, calls / 2).await;
+    let rd = measure(&d, (calls / 20).max(50)).await;
+
+    println!("pipeline overhead around a no-op Wasm tool, six policies (median / p99 per call)");
+    println!(
+        "  {:<44} {:>10} {:>10} {:>12}",
+        "variant", "median µs", "p99 µs", "overhead µs"
+    );
+    println!(
+        "  {:<44} {:>10.1} {:>10.1} {:>12}",
+        "(0) no policies (the tool alone)",
+        us(base.median),
+        us(base.p99),
+        "-"
+    );
+    let over = |s: &Stats| us(s.median) - us(base.median);
+    for (name, s) in [
+        ("(a) native Rust policies", &ra),
+        ("(b) Wasm components, warm instances", &rb),
+        ("(c) Wasm components, fresh instance per call", &rc),
+        ("(d) a process per policy (spawn + JSON)", &rd),
+    ] {
+        println!(
+            "  {:<44} {:>10.1} {:>10.1} {:>12.1}",
+            name,
+            us(s.median),
+            us(s.p99),
+            over(s)
+        );
+    }
+    println!();
+    println!(
+        "  (b)/(a) overhead: {:.2}x   (target ≤ 5x)",
+        over(&rb) / over(&ra).max(0.001)
+    );
+    println!(
+        "  (d)/(b) overhead: {:.0}x   (target ≥ 50x)",
+        over(&rd) / over(&rb).max(0.001)
+    );
+    println!(
+        "  (c)/(b) overhead: {:.2}x",
+        over(&rc) / over(&rb).max(0.001)
+    );
+}
