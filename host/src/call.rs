@@ -56,9 +56,10 @@ pub struct CallInfo {
     pub call_id: String,
     pub tool_name: String,
     pub arguments: Arc<Value>,
-    /// The same arguments as compact JSON text, serialized once for every
-    /// component policy that will read them.
-    pub arguments_json: Arc<str>,
+    /// The WIT view of this call (without a deadline), built once: every
+    /// component policy receives it, and building it per invocation would
+    /// copy every string each time.
+    pub wit: Arc<wit::CallInfo>,
     pub agent_scope: String,
     pub code_mode: bool,
     pub tool: ToolMeta,
@@ -66,18 +67,36 @@ pub struct CallInfo {
 
 impl CallInfo {
     /// The WIT view, with the deadline as seen right now.
-    pub fn to_wit(&self, signal: &CallSignal) -> wit::CallInfo {
-        wit::CallInfo {
-            call_id: self.call_id.clone(),
-            tool_name: self.tool_name.clone(),
-            provider: self.tool.provider.clone(),
-            arguments: self.arguments_json.to_string(),
-            agent_scope: self.agent_scope.clone(),
-            deadline_ms: signal.remaining().map(|d| d.as_millis() as u64),
-            code_mode: self.code_mode,
-            tool_timeout_ms: self.tool.timeout_ms,
-            tool_annotations: self.tool.annotations,
+    pub fn to_wit(&self, signal: &CallSignal) -> Arc<wit::CallInfo> {
+        match signal.remaining() {
+            None => self.wit.clone(),
+            Some(left) => Arc::new(wit::CallInfo {
+                deadline_ms: Some(left.as_millis() as u64),
+                ..(*self.wit).clone()
+            }),
         }
+    }
+
+    /// Build the WIT view of a call (no deadline).
+    pub fn wit_view(
+        call_id: &str,
+        tool_name: &str,
+        arguments: &Value,
+        agent_scope: &str,
+        code_mode: bool,
+        tool: &ToolMeta,
+    ) -> Arc<wit::CallInfo> {
+        Arc::new(wit::CallInfo {
+            call_id: call_id.to_string(),
+            tool_name: tool_name.to_string(),
+            provider: tool.provider.clone(),
+            arguments: arguments.to_string(),
+            agent_scope: agent_scope.to_string(),
+            deadline_ms: None,
+            code_mode,
+            tool_timeout_ms: tool.timeout_ms,
+            tool_annotations: tool.annotations,
+        })
     }
 }
 

@@ -18,7 +18,7 @@ pub fn tool_spec<T: Tool>() -> ToolSpec {
     let mut features =
         ToolFeatures::CLASSIFIER | ToolFeatures::PRESENT_CALL | ToolFeatures::PRESENT_RESULT;
     if T::FINALIZES {
-        features = features | ToolFeatures::FINALIZER;
+        features.insert(ToolFeatures::FINALIZER);
     }
     let description = <T as Tool>::description();
     let mut parameters = <T as Schema>::schema();

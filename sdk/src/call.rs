@@ -1,3 +1,4 @@
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
@@ -6,16 +7,22 @@ use serde_json::Value;
 use crate::bindings::toolgate::plugin::{cancellation, deferred_context, types};
 
 /// A call, as a tool body or a policy sees it.
+///
+/// The arguments arrive as JSON text and are parsed on first use: most
+/// policies decide from the tool's name and annotations alone, and a parse
+/// they never need is a cost every call would pay.
 #[derive(Clone, Debug)]
 pub struct Call {
     info: types::CallInfo,
-    arguments: Value,
+    arguments: OnceLock<Value>,
 }
 
 impl Call {
     pub(crate) fn new(info: types::CallInfo) -> Self {
-        let arguments = serde_json::from_str(&info.arguments).unwrap_or(Value::Null);
-        Call { info, arguments }
+        Call {
+            info,
+            arguments: OnceLock::new(),
+        }
     }
 
     /// The model's id for the call.
@@ -35,19 +42,20 @@ impl Call {
 
     /// The validated arguments.
     pub fn arguments(&self) -> &Value {
-        &self.arguments
+        self.arguments
+            .get_or_init(|| serde_json::from_str(&self.info.arguments).unwrap_or(Value::Null))
     }
 
     /// The arguments as a Rust type.
     pub fn arguments_as<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
-        serde_json::from_value(self.arguments.clone())
+        serde_json::from_str(&self.info.arguments)
     }
 
     /// Every string in the arguments, with its JSON pointer: what a guard
     /// usually wants to inspect.
     pub fn argument_strings(&self) -> Vec<(String, &str)> {
         let mut out = Vec::new();
-        let mut stack: Vec<(String, &Value)> = vec![(String::new(), &self.arguments)];
+        let mut stack: Vec<(String, &Value)> = vec![(String::new(), self.arguments())];
         while let Some((path, v)) = stack.pop() {
             match v {
                 Value::String(s) => out.push((path, s.as_str())),

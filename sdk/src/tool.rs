@@ -82,16 +82,18 @@ pub trait Tool: DeserializeOwned + Schema + Sized {
 }
 
 /// A tool's own failure: a code for programs, a message for the model.
+///
+/// Boxed inside, so that `Result<T, ToolError>` stays one pointer wide on
+/// the success path.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ToolError {
-    /// A short type name, e.g. `NotFound`.
-    pub name: String,
-    /// `UPPER_SNAKE_CASE`, e.g. `NOT_FOUND`.
-    pub code: String,
-    /// What happened, for the model.
-    pub message: String,
-    /// Anything else, as JSON.
-    pub details: Option<serde_json::Value>,
+pub struct ToolError(Box<Failure>);
+
+#[derive(Clone, Debug, PartialEq)]
+struct Failure {
+    name: String,
+    code: String,
+    message: String,
+    details: Option<serde_json::Value>,
 }
 
 impl ToolError {
@@ -111,12 +113,32 @@ impl ToolError {
                 }
             })
             .collect();
-        ToolError {
+        ToolError(Box::new(Failure {
             name,
             code,
             message: message.into(),
             details: None,
-        }
+        }))
+    }
+
+    /// A short type name, e.g. `NotFound` (derived from the code).
+    pub fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    /// `UPPER_SNAKE_CASE`, e.g. `NOT_FOUND`.
+    pub fn code(&self) -> &str {
+        &self.0.code
+    }
+
+    /// What happened, for the model.
+    pub fn message(&self) -> &str {
+        &self.0.message
+    }
+
+    /// Anything else, as JSON.
+    pub fn details(&self) -> Option<&serde_json::Value> {
+        self.0.details.as_ref()
     }
 
     /// The arguments make sense to the schema but not to the tool.
@@ -136,23 +158,24 @@ impl ToolError {
 
     /// Attach details.
     pub fn with_details(mut self, details: serde_json::Value) -> Self {
-        self.details = Some(details);
+        self.0.details = Some(details);
         self
     }
 
     pub(crate) fn into_wit(self) -> ToolFailure {
+        let f = *self.0;
         ToolFailure {
-            name: self.name,
-            code: self.code,
-            message: self.message,
-            details: self.details.map(|d| d.to_string()),
+            name: f.name,
+            code: f.code,
+            message: f.message,
+            details: f.details.map(|d| d.to_string()),
         }
     }
 }
 
 impl std::fmt::Display for ToolError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.code, self.message)
+        write!(f, "{}: {}", self.0.code, self.0.message)
     }
 }
 

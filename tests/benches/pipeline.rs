@@ -16,7 +16,6 @@
 //! `-- --calls N`). Prints medians and p99 per variant and the ratios.
 
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -241,26 +240,42 @@ struct Stats {
     p99: Duration,
 }
 
-async fn measure(host: &Toolgate, calls: usize) -> Stats {
-    let turn = TurnOptions::default();
-    let call = || ToolCall::new("b", "echo", json!({"text": "x"}));
-    // Warm up: compile caches, instance pools, allocator.
-    for _ in 0..calls.min(50) {
-        let r = host.call(call(), &turn).await;
-        assert!(!r.is_error, "{r:?}");
+impl Stats {
+    fn of(mut samples: Vec<Duration>) -> Stats {
+        samples.sort();
+        Stats {
+            median: samples[samples.len() / 2],
+            p99: samples[(samples.len() * 99 / 100).min(samples.len() - 1)],
+        }
     }
-    let mut samples = Vec::with_capacity(calls);
+}
+
+fn call() -> ToolCall {
+    ToolCall::new("b", "echo", json!({"text": "x"}))
+}
+
+/// `calls` timed calls, appended to `samples`.
+async fn sample(host: &Toolgate, calls: usize, samples: &mut Vec<Duration>) {
+    let turn = TurnOptions::default();
     for _ in 0..calls {
         let t = Instant::now();
         let r = host.call(call(), &turn).await;
         samples.push(t.elapsed());
-        assert!(!r.is_error);
+        assert!(!r.is_error, "{r:?}");
     }
-    samples.sort();
-    Stats {
-        median: samples[samples.len() / 2],
-        p99: samples[(samples.len() * 99 / 100).min(samples.len() - 1)],
-    }
+}
+
+async fn warm_up(host: &Toolgate) {
+    // Compile caches, instance pools, allocator.
+    let mut ignored = Vec::new();
+    sample(host, 50, &mut ignored).await;
+}
+
+async fn measure(host: &Toolgate, calls: usize) -> Stats {
+    warm_up(host).await;
+    let mut samples = Vec::with_capacity(calls);
+    sample(host, calls, &mut samples).await;
+    Stats::of(samples)
 }
 
 fn us(d: Duration) -> f64 {
@@ -286,11 +301,75 @@ async fn main() {
     let c = wasm(&dirs[3], true).await;
     let d = process_stack(&dirs[4]).await;
 
-    let base = measure(&baseline, calls).await;
-    let ra = measure(&a, calls).await;
-    let rb = measure(&b, calls).await;
+    if args.iter().any(|a| a == "--raw") {
+        raw(calls).await;
+        return;
+    }
+    if args.iter().any(|a| a == "--breakdown") {
+        breakdown(calls).await;
+        return;
+    }
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
+    if let Some(v) = only {
+        // Profiling aid: run one variant for a long time, print its median.
+        let guards;
+        let host = match v.as_str() {
+            "g6" => {
+                // Six Wasm guards and nothing else: the cost of one
+                // component policy invocation, times six.
+                let dir = PluginDir::new();
+                dir.add("tools", fixtures::TOOLS);
+                for i in 0..6 {
+                    dir.add(&format!("guard-{i}"), fixtures::GUARD);
+                }
+                guards = builder(&dir, "").build().await.expect("host");
+                std::mem::forget(dir);
+                &guards
+            }
+            "0" => &baseline,
+            "a" => &a,
+            "b" => &b,
+            "c" => &c,
+            "d" => &d,
+            other => panic!("--only takes 0, a, b, c or d, not {other}"),
+        };
+        let s = measure(host, calls).await;
+        println!(
+            "({v}) median {:.1} µs, p99 {:.1} µs",
+            us(s.median),
+            us(s.p99)
+        );
+        return;
+    }
+    // Interleaved rounds for the baseline, (a) and (b): each gets a slice of
+    // every round, so a noisy neighbour slows them alike and the ratio
+    // holds. (c) and (d) run on their own afterwards: fresh instances and
+    // process spawns disturb the caches, the allocator and the kernel for
+    // whatever runs next, and would tax their neighbours' figures.
+    let variants = [&baseline, &a, &b];
+    for host in variants {
+        warm_up(host).await;
+    }
+    let rounds = 20;
+    let per_round = (calls / rounds).max(1);
+    let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); variants.len()];
+    for _ in 0..rounds {
+        for (i, host) in variants.iter().enumerate() {
+            sample(host, per_round, &mut samples[i]).await;
+        }
+    }
+    let mut stats = samples.into_iter().map(Stats::of);
+    let (base, ra, rb) = (
+        stats.next().unwrap(),
+        stats.next().unwrap(),
+        stats.next().unwrap(),
+    );
     let rc = measure(&c, calls / 2).await;
-    let rd = measure(&d, (calls / 20).max(50)).await;
+    let rd = measure(&d, (calls / 40).max(50)).await;
 
     println!("pipeline overhead around a no-op Wasm tool, six policies (median / p99 per call)");
     println!(
@@ -331,5 +410,100 @@ async fn main() {
     println!(
         "  (c)/(b) overhead: {:.2}x",
         over(&rc) / over(&rb).max(0.001)
+    );
+}
+
+/// Profiling aid (`-- --breakdown`): one Wasm policy of each role alone
+/// around the tool, interleaved, to see where a stack's time goes.
+async fn breakdown(calls: usize) {
+    let single = |name: &'static str, fixture: &'static str, behavior: &'static str| async move {
+        let dir = PluginDir::new();
+        dir.add("tools", fixtures::TOOLS);
+        dir.add(name, fixture);
+        let host = builder(
+            &dir,
+            &format!("[plugins.{name}]\nvars = {{ BEHAVIOR = {behavior:?} }}\n"),
+        )
+        .build()
+        .await
+        .expect("host");
+        (name, host, dir)
+    };
+    let hosts = vec![
+        single("none", fixtures::TOOLS, ""),
+        single("pre", fixtures::PRE_HOOK, "allow"),
+        single("guard", fixtures::GUARD, "pass"),
+        single("timeout", fixtures::PLUGIN_TIMEOUT, ""),
+        single("post", fixtures::POST_HOOK, "accept"),
+        single("finalizer", fixtures::FINALIZER, "keep"),
+        single("observer", fixtures::OBSERVER, "ok"),
+    ];
+    let mut built = Vec::new();
+    for h in hosts {
+        built.push(h.await);
+    }
+    for (_, host, _) in &built {
+        warm_up(host).await;
+    }
+    let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); built.len()];
+    for _ in 0..20 {
+        for (i, (_, host, _)) in built.iter().enumerate() {
+            sample(host, (calls / 20).max(2), &mut samples[i]).await;
+        }
+    }
+    let base = Stats::of(samples[0].clone()).median;
+    for ((name, _, _), s) in built.iter().zip(samples) {
+        let m = Stats::of(s).median;
+        println!(
+            "  {name:<10} median {:>7.1} µs  (+{:.1} µs)",
+            us(m),
+            us(m) - us(base)
+        );
+    }
+}
+
+/// Profiling aid (`-- --raw`): the guard's export called directly through
+/// `ComponentPlugin::invoke`, no pipeline around it.
+async fn raw(calls: usize) {
+    use toolgate::bindings::wit;
+    use toolgate::plugin::store::CallScope;
+    let dir = PluginDir::new();
+    dir.add("guard", fixtures::GUARD);
+    let host = builder(&dir, "[plugins.guard]\nvars = { BEHAVIOR = \"pass\" }\n")
+        .build()
+        .await
+        .expect("host");
+    let plugin = host.generation().plugins[0].plugin.clone();
+    let info = wit::CallInfo {
+        call_id: "c1".into(),
+        tool_name: "echo".into(),
+        provider: "tools".into(),
+        arguments: "{\"text\":\"x\"}".into(),
+        agent_scope: String::new(),
+        deadline_ms: None,
+        code_mode: false,
+        tool_timeout_ms: None,
+        tool_annotations: wit::ToolAnnotations::empty(),
+    };
+    let signal = toolgate::CallSignal::new(Default::default(), None);
+    let mut samples = Vec::new();
+    for i in 0..calls + 100 {
+        let info = info.clone();
+        let t = Instant::now();
+        let r = plugin
+            .invoke(CallScope::with_signal(signal.clone()), move |store, ex| {
+                Box::pin(async move { ex.guard()?.call_check(store, &info).await })
+            })
+            .await;
+        if i >= 100 {
+            samples.push(t.elapsed());
+        }
+        assert_eq!(r.unwrap(), None);
+    }
+    let s = Stats::of(samples);
+    println!(
+        "raw guard invoke: median {:.2} µs, p99 {:.2} µs",
+        us(s.median),
+        us(s.p99)
     );
 }

@@ -67,7 +67,7 @@ pub async fn run(
         entry: entry.clone(),
         call: call.clone(),
         deferred,
-        limits: limits.clone(),
+        limits: *limits,
     });
     run_from(shared, 0, signal).await
 }

@@ -27,7 +27,7 @@ pub fn run(
     call: ToolCall,
     turn: &TurnOptions,
     token: u64,
-) -> Result<(Arc<CallInfo>, Arc<ToolEntry>), Finished> {
+) -> Result<(Arc<CallInfo>, Arc<ToolEntry>), Box<Finished>> {
     let entry = generation.tools.get(&call.name).cloned();
     let meta = entry
         .as_ref()
@@ -43,7 +43,14 @@ pub fn run(
             token,
             call_id: id.clone(),
             tool_name: name.clone(),
-            arguments_json: arguments.to_string().into(),
+            wit: CallInfo::wit_view(
+                &id,
+                &name,
+                &arguments,
+                &turn.agent_scope,
+                turn.code_mode,
+                &meta,
+            ),
             arguments: Arc::new(arguments),
             agent_scope: turn.agent_scope.clone(),
             code_mode: turn.code_mode,
@@ -57,7 +64,7 @@ pub fn run(
             decided_by = error.decided_by.as_deref().unwrap_or(""),
             "refused before any policy"
         );
-        Err(Finished {
+        Err(Box::new(Finished {
             record: CallRecord::freeze(
                 info.call_id.clone(),
                 info.tool_name.clone(),
@@ -66,7 +73,7 @@ pub fn run(
             ),
             info,
             span: tracing::Span::none(),
-        })
+        }))
     };
 
     if turn.code_mode && name != RUN_CODE {

@@ -27,10 +27,14 @@ use crate::policy::{
 };
 use crate::tool::{BodyContext, BodyError, ToolBody, ToolFailure};
 
-/// The signal a policy runs under: the caller's cancellation only (its
-/// budget is enforced by the pipeline).
+/// The signal a policy runs under: none of its own (its budget is enforced
+/// by the pipeline, which drops the invocation when it runs out). One
+/// never-cancelled token serves every invocation: a new token per call
+/// would be an allocation on the hot path for nothing.
 fn policy_signal() -> CallSignal {
-    CallSignal::new(tokio_util::sync::CancellationToken::new(), None)
+    static NEVER: std::sync::OnceLock<tokio_util::sync::CancellationToken> =
+        std::sync::OnceLock::new();
+    CallSignal::new(NEVER.get_or_init(Default::default).clone(), None)
 }
 
 fn policy_error(e: InvokeError) -> PolicyError {

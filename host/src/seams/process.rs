@@ -53,7 +53,7 @@ pub async fn subprocess(
     options: Options,
 ) -> anyhow::Result<Result<Output, SpawnError>> {
     let allowed = &data.grants.subprocess;
-    if !allowed.iter().any(|p| *p == program) {
+    if !allowed.contains(&program) {
         return Ok(Err(SpawnError::NotGranted(if allowed.is_empty() {
             format!(
                 "plugin `{}` may not run programs; list them in `subprocess = [...]` under [plugins.{}.grants]",

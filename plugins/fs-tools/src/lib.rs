@@ -244,7 +244,7 @@ impl Tool for FindFiles {
             .split('/')
             .filter(|s| !s.is_empty() && *s != ".")
             .collect();
-        if pattern.iter().any(|s| *s == "..") || self.pattern.starts_with('/') {
+        if pattern.contains(&"..") || self.pattern.starts_with('/') {
             return Err(ToolError::invalid_input(
                 "the pattern must stay inside the working directory",
             ));

@@ -297,6 +297,7 @@ async fn the_shell_seam_runs_in_the_granted_directory_with_a_clean_environment()
     .await);
     let out = v["stdout"].as_str().unwrap();
     let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 4, "unexpected output: {v}");
     assert_eq!(lines[0], "hi");
     assert_eq!(lines[1], w.granted.display().to_string());
     assert!(
