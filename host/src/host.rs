@@ -15,7 +15,7 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -23,21 +23,20 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 
 use crate::call::{ToolCall, TurnOptions};
-use crate::config::{FsAccess, GrantsConfig, HostConfig, SandboxMode};
+use crate::config::{HostConfig, SandboxMode};
 use crate::error::HostError;
 use crate::outcome::CallRecord;
 use crate::pipeline::{self, Approver, PipelineSettings};
-use crate::plugin::grants::{DEFAULT_MEMORY_BYTES, DEFAULT_OUTPUT_CAP};
+use crate::plugin::grants::{enforcement, resolve_grants};
 use crate::plugin::{
-    FsGrant, Grants, InstanceMode, LoadError, LoadSettings, PluginSource, Runtime, RuntimeOptions,
-    builtin, loader,
+    InstanceMode, LoadError, LoadSettings, PluginSource, Runtime, RuntimeOptions, builtin, loader,
 };
 use crate::policy::{
     ExecuteAroundHook, Finalizer, Guard, PostExecuteHook, PreExecuteHook, ResultObserver, Role,
 };
 use crate::registry::{self, Generation, Native, NativePolicies, Placed};
 use crate::tool::{ModelTool, ToolBody, ToolDefinition, ToolEntry};
-use toolgate_sandbox::{Enforcement, Feature, ResourceLimits, SandboxPolicy};
+use toolgate_sandbox::Enforcement;
 
 /// Default size of the rolling pool of concurrency-safe calls.
 pub const DEFAULT_MAX_PARALLEL: usize = 8;
@@ -502,184 +501,5 @@ impl Toolgate {
                 .filter_map(|(name, t)| t.timeout_ms.map(|ms| (name.clone(), ms)))
                 .collect(),
         })
-    }
-}
-
-/// How strictly the host sandboxes spawns, from the configuration.
-pub fn enforcement(config: &HostConfig) -> Result<Enforcement, HostError> {
-    if config.sandbox == SandboxMode::BestEffort {
-        return Ok(Enforcement::BestEffort);
-    }
-    if config.sandbox_waive.is_empty() {
-        return Ok(Enforcement::Strict);
-    }
-    let mut waived = std::collections::BTreeSet::new();
-    for name in &config.sandbox_waive {
-        waived.insert(Feature::from_name(name).ok_or_else(|| {
-            HostError::Config(crate::config::ConfigError::Invalid {
-                path: config.origin(),
-                problems: vec![format!("/sandbox_waive: unknown protection {name:?}")],
-            })
-        })?);
-    }
-    Ok(Enforcement::Waive(waived))
-}
-
-/// Turn a grant as written into a grant as enforced. Paths are resolved
-/// against `workdir` and must exist; network names are resolved now.
-pub fn resolve_grants(
-    config: Option<GrantsConfig>,
-    source: String,
-    workdir: &Path,
-    enforcement: &Enforcement,
-) -> Result<Grants, String> {
-    let Some(config) = config else {
-        return Ok(Grants {
-            source,
-            sandbox: SandboxPolicy {
-                enforcement: enforcement.clone(),
-                ..SandboxPolicy::default()
-            },
-            ..Grants::default()
-        });
-    };
-    let mut fs = Vec::new();
-    for g in &config.fs {
-        let path = workdir.join(&g.path);
-        let host = path
-            .canonicalize()
-            .map_err(|e| format!("granted directory {} ({source}): {e}", path.display()))?;
-        if !host.is_dir() {
-            return Err(format!(
-                "granted path {} ({source}) is not a directory",
-                host.display()
-            ));
-        }
-        fs.push(FsGrant {
-            host,
-            guest: g.guest.clone().unwrap_or_else(|| ".".into()),
-            writable: g.access == FsAccess::ReadWrite,
-        });
-    }
-    let env = config
-        .env
-        .iter()
-        .filter_map(|name| match std::env::var(name) {
-            Ok(v) => Some((name.clone(), v)),
-            Err(_) => {
-                tracing::warn!(variable = %name, "granted environment variable is not set; skipped");
-                None
-            }
-        })
-        .collect();
-    let mut network = Vec::new();
-    for name in &config.network {
-        use std::net::ToSocketAddrs;
-        let addrs = name
-            .to_socket_addrs()
-            .map_err(|e| format!("network grant {name:?} ({source}) cannot be resolved: {e}"))?;
-        network.extend(addrs);
-    }
-    let l = &config.spawn_limits;
-    let defaults = ResourceLimits::default();
-    let mb = |v: Option<u64>, d: Option<u64>| v.map(|mb| mb << 20).or(d);
-    let sandbox = SandboxPolicy {
-        read_only: fs
-            .iter()
-            .filter(|g| !g.writable)
-            .map(|g| g.host.clone())
-            .collect(),
-        read_write: fs
-            .iter()
-            .filter(|g| g.writable)
-            .map(|g| g.host.clone())
-            .collect(),
-        tcp_connect_ports: config.spawn_tcp_ports.clone(),
-        limits: ResourceLimits {
-            max_processes: l.max_processes.or(defaults.max_processes),
-            address_space_bytes: mb(l.address_space_mb, defaults.address_space_bytes),
-            file_size_bytes: mb(l.file_size_mb, defaults.file_size_bytes),
-            cpu_seconds: l.cpu_seconds.or(defaults.cpu_seconds),
-            open_files: l.open_files.or(defaults.open_files),
-        },
-        enforcement: enforcement.clone(),
-        ..SandboxPolicy::default()
-    };
-    Ok(Grants {
-        fs,
-        env,
-        network,
-        network_names: config.network.clone(),
-        shell: config.shell,
-        subprocess: config.subprocess.clone(),
-        memory_bytes: config
-            .memory_mb
-            .map(|mb| mb << 20)
-            .unwrap_or(DEFAULT_MEMORY_BYTES),
-        sandbox,
-        output_cap: l.output_kb.map(|kb| kb << 10).unwrap_or(DEFAULT_OUTPUT_CAP),
-        source,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_sandbox_mode_comes_from_the_configuration() {
-        let config = |text: &str| HostConfig::parse(text, "t.toml").unwrap();
-        assert_eq!(enforcement(&config("")).unwrap(), Enforcement::Strict);
-        assert_eq!(
-            enforcement(&config("sandbox = \"best-effort\"")).unwrap(),
-            Enforcement::BestEffort
-        );
-        assert_eq!(
-            enforcement(&config("sandbox_waive = [\"mount_isolation\"]")).unwrap(),
-            Enforcement::Waive([Feature::MountIsolation].into_iter().collect())
-        );
-        assert!(HostConfig::parse("sandbox_waive = [\"everything\"]", "t.toml").is_err());
-    }
-
-    #[test]
-    fn grants_become_the_sandbox_policy() {
-        let dir = std::env::temp_dir().join(format!("toolgate-grants-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("ro")).unwrap();
-        std::fs::create_dir_all(dir.join("rw")).unwrap();
-        let config = HostConfig::parse(
-            r#"
-            [plugins.p.grants]
-            fs = [{ path = "ro", access = "read-only" }, { path = "rw", access = "read-write", guest = "/data" }]
-            shell = true
-            spawn_tcp_ports = [443]
-            spawn_limits = { max_processes = 7, file_size_mb = 2, output_kb = 4 }
-            "#,
-            "t.toml",
-        )
-        .unwrap();
-        let g = resolve_grants(
-            config.plugins["p"].grants.clone(),
-            "test".into(),
-            &dir,
-            &Enforcement::BestEffort,
-        )
-        .unwrap();
-        let ro = dir.join("ro").canonicalize().unwrap();
-        let rw = dir.join("rw").canonicalize().unwrap();
-        assert_eq!(g.sandbox.read_only, vec![ro.clone()]);
-        assert_eq!(g.sandbox.read_write, vec![rw.clone()]);
-        assert_eq!(g.fs[1].guest, "/data");
-        assert_eq!(g.sandbox.tcp_connect_ports, vec![443]);
-        assert_eq!(g.sandbox.limits.max_processes, Some(7));
-        assert_eq!(g.sandbox.limits.file_size_bytes, Some(2 << 20));
-        assert_eq!(g.output_cap, 4 << 10);
-        assert_eq!(g.sandbox.enforcement, Enforcement::BestEffort);
-        // A granted path that does not exist is an error naming it.
-        let mut missing = config.plugins["p"].grants.clone().unwrap();
-        missing.fs[0].path = "nope".into();
-        let e =
-            resolve_grants(Some(missing), "test".into(), &dir, &Enforcement::Strict).unwrap_err();
-        assert!(e.contains("nope"), "{e}");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

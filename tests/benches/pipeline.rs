@@ -486,6 +486,19 @@ async fn raw(calls: usize) {
         tool_annotations: wit::ToolAnnotations::empty(),
     };
     let signal = toolgate::CallSignal::new(Default::default(), None);
+    let empty = wit::CallInfo {
+        call_id: String::new(),
+        tool_name: String::new(),
+        provider: String::new(),
+        arguments: String::new(),
+        agent_scope: String::new(),
+        ..info.clone()
+    };
+    let info = if std::env::args().any(|a| a == "--empty") {
+        empty
+    } else {
+        info
+    };
     let mut samples = Vec::new();
     for i in 0..calls + 100 {
         let info = info.clone();

@@ -343,6 +343,48 @@ async fn a_shell_fork_bomb_is_bounded_and_the_host_survives() {
     assert_eq!(text(&again.stdout), "alive\n");
 }
 
+/// Regression: under the process limit a legitimate `fork` never fails.
+/// The first design answered seccomp fork notifications from a tokio task;
+/// a `clone` waiting for that answer sleeps interruptibly, so a SIGCHLD
+/// from a child that had just exited made it fail with `EINTR`, and dash
+/// (whose SIGCHLD handler lacks `SA_RESTART`) failed most of these command
+/// lines with "Cannot fork". Runs in batches of five to add the scheduling
+/// pressure of parallel tool calls.
+#[tokio::test]
+async fn pipelines_never_fail_to_fork_under_the_default_limits() {
+    require_full_kernel!();
+    let s = Scratch::new("pipelines");
+    let policy = s.policy();
+    assert_eq!(policy.limits.max_processes, Some(256));
+    let mut failures = Vec::new();
+    for batch in 0..10 {
+        let mut set = tokio::task::JoinSet::new();
+        for i in 0..5 {
+            let mut req = s.shell("true | true | true; (true); env | wc -l");
+            req.env = vec![("PATH".into(), "/usr/bin:/bin".into())];
+            req.timeout = Some(Duration::from_secs(20));
+            let policy = policy.clone();
+            set.spawn(async move { (batch * 5 + i, run_ok(req, &policy).await) });
+        }
+        while let Some(r) = set.join_next().await {
+            let (n, out) = r.unwrap();
+            if out.exit_code != Some(0) || !out.stderr.is_empty() {
+                failures.push(format!(
+                    "run {n}: exit {:?}, stderr {:?}",
+                    out.exit_code,
+                    text(&out.stderr)
+                ));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of 50 runs failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
 #[tokio::test]
 async fn the_process_limit_is_per_sandbox_not_per_user() {
     require_full_kernel!();
