@@ -2,7 +2,7 @@
 
 # The demo on the built-in plugins.
 demo:
-    cargo run -- demo
+    cargo run -p toolgate -- demo
 
 # Every test (the README's test command).
 test:

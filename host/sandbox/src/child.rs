@@ -6,6 +6,9 @@
 //! but raw, async-signal-safe syscalls on data prepared by the parent in a
 //! [`ChildPlan`]: no allocation, no formatting, no locks. The order matters:
 //!
+//! 0. with a process limit on a kernel that offers a pids cgroup, join the
+//!    sandbox's own cgroup (one `write` on a descriptor the parent opened;
+//!    see [`crate::cgroup`]), before anything else can fork.
 //! 1. `setsid()` — a new session and process group, whose id is the child's
 //!    pid; the host later kills the whole group with `killpg`.
 //! 2. `unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC)`, then map our own
@@ -26,7 +29,7 @@
 //!    beyond stdio is closed at exec (marking rather than closing keeps std's
 //!    own exec-error pipe working).
 //! 8. the seccomp filter, after everything it would deny. With a process
-//!    limit it returns a notification listener, which goes to the host over
+//!    limit enforced by notification (no pids cgroup) it returns a notification listener, which goes to the host over
 //!    the report socket and is closed here: the sandbox must never hold its
 //!    own listener.
 //! 9. resource limits (`setrlimit`, which the filter allows on oneself),
@@ -64,6 +67,7 @@ pub(crate) enum Step {
     CloseRange,
     Seccomp,
     SendListener,
+    JoinCgroup,
 }
 
 impl Step {
@@ -88,6 +92,7 @@ impl Step {
             CloseRange,
             Seccomp,
             SendListener,
+            JoinCgroup,
         ]
         .into_iter()
         .find(|s| *s as u8 == v)
@@ -113,6 +118,7 @@ impl Step {
             Step::CloseRange => "close_range (marking inherited descriptors close-on-exec)",
             Step::Seccomp => "loading the seccomp filter",
             Step::SendListener => "sending the seccomp listener to the host",
+            Step::JoinCgroup => "joining the sandbox's pids cgroup",
         }
     }
 }
@@ -147,6 +153,8 @@ pub(crate) struct ChildPlan {
     pub fd_limit: c_int,
     pub seccomp: Option<Vec<sock_filter>>,
     pub notify: bool,
+    /// The sandbox's pids cgroup join file, open for writing (step 0).
+    pub cgroup_join: Option<RawFd>,
 }
 
 pub(crate) fn errno() -> i32 {
@@ -172,6 +180,9 @@ pub(crate) fn run_in_child(plan: &mut ChildPlan) -> io::Result<()> {
 
 fn setup(plan: &mut ChildPlan) -> StepResult {
     unsafe {
+        if let Some(fd) = plan.cgroup_join {
+            crate::cgroup::join(fd).map_err(|e| (Step::JoinCgroup, e))?;
+        }
         check(Step::Setsid, libc::setsid() as c_long)?;
         if let Some(m) = plan.mounts.as_mut() {
             enter_namespaces(m)?;
@@ -610,16 +621,21 @@ pub(crate) fn probe_mount_isolation() -> bool {
                 && clone_tree(c"/").is_ok();
             libc::_exit(if ok { 0 } else { 1 });
         }
-        let mut status = 0;
-        loop {
-            let r = libc::waitpid(pid, &mut status, 0);
-            if r == pid {
-                break;
-            }
-            if r < 0 && errno() != libc::EINTR {
-                return false;
-            }
-        }
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+        wait_exit_ok(pid)
     }
+}
+
+/// Waits for child `pid` of a probe; whether it exited with status 0.
+pub(crate) fn wait_exit_ok(pid: libc::pid_t) -> bool {
+    let mut status = 0;
+    loop {
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid {
+            break;
+        }
+        if r < 0 && errno() != libc::EINTR {
+            return false;
+        }
+    }
+    libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
 }

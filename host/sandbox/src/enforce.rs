@@ -88,10 +88,13 @@ pub(crate) fn missing_protections(caps: &Capabilities, policy: &SandboxPolicy) -
             },
         ),
         (
-            policy.limits.max_processes.is_none() || (seccomp_ok && c.seccomp_user_notif),
+            policy.limits.max_processes.is_none()
+                || c.pids_cgroup
+                || (seccomp_ok && c.seccomp_user_notif),
             Feature::ProcessLimit,
             "the process limit",
-            "seccomp user notification with CONTINUE (Linux 5.5+)",
+            "a writable pids cgroup (v1 pids controller, or a delegated v2 subtree), \
+             or seccomp user notification with CONTINUE (Linux 5.5+)",
             format!("Linux {}", c.kernel_release),
         ),
         (

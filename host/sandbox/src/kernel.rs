@@ -36,6 +36,10 @@ pub struct Capabilities {
     pub seccomp: bool,
     /// seccomp user notification with `CONTINUE` (Linux ≥ 5.5): the process limit.
     pub seccomp_user_notif: bool,
+    /// A pids cgroup can be created per sandbox and joined by its first
+    /// process (tried for real): the kernel's own process limit, preferred
+    /// over seccomp notification.
+    pub pids_cgroup: bool,
     /// A user + mount namespace can be created and the mount tree made
     /// read-only in it (tried for real in a throwaway child).
     pub mount_isolation: bool,
@@ -66,6 +70,7 @@ impl Capabilities {
             scope_abstract_unix: self.scope_abstract_unix && other.scope_abstract_unix,
             seccomp: self.seccomp && other.seccomp,
             seccomp_user_notif: self.seccomp_user_notif && other.seccomp_user_notif,
+            pids_cgroup: self.pids_cgroup && other.pids_cgroup,
             mount_isolation: self.mount_isolation && other.mount_isolation,
             pidfd: self.pidfd && other.pidfd,
             close_range: self.close_range && other.close_range,
@@ -81,6 +86,7 @@ impl Capabilities {
         Capabilities {
             seccomp: true,
             seccomp_user_notif: true,
+            pids_cgroup: true,
             mount_isolation: true,
             pidfd: true,
             close_range: true,
@@ -102,6 +108,7 @@ impl Capabilities {
             scope_abstract_unix: v >= 6,
             seccomp: false,
             seccomp_user_notif: false,
+            pids_cgroup: false,
             mount_isolation: false,
             pidfd: false,
             close_range: false,
@@ -136,6 +143,7 @@ fn probe_now() -> Capabilities {
     Capabilities {
         seccomp,
         seccomp_user_notif: notif,
+        pids_cgroup: crate::cgroup::probe(),
         mount_isolation: child::probe_mount_isolation(),
         pidfd,
         close_range,

@@ -14,7 +14,7 @@
 //! | read-only mount view (user + mount namespaces) | nothing outside the read-write grants can be modified at all: also `chmod`, `utime`, xattrs, which Landlock does not cover; private System V IPC / message queues |
 //! | seccomp | only TCP sockets (and AF_UNIX stream socketpairs); no `bind`/`listen` without a TCP bind grant; no mount, namespace, keyring, BPF, perf or identity changes; no ptrace, io_uring or inotify unless granted; no `setsid`/`setpgid` (the process group stays closed); per-pid scheduling and limit calls only on itself |
 //! | capabilities | none in any set (bounding, ambient, permitted, effective, inheritable), securebits locked, `no_new_privs` |
-//! | resource limits | tasks (host-enforced through seccomp notification), address space, file size, CPU, descriptors; no core dumps |
+//! | resource limits | tasks (a pids cgroup per sandbox; host-answered seccomp notification where there is none), address space, file size, CPU, descriptors; no core dumps |
 //! | process group | a new session; on exit, timeout, cancellation, output flood or drop the whole group gets SIGKILL, and `run` returns only when none of it is alive |
 //! | hygiene | only stdin/stdout/stderr are inherited; the environment is exactly what the caller passes |
 //!
@@ -44,6 +44,7 @@
 
 #![warn(missing_docs)]
 
+mod cgroup;
 mod child;
 mod enforce;
 mod error;

@@ -68,10 +68,11 @@ pub struct SandboxPolicy {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResourceLimits {
     /// Maximum number of live tasks (processes *and* threads) in the sandbox,
-    /// zombies included. Enforced by the host through seccomp user
-    /// notification on `fork`/`vfork`/`clone`: over the limit, they fail with
-    /// `EAGAIN`. (`RLIMIT_NPROC` cannot do this: it counts per user across the
-    /// whole system, and uid 0 is exempt from it.)
+    /// zombies included: over the limit, `fork`/`vfork`/`clone` fail with
+    /// `EAGAIN`. Enforced by a pids cgroup of the sandbox's own where the host
+    /// can create one, otherwise by the host answering seccomp user
+    /// notifications on those calls. (`RLIMIT_NPROC` cannot do this: it counts
+    /// per user across the whole system, and uid 0 is exempt from it.)
     pub max_processes: Option<u32>,
     /// `RLIMIT_AS` per process: virtual address space in bytes; allocations
     /// beyond it fail with `ENOMEM`.
@@ -151,7 +152,8 @@ pub enum Feature {
     /// The seccomp filter (socket families, privileged and namespace calls,
     /// process group containment).
     Seccomp,
-    /// The process limit (seccomp user notification with `CONTINUE`, Linux 5.5).
+    /// The process limit (a pids cgroup per sandbox, or seccomp user
+    /// notification with `CONTINUE`, Linux 5.5).
     ProcessLimit,
     /// The private, read-only mount view (user + mount namespaces): Landlock
     /// does not cover metadata (`chmod`, `utime`, xattrs), the read-only mounts do.

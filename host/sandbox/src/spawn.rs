@@ -6,8 +6,10 @@
 //! assembling the BPF program, computing limits — and hands the child a
 //! [`ChildPlan`] of raw values. After `spawn` it:
 //!
-//! * receives the seccomp listener (when there is a process limit) and starts
-//!   the [`crate::supervisor`] task that answers fork notifications;
+//! * with a process limit, keeps the sandbox's pids cgroup ([`crate::cgroup`])
+//!   until the group is gone, or, where no pids cgroup is available, receives
+//!   the seccomp listener and starts the [`crate::supervisor`] task that
+//!   answers fork notifications;
 //! * watches the child through a pidfd, which reports its exit *without*
 //!   reaping it, so the group id cannot be reused while the host still
 //!   intends to `killpg` it;
@@ -31,6 +33,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 use tokio::task::JoinHandle;
 
+use crate::cgroup::SandboxCgroup;
 use crate::child::{self, ChildPlan, Report};
 use crate::enforce;
 use crate::error::SpawnError;
@@ -292,7 +295,21 @@ impl Sandbox {
             _ => None,
         };
 
-        let notify = policy.limits.max_processes.is_some() && !lacks(Feature::ProcessLimit);
+        // The process limit: the kernel's pids cgroup where there is one,
+        // seccomp notification answered by the host otherwise.
+        let limit = policy
+            .limits
+            .max_processes
+            .filter(|_| !lacks(Feature::ProcessLimit));
+        let mut cgroup = match limit {
+            Some(max) if self.caps.pids_cgroup => {
+                Some(SandboxCgroup::create(max).map_err(|e| {
+                    SpawnError::io(format!("creating a pids cgroup limited to {max} tasks"), e)
+                })?)
+            }
+            _ => None,
+        };
+        let notify = limit.is_some() && cgroup.is_none();
         let filter = (!lacks(Feature::Seccomp)).then(|| {
             seccomp::build_filter(FilterOptions {
                 allow_tcp: !policy.tcp_connect_ports.is_empty()
@@ -326,6 +343,7 @@ impl Sandbox {
             fd_limit: fd_limit(),
             seccomp: filter,
             notify,
+            cgroup_join: cgroup.as_ref().and_then(|c| c.join_fd()),
         };
 
         let mut cmd = tokio::process::Command::new(&exe);
@@ -346,6 +364,9 @@ impl Sandbox {
         let spawned = cmd.spawn();
         drop(report_child);
         drop(ruleset);
+        if let Some(c) = cgroup.as_mut() {
+            c.joined();
+        }
         let child = match spawned {
             Ok(c) => c,
             Err(e) => {
@@ -370,6 +391,7 @@ impl Sandbox {
             pgid: pid,
             reaped: false,
             supervisor: None,
+            _cgroup: cgroup,
         };
         if notify {
             match child::read_report(report_parent.as_raw_fd()) {
@@ -418,6 +440,9 @@ struct GroupGuard {
     pgid: i32,
     reaped: bool,
     supervisor: Option<JoinHandle<()>>,
+    /// The sandbox's pids cgroup, removed after the group is gone (fields
+    /// drop after `drop` has killed the group).
+    _cgroup: Option<SandboxCgroup>,
 }
 
 impl Drop for GroupGuard {

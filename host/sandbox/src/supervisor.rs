@@ -1,8 +1,10 @@
 //! The host side of a running sandbox: the process limit and the group scan.
 //!
-//! **Process limit.** `RLIMIT_NPROC` counts every process of a *user* on the
-//! whole system (the host's own threads included) and does not apply to uid
-//! 0 at all, so it cannot bound one sandbox. Instead the seccomp filter sends
+//! **Process limit, fallback.** `RLIMIT_NPROC` counts every process of a
+//! *user* on the whole system (the host's own threads included) and does not
+//! apply to uid 0 at all, so it cannot bound one sandbox. The kernel's pids
+//! cgroup can ([`crate::cgroup`], used whenever the host can create one).
+//! Where it cannot, the seccomp filter sends
 //! `fork`, `vfork` and `clone` to the host as user notifications; the host
 //! counts the sandbox's live tasks and answers `CONTINUE` (the call proceeds
 //! in the kernel) or `EAGAIN`. Counting reads `/proc/<pid>/stat` for the
@@ -12,6 +14,11 @@
 //! grants from the last few milliseconds, whose new task may not be visible in
 //! `/proc` yet, are still added to a fresh count. A fork storm at the limit is
 //! answered from the last count (at most one recount per 2 ms).
+//!
+//! The fallback's known limit: a task waiting for the host's answer sleeps
+//! interruptibly, so a signal that arrives meanwhile (typically `SIGCHLD` in a
+//! shell running a pipeline) makes its `fork` fail with `EINTR`, which shells
+//! report as "cannot fork". That is why the cgroup is preferred.
 //!
 //! **Group scan.** After `killpg(SIGKILL)` the host waits until no member of
 //! the group is alive (zombies waiting for their new parent to reap them do

@@ -113,6 +113,7 @@ async fn landlock_alone_confines_ports_signals_and_ptrace() {
         Capabilities {
             seccomp: false,
             seccomp_user_notif: false,
+            pids_cgroup: false,
             ..real
         },
         &[Feature::Seccomp, Feature::ProcessLimit],

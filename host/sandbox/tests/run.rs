@@ -59,7 +59,7 @@ fn full_kernel() -> bool {
         && c.scope_signals
         && c.scope_abstract_unix
         && c.seccomp
-        && c.seccomp_user_notif
+        && (c.pids_cgroup || c.seccomp_user_notif)
         && c.mount_isolation;
     if !ok {
         println!("SKIPPED: this kernel cannot enforce every sandbox layer: {c:?}");
@@ -382,6 +382,112 @@ async fn pipelines_never_fail_to_fork_under_the_default_limits() {
         "{} of 50 runs failed:\n{}",
         failures.len(),
         failures.join("\n")
+    );
+}
+
+/// Where the host can create pids cgroups, each sandbox runs in one of its
+/// own, limited to its `max_processes`, and the cgroup is gone once `run`
+/// has returned.
+#[tokio::test]
+async fn the_process_limit_is_a_pids_cgroup_of_the_sandboxs_own() {
+    require_full_kernel!();
+    if !probe_capabilities().pids_cgroup {
+        println!(
+            "SKIPPED: no writable pids cgroup here (the notification fallback is tested below)"
+        );
+        return;
+    }
+    let s = Scratch::new("cgroup");
+    let mut policy = s.policy();
+    policy.limits.max_processes = Some(7);
+    // The sandbox cannot read /proc/self/cgroup (outside its view); the host can.
+    let mut child = spawn_piped(
+        Program::Shell("sleep 1000 & echo $!; cat > /dev/null".into()),
+        &s.0,
+        &[],
+        &policy,
+    )
+    .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let bg: i32 = lines.next_line().await.unwrap().unwrap().parse().unwrap();
+    let own_of = |pid: i32| {
+        let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+        cgroups
+            .lines()
+            .find_map(|l| {
+                let mut f = l.splitn(3, ':');
+                let (_, ctrls, path) = (f.next()?, f.next()?, f.next()?);
+                ctrls
+                    .split(',')
+                    .any(|c| c == "pids")
+                    .then(|| path.to_string())
+            })
+            .or_else(|| {
+                cgroups
+                    .lines()
+                    .find_map(|l| l.strip_prefix("0::").map(String::from))
+            })
+            .unwrap_or_else(|| panic!("no pids cgroup in {cgroups:?}"))
+    };
+    let own = own_of(child.id() as i32);
+    let name = own.rsplit('/').next().unwrap().to_string();
+    assert!(
+        own.contains("/toolgate/") && name.starts_with(&format!("{}-", std::process::id())),
+        "the sandbox should be in a cgroup of its own, is in {own:?}"
+    );
+    assert_eq!(own, own_of(bg), "a descendant left the sandbox's cgroup");
+    let dir = [
+        "/sys/fs/cgroup/pids",
+        "/sys/fs/cgroup",
+        "/sys/fs/cgroup/unified",
+    ]
+    .into_iter()
+    .map(|m| PathBuf::from(format!("{m}{own}")))
+    .find(|p| p.join("pids.max").exists())
+    .unwrap_or_else(|| panic!("cgroup {own} not found under /sys/fs/cgroup"));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("pids.max"))
+            .unwrap()
+            .trim(),
+        "7"
+    );
+    drop(child.stdin.take());
+    child.wait().await.unwrap();
+    drop(child);
+    // Gone once the child is (possibly a moment later, when the last task is released).
+    let until = Instant::now() + Duration::from_secs(5);
+    while dir.exists() {
+        assert!(Instant::now() < until, "cgroup {own} was not removed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Without a pids cgroup the limit falls back to seccomp notification
+/// answered by the host: a fork bomb still hits the limit.
+#[tokio::test]
+async fn without_a_pids_cgroup_the_notification_fallback_bounds_a_fork_bomb() {
+    require_full_kernel!();
+    if !probe_capabilities().seccomp_user_notif {
+        println!("SKIPPED: no seccomp user notification on this kernel");
+        return;
+    }
+    let sandbox = Sandbox::with_capabilities(toolgate_sandbox::Capabilities {
+        pids_cgroup: false,
+        ..probe_capabilities()
+    });
+    let s = Scratch::new("fallback");
+    let mut policy = s.policy();
+    policy.limits.max_processes = Some(24);
+    let mut req = s.shell("bomb() { bomb | bomb & }; bomb; sleep 1; echo host-check");
+    req.timeout = Some(Duration::from_secs(3));
+    let out = sandbox
+        .run(req, &policy, std::future::pending())
+        .await
+        .expect("sandboxed run");
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("fork") || err.contains("Resource temporarily unavailable"),
+        "the bomb should have hit the limit: {err}"
     );
 }
 

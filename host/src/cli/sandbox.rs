@@ -73,7 +73,11 @@ pub async fn run(_global: &GlobalArgs, args: SandboxArgs) -> anyhow::Result<Exit
             "enforceable": {
                 "filesystem": caps.fs, "truncate": caps.fs_truncate, "tcpPorts": caps.tcp,
                 "scopeSignals": caps.scope_signals, "scopeAbstractUnix": caps.scope_abstract_unix,
-                "seccomp": caps.seccomp, "processLimit": caps.seccomp_user_notif,
+                "seccomp": caps.seccomp,
+                "processLimit": caps.pids_cgroup || (caps.seccomp && caps.seccomp_user_notif),
+                "processLimitBy": if caps.pids_cgroup { Some("pids-cgroup") }
+                    else if caps.seccomp && caps.seccomp_user_notif { Some("seccomp-notify") }
+                    else { None },
                 "mountIsolation": caps.mount_isolation,
             },
             "probes": reports.iter().map(|r| serde_json::json!({
@@ -102,9 +106,10 @@ pub async fn run(_global: &GlobalArgs, args: SandboxArgs) -> anyhow::Result<Exit
                 caps.scope_abstract_unix,
             ),
             ("seccomp filter", caps.seccomp),
+            ("process limit (pids cgroup)", caps.pids_cgroup),
             (
-                "process limit (seccomp user notification)",
-                caps.seccomp_user_notif,
+                "  fallback: seccomp user notification",
+                caps.seccomp && caps.seccomp_user_notif,
             ),
             (
                 "read-only mount view (user + mount namespaces)",
