@@ -29,9 +29,9 @@
 //!    beyond stdio is closed at exec (marking rather than closing keeps std's
 //!    own exec-error pipe working).
 //! 8. the seccomp filter, after everything it would deny. With a process
-//!    limit enforced by notification (no pids cgroup) it returns a notification listener, which goes to the host over
-//!    the report socket and is closed here: the sandbox must never hold its
-//!    own listener.
+//!    limit enforced by notification (no pids cgroup) it returns a
+//!    notification listener, which goes to the host over the report socket
+//!    and is closed here: the sandbox must never hold its own listener.
 //! 9. resource limits (`setrlimit`, which the filter allows on oneself),
 //!    last: a low `RLIMIT_NOFILE` must not stop step 8 from getting a
 //!    descriptor while the host's (close-on-exec) descriptors are still open.
