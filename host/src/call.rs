@@ -1,6 +1,6 @@
 //! A call as the model makes it, and as policies see it.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
@@ -56,47 +56,61 @@ pub struct CallInfo {
     pub call_id: String,
     pub tool_name: String,
     pub arguments: Arc<Value>,
-    /// The WIT view of this call (without a deadline), built once: every
-    /// component policy receives it, and building it per invocation would
-    /// copy every string each time.
-    pub wit: Arc<wit::CallInfo>,
     pub agent_scope: String,
     pub code_mode: bool,
     pub tool: ToolMeta,
+    /// The WIT view of this call (without a deadline), built on first use
+    /// and then shared: every component policy receives it, and building it
+    /// per invocation would copy every string each time, while a call that
+    /// meets no component never needs it.
+    wit: OnceLock<Arc<wit::CallInfo>>,
 }
 
 impl CallInfo {
-    /// The WIT view, with the deadline as seen right now.
-    pub fn to_wit(&self, signal: &CallSignal) -> Arc<wit::CallInfo> {
-        match signal.remaining() {
-            None => self.wit.clone(),
-            Some(left) => Arc::new(wit::CallInfo {
-                deadline_ms: Some(left.as_millis() as u64),
-                ..(*self.wit).clone()
-            }),
+    /// A call's view, frozen from now on.
+    pub fn new(
+        token: u64,
+        call_id: String,
+        tool_name: String,
+        arguments: Value,
+        agent_scope: String,
+        code_mode: bool,
+        tool: ToolMeta,
+    ) -> Self {
+        CallInfo {
+            token,
+            call_id,
+            tool_name,
+            arguments: Arc::new(arguments),
+            agent_scope,
+            code_mode,
+            tool,
+            wit: OnceLock::new(),
         }
     }
 
-    /// Build the WIT view of a call (no deadline).
-    pub fn wit_view(
-        call_id: &str,
-        tool_name: &str,
-        arguments: &Value,
-        agent_scope: &str,
-        code_mode: bool,
-        tool: &ToolMeta,
-    ) -> Arc<wit::CallInfo> {
-        Arc::new(wit::CallInfo {
-            call_id: call_id.to_string(),
-            tool_name: tool_name.to_string(),
-            provider: tool.provider.clone(),
-            arguments: arguments.to_string(),
-            agent_scope: agent_scope.to_string(),
-            deadline_ms: None,
-            code_mode,
-            tool_timeout_ms: tool.timeout_ms,
-            tool_annotations: tool.annotations,
-        })
+    /// The WIT view, with the deadline as seen right now.
+    pub(crate) fn to_wit(&self, signal: &CallSignal) -> Arc<wit::CallInfo> {
+        let view = self.wit.get_or_init(|| {
+            Arc::new(wit::CallInfo {
+                call_id: self.call_id.clone(),
+                tool_name: self.tool_name.clone(),
+                provider: self.tool.provider.clone(),
+                arguments: self.arguments.to_string(),
+                agent_scope: self.agent_scope.clone(),
+                deadline_ms: None,
+                code_mode: self.code_mode,
+                tool_timeout_ms: self.tool.timeout_ms,
+                tool_annotations: self.tool.annotations,
+            })
+        });
+        match signal.remaining() {
+            None => view.clone(),
+            Some(left) => Arc::new(wit::CallInfo {
+                deadline_ms: Some(left.as_millis() as u64),
+                ..(**view).clone()
+            }),
+        }
     }
 }
 

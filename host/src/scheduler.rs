@@ -375,12 +375,7 @@ impl<'a> Turn<'a> {
                             .catch_unwind()
                             .await;
                     match done {
-                        Ok(finished) => {
-                            self.ready[index] = Some(Ready {
-                                finished,
-                                generation,
-                            })
-                        }
+                        Ok(finished) => self.finished(index, finished, generation),
                         Err(panic) => {
                             self.fail(index, SchedulerFault::BodyPanicked(panic_message(&*panic)))
                         }
@@ -403,6 +398,11 @@ impl<'a> Turn<'a> {
     /// A call that ended before its body: ready to commit in its place.
     fn settle(&mut self, index: usize, finished: Finished, generation: Arc<Generation>) {
         self.next += 1;
+        self.finished(index, finished, generation);
+    }
+
+    /// Call `index` finished: it waits for its turn to be committed.
+    fn finished(&mut self, index: usize, finished: Finished, generation: Arc<Generation>) {
         self.ready[index] = Some(Ready {
             finished,
             generation,
@@ -427,30 +427,22 @@ impl<'a> Turn<'a> {
         let Some(joined) = self.running.join_next_with_id().await else {
             return;
         };
-        let (id, finished) = match joined {
-            Ok((id, finished)) => (id, Some(finished)),
-            Err(error) => {
-                let id = error.id();
-                let fault = if error.is_panic() {
-                    SchedulerFault::BodyPanicked(panic_message(&*error.into_panic()))
-                } else {
-                    SchedulerFault::TaskCancelled
-                };
-                if let Some(flight) = self.flights.get(&id) {
-                    let index = flight.index;
-                    self.fail(index, fault);
-                }
-                (id, None)
-            }
+        let (id, result) = match joined {
+            Ok((id, finished)) => (id, Ok(finished)),
+            Err(error) if error.is_panic() => (
+                error.id(),
+                Err(SchedulerFault::BodyPanicked(panic_message(
+                    &*error.into_panic(),
+                ))),
+            ),
+            Err(error) => (error.id(), Err(SchedulerFault::TaskCancelled)),
         };
         let Some(flight) = self.flights.remove(&id) else {
             return;
         };
-        if let Some(finished) = finished {
-            self.ready[flight.index] = Some(Ready {
-                finished,
-                generation: flight.generation,
-            });
+        match result {
+            Ok(finished) => self.finished(flight.index, finished, flight.generation),
+            Err(fault) => self.fail(flight.index, fault),
         }
     }
 

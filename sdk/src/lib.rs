@@ -58,6 +58,7 @@ pub mod log;
 mod policy;
 pub mod process;
 pub mod schema;
+mod settings;
 mod tool;
 
 #[doc(hidden)]
@@ -74,5 +75,6 @@ pub use policy::{
     PreChain, PreDecision, PreExecuteHook, ResultObserver,
 };
 pub use schema::Schema;
+pub use settings::setting;
 pub use tool::{Tool, ToolError};
 pub use toolgate_sdk_macros::{Schema, export};

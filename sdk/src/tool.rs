@@ -196,3 +196,18 @@ impl From<std::io::Error> for ToolError {
         ToolError::new(code, e.to_string())
     }
 }
+
+/// A seam refusal or failure as the tool's own error: `PERMISSION_DENIED`
+/// (not granted), `SANDBOX_UNAVAILABLE`, `INVALID_INPUT` (e.g. a working
+/// directory outside the grant), `SPAWN_FAILED`.
+impl From<crate::process::SpawnError> for ToolError {
+    fn from(e: crate::process::SpawnError) -> Self {
+        use crate::process::SpawnError as E;
+        match e {
+            E::NotGranted(m) => ToolError::permission_denied(m),
+            E::SandboxUnavailable(m) => ToolError::new("SANDBOX_UNAVAILABLE", m),
+            E::InvalidRequest(m) => ToolError::invalid_input(m),
+            E::Failed(m) => ToolError::new("SPAWN_FAILED", m),
+        }
+    }
+}

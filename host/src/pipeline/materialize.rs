@@ -39,23 +39,15 @@ pub fn run(
         arguments,
     } = call;
     let info = |arguments: serde_json::Value| {
-        Arc::new(CallInfo {
+        Arc::new(CallInfo::new(
             token,
-            call_id: id.clone(),
-            tool_name: name.clone(),
-            wit: CallInfo::wit_view(
-                &id,
-                &name,
-                &arguments,
-                &turn.agent_scope,
-                turn.code_mode,
-                &meta,
-            ),
-            arguments: Arc::new(arguments),
-            agent_scope: turn.agent_scope.clone(),
-            code_mode: turn.code_mode,
-            tool: meta.clone(),
-        })
+            id.clone(),
+            name.clone(),
+            arguments,
+            turn.agent_scope.clone(),
+            turn.code_mode,
+            meta.clone(),
+        ))
     };
     let early = |info: Arc<CallInfo>, error: CallError| {
         tracing::info!(

@@ -124,9 +124,11 @@ impl Held {
 /// A call through materialize: arguments validated and frozen, the tool
 /// resolved in the generation the call holds from now on. No policy has
 /// seen it yet.
+#[derive(Debug)]
 pub struct Prepared(Held);
 
 /// A call the policies let through: the next step is its body.
+#[derive(Debug)]
 pub struct Admitted(Held);
 
 impl Prepared {
@@ -157,19 +159,10 @@ impl Admitted {
     }
 }
 
-impl std::fmt::Debug for Prepared {
+/// Shows the call only (the generation and tool are the host's).
+impl std::fmt::Debug for Held {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Prepared")
-            .field("call", &self.0.info)
-            .finish()
-    }
-}
-
-impl std::fmt::Debug for Admitted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Admitted")
-            .field("call", &self.0.info)
-            .finish()
+        f.debug_struct("Held").field("call", &self.info).finish()
     }
 }
 

@@ -7,7 +7,7 @@
 //! it (the built-in default: the working directory, read-write).
 
 use serde::{Deserialize, Serialize};
-use toolgate_sdk::process::{self, Options, SpawnError};
+use toolgate_sdk::process::{self, Options};
 use toolgate_sdk::{Annotations, Call, Content, ContentBlock, Schema, Tool, ToolError};
 
 /// Default wall-clock limit of one command.
@@ -47,20 +47,14 @@ impl Tool for Bash {
     const NAME: &'static str = "bash";
     type Output = Ran;
 
-    fn execute(self, call: &Call) -> Result<Ran, ToolError> {
+    fn execute(self, _call: &Call) -> Result<Ran, ToolError> {
         let timeout = self.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
         let options = Options {
             workdir: self.workdir,
             timeout_ms: Some(timeout),
             ..Options::default()
         };
-        let _ = call;
-        let out = process::shell(&self.command, &options).map_err(|e| match e {
-            SpawnError::NotGranted(m) => ToolError::permission_denied(m),
-            SpawnError::SandboxUnavailable(m) => ToolError::new("SANDBOX_UNAVAILABLE", m),
-            SpawnError::InvalidRequest(m) => ToolError::invalid_input(m),
-            SpawnError::Failed(m) => ToolError::new("SPAWN_FAILED", m),
-        })?;
+        let out = process::shell(&self.command, &options)?;
         Ok(Ran {
             exit_code: out.exit_code,
             signal: out.signal,

@@ -266,15 +266,24 @@ async fn a_component_importing_an_ungranted_seam_does_not_load() {
     assert!(seams.message.contains("`subprocess` seam"), "{seams}");
 }
 
-async fn seams_host(w: &World, extra: &str) -> (toolgate::Toolgate, PluginDir) {
+/// A host with the `seams` fixture (shell, `echo`/`sleep`, `HOME`) and the
+/// timeout wrapper; `extra_grants` goes into its grant table, `extra_config`
+/// after it.
+async fn seams_host(
+    w: &World,
+    extra_grants: &str,
+    extra_config: &str,
+) -> (toolgate::Toolgate, PluginDir) {
     let dir = PluginDir::new();
     dir.add("seams", fixtures::SEAMS);
     dir.add("timeout", fixtures::PLUGIN_TIMEOUT);
     let config = w.grant(
         "seams",
         "read-write",
-        &format!("shell = true\nsubprocess = [\"echo\", \"sleep\"]\nenv = [\"HOME\"]\n{extra}"),
-    );
+        &format!(
+            "shell = true\nsubprocess = [\"echo\", \"sleep\"]\nenv = [\"HOME\"]\n{extra_grants}"
+        ),
+    ) + extra_config;
     let h = host(&dir, &config).await;
     assert!(h.problems().is_empty(), "{:?}", h.problems());
     (h, dir)
@@ -288,7 +297,7 @@ fn ran(r: &CallRecord) -> Value {
 #[tokio::test]
 async fn the_shell_seam_runs_in_the_granted_directory_with_a_clean_environment() {
     let w = World::new();
-    let (h, _d) = seams_host(&w, "").await;
+    let (h, _d) = seams_host(&w, "", "").await;
     let v = ran(&run(
         &h,
         "sh",
@@ -322,7 +331,7 @@ async fn the_shell_seam_runs_in_the_granted_directory_with_a_clean_environment()
 #[tokio::test]
 async fn the_shell_seam_is_sandboxed() {
     let w = World::new();
-    let (h, _d) = seams_host(&w, "").await;
+    let (h, _d) = seams_host(&w, "", "").await;
     let secret = w.outside.join("secret.txt");
     let v = ran(&run(
         &h,
@@ -349,19 +358,19 @@ async fn the_shell_seam_is_sandboxed() {
 #[tokio::test]
 async fn seam_requests_outside_the_grant_are_refused() {
     let w = World::new();
-    let (h, _d) = seams_host(&w, "").await;
+    let (h, _d) = seams_host(&w, "", "").await;
     let code = |r: &CallRecord| r.code().unwrap_or("OK").to_string();
     assert_eq!(
         code(&run(&h, "sh", json!({"command": "pwd", "workdir": "../outside"})).await),
-        "INVALID_REQUEST"
+        "INVALID_INPUT"
     );
     assert_eq!(
         code(&run(&h, "sh", json!({"command": "pwd", "workdir": "link-out"})).await),
-        "INVALID_REQUEST"
+        "INVALID_INPUT"
     );
     assert_eq!(
         code(&run(&h, "sh", json!({"command": "pwd", "workdir": "/etc"})).await),
-        "INVALID_REQUEST"
+        "INVALID_INPUT"
     );
     let r = run(
         &h,
@@ -369,7 +378,7 @@ async fn seam_requests_outside_the_grant_are_refused() {
         json!({"command": "true", "env": {"SECRET_TOKEN": "x"}}),
     )
     .await;
-    assert_eq!(code(&r), "NOT_GRANTED");
+    assert_eq!(code(&r), "PERMISSION_DENIED");
     assert!(r.text().contains("SECRET_TOKEN"), "{r:?}");
     let v = ran(&run(
         &h,
@@ -386,14 +395,14 @@ async fn seam_requests_outside_the_grant_are_refused() {
         json!({"program": "cat", "args": ["/etc/passwd"]}),
     )
     .await;
-    assert_eq!(code(&r), "NOT_GRANTED");
+    assert_eq!(code(&r), "PERMISSION_DENIED");
     assert!(r.text().contains("`echo`, `sleep`"), "{r:?}");
 }
 
 #[tokio::test]
 async fn seam_timeouts_and_output_caps_hold() {
     let w = World::new();
-    let (h, _d) = seams_host(&w, "spawn_limits = { output_kb = 1 }\n").await;
+    let (h, _d) = seams_host(&w, "spawn_limits = { output_kb = 1 }\n", "").await;
     let started = Instant::now();
     let v = ran(&run(
         &h,
@@ -434,15 +443,7 @@ fn processes_with(marker: &str) -> Vec<u32> {
 #[tokio::test]
 async fn a_call_deadline_kills_the_spawned_process_tree() {
     let w = World::new();
-    let dir = PluginDir::new();
-    dir.add("seams", fixtures::SEAMS);
-    dir.add("timeout", fixtures::PLUGIN_TIMEOUT);
-    let config = w.grant(
-        "seams",
-        "read-write",
-        "shell = true\nsubprocess = [\"echo\"]\n",
-    ) + "[tools.sh]\ntimeout_ms = 300\n";
-    let h = host(&dir, &config).await;
+    let (h, _d) = seams_host(&w, "", "[tools.sh]\ntimeout_ms = 300\n").await;
     let started = Instant::now();
     let r = run(
         &h,
