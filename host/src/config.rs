@@ -193,10 +193,10 @@ fn schema() -> serde_json::Value {
             "max_parallel_tool_calls": {"type": "integer", "description": "1 or more"},
             "policy_timeout_ms": {"type": "integer"},
             "sandbox": {"enum": ["strict", "best-effort"]},
-            "sandbox_waive": {"type": "array", "items": {"enum": [
-                "filesystem", "filesystem_truncate", "tcp_ports", "scope_signals",
-                "scope_abstract_unix", "seccomp", "process_limit", "mount_isolation"
-            ]}},
+            "sandbox_waive": {"type": "array", "items": {"enum": toolgate_sandbox::Feature::ALL
+                .iter()
+                .map(|f| f.name())
+                .collect::<Vec<_>>()}},
             "limits": {
                 "type": "object",
                 "properties": {
