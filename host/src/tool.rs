@@ -11,10 +11,16 @@ use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::bindings::wit;
 use crate::call::{CallInfo, CallSignal, Interrupt};
 use crate::content::Content;
 use crate::outcome::Outcome;
+
+/// Hints about a tool's behaviour (the MCP tool annotations): `READ_ONLY`,
+/// `DESTRUCTIVE`, `IDEMPOTENT`, `OPEN_WORLD`.
+pub use crate::bindings::wit::ToolAnnotations as Annotations;
+/// The optional parts a tool implements: `CLASSIFIER`, `FINALIZER`,
+/// `PRESENT_CALL`, `PRESENT_RESULT`.
+pub use crate::bindings::wit::ToolFeatures as Features;
 
 /// Host metadata of a tool; none of it is shown to the model.
 #[derive(Clone, Debug)]
@@ -23,8 +29,8 @@ pub struct ToolMeta {
     pub provider: String,
     /// Cooperative time budget of one call (read by the timeout policy).
     pub timeout_ms: Option<u32>,
-    pub annotations: wit::ToolAnnotations,
-    pub features: wit::ToolFeatures,
+    pub annotations: Annotations,
+    pub features: Features,
 }
 
 impl ToolMeta {
@@ -33,8 +39,8 @@ impl ToolMeta {
         ToolMeta {
             provider: String::new(),
             timeout_ms: None,
-            annotations: wit::ToolAnnotations::empty(),
-            features: wit::ToolFeatures::empty(),
+            annotations: Annotations::empty(),
+            features: Features::empty(),
         }
     }
 }
