@@ -28,7 +28,6 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
-use toolgate::bindings::wit;
 use toolgate::tool::{BodyContext, BodyError, ToolBody, ToolDefinition, ToolFailure, ToolMeta};
 use toolgate::{CallInfo, Content};
 use tracing::field::{Field, Visit};
@@ -439,11 +438,11 @@ impl NativeGate {
             meta: ToolMeta {
                 provider: "native-gate".into(),
                 timeout_ms: None,
-                annotations: wit::ToolAnnotations::empty(),
+                annotations: toolgate::tool::Annotations::empty(),
                 features: if declares_classifier {
-                    wit::ToolFeatures::CLASSIFIER
+                    toolgate::tool::Features::CLASSIFIER
                 } else {
-                    wit::ToolFeatures::empty()
+                    toolgate::tool::Features::empty()
                 },
             },
         }
@@ -470,11 +469,11 @@ impl NativeGate {
 
 #[async_trait]
 impl ToolBody for NativeGate {
-    async fn is_concurrency_safe(&self, _tool: &str, _arguments: &Value) -> Option<bool> {
+    async fn is_concurrency_safe(&self, _call: &Arc<CallInfo>) -> Option<bool> {
         self.answer
     }
 
-    async fn execute(&self, call: &CallInfo, _ctx: BodyContext) -> Result<Value, BodyError> {
+    async fn execute(&self, call: &Arc<CallInfo>, _ctx: BodyContext) -> Result<Value, BodyError> {
         let id = call.arguments["id"]
             .as_str()
             .unwrap_or_default()
@@ -491,7 +490,11 @@ impl ToolBody for NativeGate {
         }
     }
 
-    async fn render(&self, _tool: &str, value: &Value) -> Result<Vec<Content>, BodyError> {
+    async fn render(
+        &self,
+        _call: &Arc<CallInfo>,
+        value: &Value,
+    ) -> Result<Vec<Content>, BodyError> {
         Ok(vec![Content::Text(
             value.as_str().unwrap_or_default().into(),
         )])
@@ -504,15 +507,19 @@ pub struct Boom;
 
 #[async_trait]
 impl ToolBody for Boom {
-    async fn is_concurrency_safe(&self, _tool: &str, _arguments: &Value) -> Option<bool> {
+    async fn is_concurrency_safe(&self, _call: &Arc<CallInfo>) -> Option<bool> {
         Some(true)
     }
 
-    async fn execute(&self, _call: &CallInfo, _ctx: BodyContext) -> Result<Value, BodyError> {
+    async fn execute(&self, _call: &Arc<CallInfo>, _ctx: BodyContext) -> Result<Value, BodyError> {
         panic!("boom: a deliberate panic in a native tool body")
     }
 
-    async fn render(&self, _tool: &str, _value: &Value) -> Result<Vec<Content>, BodyError> {
+    async fn render(
+        &self,
+        _call: &Arc<CallInfo>,
+        _value: &Value,
+    ) -> Result<Vec<Content>, BodyError> {
         Ok(Vec::new())
     }
 }

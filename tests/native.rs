@@ -6,9 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::json;
-use toolgate::pipeline::execute::ExecNext;
-use toolgate::pipeline::post_execute::PostNext;
-use toolgate::pipeline::pre_execute::PreNext;
+use toolgate::policy::{ExecNext, PostNext, PreNext};
 use toolgate::policy::{
     ExecuteAroundHook, Finalizer, Guard, PostExecuteHook, PreExecuteHook, ResultObserver,
 };
@@ -27,7 +25,7 @@ pub struct Pre {
 impl PreExecuteHook for Pre {
     async fn pre_execute(
         &self,
-        call: &CallInfo,
+        call: &Arc<CallInfo>,
         next: PreNext,
     ) -> Result<PreDecision, PolicyError> {
         let me = &self.name;
@@ -54,7 +52,7 @@ pub struct NativeGuard {
 
 #[async_trait]
 impl Guard for NativeGuard {
-    async fn check(&self, call: &CallInfo) -> Result<Option<String>, PolicyError> {
+    async fn check(&self, call: &Arc<CallInfo>) -> Result<Option<String>, PolicyError> {
         let me = &self.name;
         Ok(match self.behavior.as_str() {
             "pass" => None,
@@ -76,7 +74,7 @@ pub struct Around {
 impl ExecuteAroundHook for Around {
     async fn around_execute(
         &self,
-        _call: &CallInfo,
+        _call: &Arc<CallInfo>,
         next: ExecNext,
     ) -> Result<Outcome, PolicyError> {
         Ok(match self.behavior.as_str() {
@@ -125,7 +123,7 @@ pub struct Timeout;
 impl ExecuteAroundHook for Timeout {
     async fn around_execute(
         &self,
-        call: &CallInfo,
+        call: &Arc<CallInfo>,
         next: ExecNext,
     ) -> Result<Outcome, PolicyError> {
         let deadline = call
@@ -144,8 +142,8 @@ pub struct Post {
 impl PostExecuteHook for Post {
     async fn post_execute(
         &self,
-        _call: &CallInfo,
-        _result: &Outcome,
+        _call: &Arc<CallInfo>,
+        _result: &Arc<Outcome>,
         next: PostNext,
     ) -> Result<PostDecision, PolicyError> {
         let b = self.behavior.as_str();
@@ -173,8 +171,8 @@ pub struct Fin {
 impl Finalizer for Fin {
     async fn finalize_content(
         &self,
-        _call: &CallInfo,
-        result: &Outcome,
+        _call: &Arc<CallInfo>,
+        result: &Arc<Outcome>,
     ) -> Result<Option<Vec<Content>>, PolicyError> {
         let b = self.behavior.as_str();
         match b {
@@ -198,8 +196,12 @@ pub struct Obs {
 
 #[async_trait]
 impl ResultObserver for Obs {
-    async fn on_result(&self, _call: &CallInfo, record: &CallRecord) -> Result<(), PolicyError> {
-        self.seen.lock().unwrap().push(record.clone());
+    async fn on_result(
+        &self,
+        _call: &Arc<CallInfo>,
+        record: &Arc<CallRecord>,
+    ) -> Result<(), PolicyError> {
+        self.seen.lock().unwrap().push((**record).clone());
         if self.behavior == "trap" {
             return Err(failed("observer"));
         }

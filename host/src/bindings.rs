@@ -1,19 +1,74 @@
-//! The host side of the WIT contract: every `bindgen!` output lives here, so
-//! the rest of the host refers to one set of generated types.
+//! The host side of the WIT contract, one module per supported version:
+//! every `bindgen!` output lives here, so the rest of the host refers to one
+//! set of generated types per version (and the domain modules to none).
 //!
-//! The world `host` imports every seam and exports every role. No component
-//! exports all roles; the host never instantiates this world as a whole.
-//! Instead it loads each role's interface separately through the generated
-//! `GuestIndices` (see [`crate::plugin::roles`]), so a component that exports
-//! only `guard` is a guard and nothing else.
+//! * [`v0_2`] — `toolgate:plugin@0.2.0`, the current contract (`wit/`):
+//!   the call and the result are resources ([`CallHandle`],
+//!   [`ResultHandle`]) that a guest reads field by field. Only the imports
+//!   are bound here; the exports are looked up by hand
+//!   (`plugin::contract::v0_2`), because each is called either without a
+//!   fiber (`call`) or on one (`call_async`), depending on the component.
+//!   Imports that never block are synchronous; the waterfalls' `next` and
+//!   the process seams are `async` (they run the rest of a chain, or wait
+//!   for a process).
+//! * [`v0_1`] — `toolgate:plugin@0.1.0`, frozen in `wit/v0.1.0/` for the
+//!   components third parties built against it. Everything async, as it
+//!   always was.
 
-wasmtime::component::bindgen!({
-    world: "host",
-    path: "../wit",
-    imports: { default: async | trappable },
-    exports: { default: async },
-    additional_derives: [PartialEq],
-    anyhow: true,
-});
+use std::sync::Arc;
 
-pub use self::toolgate::plugin::types as wit;
+use crate::call::CallInfo;
+use crate::outcome::{CallRecord, Outcome};
+
+/// What a guest's `call` handle stands for: the frozen call.
+pub struct CallHandle(pub Arc<CallInfo>);
+
+/// What a guest's `call-result` handle stands for.
+pub enum ResultHandle {
+    /// A result in the pipeline, lent to a policy (not copied).
+    Outcome(Arc<Outcome>),
+    /// What `execute-chain.next` returned: a wrapper that hands this handle
+    /// back passes the result on exactly as it was.
+    Chain(Arc<Outcome>),
+    /// A frozen record, lent to an observer.
+    Record(Arc<CallRecord>),
+    /// A result a wrapper built (`call-result` constructor); checked when
+    /// the wrapper returns it.
+    New(Box<v0_2::wit::ToolResult>),
+}
+
+/// `toolgate:plugin@0.2.0`.
+pub mod v0_2 {
+    wasmtime::component::bindgen!({
+        world: "sdk-imports",
+        path: "../wit",
+        imports: {
+            default: trappable,
+            "toolgate:plugin/pre-execute-chain.next": async | trappable,
+            "toolgate:plugin/execute-chain.next": async | trappable,
+            "toolgate:plugin/post-execute-chain.next": async | trappable,
+            "toolgate:plugin/shell.run": async | trappable,
+            "toolgate:plugin/subprocess.run": async | trappable,
+        },
+        with: {
+            "toolgate:plugin/types.call": super::CallHandle,
+            "toolgate:plugin/types.call-result": super::ResultHandle,
+        },
+        additional_derives: [PartialEq],
+    });
+
+    pub use self::toolgate::plugin::types as wit;
+}
+
+/// `toolgate:plugin@0.1.0` (frozen).
+pub mod v0_1 {
+    wasmtime::component::bindgen!({
+        world: "host",
+        path: "../wit/v0.1.0",
+        imports: { default: async | trappable },
+        exports: { default: async },
+        additional_derives: [PartialEq],
+    });
+
+    pub use self::toolgate::plugin::types as wit;
+}

@@ -1,4 +1,8 @@
 //! A call as the model makes it, and as policies see it.
+//!
+//! This module is the domain's bottom layer: it names no WIT type and
+//! depends on nothing else of the host. The contract modules
+//! (`plugin::contract`) convert to and from it.
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -7,8 +11,118 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::bindings::wit;
-use crate::tool::ToolMeta;
+macro_rules! flag_set {
+    ($(#[$doc:meta])* $name:ident { $($(#[$fdoc:meta])* $flag:ident = $bit:expr, $label:literal;)* }) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+        pub struct $name(u8);
+
+        impl $name {
+            $($(#[$fdoc])* pub const $flag: $name = $name(1 << $bit);)*
+            /// Every flag, with its name.
+            pub const ALL: &'static [($name, &'static str)] = &[$(($name::$flag, $label)),*];
+
+            /// No flag set.
+            pub const fn empty() -> Self {
+                $name(0)
+            }
+            /// Whether every flag of `other` is set.
+            pub const fn contains(self, other: $name) -> bool {
+                self.0 & other.0 == other.0
+            }
+            /// Set the flags of `other`.
+            pub fn insert(&mut self, other: $name) {
+                self.0 |= other.0;
+            }
+            /// No flag is set.
+            pub const fn is_empty(self) -> bool {
+                self.0 == 0
+            }
+            /// The names of the flags set, in declaration order.
+            pub fn names(self) -> Vec<&'static str> {
+                Self::ALL
+                    .iter()
+                    .filter(|(f, _)| self.contains(*f))
+                    .map(|(_, n)| *n)
+                    .collect()
+            }
+            /// The raw bits (for conversions).
+            pub const fn bits(self) -> u8 {
+                self.0
+            }
+            /// From raw bits; unknown bits are dropped.
+            pub const fn from_bits_truncate(bits: u8) -> Self {
+                let mut all = 0;
+                $(all |= 1 << $bit;)*
+                $name(bits & all)
+            }
+        }
+
+        impl std::ops::BitOr for $name {
+            type Output = $name;
+            fn bitor(self, other: $name) -> $name {
+                $name(self.0 | other.0)
+            }
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "{}({})", stringify!($name), self.names().join(" | "))
+            }
+        }
+    };
+}
+
+flag_set! {
+    /// Hints about a tool's behaviour, for policies (the MCP tool annotations).
+    Annotations {
+        /// The tool does not change its environment.
+        READ_ONLY = 0, "read-only";
+        /// The tool may destroy or overwrite data.
+        DESTRUCTIVE = 1, "destructive";
+        /// Calling it twice with the same arguments has no further effect.
+        IDEMPOTENT = 2, "idempotent";
+        /// The tool talks to the world outside the host.
+        OPEN_WORLD = 3, "open-world";
+    }
+}
+
+flag_set! {
+    /// The optional parts of a tool that its implementation provides.
+    Features {
+        /// Classifies calls (`is-concurrency-safe`); without it every call is exclusive.
+        CLASSIFIER = 0, "classifier";
+        /// Adjusts the final content once per result.
+        FINALIZER = 1, "finalizer";
+        /// Renders a card for the call.
+        PRESENT_CALL = 2, "present-call";
+        /// Renders a card for the result.
+        PRESENT_RESULT = 3, "present-result";
+    }
+}
+
+/// Host metadata of a tool; none of it is shown to the model.
+#[derive(Clone, Debug)]
+pub struct ToolMeta {
+    /// The plugin (or MCP server) providing the tool.
+    pub provider: String,
+    /// Cooperative time budget of one call (read by the timeout policy).
+    pub timeout_ms: Option<u32>,
+    pub annotations: Annotations,
+    pub features: Features,
+}
+
+impl ToolMeta {
+    /// Metadata for a name that resolved to no tool.
+    pub fn unknown() -> Self {
+        ToolMeta {
+            provider: String::new(),
+            timeout_ms: None,
+            annotations: Annotations::empty(),
+            features: Features::empty(),
+        }
+    }
+}
 
 /// One tool call from the model.
 #[derive(Clone, Debug, PartialEq, Deserialize, serde::Serialize)]
@@ -43,6 +157,8 @@ pub struct TurnOptions {
     pub agent_scope: String,
     /// Code Mode: direct calls to anything but `run_code` are refused.
     pub code_mode: bool,
+    /// The call whose program made these calls (Code Mode), if any.
+    pub parent_id: Option<String>,
     /// Cancels the whole turn.
     pub cancel: CancellationToken,
 }
@@ -58,12 +174,16 @@ pub struct CallInfo {
     pub arguments: Arc<Value>,
     pub agent_scope: String,
     pub code_mode: bool,
+    /// The call whose program made this one (Code Mode), if any.
+    pub parent_id: Option<String>,
     pub tool: ToolMeta,
-    /// The WIT view of this call (without a deadline), built on first use
-    /// and then shared: every component policy receives it, and building it
-    /// per invocation would copy every string each time, while a call that
-    /// meets no component never needs it.
-    wit: OnceLock<Arc<wit::CallInfo>>,
+    /// The turn's cancellation: every guest call made for this call stops
+    /// when it fires (policies included).
+    pub cancel: CancellationToken,
+    /// The arguments as JSON text, made on first use and then shared: every
+    /// guest that asks for the arguments receives this text, and a call that
+    /// meets no guest never serialises them.
+    arguments_json: OnceLock<Arc<str>>,
 }
 
 impl CallInfo {
@@ -73,8 +193,7 @@ impl CallInfo {
         call_id: String,
         tool_name: String,
         arguments: Value,
-        agent_scope: String,
-        code_mode: bool,
+        turn: &TurnOptions,
         tool: ToolMeta,
     ) -> Self {
         CallInfo {
@@ -82,35 +201,24 @@ impl CallInfo {
             call_id,
             tool_name,
             arguments: Arc::new(arguments),
-            agent_scope,
-            code_mode,
+            agent_scope: turn.agent_scope.clone(),
+            code_mode: turn.code_mode,
+            parent_id: turn.parent_id.clone(),
             tool,
-            wit: OnceLock::new(),
+            cancel: turn.cancel.clone(),
+            arguments_json: OnceLock::new(),
         }
     }
 
-    /// The WIT view, with the deadline as seen right now.
-    pub(crate) fn to_wit(&self, signal: &CallSignal) -> Arc<wit::CallInfo> {
-        let view = self.wit.get_or_init(|| {
-            Arc::new(wit::CallInfo {
-                call_id: self.call_id.clone(),
-                tool_name: self.tool_name.clone(),
-                provider: self.tool.provider.clone(),
-                arguments: self.arguments.to_string(),
-                agent_scope: self.agent_scope.clone(),
-                deadline_ms: None,
-                code_mode: self.code_mode,
-                tool_timeout_ms: self.tool.timeout_ms,
-                tool_annotations: self.tool.annotations,
-            })
-        });
-        match signal.remaining() {
-            None => view.clone(),
-            Some(left) => Arc::new(wit::CallInfo {
-                deadline_ms: Some(left.as_millis() as u64),
-                ..(**view).clone()
-            }),
-        }
+    /// The arguments as compact JSON text.
+    pub fn arguments_json(&self) -> &Arc<str> {
+        self.arguments_json
+            .get_or_init(|| self.arguments.to_string().into())
+    }
+
+    /// One value of the arguments, by JSON pointer (RFC 6901).
+    pub fn argument(&self, pointer: &str) -> Option<&Value> {
+        self.arguments.pointer(pointer)
     }
 }
 

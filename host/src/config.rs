@@ -11,15 +11,27 @@
 //! sandbox = "strict"               # or "best-effort" (logged on every spawn)
 //! sandbox_waive = []               # or run without named protections, e.g. ["mount_isolation"]
 //!
-//! [limits]
+//! [limits]                         # every limit, its threat and default: docs/operators.md
 //! max_argument_depth = 64
 //! max_argument_bytes = 1048576
+//! guest_memory_mb = 2048           # linear memory of all instances together
+//! default_tool_timeout_ms = 600000 # the deadline of a call whose tool declares none
+//! load_timeout_ms = 5000           # instantiate + list-tools of one plugin
+//! max_content_blocks = 1024        # per result
+//! max_content_bytes = 8388608      # per result
+//! max_message_bytes = 16384        # a reason, prompt, feedback or failure message
+//! max_description_bytes = 32768    # a tool's description (longer ones are cut)
+//! max_schema_bytes = 262144        # a tool's parameters or output schema
+//! max_tools_per_plugin = 256
+//! log_lines_per_second = 50        # per plugin; the rest is dropped and counted
 //!
 //! [plugins.fs-tools]               # by plugin name (file stem)
 //! priority = 50                    # order in every chain (lower = outer/first)
 //! priorities = { guard = 10 }      # per role
 //! instances = "pooled"             # or "fresh": a new instance per call
 //! enabled = true
+//! optional = false                 # true: the host runs without it if it fails to load
+//! sha256 = "…"                     # refuse the file unless its digest matches
 //! vars = { MODE = "strict" }       # settings the plugin reads as env vars
 //!
 //! [plugins.fs-tools.grants]
@@ -28,6 +40,7 @@
 //! network = ["example.com:443"]
 //! shell = false
 //! subprocess = ["git"]
+//! kv = true                        # a key-value store per agent scope
 //! spawn_tcp_ports = [443]          # spawned processes may connect to these ports
 //! memory_mb = 256
 //! spawn_limits = { max_processes = 64, address_space_mb = 4096, file_size_mb = 1024, cpu_seconds = 300 }
@@ -43,6 +56,10 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::plugin::InstanceMode;
+
+/// The largest `memory_mb` a grant may give one instance: the size of the
+/// instance pool's slots (`RuntimeOptions::max_memory_bytes`).
+pub const MAX_INSTANCE_MEMORY_MB: usize = 1024;
 
 /// A problem with the configuration.
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +113,49 @@ pub struct HostConfig {
 pub struct LimitsConfig {
     pub max_argument_depth: Option<usize>,
     pub max_argument_bytes: Option<usize>,
+    pub guest_memory_mb: Option<usize>,
+    pub default_tool_timeout_ms: Option<u64>,
+    pub load_timeout_ms: Option<u64>,
+    pub max_content_blocks: Option<usize>,
+    pub max_content_bytes: Option<usize>,
+    pub max_message_bytes: Option<usize>,
+    pub max_description_bytes: Option<usize>,
+    pub max_schema_bytes: Option<usize>,
+    pub max_tools_per_plugin: Option<usize>,
+    pub log_lines_per_second: Option<u32>,
+}
+
+impl LimitsConfig {
+    /// The guest budgets: the defaults, with what this table sets.
+    pub fn budgets(&self, policy_timeout_ms: Option<u64>) -> crate::budgets::Budgets {
+        use std::time::Duration;
+        let mut b = crate::budgets::Budgets::default();
+        if let Some(ms) = policy_timeout_ms {
+            b.policy_timeout = Duration::from_millis(ms);
+        }
+        if let Some(ms) = self.default_tool_timeout_ms {
+            b.default_tool_timeout = Duration::from_millis(ms);
+        }
+        if let Some(ms) = self.load_timeout_ms {
+            b.load_timeout = Duration::from_millis(ms);
+        }
+        if let Some(mb) = self.guest_memory_mb {
+            b.guest_memory_bytes = mb << 20;
+        }
+        macro_rules! set {
+            ($($f:ident),*) => { $(if let Some(v) = self.$f { b.$f = v; })* };
+        }
+        set!(
+            max_content_blocks,
+            max_content_bytes,
+            max_message_bytes,
+            max_description_bytes,
+            max_schema_bytes,
+            max_tools_per_plugin,
+            log_lines_per_second
+        );
+        b
+    }
 }
 
 /// Per-plugin settings.
@@ -103,6 +163,14 @@ pub struct LimitsConfig {
 #[serde(deny_unknown_fields)]
 pub struct PluginConfig {
     pub enabled: Option<bool>,
+    /// The host may run without this plugin when it fails to load (by
+    /// default a plugin that fails to load stops the host from running
+    /// calls: it might be a policy).
+    #[serde(default)]
+    pub optional: bool,
+    /// The plugin file's expected SHA-256 (hex); a file whose digest
+    /// differs is refused.
+    pub sha256: Option<String>,
     pub priority: Option<i32>,
     #[serde(default)]
     pub priorities: BTreeMap<String, i32>,
@@ -129,6 +197,9 @@ pub struct GrantsConfig {
     pub shell: bool,
     #[serde(default)]
     pub subprocess: Vec<String>,
+    /// The `kv` seam (a key-value store per agent scope).
+    #[serde(default)]
+    pub kv: bool,
     pub memory_mb: Option<usize>,
     /// TCP ports spawned processes may connect to (on any host: Landlock
     /// filters TCP by port only).
@@ -201,7 +272,17 @@ fn schema() -> serde_json::Value {
                 "type": "object",
                 "properties": {
                     "max_argument_depth": {"type": "integer"},
-                    "max_argument_bytes": {"type": "integer"}
+                    "max_argument_bytes": {"type": "integer"},
+                    "guest_memory_mb": {"type": "integer"},
+                    "default_tool_timeout_ms": {"type": "integer"},
+                    "load_timeout_ms": {"type": "integer"},
+                    "max_content_blocks": {"type": "integer"},
+                    "max_content_bytes": {"type": "integer"},
+                    "max_message_bytes": {"type": "integer"},
+                    "max_description_bytes": {"type": "integer"},
+                    "max_schema_bytes": {"type": "integer"},
+                    "max_tools_per_plugin": {"type": "integer"},
+                    "log_lines_per_second": {"type": "integer"}
                 },
                 "additionalProperties": false
             },
@@ -211,6 +292,8 @@ fn schema() -> serde_json::Value {
                     "type": "object",
                     "properties": {
                         "enabled": {"type": "boolean"},
+                        "optional": {"type": "boolean"},
+                        "sha256": {"type": "string"},
                         "priority": {"type": "integer"},
                         "priorities": roles_schema(),
                         "instances": {"enum": ["pooled", "fresh"]},
@@ -232,6 +315,7 @@ fn schema() -> serde_json::Value {
                                 "network": {"type": "array", "items": {"type": "string"}},
                                 "shell": {"type": "boolean"},
                                 "subprocess": {"type": "array", "items": {"type": "string"}},
+                                "kv": {"type": "boolean"},
                                 "memory_mb": {"type": "integer"},
                                 "spawn_tcp_ports": {"type": "array", "items": {"type": "integer"}},
                                 "spawn_limits": {
@@ -313,7 +397,45 @@ impl HostConfig {
         if config.max_parallel_tool_calls == Some(0) {
             problems.push("/max_parallel_tool_calls: expected 1 or more, got 0".to_string());
         }
+        let l = &config.limits;
+        for (key, value) in [
+            ("guest_memory_mb", l.guest_memory_mb.map(|v| v as u64)),
+            ("default_tool_timeout_ms", l.default_tool_timeout_ms),
+            ("load_timeout_ms", l.load_timeout_ms),
+            ("max_content_blocks", l.max_content_blocks.map(|v| v as u64)),
+            ("max_content_bytes", l.max_content_bytes.map(|v| v as u64)),
+            ("max_message_bytes", l.max_message_bytes.map(|v| v as u64)),
+            (
+                "max_description_bytes",
+                l.max_description_bytes.map(|v| v as u64),
+            ),
+            ("max_schema_bytes", l.max_schema_bytes.map(|v| v as u64)),
+            (
+                "max_tools_per_plugin",
+                l.max_tools_per_plugin.map(|v| v as u64),
+            ),
+            (
+                "log_lines_per_second",
+                l.log_lines_per_second.map(u64::from),
+            ),
+            ("max_argument_depth", l.max_argument_depth.map(|v| v as u64)),
+            ("max_argument_bytes", l.max_argument_bytes.map(|v| v as u64)),
+        ] {
+            if value == Some(0) {
+                problems.push(format!("/limits/{key}: expected 1 or more, got 0"));
+            }
+        }
+        if config.policy_timeout_ms == Some(0) {
+            problems.push("/policy_timeout_ms: expected 1 or more, got 0".to_string());
+        }
         for (name, p) in &config.plugins {
+            if let Some(d) = &p.sha256
+                && (d.len() != 64 || !d.bytes().all(|b| b.is_ascii_hexdigit()))
+            {
+                problems.push(format!(
+                    "/plugins/{name}/sha256: expected 64 hexadecimal digits (`sha256sum FILE`), got {d:?}"
+                ));
+            }
             if let Some(g) = &p.grants {
                 for (i, fs) in g.fs.iter().enumerate() {
                     if fs.path.is_empty() {
@@ -333,6 +455,13 @@ impl HostConfig {
                 if g.memory_mb == Some(0) {
                     problems.push(format!(
                         "/plugins/{name}/grants/memory_mb: expected 1 or more, got 0"
+                    ));
+                }
+                if let Some(mb) = g.memory_mb
+                    && mb > MAX_INSTANCE_MEMORY_MB
+                {
+                    problems.push(format!(
+                        "/plugins/{name}/grants/memory_mb: {mb} is more than one instance can have ({MAX_INSTANCE_MEMORY_MB} MiB, the size of the instance pool's slots)"
                     ));
                 }
             }

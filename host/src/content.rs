@@ -9,8 +9,6 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::ser::{SerializeMap, Serializer};
 use serde_json::Value;
 
-use crate::bindings::wit;
-
 /// URI given to embedded JSON documents when they are shown as MCP resources.
 pub const JSON_RESOURCE_URI: &str = "toolgate:json";
 
@@ -21,6 +19,8 @@ pub enum Content {
     Text(String),
     /// An image; `data` is raw bytes (base64-encoded on the wire).
     Image { data: Vec<u8>, mime_type: String },
+    /// An audio clip; `data` is raw bytes (base64-encoded on the wire).
+    Audio { data: Vec<u8>, mime_type: String },
     /// A JSON document (an `application/json` embedded resource on the wire).
     Json(Value),
     /// An embedded resource.
@@ -29,6 +29,18 @@ pub enum Content {
         mime_type: Option<String>,
         contents: ResourceContents,
     },
+    /// A link to a resource the client may fetch (MCP `resource_link`).
+    Link(ResourceLink),
+}
+
+/// A link to a resource (MCP `resource_link` content).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResourceLink {
+    pub uri: String,
+    pub name: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub mime_type: Option<String>,
 }
 
 /// What an embedded resource carries.
@@ -56,7 +68,9 @@ impl Content {
     pub fn approx_len(&self) -> usize {
         match self {
             Content::Text(t) => t.len(),
-            Content::Image { data, mime_type } => data.len() + mime_type.len(),
+            Content::Image { data, mime_type } | Content::Audio { data, mime_type } => {
+                data.len() + mime_type.len()
+            }
             Content::Json(v) => v.to_string().len(),
             Content::Resource { uri, contents, .. } => {
                 uri.len()
@@ -64,6 +78,14 @@ impl Content {
                         ResourceContents::Text(t) => t.len(),
                         ResourceContents::Blob(b) => b.len(),
                     }
+            }
+            Content::Link(l) => {
+                l.uri.len()
+                    + l.name.len()
+                    + [&l.title, &l.description, &l.mime_type]
+                        .iter()
+                        .map(|s| s.as_ref().map_or(0, String::len))
+                        .sum::<usize>()
             }
         }
     }
@@ -79,6 +101,11 @@ impl serde::Serialize for Content {
             }
             Content::Image { data, mime_type } => {
                 m.serialize_entry("type", "image")?;
+                m.serialize_entry("data", &BASE64.encode(data))?;
+                m.serialize_entry("mimeType", mime_type)?;
+            }
+            Content::Audio { data, mime_type } => {
+                m.serialize_entry("type", "audio")?;
                 m.serialize_entry("data", &BASE64.encode(data))?;
                 m.serialize_entry("mimeType", mime_type)?;
             }
@@ -112,6 +139,20 @@ impl serde::Serialize for Content {
                 m.serialize_entry("type", "resource")?;
                 m.serialize_entry("resource", &r)?;
             }
+            Content::Link(l) => {
+                m.serialize_entry("type", "resource_link")?;
+                m.serialize_entry("uri", &l.uri)?;
+                m.serialize_entry("name", &l.name)?;
+                for (key, v) in [
+                    ("title", &l.title),
+                    ("description", &l.description),
+                    ("mimeType", &l.mime_type),
+                ] {
+                    if let Some(v) = v {
+                        m.serialize_entry(key, v)?;
+                    }
+                }
+            }
         }
         m.end()
     }
@@ -123,70 +164,6 @@ impl serde::Serialize for Content {
 pub struct ContentError {
     pub index: usize,
     pub reason: String,
-}
-
-/// Convert guest content to host content. Embedded JSON is snapshotted like
-/// every other JSON crossing the boundary.
-pub fn from_wit(
-    blocks: Vec<wit::ContentBlock>,
-    limits: &toolgate_schema::Limits,
-) -> Result<Vec<Content>, ContentError> {
-    blocks
-        .into_iter()
-        .enumerate()
-        .map(|(index, b)| {
-            Ok(match b {
-                wit::ContentBlock::Text(t) => Content::Text(t),
-                wit::ContentBlock::Image(img) => Content::Image {
-                    data: img.data,
-                    mime_type: img.mime_type,
-                },
-                wit::ContentBlock::Json(text) => {
-                    Content::Json(toolgate_schema::parse(&text, limits).map_err(|e| {
-                        ContentError {
-                            index,
-                            reason: format!("embedded JSON is not acceptable: {e}"),
-                        }
-                    })?)
-                }
-                wit::ContentBlock::Resource(r) => Content::Resource {
-                    uri: r.uri,
-                    mime_type: r.mime_type,
-                    contents: match r.contents {
-                        wit::ResourceContents::Text(t) => ResourceContents::Text(t),
-                        wit::ResourceContents::Blob(b) => ResourceContents::Blob(b),
-                    },
-                },
-            })
-        })
-        .collect()
-}
-
-/// Convert host content to the WIT shape, for policies that receive a result.
-pub fn to_wit(blocks: &[Content]) -> Vec<wit::ContentBlock> {
-    blocks
-        .iter()
-        .map(|b| match b {
-            Content::Text(t) => wit::ContentBlock::Text(t.clone()),
-            Content::Image { data, mime_type } => wit::ContentBlock::Image(wit::Image {
-                data: data.clone(),
-                mime_type: mime_type.clone(),
-            }),
-            Content::Json(v) => wit::ContentBlock::Json(v.to_string()),
-            Content::Resource {
-                uri,
-                mime_type,
-                contents,
-            } => wit::ContentBlock::Resource(wit::EmbeddedResource {
-                uri: uri.clone(),
-                mime_type: mime_type.clone(),
-                contents: match contents {
-                    ResourceContents::Text(t) => wit::ResourceContents::Text(t.clone()),
-                    ResourceContents::Blob(b) => wit::ResourceContents::Blob(b.clone()),
-                },
-            }),
-        })
-        .collect()
 }
 
 #[cfg(test)]

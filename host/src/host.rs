@@ -35,6 +35,7 @@ use crate::policy::{
     ExecuteAroundHook, Finalizer, Guard, PostExecuteHook, PreExecuteHook, ResultObserver, Role,
 };
 use crate::registry::{self, Generation, Native, NativePolicies, Placed};
+use crate::seams::kv::KvStore;
 use crate::tool::{ModelTool, ToolBody, ToolDefinition, ToolEntry};
 use toolgate_sandbox::Enforcement;
 
@@ -231,7 +232,13 @@ impl ToolgateBuilder {
     /// are reported in [`Toolgate::problems`]; only host-level failures
     /// (engine, unreadable plugin directory) are errors here.
     pub async fn build(self) -> Result<Toolgate, HostError> {
-        let runtime = Runtime::new(self.runtime)?;
+        let mut budgets = self.config.limits.budgets(self.config.policy_timeout_ms);
+        if let Some(t) = self.policy_timeout {
+            budgets.policy_timeout = t;
+        }
+        let mut runtime_options = self.runtime;
+        runtime_options.guest_memory_bytes = budgets.guest_memory_bytes;
+        let runtime = Runtime::new(runtime_options)?;
         let workdir = match self.workdir {
             Some(d) => d,
             None => std::env::current_dir().map_err(|e| HostError::PluginDir {
@@ -255,10 +262,7 @@ impl ToolgateBuilder {
             limits.max_bytes = b;
         }
         let settings = PipelineSettings {
-            policy_timeout: self
-                .policy_timeout
-                .or(self.config.policy_timeout_ms.map(Duration::from_millis))
-                .unwrap_or(PipelineSettings::default().policy_timeout),
+            budgets,
             limits,
             approver: self.approver,
         };
@@ -282,9 +286,10 @@ impl ToolgateBuilder {
             natives: self.natives,
             tokens: AtomicU64::new(1),
             generations: AtomicU64::new(0),
+            kv: Arc::default(),
         });
         let host = Toolgate { inner };
-        host.reload().await?;
+        host.load_generation(true).await?;
         Ok(host)
     }
 }
@@ -318,6 +323,8 @@ struct Inner {
     natives: NativePolicies,
     tokens: AtomicU64,
     generations: AtomicU64,
+    /// The `kv` seam's store: outlives generations (keyed by plugin name).
+    kv: Arc<KvStore>,
 }
 
 /// The host: plugins, policies, pipeline and scheduler.
@@ -380,17 +387,29 @@ impl Toolgate {
         .await;
         pipeline::result::notify(
             &generation.policies.observers,
-            &finished,
-            self.inner.settings.policy_timeout,
+            finished,
+            self.inner.settings.policy_timeout(),
         )
-        .await;
-        finished.record
+        .await
+        .record
     }
 
     /// Load every plugin again and swap the new generation in atomically.
-    /// Calls in flight keep the generation they started with.
+    /// Calls in flight keep the generation they started with. Plugins load
+    /// in parallel (compiling off the runtime's threads), each under its
+    /// load budget. A plugin that fails to load is reported; if it might be
+    /// a policy and the operator did not mark it `optional`, the new
+    /// generation refuses every call (fail closed).
     pub async fn reload(&self) -> Result<Arc<Generation>, HostError> {
+        self.load_generation(false).await
+    }
+
+    /// Load a generation. At start, configuration that names no plugin is
+    /// an error (a typo would silently drop a grant or a setting); on a
+    /// reload it is reported, and the plugin the file was is gone.
+    async fn load_generation(&self, initial: bool) -> Result<Arc<Generation>, HostError> {
         let inner = &self.inner;
+        let config = &inner.sources.config;
         let mut problems = Vec::new();
         let mut sources: Vec<PluginSource> = Vec::new();
         if inner.sources.builtins {
@@ -410,10 +429,44 @@ impl Toolgate {
                 sources.push(source);
             }
         }
-        let mut placed = Vec::new();
+        // Configuration for a plugin that does not exist is a mistake the
+        // operator must hear about (a typo here would silently drop a grant
+        // or a policy's settings).
+        let unknown: Vec<String> = config
+            .plugins
+            .keys()
+            .filter(|name| {
+                !sources.iter().any(|s| &s.name == *name)
+                    && !problems.iter().any(|p: &LoadError| &p.plugin == *name)
+            })
+            .map(|name| {
+                format!(
+                    "/plugins/{name}: no plugin is named `{name}` (the plugins are: {})",
+                    sources
+                        .iter()
+                        .map(|s| s.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })
+            .collect();
+        if !unknown.is_empty() && initial {
+            return Err(HostError::Config(crate::config::ConfigError::Invalid {
+                path: config.origin(),
+                problems: unknown,
+            }));
+        }
+        problems.extend(unknown.into_iter().map(|message| LoadError {
+            plugin: "configuration".into(),
+            origin: config.origin(),
+            message,
+            may_be_policy: false,
+        }));
+        let floors = manifest_floors(&sources);
+        let mut loads = Vec::new();
         for source in sources {
-            let config = inner.sources.config.plugins.get(&source.name);
-            if config.and_then(|c| c.enabled) == Some(false) {
+            let plugin_config = config.plugins.get(&source.name);
+            if plugin_config.and_then(|c| c.enabled) == Some(false) {
                 continue;
             }
             let settings = match self.load_settings(&source) {
@@ -423,26 +476,42 @@ impl Toolgate {
                     continue;
                 }
             };
-            let priorities = Role::ALL
-                .iter()
-                .filter_map(|role| {
-                    let from_config = config
-                        .and_then(|c| c.priorities.get(role.as_str()).copied().or(c.priority));
-                    from_config
-                        .or(source.manifest.priority(*role))
-                        .map(|p| (*role, p))
-                })
-                .collect::<BTreeMap<_, _>>();
-            match loader::load(&inner.runtime, source, &settings).await {
-                Ok(loaded) => placed.push(Placed { loaded, priorities }),
+            let (priorities, notes) = priorities(&source, plugin_config, &floors);
+            problems.extend(notes);
+            let runtime = inner.runtime.clone();
+            loads.push(async move {
+                loader::load(&runtime, source, &settings)
+                    .await
+                    .map(|loaded| Placed { loaded, priorities })
+            });
+        }
+        let mut placed = Vec::new();
+        for loaded in futures::future::join_all(loads).await {
+            match loaded {
+                Ok(p) => placed.push(p),
                 Err(e) => problems.push(e),
             }
         }
+        let blocked: Vec<LoadError> = problems
+            .iter()
+            .filter(|p| {
+                p.may_be_policy && !config.plugins.get(&p.plugin).is_some_and(|c| c.optional)
+            })
+            .filter(|p| !placed.iter().any(|pl| pl.loaded.plugin.name == p.plugin))
+            .cloned()
+            .collect();
         for p in &problems {
-            tracing::warn!(plugin = %p.plugin, origin = %p.origin, "{}", p.message);
+            tracing::warn!(
+                plugin = %crate::plugin::log::escape(&p.plugin),
+                origin = %p.origin,
+                "{}",
+                p.message
+            );
         }
         let number = inner.generations.fetch_add(1, Ordering::Relaxed) + 1;
-        let generation = Arc::new(registry::assemble(number, placed, &inner.natives, problems));
+        let mut generation = registry::assemble(number, placed, &inner.natives, problems);
+        generation.blocked = blocked;
+        let generation = Arc::new(generation);
         inner.registry.store(generation.clone());
         Ok(generation)
     }
@@ -474,11 +543,7 @@ impl Toolgate {
             &inner.sources.workdir,
             &inner.enforcement,
         )
-        .map_err(|message| LoadError {
-            plugin: source.name.clone(),
-            origin: source.origin.to_string(),
-            message,
-        })?;
+        .map_err(|message| LoadError::new(&source.name, &source.origin, message))?;
         if let Some(c) = config {
             grants
                 .env
@@ -492,6 +557,9 @@ impl Toolgate {
             grants: Arc::new(grants),
             mode,
             limits: inner.settings.limits,
+            budgets: inner.settings.budgets,
+            kv: inner.kv.clone(),
+            sha256: config.and_then(|c| c.sha256.clone()),
             max_idle: if mode == InstanceMode::Fresh { 0 } else { 16 },
             tool_timeouts: inner
                 .sources
@@ -502,4 +570,63 @@ impl Toolgate {
                 .collect(),
         })
     }
+}
+
+/// For each policy role, the lowest priority a plugin *file's own manifest*
+/// may propose: just after the built-in policies of that role. A third
+/// party's manifest may say where it would like to go, but a place outside
+/// the built-in wrappers and guards (before the timeout wrapper, say) is
+/// the operator's to give, in `[plugins.NAME]`.
+fn manifest_floors(sources: &[PluginSource]) -> BTreeMap<Role, i32> {
+    let mut floors = BTreeMap::new();
+    for s in sources
+        .iter()
+        .filter(|s| s.origin == crate::plugin::Origin::Builtin)
+    {
+        for role in Role::ALL {
+            if let Some(p) = s.manifest.priority(role) {
+                let floor = floors.entry(role).or_insert(p + 1);
+                *floor = (*floor).max(p + 1);
+            }
+        }
+    }
+    floors
+}
+
+/// The priority of each role of `source`: the operator's, else its
+/// manifest's (raised to the floor for plugin files, with a note).
+fn priorities(
+    source: &PluginSource,
+    config: Option<&crate::config::PluginConfig>,
+    floors: &BTreeMap<Role, i32>,
+) -> (BTreeMap<Role, i32>, Vec<LoadError>) {
+    let mut out = BTreeMap::new();
+    let mut notes = Vec::new();
+    for role in Role::ALL {
+        let from_config =
+            config.and_then(|c| c.priorities.get(role.as_str()).copied().or(c.priority));
+        if let Some(p) = from_config {
+            out.insert(role, p);
+            continue;
+        }
+        let Some(mut p) = source.manifest.priority(role) else {
+            continue;
+        };
+        if source.origin != crate::plugin::Origin::Builtin
+            && let Some(floor) = floors.get(&role)
+            && p < *floor
+        {
+            notes.push(LoadError::note(
+                &source.name,
+                &source.origin,
+                format!(
+                    "its manifest asks for priority {p} in the {role} chain, before the built-in policies; placed at {floor} instead (only the operator can place it earlier: `priority` under [plugins.{}])",
+                    source.name
+                ),
+            ));
+            p = *floor;
+        }
+        out.insert(role, p);
+    }
+    (out, notes)
 }

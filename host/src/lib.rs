@@ -7,7 +7,10 @@
 //! [`pipeline`] for the rules, [`plugin`] for how components are loaded and
 //! run, and [`Toolgate`] for the entry point.
 
+#![recursion_limit = "256"]
+
 pub mod bindings;
+pub mod budgets;
 pub mod call;
 pub mod cli;
 pub mod config;

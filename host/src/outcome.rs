@@ -95,6 +95,24 @@ impl ErrorCode {
         "INTERNAL",
     ];
 
+    /// The host code named `code`, if it is one (a guest passing a host
+    /// failure through keeps its code).
+    pub fn from_host_code(code: &str) -> Option<ErrorCode> {
+        Some(match code {
+            "INVALID_ARGS" => ErrorCode::InvalidArgs,
+            "UNKNOWN_TOOL" => ErrorCode::UnknownTool,
+            "DENIED" => ErrorCode::Denied,
+            "ABORTED_BEFORE_DISPATCH" => ErrorCode::AbortedBeforeDispatch,
+            "ABORTED" => ErrorCode::Aborted,
+            "TIMEOUT" => ErrorCode::Timeout,
+            "TRAPPED" => ErrorCode::Trapped,
+            "INVALID_RESULT" => ErrorCode::InvalidResult,
+            "BLOCKED" => ErrorCode::Blocked,
+            "INTERNAL" => ErrorCode::Internal,
+            _ => return None,
+        })
+    }
+
     pub fn as_str(&self) -> &str {
         match self {
             ErrorCode::InvalidArgs => "INVALID_ARGS",

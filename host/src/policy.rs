@@ -1,21 +1,110 @@
-//! Policies: the roles that decide about calls, and the traits an embedder
-//! implements to add them in native Rust.
+//! Policies: the roles that decide about calls, the traits an embedder
+//! implements to add them in native Rust, and the continuations through
+//! which a waterfall listener runs the rest of its chain.
 //!
 //! Every role has one trait. A Wasm component exporting the role is adapted
-//! to the same trait (see [`crate::plugin::adapters`]), so the pipeline has
+//! to the same trait (see [`crate::plugin::contract`]), so the pipeline has
 //! one semantics whatever the source: order by priority, fail closed on error.
+//!
+//! The call and the result are handed over as `Arc`s: a component adapter
+//! lends them to the guest as resource handles without copying them, and a
+//! native policy reads them through `Deref` as if they were plain references.
+//!
+//! A native guard, in full:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use toolgate::policy::{Guard, PolicyError};
+//! use toolgate::CallInfo;
+//!
+//! struct NoRoot;
+//!
+//! #[async_trait::async_trait]
+//! impl Guard for NoRoot {
+//!     async fn check(&self, call: &Arc<CallInfo>) -> Result<Option<String>, PolicyError> {
+//!         let touches_root = call.argument("/path").and_then(|p| p.as_str()) == Some("/");
+//!         Ok(touches_root.then(|| "the root directory is off limits".to_string()))
+//!     }
+//! }
+//! ```
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::future::BoxFuture;
 
-use crate::call::CallInfo;
+use crate::call::{CallInfo, CallSignal};
 use crate::content::Content;
 use crate::outcome::{CallRecord, Outcome};
-use crate::pipeline::execute::ExecNext;
-use crate::pipeline::post_execute::PostNext;
-use crate::pipeline::pre_execute::PreNext;
+
+/// The rest of the pre-execute waterfall, as a listener sees it: the
+/// listeners after it, then the default (`allow`). Built by the
+/// pre-execute stage; running it is the only thing a listener can do with it.
+pub struct PreNext(Box<dyn FnOnce() -> BoxFuture<'static, PreDecision> + Send>);
+
+impl PreNext {
+    /// A continuation that runs `rest` (used by the pipeline, and by tests
+    /// that call a listener directly).
+    pub fn new(rest: impl FnOnce() -> BoxFuture<'static, PreDecision> + Send + 'static) -> Self {
+        PreNext(Box::new(rest))
+    }
+
+    /// Run the listeners after this one and return their decision.
+    pub async fn run(self) -> PreDecision {
+        (self.0)().await
+    }
+}
+
+/// The rest of the execute waterfall (the wrappers after this one, then the
+/// tool body), as a wrapper sees it.
+pub struct ExecNext {
+    signal: CallSignal,
+    rest: Box<dyn FnOnce(CallSignal) -> BoxFuture<'static, Outcome> + Send>,
+}
+
+impl ExecNext {
+    /// A continuation that runs `rest` under the signal it is given.
+    pub fn new(
+        signal: CallSignal,
+        rest: impl FnOnce(CallSignal) -> BoxFuture<'static, Outcome> + Send + 'static,
+    ) -> Self {
+        ExecNext {
+            signal,
+            rest: Box::new(rest),
+        }
+    }
+
+    /// The signal the rest of the chain would run under if not shortened.
+    pub fn signal(&self) -> &CallSignal {
+        &self.signal
+    }
+
+    /// Run the rest of the chain; `deadline` shortens (never extends) it.
+    pub async fn run(self, deadline: Option<Duration>) -> Outcome {
+        let signal = match deadline {
+            Some(d) => self.signal.shorten_by(d),
+            None => self.signal,
+        };
+        (self.rest)(signal).await
+    }
+}
+
+/// The rest of the post-execute waterfall, as a listener sees it.
+pub struct PostNext(Box<dyn FnOnce() -> BoxFuture<'static, PostDecision> + Send>);
+
+impl PostNext {
+    /// A continuation that runs `rest`.
+    pub fn new(rest: impl FnOnce() -> BoxFuture<'static, PostDecision> + Send + 'static) -> Self {
+        PostNext(Box::new(rest))
+    }
+
+    /// Run the listeners after this one and return their decision.
+    pub async fn run(self) -> PostDecision {
+        (self.0)().await
+    }
+}
 
 /// A pre-execute decision.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,20 +156,38 @@ pub enum PolicyError {
     Failed(String),
 }
 
+impl PolicyError {
+    /// The policy ran out of its time budget (the pipeline's timeout, or the
+    /// deadline the host's epoch callback enforces on the synchronous path).
+    pub fn is_timeout(&self) -> bool {
+        matches!(
+            self,
+            PolicyError::TimedOut(_)
+                | PolicyError::Interrupted(crate::call::Interrupt::DeadlineExceeded)
+        )
+    }
+}
+
 /// A listener on the pre-execute waterfall.
 #[async_trait]
 pub trait PreExecuteHook: Send + Sync {
     /// Decide; `next.run()` runs the listeners after this one.
-    async fn pre_execute(&self, call: &CallInfo, next: PreNext)
-    -> Result<PreDecision, PolicyError>;
+    async fn pre_execute(
+        &self,
+        call: &Arc<CallInfo>,
+        next: PreNext,
+    ) -> Result<PreDecision, PolicyError>;
 }
 
 /// A wrapper on the execute waterfall.
 #[async_trait]
 pub trait ExecuteAroundHook: Send + Sync {
     /// Run the call, usually by `next.run(deadline)`.
-    async fn around_execute(&self, call: &CallInfo, next: ExecNext)
-    -> Result<Outcome, PolicyError>;
+    async fn around_execute(
+        &self,
+        call: &Arc<CallInfo>,
+        next: ExecNext,
+    ) -> Result<Outcome, PolicyError>;
 }
 
 /// A listener on the post-execute waterfall.
@@ -88,8 +195,8 @@ pub trait ExecuteAroundHook: Send + Sync {
 pub trait PostExecuteHook: Send + Sync {
     async fn post_execute(
         &self,
-        call: &CallInfo,
-        result: &Outcome,
+        call: &Arc<CallInfo>,
+        result: &Arc<Outcome>,
         next: PostNext,
     ) -> Result<PostDecision, PolicyError>;
 }
@@ -97,7 +204,7 @@ pub trait PostExecuteHook: Send + Sync {
 /// A guard: `Some(reason)` denies. There is no allow.
 #[async_trait]
 pub trait Guard: Send + Sync {
-    async fn check(&self, call: &CallInfo) -> Result<Option<String>, PolicyError>;
+    async fn check(&self, call: &Arc<CallInfo>) -> Result<Option<String>, PolicyError>;
 }
 
 /// Adjusts the content of final results (only the content).
@@ -105,15 +212,19 @@ pub trait Guard: Send + Sync {
 pub trait Finalizer: Send + Sync {
     async fn finalize_content(
         &self,
-        call: &CallInfo,
-        result: &Outcome,
+        call: &Arc<CallInfo>,
+        result: &Arc<Outcome>,
     ) -> Result<Option<Vec<Content>>, PolicyError>;
 }
 
 /// Sees every frozen record. Cannot change it.
 #[async_trait]
 pub trait ResultObserver: Send + Sync {
-    async fn on_result(&self, call: &CallInfo, record: &CallRecord) -> Result<(), PolicyError>;
+    async fn on_result(
+        &self,
+        call: &Arc<CallInfo>,
+        record: &Arc<CallRecord>,
+    ) -> Result<(), PolicyError>;
 }
 
 /// Where a policy came from.

@@ -8,12 +8,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::plugin::adapters::{
-    ComponentAroundHook, ComponentFinalizer, ComponentGuard, ComponentObserver, ComponentPostHook,
-    ComponentPreHook, ComponentTool,
-};
+use crate::plugin::contract::Adapters;
 use crate::plugin::manifest::DEFAULT_PRIORITY;
-use crate::plugin::{ComponentPlugin, Grants, InstanceMode, LoadError, Loaded, Origin};
+use crate::plugin::{
+    CallPath, ComponentPlugin, ContractVersion, Grants, InstanceMode, LoadError, Loaded, Origin,
+};
 use crate::policy::{
     Chain, ExecuteAroundHook, Finalizer, Guard, Listener, PolicySource, PostExecuteHook,
     PreExecuteHook, ResultObserver, Role, order,
@@ -68,6 +67,12 @@ pub struct PluginInfo {
     pub origin: String,
     pub roles: Vec<Role>,
     pub wit_version: String,
+    /// The contract version (`0.1` or `0.2`).
+    pub contract: ContractVersion,
+    /// How calls into it are made (`sync`: no fiber; `async`).
+    pub path: CallPath,
+    /// How long it took to load, in microseconds.
+    pub load_us: u64,
     pub tools: Vec<String>,
     /// The priority of each policy role this plugin has.
     pub priorities: BTreeMap<Role, i32>,
@@ -87,6 +92,9 @@ pub struct Generation {
     pub plugins: Vec<PluginInfo>,
     /// Plugins (or tools) that did not load, and why.
     pub problems: Vec<LoadError>,
+    /// Plugins that did not load and might be policies (not marked
+    /// `optional`): while any is listed, the generation refuses every call.
+    pub blocked: Vec<LoadError>,
 }
 
 impl Generation {
@@ -174,55 +182,53 @@ pub fn assemble(
                     &name,
                     prio(*role),
                     source(),
-                    Arc::new(ComponentPreHook(plugin.clone())) as Arc<dyn PreExecuteHook>,
+                    Adapters::pre_execute(&plugin),
                 )),
                 Role::ExecuteAround => around.push(Listener::new(
                     &name,
                     prio(*role),
                     source(),
-                    Arc::new(ComponentAroundHook(plugin.clone())) as Arc<dyn ExecuteAroundHook>,
+                    Adapters::execute_around(&plugin),
                 )),
                 Role::PostExecute => post.push(Listener::new(
                     &name,
                     prio(*role),
                     source(),
-                    Arc::new(ComponentPostHook(plugin.clone())) as Arc<dyn PostExecuteHook>,
+                    Adapters::post_execute(&plugin),
                 )),
                 Role::Guard => guards.push(Listener::new(
                     &name,
                     prio(*role),
                     source(),
-                    Arc::new(ComponentGuard(plugin.clone())) as Arc<dyn Guard>,
+                    Adapters::guard(&plugin),
                 )),
                 Role::Finalizer => finalizers.push(Listener::new(
                     &name,
                     prio(*role),
                     source(),
-                    Arc::new(ComponentFinalizer(plugin.clone())) as Arc<dyn Finalizer>,
+                    Adapters::finalizer(&plugin),
                 )),
                 Role::Observer => observers.push(Listener::new(
                     &name,
                     prio(*role),
                     source(),
-                    Arc::new(ComponentObserver(plugin.clone())) as Arc<dyn ResultObserver>,
+                    Adapters::observer(&plugin),
                 )),
             }
         }
-        let body = Arc::new(ComponentTool {
-            plugin: plugin.clone(),
-        });
+        let body = Adapters::tool(&plugin);
         let mut names = Vec::new();
         for t in loaded.tools {
             names.push(t.def.name.clone());
             if let Some(old) = tools.get(&t.def.name) {
-                problems.push(LoadError {
-                    plugin: name.clone(),
-                    origin: plugin.origin.to_string(),
-                    message: format!(
+                problems.push(LoadError::note(
+                    &name,
+                    &plugin.origin,
+                    format!(
                         "its tool `{}` replaces the one from `{}`",
                         t.def.name, old.def.meta.provider
                     ),
-                });
+                ));
             }
             tools.insert(
                 t.def.name.clone(),
@@ -243,6 +249,9 @@ pub fn assemble(
             },
             roles: plugin.roles.clone(),
             wit_version: plugin.wit_version.clone(),
+            contract: plugin.contract,
+            path: plugin.path,
+            load_us: loaded.load_time.as_micros() as u64,
             tools: names,
             priorities: plugin
                 .roles
@@ -252,7 +261,7 @@ pub fn assemble(
                 .collect(),
             instances: plugin.mode,
             imports: plugin.imports.clone(),
-            grants: plugin.grants.clone(),
+            grants: plugin.context.grants.clone(),
             plugin: plugin.clone(),
         });
     }
@@ -285,5 +294,6 @@ pub fn assemble(
         },
         plugins,
         problems,
+        blocked: Vec::new(),
     }
 }

@@ -68,7 +68,7 @@ use futures::FutureExt;
 use serde_json::json;
 use tokio::task::{Id, JoinSet};
 
-use crate::bindings::wit;
+use crate::call::Features;
 use crate::call::{ToolCall, TurnOptions};
 use crate::content::Content;
 use crate::host::Toolgate;
@@ -454,7 +454,7 @@ impl<'a> Turn<'a> {
         if cancelled && !self.running.is_empty() {
             return;
         }
-        let budget = self.host.settings().policy_timeout;
+        let budget = self.host.settings().policy_timeout();
         while let Some(slot) = self.ready.get_mut(self.committed.len()) {
             let Some(Ready {
                 mut finished,
@@ -468,23 +468,26 @@ impl<'a> Turn<'a> {
             }
             let notified = AssertUnwindSafe(pipeline::result::notify(
                 &generation.policies.observers,
-                &finished,
+                finished,
                 budget,
             ))
             .catch_unwind()
             .await;
-            if let Err(panic) = notified {
-                let index = self.committed.len();
-                self.fail(
-                    index,
-                    SchedulerFault::StagePanicked {
-                        stage: "its commit (result observers)",
-                        message: panic_message(&*panic),
-                    },
-                );
-                // Its observers did not all see it: it is not committed.
-                break;
-            }
+            let finished = match notified {
+                Ok(finished) => finished,
+                Err(panic) => {
+                    let index = self.committed.len();
+                    self.fail(
+                        index,
+                        SchedulerFault::StagePanicked {
+                            stage: "its commit (result observers)",
+                            message: panic_message(&*panic),
+                        },
+                    );
+                    // Its observers did not all see it: it is not committed.
+                    break;
+                }
+            };
             self.committed.push(finished.record);
         }
     }
@@ -496,22 +499,12 @@ impl<'a> Turn<'a> {
 pub async fn classify(prepared: &Prepared) -> Mode {
     let entry = prepared.entry();
     let info = prepared.info();
-    if !entry
-        .def
-        .meta
-        .features
-        .contains(wit::ToolFeatures::CLASSIFIER)
-    {
+    if !entry.def.meta.features.contains(Features::CLASSIFIER) {
         return Mode::Exclusive;
     }
     let asked = tokio::time::timeout(
         CLASSIFIER_BUDGET,
-        AssertUnwindSafe(
-            entry
-                .body
-                .is_concurrency_safe(&info.tool_name, &info.arguments),
-        )
-        .catch_unwind(),
+        AssertUnwindSafe(entry.body.is_concurrency_safe(info)).catch_unwind(),
     )
     .await;
     let (mode, why) = match asked {

@@ -11,39 +11,10 @@ use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::Value;
 
+pub use crate::call::{Annotations, Features, ToolMeta};
 use crate::call::{CallInfo, CallSignal, Interrupt};
 use crate::content::Content;
 use crate::outcome::Outcome;
-
-/// Hints about a tool's behaviour (the MCP tool annotations): `READ_ONLY`,
-/// `DESTRUCTIVE`, `IDEMPOTENT`, `OPEN_WORLD`.
-pub use crate::bindings::wit::ToolAnnotations as Annotations;
-/// The optional parts a tool implements: `CLASSIFIER`, `FINALIZER`,
-/// `PRESENT_CALL`, `PRESENT_RESULT`.
-pub use crate::bindings::wit::ToolFeatures as Features;
-
-/// Host metadata of a tool; none of it is shown to the model.
-#[derive(Clone, Debug)]
-pub struct ToolMeta {
-    /// The plugin (or MCP server) providing the tool.
-    pub provider: String,
-    /// Cooperative time budget of one call (read by the timeout policy).
-    pub timeout_ms: Option<u32>,
-    pub annotations: Annotations,
-    pub features: Features,
-}
-
-impl ToolMeta {
-    /// Metadata for a name that resolved to no tool.
-    pub fn unknown() -> Self {
-        ToolMeta {
-            provider: String::new(),
-            timeout_ms: None,
-            annotations: Annotations::empty(),
-            features: Features::empty(),
-        }
-    }
-}
 
 /// A tool as registered.
 #[derive(Clone, Debug)]
@@ -135,21 +106,22 @@ pub enum BodyError {
 /// Runs calls of one or more tools.
 #[async_trait]
 pub trait ToolBody: Send + Sync {
-    /// Whether this call may overlap others. `None`: no classifier (exclusive).
-    async fn is_concurrency_safe(&self, tool: &str, arguments: &Value) -> Option<bool>;
+    /// Whether this call may overlap others. `None`: no classifier, or it
+    /// failed (exclusive).
+    async fn is_concurrency_safe(&self, call: &Arc<CallInfo>) -> Option<bool>;
 
     /// Run the call; returns the canonical value.
-    async fn execute(&self, call: &CallInfo, ctx: BodyContext) -> Result<Value, BodyError>;
+    async fn execute(&self, call: &Arc<CallInfo>, ctx: BodyContext) -> Result<Value, BodyError>;
 
-    /// Project a canonical value to content.
-    async fn render(&self, tool: &str, value: &Value) -> Result<Vec<Content>, BodyError>;
+    /// Project a canonical value of `call` to content.
+    async fn render(&self, call: &Arc<CallInfo>, value: &Value) -> Result<Vec<Content>, BodyError>;
 
     /// The tool's own `finalize-content`, if it has one. `Ok(None)` keeps
     /// the content.
     async fn finalize_content(
         &self,
-        call: &CallInfo,
-        outcome: &Outcome,
+        call: &Arc<CallInfo>,
+        outcome: &Arc<Outcome>,
     ) -> Result<Option<Vec<Content>>, BodyError> {
         let _ = (call, outcome);
         Ok(None)

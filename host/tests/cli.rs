@@ -131,15 +131,33 @@ fn unreadable_input_and_unknown_flags_fail() {
 }
 
 #[test]
-fn a_corrupt_plugin_is_named_and_the_built_ins_keep_working() {
+fn a_corrupt_plugin_stops_the_host_unless_it_is_optional() {
     let dir = temp("corrupt");
     std::fs::write(dir.join("broken.wasm"), b"\0asm garbage").unwrap();
+    let batch =
+        r#"[{"id": "1", "name": "read_file", "arguments": {"path": "Cargo.toml", "limit": 1}}]"#;
+    // It might be a guard: without the operator's word, no call runs.
     let mut c = toolgate();
     c.args(["--plugins", dir.to_str().unwrap(), "run", "-"]);
-    let out = with_stdin(
-        c,
-        r#"[{"id": "1", "name": "read_file", "arguments": {"path": "Cargo.toml", "limit": 1}}]"#,
-    );
+    let out = with_stdin(c, batch);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("broken.wasm"), "{stderr}");
+    assert!(stderr.contains("optional = true"), "{stderr}");
+    assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+    // Marked optional: named, and the built-ins keep working.
+    let config = dir.join("toolgate.toml");
+    std::fs::write(&config, "[plugins.broken]\noptional = true\n").unwrap();
+    let mut c = toolgate();
+    c.args([
+        "--plugins",
+        dir.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "run",
+        "-",
+    ]);
+    let out = with_stdin(c, batch);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stderr = text(&out.stderr);
     assert!(stderr.contains("broken.wasm"), "{stderr}");

@@ -3,12 +3,12 @@
 pub use wit_bindgen;
 
 use crate::bindings::toolgate::plugin::types::{
-    CallInfo, CallView, ContentBlock, PostDecision, PreDecision, RecordedResult, ResultView,
-    ToolFailure, ToolFeatures, ToolResult, ToolSpec,
+    self, CallView, ContentBlock, PostDecision, PreDecision, ResultView, ToolFailure, ToolFeatures,
+    ToolSpec,
 };
 use crate::{
-    Call, ExecChain, ExecuteAroundHook, Finalizer, Guard, PostChain, PostExecuteHook, PreChain,
-    PreExecuteHook, ResultObserver, Schema, Tool, ToolError,
+    Call, ExecChain, ExecuteAroundHook, Finalizer, Guard, Outcome, PostChain, PostExecuteHook,
+    PreChain, PreExecuteHook, ResultObserver, Schema, Tool, ToolError,
 };
 
 /// The directory holding the WIT package (for the `export!` macro).
@@ -46,15 +46,15 @@ fn args<T: Tool>(arguments: &str) -> Result<T, ToolError> {
     })
 }
 
-pub fn is_concurrency_safe<T: Tool>(arguments: &str) -> bool {
-    args::<T>(arguments)
+pub fn is_concurrency_safe<T: Tool>(call: &types::Call) -> bool {
+    args::<T>(&call.arguments())
         .map(|a| a.is_concurrency_safe())
         .unwrap_or(false)
 }
 
-pub fn execute<T: Tool>(info: CallInfo) -> Result<String, ToolFailure> {
-    let call = Call::new(info);
-    let a = args::<T>(&call.info().arguments).map_err(ToolError::into_wit)?;
+pub fn execute<T: Tool>(call: &types::Call) -> Result<String, ToolFailure> {
+    let call = Call::new(call);
+    let a = args::<T>(call.arguments_json()).map_err(ToolError::into_wit)?;
     let output = a.execute(&call).map_err(ToolError::into_wit)?;
     serde_json::to_string(&output).map_err(|e| {
         ToolError::new(
@@ -76,16 +76,24 @@ pub fn render<T: Tool>(value: &str) -> Result<Vec<ContentBlock>, ToolFailure> {
     Ok(T::render(output))
 }
 
-pub fn finalize_content<T: Tool>(info: CallInfo, result: ToolResult) -> Option<Vec<ContentBlock>> {
-    T::finalize_content(&Call::new(info), &result)
+pub fn finalize_content<T: Tool>(
+    call: &types::Call,
+    result: &types::CallResult,
+) -> Option<Vec<ContentBlock>> {
+    T::finalize_content(&Call::new(call), &Outcome::of(result))
 }
 
-pub fn present_call<T: Tool>(arguments: &str) -> Option<CallView> {
-    args::<T>(arguments).ok()?.present_call()
+pub fn present_call<T: Tool>(call: &types::Call) -> Option<CallView> {
+    args::<T>(&call.arguments()).ok()?.present_call()
 }
 
-pub fn present_result<T: Tool>(arguments: &str, result: RecordedResult) -> Option<ResultView> {
-    args::<T>(arguments).ok()?.present_result(&result)
+pub fn present_result<T: Tool>(
+    call: &types::Call,
+    result: &types::CallResult,
+) -> Option<ResultView> {
+    args::<T>(&call.arguments())
+        .ok()?
+        .present_result(&Outcome::of(result))
 }
 
 pub fn unknown_tool(name: &str) -> ToolFailure {
@@ -96,26 +104,37 @@ pub fn unknown_tool(name: &str) -> ToolFailure {
     .into_wit()
 }
 
-pub fn guard<G: Guard>(info: CallInfo) -> Option<String> {
-    G::check(&Call::new(info))
+pub fn guard<G: Guard>(call: &types::Call) -> Option<String> {
+    G::check(&Call::new(call))
 }
 
-pub fn pre_execute<H: PreExecuteHook>(info: CallInfo) -> PreDecision {
-    H::pre_execute(&Call::new(info), PreChain(()))
+pub fn pre_execute<H: PreExecuteHook>(call: &types::Call) -> PreDecision {
+    H::pre_execute(&Call::new(call), PreChain(()))
 }
 
-pub fn around_execute<H: ExecuteAroundHook>(info: CallInfo) -> ToolResult {
-    H::around_execute(&Call::new(info), ExecChain(()))
+pub fn around_execute<H: ExecuteAroundHook>(call: &types::Call) -> types::CallResult {
+    H::around_execute(&Call::new(call), ExecChain(()))
 }
 
-pub fn post_execute<H: PostExecuteHook>(info: CallInfo, result: ToolResult) -> PostDecision {
-    H::post_execute(&Call::new(info), &result, PostChain(()))
+pub fn post_execute<H: PostExecuteHook>(
+    call: &types::Call,
+    result: &types::CallResult,
+) -> PostDecision {
+    H::post_execute(&Call::new(call), &Outcome::of(result), PostChain(()))
 }
 
-pub fn finalizer<F: Finalizer>(info: CallInfo, result: ToolResult) -> Option<Vec<ContentBlock>> {
-    F::finalize_content(&Call::new(info), &result)
+pub fn finalizer<F: Finalizer>(
+    call: &types::Call,
+    result: &types::CallResult,
+) -> Option<Vec<ContentBlock>> {
+    F::finalize_content(&Call::new(call), &Outcome::of(result))
 }
 
-pub fn observer<O: ResultObserver>(info: CallInfo, result: RecordedResult) {
-    O::on_result(&Call::new(info), &result)
+pub fn observer<O: ResultObserver>(call: &types::Call, result: &types::CallResult) {
+    O::on_result(&Call::new(call), &Outcome::of(result))
+}
+
+/// The tool a call is for (dispatch in a component with several tools).
+pub fn tool_name(call: &types::Call) -> String {
+    call.tool_name()
 }

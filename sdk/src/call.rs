@@ -1,4 +1,4 @@
-use std::sync::OnceLock;
+use std::cell::OnceCell;
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
@@ -8,47 +8,90 @@ use crate::bindings::toolgate::plugin::{cancellation, deferred_context, types};
 
 /// A call, as a tool body or a policy sees it.
 ///
-/// The arguments arrive as JSON text and are parsed on first use: most
-/// policies decide from the tool's name and annotations alone, and a parse
-/// they never need is a cost every call would pay.
-#[derive(Clone, Debug)]
-pub struct Call {
-    info: types::CallInfo,
-    arguments: OnceLock<Value>,
+/// The call lives in the host; this is a handle to it. Each field is fetched
+/// from the host the first time it is asked for, then kept: a guard that
+/// reads only the tool's name copies only the name, however large the
+/// arguments are.
+pub struct Call<'a> {
+    handle: &'a types::Call,
+    id: OnceCell<String>,
+    tool: OnceCell<String>,
+    provider: OnceCell<String>,
+    scope: OnceCell<String>,
+    arguments_json: OnceCell<String>,
+    arguments: OnceCell<Value>,
 }
 
-impl Call {
-    pub(crate) fn new(info: types::CallInfo) -> Self {
+impl std::fmt::Debug for Call<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Call")
+            .field("id", &self.id())
+            .field("tool", &self.tool())
+            .finish()
+    }
+}
+
+impl<'a> Call<'a> {
+    pub(crate) fn new(handle: &'a types::Call) -> Self {
         Call {
-            info,
-            arguments: OnceLock::new(),
+            handle,
+            id: OnceCell::new(),
+            tool: OnceCell::new(),
+            provider: OnceCell::new(),
+            scope: OnceCell::new(),
+            arguments_json: OnceCell::new(),
+            arguments: OnceCell::new(),
         }
     }
 
     /// The model's id for the call.
     pub fn id(&self) -> &str {
-        &self.info.call_id
+        self.id.get_or_init(|| self.handle.id())
     }
 
     /// The tool being called.
     pub fn tool(&self) -> &str {
-        &self.info.tool_name
+        self.tool.get_or_init(|| self.handle.tool_name())
     }
 
     /// The plugin (or MCP server) that provides the tool.
     pub fn provider(&self) -> &str {
-        &self.info.provider
+        self.provider.get_or_init(|| self.handle.provider())
+    }
+
+    /// The validated arguments, as JSON text.
+    pub fn arguments_json(&self) -> &str {
+        self.arguments_json.get_or_init(|| self.handle.arguments())
     }
 
     /// The validated arguments.
     pub fn arguments(&self) -> &Value {
         self.arguments
-            .get_or_init(|| serde_json::from_str(&self.info.arguments).unwrap_or(Value::Null))
+            .get_or_init(|| serde_json::from_str(self.arguments_json()).unwrap_or(Value::Null))
     }
 
     /// The arguments as a Rust type.
     pub fn arguments_as<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
-        serde_json::from_str(&self.info.arguments)
+        serde_json::from_str(self.arguments_json())
+    }
+
+    /// One value of the arguments, by JSON pointer (`/path`,
+    /// `/files/0/name`), copied alone from the host.
+    pub fn argument(&self, pointer: &str) -> Option<Value> {
+        if let Some(all) = self.arguments.get() {
+            return all.pointer(pointer).cloned();
+        }
+        self.handle
+            .argument(pointer)
+            .and_then(|text| serde_json::from_str(&text).ok())
+    }
+
+    /// One string of the arguments, by JSON pointer.
+    pub fn argument_str(&self, pointer: &str) -> Option<String> {
+        match self.argument(pointer)? {
+            Value::String(s) => Some(s),
+            _ => None,
+        }
     }
 
     /// Every string in the arguments, with its JSON pointer: what a guard
@@ -76,31 +119,36 @@ impl Call {
         out
     }
 
-    /// The agent scope the call came from.
+    /// The agent scope the call came from (`/`-separated; `""` is global).
     pub fn agent_scope(&self) -> &str {
-        &self.info.agent_scope
+        self.scope.get_or_init(|| self.handle.scope())
     }
 
-    /// Code Mode is on for this turn.
+    /// The call whose program made this one (Code Mode), if any.
+    pub fn parent_id(&self) -> Option<String> {
+        self.handle.parent_id()
+    }
+
+    /// Code Mode is on for this call.
     pub fn code_mode(&self) -> bool {
-        self.info.code_mode
+        self.handle.code_mode()
     }
 
     /// The tool's declared time budget.
     pub fn tool_timeout(&self) -> Option<Duration> {
-        self.info
-            .tool_timeout_ms
+        self.handle
+            .tool_timeout_ms()
             .map(|ms| Duration::from_millis(ms.into()))
     }
 
     /// The tool's annotations (read-only, destructive, ...).
     pub fn annotations(&self) -> types::ToolAnnotations {
-        self.info.tool_annotations
+        self.handle.annotations()
     }
 
-    /// The deadline, as time left when the call was handed over.
+    /// Time left until the call's deadline, now.
     pub fn deadline(&self) -> Option<Duration> {
-        self.info.deadline_ms.map(Duration::from_millis)
+        self.handle.deadline_ms().map(Duration::from_millis)
     }
 
     /// Time left now (asks the host).
@@ -121,8 +169,8 @@ impl Call {
         deferred_context::add(context.as_ref());
     }
 
-    /// The raw WIT record.
-    pub fn info(&self) -> &types::CallInfo {
-        &self.info
+    /// The raw handle.
+    pub fn handle(&self) -> &types::Call {
+        self.handle
     }
 }

@@ -1,7 +1,7 @@
 use serde::Serialize;
 
 use crate::bindings::toolgate::plugin::types::{
-    ContentBlock, EmbeddedResource, Image, ResourceContents,
+    ContentBlock, EmbeddedResource, Media, ResourceContents, ResourceLink,
 };
 
 /// Constructors for content blocks.
@@ -15,9 +15,28 @@ impl Content {
 
     /// An image block.
     pub fn image(data: Vec<u8>, mime_type: impl Into<String>) -> ContentBlock {
-        ContentBlock::Image(Image {
+        ContentBlock::Image(Media {
             data,
             mime_type: mime_type.into(),
+        })
+    }
+
+    /// An audio block.
+    pub fn audio(data: Vec<u8>, mime_type: impl Into<String>) -> ContentBlock {
+        ContentBlock::Audio(Media {
+            data,
+            mime_type: mime_type.into(),
+        })
+    }
+
+    /// A link to a resource the client may fetch.
+    pub fn link(uri: impl Into<String>, name: impl Into<String>) -> ContentBlock {
+        ContentBlock::Link(ResourceLink {
+            uri: uri.into(),
+            name: name.into(),
+            title: None,
+            description: None,
+            mime_type: None,
         })
     }
 

@@ -54,7 +54,9 @@ pub mod bindings {
 
 mod call;
 mod content;
+pub mod kv;
 pub mod log;
+pub mod outcome;
 mod policy;
 pub mod process;
 pub mod schema;
@@ -65,11 +67,12 @@ mod tool;
 pub mod __private;
 
 pub use bindings::toolgate::plugin::types::{
-    CallView, ContentBlock, EmbeddedResource, Image, RecordedResult, RecordedSuccess,
-    ResourceContents, ResultView, ToolAnnotations as Annotations, ToolResult,
+    CallResult, CallView, ContentBlock, EmbeddedResource, Media, ResourceContents, ResourceLink,
+    ResultView, ToolAnnotations as Annotations, ToolFailure, ToolResult,
 };
 pub use call::Call;
 pub use content::Content;
+pub use outcome::Outcome;
 pub use policy::{
     ExecChain, ExecuteAroundHook, Finalizer, Guard, PostChain, PostDecision, PostExecuteHook,
     PreChain, PreDecision, PreExecuteHook, ResultObserver,

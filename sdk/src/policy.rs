@@ -1,6 +1,6 @@
-use crate::Call;
-use crate::bindings::toolgate::plugin::types::{ContentBlock, RecordedResult, ToolResult};
+use crate::bindings::toolgate::plugin::types::{CallResult, ContentBlock};
 use crate::bindings::toolgate::plugin::{execute_chain, post_execute_chain, pre_execute_chain};
+use crate::{Call, Outcome};
 
 pub use crate::bindings::toolgate::plugin::types::{PostDecision, PreDecision};
 
@@ -22,7 +22,8 @@ impl PreChain {
 }
 
 /// A listener on the pre-execute waterfall: allow, deny(reason) or
-/// ask(question). Call `chain.next()` to hear the listeners after you.
+/// ask(question). Call `chain.next()` to hear the listeners after you (a
+/// hook that never does runs on the host's fast synchronous path).
 pub trait PreExecuteHook {
     fn pre_execute(call: &Call, chain: PreChain) -> PreDecision;
 }
@@ -33,14 +34,19 @@ pub struct ExecChain(pub(crate) ());
 
 impl ExecChain {
     /// Run the rest; `deadline_ms` shortens the deadline (never extends it).
-    pub fn next(&self, deadline_ms: Option<u64>) -> ToolResult {
+    /// Returning the handle passes the result on unchanged; read it with
+    /// [`Outcome::of`].
+    pub fn next(&self, deadline_ms: Option<u64>) -> CallResult {
         execute_chain::next(deadline_ms)
     }
 }
 
-/// A wrapper around the tool body (e.g. a timeout policy).
+/// A wrapper around the tool body (e.g. a timeout policy). Return what
+/// `chain.next(..)` returned, or a new result
+/// ([`outcome::success`](crate::outcome::success),
+/// [`outcome::failure`](crate::outcome::failure)).
 pub trait ExecuteAroundHook {
-    fn around_execute(call: &Call, chain: ExecChain) -> ToolResult;
+    fn around_execute(call: &Call, chain: ExecChain) -> CallResult;
 }
 
 /// The rest of the post-execute waterfall.
@@ -55,15 +61,16 @@ impl PostChain {
 /// A listener on the post-execute waterfall: accept, replace the value,
 /// replace the content, or block.
 pub trait PostExecuteHook {
-    fn post_execute(call: &Call, result: &ToolResult, chain: PostChain) -> PostDecision;
+    fn post_execute(call: &Call, result: &Outcome, chain: PostChain) -> PostDecision;
 }
 
 /// Adjusts the content of every final result (once). `None` keeps it.
 pub trait Finalizer {
-    fn finalize_content(call: &Call, result: &ToolResult) -> Option<Vec<ContentBlock>>;
+    fn finalize_content(call: &Call, result: &Outcome) -> Option<Vec<ContentBlock>>;
 }
 
-/// Sees every frozen result. Cannot change it.
+/// Sees every frozen result (it has no value: `result.value()` is `None`).
+/// Cannot change it.
 pub trait ResultObserver {
-    fn on_result(call: &Call, result: &RecordedResult);
+    fn on_result(call: &Call, result: &Outcome);
 }

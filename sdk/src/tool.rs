@@ -2,9 +2,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::bindings::toolgate::plugin::types::{
-    CallView, ContentBlock, RecordedResult, ResultView, ToolAnnotations, ToolFailure, ToolResult,
+    CallView, ContentBlock, ResultView, ToolAnnotations, ToolFailure,
 };
-use crate::{Call, Content, Schema};
+use crate::{Call, Content, Outcome, Schema};
 
 /// A tool, implemented on the type of its arguments.
 ///
@@ -64,7 +64,7 @@ pub trait Tool: DeserializeOwned + Schema + Sized {
     }
 
     /// With `FINALIZES = true`: adjust the final content (`None` keeps it).
-    fn finalize_content(call: &Call, result: &ToolResult) -> Option<Vec<ContentBlock>> {
+    fn finalize_content(call: &Call, result: &Outcome) -> Option<Vec<ContentBlock>> {
         let _ = (call, result);
         None
     }
@@ -75,7 +75,7 @@ pub trait Tool: DeserializeOwned + Schema + Sized {
     }
 
     /// A card for the result in a user interface.
-    fn present_result(&self, result: &RecordedResult) -> Option<ResultView> {
+    fn present_result(&self, result: &Outcome) -> Option<ResultView> {
         let _ = result;
         None
     }

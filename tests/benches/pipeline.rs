@@ -16,14 +16,13 @@
 //! `-- --calls N`). Prints medians and p99 per variant and the ratios.
 
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use toolgate::pipeline::execute::ExecNext;
-use toolgate::pipeline::post_execute::PostNext;
-use toolgate::pipeline::pre_execute::PreNext;
+use toolgate::policy::{ExecNext, PostNext, PreNext};
 use toolgate::policy::{
     ExecuteAroundHook, Finalizer, Guard, PostExecuteHook, PreExecuteHook, ResultObserver,
 };
@@ -34,7 +33,7 @@ use toolgate::{
 use toolgate_tests::{PluginDir, builder, fixtures, native};
 
 /// Spawn the hook process, send the request, read the answer.
-async fn ask_process(role: &str, call: &CallInfo) -> Result<serde_json::Value, PolicyError> {
+async fn ask_process(role: &str, call: &Arc<CallInfo>) -> Result<serde_json::Value, PolicyError> {
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_hook-proc"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -75,7 +74,7 @@ struct Proc(&'static str);
 impl PreExecuteHook for Proc {
     async fn pre_execute(
         &self,
-        call: &CallInfo,
+        call: &Arc<CallInfo>,
         _next: PreNext,
     ) -> Result<PreDecision, PolicyError> {
         let a = ask_process(self.0, call).await?;
@@ -89,7 +88,7 @@ impl PreExecuteHook for Proc {
 
 #[async_trait]
 impl Guard for Proc {
-    async fn check(&self, call: &CallInfo) -> Result<Option<String>, PolicyError> {
+    async fn check(&self, call: &Arc<CallInfo>) -> Result<Option<String>, PolicyError> {
         let a = ask_process(self.0, call).await?;
         Ok(a["deny"].as_str().map(str::to_string))
     }
@@ -99,7 +98,7 @@ impl Guard for Proc {
 impl ExecuteAroundHook for Proc {
     async fn around_execute(
         &self,
-        call: &CallInfo,
+        call: &Arc<CallInfo>,
         next: ExecNext,
     ) -> Result<Outcome, PolicyError> {
         let a = ask_process(self.0, call).await?;
@@ -113,8 +112,8 @@ impl ExecuteAroundHook for Proc {
 impl PostExecuteHook for Proc {
     async fn post_execute(
         &self,
-        call: &CallInfo,
-        _r: &Outcome,
+        call: &Arc<CallInfo>,
+        _r: &Arc<Outcome>,
         _next: PostNext,
     ) -> Result<PostDecision, PolicyError> {
         let a = ask_process(self.0, call).await?;
@@ -130,8 +129,8 @@ impl PostExecuteHook for Proc {
 impl Finalizer for Proc {
     async fn finalize_content(
         &self,
-        call: &CallInfo,
-        _r: &Outcome,
+        call: &Arc<CallInfo>,
+        _r: &Arc<Outcome>,
     ) -> Result<Option<Vec<Content>>, PolicyError> {
         ask_process(self.0, call).await?;
         Ok(None)
@@ -140,7 +139,11 @@ impl Finalizer for Proc {
 
 #[async_trait]
 impl ResultObserver for Proc {
-    async fn on_result(&self, call: &CallInfo, _r: &CallRecord) -> Result<(), PolicyError> {
+    async fn on_result(
+        &self,
+        call: &Arc<CallInfo>,
+        _r: &Arc<CallRecord>,
+    ) -> Result<(), PolicyError> {
         ask_process(self.0, call).await.map(|_| ())
     }
 }
@@ -462,52 +465,29 @@ async fn breakdown(calls: usize) {
     }
 }
 
-/// Profiling aid (`-- --raw`): the guard's export called directly through
-/// `ComponentPlugin::invoke`, no pipeline around it.
+/// Profiling aid (`-- --raw`): the guard called directly through its
+/// adapter (`Guard::check`), no pipeline around it.
 async fn raw(calls: usize) {
-    use toolgate::bindings::wit;
-    use toolgate::plugin::store::CallScope;
     let dir = PluginDir::new();
     dir.add("guard", fixtures::GUARD);
     let host = builder(&dir, "[plugins.guard]\nvars = { BEHAVIOR = \"pass\" }\n")
         .build()
         .await
         .expect("host");
-    let plugin = host.generation().plugins[0].plugin.clone();
-    let info = wit::CallInfo {
-        call_id: "c1".into(),
-        tool_name: "echo".into(),
-        provider: "tools".into(),
-        arguments: "{\"text\":\"x\"}".into(),
-        agent_scope: String::new(),
-        deadline_ms: None,
-        code_mode: false,
-        tool_timeout_ms: None,
-        tool_annotations: wit::ToolAnnotations::empty(),
-    };
-    let signal = toolgate::CallSignal::new(Default::default(), None);
-    let empty = wit::CallInfo {
-        call_id: String::new(),
-        tool_name: String::new(),
-        provider: String::new(),
-        arguments: String::new(),
-        agent_scope: String::new(),
-        ..info.clone()
-    };
-    let info = if std::env::args().any(|a| a == "--empty") {
-        empty
-    } else {
-        info
-    };
+    let generation = host.generation();
+    let guard = generation.policies.guards[0].policy.clone();
+    let info = Arc::new(CallInfo::new(
+        1,
+        "c1".into(),
+        "echo".into(),
+        serde_json::json!({"text": "x"}),
+        &TurnOptions::default(),
+        toolgate::tool::ToolMeta::unknown(),
+    ));
     let mut samples = Vec::new();
     for i in 0..calls + 100 {
-        let info = info.clone();
         let t = Instant::now();
-        let r = plugin
-            .invoke(CallScope::with_signal(signal.clone()), move |store, ex| {
-                Box::pin(async move { ex.guard()?.call_check(store, &info).await })
-            })
-            .await;
+        let r = guard.check(&info).await;
         if i >= 100 {
             samples.push(t.elapsed());
         }

@@ -22,7 +22,6 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use toolgate::bindings::wit;
 use toolgate::tool::{BodyContext, BodyError, ToolBody, ToolDefinition, ToolMeta};
 use toolgate::{CallInfo, Content, ToolCall, Toolgate, TurnOptions};
 use toolgate_tests::{PluginDir, builder, fixtures};
@@ -36,13 +35,17 @@ struct Noop;
 
 #[async_trait]
 impl ToolBody for Noop {
-    async fn is_concurrency_safe(&self, _tool: &str, _arguments: &Value) -> Option<bool> {
+    async fn is_concurrency_safe(&self, _call: &Arc<CallInfo>) -> Option<bool> {
         Some(true)
     }
-    async fn execute(&self, _call: &CallInfo, _ctx: BodyContext) -> Result<Value, BodyError> {
+    async fn execute(&self, _call: &Arc<CallInfo>, _ctx: BodyContext) -> Result<Value, BodyError> {
         Ok(Value::Null)
     }
-    async fn render(&self, _tool: &str, _value: &Value) -> Result<Vec<Content>, BodyError> {
+    async fn render(
+        &self,
+        _call: &Arc<CallInfo>,
+        _value: &Value,
+    ) -> Result<Vec<Content>, BodyError> {
         Ok(Vec::new())
     }
 }
@@ -56,11 +59,11 @@ fn noop_definition(name: &str, classifier: bool) -> ToolDefinition {
         meta: ToolMeta {
             provider: "bench".into(),
             timeout_ms: None,
-            annotations: wit::ToolAnnotations::empty(),
+            annotations: toolgate::tool::Annotations::empty(),
             features: if classifier {
-                wit::ToolFeatures::CLASSIFIER
+                toolgate::tool::Features::CLASSIFIER
             } else {
-                wit::ToolFeatures::empty()
+                toolgate::tool::Features::empty()
             },
         },
     }

@@ -43,6 +43,7 @@ pub async fn run(global: &GlobalArgs, args: CheckArgs) -> anyhow::Result<ExitCod
             "loaded": info.is_some(),
             "roles": info.map(|i| i.roles.clone()).unwrap_or_default(),
             "witVersion": info.map(|i| i.wit_version.clone()),
+            "callPath": info.map(|i| i.path),
             "imports": info.map(|i| i.imports.clone()).unwrap_or_default(),
             "tools": generation.tools.values().map(|t| json!({
                 "name": t.def.name,
@@ -61,6 +62,14 @@ pub async fn run(global: &GlobalArgs, args: CheckArgs) -> anyhow::Result<ExitCod
             Some(i) => {
                 println!("  loaded:       yes");
                 println!("  wit version:  toolgate:plugin@{}", i.wit_version);
+                println!(
+                    "  call path:    {}",
+                    match i.path {
+                        crate::plugin::CallPath::Sync =>
+                            "synchronous (no fiber: it imports nothing that can wait)",
+                        crate::plugin::CallPath::Async => "asynchronous (on a fiber)",
+                    }
+                );
                 println!(
                     "  roles:        {}",
                     i.roles
@@ -103,18 +112,8 @@ pub async fn run(global: &GlobalArgs, args: CheckArgs) -> anyhow::Result<ExitCod
     })
 }
 
-pub fn annotations(a: crate::bindings::wit::ToolAnnotations) -> Vec<&'static str> {
-    use crate::bindings::wit::ToolAnnotations as A;
-    [
-        (A::READ_ONLY, "read-only"),
-        (A::DESTRUCTIVE, "destructive"),
-        (A::IDEMPOTENT, "idempotent"),
-        (A::OPEN_WORLD, "open-world"),
-    ]
-    .into_iter()
-    .filter(|(f, _)| a.contains(*f))
-    .map(|(_, n)| n)
-    .collect()
+pub fn annotations(a: crate::call::Annotations) -> Vec<&'static str> {
+    a.names()
 }
 
 /// A private directory holding a link to the one file, so the directory

@@ -1,6 +1,8 @@
 //! Logs go to stderr (stdout is for results). `RUST_LOG` filters them
 //! (default `warn`); `--log-format json` makes one JSON object per line,
 //! with the call span's fields (token, id, tool) on every stage event.
+//! Colours only when stderr is a terminal. Guest strings in log lines are
+//! escaped where they are logged (`plugin::log`).
 
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt;
@@ -15,6 +17,7 @@ pub fn init(format: LogFormat, transcript: Option<Transcript>) {
     let fmt = match format {
         LogFormat::Text => tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .with_target(false)
             .with_filter(filter)
             .boxed(),

@@ -193,3 +193,25 @@ fn report_problems(host: &Toolgate) {
         eprintln!("toolgate: warning: {p}");
     }
 }
+
+/// Stop a command that would run calls when a plugin that might be a policy
+/// did not load (the generation would refuse every call anyway).
+fn refuse_if_blocked(host: &Toolgate) -> anyhow::Result<()> {
+    let blocked = &host.generation().blocked;
+    if blocked.is_empty() {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "no calls are run: {} did not load and might be a policy ({}); fix it, or mark it `optional = true` under [plugins.NAME] in the configuration to run without it",
+        blocked
+            .iter()
+            .map(|p| format!("`{}`", p.plugin))
+            .collect::<Vec<_>>()
+            .join(", "),
+        blocked
+            .iter()
+            .map(|p| p.origin.clone())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}

@@ -93,6 +93,7 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
     }
     let host = builder.build().await?;
     super::report_problems(&host);
+    super::refuse_if_blocked(&host)?;
     let calls = parse_batch(&text, &origin, &host.settings().limits)?;
     let turn = TurnOptions {
         agent_scope: args.scope,

@@ -1,6 +1,6 @@
 //! Stage C, execute: the around-waterfall and the tool body.
 //!
-//! Wrappers run outermost first; each gets an [`ExecNext`] that runs the
+//! Wrappers run outermost first; each gets an [`ExecNext`] continuation that runs the
 //! wrappers after it and finally the body. `next.run(Some(d))` shortens the
 //! deadline to `d` from now. The body always receives the caller's
 //! cancellation fused with every deadline set on the way in
@@ -12,14 +12,14 @@
 //! `TIMEOUT` (deadline) or `ABORTED` (caller) failure within one epoch tick.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 use crate::call::{CallInfo, CallSignal, Interrupt};
 use crate::outcome::{CallError, ErrorCode, Outcome, Stage};
-use crate::policy::{Chain, ExecuteAroundHook, PolicyError};
+use crate::policy::{Chain, ExecNext, ExecuteAroundHook, PolicyError};
 use crate::tool::{BodyContext, BodyError, DeferredContexts, ToolEntry};
 
 struct Shared {
@@ -28,29 +28,6 @@ struct Shared {
     call: Arc<CallInfo>,
     deferred: DeferredContexts,
     limits: toolgate_schema::Limits,
-}
-
-/// The rest of the execute chain (wrappers, then the body), as a wrapper sees it.
-pub struct ExecNext {
-    shared: Arc<Shared>,
-    index: usize,
-    signal: CallSignal,
-}
-
-impl ExecNext {
-    /// The signal the rest of the chain would run under if not shortened.
-    pub fn signal(&self) -> &CallSignal {
-        &self.signal
-    }
-
-    /// Run the rest of the chain; `deadline` shortens (never extends) it.
-    pub async fn run(self, deadline: Option<Duration>) -> Outcome {
-        let signal = match deadline {
-            Some(d) => self.signal.shorten_by(d),
-            None => self.signal,
-        };
-        run_from(self.shared, self.index, signal).await
-    }
 }
 
 /// Run the execute waterfall and the body.
@@ -79,10 +56,11 @@ fn run_from(shared: Arc<Shared>, index: usize, signal: CallSignal) -> BoxFuture<
         };
         wrapper.invoked();
         let started = Instant::now();
-        let next = ExecNext {
-            shared: shared.clone(),
-            index: index + 1,
-            signal: signal.clone(),
+        let next = {
+            let shared = shared.clone();
+            ExecNext::new(signal.clone(), move |signal| {
+                run_from(shared, index + 1, signal)
+            })
         };
         // The wrapper itself is bounded by the signal it was given.
         let outcome = match signal
@@ -130,7 +108,7 @@ async fn dispatch_body(shared: &Shared, signal: CallSignal) -> Outcome {
             interrupted(interrupt, Stage::Body, call)
         }
         Ok(Err(error)) => body_failure(entry, error, Stage::Body),
-        Ok(Ok(value)) => success_from_value(entry, value, Stage::Body, &shared.limits).await,
+        Ok(Ok(value)) => success_from_value(entry, call, value, Stage::Body, &shared.limits).await,
     };
     tracing::info!(
         stage = "body",
@@ -213,6 +191,7 @@ pub fn interrupted(interrupt: Interrupt, stage: Stage, call: &CallInfo) -> Outco
 /// snapshot limits, then render it.
 pub async fn success_from_value(
     entry: &ToolEntry,
+    call: &Arc<CallInfo>,
     value: Value,
     stage: Stage,
     limits: &toolgate_schema::Limits,
@@ -249,7 +228,7 @@ pub async fn success_from_value(
             .with_details(json!({ "violations": violations })),
         );
     }
-    match entry.body.render(&entry.def.name, &value).await {
+    match entry.body.render(call, &value).await {
         Ok(content) => Outcome::Success {
             value,
             content,

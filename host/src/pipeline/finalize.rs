@@ -14,8 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::PipelineSettings;
-use crate::bindings::wit;
-use crate::call::CallInfo;
+use crate::call::{CallInfo, Features};
 use crate::outcome::{CallError, ErrorCode, Outcome, Stage};
 use crate::policy::{Chain, Finalizer};
 use crate::tool::ToolEntry;
@@ -33,7 +32,7 @@ pub fn snapshot(chain: &Chain<dyn Finalizer>, entry: &Arc<ToolEntry>) -> Finaliz
             .def
             .meta
             .features
-            .contains(wit::ToolFeatures::FINALIZER)
+            .contains(Features::FINALIZER)
             .then(|| entry.clone()),
         chain: chain.clone(),
     }
@@ -49,7 +48,10 @@ pub async fn run(
     let mut outcome = materialize(outcome, &settings.limits);
     if let Some(entry) = &finalizers.tool {
         let started = Instant::now();
-        match entry.body.finalize_content(call, &outcome).await {
+        let shared = Arc::new(outcome);
+        let answer = entry.body.finalize_content(call, &shared).await;
+        outcome = unshare(shared);
+        match answer {
             Ok(Some(content)) => replace_content(&mut outcome, content),
             Ok(None) => {}
             Err(error) => tracing::warn!(
@@ -69,21 +71,23 @@ pub async fn run(
     for finalizer in finalizers.chain.iter() {
         finalizer.invoked();
         let started = Instant::now();
+        let shared = Arc::new(outcome);
         let answer = tokio::time::timeout(
-            settings.policy_timeout,
-            finalizer.policy.finalize_content(call, &outcome),
+            settings.policy_timeout(),
+            finalizer.policy.finalize_content(call, &shared),
         )
         .await;
+        outcome = unshare(shared);
         match answer {
             Ok(Ok(Some(content))) => replace_content(&mut outcome, content),
             Ok(Ok(None)) => {}
-            Ok(Err(error)) => tracing::warn!(
+            Ok(Err(error)) if !error.is_timeout() => tracing::warn!(
                 stage = "finalize",
                 finalizer = %finalizer.name,
                 %error,
                 "finalizer failed; content kept"
             ),
-            Err(_) => tracing::warn!(
+            Ok(Err(_)) | Err(_) => tracing::warn!(
                 stage = "finalize",
                 finalizer = %finalizer.name,
                 "finalizer timed out; content kept"
@@ -97,6 +101,12 @@ pub async fn run(
         );
     }
     materialize(outcome, &settings.limits)
+}
+
+/// The outcome back from the finalizer that read it (which holds no copy
+/// once it has answered or been dropped).
+fn unshare(shared: Arc<Outcome>) -> Outcome {
+    Arc::try_unwrap(shared).unwrap_or_else(|still| (*still).clone())
 }
 
 fn replace_content(outcome: &mut Outcome, new: Vec<crate::content::Content>) {

@@ -24,11 +24,11 @@ pub async fn run(
         let verdict = match tokio::time::timeout(budget, guard.policy.check(call)).await {
             Ok(Ok(None)) => None,
             Ok(Ok(Some(reason))) => Some(reason),
-            Ok(Err(error)) => Some(format!(
+            Ok(Err(error)) if !error.is_timeout() => Some(format!(
                 "guard `{}` failed ({error}); failing closed",
                 guard.name
             )),
-            Err(_) => Some(format!(
+            Ok(Err(_)) | Err(_) => Some(format!(
                 "guard `{}` did not answer within {} ms; failing closed",
                 guard.name,
                 budget.as_millis()

@@ -2,7 +2,8 @@
 //!
 //! In order: Code Mode collapse (a direct call to anything but `run_code` is
 //! refused here, deterministically, before any hook, approval or guard could
-//! see it); a turn already cancelled ends as `ABORTED_BEFORE_DISPATCH`; the
+//! see it); a generation whose policies did not all load refuses the call
+//! (fail closed); a turn already cancelled ends as `ABORTED_BEFORE_DISPATCH`; the
 //! tool is looked up; the arguments are snapshotted losslessly, validated
 //! against the tool's compiled schema, and frozen (`Arc<Value>`, never
 //! mutated again).
@@ -12,10 +13,11 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::{Finished, PipelineSettings};
+use crate::call::ToolMeta;
 use crate::call::{CallInfo, ToolCall, TurnOptions};
 use crate::outcome::{CallError, CallRecord, ErrorCode, Outcome, Stage};
 use crate::registry::Generation;
-use crate::tool::{ToolEntry, ToolMeta};
+use crate::tool::ToolEntry;
 
 /// The reserved Code Mode tool.
 pub const RUN_CODE: &str = "run_code";
@@ -44,8 +46,7 @@ pub fn run(
             id.clone(),
             name.clone(),
             arguments,
-            turn.agent_scope.clone(),
-            turn.code_mode,
+            turn,
             meta.clone(),
         ))
     };
@@ -77,6 +78,24 @@ pub fn run(
             ),
         )
         .decided_by("code-mode");
+        return early(info(serde_json::Value::Null), error);
+    }
+    if !generation.blocked.is_empty() {
+        let error = CallError::new(
+            ErrorCode::Denied,
+            Stage::Materialize,
+            format!(
+                "the host runs no calls: {} that might be a policy did not load ({}); fix it, or mark it `optional = true` under [plugins.NAME] to run without it",
+                if generation.blocked.len() == 1 { "a plugin" } else { "plugins" },
+                generation
+                    .blocked
+                    .iter()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        )
+        .decided_by("host");
         return early(info(serde_json::Value::Null), error);
     }
     if turn.cancel.is_cancelled() {

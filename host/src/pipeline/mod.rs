@@ -45,6 +45,7 @@ use tracing::Instrument;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::budgets::Budgets;
 use crate::call::{CallInfo, CallSignal, ToolCall, TurnOptions};
 use crate::outcome::{CallRecord, Outcome};
 use crate::policy::PreDecision;
@@ -54,32 +55,42 @@ use crate::tool::{DeferredContexts, ToolEntry};
 pub use approval::{ApprovalAnswer, ApprovalRequest, Approver};
 
 /// Settings every stage reads.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct PipelineSettings {
-    /// Time budget of one pre-execute/post-execute hook, guard, finalizer or
-    /// observer invocation (a waterfall hook also gets the budgets of the
-    /// listeners after it, which it may run through `next`).
-    pub policy_timeout: Duration,
+    /// Time budgets of policies and calls, caps on what guests return.
+    pub budgets: Budgets,
     /// Limits on arguments and values (depth, size).
     pub limits: toolgate_schema::Limits,
     /// Who answers `ask`. `None`: every `ask` is a deny.
     pub approver: Option<Arc<dyn Approver>>,
 }
 
-impl Default for PipelineSettings {
-    fn default() -> Self {
-        PipelineSettings {
-            policy_timeout: Duration::from_millis(2_000),
-            limits: toolgate_schema::Limits::default(),
-            approver: None,
-        }
+impl PipelineSettings {
+    /// Time budget of one pre-execute/post-execute hook, guard, finalizer or
+    /// observer invocation (a waterfall hook also gets the budgets of the
+    /// listeners after it, which it may run through `next`).
+    pub fn policy_timeout(&self) -> Duration {
+        self.budgets.policy_timeout
+    }
+
+    /// The host's hard deadline of a call of `entry`, from now: its
+    /// declared `timeout-ms` (or the operator's override) plus the grace,
+    /// else the host default. Every call has one.
+    pub fn call_deadline(&self, entry: &ToolEntry) -> Instant {
+        let budget = entry
+            .def
+            .meta
+            .timeout_ms
+            .map(|ms| Duration::from_millis(ms.into()) + self.budgets.deadline_grace)
+            .unwrap_or(self.budgets.default_tool_timeout);
+        Instant::now() + budget
     }
 }
 
 impl std::fmt::Debug for PipelineSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PipelineSettings")
-            .field("policy_timeout", &self.policy_timeout)
+            .field("budgets", &self.budgets)
             .field(
                 "approver",
                 &self.approver.as_ref().map(|a| a.name().to_string()),
@@ -243,7 +254,7 @@ pub async fn admit(
 async fn policy_stages(held: &Held, settings: &PipelineSettings) -> Result<(), Outcome> {
     let info = &held.info;
     let policies = &held.generation.policies;
-    let decided = pre_execute::run(&policies.pre_execute, info, settings.policy_timeout).await;
+    let decided = pre_execute::run(&policies.pre_execute, info, settings.policy_timeout()).await;
     match decided.decision {
         PreDecision::Allow => {}
         PreDecision::Deny(reason) => return Err(pre_execute::denied(&decided.by, reason)),
@@ -253,7 +264,7 @@ async fn policy_stages(held: &Held, settings: &PipelineSettings) -> Result<(), O
                 .map_err(Outcome::failure)?;
         }
     }
-    guard::run(&policies.guards, info, settings.policy_timeout)
+    guard::run(&policies.guards, info, settings.policy_timeout())
         .await
         .map_err(Outcome::failure)
 }
@@ -276,10 +287,11 @@ pub async fn complete(
     let record = async {
         let policies = &generation.policies;
         // C. execute: the finalizers in force are fixed now; then the around
-        // waterfall wraps the body, with the caller's cancellation fused in.
+        // waterfall wraps the body, with the caller's cancellation fused in
+        // and the call's hard deadline (every call has one).
         let finalizers = finalize::snapshot(&policies.finalizers, &entry);
         let deferred = DeferredContexts::default();
-        let signal = CallSignal::new(cancel.clone(), None);
+        let signal = CallSignal::new(cancel.clone(), Some(settings.call_deadline(&entry)));
         let outcome = execute::run(
             &policies.execute_around,
             &entry,
@@ -296,7 +308,7 @@ pub async fn complete(
             &entry,
             &info,
             outcome,
-            settings.policy_timeout,
+            settings.policy_timeout(),
             &settings.limits,
         )
         .await;

@@ -22,7 +22,7 @@ use super::execute::success_from_value;
 use crate::call::CallInfo;
 use crate::content::Content;
 use crate::outcome::{CallError, ErrorCode, Outcome, Stage};
-use crate::policy::{Chain, PostDecision, PostExecuteHook};
+use crate::policy::{Chain, PostDecision, PostExecuteHook, PostNext};
 use crate::tool::ToolEntry;
 
 /// A decision and who made it.
@@ -30,33 +30,6 @@ use crate::tool::ToolEntry;
 pub struct Decided {
     pub decision: PostDecision,
     pub by: String,
-}
-
-/// The rest of the post-execute chain, as a listener sees it.
-pub struct PostNext {
-    chain: Chain<dyn PostExecuteHook>,
-    index: usize,
-    call: Arc<CallInfo>,
-    result: Arc<Outcome>,
-    budget: Duration,
-    heard: Arc<Mutex<Option<Decided>>>,
-}
-
-impl PostNext {
-    /// Run the listeners after this one and return their decision.
-    pub async fn run(self) -> PostDecision {
-        let decided = run_from(
-            self.chain.clone(),
-            self.index,
-            self.call.clone(),
-            self.result.clone(),
-            self.budget,
-        )
-        .await;
-        let decision = decided.decision.clone();
-        *self.heard.lock().unwrap_or_else(|p| p.into_inner()) = Some(decided);
-        decision
-    }
 }
 
 /// Run the waterfall and apply its decision.
@@ -74,7 +47,7 @@ pub async fn run(
     let result = Arc::new(outcome);
     let decided = run_from(chain.clone(), 0, call.clone(), result.clone(), budget).await;
     let outcome = Arc::try_unwrap(result).unwrap_or_else(|shared| (*shared).clone());
-    apply(entry, outcome, decided, limits).await
+    apply(entry, call, outcome, decided, limits).await
 }
 
 fn run_from(
@@ -93,13 +66,17 @@ fn run_from(
         };
         listener.invoked();
         let heard = Arc::new(Mutex::new(None));
-        let next = PostNext {
-            chain: chain.clone(),
-            index: index + 1,
-            call: call.clone(),
-            result: result.clone(),
-            budget,
-            heard: heard.clone(),
+        let next = {
+            let (chain, call, result, heard) =
+                (chain.clone(), call.clone(), result.clone(), heard.clone());
+            PostNext::new(move || {
+                Box::pin(async move {
+                    let decided = run_from(chain, index + 1, call, result, budget).await;
+                    let decision = decided.decision.clone();
+                    *heard.lock().unwrap_or_else(|p| p.into_inner()) = Some(decided);
+                    decision
+                })
+            })
         };
         let allowance = budget * (chain.len() - index) as u32;
         let started = Instant::now();
@@ -119,14 +96,14 @@ fn run_from(
                     },
                 }
             }
-            Ok(Err(error)) => Decided {
+            Ok(Err(error)) if !error.is_timeout() => Decided {
                 decision: PostDecision::Block(format!(
                     "post-execute hook `{}` failed ({error}); the result is withheld",
                     listener.name
                 )),
                 by: listener.name.clone(),
             },
-            Err(_) => Decided {
+            Ok(Err(_)) | Err(_) => Decided {
                 decision: PostDecision::Block(format!(
                     "post-execute hook `{}` did not answer within {} ms; the result is withheld",
                     listener.name,
@@ -158,6 +135,7 @@ fn decision_name(d: &PostDecision) -> &'static str {
 
 async fn apply(
     entry: &ToolEntry,
+    call: &Arc<CallInfo>,
     outcome: Outcome,
     decided: Decided,
     limits: &toolgate_schema::Limits,
@@ -165,7 +143,7 @@ async fn apply(
     match decided.decision {
         PostDecision::Accept => outcome,
         PostDecision::AcceptValue(value) => {
-            match success_from_value(entry, value, Stage::PostExecute, limits).await {
+            match success_from_value(entry, call, value, Stage::PostExecute, limits).await {
                 Outcome::Failure { mut error, content } => {
                     error.decided_by = Some(decided.by);
                     error.message =

@@ -1,7 +1,7 @@
 //! Stage B, pre-execute: a waterfall of listeners, default `allow`.
 //!
 //! Listeners run outermost first (lowest priority number). Each receives a
-//! [`PreNext`]: running it runs every listener after this one (then the
+//! [`PreNext`] continuation: running it runs every listener after this one (then the
 //! default) and returns their decision, which the listener may keep or
 //! change. Not running it skips them. So an outer listener can turn an inner
 //! deny into allow — by design; rules that must not be overruled belong in
@@ -18,7 +18,7 @@ use futures::future::BoxFuture;
 
 use crate::call::CallInfo;
 use crate::outcome::{CallError, ErrorCode, Outcome, Stage};
-use crate::policy::{Chain, PreDecision, PreExecuteHook};
+use crate::policy::{Chain, PreDecision, PreExecuteHook, PreNext};
 
 /// A decision and who made it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,36 +29,6 @@ pub struct Decided {
 
 /// Who decides when no listener does.
 pub const DEFAULT: &str = "default";
-
-/// The rest of the pre-execute chain, as a listener sees it.
-pub struct PreNext {
-    chain: Chain<dyn PreExecuteHook>,
-    index: usize,
-    call: Arc<CallInfo>,
-    budget: Duration,
-    heard: Arc<Mutex<Option<Decided>>>,
-}
-
-impl PreNext {
-    /// Run the listeners after this one and return their decision.
-    pub async fn run(self) -> PreDecision {
-        let decided = run_from(
-            self.chain.clone(),
-            self.index,
-            self.call.clone(),
-            self.budget,
-        )
-        .await;
-        let decision = decided.decision.clone();
-        *self.heard.lock().unwrap_or_else(|p| p.into_inner()) = Some(decided);
-        decision
-    }
-
-    /// How many listeners `run` would consult.
-    pub fn remaining(&self) -> usize {
-        self.chain.len().saturating_sub(self.index)
-    }
-}
 
 /// Run the whole waterfall.
 pub async fn run(
@@ -84,12 +54,16 @@ fn run_from(
         };
         listener.invoked();
         let heard = Arc::new(Mutex::new(None));
-        let next = PreNext {
-            chain: chain.clone(),
-            index: index + 1,
-            call: call.clone(),
-            budget,
-            heard: heard.clone(),
+        let next = {
+            let (chain, call, heard) = (chain.clone(), call.clone(), heard.clone());
+            PreNext::new(move || {
+                Box::pin(async move {
+                    let decided = run_from(chain, index + 1, call, budget).await;
+                    let decision = decided.decision.clone();
+                    *heard.lock().unwrap_or_else(|p| p.into_inner()) = Some(decided);
+                    decision
+                })
+            })
         };
         // This listener's budget plus those of the listeners it may run.
         let allowance = budget * (chain.len() - index) as u32;
@@ -107,14 +81,14 @@ fn run_from(
                     },
                 }
             }
-            Ok(Err(error)) => Decided {
+            Ok(Err(error)) if !error.is_timeout() => Decided {
                 decision: PreDecision::Deny(format!(
                     "pre-execute hook `{}` failed ({error}); failing closed",
                     listener.name
                 )),
                 by: listener.name.clone(),
             },
-            Err(_) => Decided {
+            Ok(Err(_)) | Err(_) => Decided {
                 decision: PreDecision::Deny(format!(
                     "pre-execute hook `{}` did not answer within {} ms; failing closed",
                     listener.name,

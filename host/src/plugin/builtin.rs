@@ -33,12 +33,9 @@ pub fn sources() -> (Vec<PluginSource>, Vec<LoadError>) {
                 origin: Origin::Builtin,
                 bytes: Arc::from(*wasm),
                 manifest,
+                manifest_error: None,
             }),
-            Err(e) => problems.push(LoadError {
-                plugin: name.to_string(),
-                origin: "built-in".into(),
-                message: e.to_string(),
-            }),
+            Err(e) => problems.push(LoadError::new(name, &Origin::Builtin, e.to_string())),
         }
     }
     (sources, problems)

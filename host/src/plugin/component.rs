@@ -6,24 +6,32 @@
 //! ("fresh", for plugins that want isolation between calls). Creating one is
 //! cheap (`InstancePre` is built once per generation; the pooling allocator
 //! maps memory copy-on-write). An instance that trapped, or whose call was
-//! abandoned (deadline, cancellation), is dropped — never reused.
+//! abandoned (deadline, cancellation, a dropped future), is dropped — never
+//! reused.
+//!
+//! Calls take one of two paths ([`CallPath`]). A component that imports
+//! nothing that can wait — most guards, finalizers and observers — is
+//! called on the synchronous path: `TypedFunc::call` on the calling thread,
+//! no fiber, and an epoch callback that traps it when its signal fires. A
+//! component that can wait (a waterfall hook running the rest of its chain,
+//! a tool spawning a process, anything with file-system or network access)
+//! runs on a fiber (`call_async`), which yields to the runtime at every
+//! epoch tick and can be dropped mid-call. Which exports an instance has is
+//! the contract version's business (`plugin::contract`): this module only
+//! keeps them, type-erased, next to the store.
 
+use std::any::Any;
 use std::sync::{Arc, Mutex};
 
-use futures::future::BoxFuture;
-use wasmtime::component::InstancePre;
-use wasmtime::{Store, StoreLimitsBuilder, UpdateDeadline};
-
-use super::grants::Grants;
-use super::runtime::Runtime;
-use super::store::{CallScope, Interrupted, StoreData, TailPipe};
-use crate::bindings::exports::toolgate::plugin::{
-    execute_around_hook, finalizer, guard, post_execute_hook, pre_execute_hook, result_observer,
-    tool,
+use wasmtime::component::{
+    ComponentNamedList, Instance as WasmInstance, InstancePre, Lift, Lower, TypedFunc,
 };
+use wasmtime::{Engine, Store, Trap, UpdateDeadline};
+
+use super::memory::MemoryError;
+use super::store::{CallScope, Interrupted, PluginContext, StoreData, TailPipe, TooManyHandles};
 use crate::call::Interrupt;
 use crate::policy::Role;
-use crate::tool::ToolDefinition;
 
 /// How a plugin's instances are managed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -54,75 +62,55 @@ impl std::fmt::Display for Origin {
     }
 }
 
-/// Export lookups, resolved once per component.
-#[derive(Default)]
-pub(crate) struct Indices {
-    pub tool: Option<tool::GuestIndices>,
-    pub pre_execute: Option<pre_execute_hook::GuestIndices>,
-    pub execute_around: Option<execute_around_hook::GuestIndices>,
-    pub post_execute: Option<post_execute_hook::GuestIndices>,
-    pub guard: Option<guard::GuestIndices>,
-    pub finalizer: Option<finalizer::GuestIndices>,
-    pub observer: Option<result_observer::GuestIndices>,
+/// The contract version a component was built against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum ContractVersion {
+    /// `toolgate:plugin@0.1.x`: records, every call on a fiber.
+    #[serde(rename = "0.1")]
+    V0_1,
+    /// `toolgate:plugin@0.2.x`: resources, synchronous where possible.
+    #[serde(rename = "0.2")]
+    V0_2,
 }
 
-/// The exports of one instance.
-pub struct Exports {
-    tool: Option<tool::Guest>,
-    pre_execute: Option<pre_execute_hook::Guest>,
-    execute_around: Option<execute_around_hook::Guest>,
-    post_execute: Option<post_execute_hook::Guest>,
-    guard: Option<guard::Guest>,
-    finalizer: Option<finalizer::Guest>,
-    observer: Option<result_observer::Guest>,
+/// How calls into a plugin's instances are made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CallPath {
+    /// `call` on the calling thread: no fiber. For components that import
+    /// nothing that can wait.
+    Sync,
+    /// `call_async` on a fiber.
+    Async,
 }
 
-fn missing(role: &str) -> wasmtime::Error {
-    wasmtime::Error::msg(format!("the component does not export the {role} role"))
-}
+/// The exports of one instance, looked up by the contract version's code.
+pub(crate) type ExportTable = Box<dyn Any + Send + Sync>;
 
-impl Exports {
-    pub fn tool(&self) -> wasmtime::Result<&tool::Guest> {
-        self.tool.as_ref().ok_or_else(|| missing("tool"))
-    }
-    pub fn pre_execute(&self) -> wasmtime::Result<&pre_execute_hook::Guest> {
-        self.pre_execute
-            .as_ref()
-            .ok_or_else(|| missing("pre-execute"))
-    }
-    pub fn execute_around(&self) -> wasmtime::Result<&execute_around_hook::Guest> {
-        self.execute_around
-            .as_ref()
-            .ok_or_else(|| missing("execute-around"))
-    }
-    pub fn post_execute(&self) -> wasmtime::Result<&post_execute_hook::Guest> {
-        self.post_execute
-            .as_ref()
-            .ok_or_else(|| missing("post-execute"))
-    }
-    pub fn guard(&self) -> wasmtime::Result<&guard::Guest> {
-        self.guard.as_ref().ok_or_else(|| missing("guard"))
-    }
-    pub fn finalizer(&self) -> wasmtime::Result<&finalizer::Guest> {
-        self.finalizer.as_ref().ok_or_else(|| missing("finalizer"))
-    }
-    pub fn observer(&self) -> wasmtime::Result<&result_observer::Guest> {
-        self.observer.as_ref().ok_or_else(|| missing("observer"))
-    }
-}
+/// Looks up an instance's exports (built at load, for one component).
+pub(crate) type ExportLoader = Arc<
+    dyn Fn(&mut Store<StoreData>, &WasmInstance) -> wasmtime::Result<ExportTable> + Send + Sync,
+>;
 
 struct Instance {
     store: Store<StoreData>,
-    exports: Exports,
+    exports: ExportTable,
 }
 
 /// Why a call into a component did not return normally.
 #[derive(Debug, thiserror::Error)]
 pub enum InvokeError {
-    /// The guest trapped; `stderr` is the tail of what it printed.
-    #[error("{message}{}", if stderr.is_empty() { String::new() } else { format!(" (guest stderr: {stderr})") })]
-    Trap { message: String, stderr: String },
-    /// The epoch callback stopped it: its signal fired.
+    /// The guest trapped (a panic, an out-of-bounds access, a limit).
+    #[error("{message}{}", stderr_note(.stderr))]
+    Trap {
+        /// What went wrong, in one line.
+        message: String,
+        /// The first line of what the guest printed to stderr (its panic
+        /// message, usually); the whole tail is logged.
+        stderr: String,
+    },
+    /// Its signal fired (deadline, cancellation): the epoch callback
+    /// stopped it.
     #[error("interrupted: {0:?}")]
     Interrupted(Interrupt),
     /// The host could not provide an instance.
@@ -130,24 +118,34 @@ pub enum InvokeError {
     Host(String),
 }
 
+fn stderr_note(stderr: &str) -> String {
+    if stderr.is_empty() {
+        String::new()
+    } else {
+        format!(" (guest stderr: {stderr})")
+    }
+}
+
 /// A plugin, loaded and ready.
 pub struct ComponentPlugin {
     pub name: String,
     pub origin: Origin,
     pub roles: Vec<Role>,
-    /// The `toolgate:plugin` version the component was built against.
+    /// The contract version the component was built against.
+    pub contract: ContractVersion,
+    /// The exact `toolgate:plugin` version string it names.
     pub wit_version: String,
     /// Every interface the component imports.
     pub imports: Vec<String>,
-    /// Tools it provides (from `list-tools`, checked).
-    pub tools: Vec<ToolDefinition>,
     pub mode: InstanceMode,
-    pub grants: Arc<Grants>,
+    pub path: CallPath,
+    /// What its instances share: grants, budgets, log, kv.
+    pub context: Arc<PluginContext>,
     pub(crate) limits: toolgate_schema::Limits,
-    pub(crate) runtime: Arc<Runtime>,
-    pub(crate) pre: InstancePre<StoreData>,
-    pub(crate) indices: Indices,
-    pub(crate) max_idle: usize,
+    engine: Engine,
+    pre: InstancePre<StoreData>,
+    exports: ExportLoader,
+    max_idle: usize,
     idle: Mutex<Vec<Instance>>,
 }
 
@@ -157,6 +155,8 @@ impl std::fmt::Debug for ComponentPlugin {
             .field("name", &self.name)
             .field("origin", &self.origin)
             .field("roles", &self.roles)
+            .field("contract", &self.contract)
+            .field("path", &self.path)
             .finish()
     }
 }
@@ -166,14 +166,16 @@ pub(crate) struct Parts {
     pub name: String,
     pub origin: Origin,
     pub roles: Vec<Role>,
+    pub contract: ContractVersion,
     pub wit_version: String,
     pub imports: Vec<String>,
     pub mode: InstanceMode,
-    pub grants: Arc<Grants>,
+    pub path: CallPath,
+    pub context: Arc<PluginContext>,
     pub limits: toolgate_schema::Limits,
-    pub runtime: Arc<Runtime>,
+    pub engine: Engine,
     pub pre: InstancePre<StoreData>,
-    pub indices: Indices,
+    pub exports: ExportLoader,
     pub max_idle: usize,
 }
 
@@ -183,15 +185,16 @@ impl ComponentPlugin {
             name: parts.name,
             origin: parts.origin,
             roles: parts.roles,
+            contract: parts.contract,
             wit_version: parts.wit_version,
             imports: parts.imports,
-            tools: Vec::new(),
             mode: parts.mode,
-            grants: parts.grants,
+            path: parts.path,
+            context: parts.context,
             limits: parts.limits,
-            runtime: parts.runtime,
+            engine: parts.engine,
             pre: parts.pre,
-            indices: parts.indices,
+            exports: parts.exports,
             max_idle: parts.max_idle,
             idle: Mutex::new(Vec::new()),
         }
@@ -202,33 +205,29 @@ impl ComponentPlugin {
         self.idle.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
-    /// Call into an instance: take a warm one (or make one), install the
-    /// call's scope, run `f`, and give the instance back if it is still
-    /// sound. Dropping the returned future drops the instance with it.
-    pub async fn invoke<R, F>(&self, scope: CallScope, f: F) -> Result<R, InvokeError>
-    where
-        R: Send,
-        F: for<'a> FnOnce(
-                &'a mut Store<StoreData>,
-                &'a Exports,
-            ) -> BoxFuture<'a, wasmtime::Result<R>>
-            + Send,
-    {
+    /// An instance for one call, with `scope` installed: a warm one, or a
+    /// new one (instantiated under `scope`'s signal). Give it back with
+    /// [`Lease::finish`]; dropping the lease drops the instance.
+    pub(crate) async fn lease(&self, scope: CallScope) -> Result<Lease<'_>, InvokeError> {
         let mut instance = match self.take_idle() {
-            Some(i) => i,
-            None => self.instantiate().await?,
-        };
-        instance.store.data_mut().scope = scope;
-        instance.store.set_epoch_deadline(1);
-        let answer = f(&mut instance.store, &instance.exports).await;
-        match answer {
-            Ok(value) => {
-                instance.store.data_mut().scope = CallScope::default();
-                self.give_back(instance);
-                Ok(value)
+            Some(mut i) => {
+                i.store.data_mut().scope = scope;
+                i
             }
-            Err(error) => Err(classify(error, &instance.store.data().stderr)),
-        }
+            None => self.instantiate(scope).await?,
+        };
+        instance.store.set_epoch_deadline(1);
+        Ok(Lease {
+            plugin: self,
+            instance: Some(instance),
+        })
+    }
+
+    /// Make one instance now (under `scope`'s signal) and keep it warm: at
+    /// load, this runs the component's initialisation and checks the type of
+    /// every export before any call depends on it.
+    pub(crate) async fn warm_up(&self, scope: CallScope) -> Result<(), InvokeError> {
+        self.lease(scope).await?.finish(Ok(()))
     }
 
     fn take_idle(&self) -> Option<Instance> {
@@ -238,10 +237,11 @@ impl ComponentPlugin {
         self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop()
     }
 
-    fn give_back(&self, instance: Instance) {
+    fn give_back(&self, mut instance: Instance) {
         if self.mode == InstanceMode::Fresh {
             return;
         }
+        instance.store.data_mut().scope = CallScope::default();
         instance.store.data().stderr.clear();
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         if idle.len() < self.max_idle {
@@ -249,96 +249,152 @@ impl ComponentPlugin {
         }
     }
 
-    async fn instantiate(&self) -> Result<Instance, InvokeError> {
-        let stderr = TailPipe::default();
-        let wasi = self.grants.wasi_ctx(stderr.clone()).map_err(|e| {
-            InvokeError::Host(format!("cannot apply the grants of `{}`: {e}", self.name))
-        })?;
-        let limits = StoreLimitsBuilder::new()
-            .memory_size(self.grants.memory_bytes)
-            .instances(64)
-            .tables(64)
-            .memories(16)
-            .build();
+    async fn instantiate(&self, scope: CallScope) -> Result<Instance, InvokeError> {
+        let host = |what: &str, e: &dyn std::fmt::Display| {
+            InvokeError::Host(format!("cannot {what} `{}`: {e}", self.name))
+        };
+        let stderr = TailPipe::new(self.context.budgets.stderr_tail_bytes);
+        let wasi = self
+            .context
+            .grants
+            .wasi_ctx(stderr.clone())
+            .map_err(|e| host("apply the grants of", &e))?;
         let mut store = Store::new(
-            &self.runtime.engine,
-            StoreData::new(
-                self.name.as_str().into(),
-                wasi,
-                limits,
-                stderr,
-                self.grants.clone(),
-            ),
+            &self.engine,
+            StoreData::new(self.context.clone(), wasi, stderr),
         );
-        store.limiter(|d| &mut d.limits);
-        store.epoch_deadline_callback(|ctx| match ctx.data().interrupt() {
+        store.data_mut().scope = scope;
+        store.limiter(|d| &mut d.limiter);
+        let path = self.path;
+        store.epoch_deadline_callback(move |ctx| match ctx.data().interrupt() {
             Some(i) => Err(Interrupted(i).into()),
+            None if path == CallPath::Sync => Ok(UpdateDeadline::Continue(1)),
             None => Ok(UpdateDeadline::Yield(1)),
         });
         store.set_epoch_deadline(1);
-        let host = |e: wasmtime::Error| {
-            InvokeError::Host(format!("cannot instantiate `{}`: {e:#}", self.name))
+        let instance = match self.path {
+            CallPath::Sync => self.pre.instantiate(&mut store),
+            CallPath::Async => self.pre.instantiate_async(&mut store).await,
         };
-        let instance = self.pre.instantiate_async(&mut store).await.map_err(host)?;
-        let ix = &self.indices;
-        let exports = Exports {
-            tool: ix
-                .tool
-                .as_ref()
-                .map(|i| i.load(&mut store, &instance))
-                .transpose()
-                .map_err(host)?,
-            pre_execute: ix
-                .pre_execute
-                .as_ref()
-                .map(|i| i.load(&mut store, &instance))
-                .transpose()
-                .map_err(host)?,
-            execute_around: ix
-                .execute_around
-                .as_ref()
-                .map(|i| i.load(&mut store, &instance))
-                .transpose()
-                .map_err(host)?,
-            post_execute: ix
-                .post_execute
-                .as_ref()
-                .map(|i| i.load(&mut store, &instance))
-                .transpose()
-                .map_err(host)?,
-            guard: ix
-                .guard
-                .as_ref()
-                .map(|i| i.load(&mut store, &instance))
-                .transpose()
-                .map_err(host)?,
-            finalizer: ix
-                .finalizer
-                .as_ref()
-                .map(|i| i.load(&mut store, &instance))
-                .transpose()
-                .map_err(host)?,
-            observer: ix
-                .observer
-                .as_ref()
-                .map(|i| i.load(&mut store, &instance))
-                .transpose()
-                .map_err(host)?,
+        let instance = match instance {
+            Ok(i) => i,
+            Err(e) => {
+                let stderr = store.data().stderr.clone();
+                return Err(match classify(&self.name, e, &stderr) {
+                    InvokeError::Trap { message, stderr } => InvokeError::Host(format!(
+                        "cannot instantiate `{}`: {message}{}",
+                        self.name,
+                        stderr_note(&stderr)
+                    )),
+                    other => other,
+                });
+            }
         };
+        let exports = (self.exports)(&mut store, &instance)
+            .map_err(|e| host("look up the exports of", &format!("{e:#}")))?;
         Ok(Instance { store, exports })
     }
 }
 
-fn classify(error: wasmtime::Error, stderr: &TailPipe) -> InvokeError {
+/// One instance, lent to one call.
+pub(crate) struct Lease<'p> {
+    plugin: &'p ComponentPlugin,
+    instance: Option<Instance>,
+}
+
+impl Lease<'_> {
+    /// The store and the exports (as the contract version's type `E`).
+    pub fn parts<E: 'static>(&mut self) -> (&mut Store<StoreData>, &E) {
+        let Instance { store, exports } = self
+            .instance
+            .as_mut()
+            .expect("a lease holds an instance until it finishes");
+        let exports = exports
+            .downcast_ref::<E>()
+            .expect("the exports of an instance have the type its contract version loaded");
+        (store, exports)
+    }
+
+    /// The store.
+    pub fn store(&mut self) -> &mut Store<StoreData> {
+        &mut self
+            .instance
+            .as_mut()
+            .expect("a lease holds an instance until it finishes")
+            .store
+    }
+
+    /// Call `func` on this instance's path.
+    pub async fn call<P, R>(&mut self, func: TypedFunc<P, R>, params: P) -> wasmtime::Result<R>
+    where
+        P: ComponentNamedList + Lower + Send + Sync,
+        R: ComponentNamedList + Lift + Send + Sync + 'static,
+    {
+        let path = self.plugin.path;
+        let store = self.store();
+        match path {
+            CallPath::Sync => func.call(store, params),
+            CallPath::Async => func.call_async(store, params).await,
+        }
+    }
+
+    /// End the call: a sound instance goes back to the pool; one whose call
+    /// failed is dropped, and the failure classified.
+    pub fn finish<R>(mut self, answer: wasmtime::Result<R>) -> Result<R, InvokeError> {
+        let instance = self.instance.take().expect("a lease finishes once");
+        match answer {
+            Ok(value) => {
+                self.plugin.give_back(instance);
+                Ok(value)
+            }
+            Err(error) => Err(classify(
+                &self.plugin.name,
+                error,
+                &instance.store.data().stderr,
+            )),
+        }
+    }
+}
+
+/// Classify a failed call: an interruption, a limit, or a trap — each read
+/// once, in one line; the guest's whole stderr tail goes to the log.
+fn classify(plugin: &str, error: wasmtime::Error, stderr: &TailPipe) -> InvokeError {
     if let Some(Interrupted(i)) = error.downcast_ref::<Interrupted>() {
         return InvokeError::Interrupted(*i);
     }
-    let message = match error.downcast_ref::<wasmtime::Trap>() {
-        Some(trap) => format!("wasm trap: {trap}"),
-        None => format!("{error:#}"),
+    let tail = stderr.tail();
+    if !tail.is_empty() {
+        tracing::debug!(
+            plugin,
+            stderr = %super::log::escape(&tail),
+            "guest stderr before the trap"
+        );
+    }
+    let first_line = |s: &str| s.lines().next().unwrap_or_default().trim().to_string();
+    let message = if let Some(e) = error.downcast_ref::<MemoryError>() {
+        e.to_string()
+    } else if let Some(e) = error.downcast_ref::<TooManyHandles>() {
+        e.to_string()
+    } else if let Some(trap) = error.downcast_ref::<Trap>() {
+        match trap {
+            Trap::StackOverflow => "stack overflow (the guest recursed too deeply)".to_string(),
+            Trap::UnreachableCodeReached if !tail.is_empty() => "the guest panicked".to_string(),
+            other => format!("wasm trap: {}", first_line(&other.to_string())),
+        }
+    } else {
+        // wasmtime wraps the cause in "error while executing at wasm
+        // backtrace: …"; the cause is what the author needs.
+        first_line(&error.root_cause().to_string())
     };
+    // A Rust panic prints `panicked at FILE:LINE:COL:` then the message.
+    let stderr = tail
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("note:"))
+        .collect::<Vec<_>>()
+        .join(" ");
     InvokeError::Trap {
-        message: message.lines().next().unwrap_or_default().to_string(),
-        stderr: stderr.tail(),
+        message,
+        stderr: crate::budgets::cut(super::log::escape(&stderr).into_owned(), 1024),
     }
 }

@@ -46,6 +46,8 @@ pub struct Grants {
     pub shell: bool,
     /// The `subprocess` seam: programs it may run (empty: none).
     pub subprocess: Vec<String>,
+    /// The `kv` seam: a key-value store per agent scope.
+    pub kv: bool,
     /// Linear memory cap per instance, in bytes.
     pub memory_bytes: usize,
     /// The sandbox every process spawned for this plugin runs in: the file
@@ -68,6 +70,7 @@ impl Default for Grants {
             network_names: Vec::new(),
             shell: false,
             subprocess: Vec::new(),
+            kv: false,
             memory_bytes: DEFAULT_MEMORY_BYTES,
             sandbox: toolgate_sandbox::SandboxPolicy::default(),
             output_cap: DEFAULT_OUTPUT_CAP,
@@ -80,6 +83,7 @@ impl Grants {
     /// A WASI context giving exactly this grant.
     pub fn wasi_ctx(&self, stderr: TailPipe) -> anyhow::Result<WasiCtx> {
         let mut b = WasiCtx::builder();
+        b.stdout(TailPipe::sink());
         b.stderr(stderr);
         for g in &self.fs {
             let perms = if g.writable {
@@ -221,6 +225,7 @@ pub fn resolve_grants(
         network_names: config.network.clone(),
         shell: config.shell,
         subprocess: config.subprocess.clone(),
+        kv: config.kv,
         memory_bytes: config
             .memory_mb
             .map(|mb| mb << 20)

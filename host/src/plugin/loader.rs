@@ -1,35 +1,37 @@
 //! Loading plugins: from the built-in set, from a directory, from a file.
 //!
 //! Loading is where untrusted components are checked, once: the bytes are
-//! a component (not a core module, not garbage), it is built for a
-//! compatible contract, it exports at least one role, it imports only seams
-//! it was granted, and every tool it lists has a valid name and schemas our
-//! compiler accepts. A plugin that fails any check is reported — by name,
-//! file and reason — and skipped; the others load and serve.
+//! a component (not a core module, not garbage), it is built for a contract
+//! version this host speaks, it exports at least one role and every
+//! function of each role with the contract's type (checked by
+//! instantiating it once, under the load budget), it imports only seams it
+//! was granted, and every tool it lists has a valid name, a description
+//! and schemas our compiler accepts, all within the size budgets. A plugin
+//! that fails any check is reported — by name, file and reason — and
+//! skipped; the others load and serve (whether the host may then serve at
+//! all is the host's decision: see `Toolgate::build`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::Instant;
 
 use serde_json::Value;
 
-use super::component::{ComponentPlugin, Indices, InstanceMode, Origin, Parts};
+use super::component::{ComponentPlugin, InstanceMode, Origin, Parts};
+use super::contract::{self, ListedTool};
 use super::grants::Grants;
+use super::log::{GuestLog, escape};
 use super::manifest::Manifest;
-use super::roles;
 use super::runtime::Runtime;
-use super::store::CallScope;
-use crate::bindings::exports::toolgate::plugin::{
-    execute_around_hook, finalizer, guard, post_execute_hook, pre_execute_hook, result_observer,
-    tool,
-};
-use crate::bindings::wit;
-use crate::call::CallSignal;
+use super::store::PluginContext;
+use crate::budgets::{Budgets, cut};
+use crate::call::{CallSignal, ToolMeta};
 use crate::policy::Role;
-use crate::tool::{ToolDefinition, ToolMeta};
+use crate::seams::kv::KvStore;
+use crate::tool::ToolDefinition;
 
 /// A plugin that could not be loaded (or a tool of it that could not be
-/// registered), and why.
+/// registered, or something the host adjusted), and why.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, thiserror::Error)]
 #[error("plugin `{plugin}` ({origin}): {message}")]
 pub struct LoadError {
@@ -37,6 +39,32 @@ pub struct LoadError {
     /// `built-in` or the file's path.
     pub origin: String,
     pub message: String,
+    /// The plugin might be a policy: it did not load far enough to show it
+    /// has only the tool role. A policy that fails to load stops the host
+    /// from running calls unless the operator marked it `optional`.
+    #[serde(skip)]
+    pub may_be_policy: bool,
+}
+
+impl LoadError {
+    /// A failure of a plugin whose roles are not known (so it may be a policy).
+    pub fn new(plugin: &str, origin: &Origin, message: impl Into<String>) -> Self {
+        LoadError {
+            plugin: plugin.to_string(),
+            origin: origin.to_string(),
+            message: message.into(),
+            may_be_policy: true,
+        }
+    }
+
+    /// Something worth reporting about a plugin that loads (a tool not
+    /// registered, a placement adjusted).
+    pub fn note(plugin: &str, origin: &Origin, message: impl Into<String>) -> Self {
+        LoadError {
+            may_be_policy: false,
+            ..LoadError::new(plugin, origin, message)
+        }
+    }
 }
 
 /// The bytes and manifest of a plugin, before loading.
@@ -46,27 +74,40 @@ pub struct PluginSource {
     pub origin: Origin,
     pub bytes: Arc<[u8]>,
     pub manifest: Manifest,
+    /// Why its manifest is not acceptable, if it is not: reported once the
+    /// component's roles are known (so the failure is classified right).
+    pub manifest_error: Option<String>,
 }
 
 impl PluginSource {
     fn error(&self, message: impl Into<String>) -> LoadError {
-        LoadError {
-            plugin: self.name.clone(),
-            origin: self.origin.to_string(),
-            message: message.into(),
-        }
+        LoadError::new(&self.name, &self.origin, message)
+    }
+
+    /// The SHA-256 of the bytes, in hex.
+    pub fn sha256(&self) -> String {
+        use sha2::{Digest, Sha256};
+        Sha256::digest(&self.bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
     }
 }
 
 /// How the host wants one plugin loaded (resolved from config + manifest).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct LoadSettings {
     pub grants: Arc<Grants>,
     pub mode: InstanceMode,
     pub limits: toolgate_schema::Limits,
+    pub budgets: Budgets,
     pub max_idle: usize,
+    /// The SHA-256 the operator expects the file to have.
+    pub sha256: Option<String>,
     /// Per-tool timeout overrides from the operator.
     pub tool_timeouts: std::collections::BTreeMap<String, u32>,
+    /// The host's key-value store (the plugin gets its namespace if granted).
+    pub kv: Arc<KvStore>,
 }
 
 /// A tool as checked at load.
@@ -82,6 +123,8 @@ pub struct Loaded {
     pub plugin: Arc<ComponentPlugin>,
     pub tools: Vec<LoadedTool>,
     pub problems: Vec<LoadError>,
+    /// How long loading took (compile or cache, instantiate, `list-tools`).
+    pub load_time: std::time::Duration,
 }
 
 /// The `*.wasm` files of a directory (sorted by name), each with its
@@ -109,11 +152,8 @@ pub fn read_source(path: &Path) -> Result<PluginSource, LoadError> {
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let err = |message: String| LoadError {
-        plugin: name.clone(),
-        origin: path.display().to_string(),
-        message,
-    };
+    let origin = Origin::File(path.to_path_buf());
+    let err = |message: String| LoadError::new(&name, &origin, message);
     if !valid_plugin_name(&name) {
         return Err(err(format!(
             "the file name `{name}` is not a valid plugin name (use letters, digits, `-` and `_`)"
@@ -121,23 +161,29 @@ pub fn read_source(path: &Path) -> Result<PluginSource, LoadError> {
     }
     let bytes = std::fs::read(path).map_err(|e| err(format!("cannot read the file: {e}")))?;
     let manifest_path = path.with_extension("toml");
-    let manifest = if manifest_path.exists() {
-        let text = std::fs::read_to_string(&manifest_path).map_err(|e| {
-            err(format!(
-                "cannot read its manifest {}: {e}",
-                manifest_path.display()
-            ))
-        })?;
-        Manifest::parse(&text, &manifest_path.display().to_string())
-            .map_err(|e| err(e.to_string()))?
+    let (manifest, manifest_error) = if manifest_path.exists() {
+        match std::fs::read_to_string(&manifest_path) {
+            Err(e) => (
+                Manifest::default(),
+                Some(format!(
+                    "cannot read its manifest {}: {e}",
+                    manifest_path.display()
+                )),
+            ),
+            Ok(text) => match Manifest::parse(&text, &manifest_path.display().to_string()) {
+                Ok(m) => (m, None),
+                Err(e) => (Manifest::default(), Some(e.to_string())),
+            },
+        }
     } else {
-        Manifest::default()
+        (Manifest::default(), None)
     };
     Ok(PluginSource {
         name,
-        origin: Origin::File(path.to_path_buf()),
+        origin,
         bytes: bytes.into(),
         manifest,
+        manifest_error,
     })
 }
 
@@ -172,6 +218,16 @@ pub async fn load(
     source: PluginSource,
     settings: &LoadSettings,
 ) -> Result<Loaded, LoadError> {
+    let started = Instant::now();
+    if let Some(expected) = &settings.sha256 {
+        let found = source.sha256();
+        if !found.eq_ignore_ascii_case(expected) {
+            return Err(source.error(format!(
+                "its SHA-256 is {found}, not the {expected} the configuration expects ([plugins.{}] sha256); the file was not loaded",
+                source.name
+            )));
+        }
+    }
     check_header(&source.bytes).map_err(|m| source.error(m))?;
     let component = {
         let runtime = runtime.clone();
@@ -189,76 +245,96 @@ pub async fn load(
             ))
         })?
     };
-    let shape = roles::inspect(&runtime.engine, &component).map_err(|m| source.error(m))?;
-    check_seams(&source, &shape, &settings.grants)?;
-    let pre = runtime.linker.instantiate_pre(&component).map_err(|e| {
-        source.error(format!(
-            "imports something this host does not provide: {}",
-            first_line(&format!("{e:#}"))
-        ))
-    })?;
-    let mut indices = Indices::default();
-    let idx_err = |role: Role, e: wasmtime::Error| {
-        source.error(format!(
-            "its `{}` export is incomplete: {e:#}",
-            role.interface()
-        ))
+    let shape = contract::inspect(&runtime.engine, &component).map_err(|m| source.error(m))?;
+    // From here on the roles are known: a tool-only plugin that fails does
+    // not hold the host's policies back.
+    let tool_only = shape.roles.iter().all(|r| *r == Role::Tool);
+    let fail = |e: LoadError| LoadError {
+        may_be_policy: !tool_only,
+        ..e
     };
-    for role in &shape.roles {
-        match role {
-            Role::Tool => {
-                indices.tool = Some(tool::GuestIndices::new(&pre).map_err(|e| idx_err(*role, e))?)
-            }
-            Role::PreExecute => {
-                indices.pre_execute =
-                    Some(pre_execute_hook::GuestIndices::new(&pre).map_err(|e| idx_err(*role, e))?)
-            }
-            Role::ExecuteAround => {
-                indices.execute_around = Some(
-                    execute_around_hook::GuestIndices::new(&pre).map_err(|e| idx_err(*role, e))?,
-                )
-            }
-            Role::PostExecute => {
-                indices.post_execute = Some(
-                    post_execute_hook::GuestIndices::new(&pre).map_err(|e| idx_err(*role, e))?,
-                )
-            }
-            Role::Guard => {
-                indices.guard = Some(guard::GuestIndices::new(&pre).map_err(|e| idx_err(*role, e))?)
-            }
-            Role::Finalizer => {
-                indices.finalizer =
-                    Some(finalizer::GuestIndices::new(&pre).map_err(|e| idx_err(*role, e))?)
-            }
-            Role::Observer => {
-                indices.observer =
-                    Some(result_observer::GuestIndices::new(&pre).map_err(|e| idx_err(*role, e))?)
-            }
-        }
+    if let Some(m) = &source.manifest_error {
+        return Err(fail(source.error(m.clone())));
     }
+    check_seams(&source, &shape, &settings.grants).map_err(fail)?;
+    let path = contract::call_path(&shape, &settings.grants);
+    let pre = runtime
+        .linkers
+        .instantiate_pre(&component, path)
+        .map_err(|e| {
+            fail(source.error(format!(
+                "imports something this host does not provide: {}",
+                first_line(&format!("{e:#}"))
+            )))
+        })?;
+    let exports =
+        contract::export_loader(&shape, &component, &pre).map_err(|m| fail(source.error(m)))?;
+    let name: Arc<str> = source.name.as_str().into();
+    let context = Arc::new(PluginContext {
+        name: name.clone(),
+        grants: settings.grants.clone(),
+        budgets: settings.budgets,
+        log: GuestLog::new(
+            name.clone(),
+            settings.budgets.log_lines_per_second,
+            settings.budgets.max_log_line_bytes,
+        ),
+        kv: settings.grants.kv.then(|| settings.kv.space(name.clone())),
+        memory: runtime.memory.clone(),
+    });
     let plugin = Arc::new(ComponentPlugin::new(Parts {
         name: source.name.clone(),
         origin: source.origin.clone(),
         roles: shape.roles.clone(),
-        wit_version: shape.version.clone(),
+        contract: shape.version,
+        wit_version: shape.wit_version.clone(),
         imports: shape.imports.clone(),
         mode: settings.mode,
-        grants: settings.grants.clone(),
+        path,
+        context,
         limits: settings.limits,
-        runtime: runtime.clone(),
+        engine: runtime.engine.clone(),
         pre,
-        indices,
+        exports,
         max_idle: settings.max_idle,
     }));
+    // One instance now, under the load budget: it runs the component's
+    // initialisation and checks the type of every export it has.
+    let deadline = Instant::now() + settings.budgets.load_timeout;
+    let signal = || CallSignal::new(Default::default(), Some(deadline));
+    let budget_ms = settings.budgets.load_timeout.as_millis();
+    let within = |what: &str, e: super::component::InvokeError| {
+        fail(match e {
+            super::component::InvokeError::Interrupted(_) => source.error(format!(
+                "{what} did not finish within the load budget ({budget_ms} ms, `[limits] load_timeout_ms`)"
+            )),
+            other => source.error(format!("{what} failed: {other}")),
+        })
+    };
     let (tools, problems) = if shape.roles.contains(&Role::Tool) {
-        list_tools(&plugin, &source, settings).await?
+        let listed = contract::list_tools(&plugin, signal())
+            .await
+            .map_err(|e| within("`list-tools`", e))?;
+        check_tools(listed, &source, settings)
     } else {
+        plugin
+            .warm_up(crate::plugin::store::CallScope::new(None, signal()))
+            .await
+            .map_err(|e| within("instantiating it", e))?;
         (Vec::new(), Vec::new())
     };
+    tracing::debug!(
+        plugin = %source.name,
+        contract = ?shape.version,
+        path = ?path,
+        elapsed_us = started.elapsed().as_micros() as u64,
+        "plugin loaded"
+    );
     Ok(Loaded {
         plugin,
         tools,
         problems,
+        load_time: started.elapsed(),
     })
 }
 
@@ -269,20 +345,20 @@ fn first_line(s: &str) -> String {
 /// A component that imports a seam it was not granted does not load.
 fn check_seams(
     source: &PluginSource,
-    shape: &roles::Shape,
+    shape: &contract::Shape,
     grants: &Grants,
 ) -> Result<(), LoadError> {
     for seam in &shape.seams {
-        let granted = match seam.as_str() {
-            "shell" => grants.shell,
-            "subprocess" => !grants.subprocess.is_empty(),
-            _ => false,
+        let (granted, line) = match seam.as_str() {
+            "shell" => (grants.shell, "shell = true"),
+            "subprocess" => (
+                !grants.subprocess.is_empty(),
+                "subprocess = [\"<program>\", ...]",
+            ),
+            "kv" => (grants.kv, "kv = true"),
+            _ => (false, "(unknown seam)"),
         };
         if !granted {
-            let line = match seam.as_str() {
-                "shell" => "shell = true".to_string(),
-                _ => "subprocess = [\"<program>\", ...]".to_string(),
-            };
             return Err(source.error(format!(
                 "imports the `{seam}` seam, which is not granted (grant: {}); to grant it, add `{line}` under [plugins.{}.grants] in toolgate.toml",
                 grants.source, source.name
@@ -292,37 +368,54 @@ fn check_seams(
     Ok(())
 }
 
-/// How long `list-tools` may take.
-const LIST_TOOLS_BUDGET: Duration = Duration::from_secs(10);
-
-async fn list_tools(
-    plugin: &Arc<ComponentPlugin>,
+/// Check what `list-tools` returned: at most `max_tools_per_plugin`, each
+/// with a valid name and acceptable schemas.
+fn check_tools(
+    listed: Vec<ListedTool>,
     source: &PluginSource,
     settings: &LoadSettings,
-) -> Result<(Vec<LoadedTool>, Vec<LoadError>), LoadError> {
-    let signal = CallSignal::new(
-        Default::default(),
-        Some(std::time::Instant::now() + LIST_TOOLS_BUDGET),
-    );
-    let specs = plugin
-        .invoke(CallScope::with_signal(signal), |store, ex| {
-            Box::pin(async move { ex.tool()?.call_list_tools(store).await })
-        })
-        .await
-        .map_err(|e| source.error(format!("`list-tools` failed: {e}")))?;
+) -> (Vec<LoadedTool>, Vec<LoadError>) {
     let mut tools: Vec<LoadedTool> = Vec::new();
     let mut problems = Vec::new();
-    for spec in specs {
-        let name = spec.name.clone();
+    let max = settings.budgets.max_tools_per_plugin;
+    if listed.len() > max {
+        problems.push(LoadError::note(
+            &source.name,
+            &source.origin,
+            format!(
+                "lists {} tools, more than the host accepts from one plugin ({max}, `[limits] max_tools_per_plugin`); the first {max} are considered",
+                listed.len()
+            ),
+        ));
+    }
+    for spec in listed.into_iter().take(max) {
+        let shown = escape(&cut(spec.name.clone(), 80)).into_owned();
         match check_spec(spec, &source.name, settings) {
-            Ok(t) if tools.iter().any(|x| x.def.name == t.def.name) => problems.push(source.error(
-                format!("lists the tool `{name}` twice; the second is ignored"),
+            Ok((t, _)) if tools.iter().any(|x| x.def.name == t.def.name) => {
+                problems.push(LoadError::note(
+                    &source.name,
+                    &source.origin,
+                    format!("lists the tool `{shown}` twice; the second is ignored"),
+                ))
+            }
+            Ok((t, note)) => {
+                if let Some(note) = note {
+                    problems.push(LoadError::note(
+                        &source.name,
+                        &source.origin,
+                        format!("tool `{shown}`: {note}"),
+                    ));
+                }
+                tools.push(t)
+            }
+            Err(m) => problems.push(LoadError::note(
+                &source.name,
+                &source.origin,
+                format!("tool `{shown}` is not registered: {m}"),
             )),
-            Ok(t) => tools.push(t),
-            Err(m) => problems.push(source.error(format!("tool `{name}` is not registered: {m}"))),
         }
     }
-    Ok((tools, problems))
+    (tools, problems)
 }
 
 /// Tool names: what every model API accepts.
@@ -334,27 +427,49 @@ pub fn valid_tool_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
+/// Check one listed tool; the note says what was adjusted (a cut description).
 fn check_spec(
-    spec: wit::ToolSpec,
+    spec: ListedTool,
     provider: &str,
     settings: &LoadSettings,
-) -> Result<LoadedTool, String> {
+) -> Result<(LoadedTool, Option<String>), String> {
     if !valid_tool_name(&spec.name) {
         return Err("its name must be 1–64 characters of [A-Za-z0-9_-]".into());
     }
     if spec.description.trim().is_empty() {
         return Err("its description is empty (the model needs one)".into());
     }
+    let budgets = &settings.budgets;
+    let mut note = None;
+    let description = if spec.description.len() > budgets.max_description_bytes {
+        note = Some(format!(
+            "its description of {} bytes was cut to the host's limit ({}, `[limits] max_description_bytes`)",
+            spec.description.len(),
+            budgets.max_description_bytes
+        ));
+        cut(spec.description, budgets.max_description_bytes)
+    } else {
+        spec.description
+    };
     let limits = toolgate_schema::Limits::default();
-    let parameters: Value = toolgate_schema::parse(&spec.parameters, &limits)
-        .map_err(|e| format!("its parameters are not acceptable JSON: {e}"))?;
+    let schema_json = |what: &str, text: &str| -> Result<Value, String> {
+        if text.len() > budgets.max_schema_bytes {
+            return Err(format!(
+                "its {what} schema is {} bytes, more than the host accepts ({}, `[limits] max_schema_bytes`)",
+                text.len(),
+                budgets.max_schema_bytes
+            ));
+        }
+        toolgate_schema::parse(text, &limits)
+            .map_err(|e| format!("its {what} schema is not acceptable JSON: {e}"))
+    };
+    let parameters = schema_json("parameters", &spec.parameters)?;
     let compiled = toolgate_schema::Schema::compile_parameters(&parameters)
         .map_err(|e| format!("its parameters schema is not accepted: {e}"))?;
     let (output_schema, output) = match &spec.output_schema {
         None => (None, None),
         Some(text) => {
-            let v: Value = toolgate_schema::parse(text, &limits)
-                .map_err(|e| format!("its output schema is not acceptable JSON: {e}"))?;
+            let v = schema_json("output", text)?;
             let c = toolgate_schema::Schema::compile(&v)
                 .map_err(|e| format!("its output schema is not accepted: {e}"))?;
             (Some(v), Some(c))
@@ -365,20 +480,23 @@ fn check_spec(
         .get(&spec.name)
         .copied()
         .or(spec.timeout_ms);
-    Ok(LoadedTool {
-        def: ToolDefinition {
-            name: spec.name,
-            description: spec.description,
-            parameters,
-            output_schema,
-            meta: ToolMeta {
-                provider: provider.to_string(),
-                timeout_ms,
-                annotations: spec.annotations,
-                features: spec.features,
+    Ok((
+        LoadedTool {
+            def: ToolDefinition {
+                name: spec.name,
+                description,
+                parameters,
+                output_schema,
+                meta: ToolMeta {
+                    provider: provider.to_string(),
+                    timeout_ms,
+                    annotations: spec.annotations,
+                    features: spec.features,
+                },
             },
+            parameters: compiled,
+            output,
         },
-        parameters: compiled,
-        output,
-    })
+        note,
+    ))
 }

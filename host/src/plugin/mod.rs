@@ -1,27 +1,34 @@
 //! Plugins: WebAssembly components that provide tools and policies.
 //!
-//! * [`runtime`] — the engine, linker and epoch ticker (one per process);
+//! * [`runtime`] — the engine, the linkers and the epoch ticker (one per process);
 //! * [`loader`] — reading and checking components from files or the binary;
-//! * [`roles`] — what a component exports and imports, and version checks;
-//! * [`component`] — a loaded plugin and its instances;
-//! * [`store`] — per-instance state and the host side of every import;
-//! * [`adapters`] — components behind the policy and tool traits;
+//! * [`contract`] — the WIT contract by version: shapes, imports,
+//!   conversions, components behind the policy and tool traits;
+//! * [`component`] — a loaded plugin, its instances and its call path;
+//! * [`store`] — what one instance's store holds;
+//! * [`sync_wasi`] — the WASI of the synchronous path (nothing waits);
+//! * [`memory`], [`log`] — the instance memory budget, guest log lines;
 //! * [`grants`], [`manifest`] — what the operator grants, what the plugin asks;
 //! * [`cache`] — compiled components on disk;
 //! * [`builtin`] — the first-party plugins embedded in the binary.
+//!
+//! Dependencies point one way: `store` ← `component` ← `contract` ←
+//! `runtime`, `loader`; none of them reaches back.
 
-pub mod adapters;
 pub mod builtin;
 pub mod cache;
 pub mod component;
+pub mod contract;
 pub mod grants;
 pub mod loader;
+pub mod log;
 pub mod manifest;
-pub mod roles;
+pub mod memory;
 pub mod runtime;
 pub mod store;
+pub mod sync_wasi;
 
-pub use component::{ComponentPlugin, InstanceMode, Origin};
+pub use component::{CallPath, ComponentPlugin, ContractVersion, InstanceMode, Origin};
 pub use grants::{FsGrant, Grants};
 pub use loader::{LoadError, LoadSettings, Loaded, LoadedTool, PluginSource};
 pub use manifest::Manifest;

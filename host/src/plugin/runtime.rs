@@ -1,22 +1,24 @@
-//! The one wasmtime engine of the process, its linker, and the epoch ticker.
+//! The wasmtime engine of a host, its linkers, the instance memory budget
+//! and the epoch ticker.
 //!
 //! Engine choices (measured, see BENCHMARKS.md): the pooling allocator with
 //! copy-on-write memory images makes a fresh instance cost microseconds;
 //! `concurrency_support(false)` keeps plain calls at a fraction of a
 //! microsecond (component-model async is not used); epoch interruption with
-//! a ticker thread lets the host stop guest code that ignores its deadline.
+//! a ticker thread lets the host stop guest code that ignores its deadline,
+//! on a fiber and on the synchronous path alike.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig};
 
 use super::cache::CompileCache;
-use super::store::StoreData;
-use crate::bindings::toolgate::plugin as imports;
+use super::contract::Linkers;
+use super::memory::{self, MemoryBudget};
+use crate::budgets::Budgets;
 use crate::error::HostError;
 
 /// Engine-wide settings.
@@ -28,8 +30,12 @@ pub struct RuntimeOptions {
     /// Most instances alive at once (pool slots).
     pub max_instances: u32,
     /// Largest linear memory any instance may have (per-plugin limits are
-    /// lower; this sizes the pool).
+    /// lower; this sizes the pool's slots). A grant above it is a
+    /// configuration error.
     pub max_memory_bytes: usize,
+    /// Bytes of linear memory all instances together may hold
+    /// ([`Budgets::guest_memory_bytes`]).
+    pub guest_memory_bytes: usize,
     /// Where compiled components are cached; `None` disables the cache.
     pub cache_dir: Option<std::path::PathBuf>,
 }
@@ -39,17 +45,21 @@ impl Default for RuntimeOptions {
         RuntimeOptions {
             epoch_tick: Duration::from_millis(10),
             max_instances: 1000,
-            max_memory_bytes: 1 << 30,
+            max_memory_bytes: crate::config::MAX_INSTANCE_MEMORY_MB << 20,
+            guest_memory_bytes: Budgets::default().guest_memory_bytes,
             cache_dir: CompileCache::default_dir(),
         }
     }
 }
 
-/// The engine, the linker with every host import, and the ticker.
+/// The engine, the linkers with every host import, the memory budget and
+/// the ticker.
 pub struct Runtime {
     pub engine: Engine,
-    pub(crate) linker: Linker<StoreData>,
+    pub(crate) linkers: Linkers,
     pub(crate) cache: Option<CompileCache>,
+    /// What all instances' memory is drawn from.
+    pub memory: Arc<MemoryBudget>,
     pub options: RuntimeOptions,
     ticker: Option<Ticker>,
 }
@@ -57,14 +67,14 @@ pub struct Runtime {
 impl Runtime {
     pub fn new(options: RuntimeOptions) -> Result<Arc<Runtime>, HostError> {
         let engine = Engine::new(&engine_config(&options)).map_err(HostError::engine)?;
-        let mut linker = Linker::new(&engine);
-        add_imports(&mut linker).map_err(HostError::engine)?;
+        let linkers = Linkers::new(&engine).map_err(HostError::engine)?;
         let cache = options.cache_dir.clone().map(CompileCache::new);
         let ticker = Ticker::start(engine.clone(), options.epoch_tick);
         Ok(Arc::new(Runtime {
             engine,
-            linker,
+            linkers,
             cache,
+            memory: MemoryBudget::new(options.guest_memory_bytes),
             options,
             ticker: Some(ticker),
         }))
@@ -86,9 +96,9 @@ fn engine_config(options: &RuntimeOptions) -> Config {
         .total_memories(options.max_instances * 2)
         .total_tables(options.max_instances * 4)
         .total_stacks(options.max_instances)
-        .max_core_instances_per_component(64)
-        .max_memories_per_component(16)
-        .max_tables_per_component(64)
+        .max_core_instances_per_component(memory::MAX_INSTANCES as u32)
+        .max_memories_per_component(memory::MAX_MEMORIES as u32)
+        .max_tables_per_component(memory::MAX_TABLES as u32)
         .max_memory_size(options.max_memory_bytes);
     let mut config = Config::new();
     config
@@ -99,22 +109,6 @@ fn engine_config(options: &RuntimeOptions) -> Config {
         .parallel_compilation(true)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     config
-}
-
-fn add_imports(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
-    wasmtime_wasi::p2::add_to_linker_async(linker)?;
-    type D = HasSelf<StoreData>;
-    imports::log::add_to_linker::<StoreData, D>(linker, |d| d)?;
-    imports::cancellation::add_to_linker::<StoreData, D>(linker, |d| d)?;
-    imports::deferred_context::add_to_linker::<StoreData, D>(linker, |d| d)?;
-    imports::pre_execute_chain::add_to_linker::<StoreData, D>(linker, |d| d)?;
-    imports::execute_chain::add_to_linker::<StoreData, D>(linker, |d| d)?;
-    imports::post_execute_chain::add_to_linker::<StoreData, D>(linker, |d| d)?;
-    imports::shell::add_to_linker::<StoreData, D>(linker, |d| d)?;
-    imports::subprocess::add_to_linker::<StoreData, D>(linker, |d| d)?;
-    imports::types::add_to_linker::<StoreData, D>(linker, |d| d)?;
-    imports::process::add_to_linker::<StoreData, D>(linker, |d| d)?;
-    Ok(())
 }
 
 /// Increments the engine's epoch every tick until stopped.

@@ -1,41 +1,46 @@
-//! What a component instance's store holds, and the host side of every
-//! `toolgate:plugin` import.
+//! What a component instance's store holds.
 //!
 //! A store belongs to one instance of one plugin. Between calls it holds
-//! only the WASI context and limits; during a call, [`CallScope`] holds what
-//! the imports need: the fused signal (read by the epoch callback too), the
-//! rest of a waterfall for `*-chain.next`, the deferred-context sink.
+//! the WASI context, the limiter and what every instance of the plugin
+//! shares ([`PluginContext`]); during a call, [`CallScope`] holds what the
+//! imports need: the fused signal (read by the epoch callback too), the
+//! call, the rest of a waterfall for `*-chain.next`, the deferred-context
+//! sink. The imports themselves are implemented by the contract modules
+//! (`plugin::contract`), one per contract version; this module knows none
+//! of them.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::Duration;
 
-use anyhow::anyhow;
-use wasmtime::StoreLimits;
-use wasmtime::component::ResourceTable;
+use wasmtime::component::{Resource, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::adapters::{outcome_to_wit, post_decision_to_wit, pre_decision_to_wit};
 use super::grants::Grants;
-use crate::bindings::toolgate::plugin as imports;
-use crate::bindings::wit;
-use crate::call::{CallSignal, Interrupt};
+use super::log::GuestLog;
+use super::memory::{MemoryBudget, MemoryLimiter};
+use crate::budgets::Budgets;
+use crate::call::{CallInfo, CallSignal, Interrupt};
 use crate::outcome::Outcome;
-use crate::pipeline::execute::ExecNext;
-use crate::pipeline::post_execute::PostNext;
-use crate::pipeline::pre_execute::PreNext;
-use crate::policy::{PostDecision, PreDecision};
+use crate::policy::{ExecNext, PostDecision, PostNext, PreDecision, PreNext};
+use crate::seams::kv::KvSpace;
+use crate::seams::process::Requester;
 use crate::tool::DeferredContexts;
 
-/// Most deferred contexts one call may add, and the longest one.
-const MAX_DEFERRED: usize = 16;
-const MAX_DEFERRED_LEN: usize = 16 * 1024;
-/// Longest log message kept.
-const MAX_LOG_LEN: usize = 4 * 1024;
-/// How much of a guest's stderr is kept (the tail), for trap reports.
-const STDERR_TAIL: usize = 4 * 1024;
+/// What every instance of one plugin shares.
+pub struct PluginContext {
+    pub name: Arc<str>,
+    /// What the operator granted (the seams check it).
+    pub grants: Arc<Grants>,
+    pub budgets: Budgets,
+    /// The plugin's log (escaped, rate-limited).
+    pub log: GuestLog,
+    /// Its namespace of the host's key-value store, if granted.
+    pub kv: Option<KvSpace>,
+    /// The host-wide budget its instances' memory is drawn from.
+    pub memory: Arc<MemoryBudget>,
+}
 
 /// A `*-chain.next` continuation: run at most once, then remembered.
 pub(crate) enum Slot<N, D> {
@@ -49,13 +54,15 @@ pub(crate) enum Slot<N, D> {
 /// wrapper's instance is gone).
 pub(crate) struct ExecSlot {
     pub next: Option<ExecNext>,
-    pub done: Arc<Mutex<Option<(wit::ToolResult, Outcome)>>>,
+    pub done: Arc<Mutex<Option<Arc<Outcome>>>>,
 }
 
 /// What the imports need during one call.
 #[derive(Default)]
 pub struct CallScope {
     pub(crate) signal: Option<CallSignal>,
+    /// The call being served (the kv seam's namespace is its scope).
+    pub(crate) call: Option<Arc<CallInfo>>,
     pub(crate) deferred: Option<DeferredContexts>,
     pub(crate) pre_next: Option<Slot<PreNext, PreDecision>>,
     pub(crate) exec_next: Option<ExecSlot>,
@@ -63,9 +70,11 @@ pub struct CallScope {
 }
 
 impl CallScope {
-    pub fn with_signal(signal: CallSignal) -> Self {
+    /// A scope for serving `call` under `signal`.
+    pub fn new(call: Option<Arc<CallInfo>>, signal: CallSignal) -> Self {
         CallScope {
             signal: Some(signal),
+            call,
             ..Default::default()
         }
     }
@@ -74,37 +83,82 @@ impl CallScope {
 /// The data of one instance's store.
 pub struct StoreData {
     wasi: WasiCtx,
-    table: ResourceTable,
-    pub(crate) limits: StoreLimits,
-    pub(crate) plugin: Arc<str>,
+    pub(crate) table: ResourceTable,
+    pub(crate) limiter: MemoryLimiter,
+    pub(crate) plugin: Arc<PluginContext>,
     pub(crate) scope: CallScope,
     pub(crate) stderr: TailPipe,
-    /// What the operator granted this plugin (the seams check it).
-    pub(crate) grants: Arc<Grants>,
+    /// Host handles (calls, results) in the table now.
+    handles: usize,
+}
+
+/// A guest holds more host handles than [`Budgets::max_handles`].
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "plugin `{plugin}` holds more than {max} host handles (calls, results); it must drop the ones it no longer needs"
+)]
+pub struct TooManyHandles {
+    plugin: Arc<str>,
+    max: usize,
 }
 
 impl StoreData {
-    pub(crate) fn new(
-        plugin: Arc<str>,
-        wasi: WasiCtx,
-        limits: StoreLimits,
-        stderr: TailPipe,
-        grants: Arc<Grants>,
-    ) -> Self {
+    pub(crate) fn new(plugin: Arc<PluginContext>, wasi: WasiCtx, stderr: TailPipe) -> Self {
+        let limiter = MemoryLimiter::new(
+            plugin.name.clone(),
+            plugin.grants.memory_bytes,
+            plugin.memory.clone(),
+        );
         StoreData {
             wasi,
             table: ResourceTable::new(),
-            limits,
+            limiter,
             plugin,
             scope: CallScope::default(),
             stderr,
-            grants,
+            handles: 0,
         }
     }
 
     /// The epoch callback's question: should the running guest stop?
     pub(crate) fn interrupt(&self) -> Option<Interrupt> {
         self.scope.signal.as_ref().and_then(CallSignal::fired)
+    }
+
+    /// Lend or give the guest a host value as a resource handle.
+    pub(crate) fn push<T: Send + 'static>(&mut self, value: T) -> wasmtime::Result<Resource<T>> {
+        if self.handles >= self.plugin.budgets.max_handles {
+            return Err(TooManyHandles {
+                plugin: self.plugin.name.clone(),
+                max: self.plugin.budgets.max_handles,
+            }
+            .into());
+        }
+        let handle = self.table.push(value)?;
+        self.handles += 1;
+        Ok(handle)
+    }
+
+    /// Take a handle's value back out of the table (the host's own cleanup,
+    /// or the guest dropping a handle it owned).
+    pub(crate) fn take<T: 'static>(&mut self, handle: Resource<T>) -> wasmtime::Result<T> {
+        let value = self.table.delete(handle)?;
+        self.handles -= 1;
+        Ok(value)
+    }
+
+    /// Who asks the process seams: this plugin, for the call being served.
+    pub(crate) fn requester(&self) -> Requester<'_> {
+        Requester {
+            plugin: &self.plugin.name,
+            grants: &self.plugin.grants,
+            signal: self.scope.signal.as_ref(),
+        }
+    }
+
+    /// Read a handle's value.
+    pub(crate) fn get<T: 'static>(&self, handle: &Resource<T>) -> wasmtime::Result<&T> {
+        Ok(self.table.get(handle)?)
     }
 }
 
@@ -123,167 +177,33 @@ impl WasiView for StoreData {
 #[error("interrupted by the host: {0:?}")]
 pub struct Interrupted(pub Interrupt);
 
-impl imports::types::Host for StoreData {}
-impl imports::process::Host for StoreData {}
-
-impl imports::log::Host for StoreData {
-    async fn log(&mut self, level: imports::log::Level, message: String) -> anyhow::Result<()> {
-        use imports::log::Level;
-        let message = truncate(message, MAX_LOG_LEN);
-        let plugin = &*self.plugin;
-        match level {
-            Level::Trace => tracing::trace!(target: "toolgate::guest", plugin, "{message}"),
-            Level::Debug => tracing::debug!(target: "toolgate::guest", plugin, "{message}"),
-            Level::Info => tracing::info!(target: "toolgate::guest", plugin, "{message}"),
-            Level::Warn => tracing::warn!(target: "toolgate::guest", plugin, "{message}"),
-            Level::Error => tracing::error!(target: "toolgate::guest", plugin, "{message}"),
-        }
-        Ok(())
-    }
-}
-
-impl imports::cancellation::Host for StoreData {
-    async fn is_cancelled(&mut self) -> anyhow::Result<bool> {
-        Ok(self.interrupt().is_some())
-    }
-
-    async fn remaining_ms(&mut self) -> anyhow::Result<Option<u64>> {
-        Ok(self
-            .scope
-            .signal
-            .as_ref()
-            .and_then(CallSignal::remaining)
-            .map(|d| d.as_millis() as u64))
-    }
-}
-
-impl imports::deferred_context::Host for StoreData {
-    async fn add(&mut self, context: String) -> anyhow::Result<()> {
-        let Some(sink) = &self.scope.deferred else {
-            return Err(anyhow!(
-                "`deferred-context.add` may only be called while a tool body runs"
-            ));
-        };
-        let mut sink = sink.lock().unwrap_or_else(|p| p.into_inner());
-        if sink.len() >= MAX_DEFERRED {
-            tracing::warn!(
-                plugin = &*self.plugin,
-                "deferred context dropped: at most {MAX_DEFERRED} per call"
-            );
-        } else {
-            sink.push(truncate(context, MAX_DEFERRED_LEN));
-        }
-        Ok(())
-    }
-}
-
-impl imports::pre_execute_chain::Host for StoreData {
-    async fn next(&mut self) -> anyhow::Result<wit::PreDecision> {
-        let slot = self.scope.pre_next.as_mut().ok_or_else(|| {
-            anyhow!("`pre-execute-chain.next` may only be called from `pre-execute`")
-        })?;
-        match std::mem::replace(slot, Slot::Running) {
-            Slot::Pending(next) => {
-                let decision = next.run().await;
-                let wit = pre_decision_to_wit(&decision);
-                *self.scope.pre_next.as_mut().expect("slot set above") = Slot::Done(decision);
-                Ok(wit)
-            }
-            Slot::Done(decision) => {
-                let wit = pre_decision_to_wit(&decision);
-                *slot = Slot::Done(decision);
-                Ok(wit)
-            }
-            Slot::Running => Err(anyhow!("`pre-execute-chain.next` re-entered")),
-        }
-    }
-}
-
-impl imports::execute_chain::Host for StoreData {
-    async fn next(&mut self, deadline_ms: Option<u64>) -> anyhow::Result<wit::ToolResult> {
-        let slot = self.scope.exec_next.as_mut().ok_or_else(|| {
-            anyhow!("`execute-chain.next` may only be called from `around-execute`")
-        })?;
-        if let Some((result, _)) = &*slot.done.lock().unwrap_or_else(|p| p.into_inner()) {
-            return Ok(result.clone());
-        }
-        let next = slot
-            .next
-            .take()
-            .ok_or_else(|| anyhow!("`execute-chain.next` re-entered"))?;
-        let done = slot.done.clone();
-        let outcome = next.run(deadline_ms.map(Duration::from_millis)).await;
-        let wit = outcome_to_wit(&outcome);
-        *done.lock().unwrap_or_else(|p| p.into_inner()) = Some((wit.clone(), outcome));
-        Ok(wit)
-    }
-}
-
-impl imports::post_execute_chain::Host for StoreData {
-    async fn next(&mut self) -> anyhow::Result<wit::PostDecision> {
-        let slot = self.scope.post_next.as_mut().ok_or_else(|| {
-            anyhow!("`post-execute-chain.next` may only be called from `post-execute`")
-        })?;
-        match std::mem::replace(slot, Slot::Running) {
-            Slot::Pending(next) => {
-                let decision = next.run().await;
-                let wit = post_decision_to_wit(&decision);
-                *self.scope.post_next.as_mut().expect("slot set above") = Slot::Done(decision);
-                Ok(wit)
-            }
-            Slot::Done(decision) => {
-                let wit = post_decision_to_wit(&decision);
-                *slot = Slot::Done(decision);
-                Ok(wit)
-            }
-            Slot::Running => Err(anyhow!("`post-execute-chain.next` re-entered")),
-        }
-    }
-}
-
-impl imports::shell::Host for StoreData {
-    async fn run(
-        &mut self,
-        command: String,
-        options: imports::process::Options,
-    ) -> anyhow::Result<Result<imports::process::Output, imports::process::SpawnError>> {
-        crate::seams::process::shell(self, command, options).await
-    }
-}
-
-impl imports::subprocess::Host for StoreData {
-    async fn run(
-        &mut self,
-        program: String,
-        args: Vec<String>,
-        options: imports::process::Options,
-    ) -> anyhow::Result<Result<imports::process::Output, imports::process::SpawnError>> {
-        crate::seams::process::subprocess(self, program, args, options).await
-    }
-}
-
-fn truncate(mut s: String, max: usize) -> String {
-    if s.len() > max {
-        let mut cut = max;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
-        s.push('…');
-    }
-    s
-}
-
 /// Keeps the last few KiB a guest wrote to stderr (a panic message, say),
-/// so a trap can be reported with its cause. Never fails a write: a guest
-/// that logs a lot must not crash because of it.
-#[derive(Clone, Default)]
-pub struct TailPipe(Arc<Mutex<VecDeque<u8>>>);
+/// so a trap can be reported with its cause. Never fails a write and never
+/// blocks: a guest that logs a lot must not crash or stall because of it,
+/// and a guest on the synchronous path must never wait for the host.
+#[derive(Clone)]
+pub struct TailPipe {
+    buf: Arc<Mutex<VecDeque<u8>>>,
+    keep: usize,
+}
 
 impl TailPipe {
+    /// A pipe keeping the last `keep` bytes.
+    pub fn new(keep: usize) -> Self {
+        TailPipe {
+            buf: Arc::default(),
+            keep,
+        }
+    }
+
+    /// A pipe keeping nothing (stdout: guests speak through their results).
+    pub fn sink() -> Self {
+        TailPipe::new(0)
+    }
+
     /// What was kept, lossily decoded.
     pub fn tail(&self) -> String {
-        let buf = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let buf = self.buf.lock().unwrap_or_else(|p| p.into_inner());
         let (a, b) = buf.as_slices();
         let mut bytes = a.to_vec();
         bytes.extend_from_slice(b);
@@ -291,7 +211,17 @@ impl TailPipe {
     }
 
     pub fn clear(&self) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.buf.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
+    fn push(&self, data: &[u8]) {
+        if self.keep == 0 {
+            return;
+        }
+        let mut buf = self.buf.lock().unwrap_or_else(|p| p.into_inner());
+        buf.extend(data.iter().rev().take(self.keep).rev());
+        let excess = buf.len().saturating_sub(self.keep);
+        buf.drain(..excess);
     }
 }
 
@@ -305,6 +235,31 @@ impl wasmtime_wasi::cli::StdoutStream for TailPipe {
     fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
         Box::new(self.clone())
     }
+
+    /// Always ready, never blocks: writes land in the tail at once.
+    fn p2_stream(&self) -> Box<dyn wasmtime_wasi::p2::OutputStream> {
+        Box::new(self.clone())
+    }
+}
+
+#[async_trait::async_trait]
+impl wasmtime_wasi::p2::Pollable for TailPipe {
+    async fn ready(&mut self) {}
+}
+
+impl wasmtime_wasi::p2::OutputStream for TailPipe {
+    fn write(&mut self, bytes: bytes::Bytes) -> wasmtime_wasi::p2::StreamResult<()> {
+        self.push(&bytes);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> wasmtime_wasi::p2::StreamResult<()> {
+        Ok(())
+    }
+
+    fn check_write(&mut self) -> wasmtime_wasi::p2::StreamResult<usize> {
+        Ok(64 * 1024)
+    }
 }
 
 impl tokio::io::AsyncWrite for TailPipe {
@@ -313,10 +268,7 @@ impl tokio::io::AsyncWrite for TailPipe {
         _cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        let mut buf = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        buf.extend(data.iter().rev().take(STDERR_TAIL).rev());
-        let excess = buf.len().saturating_sub(STDERR_TAIL);
-        buf.drain(..excess);
+        self.push(data);
         Poll::Ready(Ok(data.len()))
     }
 

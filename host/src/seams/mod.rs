@@ -1,7 +1,12 @@
-//! The host side of the capability seams a tool may import.
+//! The host side of the capability seams a component may import. Each seam
+//! is its domain logic here — what a request may do under the plugin's
+//! grant — while the contract modules (`plugin::contract`) translate the
+//! WIT calls of each contract version into these functions.
 //!
 //! * file system: WASI preopens of exactly the granted directories (see
 //!   [`crate::plugin::grants`]);
-//! * [`process`]: the `shell` and `subprocess` seams, every spawn sandboxed.
+//! * [`process`]: the `shell` and `subprocess` seams, every spawn sandboxed;
+//! * [`kv`]: a small key-value store per plugin and agent scope.
 
+pub mod kv;
 pub mod process;

@@ -17,92 +17,130 @@ use std::time::Duration;
 
 use toolgate_sandbox::{Program, SpawnRequest};
 
-use crate::bindings::toolgate::plugin::process::{Options, Output, SpawnError};
+use crate::call::CallSignal;
 use crate::plugin::grants::Grants;
-use crate::plugin::store::StoreData;
 
 /// The `PATH` a spawned process gets.
 pub const SANDBOX_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
+/// What a component asks for besides the program (the WIT `options`).
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Working directory, a guest path inside a grant. Default: the first grant.
+    pub workdir: Option<String>,
+    pub stdin: Option<Vec<u8>>,
+    /// Variables to set; only names the grant allows.
+    pub env: Vec<(String, String)>,
+    /// Kill the process group after this long.
+    pub timeout_ms: Option<u32>,
+}
+
+/// What the process did (the WIT `output`).
+#[derive(Clone, Debug, Default)]
+pub struct Output {
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    /// The timeout (or the call's cancellation) ended it.
+    pub timed_out: bool,
+}
+
+/// Why a process was not run (the WIT `spawn-error`): an answer to the
+/// guest, not a trap.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SpawnError {
+    /// The grant does not allow it (which grant, and how to add it).
+    NotGranted(String),
+    /// The sandbox the grant needs cannot be enforced on this kernel.
+    SandboxUnavailable(String),
+    /// The request is malformed.
+    InvalidRequest(String),
+    /// The process could not be started.
+    Failed(String),
+}
+
+/// Who asks: the plugin, its grant, and the signal of the call it serves.
+pub struct Requester<'a> {
+    pub plugin: &'a str,
+    pub grants: &'a Grants,
+    pub signal: Option<&'a CallSignal>,
+}
+
 /// `shell.run`: `/bin/sh -c COMMAND` in the sandbox.
 pub async fn shell(
-    data: &mut StoreData,
+    who: Requester<'_>,
     command: String,
     options: Options,
-) -> anyhow::Result<Result<Output, SpawnError>> {
-    if !data.grants.shell {
-        return Ok(Err(SpawnError::NotGranted(format!(
+) -> Result<Output, SpawnError> {
+    if !who.grants.shell {
+        return Err(SpawnError::NotGranted(format!(
             "plugin `{}` is not granted the shell seam; add `shell = true` under [plugins.{}.grants] in toolgate.toml",
-            data.plugin, data.plugin
-        ))));
-    }
-    if command.trim().is_empty() {
-        return Ok(Err(SpawnError::InvalidRequest(
-            "the command is empty".into(),
+            who.plugin, who.plugin
         )));
     }
-    Ok(spawn(data, Program::Shell(command), options).await)
+    if command.trim().is_empty() {
+        return Err(SpawnError::InvalidRequest("the command is empty".into()));
+    }
+    spawn(who, Program::Shell(command), options).await
 }
 
 /// `subprocess.run`: PROGRAM ARGS… in the sandbox, no shell. PROGRAM must be
 /// on the plugin's allow-list, exactly as written there.
 pub async fn subprocess(
-    data: &mut StoreData,
+    who: Requester<'_>,
     program: String,
     args: Vec<String>,
     options: Options,
-) -> anyhow::Result<Result<Output, SpawnError>> {
-    let allowed = &data.grants.subprocess;
+) -> Result<Output, SpawnError> {
+    let allowed = &who.grants.subprocess;
     if !allowed.contains(&program) {
-        return Ok(Err(SpawnError::NotGranted(if allowed.is_empty() {
+        return Err(SpawnError::NotGranted(if allowed.is_empty() {
             format!(
                 "plugin `{}` may not run programs; list them in `subprocess = [...]` under [plugins.{}.grants]",
-                data.plugin, data.plugin
+                who.plugin, who.plugin
             )
         } else {
             format!(
                 "plugin `{}` may run only {}; `{program}` is not on its subprocess list",
-                data.plugin,
+                who.plugin,
                 allowed
                     .iter()
                     .map(|p| format!("`{p}`"))
                     .collect::<Vec<_>>()
                     .join(", ")
             )
-        })));
+        }));
     }
-    Ok(spawn(
-        data,
+    spawn(
+        who,
         Program::Exec {
             program: PathBuf::from(program),
             args,
         },
         options,
     )
-    .await)
+    .await
 }
 
 async fn spawn(
-    data: &mut StoreData,
+    who: Requester<'_>,
     program: Program,
     options: Options,
 ) -> Result<Output, SpawnError> {
-    let grants = data.grants.clone();
-    let signal = data.scope.signal.clone();
-    let request = request(
-        &grants,
-        program,
-        options,
-        signal.as_ref().and_then(|s| s.remaining()),
-    )?;
+    let grants = who.grants;
+    let signal = who.signal;
+    let request = request(grants, program, options, signal.and_then(|s| s.remaining()))?;
     tracing::info!(
-        plugin = &*data.plugin,
+        plugin = who.plugin,
         cwd = %request.cwd.display(),
         program = ?request.program,
         "spawning in the sandbox"
     );
     let cancelled = async {
-        match &signal {
+        match signal {
             Some(s) => {
                 s.wait().await;
             }

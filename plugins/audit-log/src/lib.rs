@@ -2,15 +2,15 @@
 //! error code. Read it with `RUST_LOG=toolgate::guest=info` (add
 //! `--log-format json` for machine-readable lines).
 
-use toolgate_sdk::{Call, RecordedResult, ResultObserver};
+use toolgate_sdk::{Call, Outcome, ResultObserver};
 
 struct AuditLog;
 
 impl ResultObserver for AuditLog {
-    fn on_result(call: &Call, result: &RecordedResult) {
-        let (outcome, code) = match result {
-            RecordedResult::Success(_) => ("ok", String::new()),
-            RecordedResult::Failure(f) => ("error", f.error.code.clone()),
+    fn on_result(call: &Call, result: &Outcome) {
+        let (outcome, code) = match result.error() {
+            None => ("ok", String::new()),
+            Some(e) => ("error", e.code.clone()),
         };
         let line = serde_json::json!({
             "audit": "tool-call",

@@ -5,12 +5,12 @@
 //! cancellation, and a wrapper cannot extend or detach from either. A body
 //! that ignores the deadline is stopped by the host (epoch interruption).
 
-use toolgate_sdk::{Call, ExecChain, ExecuteAroundHook, ToolResult};
+use toolgate_sdk::{Call, CallResult, ExecChain, ExecuteAroundHook};
 
 struct Timeout;
 
 impl ExecuteAroundHook for Timeout {
-    fn around_execute(call: &Call, chain: ExecChain) -> ToolResult {
+    fn around_execute(call: &Call, chain: ExecChain) -> CallResult {
         let deadline = call.tool_timeout().map(|d| d.as_millis() as u64);
         chain.next(deadline)
     }

@@ -12,7 +12,7 @@ use syn::punctuated::Punctuated;
 use syn::{Ident, Path, Token, bracketed};
 
 /// The version of `toolgate:plugin` the SDK builds against.
-const WIT_VERSION: &str = "0.1.0";
+const WIT_VERSION: &str = "0.2.0";
 
 #[derive(Default)]
 pub struct Export {
@@ -93,7 +93,7 @@ pub fn expand(e: Export) -> syn::Result<TokenStream> {
 
     let v = WIT_VERSION;
     let mut worlds = Vec::new();
-    let mut imports = vec!["types", "log", "cancellation"];
+    let mut imports = vec!["types", "log", "cancellation", "kv"];
     let mut impls = Vec::new();
 
     if !e.tools.is_empty() {
@@ -105,11 +105,13 @@ pub fn expand(e: Export) -> syn::Result<TokenStream> {
                 fn list_tools() -> ::std::vec::Vec<__types::ToolSpec> {
                     ::std::vec![#( __p::tool_spec::<#tools>() ),*]
                 }
-                fn is_concurrency_safe(tool: ::std::string::String, arguments: ::std::string::String) -> bool {
-                    #( if tool == <#tools as ::toolgate_sdk::Tool>::NAME { return __p::is_concurrency_safe::<#tools>(&arguments); } )*
+                fn is_concurrency_safe(call: &__types::Call) -> bool {
+                    let tool = __p::tool_name(call);
+                    #( if tool == <#tools as ::toolgate_sdk::Tool>::NAME { return __p::is_concurrency_safe::<#tools>(call); } )*
                     false
                 }
-                fn execute(tool: ::std::string::String, call: __types::CallInfo) -> ::std::result::Result<::std::string::String, __types::ToolFailure> {
+                fn execute(call: &__types::Call) -> ::std::result::Result<::std::string::String, __types::ToolFailure> {
+                    let tool = __p::tool_name(call);
                     #( if tool == <#tools as ::toolgate_sdk::Tool>::NAME { return __p::execute::<#tools>(call); } )*
                     Err(__p::unknown_tool(&tool))
                 }
@@ -117,16 +119,19 @@ pub fn expand(e: Export) -> syn::Result<TokenStream> {
                     #( if tool == <#tools as ::toolgate_sdk::Tool>::NAME { return __p::render::<#tools>(&value); } )*
                     Err(__p::unknown_tool(&tool))
                 }
-                fn finalize_content(tool: ::std::string::String, call: __types::CallInfo, result: __types::ToolResult) -> ::std::option::Option<::std::vec::Vec<__types::ContentBlock>> {
+                fn finalize_content(call: &__types::Call, result: &__types::CallResult) -> ::std::option::Option<::std::vec::Vec<__types::ContentBlock>> {
+                    let tool = __p::tool_name(call);
                     #( if tool == <#tools as ::toolgate_sdk::Tool>::NAME { return __p::finalize_content::<#tools>(call, result); } )*
                     None
                 }
-                fn present_call(tool: ::std::string::String, arguments: ::std::string::String) -> ::std::option::Option<__types::CallView> {
-                    #( if tool == <#tools as ::toolgate_sdk::Tool>::NAME { return __p::present_call::<#tools>(&arguments); } )*
+                fn present_call(call: &__types::Call) -> ::std::option::Option<__types::CallView> {
+                    let tool = __p::tool_name(call);
+                    #( if tool == <#tools as ::toolgate_sdk::Tool>::NAME { return __p::present_call::<#tools>(call); } )*
                     None
                 }
-                fn present_result(tool: ::std::string::String, arguments: ::std::string::String, result: __types::RecordedResult) -> ::std::option::Option<__types::ResultView> {
-                    #( if tool == <#tools as ::toolgate_sdk::Tool>::NAME { return __p::present_result::<#tools>(&arguments, result); } )*
+                fn present_result(call: &__types::Call, result: &__types::CallResult) -> ::std::option::Option<__types::ResultView> {
+                    let tool = __p::tool_name(call);
+                    #( if tool == <#tools as ::toolgate_sdk::Tool>::NAME { return __p::present_result::<#tools>(call, result); } )*
                     None
                 }
             }
@@ -136,7 +141,7 @@ pub fn expand(e: Export) -> syn::Result<TokenStream> {
         worlds.push("guard-plugin");
         impls.push(quote! {
             impl exports::toolgate::plugin::guard::Guest for __Component {
-                fn check(call: __types::CallInfo) -> ::std::option::Option<::std::string::String> {
+                fn check(call: &__types::Call) -> ::std::option::Option<::std::string::String> {
                     __p::guard::<#g>(call)
                 }
             }
@@ -147,7 +152,7 @@ pub fn expand(e: Export) -> syn::Result<TokenStream> {
         imports.push("pre-execute-chain");
         impls.push(quote! {
             impl exports::toolgate::plugin::pre_execute_hook::Guest for __Component {
-                fn pre_execute(call: __types::CallInfo) -> __types::PreDecision {
+                fn pre_execute(call: &__types::Call) -> __types::PreDecision {
                     __p::pre_execute::<#h>(call)
                 }
             }
@@ -158,7 +163,7 @@ pub fn expand(e: Export) -> syn::Result<TokenStream> {
         imports.push("execute-chain");
         impls.push(quote! {
             impl exports::toolgate::plugin::execute_around_hook::Guest for __Component {
-                fn around_execute(call: __types::CallInfo) -> __types::ToolResult {
+                fn around_execute(call: &__types::Call) -> __types::CallResult {
                     __p::around_execute::<#h>(call)
                 }
             }
@@ -169,7 +174,7 @@ pub fn expand(e: Export) -> syn::Result<TokenStream> {
         imports.push("post-execute-chain");
         impls.push(quote! {
             impl exports::toolgate::plugin::post_execute_hook::Guest for __Component {
-                fn post_execute(call: __types::CallInfo, result: __types::ToolResult) -> __types::PostDecision {
+                fn post_execute(call: &__types::Call, result: &__types::CallResult) -> __types::PostDecision {
                     __p::post_execute::<#h>(call, result)
                 }
             }
@@ -179,7 +184,7 @@ pub fn expand(e: Export) -> syn::Result<TokenStream> {
         worlds.push("finalizer-plugin");
         impls.push(quote! {
             impl exports::toolgate::plugin::finalizer::Guest for __Component {
-                fn finalize_content(call: __types::CallInfo, result: __types::ToolResult) -> ::std::option::Option<::std::vec::Vec<__types::ContentBlock>> {
+                fn finalize_content(call: &__types::Call, result: &__types::CallResult) -> ::std::option::Option<::std::vec::Vec<__types::ContentBlock>> {
                     __p::finalizer::<#f>(call, result)
                 }
             }
@@ -189,7 +194,7 @@ pub fn expand(e: Export) -> syn::Result<TokenStream> {
         worlds.push("observer-plugin");
         impls.push(quote! {
             impl exports::toolgate::plugin::result_observer::Guest for __Component {
-                fn on_result(call: __types::CallInfo, result: __types::RecordedResult) {
+                fn on_result(call: &__types::Call, result: &__types::CallResult) {
                     __p::observer::<#o>(call, result)
                 }
             }

@@ -17,7 +17,7 @@ async fn loads_a_component_and_lists_its_tools() {
     assert_eq!(g.plugins.len(), 1);
     assert_eq!(g.plugins[0].name, "tools");
     assert_eq!(g.plugins[0].roles, vec![Role::Tool]);
-    assert_eq!(g.plugins[0].wit_version, "0.1.0");
+    assert_eq!(g.plugins[0].wit_version, "0.2.0");
     let names: BTreeSet<_> = g.tools.keys().cloned().collect();
     for expected in [
         "echo",
@@ -133,13 +133,27 @@ async fn a_bad_plugin_is_reported_by_file_and_reason_and_the_others_serve() {
     );
     let future = find("future");
     assert!(
-        future.message.contains("0.2.0") && future.message.contains("0.1.0"),
+        future.message.contains("0.9.0") && future.message.contains("0.2.x"),
         "{future}"
     );
-    // The good plugin loaded and serves.
+    // The good plugin loaded, but any of the broken ones might have been a
+    // guard: the host refuses every call, naming them, until the operator
+    // says they are optional.
     assert_eq!(host.generation().plugins.len(), 1);
+    let refused = run(&host, "echo", json!({"text": "still here"})).await;
+    assert_eq!(refused.code(), Some("DENIED"), "{refused:?}");
+    let why = refused.text();
+    for name in ["garbage", "core-module", "empty", "truncated", "future"] {
+        assert!(why.contains(&format!("plugin `{name}`")), "{why}");
+    }
+    assert!(why.contains("optional = true"), "{why}");
+    let optional = ["garbage", "core-module", "empty", "truncated", "future"]
+        .iter()
+        .map(|n| format!("[plugins.{n}]\noptional = true\n"))
+        .collect::<String>();
+    let host = toolgate_tests::host(&dir, &optional).await;
     let record = run(&host, "echo", json!({"text": "still here"})).await;
-    assert!(!record.is_error);
+    assert!(!record.is_error, "{record:?}");
     assert_eq!(record.text(), "still here");
 }
 

@@ -1,0 +1,150 @@
+//! Guest budgets: every limit the host enforces on what a component does and
+//! returns, in one place.
+//!
+//! Components are third-party code. Whatever they do — loop, allocate, return
+//! a hundred megabytes, log a million lines — must cost the host a bounded
+//! amount of time, memory and attention. Each field below states the threat
+//! it answers, its default, and the `toolgate.toml` key that changes it
+//! (`docs/operators.md` lists the same numbers). Oversized answers are
+//! refused or truncated *at the boundary*, before anything else in the host
+//! sees them, and the error names the component that produced them.
+//!
+//! ```
+//! use toolgate::budgets::Budgets;
+//! let b = Budgets::default();
+//! assert_eq!(b.max_content_blocks, 1024);
+//! assert_eq!(b.policy_timeout.as_millis(), 2_000);
+//! ```
+
+use std::time::Duration;
+
+/// Limits on guest calls and guest-provided data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budgets {
+    /// Time one policy invocation may take (pre-execute and post-execute
+    /// hooks, guards, finalizers, observers) and one of a tool's helper
+    /// exports (`render`, its own `finalize-content`, `present-*`). A
+    /// waterfall hook also gets the budgets of the listeners after it.
+    /// Threat: a policy that loops stalls every call. Default 2000 ms;
+    /// `policy_timeout_ms`.
+    pub policy_timeout: Duration,
+    /// The deadline of a call whose tool declares no `timeout-ms` (and the
+    /// operator sets none in `[tools.NAME]`): every call has one. Threat: a
+    /// body that never returns holds a slot and its memory forever. Default
+    /// 600000 ms (10 minutes); `[limits] default_tool_timeout_ms`.
+    pub default_tool_timeout: Duration,
+    /// What the host adds to a tool's declared `timeout-ms` for its own,
+    /// hard deadline of the call: the timeout policy (when installed) fires
+    /// first and reports the tool's budget; the host's deadline stops the
+    /// call even when no timeout policy is installed. 1000 ms.
+    pub deadline_grace: Duration,
+    /// Time to load one plugin: instantiate it and run `list-tools`.
+    /// Plugins load in parallel, so one slow plugin delays only itself.
+    /// Threat: a component that loops at load stalls the host's start.
+    /// Default 5000 ms; `[limits] load_timeout_ms`.
+    pub load_timeout: Duration,
+    /// Time `is-concurrency-safe` may take; a slower answer makes the call
+    /// exclusive (fail closed). 250 ms; not configurable (it sits on the
+    /// path of every call).
+    pub classify_timeout: Duration,
+    /// Bytes of linear memory all instances of all plugins may hold at once.
+    /// A `memory.grow` beyond it fails and the guest traps with an error
+    /// naming this budget. Threat: many warm or parallel instances, each
+    /// within its own cap, together exhaust the host. Default 2048 MiB;
+    /// `[limits] guest_memory_mb`.
+    pub guest_memory_bytes: usize,
+    /// Content blocks in one result (a tool's, a wrapper's, a finalizer's,
+    /// a post-execute hook's). Threat: a million tiny blocks. Default 1024;
+    /// `[limits] max_content_blocks`.
+    pub max_content_blocks: usize,
+    /// Bytes of content in one result, all blocks together (text, image and
+    /// audio bytes, resources). Default 8 MiB; `[limits] max_content_bytes`.
+    pub max_content_bytes: usize,
+    /// Bytes of one guest-provided sentence: a denial reason, an `ask`
+    /// prompt, a block's feedback, a failure message, a card's text. Longer
+    /// ones are cut, with a note of how much was cut. Default 16 KiB;
+    /// `[limits] max_message_bytes`.
+    pub max_message_bytes: usize,
+    /// Bytes of a tool's description. A longer one is cut (the model sees
+    /// every description on every turn). Default 32 KiB;
+    /// `[limits] max_description_bytes`.
+    pub max_description_bytes: usize,
+    /// Bytes of a tool's parameters or output schema, as JSON text. A
+    /// larger one is refused at load. Default 256 KiB;
+    /// `[limits] max_schema_bytes`.
+    pub max_schema_bytes: usize,
+    /// Tools one component may list. More is refused at load. Default 256;
+    /// `[limits] max_tools_per_plugin`.
+    pub max_tools_per_plugin: usize,
+    /// Bytes of one guest log line (longer ones are cut). 4 KiB.
+    pub max_log_line_bytes: usize,
+    /// Log lines one plugin may write per second (a burst of the same
+    /// number is allowed); beyond it lines are dropped and a summary of how
+    /// many were dropped is logged once the flood ends. Threat: a guest
+    /// drowning the operator's log. Default 50; `[limits] log_lines_per_second`.
+    pub log_lines_per_second: u32,
+    /// Deferred contexts one call may add, and the bytes of each. 16 × 16 KiB.
+    pub max_deferred: usize,
+    /// See [`Budgets::max_deferred`].
+    pub max_deferred_bytes: usize,
+    /// Host handles (calls, results) one instance may hold at once.
+    /// Threat: a guest that keeps every result handle it is given. 256.
+    pub max_handles: usize,
+    /// Bytes of a guest's stderr kept for trap reports (the tail). 4 KiB.
+    pub stderr_tail_bytes: usize,
+}
+
+impl Default for Budgets {
+    fn default() -> Self {
+        Budgets {
+            policy_timeout: Duration::from_millis(2_000),
+            default_tool_timeout: Duration::from_millis(600_000),
+            deadline_grace: Duration::from_millis(1_000),
+            load_timeout: Duration::from_millis(5_000),
+            classify_timeout: Duration::from_millis(250),
+            guest_memory_bytes: 2048 << 20,
+            max_content_blocks: 1024,
+            max_content_bytes: 8 << 20,
+            max_message_bytes: 16 << 10,
+            max_description_bytes: 32 << 10,
+            max_schema_bytes: 256 << 10,
+            max_tools_per_plugin: 256,
+            max_log_line_bytes: 4 << 10,
+            log_lines_per_second: 50,
+            max_deferred: 16,
+            max_deferred_bytes: 16 << 10,
+            max_handles: 256,
+            stderr_tail_bytes: 4 << 10,
+        }
+    }
+}
+
+/// Cut `s` to at most `max` bytes (on a character boundary), saying how
+/// much was cut. Returns `s` unchanged when it fits.
+pub fn cut(mut s: String, max: usize) -> String {
+    if s.len() <= max {
+        return s;
+    }
+    let total = s.len();
+    let mut end = max.saturating_sub(64).min(total);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s.truncate(end);
+    s.push_str(&format!("… [cut by the host: {total} bytes, limit {max}]"));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cut_keeps_short_strings_and_marks_long_ones() {
+        assert_eq!(cut("short".into(), 100), "short");
+        let long = "é".repeat(1000);
+        let c = cut(long, 200);
+        assert!(c.len() <= 200 + 64, "{}", c.len());
+        assert!(c.contains("2000 bytes, limit 200"), "{c}");
+    }
+}

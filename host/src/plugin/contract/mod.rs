@@ -1,0 +1,457 @@
+//! The WIT contract, version by version: which versions this host speaks,
+//! what a component's type says about it, and each version's imports,
+//! conversions and role adapters.
+//!
+//! * [`v0_2`] — `toolgate:plugin@0.2.x`, the current contract: the call and
+//!   the result are resources; components that import nothing that can wait
+//!   are called without a fiber.
+//! * [`v0_1`] — `toolgate:plugin@0.1.x`, kept for the components third
+//!   parties built against it; it behaves as it always did, implemented on
+//!   top of the 0.2 conversions.
+//!
+//! A component names one version throughout; mixing versions, or naming
+//! one this host does not speak, is refused with both the version found and
+//! the versions supported.
+
+pub mod v0_1;
+pub mod v0_2;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use wasmtime::Engine;
+use wasmtime::component::{Component, InstancePre, Linker};
+
+use super::component::{CallPath, ComponentPlugin, ContractVersion, ExportLoader, InvokeError};
+use super::grants::Grants;
+use super::store::StoreData;
+use crate::call::{Annotations, CallSignal, Features};
+use crate::policy::{
+    ExecuteAroundHook, Finalizer, Guard, PostExecuteHook, PreExecuteHook, ResultObserver, Role,
+};
+use crate::tool::ToolBody;
+
+/// The WIT package.
+pub const PACKAGE: &str = "toolgate:plugin";
+/// The version new components are built against.
+pub const CURRENT: &str = "0.2.0";
+/// The versions this host serves (any patch of each).
+pub const SUPPORTED: &[&str] = &["0.1", "0.2"];
+
+/// The seams a component may import, by interface name; each needs a grant.
+pub const SEAMS: &[&str] = &["shell", "subprocess", "kv"];
+
+/// `toolgate:plugin/guard@0.1.0` → (`toolgate:plugin`, `guard`, `0.1.0`).
+pub fn split_name(name: &str) -> Option<(&str, &str, Option<&str>)> {
+    let (pkg, rest) = name.split_once('/')?;
+    match rest.split_once('@') {
+        Some((iface, version)) => Some((pkg, iface, Some(version))),
+        None => Some((pkg, rest, None)),
+    }
+}
+
+/// The contract version a version string belongs to, if this host speaks it.
+pub fn version_of(v: &str) -> Option<ContractVersion> {
+    let mut it = v.split(['.', '-', '+']);
+    let (major, minor) = (
+        it.next()?.parse::<u64>().ok()?,
+        it.next()?.parse::<u64>().ok()?,
+    );
+    match (major, minor) {
+        (0, 1) => Some(ContractVersion::V0_1),
+        (0, 2) => Some(ContractVersion::V0_2),
+        _ => None,
+    }
+}
+
+/// What the type of a component says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shape {
+    pub roles: Vec<Role>,
+    pub version: ContractVersion,
+    /// The exact version string the component names.
+    pub wit_version: String,
+    /// The exact export name of each role's interface.
+    pub role_exports: BTreeMap<Role, String>,
+    /// Every imported interface.
+    pub imports: Vec<String>,
+    /// The `toolgate:plugin` interfaces imported (without package and version).
+    pub contract_imports: Vec<String>,
+    /// The seams among them (`shell`, `subprocess`, `kv`).
+    pub seams: Vec<String>,
+}
+
+fn supported() -> String {
+    SUPPORTED
+        .iter()
+        .map(|v| format!("{PACKAGE}@{v}.x"))
+        .collect::<Vec<_>>()
+        .join(" and ")
+}
+
+/// Read the shape of a component; `Err` explains what is wrong.
+pub fn inspect(engine: &Engine, component: &Component) -> Result<Shape, String> {
+    let ty = component.component_type();
+    let mut roles = Vec::new();
+    let mut role_exports = BTreeMap::new();
+    let mut versions: Vec<String> = Vec::new();
+    let mut problems = Vec::new();
+    let mut exports = Vec::new();
+    let mut note_version = |name: &str, version: Option<&str>, problems: &mut Vec<String>| {
+        let version = version.unwrap_or("(none)");
+        match version_of(version) {
+            Some(_) => {
+                if !versions.iter().any(|v| v == version) {
+                    versions.push(version.to_string());
+                }
+                true
+            }
+            None => {
+                problems.push(format!(
+                    "names `{name}`, built against {PACKAGE}@{version}, but this host speaks {}; rebuild the plugin against {PACKAGE}@{CURRENT}",
+                    supported()
+                ));
+                false
+            }
+        }
+    };
+    for (name, _) in ty.exports(engine) {
+        exports.push(name.to_string());
+        let Some((pkg, iface, version)) = split_name(name) else {
+            continue;
+        };
+        if pkg != PACKAGE || !note_version(name, version, &mut problems) {
+            continue;
+        }
+        match Role::ALL.iter().find(|r| r.interface() == iface) {
+            Some(role) => {
+                roles.push(*role);
+                role_exports.insert(*role, name.to_string());
+            }
+            None => problems.push(format!(
+                "exports `{name}`, which is not a role of {PACKAGE} (roles: {})",
+                Role::ALL
+                    .iter()
+                    .map(|r| r.interface())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+    }
+    let mut imports = Vec::new();
+    let mut contract_imports = Vec::new();
+    let mut seams = Vec::new();
+    for (name, _) in ty.imports(engine) {
+        imports.push(name.to_string());
+        if let Some((pkg, iface, version)) = split_name(name)
+            && pkg == PACKAGE
+            && note_version(name, version, &mut problems)
+        {
+            contract_imports.push(iface.to_string());
+            if SEAMS.contains(&iface) {
+                seams.push(iface.to_string());
+            }
+        }
+    }
+    let majors: Vec<ContractVersion> = versions.iter().filter_map(|v| version_of(v)).collect();
+    if majors.windows(2).any(|w| w[0] != w[1]) {
+        problems.push(format!(
+            "mixes versions of {PACKAGE} ({}); a component must be built against one",
+            versions.join(", ")
+        ));
+    }
+    if !problems.is_empty() {
+        return Err(problems.join("; "));
+    }
+    if roles.is_empty() {
+        return Err(format!(
+            "exports no {PACKAGE} role (its exports: {}); a plugin must export at least one of: {}",
+            if exports.is_empty() {
+                "none".to_string()
+            } else {
+                exports.join(", ")
+            },
+            Role::ALL
+                .iter()
+                .map(|r| format!("{PACKAGE}/{}", r.interface()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    roles.sort();
+    let wit_version = versions.first().cloned().unwrap_or_else(|| CURRENT.into());
+    Ok(Shape {
+        version: version_of(&wit_version).unwrap_or(ContractVersion::V0_2),
+        wit_version,
+        roles,
+        role_exports,
+        imports,
+        contract_imports,
+        seams,
+    })
+}
+
+/// Which path calls into this component take: without a fiber only for a
+/// 0.2 component with no tool role (a tool body may run long), importing
+/// from the contract only what never waits, and granted no file system or
+/// network (whose WASI calls can wait).
+pub fn call_path(shape: &Shape, grants: &Grants) -> CallPath {
+    let waits_for_nothing = shape
+        .contract_imports
+        .iter()
+        .all(|i| v0_2::imports::SYNC_INTERFACES.contains(&i.as_str()));
+    let wasi_only_basic = shape.imports.iter().all(|name| {
+        split_name(name).is_some_and(|(pkg, _, _)| {
+            pkg == PACKAGE
+                || matches!(
+                    pkg,
+                    "wasi:cli"
+                        | "wasi:clocks"
+                        | "wasi:random"
+                        | "wasi:io"
+                        | "wasi:filesystem"
+                        | "wasi:sockets"
+                )
+        })
+    });
+    if shape.version == ContractVersion::V0_2
+        && !shape.roles.contains(&Role::Tool)
+        && waits_for_nothing
+        && wasi_only_basic
+        && grants.fs.is_empty()
+        && grants.network.is_empty()
+    {
+        CallPath::Sync
+    } else {
+        CallPath::Async
+    }
+}
+
+/// The two linkers: everything (the async path), and what never waits (the
+/// synchronous path; per component, its other imports become traps).
+pub struct Linkers {
+    pub full: Linker<StoreData>,
+    pub sync: Linker<StoreData>,
+}
+
+impl Linkers {
+    pub fn new(engine: &Engine) -> wasmtime::Result<Linkers> {
+        let mut full = Linker::new(engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut full)?;
+        v0_1::imports::add_to_linker(&mut full)?;
+        v0_2::imports::add_to_linker(&mut full)?;
+        let mut sync = Linker::new(engine);
+        super::sync_wasi::add_to_linker(&mut sync)?;
+        v0_2::imports::add_sync_to_linker(&mut sync)?;
+        Ok(Linkers { full, sync })
+    }
+
+    /// Pre-instantiate `component` for `path`. On the synchronous path the
+    /// imports this linker does not provide (the file system and sockets,
+    /// which such a component is granted none of) trap if called.
+    pub fn instantiate_pre(
+        &self,
+        component: &Component,
+        path: CallPath,
+    ) -> wasmtime::Result<InstancePre<StoreData>> {
+        match path {
+            CallPath::Async => self.full.instantiate_pre(component),
+            CallPath::Sync => {
+                let mut linker = self.sync.clone();
+                stub_unprovided(&mut linker, component)?;
+                linker.instantiate_pre(component)
+            }
+        }
+    }
+}
+
+/// The packages the synchronous linker provides, whatever their version.
+const SYNC_PACKAGES: &[&str] = &["wasi:cli", "wasi:clocks", "wasi:random", "wasi:io"];
+
+/// A stand-in for the resources of interfaces the synchronous path does not
+/// provide (no value of it ever exists).
+struct Unprovided;
+
+/// Define every import of `component` that the synchronous linker does not
+/// provide (the file system and sockets, which a component on this path is
+/// granted none of) as functions that trap with a message saying so.
+/// (`Linker::define_unknown_imports_as_traps` would also stub interfaces
+/// the linker provides at another patch version, shadowing the real ones.)
+fn stub_unprovided(linker: &mut Linker<StoreData>, component: &Component) -> wasmtime::Result<()> {
+    use wasmtime::component::ResourceType;
+    use wasmtime::component::types::ComponentItem;
+    let engine = component.engine().clone();
+    for (name, ext) in component.component_type().imports(&engine) {
+        let provided = split_name(name).is_some_and(|(pkg, iface, _)| {
+            SYNC_PACKAGES.contains(&pkg)
+                || (pkg == PACKAGE && v0_2::imports::SYNC_INTERFACES.contains(&iface))
+        });
+        let ComponentItem::ComponentInstance(instance) = ext.ty else {
+            continue;
+        };
+        if provided {
+            continue;
+        }
+        let mut stubs = linker.instance(name)?;
+        for (item, ext) in instance.exports(&engine) {
+            match ext.ty {
+                ComponentItem::Resource(_) => {
+                    stubs.resource(item, ResourceType::host::<Unprovided>(), |_, _| Ok(()))?
+                }
+                ComponentItem::ComponentFunc(_) => {
+                    let what = format!("{name}#{item}");
+                    stubs.func_new(item, move |_, _, _, _| {
+                        Err(wasmtime::format_err!(
+                            "`{what}` is not available: this component runs on the synchronous path, with no file-system or network grant"
+                        ))
+                    })?
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Resolve the exports of `shape`'s roles once, for every instance to come.
+pub fn export_loader(
+    shape: &Shape,
+    component: &Component,
+    pre: &InstancePre<StoreData>,
+) -> Result<ExportLoader, String> {
+    Ok(match shape.version {
+        ContractVersion::V0_2 => {
+            let indices = v0_2::exports::Indices::new(component, &shape.roles, |role| {
+                shape.role_exports[&role].clone()
+            })?;
+            Arc::new(move |store, instance| Ok(Box::new(indices.load(store, instance)?)))
+        }
+        ContractVersion::V0_1 => {
+            let indices = v0_1::roles::Indices::new(pre, &shape.roles)?;
+            Arc::new(move |store, instance| Ok(Box::new(indices.load(store, instance)?)))
+        }
+    })
+}
+
+/// A tool as its component lists it, whatever the version.
+#[derive(Clone, Debug)]
+pub struct ListedTool {
+    pub name: String,
+    pub description: String,
+    pub parameters: String,
+    pub output_schema: Option<String>,
+    pub timeout_ms: Option<u32>,
+    pub annotations: Annotations,
+    pub features: Features,
+}
+
+/// Call `list-tools` under `signal`.
+pub async fn list_tools(
+    plugin: &ComponentPlugin,
+    signal: CallSignal,
+) -> Result<Vec<ListedTool>, InvokeError> {
+    Ok(match plugin.contract {
+        ContractVersion::V0_2 => v0_2::list_tools(plugin, signal)
+            .await?
+            .into_iter()
+            .map(|s| ListedTool {
+                name: s.name,
+                description: s.description,
+                parameters: s.parameters,
+                output_schema: s.output_schema,
+                timeout_ms: s.timeout_ms,
+                annotations: v0_2::convert::annotations_from_wit(s.annotations),
+                features: v0_2::convert::features_from_wit(s.features),
+            })
+            .collect(),
+        ContractVersion::V0_1 => v0_1::roles::list_tools(plugin, signal)
+            .await?
+            .into_iter()
+            .map(|s| ListedTool {
+                name: s.name,
+                description: s.description,
+                parameters: s.parameters,
+                output_schema: s.output_schema,
+                timeout_ms: s.timeout_ms,
+                annotations: v0_1::convert::annotations_from_wit(s.annotations),
+                features: v0_1::convert::features_from_wit(s.features),
+            })
+            .collect(),
+    })
+}
+
+/// The plugin's role adapters, for the registry.
+pub struct Adapters;
+
+impl Adapters {
+    pub fn pre_execute(p: &Arc<ComponentPlugin>) -> Arc<dyn PreExecuteHook> {
+        match p.contract {
+            ContractVersion::V0_2 => Arc::new(v0_2::roles::PreHook(p.clone())),
+            ContractVersion::V0_1 => Arc::new(v0_1::roles::PreHook(p.clone())),
+        }
+    }
+    pub fn execute_around(p: &Arc<ComponentPlugin>) -> Arc<dyn ExecuteAroundHook> {
+        match p.contract {
+            ContractVersion::V0_2 => Arc::new(v0_2::roles::AroundHook(p.clone())),
+            ContractVersion::V0_1 => Arc::new(v0_1::roles::AroundHook(p.clone())),
+        }
+    }
+    pub fn post_execute(p: &Arc<ComponentPlugin>) -> Arc<dyn PostExecuteHook> {
+        match p.contract {
+            ContractVersion::V0_2 => Arc::new(v0_2::roles::PostHook(p.clone())),
+            ContractVersion::V0_1 => Arc::new(v0_1::roles::PostHook(p.clone())),
+        }
+    }
+    pub fn guard(p: &Arc<ComponentPlugin>) -> Arc<dyn Guard> {
+        match p.contract {
+            ContractVersion::V0_2 => Arc::new(v0_2::roles::GuardPolicy(p.clone())),
+            ContractVersion::V0_1 => Arc::new(v0_1::roles::GuardPolicy(p.clone())),
+        }
+    }
+    pub fn finalizer(p: &Arc<ComponentPlugin>) -> Arc<dyn Finalizer> {
+        match p.contract {
+            ContractVersion::V0_2 => Arc::new(v0_2::roles::FinalizerPolicy(p.clone())),
+            ContractVersion::V0_1 => Arc::new(v0_1::roles::FinalizerPolicy(p.clone())),
+        }
+    }
+    pub fn observer(p: &Arc<ComponentPlugin>) -> Arc<dyn ResultObserver> {
+        match p.contract {
+            ContractVersion::V0_2 => Arc::new(v0_2::roles::Observer(p.clone())),
+            ContractVersion::V0_1 => Arc::new(v0_1::roles::Observer(p.clone())),
+        }
+    }
+    pub fn tool(p: &Arc<ComponentPlugin>) -> Arc<dyn ToolBody> {
+        match p.contract {
+            ContractVersion::V0_2 => Arc::new(v0_2::roles::Tool(p.clone())),
+            ContractVersion::V0_1 => Arc::new(v0_1::roles::Tool(p.clone())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        assert_eq!(version_of("0.1.0"), Some(ContractVersion::V0_1));
+        assert_eq!(version_of("0.1.7"), Some(ContractVersion::V0_1));
+        assert_eq!(version_of("0.2.3"), Some(ContractVersion::V0_2));
+        assert_eq!(version_of("0.3.0"), None);
+        assert_eq!(version_of("1.0.0"), None);
+        assert_eq!(version_of("garbage"), None);
+    }
+
+    #[test]
+    fn names() {
+        assert_eq!(
+            split_name("toolgate:plugin/guard@0.1.0"),
+            Some(("toolgate:plugin", "guard", Some("0.1.0")))
+        );
+        assert_eq!(
+            split_name("wasi:cli/stdout"),
+            Some(("wasi:cli", "stdout", None))
+        );
+        assert_eq!(split_name("nonsense"), None);
+    }
+}

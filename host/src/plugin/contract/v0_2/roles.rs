@@ -1,0 +1,496 @@
+//! `toolgate:plugin@0.2.0` components behind the policy and tool traits.
+//!
+//! Each call lends the guest the call (and the result) as handles for the
+//! duration of the export call, and takes them back afterwards; nothing is
+//! copied unless the guest asks. Every answer crosses back through
+//! [`super::convert`], and a trap, an interruption or an unacceptable
+//! answer becomes a [`PolicyError`] or [`BodyError`] — which the pipeline
+//! turns into a denial or an error, never an allow.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use wasmtime::component::{ComponentNamedList, Lift, Lower, Resource, TypedFunc};
+
+use super::convert::{
+    GuestFailure, content_from_wit, failure_from_wit, post_decision_from_wit, pre_decision_from_wit,
+};
+use super::exports::Exports;
+use crate::bindings::v0_2::wit;
+use crate::bindings::{CallHandle, ResultHandle};
+use crate::budgets::cut;
+use crate::call::{CallInfo, CallSignal};
+use crate::content::Content;
+use crate::outcome::{CallError, CallRecord, ErrorCode, Outcome, Stage};
+use crate::plugin::component::{CallPath, ComponentPlugin, InvokeError};
+use crate::plugin::store::{CallScope, ExecSlot, Slot, StoreData};
+use crate::policy::{
+    ExecNext, ExecuteAroundHook, Finalizer, Guard, PolicyError, PostDecision, PostExecuteHook,
+    PostNext, PreDecision, PreExecuteHook, PreNext, ResultObserver,
+};
+use crate::tool::{BodyContext, BodyError, ToolBody, ToolFailure};
+
+/// What the host lends the guest for one export call.
+#[derive(Default)]
+struct Lent {
+    call: Option<Arc<CallInfo>>,
+    result: Option<ResultHandle>,
+}
+
+/// The handles of what was lent, for building the export's parameters.
+struct Reps {
+    call: Option<u32>,
+    result: Option<u32>,
+}
+
+impl Reps {
+    fn call(&self) -> Resource<CallHandle> {
+        Resource::new_borrow(self.call.expect("the call was lent"))
+    }
+    fn result(&self) -> Resource<ResultHandle> {
+        Resource::new_borrow(self.result.expect("the result was lent"))
+    }
+}
+
+/// Call one export: lease an instance, lend the handles, call, take the
+/// handles back, let `after` read the answer while the store is at hand,
+/// and give the instance back (or drop it, if the call failed).
+async fn invoke<P, R, T>(
+    plugin: &ComponentPlugin,
+    scope: CallScope,
+    lent: Lent,
+    func: impl FnOnce(&Exports) -> Option<TypedFunc<P, R>>,
+    params: impl FnOnce(&Reps) -> P,
+    after: impl FnOnce(&mut StoreData, R) -> wasmtime::Result<T>,
+) -> Result<T, InvokeError>
+where
+    P: ComponentNamedList + Lower + Send + Sync,
+    R: ComponentNamedList + Lift + Send + Sync + 'static,
+{
+    let mut lease = plugin.lease(scope).await?;
+    let answer = async {
+        let (store, exports) = lease.parts::<Exports>();
+        let func = func(exports).ok_or_else(|| {
+            wasmtime::format_err!("the component lacks an export its roles require")
+        })?;
+        let data = store.data_mut();
+        let reps = Reps {
+            call: match lent.call {
+                Some(c) => Some(data.push(CallHandle(c))?.rep()),
+                None => None,
+            },
+            result: match lent.result {
+                Some(r) => Some(data.push(r)?.rep()),
+                None => None,
+            },
+        };
+        let answer = lease.call(func, params(&reps)).await;
+        let data = lease.store().data_mut();
+        if let Some(rep) = reps.call {
+            data.take(Resource::<CallHandle>::new_own(rep))?;
+        }
+        if let Some(rep) = reps.result {
+            data.take(Resource::<ResultHandle>::new_own(rep))?;
+        }
+        after(data, answer?)
+    }
+    .await;
+    lease.finish(answer)
+}
+
+fn done<R>(_: &mut StoreData, r: R) -> wasmtime::Result<R> {
+    Ok(r)
+}
+
+/// The signal of a policy invocation. On the synchronous path the guest
+/// cannot be dropped mid-call, so its budget is a deadline the epoch
+/// callback enforces; on a fiber the pipeline's timeout drops the call (a
+/// waterfall hook's budget must not run while it waits for `next`). Either
+/// way the turn's cancellation reaches it.
+fn policy_signal(plugin: &ComponentPlugin, call: &CallInfo) -> CallSignal {
+    let deadline = (plugin.path == CallPath::Sync)
+        .then(|| Instant::now() + plugin.context.budgets.policy_timeout);
+    CallSignal::new(call.cancel.clone(), deadline)
+}
+
+/// The signal of a tool's helper export (render, finalize, present): its
+/// own budget, on either path, and the turn's cancellation.
+fn helper_signal(plugin: &ComponentPlugin, call: &CallInfo) -> CallSignal {
+    CallSignal::new(
+        call.cancel.clone(),
+        Some(Instant::now() + plugin.context.budgets.policy_timeout),
+    )
+}
+
+fn policy_error(e: InvokeError) -> PolicyError {
+    match e {
+        InvokeError::Interrupted(i) => PolicyError::Interrupted(i),
+        other => PolicyError::Trapped(other.to_string()),
+    }
+}
+
+fn body_error(e: InvokeError) -> BodyError {
+    match e {
+        InvokeError::Interrupted(i) => BodyError::Interrupted(i),
+        InvokeError::Trap { .. } => BodyError::Trapped(e.to_string()),
+        InvokeError::Host(m) => BodyError::Internal(m),
+    }
+}
+
+/// A result a wrapper built, checked like any guest answer.
+fn outcome_from_wit(r: wit::ToolResult, plugin: &ComponentPlugin) -> Result<Outcome, PolicyError> {
+    let budgets = &plugin.context.budgets;
+    let limits = &plugin.limits;
+    let invalid =
+        |what: &str, e: &dyn std::fmt::Display| PolicyError::Invalid(format!("{what}: {e}"));
+    Ok(match r {
+        wit::ToolResult::Success(s) => Outcome::Success {
+            value: toolgate_schema::parse(&s.value, limits).map_err(|e| invalid("value", &e))?,
+            content: content_from_wit(s.content, budgets, limits)
+                .map_err(|e| invalid("content", &e))?,
+            meta: s
+                .meta
+                .map(|m| toolgate_schema::parse(&m, limits))
+                .transpose()
+                .map_err(|e| invalid("meta", &e))?,
+        },
+        wit::ToolResult::Failure(f) => {
+            let content =
+                content_from_wit(f.content, budgets, limits).map_err(|e| invalid("content", &e))?;
+            let GuestFailure {
+                name,
+                code,
+                message,
+                details,
+            } = failure_from_wit(f.error, budgets, limits);
+            Outcome::Failure {
+                error: CallError {
+                    code: ErrorCode::from_host_code(&code).unwrap_or(ErrorCode::Tool(code)),
+                    name,
+                    message,
+                    stage: Stage::Execute,
+                    decided_by: Some(plugin.name.clone()),
+                    details,
+                },
+                content,
+            }
+        }
+    })
+}
+
+/// A component's `pre-execute-hook` export.
+pub struct PreHook(pub Arc<ComponentPlugin>);
+
+#[async_trait]
+impl PreExecuteHook for PreHook {
+    async fn pre_execute(
+        &self,
+        call: &Arc<CallInfo>,
+        next: PreNext,
+    ) -> Result<PreDecision, PolicyError> {
+        let plugin = &*self.0;
+        let mut scope = CallScope::new(Some(call.clone()), policy_signal(plugin, call));
+        scope.pre_next = Some(Slot::Pending(next));
+        let lent = Lent {
+            call: Some(call.clone()),
+            ..Lent::default()
+        };
+        let (d,) = invoke(
+            plugin,
+            scope,
+            lent,
+            |e| e.pre_execute,
+            |r| (r.call(),),
+            done,
+        )
+        .await
+        .map_err(policy_error)?;
+        Ok(pre_decision_from_wit(d, &plugin.context.budgets))
+    }
+}
+
+/// What a wrapper returned, taken out of its store.
+enum Returned {
+    /// The handle `next` gave it: the inner result, exactly.
+    Passed(Arc<Outcome>),
+    /// A result it built.
+    Built(Box<wit::ToolResult>),
+}
+
+/// A component's `execute-around-hook` export.
+pub struct AroundHook(pub Arc<ComponentPlugin>);
+
+#[async_trait]
+impl ExecuteAroundHook for AroundHook {
+    async fn around_execute(
+        &self,
+        call: &Arc<CallInfo>,
+        next: ExecNext,
+    ) -> Result<Outcome, PolicyError> {
+        let plugin = &*self.0;
+        let mut scope = CallScope::new(Some(call.clone()), next.signal().clone());
+        let inner = Arc::new(std::sync::Mutex::new(None));
+        scope.exec_next = Some(ExecSlot {
+            next: Some(next),
+            done: inner.clone(),
+        });
+        let lent = Lent {
+            call: Some(call.clone()),
+            ..Lent::default()
+        };
+        let answer = invoke(
+            plugin,
+            scope,
+            lent,
+            |e| e.around_execute,
+            |r| (r.call(),),
+            |data, (handle,)| match data.take(handle)? {
+                ResultHandle::Chain(o) => Ok(Returned::Passed(o)),
+                ResultHandle::New(r) => Ok(Returned::Built(r)),
+                _ => Err(wasmtime::format_err!(
+                    "`around-execute` returned a handle it was only lent"
+                )),
+            },
+        )
+        .await;
+        let inner = inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match (answer, inner) {
+            (Ok(Returned::Passed(o)), inner) => {
+                drop(inner);
+                Ok(Arc::try_unwrap(o).unwrap_or_else(|shared| (*shared).clone()))
+            }
+            (Ok(Returned::Built(r)), _) => outcome_from_wit(*r, plugin),
+            // The signal fired after the rest of the chain answered: that
+            // answer (a TIMEOUT or ABORTED from the body) is the result.
+            (Err(InvokeError::Interrupted(_)), Some(outcome)) => {
+                Ok(Arc::try_unwrap(outcome).unwrap_or_else(|shared| (*shared).clone()))
+            }
+            (Err(e), _) => Err(policy_error(e)),
+        }
+    }
+}
+
+/// A component's `post-execute-hook` export.
+pub struct PostHook(pub Arc<ComponentPlugin>);
+
+#[async_trait]
+impl PostExecuteHook for PostHook {
+    async fn post_execute(
+        &self,
+        call: &Arc<CallInfo>,
+        result: &Arc<Outcome>,
+        next: PostNext,
+    ) -> Result<PostDecision, PolicyError> {
+        let plugin = &*self.0;
+        let mut scope = CallScope::new(Some(call.clone()), policy_signal(plugin, call));
+        scope.post_next = Some(Slot::Pending(next));
+        let lent = Lent {
+            call: Some(call.clone()),
+            result: Some(ResultHandle::Outcome(result.clone())),
+        };
+        let (d,) = invoke(
+            plugin,
+            scope,
+            lent,
+            |e| e.post_execute,
+            |r| (r.call(), r.result()),
+            done,
+        )
+        .await
+        .map_err(policy_error)?;
+        post_decision_from_wit(d, &plugin.context.budgets, &plugin.limits)
+            .map_err(PolicyError::Invalid)
+    }
+}
+
+/// A component's `guard` export.
+pub struct GuardPolicy(pub Arc<ComponentPlugin>);
+
+#[async_trait]
+impl Guard for GuardPolicy {
+    async fn check(&self, call: &Arc<CallInfo>) -> Result<Option<String>, PolicyError> {
+        let plugin = &*self.0;
+        let scope = CallScope::new(Some(call.clone()), policy_signal(plugin, call));
+        let lent = Lent {
+            call: Some(call.clone()),
+            ..Lent::default()
+        };
+        let (reason,) = invoke(plugin, scope, lent, |e| e.check, |r| (r.call(),), done)
+            .await
+            .map_err(policy_error)?;
+        Ok(reason.map(|r| cut(r, plugin.context.budgets.max_message_bytes)))
+    }
+}
+
+/// A component's `finalizer` export.
+pub struct FinalizerPolicy(pub Arc<ComponentPlugin>);
+
+#[async_trait]
+impl Finalizer for FinalizerPolicy {
+    async fn finalize_content(
+        &self,
+        call: &Arc<CallInfo>,
+        result: &Arc<Outcome>,
+    ) -> Result<Option<Vec<Content>>, PolicyError> {
+        let plugin = &*self.0;
+        let scope = CallScope::new(Some(call.clone()), policy_signal(plugin, call));
+        let lent = Lent {
+            call: Some(call.clone()),
+            result: Some(ResultHandle::Outcome(result.clone())),
+        };
+        let (c,) = invoke(
+            plugin,
+            scope,
+            lent,
+            |e| e.finalize,
+            |r| (r.call(), r.result()),
+            done,
+        )
+        .await
+        .map_err(policy_error)?;
+        c.map(|c| content_from_wit(c, &plugin.context.budgets, &plugin.limits))
+            .transpose()
+            .map_err(|e| PolicyError::Invalid(e.to_string()))
+    }
+}
+
+/// A component's `result-observer` export.
+pub struct Observer(pub Arc<ComponentPlugin>);
+
+#[async_trait]
+impl ResultObserver for Observer {
+    async fn on_result(
+        &self,
+        call: &Arc<CallInfo>,
+        record: &Arc<CallRecord>,
+    ) -> Result<(), PolicyError> {
+        let plugin = &*self.0;
+        let scope = CallScope::new(Some(call.clone()), policy_signal(plugin, call));
+        let lent = Lent {
+            call: Some(call.clone()),
+            result: Some(ResultHandle::Record(record.clone())),
+        };
+        invoke(
+            plugin,
+            scope,
+            lent,
+            |e| e.on_result,
+            |r| (r.call(), r.result()),
+            done,
+        )
+        .await
+        .map_err(policy_error)
+    }
+}
+
+/// The tools of a component's `tool` export.
+pub struct Tool(pub Arc<ComponentPlugin>);
+
+#[async_trait]
+impl ToolBody for Tool {
+    async fn is_concurrency_safe(&self, call: &Arc<CallInfo>) -> Option<bool> {
+        let plugin = &*self.0;
+        let signal = CallSignal::new(
+            call.cancel.clone(),
+            Some(Instant::now() + plugin.context.budgets.classify_timeout),
+        );
+        let lent = Lent {
+            call: Some(call.clone()),
+            ..Lent::default()
+        };
+        invoke(
+            plugin,
+            CallScope::new(Some(call.clone()), signal),
+            lent,
+            |e| e.is_concurrency_safe,
+            |r| (r.call(),),
+            done,
+        )
+        .await
+        .ok()
+        .map(|(safe,)| safe)
+    }
+
+    async fn execute(&self, call: &Arc<CallInfo>, ctx: BodyContext) -> Result<Value, BodyError> {
+        let plugin = &*self.0;
+        let mut scope = CallScope::new(Some(call.clone()), ctx.signal);
+        scope.deferred = Some(ctx.deferred);
+        let lent = Lent {
+            call: Some(call.clone()),
+            ..Lent::default()
+        };
+        let (answer,) = invoke(plugin, scope, lent, |e| e.execute, |r| (r.call(),), done)
+            .await
+            .map_err(body_error)?;
+        match answer {
+            Ok(text) => toolgate_schema::parse(&text, &plugin.limits).map_err(|e| {
+                BodyError::InvalidResult(format!("the value is not acceptable JSON: {e}"))
+            }),
+            Err(f) => {
+                let f = failure_from_wit(f, &plugin.context.budgets, &plugin.limits);
+                Err(BodyError::Failure(ToolFailure {
+                    name: f.name,
+                    code: f.code,
+                    message: f.message,
+                    details: f.details,
+                }))
+            }
+        }
+    }
+
+    async fn render(&self, call: &Arc<CallInfo>, value: &Value) -> Result<Vec<Content>, BodyError> {
+        let plugin = &*self.0;
+        let scope = CallScope::new(Some(call.clone()), helper_signal(plugin, call));
+        let params = (call.tool_name.clone(), value.to_string());
+        let (answer,) = invoke(
+            plugin,
+            scope,
+            Lent::default(),
+            |e| e.render,
+            |_| params,
+            done,
+        )
+        .await
+        .map_err(body_error)?;
+        match answer {
+            Ok(blocks) => content_from_wit(blocks, &plugin.context.budgets, &plugin.limits)
+                .map_err(|e| BodyError::InvalidResult(e.to_string())),
+            Err(f) => {
+                let f = failure_from_wit(f, &plugin.context.budgets, &plugin.limits);
+                Err(BodyError::InvalidResult(format!(
+                    "render failed: {}: {}",
+                    f.code, f.message
+                )))
+            }
+        }
+    }
+
+    async fn finalize_content(
+        &self,
+        call: &Arc<CallInfo>,
+        outcome: &Arc<Outcome>,
+    ) -> Result<Option<Vec<Content>>, BodyError> {
+        let plugin = &*self.0;
+        let scope = CallScope::new(Some(call.clone()), helper_signal(plugin, call));
+        let lent = Lent {
+            call: Some(call.clone()),
+            result: Some(ResultHandle::Outcome(outcome.clone())),
+        };
+        let (answer,) = invoke(
+            plugin,
+            scope,
+            lent,
+            |e| e.tool_finalize,
+            |r| (r.call(), r.result()),
+            done,
+        )
+        .await
+        .map_err(body_error)?;
+        answer
+            .map(|c| content_from_wit(c, &plugin.context.budgets, &plugin.limits))
+            .transpose()
+            .map_err(|e| BodyError::InvalidResult(e.to_string()))
+    }
+}

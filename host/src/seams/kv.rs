@@ -1,0 +1,159 @@
+//! The `kv` seam: a small key-value store the host keeps for each plugin,
+//! one namespace per agent scope.
+//!
+//! Why in the host: a warm instance's memory is not a place for state that
+//! matters — instances are recycled, dropped after a trap, created fresh per
+//! call in `fresh` mode, and replaced on reload. A todo list or a rate
+//! limiter's counters must outlive all of that. The store lives as long as
+//! the host (it survives reloads: it is keyed by plugin *name*), in memory
+//! only. A plugin sees only its own keys, and only those of the scope of the
+//! call it is serving, so one agent's state never leaks to a sibling.
+//!
+//! Every size is capped: a key ≤ [`MAX_KEY_BYTES`], a value ≤
+//! [`MAX_VALUE_BYTES`], a plugin's keys and values together ≤
+//! [`QUOTA_BYTES`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+/// Longest key.
+pub const MAX_KEY_BYTES: usize = 256;
+/// Largest value.
+pub const MAX_VALUE_BYTES: usize = 1 << 20;
+/// Bytes of keys and values one plugin may hold, all scopes together.
+pub const QUOTA_BYTES: usize = 4 << 20;
+
+#[derive(Default)]
+struct Space {
+    /// (scope, key) → value.
+    entries: BTreeMap<(String, String), Vec<u8>>,
+    bytes: usize,
+}
+
+/// The host-wide store (one per [`crate::Toolgate`]).
+#[derive(Default)]
+pub struct KvStore {
+    spaces: Mutex<HashMap<Arc<str>, Space>>,
+}
+
+impl KvStore {
+    /// The namespace of `plugin`.
+    pub fn space(self: &Arc<Self>, plugin: Arc<str>) -> KvSpace {
+        KvSpace {
+            store: self.clone(),
+            plugin,
+        }
+    }
+}
+
+/// One plugin's view of the store.
+#[derive(Clone)]
+pub struct KvSpace {
+    store: Arc<KvStore>,
+    plugin: Arc<str>,
+}
+
+impl KvSpace {
+    fn with<R>(&self, f: impl FnOnce(&mut Space) -> R) -> R {
+        let mut spaces = self.store.spaces.lock().unwrap_or_else(|p| p.into_inner());
+        f(spaces.entry(self.plugin.clone()).or_default())
+    }
+
+    /// The value of `key` in `scope`.
+    pub fn get(&self, scope: &str, key: &str) -> Option<Vec<u8>> {
+        self.with(|s| {
+            s.entries
+                .get(&(scope.to_string(), key.to_string()))
+                .cloned()
+        })
+    }
+
+    /// Store `value` under `key` in `scope`; `Err` says which limit it broke.
+    pub fn set(&self, scope: &str, key: String, value: Vec<u8>) -> Result<(), String> {
+        if key.is_empty() || key.len() > MAX_KEY_BYTES {
+            return Err(format!(
+                "a key must be 1 to {MAX_KEY_BYTES} bytes (this one is {})",
+                key.len()
+            ));
+        }
+        if value.len() > MAX_VALUE_BYTES {
+            return Err(format!(
+                "a value may be at most {MAX_VALUE_BYTES} bytes (this one is {})",
+                value.len()
+            ));
+        }
+        self.with(|s| {
+            let k = (scope.to_string(), key);
+            let old = s.entries.get(&k).map_or(0, |v| k.0.len() + k.1.len() + v.len());
+            let new = k.0.len() + k.1.len() + value.len();
+            let total = s.bytes - old + new;
+            if total > QUOTA_BYTES {
+                return Err(format!(
+                    "the plugin's store would hold {total} bytes, more than its quota of {QUOTA_BYTES}; delete keys first"
+                ));
+            }
+            s.bytes = total;
+            s.entries.insert(k, value);
+            Ok(())
+        })
+    }
+
+    /// Remove `key` from `scope`.
+    pub fn delete(&self, scope: &str, key: &str) {
+        self.with(|s| {
+            let k = (scope.to_string(), key.to_string());
+            if let Some(v) = s.entries.remove(&k) {
+                s.bytes -= k.0.len() + k.1.len() + v.len();
+            }
+        })
+    }
+
+    /// The keys of `scope` starting with `prefix`, sorted.
+    pub fn keys(&self, scope: &str, prefix: &str) -> Vec<String> {
+        self.with(|s| {
+            s.entries
+                .range((scope.to_string(), prefix.to_string())..)
+                .take_while(|((sc, k), _)| sc == scope && k.starts_with(prefix))
+                .map(|((_, k), _)| k.clone())
+                .collect()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scopes_and_plugins_are_separate_and_quotas_hold() {
+        let store = Arc::new(KvStore::default());
+        let a = store.space("a".into());
+        let b = store.space("b".into());
+        a.set("agent/1", "k".into(), b"v1".to_vec()).unwrap();
+        a.set("agent/2", "k".into(), b"v2".to_vec()).unwrap();
+        assert_eq!(a.get("agent/1", "k").as_deref(), Some(&b"v1"[..]));
+        assert_eq!(a.get("agent/2", "k").as_deref(), Some(&b"v2"[..]));
+        assert_eq!(b.get("agent/1", "k"), None);
+        a.set("agent/1", "k2".into(), vec![]).unwrap();
+        assert_eq!(a.keys("agent/1", "k"), vec!["k", "k2"]);
+        assert_eq!(a.keys("agent/1", "k2"), vec!["k2"]);
+        a.delete("agent/1", "k");
+        assert_eq!(a.keys("agent/1", ""), vec!["k2"]);
+        assert!(a.set("s", "x".repeat(300), vec![]).is_err());
+        assert!(
+            a.set("s", "big".into(), vec![0; MAX_VALUE_BYTES + 1])
+                .is_err()
+        );
+        for i in 0..3 {
+            a.set("s", format!("v{i}"), vec![0; MAX_VALUE_BYTES])
+                .unwrap();
+        }
+        let e = a
+            .set("s", "v5".into(), vec![0; MAX_VALUE_BYTES])
+            .unwrap_err();
+        assert!(e.contains("quota"), "{e}");
+        // Replacing a value frees its old bytes.
+        a.set("s", "v0".into(), vec![]).unwrap();
+        a.set("s", "v5".into(), vec![0; 1000]).unwrap();
+    }
+}
