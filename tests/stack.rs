@@ -14,7 +14,12 @@ use crate::{PluginDir, fixtures, native};
 /// Where the policies come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Source {
+    /// Components built with the SDK against the current contract (0.2).
     Wasm,
+    /// Components built with plain wit-bindgen against the frozen 0.1
+    /// contract, as third parties built them.
+    V0_1,
+    /// Native Rust policies.
     Native,
 }
 
@@ -64,7 +69,14 @@ impl Stack {
         let mut config = String::new();
         let mut builder;
         match source {
-            Source::Wasm => {
+            Source::Wasm | Source::V0_1 => {
+                let f = |current: &'static str, v0_1: &'static str| {
+                    if source == Source::Wasm {
+                        current
+                    } else {
+                        v0_1
+                    }
+                };
                 let mut place = |role_fixture: &str, list: &[(&str, &str)]| {
                     for (i, (name, behavior)) in list.iter().enumerate() {
                         dir.add(name, role_fixture);
@@ -74,12 +86,18 @@ impl Stack {
                         ));
                     }
                 };
-                place(fixtures::PRE_HOOK, &self.pre);
-                place(fixtures::GUARD, &self.guards);
-                place(fixtures::AROUND, &self.around);
-                place(fixtures::POST_HOOK, &self.post);
-                place(fixtures::FINALIZER, &self.finalizers);
-                place(fixtures::OBSERVER, &self.observers);
+                place(f(fixtures::PRE_HOOK, fixtures::V0_1_PRE_HOOK), &self.pre);
+                place(f(fixtures::GUARD, fixtures::V0_1_GUARD), &self.guards);
+                place(f(fixtures::AROUND, fixtures::V0_1_AROUND), &self.around);
+                place(f(fixtures::POST_HOOK, fixtures::V0_1_POST_HOOK), &self.post);
+                place(
+                    f(fixtures::FINALIZER, fixtures::V0_1_FINALIZER),
+                    &self.finalizers,
+                );
+                place(
+                    f(fixtures::OBSERVER, fixtures::V0_1_OBSERVER),
+                    &self.observers,
+                );
                 if self.timeout {
                     dir.add("timeout", fixtures::PLUGIN_TIMEOUT);
                     config.push_str("[plugins.timeout]\npriority = 0\n");
@@ -185,7 +203,8 @@ impl Stack {
     }
 }
 
-/// Run a scenario against Wasm policies and native policies.
+/// Run a scenario against Wasm policies (the current contract, and the
+/// frozen 0.1 one) and native policies.
 #[macro_export]
 macro_rules! both {
     ($(#[$m:meta])* $name:ident, |$src:ident| $body:block) => {
@@ -196,6 +215,10 @@ macro_rules! both {
             #[tokio::test]
             async fn wasm() {
                 scenario($crate::stack::Source::Wasm).await
+            }
+            #[tokio::test]
+            async fn v0_1() {
+                scenario($crate::stack::Source::V0_1).await
             }
             #[tokio::test]
             async fn native() {

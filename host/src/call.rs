@@ -65,6 +65,12 @@ macro_rules! flag_set {
             }
         }
 
+        impl std::ops::BitOrAssign for $name {
+            fn bitor_assign(&mut self, other: $name) {
+                self.0 |= other.0;
+            }
+        }
+
         impl std::fmt::Debug for $name {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 write!(f, "{}({})", stringify!($name), self.names().join(" | "))

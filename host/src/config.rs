@@ -55,11 +55,20 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::plugin::InstanceMode;
-
 /// The largest `memory_mb` a grant may give one instance: the size of the
 /// instance pool's slots (`RuntimeOptions::max_memory_bytes`).
 pub const MAX_INSTANCE_MEMORY_MB: usize = 1024;
+
+/// How a plugin's instances are managed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InstanceMode {
+    /// Reuse warm instances (state may carry over between calls).
+    #[default]
+    Pooled,
+    /// A new instance for every call.
+    Fresh,
+}
 
 /// A problem with the configuration.
 #[derive(Debug, thiserror::Error)]

@@ -28,8 +28,10 @@ use crate::error::HostError;
 use crate::outcome::CallRecord;
 use crate::pipeline::{self, Approver, PipelineSettings};
 use crate::plugin::grants::{enforcement, resolve_grants};
+use crate::plugin::manifest::DEFAULT_PRIORITY;
 use crate::plugin::{
-    InstanceMode, LoadError, LoadSettings, PluginSource, Runtime, RuntimeOptions, builtin, loader,
+    InstanceMode, LoadError, LoadSettings, Loaded, PluginSource, Runtime, RuntimeOptions, builtin,
+    loader,
 };
 use crate::policy::{
     ExecuteAroundHook, Finalizer, Guard, PostExecuteHook, PreExecuteHook, ResultObserver, Role,
@@ -462,7 +464,6 @@ impl Toolgate {
             message,
             may_be_policy: false,
         }));
-        let floors = manifest_floors(&sources);
         let mut loads = Vec::new();
         for source in sources {
             let plugin_config = config.plugins.get(&source.name);
@@ -476,21 +477,34 @@ impl Toolgate {
                     continue;
                 }
             };
-            let (priorities, notes) = priorities(&source, plugin_config, &floors);
-            problems.extend(notes);
             let runtime = inner.runtime.clone();
+            let manifest = source.manifest.clone();
             loads.push(async move {
                 loader::load(&runtime, source, &settings)
                     .await
-                    .map(|loaded| Placed { loaded, priorities })
+                    .map(|loaded| (loaded, manifest))
             });
         }
-        let mut placed = Vec::new();
-        for loaded in futures::future::join_all(loads).await {
-            match loaded {
-                Ok(p) => placed.push(p),
+        let mut loaded = Vec::new();
+        for outcome in futures::future::join_all(loads).await {
+            match outcome {
+                Ok(l) => loaded.push(l),
                 Err(e) => problems.push(e),
             }
+        }
+        // Places in the chains: the operator's, else what the manifest
+        // proposes — within limits for plugin files (see `manifest_floors`).
+        let floors = manifest_floors(&loaded);
+        let mut placed = Vec::new();
+        for (loaded, manifest) in loaded {
+            let (priorities, notes) = priorities(
+                &loaded.plugin,
+                &manifest,
+                config.plugins.get(&loaded.plugin.name),
+                &floors,
+            );
+            problems.extend(notes);
+            placed.push(Placed { loaded, priorities });
         }
         let blocked: Vec<LoadError> = problems
             .iter()
@@ -577,26 +591,26 @@ impl Toolgate {
 /// party's manifest may say where it would like to go, but a place outside
 /// the built-in wrappers and guards (before the timeout wrapper, say) is
 /// the operator's to give, in `[plugins.NAME]`.
-fn manifest_floors(sources: &[PluginSource]) -> BTreeMap<Role, i32> {
+fn manifest_floors(loaded: &[(Loaded, crate::plugin::Manifest)]) -> BTreeMap<Role, i32> {
     let mut floors = BTreeMap::new();
-    for s in sources
-        .iter()
-        .filter(|s| s.origin == crate::plugin::Origin::Builtin)
-    {
-        for role in Role::ALL {
-            if let Some(p) = s.manifest.priority(role) {
-                let floor = floors.entry(role).or_insert(p + 1);
-                *floor = (*floor).max(p + 1);
-            }
+    for (l, manifest) in loaded {
+        if l.plugin.origin != crate::plugin::Origin::Builtin {
+            continue;
+        }
+        for role in &l.plugin.roles {
+            let p = manifest.priority(*role).unwrap_or(DEFAULT_PRIORITY);
+            let floor = floors.entry(*role).or_insert(p + 1);
+            *floor = (*floor).max(p + 1);
         }
     }
     floors
 }
 
-/// The priority of each role of `source`: the operator's, else its
+/// The priority of each role of `plugin`: the operator's, else its
 /// manifest's (raised to the floor for plugin files, with a note).
 fn priorities(
-    source: &PluginSource,
+    plugin: &crate::plugin::ComponentPlugin,
+    manifest: &crate::plugin::Manifest,
     config: Option<&crate::config::PluginConfig>,
     floors: &BTreeMap<Role, i32>,
 ) -> (BTreeMap<Role, i32>, Vec<LoadError>) {
@@ -609,19 +623,20 @@ fn priorities(
             out.insert(role, p);
             continue;
         }
-        let Some(mut p) = source.manifest.priority(role) else {
+        let Some(mut p) = manifest.priority(role) else {
             continue;
         };
-        if source.origin != crate::plugin::Origin::Builtin
+        if plugin.origin != crate::plugin::Origin::Builtin
+            && plugin.roles.contains(&role)
             && let Some(floor) = floors.get(&role)
             && p < *floor
         {
             notes.push(LoadError::note(
-                &source.name,
-                &source.origin,
+                &plugin.name,
+                &plugin.origin,
                 format!(
                     "its manifest asks for priority {p} in the {role} chain, before the built-in policies; placed at {floor} instead (only the operator can place it earlier: `priority` under [plugins.{}])",
-                    source.name
+                    plugin.name
                 ),
             ));
             p = *floor;

@@ -157,7 +157,8 @@ pub fn body_failure(entry: &ToolEntry, error: BodyError, stage: Stage) -> Outcom
             ErrorCode::Timeout,
             stage,
             format!("`{}` timed out", entry.def.name),
-        ),
+        )
+        .decided_by(provider),
         BodyError::Interrupted(Interrupt::Cancelled) => {
             CallError::new(ErrorCode::Aborted, stage, "the call was cancelled")
         }

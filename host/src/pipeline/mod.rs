@@ -242,7 +242,10 @@ pub async fn admit(
         decided = policy_stages(&held, settings).instrument(span) => decided,
     };
     match decided {
-        Ok(()) if turn.cancel.is_cancelled() => {
+        // Cancelled while in its policies (a policy on the synchronous path
+        // cannot be dropped, but the epoch callback stops it): it was never
+        // dispatched, whatever the interrupted policy answered.
+        _ if turn.cancel.is_cancelled() => {
             let outcome = materialize::aborted_before_dispatch(&held.info);
             Err(held.early(outcome))
         }

@@ -29,20 +29,12 @@ use wasmtime::component::{
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
 use super::memory::MemoryError;
-use super::store::{CallScope, Interrupted, PluginContext, StoreData, TailPipe, TooManyHandles};
+use super::pipe::TailPipe;
+use super::store::{CallScope, Interrupted, PluginContext, StoreData, TooManyHandles};
 use crate::call::Interrupt;
 use crate::policy::Role;
 
-/// How a plugin's instances are managed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum InstanceMode {
-    /// Reuse warm instances (state may carry over between calls).
-    #[default]
-    Pooled,
-    /// A new instance for every call.
-    Fresh,
-}
+pub use crate::config::InstanceMode;
 
 /// Where a plugin came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -359,7 +351,12 @@ impl Lease<'_> {
 /// Classify a failed call: an interruption, a limit, or a trap — each read
 /// once, in one line; the guest's whole stderr tail goes to the log.
 fn classify(plugin: &str, error: wasmtime::Error, stderr: &TailPipe) -> InvokeError {
-    if let Some(Interrupted(i)) = error.downcast_ref::<Interrupted>() {
+    // The causes the host itself raised (its epoch callback, its limits)
+    // may sit anywhere in the error's chain.
+    fn find<E: std::error::Error + 'static>(error: &wasmtime::Error) -> Option<&E> {
+        error.chain().find_map(|e| e.downcast_ref::<E>())
+    }
+    if let Some(Interrupted(i)) = find::<Interrupted>(&error) {
         return InvokeError::Interrupted(*i);
     }
     let tail = stderr.tail();
@@ -371,9 +368,9 @@ fn classify(plugin: &str, error: wasmtime::Error, stderr: &TailPipe) -> InvokeEr
         );
     }
     let first_line = |s: &str| s.lines().next().unwrap_or_default().trim().to_string();
-    let message = if let Some(e) = error.downcast_ref::<MemoryError>() {
+    let message = if let Some(e) = find::<MemoryError>(&error) {
         e.to_string()
-    } else if let Some(e) = error.downcast_ref::<TooManyHandles>() {
+    } else if let Some(e) = find::<TooManyHandles>(&error) {
         e.to_string()
     } else if let Some(trap) = error.downcast_ref::<Trap>() {
         match trap {

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use toolgate_sandbox::{Enforcement, Feature, ResourceLimits, SandboxPolicy};
 use wasmtime_wasi::{FsPerms, WasiCtx};
 
-use super::store::TailPipe;
+use super::pipe::TailPipe;
 use crate::config::{FsAccess, GrantsConfig, HostConfig, SandboxMode};
 use crate::error::HostError;
 

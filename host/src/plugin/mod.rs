@@ -7,7 +7,8 @@
 //! * [`component`] — a loaded plugin, its instances and its call path;
 //! * [`store`] — what one instance's store holds;
 //! * [`sync_wasi`] — the WASI of the synchronous path (nothing waits);
-//! * [`memory`], [`log`] — the instance memory budget, guest log lines;
+//! * [`memory`], [`log`], [`pipe`] — the instance memory budget, guest log
+//!   lines, guest stdout/stderr;
 //! * [`grants`], [`manifest`] — what the operator grants, what the plugin asks;
 //! * [`cache`] — compiled components on disk;
 //! * [`builtin`] — the first-party plugins embedded in the binary.
@@ -24,6 +25,7 @@ pub mod loader;
 pub mod log;
 pub mod manifest;
 pub mod memory;
+pub mod pipe;
 pub mod runtime;
 pub mod store;
 pub mod sync_wasi;

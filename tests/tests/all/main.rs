@@ -1,6 +1,8 @@
 //! The integration tests, in one binary (linking wasmtime once).
 
+mod budgets;
 mod capabilities;
+mod contract;
 mod foundation;
 mod pipeline;
 mod scheduler;

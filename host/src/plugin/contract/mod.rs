@@ -281,6 +281,35 @@ fn stub_unprovided(linker: &mut Linker<StoreData>, component: &Component) -> was
     use wasmtime::component::ResourceType;
     use wasmtime::component::types::ComponentItem;
     let engine = component.engine().clone();
+    // The resources of `wasi:io` that other interfaces re-export (a file's
+    // streams): a stub must name them with the host's own types, or the
+    // component's `use wasi:io/streams.{…}` no longer matches.
+    let mut known: Vec<(ResourceType, ResourceType)> = Vec::new();
+    for (name, ext) in component.component_type().imports(&engine) {
+        let Some(("wasi:io", iface, _)) = split_name(name) else {
+            continue;
+        };
+        let ComponentItem::ComponentInstance(instance) = ext.ty else {
+            continue;
+        };
+        for (item, ext) in instance.exports(&engine) {
+            let ComponentItem::Resource(ty) = ext.ty else {
+                continue;
+            };
+            let host = match (iface, item) {
+                ("streams", "input-stream") => {
+                    ResourceType::host::<wasmtime_wasi_io::streams::DynInputStream>()
+                }
+                ("streams", "output-stream") => {
+                    ResourceType::host::<wasmtime_wasi_io::streams::DynOutputStream>()
+                }
+                ("poll", "pollable") => ResourceType::host::<wasmtime_wasi_io::poll::DynPollable>(),
+                ("error", "error") => ResourceType::host::<wasmtime_wasi_io::streams::Error>(),
+                _ => continue,
+            };
+            known.push((ty, host));
+        }
+    }
     for (name, ext) in component.component_type().imports(&engine) {
         let provided = split_name(name).is_some_and(|(pkg, iface, _)| {
             SYNC_PACKAGES.contains(&pkg)
@@ -295,8 +324,13 @@ fn stub_unprovided(linker: &mut Linker<StoreData>, component: &Component) -> was
         let mut stubs = linker.instance(name)?;
         for (item, ext) in instance.exports(&engine) {
             match ext.ty {
-                ComponentItem::Resource(_) => {
-                    stubs.resource(item, ResourceType::host::<Unprovided>(), |_, _| Ok(()))?
+                ComponentItem::Resource(ty) => {
+                    let host = known
+                        .iter()
+                        .find(|(t, _)| *t == ty)
+                        .map(|(_, h)| *h)
+                        .unwrap_or_else(ResourceType::host::<Unprovided>);
+                    stubs.resource(item, host, |_, _| Ok(()))?
                 }
                 ComponentItem::ComponentFunc(_) => {
                     let what = format!("{name}#{item}");

@@ -24,7 +24,7 @@ macro_rules! map_flags {
     ($value:expr, $from:ty => $to:ty, [$($flag:ident),*]) => {{
         let value = $value;
         let mut out = <$to>::empty();
-        $(if value.contains(<$from>::$flag) { out = out | <$to>::$flag; })*
+        $(if value.contains(<$from>::$flag) { out |= <$to>::$flag; })*
         out
     }};
 }

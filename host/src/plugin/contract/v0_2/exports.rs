@@ -19,24 +19,27 @@ use crate::policy::Role;
 
 type Call = Resource<CallHandle>;
 type Res = Resource<ResultHandle>;
+type Blocks = Vec<wit::ContentBlock>;
+type Failing<T> = (Result<T, wit::ToolFailure>,);
+/// A function of the call and a result.
+type OnResult<R> = TypedFunc<(Call, Res), R>;
 
 /// One instance's exports (only those of its roles are `Some`).
 #[derive(Default)]
 pub struct Exports {
     pub list_tools: Option<TypedFunc<(), (Vec<wit::ToolSpec>,)>>,
     pub is_concurrency_safe: Option<TypedFunc<(Call,), (bool,)>>,
-    pub execute: Option<TypedFunc<(Call,), (Result<String, wit::ToolFailure>,)>>,
-    pub render:
-        Option<TypedFunc<(String, String), (Result<Vec<wit::ContentBlock>, wit::ToolFailure>,)>>,
-    pub tool_finalize: Option<TypedFunc<(Call, Res), (Option<Vec<wit::ContentBlock>>,)>>,
+    pub execute: Option<TypedFunc<(Call,), Failing<String>>>,
+    pub render: Option<TypedFunc<(String, String), Failing<Blocks>>>,
+    pub tool_finalize: Option<OnResult<(Option<Blocks>,)>>,
     pub present_call: Option<TypedFunc<(Call,), (Option<wit::CallView>,)>>,
-    pub present_result: Option<TypedFunc<(Call, Res), (Option<wit::ResultView>,)>>,
+    pub present_result: Option<OnResult<(Option<wit::ResultView>,)>>,
     pub pre_execute: Option<TypedFunc<(Call,), (wit::PreDecision,)>>,
     pub around_execute: Option<TypedFunc<(Call,), (Res,)>>,
-    pub post_execute: Option<TypedFunc<(Call, Res), (wit::PostDecision,)>>,
+    pub post_execute: Option<OnResult<(wit::PostDecision,)>>,
     pub check: Option<TypedFunc<(Call,), (Option<String>,)>>,
-    pub finalize: Option<TypedFunc<(Call, Res), (Option<Vec<wit::ContentBlock>>,)>>,
-    pub on_result: Option<TypedFunc<(Call, Res), ()>>,
+    pub finalize: Option<OnResult<(Option<Blocks>,)>>,
+    pub on_result: Option<OnResult<()>>,
 }
 
 /// Every function of every role, with the signature the contract gives it.

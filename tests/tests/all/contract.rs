@@ -1,0 +1,193 @@
+//! Issue 10: contract 0.2 — the call and the result as resources, the
+//! synchronous path, and 0.1 components side by side. (The pipeline
+//! conformance suite runs every `both!` scenario against 0.2 components,
+//! 0.1 components and native policies; this module covers what is specific
+//! to the versions and the paths.)
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use toolgate::plugin::{CallPath, ContractVersion};
+use toolgate::policy::Role;
+use toolgate::{ToolCall, TurnOptions};
+use toolgate_tests::{PluginDir, fixtures, host, run};
+
+fn info<'a>(g: &'a toolgate::Generation, name: &str) -> &'a toolgate::registry::PluginInfo {
+    g.plugins
+        .iter()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| panic!("no plugin {name}: {:?}", g.problems))
+}
+
+#[tokio::test]
+async fn the_call_path_follows_what_a_component_imports() {
+    let dir = PluginDir::new();
+    dir.add("tools", fixtures::TOOLS)
+        .add("guard", fixtures::GUARD)
+        .add("pre-hook", fixtures::PRE_HOOK)
+        .add("finalizer", fixtures::FINALIZER)
+        .add("observer", fixtures::OBSERVER)
+        .add("hostile-sync", fixtures::HOSTILE_SYNC)
+        .add("old-guard", fixtures::V0_1_GUARD);
+    let h = host(&dir, "").await;
+    let g = h.generation();
+    // Nothing that can wait: no fiber.
+    for name in ["guard", "finalizer", "observer", "hostile-sync"] {
+        assert_eq!(info(&g, name).path, CallPath::Sync, "{name}");
+        assert_eq!(info(&g, name).contract, ContractVersion::V0_2, "{name}");
+    }
+    // `pre-execute-chain.next` runs the rest of the chain; a tool body may
+    // run long: both on a fiber.
+    assert_eq!(info(&g, "pre-hook").path, CallPath::Async);
+    assert_eq!(info(&g, "tools").path, CallPath::Async);
+    // 0.1 components behave as they always did.
+    assert_eq!(info(&g, "old-guard").path, CallPath::Async);
+    assert_eq!(info(&g, "old-guard").contract, ContractVersion::V0_1);
+    assert_eq!(info(&g, "old-guard").wit_version, "0.1.0");
+    // A file-system grant makes a guard wait for I/O: a fiber again.
+    let dir = PluginDir::new();
+    dir.add("guard", fixtures::GUARD);
+    let granted = format!(
+        "[plugins.guard.grants]\nfs = [{{ path = {:?}, access = \"read-only\" }}]\n",
+        dir.path().display().to_string()
+    );
+    let h = host(&dir, &granted).await;
+    assert_eq!(info(&h.generation(), "guard").path, CallPath::Async);
+}
+
+#[tokio::test]
+async fn a_0_1_tool_plugin_keeps_working() {
+    let dir = PluginDir::new();
+    dir.add("old", fixtures::V0_1_TOOLS);
+    let h = host(&dir, "[tools.spin]\ntimeout_ms = 200\n").await;
+    let g = h.generation();
+    assert!(g.problems.is_empty(), "{:?}", g.problems);
+    assert_eq!(info(&g, "old").contract, ContractVersion::V0_1);
+    let r = run(&h, "echo", json!({"text": "hello"})).await;
+    assert_eq!((r.is_error, r.text().as_str()), (false, "hello"));
+    let r = run(&h, "shout", json!({"text": "hello"})).await;
+    assert_eq!(r.text(), "HELLO");
+    let r = run(&h, "fail", json!({})).await;
+    assert_eq!(r.code(), Some("FIXTURE_FAILURE"));
+    assert_eq!(
+        r.error.as_ref().unwrap().details,
+        Some(json!({"why": "testing"}))
+    );
+    let r = run(&h, "finalizing", json!({})).await;
+    assert_eq!(r.text(), "body\n[finalized by the 0.1 tool]");
+    let r = run(&h, "defer", json!({})).await;
+    assert_eq!(r.additional_contexts, vec!["deferred by a 0.1 tool"]);
+    let started = Instant::now();
+    let r = run(&h, "spin", json!({})).await;
+    assert_eq!(r.code(), Some("TIMEOUT"), "{r:?}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let r = run(&h, "echo", json!({"text": 3})).await;
+    assert_eq!(r.code(), Some("INVALID_ARGS"));
+}
+
+#[tokio::test]
+async fn a_signature_that_lies_is_refused_at_load_naming_the_function() {
+    let dir = PluginDir::new();
+    dir.add("tools", fixtures::TOOLS)
+        .add("liar", fixtures::WRONG_TYPE);
+    let h = host(&dir, "[plugins.liar]\noptional = true\n").await;
+    let problem = h
+        .problems()
+        .into_iter()
+        .find(|p| p.plugin == "liar")
+        .expect("the liar is reported");
+    for needle in ["guard", "check", "option<string>", "bool"] {
+        assert!(problem.message.contains(needle), "{needle}: {problem}");
+    }
+    assert!(h.generation().policies.guards.is_empty());
+    // It never got the chance to deny every call.
+    assert!(!run(&h, "echo", json!({"text": "x"})).await.is_error);
+}
+
+#[tokio::test]
+async fn the_synchronous_path_has_no_file_system() {
+    let dir = PluginDir::new();
+    dir.add("tools", fixtures::TOOLS)
+        .add("hostile-sync", fixtures::HOSTILE_SYNC);
+    let h = host(
+        &dir,
+        "[plugins.hostile-sync]\nvars = { MODE = \"check:fs\" }\n",
+    )
+    .await;
+    let r = run(&h, "echo", json!({"text": "x"})).await;
+    assert_eq!(r.code(), Some("DENIED"));
+    let why = r.text();
+    assert!(
+        why.contains("no file system") || why.contains("synchronous path"),
+        "{why}"
+    );
+}
+
+// Several workers: a guest on the synchronous path holds the thread it runs on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_looping_guard_on_the_synchronous_path_is_stopped_at_its_budget() {
+    let dir = PluginDir::new();
+    dir.add("tools", fixtures::TOOLS)
+        .add("hostile-sync", fixtures::HOSTILE_SYNC);
+    let h = host(
+        &dir,
+        "policy_timeout_ms = 200\n[plugins.hostile-sync]\nvars = { MODE = \"check:loop\" }\n",
+    )
+    .await;
+    assert_eq!(info(&h.generation(), "hostile-sync").path, CallPath::Sync);
+    for _ in 0..2 {
+        let started = Instant::now();
+        let r = run(&h, "echo", json!({"text": "x"})).await;
+        assert_eq!(r.code(), Some("DENIED"), "{r:?}");
+        assert!(
+            r.text().contains("did not answer within 200 ms"),
+            "{}",
+            r.text()
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    // The turn's cancellation reaches a guest on the synchronous path too,
+    // long before its budget.
+    let h = host(
+        &dir,
+        "policy_timeout_ms = 5000\n[plugins.hostile-sync]\nvars = { MODE = \"check:loop\" }\n",
+    )
+    .await;
+    let turn = TurnOptions::default();
+    let cancel = turn.cancel.clone();
+    let started = Instant::now();
+    let running = tokio::spawn(async move {
+        h.call(ToolCall::new("c", "echo", json!({"text": "x"})), &turn)
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    cancel.cancel();
+    let r = running.await.unwrap();
+    assert_eq!(r.code(), Some("ABORTED_BEFORE_DISPATCH"), "{r:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn policies_on_the_synchronous_path_read_the_result_through_handles() {
+    let dir = PluginDir::new();
+    dir.add("tools", fixtures::TOOLS)
+        .add("hostile-sync", fixtures::HOSTILE_SYNC);
+    let h = host(
+        &dir,
+        "[plugins.hostile-sync]\nvars = { MODE = \"post:read\" }\n",
+    )
+    .await;
+    let r = run(&h, "echo", json!({"text": "through a handle"})).await;
+    assert_eq!(r.text(), "saw: through a handle");
+    let g = h.generation();
+    assert_eq!(g.listener_calls(Role::Guard, "hostile-sync"), Some(1));
+    assert_eq!(g.listener_calls(Role::Finalizer, "hostile-sync"), Some(1));
+}
