@@ -53,9 +53,17 @@ pub fn default_grants(name: &str, workdir: &Path) -> Option<GrantsConfig> {
             fs: vec![dir(FsAccess::ReadOnly)],
             ..Default::default()
         }),
+        "fs-write" => Some(GrantsConfig {
+            fs: vec![dir(FsAccess::ReadWrite)],
+            ..Default::default()
+        }),
         "bash" => Some(GrantsConfig {
             fs: vec![dir(FsAccess::ReadWrite)],
             shell: true,
+            ..Default::default()
+        }),
+        "todo" => Some(GrantsConfig {
+            kv: true,
             ..Default::default()
         }),
         _ => None,

@@ -22,6 +22,7 @@ use crate::budgets::Budgets;
 use crate::call::{CallInfo, CallSignal, Interrupt};
 use crate::outcome::Outcome;
 use crate::policy::{ExecNext, PostDecision, PostNext, PreDecision, PreNext};
+use crate::seams::jobs::JobSpace;
 use crate::seams::kv::KvSpace;
 use crate::seams::process::Requester;
 use crate::tool::DeferredContexts;
@@ -36,6 +37,8 @@ pub struct PluginContext {
     pub log: GuestLog,
     /// Its namespace of the host's key-value store, if granted.
     pub kv: Option<KvSpace>,
+    /// Its view of the host's job table, if granted the shell.
+    pub jobs: Option<JobSpace>,
     /// The host-wide budget its instances' memory is drawn from.
     pub memory: Arc<MemoryBudget>,
 }
