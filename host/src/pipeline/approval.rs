@@ -19,6 +19,9 @@ pub struct ApprovalRequest {
     pub prompt: String,
     /// The hook that asked.
     pub asked_by: String,
+    /// The tool's card for the call (`present-call`: e.g. the diff an edit
+    /// would make), if it has one.
+    pub card: Option<crate::tool::CallCard>,
 }
 
 /// What the approver answered.
@@ -55,6 +58,7 @@ pub async fn run(
     call: &Arc<CallInfo>,
     prompt: String,
     asked_by: &str,
+    card: Option<crate::tool::CallCard>,
 ) -> Result<(), CallError> {
     let started = Instant::now();
     let Some(approver) = approver else {
@@ -75,6 +79,7 @@ pub async fn run(
         call: call.clone(),
         prompt,
         asked_by: asked_by.to_string(),
+        card,
     };
     let answer = approver.approve(&request).await;
     tracing::info!(

@@ -262,7 +262,30 @@ async fn policy_stages(held: &Held, settings: &PipelineSettings) -> Result<(), O
         PreDecision::Allow => {}
         PreDecision::Deny(reason) => return Err(pre_execute::denied(&decided.by, reason)),
         PreDecision::Ask(prompt) => {
-            approval::run(settings.approver.as_ref(), info, prompt, &decided.by)
+            // The tool's card for the person asked (a diff, say), within
+            // the policy budget; a tool without one, or one that fails, is
+            // asked about without a card.
+            let card = if settings.approver.is_some()
+                && held
+                    .entry
+                    .def
+                    .meta
+                    .features
+                    .contains(crate::tool::Features::PRESENT_CALL)
+            {
+                match tokio::time::timeout(
+                    settings.policy_timeout(),
+                    held.entry.body.present_call(info),
+                )
+                .await
+                {
+                    Ok(Ok(card)) => card,
+                    _ => None,
+                }
+            } else {
+                None
+            };
+            approval::run(settings.approver.as_ref(), info, prompt, &decided.by, card)
                 .await
                 .map_err(Outcome::failure)?;
         }

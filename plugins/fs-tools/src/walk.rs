@@ -6,12 +6,22 @@
 //!   not (they are outside the grant);
 //! * hidden files and directories are skipped, and `.git` always;
 //! * no symlink is followed, and only regular files are handed out: a FIFO
-//!   would block whoever opens it, a device or socket is no file to search.
+//!   would block whoever opens it, a device or socket is no file to search;
+//! * secret stores (`.ssh`, `.aws`, …) are not entered and files that
+//!   usually hold secrets (`.env`, `*.pem`, `id_rsa`, …) are neither listed
+//!   nor searched: the list is the secrets guard's (`names.rs`, shared), so
+//!   a search of the whole tree never returns what the guard would refuse
+//!   to read. A file named explicitly is for the guard to judge.
 
 use std::path::{Path, PathBuf};
 
 use ignore::{WalkBuilder, overrides::Override, types::Types};
 use toolgate_sdk::{Call, ToolError};
+
+/// The secrets guard's list of secret names (one list for both).
+#[path = "../../secrets-guard/src/names.rs"]
+#[allow(dead_code)] // the guard uses all of it, the walks a part
+mod secret_names;
 
 /// Entries one walk visits at most (files and directories), so a huge
 /// tree cannot hold a call until its deadline for nothing.
@@ -53,7 +63,16 @@ pub fn walk(
         .require_git(false)
         .follow_links(false)
         .sort_by_file_name(|a, b| a.cmp(b))
-        .filter_entry(|e| e.file_name() != ".git");
+        .filter_entry(|e| {
+            let name = e.file_name().to_string_lossy();
+            let dir = e.file_type().is_some_and(|t| t.is_dir());
+            name != ".git"
+                && if dir {
+                    secret_names::secret_dir_name(&name).is_none()
+                } else {
+                    secret_names::secret_file_name(&name).is_none()
+                }
+        });
     if let Some(o) = filters.overrides {
         builder.overrides(o);
     }
