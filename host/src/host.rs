@@ -6,7 +6,7 @@
 //! let host = Toolgate::builder().plugin_dir("plugins").build().await?;
 //! let records = host
 //!     .execute_tool_calls(
-//!         vec![ToolCall::new("1", "read_file", serde_json::json!({"path": "README.md"}))],
+//!         vec![ToolCall::new("1", "read", serde_json::json!({"path": "README.md"}))],
 //!         &TurnOptions::default(),
 //!     )
 //!     .await;

@@ -56,7 +56,7 @@ fn run_prints_one_result_per_call_in_order() {
     let out = with_stdin(
         c,
         r#"[
-            {"id": "a", "name": "read_file", "arguments": {"path": "Cargo.toml", "limit": 1}},
+            {"id": "a", "name": "read", "arguments": {"path": "Cargo.toml", "limit": 1}},
             {"id": "b", "name": "no_such_tool", "arguments": {}},
             {"id": "c", "name": "list_dir", "arguments": {"path": "wit"}}
         ]"#,
@@ -75,7 +75,7 @@ fn run_prints_one_result_per_call_in_order() {
         v[0]["content"][0]["text"]
             .as_str()
             .unwrap()
-            .starts_with("[workspace]\n"),
+            .starts_with("     1\t[workspace]\n"),
         "{v}"
     );
     assert_eq!(v[1]["isError"], true);
@@ -135,7 +135,7 @@ fn a_corrupt_plugin_stops_the_host_unless_it_is_optional() {
     let dir = temp("corrupt");
     std::fs::write(dir.join("broken.wasm"), b"\0asm garbage").unwrap();
     let batch =
-        r#"[{"id": "1", "name": "read_file", "arguments": {"path": "Cargo.toml", "limit": 1}}]"#;
+        r#"[{"id": "1", "name": "read", "arguments": {"path": "Cargo.toml", "limit": 1}}]"#;
     // It might be a guard: without the operator's word, no call runs.
     let mut c = toolgate();
     c.args(["--plugins", dir.to_str().unwrap(), "run", "-"]);
@@ -180,7 +180,7 @@ fn tools_prints_only_the_projection() {
             .iter()
             .map(|t| t["name"].as_str().unwrap().to_string())
             .collect();
-        assert!(names.contains(&"read_file".to_string()), "{names:?}");
+        assert!(names.contains(&"read".to_string()), "{names:?}");
         for t in v.as_array().unwrap() {
             let mut keys: Vec<_> = t.as_object().unwrap().keys().cloned().collect();
             keys.sort();
@@ -272,7 +272,7 @@ fn json_logs_carry_the_call_and_stage() {
         .env("RUST_LOG", "toolgate=info");
     let out = with_stdin(
         c,
-        r#"[{"id": "x1", "name": "read_file", "arguments": {"path": ".env"}}]"#,
+        r#"[{"id": "x1", "name": "read", "arguments": {"path": ".env"}}]"#,
     );
     assert!(out.status.success());
     let stderr = text(&out.stderr);
@@ -288,7 +288,7 @@ fn json_logs_carry_the_call_and_stage() {
 #[test]
 fn a_hundred_thousand_levels_of_nesting_is_a_clear_error_not_a_crash() {
     let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
-    let batch = format!(r#"[{{"id": "1", "name": "read_file", "arguments": {{"path": {deep}}}}}]"#);
+    let batch = format!(r#"[{{"id": "1", "name": "read", "arguments": {{"path": {deep}}}}}]"#);
     let mut c = toolgate();
     c.args(["run", "-"]);
     let out = with_stdin(c, &batch);
@@ -296,4 +296,36 @@ fn a_hundred_thousand_levels_of_nesting_is_a_clear_error_not_a_crash() {
     let stderr = text(&out.stderr);
     assert!(stderr.contains("nesting deeper than"), "{stderr}");
     assert!(stderr.contains("/0/arguments/path"), "{stderr}");
+}
+
+#[test]
+fn a_background_job_dies_with_the_command() {
+    let mut c = toolgate();
+    c.args(["--approve", "allow", "run", "-"]);
+    let out = with_stdin(
+        c,
+        r#"[{"id": "1", "name": "bash", "arguments": {"command": "sleep 44.44", "run_in_background": true}}]"#,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("in the background as job-"), "{}", text(&out.stdout));
+    // The command has exited: its job must be gone with it.
+    let alive = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .any(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .map(|c| String::from_utf8_lossy(&c).contains("44.44"))
+                    .unwrap_or(false)
+            })
+    };
+    let mut left = alive();
+    for _ in 0..50 {
+        if !left {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        left = alive();
+    }
+    assert!(!left, "a background job outlived toolgate");
 }

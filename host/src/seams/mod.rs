@@ -7,8 +7,10 @@
 //!   [`crate::plugin::grants`]);
 //! * [`process`]: the `shell` and `subprocess` seams, every spawn sandboxed;
 //! * [`kv`]: a small key-value store per plugin and agent scope;
-//! * [`jobs`]: background shell jobs, in a host-wide job table.
+//! * [`jobs`]: background shell jobs, in a host-wide job table;
+//! * [`http`]: outgoing `wasi:http` requests, to the network grant only.
 
+pub mod http;
 pub mod jobs;
 pub mod kv;
 pub mod process;

@@ -672,3 +672,136 @@ async fn the_secrets_guard_covers_every_file_tool() {
         "no matches"
     );
 }
+
+// ---- web_fetch -----------------------------------------------------------
+
+/// A small HTTP/1.1 server on loopback: one thread per connection, a
+/// fixed set of pages. `port` is its own port (for redirects).
+fn http_server() -> u16 {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(&stream);
+                let mut first = String::new();
+                let _ = reader.read_line(&mut first);
+                loop {
+                    let mut line = String::new();
+                    match reader.read_line(&mut line) {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) if line == "\r\n" => break,
+                        Ok(_) => {}
+                    }
+                }
+                let path = first.split_whitespace().nth(1).unwrap_or("/").to_string();
+                let page = |status: &str, ctype: &str, body: Vec<u8>, extra: &str| {
+                    let mut head = format!(
+                        "HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\nconnection: close\r\n{extra}\r\n",
+                        body.len()
+                    )
+                    .into_bytes();
+                    head.extend(body);
+                    head
+                };
+                let mut out = &stream;
+                let answer = match path.as_str() {
+                    "/page" => page(
+                        "200 OK",
+                        "text/html; charset=utf-8",
+                        b"<html><head><title>T</title><style>.x{color:red}</style></head><body><h1>Hello</h1><p>A <a href=\"/x\">link</a>.</p><script>alert(1)</script></body></html>".to_vec(),
+                        "",
+                    ),
+                    "/plain" => page("200 OK", "text/plain", b"just text".to_vec(), ""),
+                    "/redirect-ok" => page("302 Found", "text/plain", Vec::new(), "location: /page\r\n"),
+                    "/redirect-out" => page(
+                        "302 Found",
+                        "text/plain",
+                        Vec::new(),
+                        &format!("location: http://localhost:{port}/page\r\n"),
+                    ),
+                    "/big" => page("200 OK", "text/plain", vec![b'a'; 3 << 20], ""),
+                    "/big-stream" => {
+                        // No content-length: the size shows only while reading.
+                        let _ = out.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\n");
+                        for _ in 0..48 {
+                            if out.write_all(&[b'b'; 64 << 10]).is_err() {
+                                return;
+                            }
+                        }
+                        return;
+                    }
+                    "/image" => page("200 OK", "image/png", PNG.to_vec(), ""),
+                    _ => page("404 Not Found", "text/plain", b"no such page".to_vec(), ""),
+                };
+                let _ = out.write_all(&answer);
+            });
+        }
+    });
+    port
+}
+
+#[tokio::test]
+async fn web_fetch_without_a_grant_loads_and_refuses_with_the_line_to_add() {
+    let port = http_server();
+    let b = Bench::new().await;
+    assert!(b.host.generation().tools.contains_key("web_fetch"));
+    let r = b
+        .call("web_fetch", json!({"url": format!("http://127.0.0.1:{port}/page")}))
+        .await;
+    let e = failed(&r, "PERMISSION_DENIED");
+    assert!(
+        e.contains(&format!("\"127.0.0.1:{port}\"")) && e.contains("[plugins.web-fetch.grants]"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn web_fetch_fetches_granted_hosts_and_rechecks_every_redirect() {
+    let port = http_server();
+    let b = Bench::with_config(&format!(
+        "[plugins.web-fetch.grants]\nnetwork = [\"127.0.0.1:{port}\"]\n"
+    ))
+    .await;
+    let url = |p: &str| format!("http://127.0.0.1:{port}{p}");
+    let t = ok(&b.call("web_fetch", json!({"url": url("/page")})).await);
+    assert!(t.contains("# Hello") && t.contains("[link](/x)"), "{t}");
+    assert!(!t.contains("color:red") && !t.contains("alert"), "{t}");
+    let t = ok(&b.call("web_fetch", json!({"url": url("/page"), "format": "raw"})).await);
+    assert!(t.starts_with("<html>"), "{t}");
+    assert_eq!(ok(&b.call("web_fetch", json!({"url": url("/plain")})).await), "just text");
+    // A redirect on the granted host is followed...
+    let t = ok(&b.call("web_fetch", json!({"url": url("/redirect-ok")})).await);
+    assert!(t.contains("# Hello"), "{t}");
+    // ...one to a host that is not granted is refused, by name.
+    let e = failed(
+        &b.call("web_fetch", json!({"url": url("/redirect-out")})).await,
+        "PERMISSION_DENIED",
+    );
+    assert!(e.contains(&format!("`localhost:{port}`")), "{e}");
+    // A host that is not granted, directly.
+    let e = failed(
+        &b.call("web_fetch", json!({"url": format!("http://localhost:{port}/page")})).await,
+        "PERMISSION_DENIED",
+    );
+    assert!(e.contains("network = [...]"), "{e}");
+    // Oversized bodies, announced or not.
+    let e = failed(&b.call("web_fetch", json!({"url": url("/big")})).await, "TOO_LARGE");
+    assert!(e.contains("max_bytes (2097152)"), "{e}");
+    failed(&b.call("web_fetch", json!({"url": url("/big-stream")})).await, "TOO_LARGE");
+    let t = ok(&b
+        .call("web_fetch", json!({"url": url("/big"), "max_bytes": 4 << 20}))
+        .await);
+    assert!(t.contains("cut at 102400 bytes"), "{}", &t[t.len() - 100..]);
+    failed(
+        &b.call("web_fetch", json!({"url": url("/big"), "max_bytes": 64 << 20})).await,
+        "INVALID_INPUT",
+    );
+    // Not text, not found, not http.
+    failed(&b.call("web_fetch", json!({"url": url("/image")})).await, "UNSUPPORTED_TYPE");
+    let e = failed(&b.call("web_fetch", json!({"url": url("/nope")})).await, "HTTP_STATUS");
+    assert!(e.contains("404") && e.contains("no such page"), "{e}");
+    failed(&b.call("web_fetch", json!({"url": "file:///etc/passwd"})).await, "INVALID_INPUT");
+    failed(&b.call("web_fetch", json!({"url": "not a url"})).await, "INVALID_INPUT");
+}

@@ -238,6 +238,7 @@ impl Linkers {
     pub fn new(engine: &Engine) -> wasmtime::Result<Linkers> {
         let mut full = Linker::new(engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut full)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut full)?;
         v0_1::imports::add_to_linker(&mut full)?;
         v0_2::imports::add_to_linker(&mut full)?;
         let mut sync = Linker::new(engine);
