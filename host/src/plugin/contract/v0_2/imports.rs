@@ -62,11 +62,19 @@ impl imports::process::Host for StoreData {}
 
 impl StoreData {
     fn call_info(&self, call: &Resource<CallHandle>) -> wasmtime::Result<&crate::CallInfo> {
-        Ok(&self.get(call)?.0)
+        self.get(call)?.0.as_deref().ok_or_else(|| {
+            Misuse("this call handle is not valid outside the call it was lent for".into()).into()
+        })
     }
 
     fn result(&self, result: &Resource<ResultHandle>) -> wasmtime::Result<&ResultHandle> {
-        self.get(result)
+        match self.get(result)? {
+            ResultHandle::Vacant => Err(Misuse(
+                "this result handle is not valid outside the call it was lent for".into(),
+            )
+            .into()),
+            h => Ok(h),
+        }
     }
 }
 
@@ -155,6 +163,7 @@ impl imports::types::HostCallResult for StoreData {
             ResultHandle::Outcome(o) | ResultHandle::Chain(o) => o.is_error(),
             ResultHandle::Record(rec) => rec.is_error,
             ResultHandle::New(n) => matches!(**n, wit::ToolResult::Failure(_)),
+            ResultHandle::Vacant => unreachable!("`result` refuses a vacant handle"),
         })
     }
 
@@ -179,6 +188,7 @@ impl imports::types::HostCallResult for StoreData {
                 wit::ToolResult::Success(s) => s.content.clone(),
                 wit::ToolResult::Failure(f) => f.content.clone(),
             },
+            ResultHandle::Vacant => unreachable!("`result` refuses a vacant handle"),
         })
     }
 
@@ -187,6 +197,7 @@ impl imports::types::HostCallResult for StoreData {
         Ok(match h {
             ResultHandle::Outcome(o) | ResultHandle::Chain(o) => text_of(o.content()),
             ResultHandle::Record(rec) => text_of(&rec.content),
+            ResultHandle::Vacant => unreachable!("`result` refuses a vacant handle"),
             ResultHandle::New(n) => {
                 let blocks = match &**n {
                     wit::ToolResult::Success(s) => &s.content,
@@ -216,6 +227,7 @@ impl imports::types::HostCallResult for StoreData {
                 wit::ToolResult::Success(s) => s.meta.clone(),
                 wit::ToolResult::Failure(_) => None,
             },
+            ResultHandle::Vacant => unreachable!("`result` refuses a vacant handle"),
         })
     }
 
@@ -228,6 +240,7 @@ impl imports::types::HostCallResult for StoreData {
                 wit::ToolResult::Success(_) => None,
                 wit::ToolResult::Failure(f) => Some(f.error.clone()),
             },
+            ResultHandle::Vacant => unreachable!("`result` refuses a vacant handle"),
         })
     }
 
@@ -254,7 +267,7 @@ impl imports::log::Host for StoreData {
 
 impl imports::cancellation::Host for StoreData {
     fn is_cancelled(&mut self) -> wasmtime::Result<bool> {
-        Ok(self.interrupt().is_some())
+        Ok(self.interrupted().is_some())
     }
 
     fn remaining_ms(&mut self) -> wasmtime::Result<Option<u64>> {
