@@ -403,3 +403,35 @@ fn a_thread_stuck_on_a_fifo_does_not_keep_the_process_alive() {
     assert_eq!(v[0]["error"]["code"], "TIMEOUT", "{v}");
     println!("exited {took:?} after start, with a thread still blocked on the FIFO");
 }
+
+#[test]
+fn an_unsafe_cache_directory_is_named_refused_and_the_command_still_works() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("toolgate-cli-open-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = toolgate()
+        .env("TOOLGATE_CACHE_DIR", &dir)
+        .args(["tools"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!("compile cache {} is not used", dir.display()))
+            && stderr.contains("writable by every user"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("is not used").count(),
+        1,
+        "said once: {stderr}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "nothing written"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

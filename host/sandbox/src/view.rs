@@ -123,11 +123,12 @@ impl<'a> View<'a> {
                 p.display()
             )));
         };
-        let Ok(parent) = parent.canonicalize() else {
-            // Nothing there, not even its directory: nothing to protect or
-            // watch (creating the directory first is visible to the host as
-            // a directory that then holds the protected name only after a
-            // second spawn, which the watch of that spawn catches).
+        let Some(parent) = parent.canonicalize().ok().filter(|p| p.is_dir()) else {
+            // Not even its directory exists (or it is no directory): there
+            // is nothing a mount could cover and no parent to watch. A run
+            // could create both; the host only protects paths whose
+            // directory exists (its configuration's, its plugin
+            // directories, its cache, its executable).
             tracing::debug!(path = %p.display(), "protected path has no parent directory; ignored");
             return Ok(());
         };

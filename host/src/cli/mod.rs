@@ -59,7 +59,8 @@ pub struct GlobalArgs {
     no_default_plugins: bool,
 
     /// Operator configuration (grants, priorities, limits). Default:
-    /// ./toolgate.toml if it exists.
+    /// ./toolgate.toml if it exists. Either way, and even while it does not
+    /// exist, ./toolgate.toml is out of reach of what the host runs.
     #[arg(long, value_name = "FILE", global = true)]
     config: Option<PathBuf>,
 

@@ -65,16 +65,24 @@ fn words(s: &str) -> Vec<String> {
             }
         }
         let unquoted: String = raw.chars().filter(|c| !"\"'\\".contains(*c)).collect();
-        if !unquoted.is_empty() && !out.contains(&unquoted) {
+        if !unquoted.is_empty() {
             out.push(unquoted);
         }
     }
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|w| seen.insert(w.clone()));
     out
 }
 
 fn judge_word(word: &str) -> Option<String> {
     if let Some(why) = secret_path(word) {
         return Some(format!("`{word}`: {why}"));
+    }
+    // Not worth a look at the file system (each look is a host call): a
+    // flag, a number, or a word the shell computes (which no look could
+    // predict; see the README).
+    if word.starts_with('-') || word.contains('$') || word.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
     }
     let candidates = if has_glob(word) {
         expand(word)

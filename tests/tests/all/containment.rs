@@ -197,6 +197,10 @@ fn a_tampered_entry_is_logged_recompiled_and_a_good_entry_hits() {
     let hit = cache.load_or_compile(engine, &wasm).unwrap();
     let hit_time = started.elapsed();
     println!("compile (miss): {miss:?}, verified cache hit: {hit_time:?}");
+    assert!(
+        hit_time * 4 < miss,
+        "a verified hit must still save most of the compile: {hit_time:?} vs {miss:?}"
+    );
     assert_eq!(
         first.serialize().unwrap(),
         hit.serialize().unwrap(),
