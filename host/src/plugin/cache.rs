@@ -283,6 +283,9 @@ fn open_checked(dir: &Path) -> Result<OwnedFd, String> {
         })
         .collect::<Result<_, _>>()
         .map_err(|()| format!("{} contains `..`; give it as a plain path", dir.display()))?;
+    if names.is_empty() {
+        return Err("`/` cannot be the cache directory".into());
+    }
     for (i, name) in names.iter().enumerate() {
         let last = i + 1 == names.len();
         let parent = fstat(fd.as_raw_fd()).ok_or_else(|| errno_text("cannot stat", &here))?;
