@@ -2,6 +2,7 @@
 
 mod budgets;
 mod capabilities;
+mod containment;
 mod contract;
 mod foundation;
 mod pipeline;
