@@ -17,12 +17,23 @@ pub mod tools;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::HostConfig;
 use crate::host::{Toolgate, ToolgateBuilder};
 use crate::plugin::RuntimeOptions;
+
+/// How long the process waits, after a command is done, for work still
+/// running on the runtime's blocking threads (a WASI file operation stuck on
+/// a FIFO, say): then it exits anyway. Calls have their own deadlines; this
+/// only keeps a thread the host can no longer interrupt from keeping the
+/// process alive.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// The configuration file read when `--config` is not given.
+pub const DEFAULT_CONFIG: &str = "toolgate.toml";
 
 /// A WebAssembly host for AI-agent tool calls: every tool and every policy
 /// is a component, every call passes a nine-point pipeline.
@@ -48,7 +59,8 @@ pub struct GlobalArgs {
     no_default_plugins: bool,
 
     /// Operator configuration (grants, priorities, limits). Default:
-    /// ./toolgate.toml if it exists.
+    /// ./toolgate.toml if it exists. Either way, and even while it does not
+    /// exist, ./toolgate.toml is out of reach of what the host runs.
     #[arg(long, value_name = "FILE", global = true)]
     config: Option<PathBuf>,
 
@@ -132,6 +144,8 @@ pub fn main() -> ExitCode {
             Command::Sandbox(a) => sandbox::run(&cli.global, a).await,
         }
     });
+    // Not `drop(runtime)`, which waits for every blocking thread forever.
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
     match result {
         Ok(code) => code,
         Err(e) => {
@@ -147,7 +161,7 @@ impl GlobalArgs {
         match &self.config {
             Some(path) => Ok(HostConfig::load(path)?),
             None => {
-                let default = PathBuf::from("toolgate.toml");
+                let default = PathBuf::from(DEFAULT_CONFIG);
                 if default.is_file() {
                     Ok(HostConfig::load(&default)?)
                 } else {
@@ -167,10 +181,16 @@ impl GlobalArgs {
 
     /// A builder with everything the global options say.
     fn builder(&self) -> anyhow::Result<ToolgateBuilder> {
+        // `./toolgate.toml` is what a start without `--config` obeys, so it
+        // is authority even when absent (or when this start reads another).
         let mut b = Toolgate::builder()
             .config(self.load_config()?)
             .runtime_options(self.runtime_options())
-            .builtin_plugins(!self.no_default_plugins);
+            .builtin_plugins(!self.no_default_plugins)
+            .authority_path(
+                DEFAULT_CONFIG,
+                "the host's default configuration (./toolgate.toml)",
+            );
         for dir in &self.plugin_dirs {
             b = b.plugin_dir(dir);
         }

@@ -258,7 +258,7 @@ impl ComponentPlugin {
         store.data_mut().scope = scope;
         store.limiter(|d| &mut d.limiter);
         let path = self.path;
-        store.epoch_deadline_callback(move |ctx| match ctx.data().interrupt() {
+        store.epoch_deadline_callback(move |mut ctx| match ctx.data_mut().interrupt() {
             Some(i) => Err(Interrupted(i).into()),
             None if path == CallPath::Sync => Ok(UpdateDeadline::Continue(1)),
             None => Ok(UpdateDeadline::Yield(1)),

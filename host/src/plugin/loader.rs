@@ -288,6 +288,7 @@ pub async fn load(
             .shell
             .then(|| settings.jobs.space(name.clone())),
         memory: runtime.memory.clone(),
+        policy_ticks: ticks(settings.budgets.policy_timeout, runtime.options.epoch_tick),
     });
     let plugin = Arc::new(ComponentPlugin::new(Parts {
         name: source.name.clone(),
@@ -345,6 +346,12 @@ pub async fn load(
     })
 }
 
+/// `budget` in epoch ticks (at least one).
+fn ticks(budget: std::time::Duration, tick: std::time::Duration) -> u32 {
+    let n = budget.as_nanos().div_ceil(tick.as_nanos().max(1));
+    u32::try_from(n).unwrap_or(u32::MAX).max(1)
+}
+
 fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or_default().to_string()
 }
@@ -365,6 +372,10 @@ fn check_seams(
             "kv" => (grants.kv, "kv = true"),
             // Background jobs are shell commands: the shell grant covers them.
             "jobs" => (grants.shell, "shell = true"),
+            "files" => (
+                grants.fs.iter().any(|g| g.writable),
+                "fs = [{ path = \".\", access = \"read-write\", spawn_only = true }]",
+            ),
             _ => (false, "(unknown seam)"),
         };
         if !granted {

@@ -9,7 +9,9 @@
 //! way, until it exits, times out, is killed, or the host exits. The
 //! component imports both seams, so it loads only where the operator
 //! granted the shell (the built-in default: the working directory,
-//! read-write).
+//! read-write, for the spawned processes only). The host keeps its own
+//! files (configuration, plugins, compile cache) and `.git` read-only
+//! inside that directory.
 //!
 //! A command that exits non-zero, dies of a signal or is killed at its
 //! timeout is a *failure* (`EXIT_STATUS`, `SIGNAL`, `TIMEOUT`) whose
@@ -92,9 +94,10 @@ fn show(stdout: &str, stderr: &str) -> String {
 /// Run a shell command (`/bin/sh -c`) in the working directory. A command
 /// that exits non-zero, is killed by a signal or reaches its timeout is
 /// reported as an error, with its output. Runs in a sandbox: only the
-/// working directory is writable, the network and other users' files are
-/// out of reach, and the command is killed (with everything it started) at
-/// its timeout (`timeoutMs`, default 120000, at most 600000). Output
+/// working directory is writable (but not its `.git` or the host's own
+/// configuration: `git log` and `git status` work, `git commit` does not),
+/// the network and other users' files are out of reach, and the command is
+/// killed (with everything it started) at its timeout (`timeoutMs`, default 120000, at most 600000). Output
 /// beyond 12000 bytes keeps its beginning and end. With
 /// `run_in_background: true` the command keeps running after this call
 /// (a server, a long build): you get a job id at once; read its output

@@ -2,8 +2,12 @@
 //! `edit` (exact string replacement).
 //!
 //! They live apart from the read-only `fs-tools` so that the operator can
-//! grant reading without writing: this component needs a read-write grant
-//! (the built-in default: the working directory, read-write, as `.`).
+//! grant reading without writing. They read through a read-only preopen
+//! and write through the host's `files` seam, which writes inside the
+//! read-write grants but never into the paths the host protects (its
+//! configuration, plugins, compile cache, `.git`) — a read-write preopen
+//! could not leave those out. The built-in default grant: the working
+//! directory, read-only as `.`, and read-write with `spawn_only = true`.
 //! Paths are relative to it; absolute paths and `..` are refused. Only
 //! regular files are opened or replaced (a FIFO would block the opener).
 //! `edit` changes exactly the bytes of the replaced text: line endings,
@@ -13,7 +17,9 @@ use std::fs;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use toolgate_sdk::{Annotations, Call, CallView, Content, ContentBlock, Schema, Tool, ToolError};
+use toolgate_sdk::{
+    Annotations, Call, CallView, Content, ContentBlock, Schema, Tool, ToolError, files,
+};
 
 /// The path rules of the file tools (one copy for both plugins).
 #[path = "../../fs-tools/src/paths.rs"]
@@ -42,6 +48,12 @@ fn existing(path: &Path, shown: &str, tool: &str) -> Result<Option<fs::Metadata>
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(ToolError::from(e).with_details(serde_json::json!({"path": shown}))),
     }
+}
+
+/// The host refused a write (outside the grant, a protected path, not a
+/// regular file).
+fn refused(why: String) -> ToolError {
+    ToolError::permission_denied(why)
 }
 
 fn too_large(shown: &str, bytes: usize) -> ToolError {
@@ -108,13 +120,7 @@ impl Tool for Write {
             return Err(too_large(&shown, self.content.len()));
         }
         let created = existing(&path, &shown, "write")?.is_none();
-        if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent).map_err(|e| {
-                ToolError::from(e).with_details(serde_json::json!({"path": shown}))
-            })?;
-        }
-        fs::write(&path, self.content.as_bytes())
-            .map_err(|e| ToolError::from(e).with_details(serde_json::json!({"path": shown})))?;
+        files::write(&shown, self.content.as_bytes()).map_err(refused)?;
         Ok(Written {
             path: shown,
             bytes: self.content.len() as u64,
@@ -312,9 +318,7 @@ impl Tool for Edit {
 
     fn execute(self, _call: &Call) -> Result<Edited, ToolError> {
         let (shown, plan) = self.plan()?;
-        let path = relative(&self.path)?;
-        fs::write(&path, plan.new.as_bytes())
-            .map_err(|e| ToolError::from(e).with_details(serde_json::json!({"path": shown})))?;
+        files::write(&shown, plan.new.as_bytes()).map_err(refused)?;
         let lines: Vec<u64> = plan.at.iter().map(|&i| line_of(&plan.old, i)).collect();
         // The region of the first replacement, in the new text.
         let start = plan.at[0];

@@ -46,10 +46,13 @@ impl Bench {
 
     async fn with_config(config: &str) -> Bench {
         let dir = TempDir::new("catalog");
+        std::fs::create_dir_all(dir.path().join(".git/hooks")).unwrap();
         let approver = Arc::new(Recorder::default());
         let host = Toolgate::builder()
             .runtime_options(test_runtime())
             .workdir(dir.path())
+            // What the CLI protects: the configuration a start would obey.
+            .authority_path(dir.path().join("toolgate.toml"), "the host's configuration")
             .config(toolgate::HostConfig::parse(config, "test").unwrap())
             .approver(approver.clone())
             .build()
@@ -260,16 +263,65 @@ async fn write_creates_and_replaces_inside_the_grant_only() {
 }
 
 #[tokio::test]
-async fn write_is_refused_under_a_read_only_grant() {
-    let b = Bench::with_config("").await;
-    let dir = b.root().display().to_string();
-    let b2 = Bench::with_config(&format!(
-        "[plugins.fs-write.grants]\nfs = [{{ path = {dir:?}, access = \"read-only\" }}]\n"
-    ))
-    .await;
-    let r = b2.call("write", json!({"path": "x.txt", "content": "x"})).await;
-    assert!(r.is_error, "{r:?}");
-    assert!(!b.root().join("x.txt").exists());
+async fn without_a_read_write_grant_the_write_tools_do_not_load() {
+    let dir = TempDir::new("catalog-ro");
+    let host = Toolgate::builder()
+        .runtime_options(test_runtime())
+        .workdir(dir.path())
+        .config(
+            toolgate::HostConfig::parse(
+                &format!(
+                    "[plugins.fs-write.grants]\nfs = [{{ path = {:?}, access = \"read-only\" }}]\n",
+                    dir.path().display().to_string()
+                ),
+                "test",
+            )
+            .unwrap(),
+        )
+        .build()
+        .await
+        .unwrap();
+    let p = host
+        .problems()
+        .into_iter()
+        .find(|p| p.plugin == "fs-write")
+        .expect("fs-write is refused");
+    assert!(
+        p.message.contains("`files` seam") && p.message.contains("spawn_only = true"),
+        "{p}"
+    );
+    assert!(!host.generation().tools.contains_key("write"));
+    assert!(host.generation().tools.contains_key("read"));
+}
+
+#[tokio::test]
+async fn writes_never_reach_what_the_host_protects() {
+    let b = Bench::new().await;
+    for path in [".git/config", ".git/hooks/pre-commit", "toolgate.toml"] {
+        let e = failed(
+            &b.call("write", json!({"path": path, "content": "x"})).await,
+            "PERMISSION_DENIED",
+        );
+        assert!(e.contains("protects"), "{path}: {e}");
+    }
+    assert!(!b.root().join("toolgate.toml").exists());
+    assert!(!b.root().join(".git/config").exists());
+    // Through a symlink planted in the tree: the same answer.
+    std::os::unix::fs::symlink(".git", b.root().join("g")).unwrap();
+    failed(
+        &b.call("write", json!({"path": "g/hooks/post-checkout", "content": "x"})).await,
+        "PERMISSION_DENIED",
+    );
+    assert!(!b.root().join(".git/hooks/post-checkout").exists());
+    // A symlink as the target is not followed.
+    b.put("notes.txt", "mine");
+    std::os::unix::fs::symlink("notes.txt", b.root().join("host")).unwrap();
+    let e = failed(
+        &b.call("write", json!({"path": "host", "content": "x"})).await,
+        "PERMISSION_DENIED",
+    );
+    assert!(e.contains("symlink"), "{e}");
+    assert_eq!(b.get("notes.txt"), "mine");
 }
 
 #[tokio::test]

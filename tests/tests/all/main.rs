@@ -3,6 +3,7 @@
 mod budgets;
 mod capabilities;
 mod catalog;
+mod containment;
 mod contract;
 mod foundation;
 mod pipeline;

@@ -39,7 +39,7 @@ pub const CURRENT: &str = "0.2.1";
 pub const SUPPORTED: &[&str] = &["0.1", "0.2"];
 
 /// The seams a component may import, by interface name; each needs a grant.
-pub const SEAMS: &[&str] = &["shell", "subprocess", "kv", "jobs"];
+pub const SEAMS: &[&str] = &["shell", "subprocess", "kv", "jobs", "files"];
 
 /// `toolgate:plugin/guard@0.1.0` → (`toolgate:plugin`, `guard`, `0.1.0`).
 pub fn split_name(name: &str) -> Option<(&str, &str, Option<&str>)> {
@@ -77,7 +77,7 @@ pub struct Shape {
     pub imports: Vec<String>,
     /// The `toolgate:plugin` interfaces imported (without package and version).
     pub contract_imports: Vec<String>,
-    /// The seams among them (`shell`, `subprocess`, `kv`, `jobs`).
+    /// The seams among them (`shell`, `subprocess`, `kv`, `jobs`, `files`).
     pub seams: Vec<String>,
 }
 

@@ -51,6 +51,7 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     imports::shell::add_to_linker::<StoreData, D>(linker, |d| d)?;
     imports::subprocess::add_to_linker::<StoreData, D>(linker, |d| d)?;
     imports::jobs::add_to_linker::<StoreData, D>(linker, |d| d)?;
+    imports::files::add_to_linker::<StoreData, D>(linker, |d| d)?;
     Ok(())
 }
 
@@ -63,11 +64,19 @@ impl imports::process::Host for StoreData {}
 
 impl StoreData {
     fn call_info(&self, call: &Resource<CallHandle>) -> wasmtime::Result<&crate::CallInfo> {
-        Ok(&self.get(call)?.0)
+        self.get(call)?.0.as_deref().ok_or_else(|| {
+            Misuse("this call handle is not valid outside the call it was lent for".into()).into()
+        })
     }
 
     fn result(&self, result: &Resource<ResultHandle>) -> wasmtime::Result<&ResultHandle> {
-        self.get(result)
+        match self.get(result)? {
+            ResultHandle::Vacant => Err(Misuse(
+                "this result handle is not valid outside the call it was lent for".into(),
+            )
+            .into()),
+            h => Ok(h),
+        }
     }
 }
 
@@ -156,6 +165,7 @@ impl imports::types::HostCallResult for StoreData {
             ResultHandle::Outcome(o) | ResultHandle::Chain(o) => o.is_error(),
             ResultHandle::Record(rec) => rec.is_error,
             ResultHandle::New(n) => matches!(**n, wit::ToolResult::Failure(_)),
+            ResultHandle::Vacant => unreachable!("`result` refuses a vacant handle"),
         })
     }
 
@@ -180,6 +190,7 @@ impl imports::types::HostCallResult for StoreData {
                 wit::ToolResult::Success(s) => s.content.clone(),
                 wit::ToolResult::Failure(f) => f.content.clone(),
             },
+            ResultHandle::Vacant => unreachable!("`result` refuses a vacant handle"),
         })
     }
 
@@ -188,6 +199,7 @@ impl imports::types::HostCallResult for StoreData {
         Ok(match h {
             ResultHandle::Outcome(o) | ResultHandle::Chain(o) => text_of(o.content()),
             ResultHandle::Record(rec) => text_of(&rec.content),
+            ResultHandle::Vacant => unreachable!("`result` refuses a vacant handle"),
             ResultHandle::New(n) => {
                 let blocks = match &**n {
                     wit::ToolResult::Success(s) => &s.content,
@@ -217,6 +229,7 @@ impl imports::types::HostCallResult for StoreData {
                 wit::ToolResult::Success(s) => s.meta.clone(),
                 wit::ToolResult::Failure(_) => None,
             },
+            ResultHandle::Vacant => unreachable!("`result` refuses a vacant handle"),
         })
     }
 
@@ -229,6 +242,7 @@ impl imports::types::HostCallResult for StoreData {
                 wit::ToolResult::Success(_) => None,
                 wit::ToolResult::Failure(f) => Some(f.error.clone()),
             },
+            ResultHandle::Vacant => unreachable!("`result` refuses a vacant handle"),
         })
     }
 
@@ -255,7 +269,7 @@ impl imports::log::Host for StoreData {
 
 impl imports::cancellation::Host for StoreData {
     fn is_cancelled(&mut self) -> wasmtime::Result<bool> {
-        Ok(self.interrupt().is_some())
+        Ok(self.interrupted().is_some())
     }
 
     fn remaining_ms(&mut self) -> wasmtime::Result<Option<u64>> {
@@ -491,5 +505,16 @@ impl imports::jobs::Host for StoreData {
     async fn kill(&mut self, id: String) -> wasmtime::Result<Result<imports::jobs::JobInfo, String>> {
         let (space, scope) = self.jobs()?;
         Ok(space.kill(&scope, &id).await.map(job_info_to_wit))
+    }
+}
+
+impl imports::files::Host for StoreData {
+    fn write(&mut self, path: String, contents: Vec<u8>) -> wasmtime::Result<Result<u64, String>> {
+        let written = crate::seams::files::write(&self.plugin.grants, &path, &contents);
+        match &written {
+            Ok(n) => tracing::info!(plugin = %self.plugin.name, path = %path, bytes = n, "file written"),
+            Err(why) => tracing::info!(plugin = %self.plugin.name, path = %path, "file write refused: {why}"),
+        }
+        Ok(written)
     }
 }
