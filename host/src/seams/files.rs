@@ -10,11 +10,13 @@
 //! way the sandbox lets spawned processes write: everywhere except the
 //! protected paths.
 //!
-//! How a write stays inside: the target's directory is created and opened
-//! with cap-std (no `..`, no symlink leaving the grant), then where that
-//! open directory really is is read back from `/proc/self/fd` — the answer
-//! no later rename or symlink swap can change — and a target that is, or
-//! lies beneath, a protected path is refused. The file is opened relative
+//! How a write stays inside: the path is walked one directory at a time
+//! with cap-std (no `..`, no symlink leaving the grant); before anything is
+//! created in or opened beneath a directory, where that open directory
+//! really is is read back from `/proc/self/fd` — the answer no later rename
+//! or symlink swap can change — and a step that is, or lies beneath, a
+//! protected path is refused (so not even an empty directory appears in
+//! `.git`). The file is opened relative
 //! to that directory without following a symlink and without blocking (a
 //! FIFO is refused, not waited on), and must be a regular file.
 
@@ -80,40 +82,54 @@ pub fn write(grants: &Grants, path: &str, contents: &[u8]) -> Result<u64, String
     }
     let (grant, mut parts) = locate(grants, path)?;
     let name = parts.pop().expect("at least one component");
-    let root = cap_std::fs::Dir::open_ambient_dir(&grant.host, cap_std::ambient_authority())
-        .map_err(|e| format!("the granted directory cannot be opened: {e}"))?;
-    let parent_rel: PathBuf = parts.iter().collect();
-    let parent = if parts.is_empty() {
-        root
-    } else {
-        root.create_dir_all(&parent_rel)
-            .map_err(|e| format!("cannot create the directories of `{path}`: {e}"))?;
-        root.open_dir(&parent_rel)
-            .map_err(|e| format!("cannot open the directory of `{path}`: {e}"))?
+    let protected = |target: &Path| -> Result<(), String> {
+        match grants
+            .sandbox
+            .protected
+            .iter()
+            .find(|p| target.starts_with(p))
+        {
+            Some(p) => Err(format!(
+                "`{path}` is (or lies inside) `{}`, which the host protects (its configuration, plugins, compile cache, executable or git metadata); no plugin may write it",
+                p.display()
+            )),
+            None => Ok(()),
+        }
     };
-    // Where the opened directory really is: fixed from here on.
-    let fd = parent.as_fd().as_raw_fd();
-    let real = std::fs::read_link(format!("/proc/self/fd/{fd}"))
-        .map_err(|e| format!("cannot tell where `{path}` lies: {e}"))?;
-    if !real.starts_with(&grant.host) {
-        return Err(format!("`{path}` resolves outside the granted directory"));
+    // Where an open directory really is: fixed once it is open, whatever
+    // is renamed or swapped for a symlink afterwards.
+    let real = |dir: &cap_std::fs::Dir| -> Result<PathBuf, String> {
+        let real = std::fs::read_link(format!("/proc/self/fd/{}", dir.as_fd().as_raw_fd()))
+            .map_err(|e| format!("cannot tell where `{path}` lies: {e}"))?;
+        if !real.starts_with(&grant.host) {
+            return Err(format!("`{path}` resolves outside the granted directory"));
+        }
+        Ok(real)
+    };
+    let mut dir = cap_std::fs::Dir::open_ambient_dir(&grant.host, cap_std::ambient_authority())
+        .map_err(|e| format!("the granted directory cannot be opened: {e}"))?;
+    // Down to the file's directory, one component at a time, each checked
+    // before anything is created in it.
+    for part in &parts {
+        protected(&real(&dir)?.join(part))?;
+        let next = match dir.open_dir(part) {
+            Ok(d) => d,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                dir.create_dir(part)
+                    .map_err(|e| format!("cannot create the directories of `{path}`: {e}"))?;
+                dir.open_dir(part)
+                    .map_err(|e| format!("cannot open the directory of `{path}`: {e}"))?
+            }
+            Err(e) => return Err(format!("cannot open the directory of `{path}`: {e}")),
+        };
+        dir = next;
     }
-    let target = real.join(&name);
-    if let Some(p) = grants
-        .sandbox
-        .protected
-        .iter()
-        .find(|p| target.starts_with(p))
-    {
-        return Err(format!(
-            "`{path}` is (or lies inside) `{}`, which the host protects (its configuration, plugins, compile cache, executable or git metadata); no plugin may write it",
-            p.display()
-        ));
-    }
+    let fd = dir.as_fd().as_raw_fd();
+    protected(&real(&dir)?.join(&name))?;
     let cname = std::ffi::CString::new(name.as_bytes())
         .map_err(|_| format!("`{path}` holds a NUL byte"))?;
-    // SAFETY: `fd` is the open directory `parent` owns (alive until the
-    // end of this function); `cname` is a valid C string.
+    // SAFETY: `fd` is the open directory `dir` owns (alive until the end
+    // of this function); `cname` is a valid C string.
     let raw = unsafe {
         libc::openat(
             fd,
