@@ -143,8 +143,7 @@ fn unreadable_input_and_unknown_flags_fail() {
 fn a_corrupt_plugin_stops_the_host_unless_it_is_optional() {
     let dir = temp("corrupt");
     std::fs::write(dir.join("broken.wasm"), b"\0asm garbage").unwrap();
-    let batch =
-        r#"[{"id": "1", "name": "read", "arguments": {"path": "Cargo.toml", "limit": 1}}]"#;
+    let batch = r#"[{"id": "1", "name": "read", "arguments": {"path": "Cargo.toml", "limit": 1}}]"#;
     // It might be a guard: without the operator's word, no call runs.
     let mut c = toolgate();
     c.args(["--plugins", dir.to_str().unwrap(), "run", "-"]);
@@ -463,7 +462,11 @@ fn a_background_job_dies_with_the_command() {
         r#"[{"id": "1", "name": "bash", "arguments": {"command": "sleep 44.44", "run_in_background": true}}]"#,
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("in the background as job-"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("in the background as job-"),
+        "{}",
+        text(&out.stdout)
+    );
     // The command has exited: its job must be gone with it.
     let alive = || {
         std::fs::read_dir("/proc")

@@ -5,8 +5,8 @@
 //! component that uses the seam imports it and loads only where the
 //! operator granted the shell (`shell = true`).
 
-pub use crate::bindings::toolgate::plugin::jobs::{JobInfo, JobOutput};
 use crate::bindings::toolgate::plugin::jobs as raw;
+pub use crate::bindings::toolgate::plugin::jobs::{JobInfo, JobOutput};
 use crate::process::{Options, SpawnError};
 
 /// Start `command` (`/bin/sh -c`) as a background job.

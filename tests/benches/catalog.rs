@@ -109,7 +109,10 @@ async fn time_tool(host: &Toolgate, name: &str, args: serde_json::Value) -> (Dur
     for _ in 0..RUNS + 1 {
         let started = Instant::now();
         let r = host
-            .call(ToolCall::new("b", name, args.clone()), &TurnOptions::default())
+            .call(
+                ToolCall::new("b", name, args.clone()),
+                &TurnOptions::default(),
+            )
             .await;
         times.push(started.elapsed());
         assert!(!r.is_error, "{name} failed: {r:?}");

@@ -619,7 +619,8 @@ async fn read_capped<R: AsyncRead + Unpin>(mut r: R, cap: usize, pgid: i32) -> C
     let room = cap.saturating_sub(c.data.len() + marker.len());
     if room > 0 {
         c.data.extend_from_slice(marker.as_bytes());
-        c.data.extend(tail.iter().skip(tail.len() - room.min(tail.len())));
+        c.data
+            .extend(tail.iter().skip(tail.len() - room.min(tail.len())));
     } else {
         c.data.extend(tail.iter().take(cap - c.data.len()));
     }

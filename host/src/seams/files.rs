@@ -141,7 +141,9 @@ pub fn write(grants: &Grants, path: &str, contents: &[u8]) -> Result<u64, String
     if raw < 0 {
         let e = std::io::Error::last_os_error();
         return Err(match e.raw_os_error() {
-            Some(libc::ELOOP) => format!("`{path}` is a symlink; write replaces regular files only"),
+            Some(libc::ELOOP) => {
+                format!("`{path}` is a symlink; write replaces regular files only")
+            }
             Some(libc::EISDIR) => format!("`{path}` is a directory"),
             Some(libc::ENXIO) => format!("`{path}` is not a regular file (a FIFO or socket)"),
             _ => format!("cannot open `{path}` for writing: {e}"),
@@ -184,7 +186,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("toolgate-files-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join(".git")).unwrap();
-        let outside = std::env::temp_dir().join(format!("toolgate-files-out-{}", std::process::id()));
+        let outside =
+            std::env::temp_dir().join(format!("toolgate-files-out-{}", std::process::id()));
         std::fs::create_dir_all(&outside).unwrap();
         let root = dir.canonicalize().unwrap();
         let g = grants(&dir, vec![root.join(".git"), root.join("toolgate.toml")]);
@@ -192,8 +195,16 @@ mod tests {
         assert_eq!(std::fs::read(dir.join("a/b/c.txt")).unwrap(), b"hi");
         assert_eq!(write(&g, "a/b/c.txt", b"x").unwrap(), 1);
         assert_eq!(std::fs::read(dir.join("a/b/c.txt")).unwrap(), b"x");
-        assert!(write(&g, ".git/config", b"x").unwrap_err().contains("protects"));
-        assert!(write(&g, "toolgate.toml", b"x").unwrap_err().contains("protects"));
+        assert!(
+            write(&g, ".git/config", b"x")
+                .unwrap_err()
+                .contains("protects")
+        );
+        assert!(
+            write(&g, "toolgate.toml", b"x")
+                .unwrap_err()
+                .contains("protects")
+        );
         assert!(!dir.join("toolgate.toml").exists());
         // A symlink to the protected directory, or out of the grant.
         std::os::unix::fs::symlink(".git", dir.join("g")).unwrap();
@@ -207,7 +218,11 @@ mod tests {
         assert!(write(&g, "../x", b"x").is_err());
         assert!(write(&g, "/etc/x", b"x").is_err());
         let ro = Grants::default();
-        assert!(write(&ro, "x", b"x").unwrap_err().contains("read-write grant"));
+        assert!(
+            write(&ro, "x", b"x")
+                .unwrap_err()
+                .contains("read-write grant")
+        );
         let _ = std::fs::remove_dir_all(&dir);
         let _ = std::fs::remove_dir_all(&outside);
     }

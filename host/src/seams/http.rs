@@ -111,7 +111,8 @@ impl WasiHttpHooks for GrantedHosts {
         };
         Box::new(async move {
             use http_body_util::BodyExt;
-            let (res, io) = wasmtime_wasi_http::default_send_request(request, Some(options)).await?;
+            let (res, io) =
+                wasmtime_wasi_http::default_send_request(request, Some(options)).await?;
             Ok((
                 res.map(BodyExt::boxed_unsync),
                 Box::new(io) as Box<dyn Future<Output = _> + Send>,
@@ -126,12 +127,24 @@ mod tests {
 
     #[test]
     fn grants_are_checked_by_name_and_port() {
-        let g = HttpState::new("web".into(), &["Example.com:443".into(), "127.0.0.1:8080".into()]).hooks;
+        let g = HttpState::new(
+            "web".into(),
+            &["Example.com:443".into(), "127.0.0.1:8080".into()],
+        )
+        .hooks;
         assert!(g.check(&"https://example.com/x".parse().unwrap()).is_ok());
         assert!(g.check(&"http://127.0.0.1:8080/".parse().unwrap()).is_ok());
-        let e = g.check(&"http://example.com/".parse().unwrap()).unwrap_err();
-        assert!(e.contains("\"example.com:80\"") && e.contains("[plugins.web.grants]"), "{e}");
+        let e = g
+            .check(&"http://example.com/".parse().unwrap())
+            .unwrap_err();
+        assert!(
+            e.contains("\"example.com:80\"") && e.contains("[plugins.web.grants]"),
+            "{e}"
+        );
         assert!(g.check(&"https://evil.com/".parse().unwrap()).is_err());
-        assert!(g.check(&"https://example.com.evil.com/".parse().unwrap()).is_err());
+        assert!(
+            g.check(&"https://example.com.evil.com/".parse().unwrap())
+                .is_err()
+        );
     }
 }

@@ -128,11 +128,14 @@ impl Job {
     }
 }
 
+/// Whose jobs: (plugin, agent scope).
+type Owner = (Arc<str>, String);
+
 /// The host-wide job table (one per [`crate::Toolgate`]).
 #[derive(Default)]
 pub struct JobTable {
-    /// (plugin, agent scope) → jobs, oldest first.
-    jobs: Mutex<HashMap<(Arc<str>, String), Vec<Arc<Job>>>>,
+    /// Each owner's jobs, oldest first.
+    jobs: Mutex<HashMap<Owner, Vec<Arc<Job>>>>,
     next_id: AtomicU64,
 }
 
@@ -192,7 +195,7 @@ fn no_job(id: &str) -> String {
 }
 
 impl JobSpace {
-    fn key(&self, scope: &str) -> (Arc<str>, String) {
+    fn key(&self, scope: &str) -> Owner {
         (self.plugin.clone(), scope.to_string())
     }
 
@@ -244,7 +247,10 @@ impl JobSpace {
         let mut child =
             toolgate_sandbox::spawn_piped(req.program, &req.cwd, &req.env, &who.grants.sandbox)
                 .map_err(spawn_error)?;
-        let id = format!("job-{}", self.table.next_id.fetch_add(1, Ordering::Relaxed) + 1);
+        let id = format!(
+            "job-{}",
+            self.table.next_id.fetch_add(1, Ordering::Relaxed) + 1
+        );
         tracing::info!(plugin = who.plugin, job = %id, pid = child.id(), "background job started");
         let (ended_tx, ended_rx) = tokio::sync::watch::channel(false);
         let job = Arc::new(Job {
@@ -280,10 +286,7 @@ impl JobSpace {
                 });
             }
             let reading = async {
-                tokio::join!(
-                    pump(stdout, &watched.state),
-                    pump(stderr, &watched.state)
-                );
+                tokio::join!(pump(stdout, &watched.state), pump(stderr, &watched.state));
             };
             let stopped = tokio::select! {
                 _ = reading => false,

@@ -203,8 +203,10 @@ impl Tool for Bash {
                 format!("{shown}[killed by signal {sig}]"),
             )
             .with_details(details)),
-            _ => Err(ToolError::new("EXIT_STATUS", format!("{shown}[no exit status]"))
-                .with_details(details)),
+            _ => Err(
+                ToolError::new("EXIT_STATUS", format!("{shown}[no exit status]"))
+                    .with_details(details),
+            ),
         }
     }
 
@@ -379,11 +381,7 @@ impl Tool for JobOutput {
         if !v.output.is_empty() && !v.output.ends_with('\n') {
             s.push('\n');
         }
-        s.push_str(&format!(
-            "[{}; next offset {}]",
-            job_line(&v.job),
-            v.next
-        ));
+        s.push_str(&format!("[{}; next offset {}]", job_line(&v.job), v.next));
         vec![Content::text(s)]
     }
 

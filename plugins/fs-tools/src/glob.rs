@@ -61,7 +61,10 @@ impl Tool for Glob {
             .backslash_escape(true)
             .build()
             .map_err(|e| {
-                ToolError::invalid_input(format!("the pattern `{}` is not a glob: {e}", self.pattern))
+                ToolError::invalid_input(format!(
+                    "the pattern `{}` is not a glob: {e}",
+                    self.pattern
+                ))
             })?
             .compile_matcher();
         let mut found = Vec::new();

@@ -218,8 +218,11 @@ impl Grep {
                     names
                         .iter()
                         .filter(|n| {
-                            ["rust", "py", "js", "ts", "go", "java", "c", "cpp", "md", "json", "toml", "yaml", "sh", "html", "css"]
-                                .contains(&n.as_str())
+                            [
+                                "rust", "py", "js", "ts", "go", "java", "c", "cpp", "md", "json",
+                                "toml", "yaml", "sh", "html", "css",
+                            ]
+                            .contains(&n.as_str())
                         })
                         .cloned()
                         .collect::<Vec<_>>()
@@ -227,9 +230,11 @@ impl Grep {
                 )));
             }
             types.select(t);
-            filters.types = Some(types.build().map_err(|e| {
-                ToolError::invalid_input(format!("`type` `{t}`: {e}"))
-            })?);
+            filters.types = Some(
+                types
+                    .build()
+                    .map_err(|e| ToolError::invalid_input(format!("`type` `{t}`: {e}")))?,
+            );
         }
         Ok(filters)
     }

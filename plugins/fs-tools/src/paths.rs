@@ -63,7 +63,9 @@ pub fn regular_file(path: &Path, shown: &str, tool: &str) -> Result<fs::Metadata
         return Ok(meta);
     }
     Err(ToolError::invalid_input(if meta.is_dir() {
-        format!("`{shown}` is a directory; {tool} reads regular files (use list_dir, glob or grep on a directory)")
+        format!(
+            "`{shown}` is a directory; {tool} reads regular files (use list_dir, glob or grep on a directory)"
+        )
     } else {
         format!(
             "`{shown}` is not a regular file (a FIFO, socket or device); {tool} reads regular \
@@ -92,7 +94,8 @@ pub fn not_found(path: &Path, shown: &str) -> ToolError {
                 .join(", ")
         ));
     }
-    ToolError::not_found(message).with_details(serde_json::json!({ "path": shown, "similar": near }))
+    ToolError::not_found(message)
+        .with_details(serde_json::json!({ "path": shown, "similar": near }))
 }
 
 /// Up to 5 entries next to `path` whose names are close to its name.

@@ -135,7 +135,7 @@ impl Tool for Read {
             }
             text.push('\n');
             lines += 1;
-            if lines % 4096 == 0 && call.is_cancelled() {
+            if lines.is_multiple_of(4096) && call.is_cancelled() {
                 return Err(ToolError::new("CANCELLED", "the call was cancelled"));
             }
         }
@@ -212,7 +212,7 @@ fn count_rest(reader: &mut impl BufRead, call: &Call) -> Result<u64, ToolError> 
         let n = buf.len();
         reader.consume(n);
         chunks += 1;
-        if chunks % 256 == 0 && call.is_cancelled() {
+        if chunks.is_multiple_of(256) && call.is_cancelled() {
             return Err(ToolError::new("CANCELLED", "the call was cancelled"));
         }
     }

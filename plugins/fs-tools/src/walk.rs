@@ -85,11 +85,13 @@ pub fn walk(
         if visited > MAX_VISITED {
             return Ok(true);
         }
-        if visited % 1024 == 0 && call.is_cancelled() {
+        if visited.is_multiple_of(1024) && call.is_cancelled() {
             return Err(ToolError::new("CANCELLED", "the call was cancelled"));
         }
         let Ok(entry) = entry else { continue };
-        let Some(ft) = entry.file_type() else { continue };
+        let Some(ft) = entry.file_type() else {
+            continue;
+        };
         if !ft.is_file() {
             continue;
         }

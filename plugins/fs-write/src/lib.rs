@@ -23,6 +23,7 @@ use toolgate_sdk::{
 
 /// The path rules of the file tools (one copy for both plugins).
 #[path = "../../fs-tools/src/paths.rs"]
+#[allow(dead_code)] // fs-tools uses all of it, this plugin a part
 mod paths;
 
 use paths::{display, not_found, relative};
@@ -59,7 +60,9 @@ fn refused(why: String) -> ToolError {
 fn too_large(shown: &str, bytes: usize) -> ToolError {
     ToolError::new(
         "TOO_LARGE",
-        format!("`{shown}` would be {bytes} bytes; the file tools write at most {MAX_FILE_BYTES} bytes (16 MiB)"),
+        format!(
+            "`{shown}` would be {bytes} bytes; the file tools write at most {MAX_FILE_BYTES} bytes (16 MiB)"
+        ),
     )
 }
 
@@ -195,7 +198,11 @@ pub struct Edited {
 
 /// The 1-based line number of byte `at`.
 fn line_of(text: &str, at: usize) -> u64 {
-    text.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() as u64 + 1
+    text.as_bytes()[..at]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count() as u64
+        + 1
 }
 
 /// `text`'s lines `from..=to` (1-based), numbered.

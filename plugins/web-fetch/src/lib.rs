@@ -109,7 +109,10 @@ fn failed(code: &ErrorCode, url: &url::Url, plugin: &str) -> ToolError {
         ErrorCode::DnsError(_) | ErrorCode::DestinationNotFound => {
             ToolError::not_found(format!("`{url}`: the host name does not resolve"))
         }
-        other => ToolError::new("FETCH_FAILED", format!("fetching `{url}` failed: {other:?}")),
+        other => ToolError::new(
+            "FETCH_FAILED",
+            format!("fetching `{url}` failed: {other:?}"),
+        ),
     }
 }
 
@@ -117,7 +120,10 @@ fn failed(code: &ErrorCode, url: &url::Url, plugin: &str) -> ToolError {
 fn get(url: &url::Url, max: u64, plugin: &str, call: &Call) -> Result<Fetched, ToolError> {
     let headers = Fields::new();
     let _ = headers.append("user-agent", b"toolgate-web-fetch/0.1");
-    let _ = headers.append("accept", b"text/html, text/*;q=0.9, application/json;q=0.8, */*;q=0.1");
+    let _ = headers.append(
+        "accept",
+        b"text/html, text/*;q=0.9, application/json;q=0.8, */*;q=0.1",
+    );
     let req = OutgoingRequest::new(headers);
     let _ = req.set_method(&Method::Get);
     let scheme = if url.scheme() == "http" {
@@ -143,12 +149,18 @@ fn get(url: &url::Url, max: u64, plugin: &str, call: &Call) -> Result<Fetched, T
     let _ = options.set_connect_timeout(Some(ns));
     let _ = options.set_first_byte_timeout(Some(ns));
     let _ = options.set_between_bytes_timeout(Some(ns));
-    let future = outgoing_handler::handle(req, Some(options)).map_err(|e| failed(&e, url, plugin))?;
+    let future =
+        outgoing_handler::handle(req, Some(options)).map_err(|e| failed(&e, url, plugin))?;
     future.subscribe().block();
     let resp = match future.get() {
         Some(Ok(Ok(resp))) => resp,
         Some(Ok(Err(e))) => return Err(failed(&e, url, plugin)),
-        _ => return Err(ToolError::new("FETCH_FAILED", format!("fetching `{url}` failed"))),
+        _ => {
+            return Err(ToolError::new(
+                "FETCH_FAILED",
+                format!("fetching `{url}` failed"),
+            ));
+        }
     };
     let status = resp.status();
     let location = header(&resp, "location");
@@ -168,18 +180,13 @@ fn get(url: &url::Url, max: u64, plugin: &str, call: &Call) -> Result<Fetched, T
             let stream = incoming
                 .stream()
                 .map_err(|_| ToolError::new("FETCH_FAILED", "the response body cannot be read"))?;
-            loop {
-                match stream.blocking_read(64 * 1024) {
-                    Ok(chunk) => {
-                        body.extend_from_slice(&chunk);
-                        if body.len() as u64 > max {
-                            return Err(too_large(url, max));
-                        }
-                        if call.is_cancelled() {
-                            return Err(ToolError::new("CANCELLED", "the call was cancelled"));
-                        }
-                    }
-                    Err(_) => break,
+            while let Ok(chunk) = stream.blocking_read(64 * 1024) {
+                body.extend_from_slice(&chunk);
+                if body.len() as u64 > max {
+                    return Err(too_large(url, max));
+                }
+                if call.is_cancelled() {
+                    return Err(ToolError::new("CANCELLED", "the call was cancelled"));
                 }
             }
         }
@@ -222,9 +229,8 @@ impl Tool for WebFetch {
                 "`max_bytes` must be 1 to {MAX_BYTES} (10 MiB); it is {max}"
             )));
         }
-        let mut url = url::Url::parse(&self.url).map_err(|e| {
-            ToolError::invalid_input(format!("`{}` is not a URL: {e}", self.url))
-        })?;
+        let mut url = url::Url::parse(&self.url)
+            .map_err(|e| ToolError::invalid_input(format!("`{}` is not a URL: {e}", self.url)))?;
         let plugin = call.provider().to_string();
         let mut hops = 0;
         let fetched = loop {
@@ -246,7 +252,10 @@ impl Tool for WebFetch {
             }
             let to = f.location.unwrap_or_default();
             url = url.join(&to).map_err(|e| {
-                ToolError::new("FETCH_FAILED", format!("`{url}` redirected to `{to}`, which is not a URL: {e}"))
+                ToolError::new(
+                    "FETCH_FAILED",
+                    format!("`{url}` redirected to `{to}`, which is not a URL: {e}"),
+                )
             })?;
         };
         if !is_text(&fetched.content_type) {
@@ -265,7 +274,12 @@ impl Tool for WebFetch {
                 .skip_tags(vec!["script", "style", "noscript", "svg", "head"])
                 .build()
                 .convert(&body)
-                .map_err(|e| ToolError::new("CONVERSION_FAILED", format!("the HTML could not be converted: {e}")))?
+                .map_err(|e| {
+                    ToolError::new(
+                        "CONVERSION_FAILED",
+                        format!("the HTML could not be converted: {e}"),
+                    )
+                })?
         } else {
             body
         };
@@ -290,9 +304,7 @@ impl Tool for WebFetch {
     fn render(p: Page) -> Vec<ContentBlock> {
         let mut s = p.text;
         if p.truncated {
-            s.push_str(&format!(
-                "\n… (cut at {MAX_TEXT_BYTES} bytes of text)"
-            ));
+            s.push_str(&format!("\n… (cut at {MAX_TEXT_BYTES} bytes of text)"));
         }
         vec![Content::text(s)]
     }

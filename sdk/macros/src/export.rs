@@ -98,7 +98,14 @@ pub fn expand(e: Export) -> syn::Result<TokenStream> {
 
     if !e.tools.is_empty() {
         worlds.push("tool-plugin");
-        imports.extend(["deferred-context", "shell", "subprocess", "process", "jobs", "files"]);
+        imports.extend([
+            "deferred-context",
+            "shell",
+            "subprocess",
+            "process",
+            "jobs",
+            "files",
+        ]);
         let tools = &e.tools;
         impls.push(quote! {
             impl exports::toolgate::plugin::tool::Guest for __Component {

@@ -90,9 +90,7 @@ impl Bench {
             agent_scope: scope.into(),
             ..TurnOptions::default()
         };
-        self.host
-            .call(ToolCall::new("c1", tool, args), &turn)
-            .await
+        self.host.call(ToolCall::new("c1", tool, args), &turn).await
     }
 }
 
@@ -101,7 +99,7 @@ fn ok(r: &CallRecord) -> String {
     r.text()
 }
 
-fn failed<'a>(r: &'a CallRecord, code: &str) -> String {
+fn failed(r: &CallRecord, code: &str) -> String {
     assert!(r.is_error, "expected {code}, got success: {}", r.text());
     assert_eq!(r.code(), Some(code), "{r:?}");
     r.text()
@@ -125,10 +123,16 @@ async fn read_numbers_lines_windows_large_files_and_cuts_long_lines() {
         "{}",
         &t[t.len() - 200..]
     );
-    let t = ok(&b.call("read", json!({"path": "big.txt", "offset": 4999, "limit": 10})).await);
+    let t = ok(&b
+        .call(
+            "read",
+            json!({"path": "big.txt", "offset": 4999, "limit": 10}),
+        )
+        .await);
     assert_eq!(t, "  4999\tline 4999\n  5000\tline 5000\n");
     let e = failed(
-        &b.call("read", json!({"path": "big.txt", "offset": 6000})).await,
+        &b.call("read", json!({"path": "big.txt", "offset": 6000}))
+            .await,
         "INVALID_INPUT",
     );
     assert!(e.contains("has 5000 lines"), "{e}");
@@ -144,10 +148,16 @@ async fn read_numbers_lines_windows_large_files_and_cuts_long_lines() {
 async fn read_refuses_binaries_and_points_images_to_read_image() {
     let b = Bench::new().await;
     b.put("blob.bin", b"ab\0cd");
-    let e = failed(&b.call("read", json!({"path": "blob.bin"})).await, "BINARY_FILE");
+    let e = failed(
+        &b.call("read", json!({"path": "blob.bin"})).await,
+        "BINARY_FILE",
+    );
     assert!(e.contains("binary"), "{e}");
     b.put("pic.png", PNG);
-    let e = failed(&b.call("read", json!({"path": "pic.png"})).await, "BINARY_FILE");
+    let e = failed(
+        &b.call("read", json!({"path": "pic.png"})).await,
+        "BINARY_FILE",
+    );
     assert!(e.contains("read_image"), "{e}");
 }
 
@@ -159,14 +169,29 @@ async fn read_errors_say_what_to_do() {
     let r = b.call("read", json!({"path": "src/mian.rs"})).await;
     let e = failed(&r, "NOT_FOUND");
     assert!(e.contains("did you mean `src/main.rs`"), "{e}");
-    let e = failed(&b.call("read", json!({"path": "src/main.py"})).await, "NOT_FOUND");
+    let e = failed(
+        &b.call("read", json!({"path": "src/main.py"})).await,
+        "NOT_FOUND",
+    );
     assert!(e.contains("`src/main.rs`"), "{e}");
-    let e = failed(&b.call("read", json!({"path": "nowhere/x.rs"})).await, "NOT_FOUND");
+    let e = failed(
+        &b.call("read", json!({"path": "nowhere/x.rs"})).await,
+        "NOT_FOUND",
+    );
     assert!(e.contains("glob"), "{e}");
-    let e = failed(&b.call("read", json!({"path": "src"})).await, "INVALID_INPUT");
+    let e = failed(
+        &b.call("read", json!({"path": "src"})).await,
+        "INVALID_INPUT",
+    );
     assert!(e.contains("directory"), "{e}");
-    failed(&b.call("read", json!({"path": "/etc/passwd"})).await, "INVALID_INPUT");
-    failed(&b.call("read", json!({"path": "../x"})).await, "PERMISSION_DENIED");
+    failed(
+        &b.call("read", json!({"path": "/etc/passwd"})).await,
+        "INVALID_INPUT",
+    );
+    failed(
+        &b.call("read", json!({"path": "../x"})).await,
+        "PERMISSION_DENIED",
+    );
 }
 
 #[tokio::test]
@@ -176,10 +201,14 @@ async fn read_never_opens_a_fifo() {
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     assert_eq!(unsafe { libc_mkfifo(c.as_ptr(), 0o600) }, 0);
     let started = Instant::now();
-    let e = failed(&b.call("read", json!({"path": "pipe"})).await, "INVALID_INPUT");
+    let e = failed(
+        &b.call("read", json!({"path": "pipe"})).await,
+        "INVALID_INPUT",
+    );
     assert!(e.contains("not a regular file"), "{e}");
     let e = failed(
-        &b.call("grep", json!({"pattern": "x", "path": "pipe"})).await,
+        &b.call("grep", json!({"pattern": "x", "path": "pipe"}))
+            .await,
         "INVALID_INPUT",
     );
     assert!(e.contains("not a regular file"), "{e}");
@@ -226,7 +255,10 @@ async fn read_image_returns_an_image_block_and_refuses_the_rest() {
     assert!(e.contains("use read"), "{e}");
     let big = [PNG, &vec![0u8; 6 << 20]].concat();
     b.put("big.png", big);
-    let e = failed(&b.call("read_image", json!({"path": "big.png"})).await, "TOO_LARGE");
+    let e = failed(
+        &b.call("read_image", json!({"path": "big.png"})).await,
+        "TOO_LARGE",
+    );
     assert!(e.contains("5242880"), "{e}");
 }
 
@@ -235,22 +267,35 @@ async fn read_image_returns_an_image_block_and_refuses_the_rest() {
 #[tokio::test]
 async fn write_creates_and_replaces_inside_the_grant_only() {
     let b = Bench::new().await;
-    let t = ok(&b.call("write", json!({"path": "new/deep/a.txt", "content": "héllo\n"})).await);
+    let t = ok(&b
+        .call(
+            "write",
+            json!({"path": "new/deep/a.txt", "content": "héllo\n"}),
+        )
+        .await);
     assert_eq!(t, "Created `new/deep/a.txt` (7 bytes written)");
     assert_eq!(b.get("new/deep/a.txt"), "héllo\n");
-    let t = ok(&b.call("write", json!({"path": "new/deep/a.txt", "content": "bye"})).await);
+    let t = ok(&b
+        .call("write", json!({"path": "new/deep/a.txt", "content": "bye"}))
+        .await);
     assert!(t.starts_with("Replaced"), "{t}");
     assert_eq!(b.get("new/deep/a.txt"), "bye");
     failed(
-        &b.call("write", json!({"path": "../escape.txt", "content": "x"})).await,
+        &b.call("write", json!({"path": "../escape.txt", "content": "x"}))
+            .await,
         "PERMISSION_DENIED",
     );
     failed(
-        &b.call("write", json!({"path": "/tmp/escape.txt", "content": "x"})).await,
+        &b.call("write", json!({"path": "/tmp/escape.txt", "content": "x"}))
+            .await,
         "INVALID_INPUT",
     );
     assert!(!b.root().parent().unwrap().join("escape.txt").exists());
-    let e = failed(&b.call("write", json!({"path": "new", "content": "x"})).await, "INVALID_INPUT");
+    let e = failed(
+        &b.call("write", json!({"path": "new", "content": "x"}))
+            .await,
+        "INVALID_INPUT",
+    );
     assert!(e.contains("directory"), "{e}");
     // The approval card is a diff.
     let cards = b.approver.0.lock().unwrap().clone();
@@ -259,7 +304,10 @@ async fn write_creates_and_replaces_inside_the_grant_only() {
     let card = card.as_ref().expect("write presents a card");
     assert!(card.title.starts_with("Replace new/deep/a.txt"), "{card:?}");
     let detail = card.detail.as_deref().unwrap();
-    assert!(detail.contains("-héllo") && detail.contains("+bye"), "{detail}");
+    assert!(
+        detail.contains("-héllo") && detail.contains("+bye"),
+        "{detail}"
+    );
 }
 
 #[tokio::test]
@@ -309,7 +357,11 @@ async fn writes_never_reach_what_the_host_protects() {
     // Through a symlink planted in the tree: the same answer.
     std::os::unix::fs::symlink(".git", b.root().join("g")).unwrap();
     failed(
-        &b.call("write", json!({"path": "g/hooks/post-checkout", "content": "x"})).await,
+        &b.call(
+            "write",
+            json!({"path": "g/hooks/post-checkout", "content": "x"}),
+        )
+        .await,
         "PERMISSION_DENIED",
     );
     assert!(!b.root().join(".git/hooks/post-checkout").exists());
@@ -317,7 +369,8 @@ async fn writes_never_reach_what_the_host_protects() {
     b.put("notes.txt", "mine");
     std::os::unix::fs::symlink("notes.txt", b.root().join("host")).unwrap();
     let e = failed(
-        &b.call("write", json!({"path": "host", "content": "x"})).await,
+        &b.call("write", json!({"path": "host", "content": "x"}))
+            .await,
         "PERMISSION_DENIED",
     );
     assert!(e.contains("symlink"), "{e}");
@@ -354,49 +407,79 @@ async fn edit_errors_tell_the_model_how_to_fix_the_call() {
     let b = Bench::new().await;
     b.put("f.rs", "fn a() {\n    x();\n}\nfn b() {\n    x();\n}\n");
     let r = b
-        .call("edit", json!({"path": "f.rs", "old_string": "x();", "new_string": "y();"}))
+        .call(
+            "edit",
+            json!({"path": "f.rs", "old_string": "x();", "new_string": "y();"}),
+        )
         .await;
     let e = failed(&r, "NOT_UNIQUE");
-    assert!(e.contains("occurs 2 times") && e.contains("lines 2, 5"), "{e}");
+    assert!(
+        e.contains("occurs 2 times") && e.contains("lines 2, 5"),
+        "{e}"
+    );
     assert!(e.contains("replace_all"), "{e}");
-    assert_eq!(r.error.as_ref().unwrap().details.as_ref().unwrap()["count"], 2);
+    assert_eq!(
+        r.error.as_ref().unwrap().details.as_ref().unwrap()["count"],
+        2
+    );
     let e = failed(
-        &b.call("edit", json!({"path": "f.rs", "old_string": "fn a() {\n  x();", "new_string": "z"}))
-            .await,
+        &b.call(
+            "edit",
+            json!({"path": "f.rs", "old_string": "fn a() {\n  x();", "new_string": "z"}),
+        )
+        .await,
         "NO_MATCH",
     );
     assert!(e.contains("line 1") && e.contains("indentation"), "{e}");
     let e = failed(
-        &b.call("edit", json!({"path": "f.rs", "old_string": "FN A()", "new_string": "z"}))
-            .await,
+        &b.call(
+            "edit",
+            json!({"path": "f.rs", "old_string": "FN A()", "new_string": "z"}),
+        )
+        .await,
         "NO_MATCH",
     );
     assert!(e.contains("case"), "{e}");
     let e = failed(
-        &b.call("edit", json!({"path": "f.rs", "old_string": "x();", "new_string": "x();"}))
-            .await,
+        &b.call(
+            "edit",
+            json!({"path": "f.rs", "old_string": "x();", "new_string": "x();"}),
+        )
+        .await,
         "INVALID_INPUT",
     );
     assert!(e.contains("the same"), "{e}");
     failed(
-        &b.call("edit", json!({"path": "f.rs", "old_string": "", "new_string": "x"}))
-            .await,
+        &b.call(
+            "edit",
+            json!({"path": "f.rs", "old_string": "", "new_string": "x"}),
+        )
+        .await,
         "INVALID_INPUT",
     );
     let e = failed(
-        &b.call("edit", json!({"path": "g.rs", "old_string": "a", "new_string": "b"}))
-            .await,
+        &b.call(
+            "edit",
+            json!({"path": "g.rs", "old_string": "a", "new_string": "b"}),
+        )
+        .await,
         "NOT_FOUND",
     );
     assert!(e.contains("`f.rs`"), "{e}");
     b.put("bin", b"\xff\xfe\0");
     failed(
-        &b.call("edit", json!({"path": "bin", "old_string": "a", "new_string": "b"}))
-            .await,
+        &b.call(
+            "edit",
+            json!({"path": "bin", "old_string": "a", "new_string": "b"}),
+        )
+        .await,
         "BINARY_FILE",
     );
     // Nothing changed so far; replace_all does it.
-    assert_eq!(b.get("f.rs"), "fn a() {\n    x();\n}\nfn b() {\n    x();\n}\n");
+    assert_eq!(
+        b.get("f.rs"),
+        "fn a() {\n    x();\n}\nfn b() {\n    x();\n}\n"
+    );
     let t = ok(&b
         .call(
             "edit",
@@ -404,7 +487,10 @@ async fn edit_errors_tell_the_model_how_to_fix_the_call() {
         )
         .await);
     assert!(t.contains("2 replacements (lines 2, 5)"), "{t}");
-    assert_eq!(b.get("f.rs"), "fn a() {\n    y();\n}\nfn b() {\n    y();\n}\n");
+    assert_eq!(
+        b.get("f.rs"),
+        "fn a() {\n    y();\n}\nfn b() {\n    y();\n}\n"
+    );
 }
 
 // ---- glob and grep -------------------------------------------------------
@@ -428,7 +514,9 @@ async fn glob_lists_newest_first_and_respects_gitignore() {
     b.put(".gitignore", "target/\n");
     let t = ok(&b.call("glob", json!({"pattern": "**/*.rs"})).await);
     assert_eq!(t, "src/new.rs\nsrc/deep/mid.rs\nsrc/old.rs");
-    let t = ok(&b.call("glob", json!({"pattern": "*.rs", "path": "src"})).await);
+    let t = ok(&b
+        .call("glob", json!({"pattern": "*.rs", "path": "src"}))
+        .await);
     assert_eq!(t, "src/new.rs\nsrc/old.rs");
     assert_eq!(
         ok(&b.call("glob", json!({"pattern": "**/*.py"})).await),
@@ -440,9 +528,15 @@ async fn glob_lists_newest_first_and_respects_gitignore() {
     let t = ok(&b.call("glob", json!({"pattern": "many/*.txt"})).await);
     assert_eq!(t.lines().filter(|l| l.starts_with("many/")).count(), 100);
     assert!(t.contains("100 of 120 matches shown"), "{t}");
-    let e = failed(&b.call("glob", json!({"pattern": "../**"})).await, "INVALID_INPUT");
+    let e = failed(
+        &b.call("glob", json!({"pattern": "../**"})).await,
+        "INVALID_INPUT",
+    );
     assert!(e.contains("stay inside"), "{e}");
-    failed(&b.call("glob", json!({"pattern": "a[", "path": "."})).await, "INVALID_INPUT");
+    failed(
+        &b.call("glob", json!({"pattern": "a[", "path": "."})).await,
+        "INVALID_INPUT",
+    );
 }
 
 #[tokio::test]
@@ -457,7 +551,10 @@ async fn grep_searches_like_ripgrep() {
     b.put("id_rsa", "todo private key\n");
     // files_with_matches is the default; binary, ignored, hidden and
     // secret files are skipped.
-    assert_eq!(ok(&b.call("grep", json!({"pattern": "(?i)todo"})).await), "src/a.rs\nsrc/b.py");
+    assert_eq!(
+        ok(&b.call("grep", json!({"pattern": "(?i)todo"})).await),
+        "src/a.rs\nsrc/b.py"
+    );
     let t = ok(&b
         .call(
             "grep",
@@ -476,7 +573,10 @@ async fn grep_searches_like_ripgrep() {
         "src/a.rs-2-    let x = 1;\nsrc/a.rs:3:    todo!();\nsrc/a.rs-4-}"
     );
     let t = ok(&b
-        .call("grep", json!({"pattern": "1", "output_mode": "count", "glob": "*.py"}))
+        .call(
+            "grep",
+            json!({"pattern": "1", "output_mode": "count", "glob": "*.py"}),
+        )
         .await);
     assert_eq!(t, "src/b.py:1");
     let t = ok(&b
@@ -485,15 +585,28 @@ async fn grep_searches_like_ripgrep() {
             json!({"pattern": "main.*\\n.*let", "multiline": true, "output_mode": "content"}),
         )
         .await);
-    assert!(t.contains("src/a.rs:1:fn main() {") && t.contains("src/a.rs:2:"), "{t}");
+    assert!(
+        t.contains("src/a.rs:1:fn main() {") && t.contains("src/a.rs:2:"),
+        "{t}"
+    );
     let t = ok(&b
-        .call("grep", json!({"pattern": ".", "output_mode": "content", "head_limit": 2}))
+        .call(
+            "grep",
+            json!({"pattern": ".", "output_mode": "content", "head_limit": 2}),
+        )
         .await);
-    assert!(t.starts_with("src/a.rs:1:") && t.contains("stopped after 2 entries"), "{t}");
-    let e = failed(&b.call("grep", json!({"pattern": "a("})).await, "INVALID_INPUT");
+    assert!(
+        t.starts_with("src/a.rs:1:") && t.contains("stopped after 2 entries"),
+        "{t}"
+    );
+    let e = failed(
+        &b.call("grep", json!({"pattern": "a("})).await,
+        "INVALID_INPUT",
+    );
     assert!(e.contains("regular expression"), "{e}");
     let e = failed(
-        &b.call("grep", json!({"pattern": "a", "type": "nosuchtype"})).await,
+        &b.call("grep", json!({"pattern": "a", "type": "nosuchtype"}))
+            .await,
         "INVALID_INPUT",
     );
     assert!(e.contains("rust"), "{e}");
@@ -503,7 +616,12 @@ async fn grep_searches_like_ripgrep() {
     );
     // One file, named.
     assert_eq!(
-        ok(&b.call("grep", json!({"pattern": "let", "path": "src/a.rs", "output_mode": "content"})).await),
+        ok(&b
+            .call(
+                "grep",
+                json!({"pattern": "let", "path": "src/a.rs", "output_mode": "content"})
+            )
+            .await),
         "src/a.rs:2:    let x = 1;"
     );
 }
@@ -513,10 +631,15 @@ async fn grep_searches_like_ripgrep() {
 #[tokio::test]
 async fn bash_failures_carry_output_and_status() {
     let b = Bench::new().await;
-    let t = ok(&b.call("bash", json!({"command": "echo out; echo err >&2"})).await);
+    let t = ok(&b
+        .call("bash", json!({"command": "echo out; echo err >&2"}))
+        .await);
     assert_eq!(t, "out\n[stderr]\nerr\n[exit code 0]");
     let r = b
-        .call("bash", json!({"command": "echo partial; echo broke >&2; exit 3"}))
+        .call(
+            "bash",
+            json!({"command": "echo partial; echo broke >&2; exit 3"}),
+        )
         .await;
     let e = failed(&r, "EXIT_STATUS");
     assert_eq!(e, "partial\n[stderr]\nbroke\n[exit code 3]");
@@ -524,12 +647,21 @@ async fn bash_failures_carry_output_and_status() {
     assert_eq!(d["exit_code"], 3);
     let started = Instant::now();
     let r = b
-        .call("bash", json!({"command": "echo started; sleep 30", "timeoutMs": 300}))
+        .call(
+            "bash",
+            json!({"command": "echo started; sleep 30", "timeoutMs": 300}),
+        )
         .await;
     let e = failed(&r, "TIMEOUT");
-    assert!(e.starts_with("started\n") && e.contains("timed out after 300 ms"), "{e}");
+    assert!(
+        e.starts_with("started\n") && e.contains("timed out after 300 ms"),
+        "{e}"
+    );
     assert!(started.elapsed() < Duration::from_secs(10));
-    let e = failed(&b.call("bash", json!({"command": "kill -9 $$"})).await, "SIGNAL");
+    let e = failed(
+        &b.call("bash", json!({"command": "kill -9 $$"})).await,
+        "SIGNAL",
+    );
     assert!(e.contains("signal 9"), "{e}");
 }
 
@@ -541,7 +673,11 @@ async fn bash_keeps_head_and_tail_of_long_output() {
         .await;
     let e = failed(&r, "EXIT_STATUS");
     assert!(e.starts_with("1\n2\n3\n"), "{}", &e[..50]);
-    assert!(e.ends_with("199999\n200000\n[exit code 1]"), "{}", &e[e.len() - 80..]);
+    assert!(
+        e.ends_with("199999\n200000\n[exit code 1]"),
+        "{}",
+        &e[e.len() - 80..]
+    );
     assert!(e.contains("bytes cut"), "no marker");
     assert!(e.len() < 13_000, "{}", e.len());
 }
@@ -579,32 +715,67 @@ async fn background_jobs_start_stream_and_die() {
         )
         .await);
     assert!(t.contains("in the background as job-"), "{t}");
-    let id = t.split(" as ").nth(1).unwrap().split('.').next().unwrap().to_string();
+    let id = t
+        .split(" as ")
+        .nth(1)
+        .unwrap()
+        .split('.')
+        .next()
+        .unwrap()
+        .to_string();
     tokio::time::sleep(Duration::from_millis(900)).await;
     let r = b.call("job_output", json!({"id": id})).await;
     let t = ok(&r);
     assert!(t.starts_with("tick 1\ntick 2\ntick 3\n"), "{t}");
     assert!(t.contains("running"), "{t}");
     // Incremental: from the offset it gave, nothing new yet.
-    let next: u64 = t.rsplit("next offset ").next().unwrap().trim_end_matches(']').parse().unwrap();
+    let next: u64 = t
+        .rsplit("next offset ")
+        .next()
+        .unwrap()
+        .trim_end_matches(']')
+        .parse()
+        .unwrap();
     assert_eq!(next, 21);
     let t = ok(&b.call("job_output", json!({"id": id, "since": 7})).await);
     assert!(t.starts_with("tick 2\ntick 3\n"), "{t}");
     let t = ok(&b.call("job_list", json!({})).await);
-    assert!(t.contains(&id) && t.contains("running") && t.contains("sleep 41.31"), "{t}");
+    assert!(
+        t.contains(&id) && t.contains("running") && t.contains("sleep 41.31"),
+        "{t}"
+    );
     // Another agent scope sees none of it.
-    assert_eq!(ok(&b.call_in("other", "job_list", json!({})).await), "no background jobs");
-    failed(&b.call_in("other", "job_kill", json!({"id": id})).await, "NOT_FOUND");
+    assert_eq!(
+        ok(&b.call_in("other", "job_list", json!({})).await),
+        "no background jobs"
+    );
+    failed(
+        &b.call_in("other", "job_kill", json!({"id": id})).await,
+        "NOT_FOUND",
+    );
     assert!(!processes_with("41.31").is_empty());
     let t = ok(&b.call("job_kill", json!({"id": id})).await);
     assert!(t.contains("killed"), "{t}");
     assert!(gone("41.31").await, "the job survived job_kill");
-    failed(&b.call("job_output", json!({"id": "job-999"})).await, "NOT_FOUND");
+    failed(
+        &b.call("job_output", json!({"id": "job-999"})).await,
+        "NOT_FOUND",
+    );
     // A job that exits on its own reports its status.
     let t = ok(&b
-        .call("bash", json!({"command": "echo done; exit 4", "run_in_background": true}))
+        .call(
+            "bash",
+            json!({"command": "echo done; exit 4", "run_in_background": true}),
+        )
         .await);
-    let id = t.split(" as ").nth(1).unwrap().split('.').next().unwrap().to_string();
+    let id = t
+        .split(" as ")
+        .nth(1)
+        .unwrap()
+        .split('.')
+        .next()
+        .unwrap()
+        .to_string();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let t = ok(&b.call("job_output", json!({"id": id})).await);
     assert!(t.contains("done\n") && t.contains("exited 4"), "{t}");
@@ -614,7 +785,10 @@ async fn background_jobs_start_stream_and_die() {
 async fn no_job_outlives_the_host() {
     let b = Bench::new().await;
     ok(&b
-        .call("bash", json!({"command": "sleep 42.17 & sleep 42.18", "run_in_background": true}))
+        .call(
+            "bash",
+            json!({"command": "sleep 42.17 & sleep 42.18", "run_in_background": true}),
+        )
         .await);
     tokio::time::sleep(Duration::from_millis(300)).await;
     // The shell and its two sleeps.
@@ -633,7 +807,14 @@ async fn job_timeouts_end_jobs() {
             json!({"command": "sleep 43.9", "run_in_background": true, "timeoutMs": 300}),
         )
         .await);
-    let id = t.split(" as ").nth(1).unwrap().split('.').next().unwrap().to_string();
+    let id = t
+        .split(" as ")
+        .nth(1)
+        .unwrap()
+        .split('.')
+        .next()
+        .unwrap()
+        .to_string();
     assert!(gone("43.9").await, "the job outlived its timeout");
     let t = ok(&b.call("job_output", json!({"id": id})).await);
     assert!(t.contains("killed"), "{t}");
@@ -666,20 +847,35 @@ async fn todo_write_validates_and_keeps_one_list_per_scope() {
         )
         .await;
     let e = failed(&r, "INVALID_INPUT");
-    assert!(e.contains("only one may be in progress") && e.contains("items 0, 1"), "{e}");
+    assert!(
+        e.contains("only one may be in progress") && e.contains("items 0, 1"),
+        "{e}"
+    );
     let r = b
-        .call_in("agent/a", "todo_write", json!({"todos": [{"content": "A", "status": "doing"}]}))
+        .call_in(
+            "agent/a",
+            "todo_write",
+            json!({"todos": [{"content": "A", "status": "doing"}]}),
+        )
         .await;
     assert_eq!(r.code(), Some("INVALID_ARGS"), "{r:?}");
     failed(
-        &b.call_in("agent/a", "todo_write", json!({"todos": [{"content": " ", "status": "pending"}]}))
-            .await,
+        &b.call_in(
+            "agent/a",
+            "todo_write",
+            json!({"todos": [{"content": " ", "status": "pending"}]}),
+        )
+        .await,
         "INVALID_INPUT",
     );
     // The list was kept (the failed writes changed nothing); the value
     // says how long the list it replaced was.
     let r = b
-        .call_in("agent/a", "todo_write", json!({"todos": [{"content": "Next", "status": "pending"}]}))
+        .call_in(
+            "agent/a",
+            "todo_write",
+            json!({"todos": [{"content": "Next", "status": "pending"}]}),
+        )
         .await;
     ok(&r);
     // Another scope starts empty.
@@ -702,7 +898,10 @@ async fn the_secrets_guard_covers_every_file_tool() {
         ("grep", json!({"pattern": "TOKEN", "path": ".env"})),
         ("glob", json!({"pattern": "**/*.pem"})),
         ("write", json!({"path": ".env", "content": "x"})),
-        ("edit", json!({"path": ".env", "old_string": "TOKEN", "new_string": "X"})),
+        (
+            "edit",
+            json!({"path": ".env", "old_string": "TOKEN", "new_string": "X"}),
+        ),
         ("list_dir", json!({"path": ".ssh"})),
     ] {
         let r = b.call(tool, args.clone()).await;
@@ -711,7 +910,12 @@ async fn the_secrets_guard_covers_every_file_tool() {
     assert_eq!(b.get(".env"), "TOKEN=1\n");
     // Data is not a name: a .gitignore listing .env may be written, and
     // an edit may mention it.
-    ok(&b.call("write", json!({"path": ".gitignore", "content": ".env\n*.pem\n"})).await);
+    ok(&b
+        .call(
+            "write",
+            json!({"path": ".gitignore", "content": ".env\n*.pem\n"}),
+        )
+        .await);
     ok(&b
         .call(
             "edit",
@@ -720,7 +924,12 @@ async fn the_secrets_guard_covers_every_file_tool() {
         .await);
     // A search of the tree never returns a secret file's content.
     assert_eq!(
-        ok(&b.call("grep", json!({"pattern": "TOKEN|KEY", "output_mode": "content"})).await),
+        ok(&b
+            .call(
+                "grep",
+                json!({"pattern": "TOKEN|KEY", "output_mode": "content"})
+            )
+            .await),
         "no matches"
     );
 }
@@ -800,7 +1009,10 @@ async fn web_fetch_without_a_grant_loads_and_refuses_with_the_line_to_add() {
     let b = Bench::new().await;
     assert!(b.host.generation().tools.contains_key("web_fetch"));
     let r = b
-        .call("web_fetch", json!({"url": format!("http://127.0.0.1:{port}/page")}))
+        .call(
+            "web_fetch",
+            json!({"url": format!("http://127.0.0.1:{port}/page")}),
+        )
         .await;
     let e = failed(&r, "PERMISSION_DENIED");
     assert!(
@@ -820,40 +1032,79 @@ async fn web_fetch_fetches_granted_hosts_and_rechecks_every_redirect() {
     let t = ok(&b.call("web_fetch", json!({"url": url("/page")})).await);
     assert!(t.contains("# Hello") && t.contains("[link](/x)"), "{t}");
     assert!(!t.contains("color:red") && !t.contains("alert"), "{t}");
-    let t = ok(&b.call("web_fetch", json!({"url": url("/page"), "format": "raw"})).await);
+    let t = ok(&b
+        .call("web_fetch", json!({"url": url("/page"), "format": "raw"}))
+        .await);
     assert!(t.starts_with("<html>"), "{t}");
-    assert_eq!(ok(&b.call("web_fetch", json!({"url": url("/plain")})).await), "just text");
+    assert_eq!(
+        ok(&b.call("web_fetch", json!({"url": url("/plain")})).await),
+        "just text"
+    );
     // A redirect on the granted host is followed...
-    let t = ok(&b.call("web_fetch", json!({"url": url("/redirect-ok")})).await);
+    let t = ok(&b
+        .call("web_fetch", json!({"url": url("/redirect-ok")}))
+        .await);
     assert!(t.contains("# Hello"), "{t}");
     // ...one to a host that is not granted is refused, by name.
     let e = failed(
-        &b.call("web_fetch", json!({"url": url("/redirect-out")})).await,
+        &b.call("web_fetch", json!({"url": url("/redirect-out")}))
+            .await,
         "PERMISSION_DENIED",
     );
     assert!(e.contains(&format!("`localhost:{port}`")), "{e}");
     // A host that is not granted, directly.
     let e = failed(
-        &b.call("web_fetch", json!({"url": format!("http://localhost:{port}/page")})).await,
+        &b.call(
+            "web_fetch",
+            json!({"url": format!("http://localhost:{port}/page")}),
+        )
+        .await,
         "PERMISSION_DENIED",
     );
     assert!(e.contains("network = [...]"), "{e}");
     // Oversized bodies, announced or not.
-    let e = failed(&b.call("web_fetch", json!({"url": url("/big")})).await, "TOO_LARGE");
+    let e = failed(
+        &b.call("web_fetch", json!({"url": url("/big")})).await,
+        "TOO_LARGE",
+    );
     assert!(e.contains("max_bytes (2097152)"), "{e}");
-    failed(&b.call("web_fetch", json!({"url": url("/big-stream")})).await, "TOO_LARGE");
+    failed(
+        &b.call("web_fetch", json!({"url": url("/big-stream")}))
+            .await,
+        "TOO_LARGE",
+    );
     let t = ok(&b
-        .call("web_fetch", json!({"url": url("/big"), "max_bytes": 4 << 20}))
+        .call(
+            "web_fetch",
+            json!({"url": url("/big"), "max_bytes": 4 << 20}),
+        )
         .await);
     assert!(t.contains("cut at 102400 bytes"), "{}", &t[t.len() - 100..]);
     failed(
-        &b.call("web_fetch", json!({"url": url("/big"), "max_bytes": 64 << 20})).await,
+        &b.call(
+            "web_fetch",
+            json!({"url": url("/big"), "max_bytes": 64 << 20}),
+        )
+        .await,
         "INVALID_INPUT",
     );
     // Not text, not found, not http.
-    failed(&b.call("web_fetch", json!({"url": url("/image")})).await, "UNSUPPORTED_TYPE");
-    let e = failed(&b.call("web_fetch", json!({"url": url("/nope")})).await, "HTTP_STATUS");
+    failed(
+        &b.call("web_fetch", json!({"url": url("/image")})).await,
+        "UNSUPPORTED_TYPE",
+    );
+    let e = failed(
+        &b.call("web_fetch", json!({"url": url("/nope")})).await,
+        "HTTP_STATUS",
+    );
     assert!(e.contains("404") && e.contains("no such page"), "{e}");
-    failed(&b.call("web_fetch", json!({"url": "file:///etc/passwd"})).await, "INVALID_INPUT");
-    failed(&b.call("web_fetch", json!({"url": "not a url"})).await, "INVALID_INPUT");
+    failed(
+        &b.call("web_fetch", json!({"url": "file:///etc/passwd"}))
+            .await,
+        "INVALID_INPUT",
+    );
+    failed(
+        &b.call("web_fetch", json!({"url": "not a url"})).await,
+        "INVALID_INPUT",
+    );
 }

@@ -507,7 +507,12 @@ async fn the_file_tools_never_open_a_fifo() {
     assert!(r.is_error, "{r:?}");
     assert_eq!(r.code(), Some("INVALID_INPUT"));
     assert!(r.text().contains("not a regular file"), "{}", r.text());
-    let r = run(&h, "grep", json!({"pattern": "hello", "output_mode": "content"})).await;
+    let r = run(
+        &h,
+        "grep",
+        json!({"pattern": "hello", "output_mode": "content"}),
+    )
+    .await;
     assert!(!r.is_error, "{r:?}");
     assert!(
         r.text().contains("hello.txt:1:hello world") && r.text().contains("sub/more.txt:1"),
@@ -676,18 +681,19 @@ async fn the_secrets_guard_follows_symlinks_and_globs_and_grep_skips_secrets() {
         assert!(!r.text().contains("hunter2"), "{tool} {args} leaked");
     }
     // grep over the whole tree finds the harmless line, not the secrets.
-    let r = run(&h, "grep", json!({"pattern": "API_TOKEN", "output_mode": "content"})).await;
+    let r = run(
+        &h,
+        "grep",
+        json!({"pattern": "API_TOKEN", "output_mode": "content"}),
+    )
+    .await;
     assert!(!r.is_error, "{r:?}");
     assert!(r.text().contains("notes.txt:1"), "{}", r.text());
     assert!(!r.text().contains("hunter2"), "{}", r.text());
     let r = run(&h, "grep", json!({"pattern": "hunter2"})).await;
     assert_eq!(r.text(), "no matches");
     // The twins: ordinary files, names and commands pass.
-    assert!(
-        !run(&h, "read", json!({"path": "notes.txt"}))
-            .await
-            .is_error
-    );
+    assert!(!run(&h, "read", json!({"path": "notes.txt"})).await.is_error);
     let out = bash(&h, "cat note?.txt; ls").await;
     assert!(out.contains("documented in the wiki"), "{out}");
 }

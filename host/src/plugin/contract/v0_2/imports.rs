@@ -484,7 +484,11 @@ impl imports::jobs::Host for StoreData {
 
     fn list(&mut self) -> wasmtime::Result<Vec<imports::jobs::JobInfo>> {
         let (space, scope) = self.jobs()?;
-        Ok(space.list(&scope).into_iter().map(job_info_to_wit).collect())
+        Ok(space
+            .list(&scope)
+            .into_iter()
+            .map(job_info_to_wit)
+            .collect())
     }
 
     fn output(
@@ -494,15 +498,20 @@ impl imports::jobs::Host for StoreData {
     ) -> wasmtime::Result<Result<imports::jobs::JobOutput, String>> {
         let (space, scope) = self.jobs()?;
         let max = self.plugin.grants.output_cap.max(1);
-        Ok(space.output(&scope, &id, since, max).map(|o| imports::jobs::JobOutput {
-            info: job_info_to_wit(o.info),
-            data: o.data,
-            next: o.next,
-            skipped: o.skipped,
-        }))
+        Ok(space
+            .output(&scope, &id, since, max)
+            .map(|o| imports::jobs::JobOutput {
+                info: job_info_to_wit(o.info),
+                data: o.data,
+                next: o.next,
+                skipped: o.skipped,
+            }))
     }
 
-    async fn kill(&mut self, id: String) -> wasmtime::Result<Result<imports::jobs::JobInfo, String>> {
+    async fn kill(
+        &mut self,
+        id: String,
+    ) -> wasmtime::Result<Result<imports::jobs::JobInfo, String>> {
         let (space, scope) = self.jobs()?;
         Ok(space.kill(&scope, &id).await.map(job_info_to_wit))
     }
@@ -512,8 +521,12 @@ impl imports::files::Host for StoreData {
     fn write(&mut self, path: String, contents: Vec<u8>) -> wasmtime::Result<Result<u64, String>> {
         let written = crate::seams::files::write(&self.plugin.grants, &path, &contents);
         match &written {
-            Ok(n) => tracing::info!(plugin = %self.plugin.name, path = %path, bytes = n, "file written"),
-            Err(why) => tracing::info!(plugin = %self.plugin.name, path = %path, "file write refused: {why}"),
+            Ok(n) => {
+                tracing::info!(plugin = %self.plugin.name, path = %path, bytes = n, "file written")
+            }
+            Err(why) => {
+                tracing::info!(plugin = %self.plugin.name, path = %path, "file write refused: {why}")
+            }
         }
         Ok(written)
     }
