@@ -8,6 +8,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::bindings::wit;
+use crate::pipeline::Approver;
 use crate::tool::ToolMeta;
 
 /// One tool call from the model.
@@ -37,7 +38,7 @@ impl ToolCall {
 }
 
 /// Per-turn options: who is calling, and how the turn can be cancelled.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct TurnOptions {
     /// The agent scope the calls come from (`""` = global).
     pub agent_scope: String,
@@ -45,6 +46,21 @@ pub struct TurnOptions {
     pub code_mode: bool,
     /// Cancels the whole turn.
     pub cancel: CancellationToken,
+    /// Who answers an `ask` for the calls of this turn, instead of the
+    /// host's approver: a server with several clients asks each client
+    /// about its own calls (`toolgate serve`: an MCP elicitation).
+    pub approver: Option<Arc<dyn Approver>>,
+}
+
+impl std::fmt::Debug for TurnOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnOptions")
+            .field("agent_scope", &self.agent_scope)
+            .field("code_mode", &self.code_mode)
+            .field("cancelled", &self.cancel.is_cancelled())
+            .field("approver", &self.approver.as_ref().map(|a| a.name().to_string()))
+            .finish()
+    }
 }
 
 /// The call as every policy sees it: validated, frozen arguments and the

@@ -14,6 +14,7 @@ pub mod config;
 pub mod content;
 pub mod error;
 pub mod host;
+pub mod mcp;
 pub mod outcome;
 pub mod pipeline;
 pub mod plugin;

@@ -13,6 +13,7 @@ mod logging;
 mod plugins;
 mod run;
 mod sandbox;
+mod serve;
 pub mod tools;
 
 use std::path::PathBuf;
@@ -98,6 +99,9 @@ enum Command {
     /// The process sandbox: `toolgate sandbox check` reports what this kernel
     /// enforces and runs the escape probes.
     Sandbox(sandbox::SandboxArgs),
+    /// Serve the tools over MCP (stdio, or streamable HTTP with --http):
+    /// every call of the client passes the pipeline.
+    Serve(serve::ServeArgs),
 }
 
 /// Entry point of the binary.
@@ -130,6 +134,7 @@ pub fn main() -> ExitCode {
             Command::Plugins(a) => plugins::run(&cli.global, a).await,
             Command::Demo(a) => demo::run(&cli.global, a, transcript.unwrap_or_default()).await,
             Command::Sandbox(a) => sandbox::run(&cli.global, a).await,
+            Command::Serve(a) => serve::run(&cli.global, a).await,
         }
     });
     match result {
