@@ -17,9 +17,10 @@
 //!   same error object `toolgate run` prints.
 //! * progress: a request that carries a progress token gets
 //!   `notifications/progress` when the call starts and when it ends.
-//! * logging: nothing is sent to the client until it sets a level with
-//!   `logging/setLevel`; then each call's end (info), start (debug) and
-//!   refusals (warning) at or above that level. The operator's log (stderr,
+//! * logging: nothing is sent to the client until it asks for a level
+//!   (`logging/setLevel` in a session, `_meta` `io.modelcontextprotocol/logLevel`
+//!   on a stateless request); then each call's end (info; a refusal is a
+//!   warning, a crash an error) and start (debug) at or above that level. The operator's log (stderr,
 //!   `RUST_LOG`) is separate and never goes to stdout.
 //!
 //! MCP logging is deprecated by the newest revision (SEP-2577) but is what
@@ -140,11 +141,23 @@ impl ToolgateServer {
         tools
     }
 
-    /// Send a log message if the client asked for this level.
-    async fn log(&self, peer: &Peer<RoleServer>, level: LoggingLevel, data: impl FnOnce() -> Value) {
-        if (level as u8) < self.level.load(Ordering::Relaxed) {
+    /// Send a log message if the client asked for this level: in the
+    /// request's `_meta` (the stateless revision) or with
+    /// `logging/setLevel` (a session).
+    async fn log(
+        &self,
+        context: &RequestContext<RoleServer>,
+        level: LoggingLevel,
+        data: impl FnOnce() -> Value,
+    ) {
+        let wanted = match context.meta.log_level() {
+            Some(l) => l as u8,
+            None => self.level.load(Ordering::Relaxed),
+        };
+        if (level as u8) < wanted {
             return;
         }
+        let peer = &context.peer;
         let mut param = LoggingMessageNotificationParam::new(level, data());
         param.logger = Some("toolgate".into());
         if let Err(e) = peer.notify_logging_message(param).await {
@@ -254,7 +267,7 @@ impl ServerHandler for ToolgateServer {
         let token = context.meta.get_progress_token();
         let peer = &context.peer;
         progress(peer, &token, 0.0, "started").await;
-        self.log(peer, LoggingLevel::Debug, || {
+        self.log(&context, LoggingLevel::Debug, || {
             json!({"event": "call started", "id": call.id, "tool": call.name})
         })
         .await;
@@ -281,7 +294,7 @@ impl ServerHandler for ToolgateServer {
             Some("INTERNAL" | "TRAPPED") => LoggingLevel::Error,
             Some(_) => LoggingLevel::Info,
         };
-        self.log(peer, level, || {
+        self.log(&context, level, || {
             json!({
                 "event": "call finished",
                 "id": record.id,

@@ -53,6 +53,9 @@ pub struct StdioTransport<R> {
     pending: Option<Vec<u8>>,
     in_flight: Arc<Mutex<HashSet<RequestId>>>,
     closed: CancellationToken,
+    /// Requests refused as busy since the last warning logged.
+    refused: u64,
+    last_warning: std::time::Instant,
 }
 
 /// The transport's write failure.
@@ -81,6 +84,8 @@ impl<R: AsyncRead + Unpin + Send> StdioTransport<R> {
             pending: None,
             in_flight: Arc::default(),
             closed,
+            refused: 0,
+            last_warning: std::time::Instant::now() - std::time::Duration::from_secs(60),
         }
     }
 
@@ -152,18 +157,15 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for StdioTrans
         &mut self,
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        // The request is answered: it no longer counts as in flight.
+        // The request counts as in flight until its answer is in the
+        // output queue: answers waiting for room count too, so a client
+        // that does not read cannot make answers pile up.
         let answered = match &item {
             JsonRpcMessage::Response(r) => Some(r.id.clone()),
             JsonRpcMessage::Error(e) => e.id.clone(),
             _ => None,
         };
-        if let Some(id) = answered {
-            self.in_flight
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&id);
-        }
+        let in_flight = self.in_flight.clone();
         // Serialized here, so the queue holds bytes and the future owns
         // nothing of the transport.
         let frame = serde_json::to_vec(&item).map(|mut bytes| {
@@ -172,17 +174,21 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for StdioTrans
         });
         let out = self.out.clone();
         async move {
-            let frame = match frame {
-                Ok(f) => f,
-                Err(e) => {
+            let sent = match (frame, out) {
+                (Ok(frame), Some(out)) => out.send(frame).await.map_err(|_| Closed),
+                (Ok(_), None) => Err(Closed),
+                (Err(e), _) => {
                     tracing::error!(error = %e, "an answer could not be serialized; dropped");
-                    return Ok(());
+                    Ok(())
                 }
             };
-            match out {
-                Some(out) => out.send(frame).await.map_err(|_| Closed),
-                None => Err(Closed),
+            if let Some(id) = answered {
+                in_flight
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&id);
             }
+            sent
         }
     }
 
@@ -265,7 +271,17 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for StdioTrans
                     if in_flight.len() >= self.limits.max_in_flight {
                         let id = request.id.clone();
                         drop(in_flight);
-                        tracing::warn!(%id, "too many requests in flight; refused");
+                        self.refused += 1;
+                        if self.last_warning.elapsed() >= std::time::Duration::from_secs(1) {
+                            // Rate-limited: a flood must not flood the log.
+                            tracing::warn!(
+                                %id,
+                                refused = self.refused,
+                                "too many requests in flight; refusing (counted since the last warning)"
+                            );
+                            self.refused = 0;
+                            self.last_warning = std::time::Instant::now();
+                        }
                         let message = format!(
                             "server busy: {} requests of this client are in flight; retry later",
                             self.limits.max_in_flight

@@ -4,3 +4,4 @@ mod capabilities;
 mod foundation;
 mod pipeline;
 mod scheduler;
+mod serve;
