@@ -48,8 +48,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "BYTES", default_value_t = crate::mcp::DEFAULT_MAX_MESSAGE_BYTES)]
     max_message_bytes: usize,
 
-    /// Tool calls waiting or running at once (per stdio client; for the
-    /// whole HTTP server); beyond, a call is refused with an error.
+    /// Tool calls waiting or running at once, per scheduler (each session
+    /// has one; stateless requests share one); beyond, a call is refused
+    /// with an error.
     #[arg(long, value_name = "N", default_value_t = crate::scheduler::arrivals::DEFAULT_MAX_QUEUED)]
     max_queued_calls: usize,
 
@@ -64,6 +65,11 @@ pub struct ServeArgs {
     /// Most concurrency-safe calls running at once.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     max_parallel: Option<u16>,
+
+    /// The directory the built-in tools are granted (default: the current
+    /// directory, i.e. wherever the client starts the server).
+    #[arg(long, value_name = "DIR")]
+    workdir: Option<PathBuf>,
 }
 
 fn parse_addr(text: &str) -> Result<SocketAddr, String> {
@@ -93,6 +99,12 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
     let mut builder = global.builder()?.approver(fallback);
     if let Some(n) = args.max_parallel {
         builder = builder.max_parallel(n.into());
+    }
+    if let Some(dir) = &args.workdir {
+        let dir = dir
+            .canonicalize()
+            .with_context(|| format!("--workdir {}: not a directory", dir.display()))?;
+        builder = builder.workdir(dir);
     }
     let host = builder.build().await?;
     super::report_problems(&host);

@@ -49,8 +49,8 @@ pub struct Limits {
     /// buffered whole. Default [`DEFAULT_MAX_MESSAGE_BYTES`]
     /// (`--max-message-bytes`).
     pub max_message_bytes: usize,
-    /// Tool calls waiting or running at once, per scheduler (one per stdio
-    /// client; one per HTTP server). Beyond it a call is refused at once
+    /// Tool calls waiting or running at once, per scheduler (one per
+    /// session; one shared by stateless requests). Beyond it a call is refused at once
     /// with a JSON-RPC error: a flood costs a refusal each, not memory.
     /// Default [`crate::scheduler::arrivals::DEFAULT_MAX_QUEUED`]
     /// (`--max-queued-calls`).

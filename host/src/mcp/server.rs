@@ -85,10 +85,21 @@ impl Drop for Slot {
 type ToolCache = Mutex<Option<(u64, Arc<Vec<Tool>>)>>;
 
 /// toolgate's MCP server handler. One per client session (stdio: one per
-/// process); [`Arrivals`] may be shared between sessions.
+/// process).
+///
+/// Which scheduler a call goes through: a session's calls go through the
+/// session's own (its exclusive calls are barriers for its own calls, and
+/// an approval it waits for holds up nobody else); stateless requests (the
+/// 2026-07-28 revision) belong to no session, so they share one — there an
+/// exclusive call runs alone among all of them. Approvals never wait in the
+/// shared one: a stateless request's `ask` ends the request with an
+/// `InputRequiredResult` at once.
 pub struct ToolgateServer {
     host: Toolgate,
+    /// This session's scheduler.
     arrivals: Arc<Arrivals>,
+    /// The scheduler of stateless requests.
+    shared: Arc<Arrivals>,
     tools: Arc<ToolCache>,
     /// The client's `logging/setLevel`; `NO_LOGS` until it sends one.
     level: AtomicU8,
@@ -103,6 +114,7 @@ impl ToolgateServer {
     pub fn new(host: Toolgate, arrivals: Arc<Arrivals>) -> Self {
         ToolgateServer {
             host,
+            shared: arrivals.clone(),
             arrivals,
             tools: Arc::default(),
             level: AtomicU8::new(NO_LOGS),
@@ -110,12 +122,18 @@ impl ToolgateServer {
         }
     }
 
-    /// The same server for another session: shares the host, the scheduler
-    /// and the tool cache; holds `slot` until the session ends.
+    /// The same server for another session: shares the host, the
+    /// stateless scheduler and the tool cache, has a scheduler of its own
+    /// (as large as the shared one), and holds `slot` until the session
+    /// ends.
     pub fn for_session(&self, slot: Option<Slot>) -> Self {
         ToolgateServer {
             host: self.host.clone(),
-            arrivals: self.arrivals.clone(),
+            arrivals: Arc::new(Arrivals::new(
+                self.host.clone(),
+                self.shared.max_queued(),
+            )),
+            shared: self.shared.clone(),
             tools: self.tools.clone(),
             level: AtomicU8::new(NO_LOGS),
             _slot: slot,
@@ -240,10 +258,11 @@ impl ServerHandler for ToolgateServer {
         let elicits = context
             .client_capabilities()
             .is_some_and(|c| c.elicitation.is_some());
+        let stateless = stateless(&context);
         let mut round_trip = None;
         let approver: Option<Arc<dyn Approver>> = if !elicits {
             None
-        } else if stateless(&context) {
+        } else if stateless {
             let approver = RoundTripApprover::new(
                 input_responses
                     .as_mut()
@@ -271,7 +290,12 @@ impl ServerHandler for ToolgateServer {
             json!({"event": "call started", "id": call.id, "tool": call.name})
         })
         .await;
-        let outcome = self.arrivals.run(call, &turn).await;
+        let arrivals = if stateless {
+            &self.shared
+        } else {
+            &self.arrivals
+        };
+        let outcome = arrivals.run(call, &turn).await;
         progress(peer, &token, 1.0, "finished").await;
         let record = match outcome {
             Ok(record) => record,

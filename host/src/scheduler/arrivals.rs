@@ -127,6 +127,11 @@ impl Arrivals {
         }
     }
 
+    /// How many calls may be inside at once.
+    pub fn max_queued(&self) -> usize {
+        self.max_queued
+    }
+
     /// Calls inside the scheduler right now (waiting or running).
     pub fn inside(&self) -> usize {
         self.inside.load(Ordering::Relaxed)

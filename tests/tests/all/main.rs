@@ -1,5 +1,6 @@
 //! The integration tests, in one binary (linking wasmtime once).
 
+mod arrivals;
 mod capabilities;
 mod foundation;
 mod pipeline;

@@ -382,8 +382,26 @@ fn http_refuses_forbidden_host_and_origin_and_unauthenticated_binds() {
     let s = setup();
     let server = HttpServer::start(&s, &[]);
     let addr = server.addr();
+    // A client that starts a request and stalls, one that sends garbage and
+    // half-closes: the server goes on serving the others.
+    let mut stalled = TcpStream::connect(&addr).unwrap();
+    stalled.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le").unwrap();
+    let mut garbage = TcpStream::connect(&addr).unwrap();
+    garbage.write_all(b"\x00\x01 not http at all\r\n\r\n").unwrap();
+    garbage.shutdown(std::net::Shutdown::Write).unwrap();
     // The right Host, no Origin: served.
     assert_eq!(server.raw(&post(&addr, "", INIT)), 200);
+    let mut reply = Vec::new();
+    garbage
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let _ = garbage.read_to_end(&mut reply);
+    assert!(
+        reply.is_empty() || String::from_utf8_lossy(&reply).starts_with("HTTP/1.1 400"),
+        "garbage gets a 400 or a close: {}",
+        String::from_utf8_lossy(&reply)
+    );
+    drop(stalled);
     // DNS rebinding: a foreign Host, or a browser Origin not allowed.
     assert_eq!(server.raw(&post("evil.example", "", INIT)), 403);
     assert_eq!(
