@@ -154,7 +154,8 @@ async fn serve_stdio(
     // `closed` fires when the client goes away; it is the parent of every
     // request's cancellation token, so all its calls stop at once.
     let closed = shutdown.child_token();
-    let transport = StdioTransport::new(tokio::io::stdin(), tokio::io::stdout(), limits, closed.clone());
+    let (input, output) = crate::mcp::stdio::stdio();
+    let transport = StdioTransport::new(input, output, limits, closed.clone());
     let running = match serve_server_with_ct(server, transport, closed.clone()).await {
         Ok(r) => r,
         Err(e) => {

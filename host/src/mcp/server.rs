@@ -295,7 +295,10 @@ impl ServerHandler for ToolgateServer {
         } else {
             &self.arrivals
         };
-        let outcome = arrivals.run(call, &turn).await;
+        // Boxed: the pipeline's future is large, and the SDK moves the
+        // handler's future into a task of its own per request (a memmove of
+        // all of it, measured at ~5% of a call).
+        let outcome = Box::pin(arrivals.run(call, &turn)).await;
         progress(peer, &token, 1.0, "finished").await;
         let record = match outcome {
             Ok(record) => record,

@@ -24,6 +24,13 @@
 //!   drain.
 //!
 //! stdout carries protocol frames only; logs go to stderr.
+//!
+//! [`stdio`] gives the two ends as non-blocking handles driven by the
+//! runtime's epoll when they are pipes or sockets — what MCP clients give a
+//! server. tokio's own `stdin()`/`stdout()` do every read and write on a
+//! blocking thread, a thread hand-off per message each way (measured: about
+//! a tenth of the server's time per call); they remain the fallback for a
+//! file or a terminal.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -39,6 +46,59 @@ use tokio_util::sync::CancellationToken;
 
 use super::Limits;
 use super::server::BUSY;
+
+/// Something to read the client from.
+pub type Input = Box<dyn AsyncRead + Unpin + Send>;
+/// Something to write to the client.
+pub type Output = Box<dyn AsyncWrite + Unpin + Send>;
+
+/// This process's stdin and stdout, non-blocking when they are pipes or
+/// sockets (see the module docs).
+pub fn stdio() -> (Input, Output) {
+    use std::os::fd::AsFd;
+    let input: Input = match std::io::stdin().as_fd().try_clone_to_owned() {
+        Ok(fd) => match nonblocking_reader(fd) {
+            Ok(r) => r,
+            Err(_) => Box::new(tokio::io::stdin()),
+        },
+        Err(_) => Box::new(tokio::io::stdin()),
+    };
+    let output: Output = match std::io::stdout().as_fd().try_clone_to_owned() {
+        Ok(fd) => match nonblocking_writer(fd) {
+            Ok(w) => w,
+            Err(_) => Box::new(tokio::io::stdout()),
+        },
+        Err(_) => Box::new(tokio::io::stdout()),
+    };
+    (input, output)
+}
+
+fn is_socket(fd: &std::os::fd::OwnedFd) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    let file = std::fs::File::from(match fd.try_clone() {
+        Ok(f) => f,
+        Err(_) => return false,
+    });
+    file.metadata().is_ok_and(|m| m.file_type().is_socket())
+}
+
+fn nonblocking_reader(fd: std::os::fd::OwnedFd) -> std::io::Result<Input> {
+    if is_socket(&fd) {
+        let stream = std::os::unix::net::UnixStream::from(fd);
+        stream.set_nonblocking(true)?;
+        return Ok(Box::new(tokio::net::UnixStream::from_std(stream)?));
+    }
+    Ok(Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd(fd)?))
+}
+
+fn nonblocking_writer(fd: std::os::fd::OwnedFd) -> std::io::Result<Output> {
+    if is_socket(&fd) {
+        let stream = std::os::unix::net::UnixStream::from(fd);
+        stream.set_nonblocking(true)?;
+        return Ok(Box::new(tokio::net::UnixStream::from_std(stream)?));
+    }
+    Ok(Box::new(tokio::net::unix::pipe::Sender::from_owned_fd(fd)?))
+}
 
 /// The transport: see the module docs.
 pub struct StdioTransport<R> {
