@@ -58,7 +58,10 @@ impl std::fmt::Debug for TurnOptions {
             .field("agent_scope", &self.agent_scope)
             .field("code_mode", &self.code_mode)
             .field("cancelled", &self.cancel.is_cancelled())
-            .field("approver", &self.approver.as_ref().map(|a| a.name().to_string()))
+            .field(
+                "approver",
+                &self.approver.as_ref().map(|a| a.name().to_string()),
+            )
             .finish()
     }
 }

@@ -14,8 +14,8 @@ pub fn init(format: LogFormat, transcript: Option<Transcript>) {
     // The MCP SDK logs every error answer (a client's unknown method, a
     // refused flood) as a warning: a client's mistakes are not the
     // operator's, and must not flood the log. Its errors still show.
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("warn,rmcp=error"));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn,rmcp=error"));
     let fmt = match format {
         LogFormat::Text => tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)

@@ -209,7 +209,10 @@ async fn route(
     request: Request<Incoming>,
 ) -> Response<Body> {
     if request.uri().path() != PATH {
-        return plain(StatusCode::NOT_FOUND, "not found: the MCP endpoint is /mcp\n");
+        return plain(
+            StatusCode::NOT_FOUND,
+            "not found: the MCP endpoint is /mcp\n",
+        );
     }
     if let Some(expected) = token {
         let given = request

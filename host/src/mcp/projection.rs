@@ -130,6 +130,9 @@ mod tests {
         assert_eq!(bare.get("outputSchema"), None);
         // Host metadata never reaches the client.
         let text = bare.to_string();
-        assert!(!text.contains("timeout") && !text.contains("\"p\""), "{text}");
+        assert!(
+            !text.contains("timeout") && !text.contains("\"p\""),
+            "{text}"
+        );
     }
 }

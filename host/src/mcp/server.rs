@@ -35,10 +35,11 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use rmcp::ErrorData;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode, Implementation,
-    InputRequiredResult, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
-    MetaObject, PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion,
-    ResourceContents, ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
+    Implementation, InputRequiredResult, ListToolsResult, LoggingLevel,
+    LoggingMessageNotificationParam, MetaObject, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ProtocolVersion, ResourceContents, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, Tool,
 };
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use serde_json::{Map, Value, json};
@@ -129,10 +130,7 @@ impl ToolgateServer {
     pub fn for_session(&self, slot: Option<Slot>) -> Self {
         ToolgateServer {
             host: self.host.clone(),
-            arrivals: Arc::new(Arrivals::new(
-                self.host.clone(),
-                self.shared.max_queued(),
-            )),
+            arrivals: Arc::new(Arrivals::new(self.host.clone(), self.shared.max_queued())),
             shared: self.shared.clone(),
             tools: self.tools.clone(),
             level: AtomicU8::new(NO_LOGS),
@@ -286,9 +284,11 @@ impl ServerHandler for ToolgateServer {
         let token = context.meta.get_progress_token();
         let peer = &context.peer;
         progress(peer, &token, 0.0, "started").await;
-        self.log(&context, LoggingLevel::Debug, || {
-            json!({"event": "call started", "id": call.id, "tool": call.name})
-        })
+        self.log(
+            &context,
+            LoggingLevel::Debug,
+            || json!({"event": "call started", "id": call.id, "tool": call.name}),
+        )
         .await;
         let arrivals = if stateless {
             &self.shared

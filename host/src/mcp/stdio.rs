@@ -88,7 +88,9 @@ fn nonblocking_reader(fd: std::os::fd::OwnedFd) -> std::io::Result<Input> {
         stream.set_nonblocking(true)?;
         return Ok(Box::new(tokio::net::UnixStream::from_std(stream)?));
     }
-    Ok(Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd(fd)?))
+    Ok(Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd(
+        fd,
+    )?))
 }
 
 fn nonblocking_writer(fd: std::os::fd::OwnedFd) -> std::io::Result<Output> {
@@ -300,10 +302,7 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for StdioTrans
                 Ok(m) => m,
                 Err(e) => {
                     let (id, error) = match serde_json::from_slice::<Value>(&line) {
-                        Err(_) => (
-                            None,
-                            ErrorData::parse_error(format!("not JSON: {e}"), None),
-                        ),
+                        Err(_) => (None, ErrorData::parse_error(format!("not JSON: {e}"), None)),
                         Ok(v) => (
                             id_of(&v),
                             ErrorData::invalid_request(

@@ -140,7 +140,11 @@ impl Arrivals {
     /// Run one call through the pipeline under the scheduler's rules, and
     /// commit it (observers notified). `turn` is this call's own: its
     /// cancellation and its approver.
-    pub async fn run(&self, call: ToolCall, turn: &TurnOptions) -> Result<CallRecord, ArrivalsError> {
+    pub async fn run(
+        &self,
+        call: ToolCall,
+        turn: &TurnOptions,
+    ) -> Result<CallRecord, ArrivalsError> {
         if self.inside.fetch_add(1, Ordering::Relaxed) >= self.max_queued {
             self.inside.fetch_sub(1, Ordering::Relaxed);
             return Err(ArrivalsError::Busy {
@@ -162,7 +166,7 @@ impl Arrivals {
             }
         };
         let (finished, generation) = match admitted {
-            Admission::Early(finished, generation) => (finished, generation),
+            Admission::Early(finished, generation) => (*finished, generation),
             Admission::Run(admitted, generation, slots) => {
                 let settings = self.host.settings();
                 let done = AssertUnwindSafe(pipeline::complete(admitted, settings, &turn.cancel))
@@ -205,7 +209,7 @@ impl Arrivals {
             let settings = self.host.settings();
             let prepared = match pipeline::prepare(&generation, settings, call, turn, token) {
                 Ok(p) => p,
-                Err(early) => return Admission::Early(early, generation),
+                Err(early) => return Admission::Early(Box::new(early), generation),
             };
             let mode = classify(&prepared).await;
             if mode == Mode::Exclusive && !waited {
@@ -254,7 +258,7 @@ impl Arrivals {
             tracing::debug!(token, ?mode, "admitting");
             let settings = self.host.settings();
             return match pipeline::admit(prepared, settings, turn).await {
-                Err(early) => Admission::Early(early, generation),
+                Err(early) => Admission::Early(Box::new(early), generation),
                 // Without slots only if cancelled while waiting for them, and
                 // then admit has refused it; were it not so, it would run
                 // without a slot rather than never answer.
@@ -305,7 +309,7 @@ impl Arrivals {
 /// Where a call stands after its policies.
 enum Admission {
     /// It ended before its body (a refusal, a denial, an abort).
-    Early(Finished, Arc<Generation>),
+    Early(Box<Finished>, Arc<Generation>),
     /// Its body runs next, holding these slots.
     Run(pipeline::Admitted, Arc<Generation>, Option<Slots>),
 }

@@ -92,7 +92,10 @@ async fn calls_that_arrive_overlap_in_a_rolling_pool_and_answer_as_they_finish()
     let s = setup(2, 16).await;
     let mut pending = Vec::new();
     for id in ["a", "b", "c", "d"] {
-        pending.push(s.submit(gate(id, "parallel"), CancellationToken::new()).await);
+        pending.push(
+            s.submit(gate(id, "parallel"), CancellationToken::new())
+                .await,
+        );
     }
     s.coord.arrived("a").await;
     s.coord.arrived("b").await;
@@ -121,12 +124,20 @@ async fn calls_that_arrive_overlap_in_a_rolling_pool_and_answer_as_they_finish()
 #[tokio::test]
 async fn an_exclusive_arrival_is_a_barrier_in_arrival_order() {
     let s = setup(4, 16).await;
-    let p0 = s.submit(gate("p0", "parallel"), CancellationToken::new()).await;
-    let p1 = s.submit(gate("p1", "parallel"), CancellationToken::new()).await;
+    let p0 = s
+        .submit(gate("p0", "parallel"), CancellationToken::new())
+        .await;
+    let p1 = s
+        .submit(gate("p1", "parallel"), CancellationToken::new())
+        .await;
     s.coord.arrived("p0").await;
     s.coord.arrived("p1").await;
-    let x = s.submit(gate("x", "exclusive"), CancellationToken::new()).await;
-    let p3 = s.submit(gate("p3", "parallel"), CancellationToken::new()).await;
+    let x = s
+        .submit(gate("x", "exclusive"), CancellationToken::new())
+        .await;
+    let p3 = s
+        .submit(gate("p3", "parallel"), CancellationToken::new())
+        .await;
     // x waits for the pool to drain; p3, behind it, does not overtake it.
     s.settle().await;
     let mut running = s.coord.in_flight();
@@ -167,7 +178,9 @@ async fn each_call_is_cancelled_on_its_own() {
     let r0 = record(g0).await;
     assert_eq!(code(&r0), "ABORTED", "{r0:?}");
     // The scheduler goes on.
-    let g2 = s.submit(gate("g2", "parallel"), CancellationToken::new()).await;
+    let g2 = s
+        .submit(gate("g2", "parallel"), CancellationToken::new())
+        .await;
     s.coord.release("g2", Verdict::Go);
     assert_eq!(code(&record(g2).await), "OK");
     let report = s.coord.report();
@@ -178,8 +191,12 @@ async fn each_call_is_cancelled_on_its_own() {
 #[tokio::test]
 async fn beyond_the_queue_a_call_is_refused_at_once() {
     let s = setup(1, 2).await;
-    let a = s.submit(gate("a", "parallel"), CancellationToken::new()).await;
-    let b = s.submit(gate("b", "parallel"), CancellationToken::new()).await;
+    let a = s
+        .submit(gate("a", "parallel"), CancellationToken::new())
+        .await;
+    let b = s
+        .submit(gate("b", "parallel"), CancellationToken::new())
+        .await;
     let turn = TurnOptions::default();
     let refused = tokio::time::timeout(
         Duration::from_secs(5),

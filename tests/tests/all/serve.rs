@@ -20,7 +20,10 @@ use toolgate_tests::{PluginDir, TempDir, fixtures};
 /// The `toolgate` binary built beside this test binary.
 fn toolgate_bin() -> PathBuf {
     let exe = std::env::current_exe().expect("current exe");
-    let dir = exe.parent().and_then(Path::parent).expect("target/<profile>");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
     let bin = dir.join("toolgate");
     assert!(
         bin.is_file(),
@@ -183,7 +186,10 @@ fn check_report(r: &Value, mode: &str) {
     assert_eq!(r["echo"]["content"][0]["text"], "hi");
     assert_eq!(r["echo"]["structuredContent"], json!({"text": "hi"}));
     let progress = r["progress"].as_array().unwrap();
-    assert!(progress.len() >= 2, "progress at start and end: {progress:?}");
+    assert!(
+        progress.len() >= 2,
+        "progress at start and end: {progress:?}"
+    );
     assert_eq!(progress.last().unwrap()[0], 1.0);
 
     // Invalid arguments: INVALID_ARGS with the failing paths.
@@ -197,7 +203,10 @@ fn check_report(r: &Value, mode: &str) {
         .iter()
         .filter_map(|v| v["path"].as_str())
         .collect();
-    assert!(paths.contains(&"/text") && paths.contains(&"/extra"), "{paths:?}");
+    assert!(
+        paths.contains(&"/text") && paths.contains(&"/extra"),
+        "{paths:?}"
+    );
 
     // A guard's denial, after the client approved the hook's ask.
     let denied = &r["denied"];
@@ -385,9 +394,13 @@ fn http_refuses_forbidden_host_and_origin_and_unauthenticated_binds() {
     // A client that starts a request and stalls, one that sends garbage and
     // half-closes: the server goes on serving the others.
     let mut stalled = TcpStream::connect(&addr).unwrap();
-    stalled.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le").unwrap();
+    stalled
+        .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le")
+        .unwrap();
     let mut garbage = TcpStream::connect(&addr).unwrap();
-    garbage.write_all(b"\x00\x01 not http at all\r\n\r\n").unwrap();
+    garbage
+        .write_all(b"\x00\x01 not http at all\r\n\r\n")
+        .unwrap();
     garbage.shutdown(std::net::Shutdown::Write).unwrap();
     // The right Host, no Origin: served.
     assert_eq!(server.raw(&post(&addr, "", INIT)), 200);
@@ -409,10 +422,7 @@ fn http_refuses_forbidden_host_and_origin_and_unauthenticated_binds() {
         403
     );
     assert_eq!(
-        server.raw(&post(&addr,
-            &format!("Origin: http://{addr}\r\n"),
-            INIT
-        )),
+        server.raw(&post(&addr, &format!("Origin: http://{addr}\r\n"), INIT)),
         403,
         "no Origin is allowed unless --allow-origin says so"
     );
@@ -423,10 +433,7 @@ fn http_refuses_forbidden_host_and_origin_and_unauthenticated_binds() {
     let allowed = HttpServer::start(&s, &["--allow-origin", "http://localhost:5173"]);
     let addr2 = allowed.addr();
     assert_eq!(
-        allowed.raw(&post(&addr2,
-            "Origin: http://localhost:5173\r\n",
-            INIT
-        )),
+        allowed.raw(&post(&addr2, "Origin: http://localhost:5173\r\n", INIT)),
         200
     );
 
@@ -438,7 +445,10 @@ fn http_refuses_forbidden_host_and_origin_and_unauthenticated_binds() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("without a bearer token") && err.contains("--token-file"), "{err}");
+    assert!(
+        err.contains("without a bearer token") && err.contains("--token-file"),
+        "{err}"
+    );
 
     // With a token: requests without it are 401, with it served.
     let token_file = s.work.path().join("token");
@@ -449,7 +459,12 @@ fn http_refuses_forbidden_host_and_origin_and_unauthenticated_binds() {
         .unwrap();
     assert!(loose.success());
     let out = s
-        .command(&["--http", "127.0.0.1:0", "--token-file", &token_file.display().to_string()])
+        .command(&[
+            "--http",
+            "127.0.0.1:0",
+            "--token-file",
+            &token_file.display().to_string(),
+        ])
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -467,11 +482,16 @@ fn http_refuses_forbidden_host_and_origin_and_unauthenticated_binds() {
     let a = secured.addr();
     assert_eq!(secured.raw(&post(&a, "", INIT)), 401);
     assert_eq!(
-        secured.raw(&post(&a, "Authorization: Bearer wrong-token-wrong\r\n", INIT)),
+        secured.raw(&post(
+            &a,
+            "Authorization: Bearer wrong-token-wrong\r\n",
+            INIT
+        )),
         401
     );
     assert_eq!(
-        secured.raw(&post(&a,
+        secured.raw(&post(
+            &a,
             "Authorization: Bearer 0123456789abcdef-token\r\n",
             INIT
         )),
@@ -519,7 +539,8 @@ impl Raw {
         let mut line = String::new();
         let n = self.stdout.read_line(&mut line).expect("read a frame");
         assert!(n > 0, "the server closed its output");
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("stdout carries a non-JSON line ({e}): {line}"))
+        serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("stdout carries a non-JSON line ({e}): {line}"))
     }
 
     /// Read frames until the answer to `id`.
@@ -615,7 +636,11 @@ fn stdio_bounds_a_flood_and_a_client_that_never_reads() {
         batch.push_str(&call(id, "sleep", json!({"ms": 100})));
         batch.push('\n');
     }
-    raw.stdin.as_mut().unwrap().write_all(batch.as_bytes()).unwrap();
+    raw.stdin
+        .as_mut()
+        .unwrap()
+        .write_all(batch.as_bytes())
+        .unwrap();
     let mut results = 0;
     let mut busy = 0;
     let mut seen = std::collections::HashSet::new();
@@ -627,12 +652,17 @@ fn stdio_bounds_a_flood_and_a_client_that_never_reads() {
             results += 1;
         } else {
             assert_eq!(v["error"]["code"], -32000, "{v}");
-            assert!(v["error"]["message"].as_str().unwrap().contains("busy")
-                || v["error"]["message"].as_str().unwrap().contains("too many"));
+            assert!(
+                v["error"]["message"].as_str().unwrap().contains("busy")
+                    || v["error"]["message"].as_str().unwrap().contains("too many")
+            );
             busy += 1;
         }
     }
-    assert!(results >= 4 && busy > 0, "results {results}, refused {busy}");
+    assert!(
+        results >= 4 && busy > 0,
+        "results {results}, refused {busy}"
+    );
 
     // A client that never reads: it writes requests and does not read the
     // answers. The server stops reading once its bounded output is full;
@@ -642,7 +672,10 @@ fn stdio_bounds_a_flood_and_a_client_that_never_reads() {
     let writer = std::thread::spawn(move || {
         let mut written = 0u64;
         for i in 0..50_000u64 {
-            let frame = format!("{{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"ping\"}}\n", 10_000 + i);
+            let frame = format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"ping\"}}\n",
+                10_000 + i
+            );
             if stdin.write_all(frame.as_bytes()).is_err() {
                 break;
             }
@@ -656,7 +689,10 @@ fn stdio_bounds_a_flood_and_a_client_that_never_reads() {
         during < before + 64 * 1024,
         "memory grew from {before} KiB to {during} KiB while the client did not read"
     );
-    assert!(!writer.is_finished(), "the server kept reading a client that does not read");
+    assert!(
+        !writer.is_finished(),
+        "the server kept reading a client that does not read"
+    );
     let mut pongs = 0;
     while pongs < 50_000 {
         let v = raw.read();
@@ -679,12 +715,19 @@ fn stdio_half_closed_input_answers_and_exits() {
     // A long call, then the client closes its input (MCP's shutdown): the
     // call is cancelled at once, answered, and the server exits cleanly.
     let marker = marker(20);
-    raw.send(&call(2, "bash", json!({"command": format!("sleep {marker}")})));
+    raw.send(&call(
+        2,
+        "bash",
+        json!({"command": format!("sleep {marker}")}),
+    ));
     std::thread::sleep(Duration::from_millis(500));
     drop(raw.stdin.take());
     let started = Instant::now();
     let v = raw.answer(2);
-    assert_eq!(v["result"]["_meta"]["toolgate/error"]["code"], "ABORTED", "{v}");
+    assert_eq!(
+        v["result"]["_meta"]["toolgate/error"]["code"], "ABORTED",
+        "{v}"
+    );
     let status = raw.child.wait().unwrap();
     assert!(status.success(), "{status}");
     assert!(started.elapsed() < Duration::from_secs(5));
