@@ -818,7 +818,11 @@ both!(observers_see_exactly_what_the_model_sees, |src| {
     // are shown as `structuredContent`.
     let v = toolgate_tests::json(&ok);
     assert_eq!(v["structuredContent"], json!({"text": "hi"}), "{v}");
-    assert!(toolgate_tests::json(&denied).get("structuredContent").is_none());
+    assert!(
+        toolgate_tests::json(&denied)
+            .get("structuredContent")
+            .is_none()
+    );
     let keys: std::collections::BTreeSet<_> = v.as_object().unwrap().keys().cloned().collect();
     assert!(
         keys.iter().all(|k| [
