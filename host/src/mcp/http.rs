@@ -17,7 +17,8 @@
 //!   browser page cannot talk to the server at all; `--allow-origin` adds
 //!   one). Both answer 403.
 //! * **Bounds**: connections at once ([`Limits::max_connections`]; more are
-//!   closed on accept), sessions at once ([`Limits::max_sessions`]), idle
+//!   closed on accept), sessions at once ([`Limits::max_sessions`]; a
+//!   request that would open one more gets 503 with `Retry-After`), idle
 //!   sessions closed ([`Limits::session_idle`], their calls cancelled),
 //!   headers in [`Limits::header_timeout`] and 64 KiB, bodies of at most
 //!   [`Limits::max_message_bytes`] (413).
@@ -126,6 +127,7 @@ impl Listener {
         sessions.session_config.keep_alive = Some(limits.session_idle);
         let live = Arc::new(AtomicUsize::new(0));
         let max_sessions = limits.max_sessions;
+        let sessions_live = live.clone();
         let service = StreamableHttpService::new(
             move || match Slot::take(&live, max_sessions) {
                 Some(slot) => Ok(server.for_session(Some(slot))),
@@ -165,11 +167,18 @@ impl Listener {
             let service = service.clone();
             let token = token.clone();
             let shutdown = shutdown.clone();
+            let full = SessionCount {
+                live: sessions_live.clone(),
+                max: max_sessions,
+            };
             tokio::spawn(async move {
                 let handler = service_fn(move |request: Request<Incoming>| {
                     let service = service.clone();
                     let token = token.clone();
-                    async move { Ok::<_, Infallible>(route(&service, token.as_deref(), request).await) }
+                    let full = full.clone();
+                    async move {
+                        Ok::<_, Infallible>(route(&service, token.as_deref(), &full, request).await)
+                    }
                 });
                 let connection = http1::Builder::new()
                     .timer(TokioTimer::new())
@@ -193,6 +202,13 @@ impl Listener {
 
 type Body = BoxBody<Bytes, Infallible>;
 
+/// How many sessions are alive, against the limit.
+#[derive(Clone)]
+struct SessionCount {
+    live: Arc<AtomicUsize>,
+    max: usize,
+}
+
 fn plain(status: StatusCode, text: &str) -> Response<Body> {
     let mut response = Response::new(Full::new(Bytes::from(text.to_string())).boxed());
     *response.status_mut() = status;
@@ -206,6 +222,7 @@ fn plain(status: StatusCode, text: &str) -> Response<Body> {
 async fn route(
     service: &StreamableHttpService<ToolgateServer, LocalSessionManager>,
     token: Option<&[u8]>,
+    full: &SessionCount,
     request: Request<Incoming>,
 ) -> Response<Body> {
     if request.uri().path() != PATH {
@@ -230,6 +247,24 @@ async fn route(
             );
             return response;
         }
+    }
+    // A request outside a session opens one (or is served statelessly):
+    // refused while every slot is taken. (The session factory refuses too,
+    // as a last resort, with a 500.)
+    if request.method() == http::Method::POST
+        && !request.headers().contains_key("mcp-session-id")
+        && full.live.load(std::sync::atomic::Ordering::Relaxed) >= full.max
+    {
+        tracing::debug!(max = full.max, "too many sessions; refused");
+        let mut response = plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many sessions: end one (DELETE) or retry later\n",
+        );
+        response.headers_mut().insert(
+            http::header::RETRY_AFTER,
+            http::HeaderValue::from_static("1"),
+        );
+        return response;
     }
     // Host and Origin are checked by the service (403), with the lists
     // configured in `serve`.

@@ -430,6 +430,12 @@ fn http_refuses_forbidden_host_and_origin_and_unauthenticated_binds() {
     // Another path.
     let other = post(&addr, "", INIT).replace("POST /mcp", "POST /other");
     assert_eq!(server.raw(&other), 404);
+    // Sessions beyond --max-sessions: 503 (the two opened stay).
+    let few = HttpServer::start(&s, &["--max-sessions", "2"]);
+    let f = few.addr();
+    assert_eq!(few.raw(&post(&f, "", INIT)), 200);
+    assert_eq!(few.raw(&post(&f, "", INIT)), 200);
+    assert_eq!(few.raw(&post(&f, "", INIT)), 503);
     // A body over --max-message-bytes: 413, and the server goes on.
     let small = HttpServer::start(&s, &["--max-message-bytes", "65536"]);
     let a = small.addr();
