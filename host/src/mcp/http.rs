@@ -25,7 +25,8 @@
 //!
 //! A client that drops a connection does not cancel its calls (the
 //! protocol lets it resume the stream); `notifications/cancelled`, ending
-//! the session (`DELETE`), or its idle timeout does.
+//! the session (`DELETE`), or its idle timeout does — at once
+//! ([`super::session`]).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -39,7 +40,6 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -47,6 +47,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Limits;
 use super::server::{Slot, ToolgateServer};
+use super::session::Sessions;
 
 /// The path the MCP endpoint is served at.
 pub const PATH: &str = "/mcp";
@@ -123,8 +124,8 @@ impl Listener {
             .enforce_origin_validation()
             .with_max_request_body_bytes(limits.max_message_bytes)
             .with_cancellation_token(shutdown.child_token());
-        let mut sessions = LocalSessionManager::default();
-        sessions.session_config.keep_alive = Some(limits.session_idle);
+        let mut sessions = Sessions::default();
+        sessions.0.session_config.keep_alive = Some(limits.session_idle);
         let live = Arc::new(AtomicUsize::new(0));
         let max_sessions = limits.max_sessions;
         let sessions_live = live.clone();
@@ -220,7 +221,7 @@ fn plain(status: StatusCode, text: &str) -> Response<Body> {
 }
 
 async fn route(
-    service: &StreamableHttpService<ToolgateServer, LocalSessionManager>,
+    service: &StreamableHttpService<ToolgateServer, Sessions>,
     token: Option<&[u8]>,
     full: &SessionCount,
     request: Request<Incoming>,

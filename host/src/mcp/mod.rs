@@ -23,7 +23,8 @@
 //! * [`http`] — streamable HTTP: the SDK's tower service behind a listener
 //!   of ours that refuses a non-loopback bind without a bearer token,
 //!   checks `Host` and `Origin` (DNS rebinding), and bounds connections,
-//!   sessions, header and body sizes.
+//!   sessions, header and body sizes. [`session`] makes an HTTP session's
+//!   end cancel its calls at once.
 //!
 //! Limits are in [`Limits`], each with the threat it answers and its
 //! default; `toolgate serve` exposes every one as a flag.
@@ -32,6 +33,7 @@ pub mod approval;
 pub mod http;
 pub mod projection;
 pub mod server;
+pub mod session;
 pub mod stdio;
 
 use std::time::Duration;

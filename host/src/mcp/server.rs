@@ -46,6 +46,7 @@ use serde_json::{Map, Value, json};
 
 use super::approval::{APPROVAL_INPUT, ElicitingApprover, RoundTripApprover};
 use super::projection;
+use super::session::SessionGone;
 use crate::call::{ToolCall, TurnOptions};
 use crate::content::{Content, JSON_RESOURCE_URI, ResourceContents as Contents};
 use crate::host::Toolgate;
@@ -276,8 +277,15 @@ impl ServerHandler for ToolgateServer {
             name: name.into_owned(),
             arguments: Value::Object(arguments.unwrap_or_default()),
         };
+        // The request's own token (notifications/cancelled; a stdio client
+        // going away), fused with its HTTP session's end, if it has one.
+        let gone = context.extensions.get::<SessionGone>().map(|g| g.0.clone());
+        let cancel = match &gone {
+            Some(gone) => gone.child_token(),
+            None => context.ct.clone(),
+        };
         let turn = TurnOptions {
-            cancel: context.ct.clone(),
+            cancel,
             approver,
             ..TurnOptions::default()
         };
@@ -298,7 +306,19 @@ impl ServerHandler for ToolgateServer {
         // Boxed: the pipeline's future is large, and the SDK moves the
         // handler's future into a task of its own per request (a memmove of
         // all of it, measured at ~5% of a call).
-        let outcome = Box::pin(arrivals.run(call, &turn)).await;
+        let mut run = Box::pin(arrivals.run(call, &turn));
+        let outcome = if gone.is_some() {
+            tokio::select! {
+                biased;
+                outcome = &mut run => outcome,
+                _ = context.ct.cancelled() => {
+                    turn.cancel.cancel();
+                    run.await
+                }
+            }
+        } else {
+            run.await
+        };
         progress(peer, &token, 1.0, "finished").await;
         let record = match outcome {
             Ok(record) => record,

@@ -297,8 +297,11 @@ struct HttpServer {
 
 impl HttpServer {
     fn start(s: &Setup, extra: &[&str]) -> HttpServer {
-        let mut args = vec!["--http", "127.0.0.1:0", "--approve", "deny"];
+        let mut args = vec!["--http", "127.0.0.1:0"];
         args.extend_from_slice(extra);
+        if !args.contains(&"--approve") {
+            args.extend(["--approve", "deny"]);
+        }
         let mut child = s
             .command(&args)
             .stdin(Stdio::null())
@@ -512,6 +515,82 @@ fn http_refuses_forbidden_host_and_origin_and_unauthenticated_binds() {
             INIT
         )),
         200
+    );
+}
+
+/// Send a raw request; the response head (status line and headers), with
+/// the stream left open for the body.
+fn open_request(addr: &str, head: &str) -> (String, BufReader<TcpStream>) {
+    let stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    (&stream).write_all(head.as_bytes()).unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut response = String::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+            break;
+        }
+        response.push_str(&line);
+    }
+    (response, reader)
+}
+
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+#[test]
+fn http_ending_a_session_cancels_its_calls() {
+    let s = setup();
+    let server = HttpServer::start(&s, &["--approve", "allow"]);
+    let addr = server.addr();
+    let (head, _) = open_request(
+        &addr,
+        &post(&addr, "", INIT).replace("Connection: close\r\n", ""),
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let session = header(&head, "mcp-session-id")
+        .expect("a session id")
+        .to_string();
+    let with = format!("Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-06-18\r\n");
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    let (head, _) = open_request(&addr, &post(&addr, &with, initialized));
+    assert!(head.starts_with("HTTP/1.1 202"), "{head}");
+    // A long call, left running on its stream.
+    let marker = marker(30);
+    let long = call(2, "bash", json!({"command": format!("sleep {marker}")}));
+    let (head, _stream) = open_request(&addr, &post(&addr, &with, &long));
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let started = Instant::now();
+    while processes_with(&format!("sleep {marker}")).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the call never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The client ends its session: the call stops, its processes with it.
+    let delete = format!(
+        "DELETE /mcp HTTP/1.1\r\nHost: {addr}\r\n{with}Content-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    let ended = Instant::now();
+    let status = server.raw(&delete);
+    assert!(
+        matches!(status, 200 | 202 | 204),
+        "DELETE answered {status}"
+    );
+    assert_no_orphans(&format!("sleep {marker}"));
+    // At once, not after the SDK's drain of in-flight requests (5 s).
+    assert!(
+        ended.elapsed() < Duration::from_secs(2),
+        "the call outlived its session by {:?}",
+        ended.elapsed()
     );
 }
 
