@@ -55,11 +55,12 @@ pub struct GlobalArgs {
 
     /// Who answers a hook's `ask`: prompt on the terminal (default when stdin
     /// is a terminal), or always allow/deny (default deny when not
-    /// interactive).
+    /// interactive). `serve`: allow or deny (default deny), for clients that
+    /// cannot answer an elicitation themselves.
     #[arg(long, value_enum, value_name = "MODE", global = true)]
     approve: Option<ApproveMode>,
 
-    /// Log format on stderr. Filter with RUST_LOG (default: warn).
+    /// Log format on stderr. Filter with RUST_LOG (default: warn,rmcp=error).
     #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
     log_format: LogFormat,
 
