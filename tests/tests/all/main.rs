@@ -1,5 +1,6 @@
 //! The integration tests, in one binary (linking wasmtime once).
 
+mod arrivals;
 mod budgets;
 mod capabilities;
 mod containment;
@@ -7,3 +8,4 @@ mod contract;
 mod foundation;
 mod pipeline;
 mod scheduler;
+mod serve;
