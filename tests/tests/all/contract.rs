@@ -31,14 +31,18 @@ async fn the_call_path_follows_what_a_component_imports() {
         .add("old-guard", fixtures::V0_1_GUARD);
     let h = host(&dir, "").await;
     let g = h.generation();
-    // Nothing that can wait: no fiber.
-    for name in ["guard", "finalizer", "observer", "hostile-sync"] {
+    // Nothing that can wait: no fiber. A waterfall hook runs the rest of
+    // its chain (policies that answer at once) in place.
+    for name in ["guard", "pre-hook", "finalizer", "observer", "hostile-sync"] {
         assert_eq!(info(&g, name).path, CallPath::Sync, "{name}");
         assert_eq!(info(&g, name).contract, ContractVersion::V0_2, "{name}");
     }
-    // `pre-execute-chain.next` runs the rest of the chain; a tool body may
-    // run long: both on a fiber.
-    assert_eq!(info(&g, "pre-hook").path, CallPath::Async);
+    // A wrapper runs the tool body, which may run long; so may a tool: both
+    // on a fiber.
+    let dir2 = PluginDir::new();
+    dir2.add("around", fixtures::AROUND);
+    let h2 = host(&dir2, "").await;
+    assert_eq!(info(&h2.generation(), "around").path, CallPath::Async);
     assert_eq!(info(&g, "tools").path, CallPath::Async);
     // 0.1 components behave as they always did.
     assert_eq!(info(&g, "old-guard").path, CallPath::Async);
