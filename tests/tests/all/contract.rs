@@ -195,3 +195,48 @@ async fn policies_on_the_synchronous_path_read_the_result_through_handles() {
     assert_eq!(g.listener_calls(Role::Guard, "hostile-sync"), Some(1));
     assert_eq!(g.listener_calls(Role::Finalizer, "hostile-sync"), Some(1));
 }
+
+/// A native pre-execute hook that takes its time (a timer), then denies.
+struct SlowNo;
+
+#[async_trait::async_trait]
+impl toolgate::policy::PreExecuteHook for SlowNo {
+    async fn pre_execute(
+        &self,
+        _call: &std::sync::Arc<toolgate::CallInfo>,
+        _next: toolgate::policy::PreNext,
+    ) -> Result<toolgate::PreDecision, toolgate::PolicyError> {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        Ok(toolgate::PreDecision::Deny("slow says no".into()))
+    }
+}
+
+async fn sync_hook_before_a_slow_one() -> toolgate::Toolgate {
+    let dir = PluginDir::new();
+    dir.add("tools", fixtures::TOOLS).add("pre", fixtures::PRE_HOOK);
+    let h = toolgate_tests::builder(&dir, "[plugins.pre]\npriority = 10\nvars = { BEHAVIOR = \"pass\" }\n")
+        .pre_execute("slow", 20, SlowNo)
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(info(&h.generation(), "pre").path, CallPath::Sync);
+    std::mem::forget(dir);
+    h
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_on_the_synchronous_path_waits_for_a_slow_rest_of_its_chain() {
+    let h = sync_hook_before_a_slow_one().await;
+    let r = run(&h, "echo", json!({"text": "x"})).await;
+    assert_eq!(r.code(), Some("DENIED"), "{r:?}");
+    assert_eq!(r.text(), "slow says no");
+    assert_eq!(r.error.as_ref().unwrap().decided_by.as_deref(), Some("slow"));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn on_a_single_threaded_runtime_a_chain_that_must_wait_fails_closed() {
+    let h = sync_hook_before_a_slow_one().await;
+    let r = run(&h, "echo", json!({"text": "x"})).await;
+    assert_eq!(r.code(), Some("DENIED"), "{r:?}");
+    assert!(r.text().contains("multi-threaded"), "{}", r.text());
+}
