@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
-use crate::call::{ToolCall, TurnOptions};
+use crate::call::ToolCall;
 use crate::config::{HostConfig, SandboxMode};
 use crate::error::HostError;
 use crate::outcome::CallRecord;
@@ -41,6 +41,7 @@ use crate::registry::{self, Generation, Native, NativePolicies, Placed};
 use crate::seams::jobs::JobTable;
 use crate::seams::kv::KvStore;
 use crate::tool::{ModelTool, ToolBody, ToolDefinition, ToolEntry};
+use crate::turn::TurnOptions;
 use toolgate_sandbox::Enforcement;
 
 /// Default size of the rolling pool of concurrency-safe calls.

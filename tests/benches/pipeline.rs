@@ -576,7 +576,7 @@ async fn raw(calls: usize) {
         "c1".into(),
         "echo".into(),
         serde_json::json!({"text": "x"}),
-        &TurnOptions::default(),
+        TurnOptions::default().origin(),
         toolgate::tool::ToolMeta::unknown(),
     ));
     let mut samples = Vec::new();

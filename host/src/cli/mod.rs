@@ -13,6 +13,7 @@ mod logging;
 mod plugins;
 mod run;
 mod sandbox;
+mod serve;
 pub mod tools;
 
 use std::path::PathBuf;
@@ -66,11 +67,12 @@ pub struct GlobalArgs {
 
     /// Who answers a hook's `ask`: prompt on the terminal (default when stdin
     /// is a terminal), or always allow/deny (default deny when not
-    /// interactive).
+    /// interactive). `serve`: allow or deny (default deny), for clients that
+    /// cannot answer an elicitation themselves.
     #[arg(long, value_enum, value_name = "MODE", global = true)]
     approve: Option<ApproveMode>,
 
-    /// Log format on stderr. Filter with RUST_LOG (default: warn).
+    /// Log format on stderr. Filter with RUST_LOG (default: warn,rmcp=error).
     #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
     log_format: LogFormat,
 
@@ -110,6 +112,9 @@ enum Command {
     /// The process sandbox: `toolgate sandbox check` reports what this kernel
     /// enforces and runs the escape probes.
     Sandbox(sandbox::SandboxArgs),
+    /// Serve the tools over MCP (stdio, or streamable HTTP with --http):
+    /// every call of the client passes the pipeline.
+    Serve(serve::ServeArgs),
 }
 
 /// Entry point of the binary.
@@ -142,6 +147,7 @@ pub fn main() -> ExitCode {
             Command::Plugins(a) => plugins::run(&cli.global, a).await,
             Command::Demo(a) => demo::run(&cli.global, a, transcript.unwrap_or_default()).await,
             Command::Sandbox(a) => sandbox::run(&cli.global, a).await,
+            Command::Serve(a) => serve::run(&cli.global, a).await,
         }
     });
     // Not `drop(runtime)`, which waits for every blocking thread forever.

@@ -9,7 +9,8 @@ use clap::Args;
 use serde_json::json;
 
 use super::GlobalArgs;
-use crate::call::{ToolCall, TurnOptions};
+use crate::call::ToolCall;
+use crate::turn::TurnOptions;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {

@@ -1,5 +1,6 @@
 //! The integration tests, in one binary (linking wasmtime once).
 
+mod arrivals;
 mod budgets;
 mod capabilities;
 mod catalog;
@@ -8,3 +9,4 @@ mod contract;
 mod foundation;
 mod pipeline;
 mod scheduler;
+mod serve;
