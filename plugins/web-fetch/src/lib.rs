@@ -17,7 +17,9 @@ use toolgate_sdk::{Annotations, Call, Content, ContentBlock, Schema, Tool, ToolE
 use wasi::http::outgoing_handler;
 use wasi::http::types::{
     ErrorCode, Fields, IncomingResponse, Method, OutgoingRequest, RequestOptions, Scheme,
+    http_error_code,
 };
+use wasi::io::streams::StreamError;
 
 /// Bytes of body read when the call gives no `max_bytes`.
 pub const DEFAULT_MAX_BYTES: u64 = 2 * 1024 * 1024;
@@ -180,8 +182,28 @@ fn get(url: &url::Url, max: u64, plugin: &str, call: &Call) -> Result<Fetched, T
             let stream = incoming
                 .stream()
                 .map_err(|_| ToolError::new("FETCH_FAILED", "the response body cannot be read"))?;
-            while let Ok(chunk) = stream.blocking_read(64 * 1024) {
-                body.extend_from_slice(&chunk);
+            loop {
+                match stream.blocking_read(64 * 1024) {
+                    Ok(chunk) => body.extend_from_slice(&chunk),
+                    // The end of the body.
+                    Err(StreamError::Closed) => break,
+                    // A body cut short (a peer that announced more than it
+                    // sent, a reset, a stall past the between-bytes
+                    // timeout) is a failure, never a shorter page.
+                    Err(StreamError::LastOperationFailed(e)) => {
+                        return Err(match http_error_code(&e) {
+                            Some(code) => failed(&code, url, plugin),
+                            None => ToolError::new(
+                                "FETCH_FAILED",
+                                format!(
+                                    "reading the body of `{url}` failed after {} bytes: {}",
+                                    body.len(),
+                                    e.to_debug_string()
+                                ),
+                            ),
+                        });
+                    }
+                }
                 if body.len() as u64 > max {
                     return Err(too_large(url, max));
                 }

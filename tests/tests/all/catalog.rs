@@ -105,6 +105,21 @@ fn failed(r: &CallRecord, code: &str) -> String {
     r.text()
 }
 
+/// The seed's catalog names, which models and Code Mode (issue 15) call:
+/// a rename breaks them, so it breaks this test first.
+#[tokio::test]
+async fn the_built_in_catalog_has_the_seeds_names() {
+    let b = Bench::new().await;
+    let mut names: Vec<String> = b.host.generation().tools.keys().cloned().collect();
+    names.sort();
+    let mut want = vec![
+        "read", "write", "edit", "read_image", "glob", "grep", "bash", "job_list", "job_output",
+        "job_kill", "todo_write", "web_fetch", "list_dir",
+    ];
+    want.sort();
+    assert_eq!(names, want);
+}
+
 // ---- read ----------------------------------------------------------------
 
 #[tokio::test]
@@ -994,6 +1009,18 @@ fn http_server() -> u16 {
                         return;
                     }
                     "/image" => page("200 OK", "image/png", PNG.to_vec(), ""),
+                    "/loop" => page("302 Found", "text/plain", Vec::new(), "location: /loop\r\n"),
+                    "/lie" => {
+                        // Announces 100 bytes, sends 10, hangs up.
+                        let _ = out.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 100\r\nconnection: close\r\n\r\n0123456789");
+                        return;
+                    }
+                    "/hang" => {
+                        // Headers and a first line, then nothing for a long time.
+                        let _ = out.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 100\r\n\r\nfirst");
+                        std::thread::sleep(Duration::from_secs(30));
+                        return;
+                    }
                     _ => page("404 Not Found", "text/plain", b"no such page".to_vec(), ""),
                 };
                 let _ = out.write_all(&answer);
@@ -1106,5 +1133,39 @@ async fn web_fetch_fetches_granted_hosts_and_rechecks_every_redirect() {
     failed(
         &b.call("web_fetch", json!({"url": "not a url"})).await,
         "INVALID_INPUT",
+    );
+}
+
+#[tokio::test]
+async fn web_fetch_fails_closed_on_peers_that_lie_loop_or_hang() {
+    let port = http_server();
+    let b = Bench::with_config(&format!(
+        "[plugins.web-fetch.grants]\nnetwork = [\"127.0.0.1:{port}\"]\n[tools.web_fetch]\ntimeout_ms = 1500\n"
+    ))
+    .await;
+    let url = |p: &str| format!("http://127.0.0.1:{port}{p}");
+    // A redirect loop on a granted host ends at the redirect limit.
+    let e = failed(
+        &b.call("web_fetch", json!({"url": url("/loop")})).await,
+        "TOO_MANY_REDIRECTS",
+    );
+    assert!(e.contains("more than 5 times"), "{e}");
+    // A body shorter than announced is a failure, not a shorter page.
+    let r = b.call("web_fetch", json!({"url": url("/lie")})).await;
+    let e = failed(&r, "FETCH_FAILED");
+    assert!(!e.contains("0123456789"), "{e}");
+    // A peer that stops sending: the call ends at its budget...
+    let started = Instant::now();
+    let r = b.call("web_fetch", json!({"url": url("/hang")})).await;
+    failed(&r, "TIMEOUT");
+    assert!(
+        started.elapsed() < Duration::from_secs(6),
+        "{:?}",
+        started.elapsed()
+    );
+    // ...and the tool still works afterwards.
+    assert_eq!(
+        ok(&b.call("web_fetch", json!({"url": url("/plain")})).await),
+        "just text"
     );
 }
