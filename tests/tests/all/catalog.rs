@@ -113,8 +113,19 @@ async fn the_built_in_catalog_has_the_seeds_names() {
     let mut names: Vec<String> = b.host.generation().tools.keys().cloned().collect();
     names.sort();
     let mut want = vec![
-        "read", "write", "edit", "read_image", "glob", "grep", "bash", "job_list", "job_output",
-        "job_kill", "todo_write", "web_fetch", "list_dir",
+        "read",
+        "write",
+        "edit",
+        "read_image",
+        "glob",
+        "grep",
+        "bash",
+        "job_list",
+        "job_output",
+        "job_kill",
+        "todo_write",
+        "web_fetch",
+        "list_dir",
     ];
     want.sort();
     assert_eq!(names, want);
@@ -811,6 +822,81 @@ async fn no_job_outlives_the_host() {
     assert_eq!(b.host.running_jobs(), 1);
     drop(b);
     assert!(gone("42.1").await, "a job outlived the host");
+}
+
+fn job_id(text: &str) -> String {
+    text.split(" as ")
+        .nth(1)
+        .unwrap()
+        .split('.')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// A background job is a spawn like any other: sandboxed (the host's files
+/// stay out of reach), its output bounded, and an agent's jobs capped.
+#[tokio::test]
+async fn background_jobs_are_sandboxed_bounded_and_capped() {
+    let b = Bench::new().await;
+    let t = ok(&b
+        .call(
+            "bash",
+            json!({"command": "(echo x > .git/hooks/evil) 2>/dev/null || echo blocked-git; \
+                (echo y > toolgate.toml) 2>/dev/null || echo blocked-config; echo z > mine.txt; \
+                head -c 3000000 /dev/zero | tr '\\0' a; echo; echo END",
+                "run_in_background": true}),
+        )
+        .await);
+    let id = job_id(&t);
+    let mut t = String::new();
+    for _ in 0..100 {
+        t = ok(&b.call("job_output", json!({"id": id})).await);
+        if t.contains("exited") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        t.contains("exited 0"),
+        "{}",
+        &t[t.len().saturating_sub(300)..]
+    );
+    assert!(!b.root().join(".git/hooks/evil").exists());
+    assert!(!b.root().join("toolgate.toml").exists());
+    assert_eq!(b.get("mine.txt"), "z\n");
+    // 3 MB of output: the host kept the last 1 MiB, the model sees a
+    // bounded head and tail of it, the end included.
+    assert!(t.len() < 16 * 1024, "{} bytes shown", t.len());
+    assert!(t.contains("earlier bytes not shown"), "{}", &t[..200]);
+    assert!(t.contains("END\n"), "{}", &t[t.len() - 200..]);
+    // Eight running jobs per agent; the ninth is refused, saying what to do.
+    for i in 0..8 {
+        ok(&b
+            .call(
+                "bash",
+                json!({"command": format!("sleep 44.7{i}"), "run_in_background": true}),
+            )
+            .await);
+    }
+    let r = b
+        .call(
+            "bash",
+            json!({"command": "sleep 44.79", "run_in_background": true}),
+        )
+        .await;
+    assert!(r.is_error, "a ninth job started: {}", r.text());
+    assert!(r.text().contains("job_kill"), "{}", r.text());
+    // Another agent scope has its own allowance.
+    ok(&b
+        .call_in(
+            "other",
+            "bash",
+            json!({"command": "sleep 44.78", "run_in_background": true}),
+        )
+        .await);
+    drop(b);
+    assert!(gone("44.7").await, "a job outlived the host");
 }
 
 #[tokio::test]
