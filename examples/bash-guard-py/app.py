@@ -22,13 +22,25 @@ Settings (the `vars` of `[plugins.bash-guard]`):
   ARGUMENT   JSON pointer of the command line in the arguments (default: `/command`)
 """
 
+import json
 import os
 
 from wit_world import exports
 from wit_world.imports import types
 
-TOOLS = {t.strip() for t in os.environ.get("TOOLS", "bash").split(",") if t.strip()}
-ARGUMENT = os.environ.get("ARGUMENT", "/command")
+
+_settings = None
+
+
+def settings():
+    """(tools, argument pointer), read on the first call: componentize-py
+    runs the module's top level at build time, when the operator's
+    settings are not there yet."""
+    global _settings
+    if _settings is None:
+        tools = {t.strip() for t in os.environ.get("TOOLS", "bash").split(",") if t.strip()}
+        _settings = (tools, os.environ.get("ARGUMENT", "/command"))
+    return _settings
 
 # Operators that end a simple command.
 SEPARATORS = {"&&", "||", ";", "|", "&", "\n", "|&", ";;"}
@@ -487,12 +499,12 @@ def check_line(line, depth=0):
 
 class Guard(exports.Guard):
     def check(self, call: types.Call):
-        if call.tool_name() not in TOOLS:
+        tools, argument = settings()
+        if call.tool_name() not in tools:
             return None
-        text = call.argument(ARGUMENT)
+        text = call.argument(argument)
         if text is None:
             return None
-        import json
         line = json.loads(text)
         if not isinstance(line, str):
             return None

@@ -181,5 +181,9 @@ bool exports_toolgate_plugin_guard_check(exports_toolgate_plugin_guard_borrow_ca
   }
   free(buf);
   toolgate_plugin_types_json_free(&args);
+  // A borrowed handle must be dropped before the export returns (the
+  // canonical ABI traps otherwise); wit-bindgen's Rust and Python glue do
+  // this for you, C does not.
+  toolgate_plugin_types_call_drop_borrow(call);
   return deny;
 }

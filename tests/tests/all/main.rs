@@ -3,6 +3,7 @@
 mod budgets;
 mod capabilities;
 mod contract;
+mod examples;
 mod foundation;
 mod pipeline;
 mod scheduler;
