@@ -63,7 +63,7 @@ pub fn redact(text: &str) -> Option<String> {
     let mut found = false;
     while i < b.len() {
         // Only at the start of a word: `task-…` is not an `sk-` key.
-        let at_word_start = i == 0 || !token_char(b[i - 1]);
+        let at_word_start = (i == 0 || !token_char(b[i - 1])) && text.is_char_boundary(i);
         let hit = if at_word_start {
             secret_at(text, i)
         } else {
@@ -252,6 +252,7 @@ mod tests {
             "Bearer short",
             "plain text, no secrets",
             "-----BEGIN CERTIFICATE-----",
+            "naïve ïsk-abcdefghijklmnopqrstuvwxyz 🎉",
         ] {
             assert_eq!(redact(s), None, "{s}");
         }

@@ -8,6 +8,7 @@
 
 mod approve;
 mod check;
+mod conformance;
 mod demo;
 mod logging;
 mod plugins;
