@@ -92,10 +92,7 @@ fn run_prints_one_result_per_call_in_order() {
 fn malformed_batches_are_host_errors_with_a_message() {
     for (input, expect) in [
         ("not json", "is not an acceptable batch"),
-        (r#"{"id": "a"}"#, "expected array"),
-        (r#"[{"id": 1, "name": "x"}]"#, "/0/id"),
-        (r#"[{"name": "x"}]"#, "/0/id: expected required property"),
-        (r#"[{"id": "a", "name": "x", "args": {}}]"#, "/0/args"),
+        (r#"{"id": "a"}"#, "expected a JSON array"),
     ] {
         let mut c = toolgate();
         c.args(["run", "-"]);
@@ -107,6 +104,80 @@ fn malformed_batches_are_host_errors_with_a_message() {
             text(&out.stderr)
         );
         assert!(out.stdout.is_empty());
+    }
+}
+
+/// One malformed call is answered alone, at its place; `arguments` may be
+/// a JSON string (as OpenAI's API sends it).
+#[test]
+fn a_bad_call_is_rejected_alone_and_string_arguments_are_accepted() {
+    let mut c = toolgate();
+    c.args(["run", "--compact", "-"]);
+    let out = with_stdin(
+        c,
+        r#"[
+            {"id": 1, "name": "x"},
+            {"id": "b", "name": "read_file", "arguments": "{\"path\": \"Cargo.toml\", \"limit\": 1}"},
+            {"name": "read_file"},
+            {"id": "d", "name": "read_file", "args": {}},
+            {"id": "e", "name": "read_file", "arguments": "{not json"},
+            {"id": "f", "name": "read_file", "arguments": "[1, 2]"}
+        ]"#,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let records: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let records = records.as_array().unwrap();
+    assert_eq!(records.len(), 6, "{records:?}");
+    assert_eq!(records[1]["isError"], false, "{}", records[1]);
+    for (i, expect) in [
+        (0, "/id: expected string"),
+        (2, "/id: expected required property"),
+        (3, "/args"),
+        (4, "`arguments` string is not acceptable JSON"),
+        (5, "does not hold a JSON object"),
+    ] {
+        let e = &records[i]["error"];
+        assert_eq!(e["code"], "INVALID_ARGS", "{}", records[i]);
+        let m = e["message"].as_str().unwrap();
+        assert!(m.contains(&format!("call {i} of")) && m.contains(expect), "{m}");
+    }
+    assert_eq!(records[0]["id"], "#0");
+    assert_eq!(records[3]["id"], "d");
+}
+
+/// `plugins --json` and `check --json` speak the same camelCase.
+#[test]
+fn plugins_and_check_json_use_the_same_key_style() {
+    let out = toolgate().args(["plugins", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let plugins: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let first = &plugins["plugins"][0];
+    for key in ["witVersion", "callPath", "loadUs", "instances"] {
+        assert!(first.get(key).is_some(), "plugins --json lacks {key}: {first}");
+    }
+    let wasm = temp("check-json").join("timeout.wasm");
+    // The built-in timeout plugin, as the host's build script built it.
+    let built = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("../guests/wasm32-wasip2/guest/plugin_timeout.wasm");
+    assert!(built.exists(), "{} was not built", built.display());
+    std::fs::copy(&built, &wasm).unwrap();
+    {
+        let out = toolgate()
+            .args(["check", "--json"])
+            .arg(&wasm)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let check: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        for key in ["witVersion", "callPath", "loadUs", "instances", "grantsNeeded"] {
+            assert!(check.get(key).is_some(), "check --json lacks {key}: {check}");
+        }
+        let snake = |v: &serde_json::Value| {
+            v.as_object()
+                .map(|o| o.keys().any(|k| k.contains('_')))
+                .unwrap_or(false)
+        };
+        assert!(!snake(&check) && !snake(first), "snake_case keys: {check} {first}");
     }
 }
 

@@ -11,6 +11,7 @@ mod check;
 mod conformance;
 mod demo;
 mod logging;
+mod new;
 mod plugins;
 mod run;
 mod sandbox;
@@ -99,6 +100,9 @@ enum Command {
     /// The process sandbox: `toolgate sandbox check` reports what this kernel
     /// enforces and runs the escape probes.
     Sandbox(sandbox::SandboxArgs),
+    /// Create a project for a tool or policy (Rust, Python, JavaScript or C)
+    /// that builds to a component on the first try.
+    New(new::NewArgs),
 }
 
 /// Entry point of the binary.
@@ -131,6 +135,7 @@ pub fn main() -> ExitCode {
             Command::Plugins(a) => plugins::run(&cli.global, a).await,
             Command::Demo(a) => demo::run(&cli.global, a, transcript.unwrap_or_default()).await,
             Command::Sandbox(a) => sandbox::run(&cli.global, a).await,
+            Command::New(a) => new::run(a),
         }
     });
     match result {

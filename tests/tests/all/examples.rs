@@ -285,3 +285,28 @@ async fn rust_redactor_removes_secrets_from_final_content() {
     let r = record_json(&run(&host, "cat", json!({"reply": "nothing secret"})).await);
     assert_eq!(r["content"][0]["text"], "nothing secret", "{r}");
 }
+
+/// Messages an author meets: a read outside every grant says it is not
+/// granted (WASI itself says "No such file or directory").
+#[tokio::test]
+async fn an_ungranted_read_says_not_granted() {
+    let dir = PluginDir::new();
+    dir.add("probe", fixtures::PROBE);
+    let host = builder(&dir, "").build().await.expect("host builds");
+    for path in ["hello.txt", "/etc/passwd"] {
+        let r = record_json(&run(&host, "fs", json!({"op": "read", "path": path})).await);
+        assert_eq!(r["error"]["code"], "PERMISSION_DENIED", "{r}");
+        let m = r["error"]["message"].as_str().unwrap_or_default();
+        assert!(m.contains("is not granted to this plugin") && m.contains("[plugins.NAME.grants]"), "{m}");
+        assert!(!m.contains("No such file"), "{m}");
+    }
+    // Inside a grant, a missing file is just missing.
+    let root = toolgate_tests::TempDir::new("granted");
+    let config = format!(
+        "[plugins.probe.grants]\nfs = [{{ path = {:?}, access = \"read-only\", guest = \".\" }}]\n",
+        root.path().display().to_string()
+    );
+    let host = builder(&dir, &config).build().await.expect("host builds");
+    let r = record_json(&run(&host, "fs", json!({"op": "read", "path": "missing.txt"})).await);
+    assert_eq!(r["error"]["code"], "NOT_FOUND", "{r}");
+}
