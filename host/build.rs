@@ -44,14 +44,23 @@ fn toolchains() {
     println!("cargo:rerun-if-changed={}", dir.display());
     println!("cargo:rerun-if-env-changed=TOOLGATE_REQUIRE_TOOLCHAINS");
     println!("cargo:rerun-if-env-changed=TOOLGATE_TOOLCHAINS");
-    println!("cargo:rustc-env=TOOLGATE_TOOLCHAINS_PATH={}", toolchains::path_with(&dir).to_string_lossy());
-    println!("cargo:rustc-env=TOOLGATE_SCAFFOLD_TARGET={}", target.join("scaffold").display());
+    println!(
+        "cargo:rustc-env=TOOLGATE_TOOLCHAINS_PATH={}",
+        toolchains::path_with(&dir).to_string_lossy()
+    );
+    println!(
+        "cargo:rustc-env=TOOLGATE_SCAFFOLD_TARGET={}",
+        target.join("scaffold").display()
+    );
     let require = std::env::var_os("TOOLGATE_REQUIRE_TOOLCHAINS").is_some_and(|v| v != "0");
     for lang in [Lang::Python, Lang::Js, Lang::C] {
         println!("cargo::rustc-check-cfg=cfg(scaffold_{})", lang.step());
         match toolchains::missing(&dir, lang) {
             None => println!("cargo:rustc-cfg=scaffold_{}", lang.step()),
-            Some(why) if require => panic!("TOOLGATE_REQUIRE_TOOLCHAINS is set and the {} toolchain is not usable: {why}", lang.step()),
+            Some(why) if require => panic!(
+                "TOOLGATE_REQUIRE_TOOLCHAINS is set and the {} toolchain is not usable: {why}",
+                lang.step()
+            ),
             Some(_) => {}
         }
     }

@@ -119,7 +119,10 @@ fn other_languages(workspace: &std::path::Path) -> String {
     for lang in &langs {
         if let Some(why) = toolchains::missing(&tc, *lang) {
             if require {
-                panic!("TOOLGATE_REQUIRE_TOOLCHAINS is set and the {} toolchain is not usable: {why}", lang.step());
+                panic!(
+                    "TOOLGATE_REQUIRE_TOOLCHAINS is set and the {} toolchain is not usable: {why}",
+                    lang.step()
+                );
             }
             println!(
                 "cargo:warning=the {} examples are not built and their tests are ignored: {why}",

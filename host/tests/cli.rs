@@ -139,7 +139,10 @@ fn a_bad_call_is_rejected_alone_and_string_arguments_are_accepted() {
         let e = &records[i]["error"];
         assert_eq!(e["code"], "INVALID_ARGS", "{}", records[i]);
         let m = e["message"].as_str().unwrap();
-        assert!(m.contains(&format!("call {i} of")) && m.contains(expect), "{m}");
+        assert!(
+            m.contains(&format!("call {i} of")) && m.contains(expect),
+            "{m}"
+        );
     }
     assert_eq!(records[0]["id"], "#0");
     assert_eq!(records[3]["id"], "d");
@@ -153,7 +156,10 @@ fn plugins_and_check_json_use_the_same_key_style() {
     let plugins: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let first = &plugins["plugins"][0];
     for key in ["witVersion", "callPath", "loadUs", "instances"] {
-        assert!(first.get(key).is_some(), "plugins --json lacks {key}: {first}");
+        assert!(
+            first.get(key).is_some(),
+            "plugins --json lacks {key}: {first}"
+        );
     }
     let wasm = temp("check-json").join("timeout.wasm");
     // The built-in timeout plugin, as the host's build script built it.
@@ -169,15 +175,27 @@ fn plugins_and_check_json_use_the_same_key_style() {
             .unwrap();
         assert!(out.status.success(), "{}", text(&out.stderr));
         let check: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        for key in ["witVersion", "callPath", "loadUs", "instances", "grantsNeeded"] {
-            assert!(check.get(key).is_some(), "check --json lacks {key}: {check}");
+        for key in [
+            "witVersion",
+            "callPath",
+            "loadUs",
+            "instances",
+            "grantsNeeded",
+        ] {
+            assert!(
+                check.get(key).is_some(),
+                "check --json lacks {key}: {check}"
+            );
         }
         let snake = |v: &serde_json::Value| {
             v.as_object()
                 .map(|o| o.keys().any(|k| k.contains('_')))
                 .unwrap_or(false)
         };
-        assert!(!snake(&check) && !snake(first), "snake_case keys: {check} {first}");
+        assert!(
+            !snake(&check) && !snake(first),
+            "snake_case keys: {check} {first}"
+        );
     }
 }
 

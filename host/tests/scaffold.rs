@@ -22,7 +22,10 @@ fn toolgate() -> Command {
 }
 
 fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// A fresh directory outside the toolgate tree.
@@ -44,7 +47,8 @@ fn scaffold_and_test(kind: &str, lang: &str) {
     let parent = outside();
     let name = format!("my-{lang}-{kind}");
     let mut new = toolgate();
-    new.args(["new", kind, &name, "--lang", lang, "--dir"]).arg(&parent);
+    new.args(["new", kind, &name, "--lang", lang, "--dir"])
+        .arg(&parent);
     if lang == "rust" {
         new.arg("--sdk-path").arg(workspace().join("sdk"));
     }
@@ -66,7 +70,13 @@ fn scaffold_and_test(kind: &str, lang: &str) {
         )
         .env("CARGO_TARGET_DIR", env!("TOOLGATE_SCAFFOLD_TARGET"));
     // The outer cargo's settings are for the host, not for the project.
-    for var in ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "RUSTC_WRAPPER", "CARGO_MANIFEST_DIR", "CARGO_PKG_NAME"] {
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTC_WRAPPER",
+        "CARGO_MANIFEST_DIR",
+        "CARGO_PKG_NAME",
+    ] {
         test.env_remove(var);
     }
     let out = test.output().unwrap();
@@ -121,7 +131,14 @@ fn js_guard_and_post_hook() {
     ignore = "the C toolchain is missing: run scripts/toolchains.sh apt c"
 )]
 fn c_every_kind() {
-    for kind in ["tool", "guard", "pre-hook", "post-hook", "finalizer", "observer"] {
+    for kind in [
+        "tool",
+        "guard",
+        "pre-hook",
+        "post-hook",
+        "finalizer",
+        "observer",
+    ] {
         scaffold_and_test(kind, "c");
     }
 }

@@ -211,7 +211,10 @@ mod tests {
     #[test]
     fn redacts_each_kind() {
         let cases = [
-            ("key AKIAIOSFODNN7EXAMPLE end", "key [REDACTED:aws-access-key-id] end"),
+            (
+                "key AKIAIOSFODNN7EXAMPLE end",
+                "key [REDACTED:aws-access-key-id] end",
+            ),
             (
                 "token=ghp_abcdefghijklmnopqrstuvwxyz0123456789",
                 "token=[REDACTED:github-token]",

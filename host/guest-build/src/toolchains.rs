@@ -194,7 +194,8 @@ pub fn build_cached(
     if out.exists() {
         return Ok(out);
     }
-    std::fs::create_dir_all(cache).map_err(|e| format!("cannot create {}: {e}", cache.display()))?;
+    std::fs::create_dir_all(cache)
+        .map_err(|e| format!("cannot create {}: {e}", cache.display()))?;
     let partial = cache.join(format!(".{name}-{key}.{}.wasm", std::process::id()));
     let output = Command::new("bash")
         .arg(dir.join("build.sh"))

@@ -215,8 +215,8 @@ fn read_call(path: &Path) -> anyhow::Result<ToolCall> {
     } else {
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?
     };
-    let mut value: Value = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not JSON", path.display()))?;
+    let mut value: Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
     if let Some(obj) = value.as_object_mut() {
         obj.entry("id").or_insert_with(|| json!("check-1"));
     }
@@ -328,7 +328,10 @@ async fn try_call(
                 println!("  content:   {}", serde_json::to_string(c)?);
             }
         }
-        println!("  time:      {} (first call, instance included)", human(first));
+        println!(
+            "  time:      {} (first call, instance included)",
+            human(first)
+        );
         if let Some((n, warm, fresh)) = &timing {
             println!(
                 "  warm:      median {}, p99 {} per call ({n} calls, a pooled instance)",
@@ -544,16 +547,27 @@ impl Report {
             v.as_array()
                 .map(|a| {
                     a.iter()
-                        .map(|x| x.as_str().map(String::from).unwrap_or_else(|| x.to_string()))
+                        .map(|x| {
+                            x.as_str()
+                                .map(String::from)
+                                .unwrap_or_else(|| x.to_string())
+                        })
                         .collect::<Vec<_>>()
                         .join(", ")
                 })
                 .unwrap_or_default()
         };
         if self.loaded() {
-            println!("  loaded:       yes, in {} (compile cache {})", human(Duration::from_micros(j["loadUs"].as_u64().unwrap_or(0))), j["compileCache"].as_str().unwrap_or(""));
+            println!(
+                "  loaded:       yes, in {} (compile cache {})",
+                human(Duration::from_micros(j["loadUs"].as_u64().unwrap_or(0))),
+                j["compileCache"].as_str().unwrap_or("")
+            );
             println!("  size:         {} bytes", j["sizeBytes"]);
-            println!("  wit version:  toolgate:plugin@{}", j["witVersion"].as_str().unwrap_or(""));
+            println!(
+                "  wit version:  toolgate:plugin@{}",
+                j["witVersion"].as_str().unwrap_or("")
+            );
             println!("  roles:        {}", list(&j["roles"]));
             println!(
                 "  call path:    {}",
@@ -571,7 +585,11 @@ impl Report {
             let needed = list(&j["grantsNeeded"]);
             println!(
                 "  grants:       {}",
-                if needed.is_empty() { "none needed".to_string() } else { needed }
+                if needed.is_empty() {
+                    "none needed".to_string()
+                } else {
+                    needed
+                }
             );
             for p in j["priorities"].as_array().into_iter().flatten() {
                 println!(
@@ -588,7 +606,12 @@ impl Report {
             println!(
                 "  tool {}: {}",
                 t["name"].as_str().unwrap_or(""),
-                t["description"].as_str().unwrap_or("").lines().next().unwrap_or("")
+                t["description"]
+                    .as_str()
+                    .unwrap_or("")
+                    .lines()
+                    .next()
+                    .unwrap_or("")
             );
             if let Some(ms) = t["timeoutMs"].as_u64() {
                 println!("    timeout-ms:  {ms}");
@@ -598,7 +621,10 @@ impl Report {
                 println!("    annotations: {a}");
             }
             let f = list(&t["features"]);
-            println!("    features:    {}", if f.is_empty() { "none".into() } else { f });
+            println!(
+                "    features:    {}",
+                if f.is_empty() { "none".into() } else { f }
+            );
         }
         if self.problems.is_empty() {
             println!("  problems:     none");
@@ -653,7 +679,9 @@ fn grants_needed(imports: &[String], plugin: &str) -> Vec<String> {
             (contract::PACKAGE, "subprocess") => "subprocess = [\"<program>\", ...]".to_string(),
             _ => continue,
         };
-        out.push(format!("{line} under [plugins.{plugin}.grants] (required to load)"));
+        out.push(format!(
+            "{line} under [plugins.{plugin}.grants] (required to load)"
+        ));
     }
     let any = |p: &str| imports.iter().any(|i| i.starts_with(p));
     if any("wasi:filesystem/preopens") {
@@ -678,7 +706,10 @@ fn priority_source(
 ) -> String {
     if let Some(p) = config.plugins.get(plugin) {
         if p.priorities.contains_key(role.as_str()) {
-            return format!("the configuration: [plugins.{plugin}] priorities.{}", role.as_str());
+            return format!(
+                "the configuration: [plugins.{plugin}] priorities.{}",
+                role.as_str()
+            );
         }
         if p.priority.is_some() {
             return format!("the configuration: [plugins.{plugin}] priority");

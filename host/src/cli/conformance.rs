@@ -84,7 +84,10 @@ fn policy_inputs() -> Vec<(&'static str, Value)> {
             "a 280 KiB reply with key-like text",
             json!({"reply": "token sk-abcdefghijklmnopqrstuvwxyz ".repeat(1 << 13)}),
         ),
-        ("a JSON reply", json!({"reply": {"rows": [1, 2, 3], "ok": true}})),
+        (
+            "a JSON reply",
+            json!({"reply": {"rows": [1, 2, 3], "ok": true}}),
+        ),
         (
             "a failing tool",
             json!({"fail": "the stand-in tool failed on purpose"}),
@@ -179,10 +182,7 @@ pub async fn run(host: &Toolgate, plugin: &str) -> Vec<Finding> {
                 let mut f = judge_tool(tool, &label, &record, took);
                 if f.status == "ok" {
                     f.status = "note";
-                    f.detail = format!(
-                        "its schema accepts this, so the body ran: {}",
-                        f.detail
-                    );
+                    f.detail = format!("its schema accepts this, so the body ran: {}", f.detail);
                 }
                 f
             });
@@ -273,7 +273,10 @@ fn judge_policy(
     let budgets = crate::budgets::Budgets::default();
     let mut status = "ok";
     let detail = match &record.error {
-        Some(e) if e.decided_by.as_deref() == Some(plugin) || e.message.contains(&format!("`{plugin}`")) => {
+        Some(e)
+            if e.decided_by.as_deref() == Some(plugin)
+                || e.message.contains(&format!("`{plugin}`")) =>
+        {
             let m = &e.message;
             if m.contains("failed (")
                 || m.contains("did not answer within")
@@ -329,7 +332,10 @@ fn judge_tool(tool: &str, label: &str, record: &CallRecord, took: Duration) -> F
                 "violation",
                 format!("{}: {}", e.code.as_str(), short(&e.message)),
             ),
-            code => ("ok", format!("failed with its own error {code}: {}", short(&e.message))),
+            code => (
+                "ok",
+                format!("failed with its own error {code}: {}", short(&e.message)),
+            ),
         },
     };
     Finding {
@@ -353,10 +359,18 @@ pub fn generate(schema: &Value, depth: usize) -> Value {
     if let Some(c) = schema.get("const") {
         return c.clone();
     }
-    if let Some(first) = schema.get("enum").and_then(Value::as_array).and_then(|e| e.first()) {
+    if let Some(first) = schema
+        .get("enum")
+        .and_then(Value::as_array)
+        .and_then(|e| e.first())
+    {
         return first.clone();
     }
-    if let Some(first) = schema.get("oneOf").and_then(Value::as_array).and_then(|e| e.first()) {
+    if let Some(first) = schema
+        .get("oneOf")
+        .and_then(Value::as_array)
+        .and_then(|e| e.first())
+    {
         return generate(first, depth + 1);
     }
     let ty = match schema.get("type") {
@@ -407,7 +421,11 @@ fn invalid(schema: &Value) -> Vec<(String, Value)> {
     let required: Vec<String> = schema
         .get("required")
         .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+        .map(|r| {
+            r.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default();
     if let Some(first) = required.first() {
         let mut a = obj.clone();
@@ -438,9 +456,14 @@ pub fn print(
     findings: &[Finding],
     as_json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let violations = findings.iter().filter(|f| f.status == "violation").count()
-        + report.problems.len();
-    let times = stats(findings.iter().map(|f| Duration::from_micros(f.us)).collect());
+    let violations =
+        findings.iter().filter(|f| f.status == "violation").count() + report.problems.len();
+    let times = stats(
+        findings
+            .iter()
+            .map(|f| Duration::from_micros(f.us))
+            .collect(),
+    );
     if as_json {
         let mut out = report.json().clone();
         out["conformance"] = json!({

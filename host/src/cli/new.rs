@@ -155,7 +155,10 @@ pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
         name,
         lang_label(args.lang)
     );
-    println!("next:\n  cd {}\n  ./build.sh      # -> {name}.wasm\n  ./test.sh       # toolgate check --call and --conformance", dir.display());
+    println!(
+        "next:\n  cd {}\n  ./build.sh      # -> {name}.wasm\n  ./test.sh       # toolgate check --call and --conformance",
+        dir.display()
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -200,7 +203,9 @@ fn call_json(kind: Kind) -> &'static str {
     match kind {
         Kind::Tool => "{\"name\": \"hello\", \"arguments\": {\"name\": \"toolgate\"}}\n",
         Kind::PreHook => "{\"name\": \"write_file\", \"arguments\": {\"path\": \"notes.txt\"}}\n",
-        _ => "{\"name\": \"bash\", \"arguments\": {\"command\": \"echo forbidden\", \"reply\": \"a forbidden word\"}}\n",
+        _ => {
+            "{\"name\": \"bash\", \"arguments\": {\"command\": \"echo forbidden\", \"reply\": \"a forbidden word\"}}\n"
+        }
     }
 }
 
@@ -228,7 +233,10 @@ fn common(args: &NewArgs, build: &str, prerequisites: &str) -> Vec<(String, Stri
         ("README.md".into(), readme),
         ("test.sh".into(), test),
         ("call.json".into(), call_json(args.kind).into()),
-        (".gitignore".into(), "*.wasm\ntarget/\n__pycache__/\n".into()),
+        (
+            ".gitignore".into(),
+            "*.wasm\ntarget/\n__pycache__/\n".into(),
+        ),
     ]
 }
 
@@ -277,7 +285,10 @@ fn rust(args: &NewArgs) -> anyhow::Result<Vec<(String, String)>> {
     let mut files = common(
         args,
         "cargo build --release --target wasm32-wasip2",
-        &format!("Needs Rust {} or later (`rust-toolchain.toml` asks rustup for stable and the `wasm32-wasip2` target).", env!("CARGO_PKG_RUST_VERSION")),
+        &format!(
+            "Needs Rust {} or later (`rust-toolchain.toml` asks rustup for stable and the `wasm32-wasip2` target).",
+            env!("CARGO_PKG_RUST_VERSION")
+        ),
     );
     files.push(("Cargo.toml".into(), cargo));
     files.push(("rust-toolchain.toml".into(), toolchain.into()));
@@ -288,7 +299,8 @@ fn rust(args: &NewArgs) -> anyhow::Result<Vec<(String, String)>> {
 
 fn rust_source(kind: Kind) -> &'static str {
     match kind {
-        Kind::Tool => r##"//! {{NAME}}: a toolgate tool.
+        Kind::Tool => {
+            r##"//! {{NAME}}: a toolgate tool.
 
 use serde::{Deserialize, Serialize};
 use toolgate_sdk::{Annotations, Call, Schema, Tool, ToolError};
@@ -342,8 +354,10 @@ mod tests {
         assert_eq!(super::greet("toolgate"), "Hello, toolgate!");
     }
 }
-"##,
-        Kind::Guard => r##"//! {{NAME}}: a toolgate guard. It denies calls whose arguments mention
+"##
+        }
+        Kind::Guard => {
+            r##"//! {{NAME}}: a toolgate guard. It denies calls whose arguments mention
 //! the setting `WORD` (default `forbidden`). A guard can only deny; it
 //! imports nothing that can wait, so the host calls it without a fiber.
 
@@ -373,8 +387,10 @@ mod tests {
         assert!(super::verdict(r#"{"command":"ls"}"#, "forbidden").is_none());
     }
 }
-"##,
-        Kind::PreHook => r##"//! {{NAME}}: a toolgate pre-execute hook. It hears what the listeners
+"##
+        }
+        Kind::PreHook => {
+            r##"//! {{NAME}}: a toolgate pre-execute hook. It hears what the listeners
 //! after it decide, keeps their deny or ask, and asks a person before a
 //! tool annotated destructive runs.
 
@@ -393,8 +409,10 @@ impl PreExecuteHook for {{GUARD}} {
 }
 
 toolgate_sdk::export! { pre_execute: {{GUARD}} }
-"##,
-        Kind::PostHook => r##"//! {{NAME}}: a toolgate post-execute hook. It blocks results whose text
+"##
+        }
+        Kind::PostHook => {
+            r##"//! {{NAME}}: a toolgate post-execute hook. It blocks results whose text
 //! mentions the setting `WORD` (default `forbidden`); the model then sees
 //! the feedback instead of the result.
 
@@ -417,8 +435,10 @@ impl PostExecuteHook for {{GUARD}} {
 }
 
 toolgate_sdk::export! { post_execute: {{GUARD}} }
-"##,
-        Kind::Finalizer => r##"//! {{NAME}}: a toolgate finalizer. It masks the setting `WORD` (default
+"##
+        }
+        Kind::Finalizer => {
+            r##"//! {{NAME}}: a toolgate finalizer. It masks the setting `WORD` (default
 //! `forbidden`) in the text the model sees; other content passes untouched.
 
 use toolgate_sdk::{Call, ContentBlock, Finalizer, Outcome, setting};
@@ -446,8 +466,10 @@ impl Finalizer for {{GUARD}} {
 }
 
 toolgate_sdk::export! { finalizer: {{GUARD}} }
-"##,
-        Kind::Observer => r##"//! {{NAME}}: a toolgate result observer. It logs one line per finished
+"##
+        }
+        Kind::Observer => {
+            r##"//! {{NAME}}: a toolgate result observer. It logs one line per finished
 //! call; it cannot change the result.
 
 use toolgate_sdk::{Call, Outcome, ResultObserver, log};
@@ -465,7 +487,8 @@ impl ResultObserver for {{GUARD}} {
 }
 
 toolgate_sdk::export! { observer: {{GUARD}} }
-"##,
+"##
+        }
     }
 }
 
@@ -508,7 +531,8 @@ def word():
     return _word
 "##;
     let body = match kind {
-        Kind::Tool => r##"
+        Kind::Tool => {
+            r##"
 import json
 
 from componentize_py_types import Err
@@ -552,8 +576,10 @@ class Tool(exports.Tool):
 
     def present_result(self, call, result):
         return None
-"##,
-        Kind::Guard => r##"
+"##
+        }
+        Kind::Guard => {
+            r##"
 from wit_world import exports
 
 
@@ -563,8 +589,10 @@ class Guard(exports.Guard):
         if w in call.arguments():
             return f"{{NAME}}: the arguments mention `{w}`"
         return None
-"##,
-        Kind::PreHook => r##"
+"##
+        }
+        Kind::PreHook => {
+            r##"
 from wit_world import exports
 from wit_world.imports import pre_execute_chain, types
 
@@ -576,8 +604,10 @@ class PreExecuteHook(exports.PreExecuteHook):
                 types.ToolAnnotations.DESTRUCTIVE in call.annotations():
             return types.PreDecision_Ask(f"`{call.tool_name()}` may destroy data. Run it?")
         return inner
-"##,
-        Kind::PostHook => r##"
+"##
+        }
+        Kind::PostHook => {
+            r##"
 from wit_world import exports
 from wit_world.imports import post_execute_chain, types
 
@@ -591,8 +621,10 @@ class PostExecuteHook(exports.PostExecuteHook):
         if w in result.text():
             return types.PostDecision_Block(f"{{NAME}}: the result mentions `{w}` and was withheld")
         return inner
-"##,
-        Kind::Finalizer => r##"
+"##
+        }
+        Kind::Finalizer => {
+            r##"
 from wit_world import exports
 from wit_world.imports import types
 
@@ -605,8 +637,10 @@ class Finalizer(exports.Finalizer):
         return [types.ContentBlock_Text(b.value.replace(w, "[masked]"))
                 if isinstance(b, types.ContentBlock_Text) else b
                 for b in result.content()]
-"##,
-        Kind::Observer => r##"
+"##
+        }
+        Kind::Observer => {
+            r##"
 from wit_world import exports
 from wit_world.imports import log
 
@@ -616,7 +650,8 @@ class ResultObserver(exports.ResultObserver):
         error = result.error()
         outcome = error.code if error is not None else "ok"
         log.log(log.Level.INFO, f"{{NAME}}: {call.tool_name()} -> {outcome}")
-"##,
+"##
+        }
     };
     // Leaked once per process: the scaffold runs once.
     Box::leak(format!("\"\"\"{{{{NAME}}}}: a toolgate {{{{KIND}}}} (made by `toolgate new`).\"\"\"\n\n{settings}{body}").into_boxed_str())
@@ -646,18 +681,27 @@ fn js(args: &NewArgs) -> Vec<(String, String)> {
         args,
         "package local:{{NAME}};\n\n/// The contract's {{KIND}} world, plus the environment (the operator's settings).\nworld component {\n    include toolgate:plugin/{{WORLD}}@0.2.0;\n    import wasi:cli/environment@0.2.12;\n}\n",
     ));
-    files.push((
-        "wit/deps/wasi-cli/environment.wit".into(),
-        WASI_ENV.into(),
-    ));
+    files.push(("wit/deps/wasi-cli/environment.wit".into(), WASI_ENV.into()));
     let settings = "import { getEnvironment } from 'wasi:cli/environment@0.2.12';\n\nlet word = null;\n// The setting WORD, read on the first call (not at the top level: that\n// runs at build time).\nfunction setting() {\n  if (word === null) {\n    word = Object.fromEntries(getEnvironment()).WORD || 'forbidden';\n  }\n  return word;\n}\n";
     let body = match args.kind {
-        Kind::Tool => "\nexport const tool = {\n  listTools() {\n    return [{\n      name: 'hello',\n      description: 'Greet someone.',\n      parameters: JSON.stringify({\n        type: 'object',\n        properties: { name: { type: 'string', description: 'Who to greet.' } },\n        required: ['name'],\n        additionalProperties: false,\n      }),\n      outputSchema: undefined,\n      timeoutMs: undefined,\n      annotations: { readOnly: true, destructive: false, idempotent: true, openWorld: false },\n      features: { classifier: true, finalizer: false, presentCall: false, presentResult: false },\n    }];\n  },\n  isConcurrencySafe(call) { return true; },\n  execute(call) {\n    const { name } = JSON.parse(call.arguments());\n    return JSON.stringify(`Hello, ${name}!`);\n  },\n  render(tool, value) { return [{ tag: 'text', val: JSON.parse(value) }]; },\n  finalizeContent(call, result) { return undefined; },\n  presentCall(call) { return undefined; },\n  presentResult(call, result) { return undefined; },\n};\n",
-        Kind::Guard => "\nexport const guard = {\n  check(call) {\n    const w = setting();\n    return call.arguments().includes(w) ? `{{NAME}}: the arguments mention \\`${w}\\`` : undefined;\n  },\n};\n",
-        Kind::PreHook => "import { next } from 'toolgate:plugin/pre-execute-chain@0.2.0';\n\nexport const preExecuteHook = {\n  preExecute(call) {\n    const inner = next();\n    if (inner.tag === 'allow' && call.annotations().destructive) {\n      return { tag: 'ask', val: `\\`${call.toolName()}\\` may destroy data. Run it?` };\n    }\n    return inner;\n  },\n};\n",
-        Kind::PostHook => "import { next } from 'toolgate:plugin/post-execute-chain@0.2.0';\n\nexport const postExecuteHook = {\n  postExecute(call, result) {\n    const inner = next();\n    if (inner.tag !== 'accept') return inner;\n    const w = setting();\n    if (result.text().includes(w)) {\n      return { tag: 'block', val: `{{NAME}}: the result mentions \\`${w}\\` and was withheld` };\n    }\n    return inner;\n  },\n};\n",
-        Kind::Finalizer => "\nexport const finalizer = {\n  finalizeContent(call, result) {\n    const w = setting();\n    if (!w || !result.text().includes(w)) return undefined;\n    return result.content().map((b) =>\n      b.tag === 'text' ? { tag: 'text', val: b.val.split(w).join('[masked]') } : b);\n  },\n};\n",
-        Kind::Observer => "import { log } from 'toolgate:plugin/log@0.2.0';\n\nexport const resultObserver = {\n  onResult(call, result) {\n    const error = result.error();\n    log('info', `{{NAME}}: ${call.toolName()} -> ${error ? error.code : 'ok'}`);\n  },\n};\n",
+        Kind::Tool => {
+            "\nexport const tool = {\n  listTools() {\n    return [{\n      name: 'hello',\n      description: 'Greet someone.',\n      parameters: JSON.stringify({\n        type: 'object',\n        properties: { name: { type: 'string', description: 'Who to greet.' } },\n        required: ['name'],\n        additionalProperties: false,\n      }),\n      outputSchema: undefined,\n      timeoutMs: undefined,\n      annotations: { readOnly: true, destructive: false, idempotent: true, openWorld: false },\n      features: { classifier: true, finalizer: false, presentCall: false, presentResult: false },\n    }];\n  },\n  isConcurrencySafe(call) { return true; },\n  execute(call) {\n    const { name } = JSON.parse(call.arguments());\n    return JSON.stringify(`Hello, ${name}!`);\n  },\n  render(tool, value) { return [{ tag: 'text', val: JSON.parse(value) }]; },\n  finalizeContent(call, result) { return undefined; },\n  presentCall(call) { return undefined; },\n  presentResult(call, result) { return undefined; },\n};\n"
+        }
+        Kind::Guard => {
+            "\nexport const guard = {\n  check(call) {\n    const w = setting();\n    return call.arguments().includes(w) ? `{{NAME}}: the arguments mention \\`${w}\\`` : undefined;\n  },\n};\n"
+        }
+        Kind::PreHook => {
+            "import { next } from 'toolgate:plugin/pre-execute-chain@0.2.0';\n\nexport const preExecuteHook = {\n  preExecute(call) {\n    const inner = next();\n    if (inner.tag === 'allow' && call.annotations().destructive) {\n      return { tag: 'ask', val: `\\`${call.toolName()}\\` may destroy data. Run it?` };\n    }\n    return inner;\n  },\n};\n"
+        }
+        Kind::PostHook => {
+            "import { next } from 'toolgate:plugin/post-execute-chain@0.2.0';\n\nexport const postExecuteHook = {\n  postExecute(call, result) {\n    const inner = next();\n    if (inner.tag !== 'accept') return inner;\n    const w = setting();\n    if (result.text().includes(w)) {\n      return { tag: 'block', val: `{{NAME}}: the result mentions \\`${w}\\` and was withheld` };\n    }\n    return inner;\n  },\n};\n"
+        }
+        Kind::Finalizer => {
+            "\nexport const finalizer = {\n  finalizeContent(call, result) {\n    const w = setting();\n    if (!w || !result.text().includes(w)) return undefined;\n    return result.content().map((b) =>\n      b.tag === 'text' ? { tag: 'text', val: b.val.split(w).join('[masked]') } : b);\n  },\n};\n"
+        }
+        Kind::Observer => {
+            "import { log } from 'toolgate:plugin/log@0.2.0';\n\nexport const resultObserver = {\n  onResult(call, result) {\n    const error = result.error();\n    log('info', `{{NAME}}: ${call.toolName()} -> ${error ? error.code : 'ok'}`);\n  },\n};\n"
+        }
     };
     let uses_setting = matches!(args.kind, Kind::Guard | Kind::PostHook | Kind::Finalizer);
     let source = format!(
@@ -692,10 +736,7 @@ fn c(args: &NewArgs) -> Vec<(String, String)> {
         args,
         "package local:{{NAME}};\n\n/// The contract's {{KIND}} world, plus the environment (the operator's settings).\nworld component {\n    include toolgate:plugin/{{WORLD}}@0.2.0;\n    import wasi:cli/environment@0.2.12;\n}\n",
     ));
-    files.push((
-        "wit/deps/wasi-cli/environment.wit".into(),
-        WASI_ENV.into(),
-    ));
+    files.push(("wit/deps/wasi-cli/environment.wit".into(), WASI_ENV.into()));
     files.push(("app.c".into(), fill(&c_source(args.kind), args)));
     files
 }
@@ -752,7 +793,8 @@ __attribute__((unused)) static void set(string_t *out, const char *a, const char
 }
 "##;
     let body = match kind {
-        Kind::Tool => r##"
+        Kind::Tool => {
+            r##"
 static void dup(string_t *out, const char *s) { component_string_dup(out, s); }
 
 void exports_toolgate_plugin_tool_list_tools(exports_toolgate_plugin_tool_list_tool_spec_t *ret) {
@@ -838,8 +880,10 @@ bool exports_toolgate_plugin_tool_present_result(exports_toolgate_plugin_tool_bo
   toolgate_plugin_types_call_result_drop_borrow(result);
   return false;
 }
-"##,
-        Kind::Guard => r##"
+"##
+        }
+        Kind::Guard => {
+            r##"
 bool exports_toolgate_plugin_guard_check(exports_toolgate_plugin_guard_borrow_call_t call, string_t *ret) {
   string_t args;
   toolgate_plugin_types_method_call_arguments(call, &args);
@@ -850,8 +894,10 @@ bool exports_toolgate_plugin_guard_check(exports_toolgate_plugin_guard_borrow_ca
   if (deny) set(ret, "{{NAME}}: the arguments mention `", w, "`");
   return deny;
 }
-"##,
-        Kind::PreHook => r##"
+"##
+        }
+        Kind::PreHook => {
+            r##"
 void exports_toolgate_plugin_pre_execute_hook_pre_execute(exports_toolgate_plugin_pre_execute_hook_borrow_call_t call,
                                                           exports_toolgate_plugin_pre_execute_hook_pre_decision_t *ret) {
   toolgate_plugin_pre_execute_chain_next(ret);
@@ -869,8 +915,10 @@ void exports_toolgate_plugin_pre_execute_hook_pre_execute(exports_toolgate_plugi
   }
   toolgate_plugin_types_call_drop_borrow(call);
 }
-"##,
-        Kind::PostHook => r##"
+"##
+        }
+        Kind::PostHook => {
+            r##"
 void exports_toolgate_plugin_post_execute_hook_post_execute(exports_toolgate_plugin_post_execute_hook_borrow_call_t call,
                                                             exports_toolgate_plugin_post_execute_hook_borrow_call_result_t result,
                                                             exports_toolgate_plugin_post_execute_hook_post_decision_t *ret) {
@@ -888,8 +936,10 @@ void exports_toolgate_plugin_post_execute_hook_post_execute(exports_toolgate_plu
   }
   toolgate_plugin_types_call_result_drop_borrow(result);
 }
-"##,
-        Kind::Finalizer => r##"
+"##
+        }
+        Kind::Finalizer => {
+            r##"
 // `s` with every `w` replaced by "[masked]".
 static void mask(string_t *s, const char *w) {
   size_t n = strlen(w), out = 0;
@@ -925,8 +975,10 @@ bool exports_toolgate_plugin_finalizer_finalize_content(exports_toolgate_plugin_
   toolgate_plugin_types_call_result_drop_borrow(result);
   return found;
 }
-"##,
-        Kind::Observer => r##"
+"##
+        }
+        Kind::Observer => {
+            r##"
 void exports_toolgate_plugin_result_observer_on_result(exports_toolgate_plugin_result_observer_borrow_call_t call,
                                                        exports_toolgate_plugin_result_observer_borrow_call_result_t result) {
   string_t tool;
@@ -944,7 +996,8 @@ void exports_toolgate_plugin_result_observer_on_result(exports_toolgate_plugin_r
   toolgate_plugin_types_call_drop_borrow(call);
   toolgate_plugin_types_call_result_drop_borrow(result);
 }
-"##,
+"##
+        }
     };
     format!("{head}{body}")
 }
