@@ -61,20 +61,20 @@ js() {
 }
 
 c() {
-  python_venv
-  local root="$DIR/cargo"
-  if [ -x "$root/bin/wit-bindgen" ] \
-     && [ "$("$root/bin/wit-bindgen" --version 2>/dev/null | awk '{print $2}')" = "$WIT_BINDGEN" ]; then
-    :
-  else
-    log "installing wit-bindgen-cli $WIT_BINDGEN (crates.io, C generator only) into $root"
-    cargo install --quiet --locked --root "$root" --no-default-features --features c \
-      "wit-bindgen-cli@$WIT_BINDGEN"
-  fi
+  # The Debian part first: without a compiler, building wit-bindgen is wasted.
   if ! command -v clang-19 >/dev/null || [ ! -f /usr/lib/wasm32-wasi/libc.a ]; then
     log "clang-19 or wasi-libc is missing: run \`$0 apt\` (as root) to install ${APT_PACKAGES[*]}"
     exit 1
   fi
+  python_venv
+  local root="$DIR/cargo"
+  if [ -x "$root/bin/wit-bindgen" ] \
+     && [ "$("$root/bin/wit-bindgen" --version 2>/dev/null | awk '{print $2}')" = "$WIT_BINDGEN" ]; then
+    return
+  fi
+  log "installing wit-bindgen-cli $WIT_BINDGEN (crates.io, C generator only) into $root"
+  cargo install --quiet --locked --root "$root" --no-default-features --features c \
+    "wit-bindgen-cli@$WIT_BINDGEN"
 }
 
 apt() {

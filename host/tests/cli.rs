@@ -386,3 +386,146 @@ fn a_hundred_thousand_levels_of_nesting_is_a_clear_error_not_a_crash() {
     assert!(stderr.contains("nesting deeper than"), "{stderr}");
     assert!(stderr.contains("/0/arguments/path"), "{stderr}");
 }
+
+/// A built-in component, as the host's build script built it, copied as
+/// `NAME.wasm` into a fresh directory.
+fn built_plugin(file: &str, name: &str) -> PathBuf {
+    let built = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("../guests/wasm32-wasip2/guest")
+        .join(file);
+    assert!(built.exists(), "{} was not built", built.display());
+    let wasm = temp(&format!("built-{name}")).join(format!("{name}.wasm"));
+    std::fs::copy(&built, &wasm).unwrap();
+    wasm
+}
+
+/// `check --call`: one call through one guard, on a stand-in tool; the
+/// decision names the guard and its reason. `--repeat` times it.
+#[test]
+fn check_call_shows_what_a_guard_decided() {
+    let wasm = built_plugin("plugin_secrets_guard.wasm", "secrets-guard");
+    let call = wasm.with_file_name("call.json");
+    std::fs::write(
+        &call,
+        r#"{"name": "read_file", "arguments": "{\"path\": \"app/.env\"}"}"#,
+    )
+    .unwrap();
+    let out = toolgate()
+        .arg("check")
+        .arg(&wasm)
+        .arg("--call")
+        .arg(&call)
+        .args(["--repeat", "20"])
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        stdout.contains("decision:  denied at guard by `secrets-guard`"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("stand-in tool `read_file`"), "{stdout}");
+    assert!(
+        stdout.contains("warm:") && stdout.contains("fresh:"),
+        "{stdout}"
+    );
+    // Allowed calls reach the stand-in tool.
+    std::fs::write(
+        &call,
+        r#"{"name": "read_file", "arguments": {"path": "README.md"}}"#,
+    )
+    .unwrap();
+    let out = toolgate()
+        .args(["check", "--json"])
+        .arg(&wasm)
+        .arg("--call")
+        .arg(&call)
+        .output()
+        .unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["record"]["isError"], false, "{j}");
+    assert_eq!(j["callPath"], "sync", "{j}");
+    // A call file that is not a call says why.
+    std::fs::write(&call, r#"{"arguments": {}}"#).unwrap();
+    let out = toolgate()
+        .arg("check")
+        .arg(&wasm)
+        .arg("--call")
+        .arg(&call)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("/name: expected required property"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// `check --conformance` on sound components passes; its report lists the
+/// checks and the time per call.
+#[test]
+fn check_conformance_passes_sound_components() {
+    for (file, name, export) in [
+        (
+            "plugin_secrets_guard.wasm",
+            "secrets-guard",
+            "guard on 48 nested arrays",
+        ),
+        (
+            "plugin_fs_tools.wasm",
+            "fs-tools",
+            "tool/read_file parameters",
+        ),
+        (
+            "plugin_audit_log.wasm",
+            "audit-log",
+            "observer on a failing tool",
+        ),
+    ] {
+        let wasm = built_plugin(file, name);
+        let out = toolgate()
+            .arg("check")
+            .arg(&wasm)
+            .arg("--conformance")
+            .output()
+            .unwrap();
+        let stdout = text(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{name}: {stdout}\n{}",
+            text(&out.stderr)
+        );
+        assert!(stdout.contains(export), "{stdout}");
+        assert!(
+            stdout.contains(" 0 violation(s); time per call: median"),
+            "{stdout}"
+        );
+    }
+}
+
+/// `check --conformance` finds a guard that traps, and exits 1.
+#[test]
+fn check_conformance_reports_a_trapping_policy() {
+    let wasm = built_plugin("fixture_hostile_sync.wasm", "hostile");
+    let config = wasm.with_file_name("toolgate.toml");
+    std::fs::write(
+        &config,
+        "[plugins.hostile]\nvars = { MODE = \"check:trap\" }\n",
+    )
+    .unwrap();
+    let out = toolgate()
+        .arg("--config")
+        .arg(&config)
+        .arg("check")
+        .arg(&wasm)
+        .arg("--conformance")
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("VIOLATION") && stdout.contains("hostile check trap"),
+        "{stdout}"
+    );
+}
