@@ -278,12 +278,13 @@ fn judge_policy(
                 || e.message.contains(&format!("`{plugin}`")) =>
         {
             let m = &e.message;
+            // A trap, an overrun, an unacceptable answer, or a message the
+            // host had to cut.
             if m.contains("failed (")
                 || m.contains("did not answer within")
                 || m.contains("unacceptable answer")
+                || m.contains("[cut by the host")
             {
-                status = "violation";
-            } else if m.contains("[cut by the host") {
                 status = "violation";
             }
             format!("{} at {}: {}", e.code.as_str(), e.stage.as_str(), short(m))
