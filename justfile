@@ -38,6 +38,12 @@ bench-guards:
 bench:
     cargo bench -p toolgate
 
+# `tools/call` through `toolgate serve` with the raw MCP client (BENCHMARKS.md, "MCP").
+bench-serve rounds="3":
+    cargo build --release -p toolgate
+    cargo test -p toolgate-tests --no-run
+    tests/mcp/bench.sh {{rounds}}
+
 # Fuzz the schema compiler and validator (needs nightly and cargo-fuzz).
 fuzz seconds="600":
     cd host/schema/fuzz && cargo +nightly fuzz run compile_validate -- -max_total_time={{seconds}}

@@ -20,8 +20,9 @@ use std::sync::Arc;
 use crate::call::CallInfo;
 use crate::outcome::{CallRecord, Outcome};
 
-/// What a guest's `call` handle stands for: the frozen call.
-pub struct CallHandle(pub Arc<CallInfo>);
+/// What a guest's `call` handle stands for: the frozen call (`None` between
+/// calls: an instance keeps one handle and the host refills it per call).
+pub struct CallHandle(pub Option<Arc<CallInfo>>);
 
 /// What a guest's `call-result` handle stands for.
 pub enum ResultHandle {
@@ -35,6 +36,8 @@ pub enum ResultHandle {
     /// A result a wrapper built (`call-result` constructor); checked when
     /// the wrapper returns it.
     New(Box<v0_2::wit::ToolResult>),
+    /// Nothing (an instance's lent handle between calls).
+    Vacant,
 }
 
 /// `toolgate:plugin@0.2.0`.

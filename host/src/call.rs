@@ -156,16 +156,17 @@ impl ToolCall {
     }
 }
 
-/// Per-turn options: who is calling, and how the turn can be cancelled.
+/// Where a call comes from: its turn's agent scope, mode, parent and
+/// cancellation (see [`crate::turn::TurnOptions::origin`]).
 #[derive(Clone, Debug, Default)]
-pub struct TurnOptions {
-    /// The agent scope the calls come from (`""` = global).
+pub struct CallOrigin {
+    /// The agent scope (`""` = global).
     pub agent_scope: String,
-    /// Code Mode: direct calls to anything but `run_code` are refused.
+    /// Code Mode is on.
     pub code_mode: bool,
-    /// The call whose program made these calls (Code Mode), if any.
+    /// The call whose program made this one (Code Mode), if any.
     pub parent_id: Option<String>,
-    /// Cancels the whole turn.
+    /// The turn's cancellation.
     pub cancel: CancellationToken,
 }
 
@@ -199,7 +200,7 @@ impl CallInfo {
         call_id: String,
         tool_name: String,
         arguments: Value,
-        turn: &TurnOptions,
+        origin: CallOrigin,
         tool: ToolMeta,
     ) -> Self {
         CallInfo {
@@ -207,11 +208,11 @@ impl CallInfo {
             call_id,
             tool_name,
             arguments: Arc::new(arguments),
-            agent_scope: turn.agent_scope.clone(),
-            code_mode: turn.code_mode,
-            parent_id: turn.parent_id.clone(),
+            agent_scope: origin.agent_scope,
+            code_mode: origin.code_mode,
+            parent_id: origin.parent_id,
             tool,
-            cancel: turn.cancel.clone(),
+            cancel: origin.cancel,
             arguments_json: OnceLock::new(),
         }
     }

@@ -36,6 +36,8 @@
 //!
 //! [plugins.fs-tools.grants]
 //! fs = [{ path = ".", access = "read-only" }]   # guest path defaults to "."
+//! # spawn_only = true on an fs entry: granted to the plugin's spawned processes only, not preopened
+//! protect_git = true               # .git of read-write directories stays read-only (default)
 //! env = ["LANG"]                   # passed through from the host environment
 //! network = ["example.com:443"]
 //! shell = false
@@ -216,6 +218,10 @@ pub struct GrantsConfig {
     pub spawn_tcp_ports: Vec<u16>,
     #[serde(default)]
     pub spawn_limits: SpawnLimitsConfig,
+    /// Keep the `.git` of every read-write directory read-only (default
+    /// `true`): its config and hooks run outside any sandbox on the
+    /// operator's next `git` command.
+    pub protect_git: Option<bool>,
 }
 
 /// Resource limits of processes spawned through the shell and subprocess
@@ -238,6 +244,10 @@ pub struct FsGrantConfig {
     pub path: String,
     pub access: FsAccess,
     pub guest: Option<String>,
+    /// Granted to the processes the plugin spawns (shell, subprocess) but
+    /// not preopened for the component itself.
+    #[serde(default)]
+    pub spawn_only: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -315,7 +325,8 @@ fn schema() -> serde_json::Value {
                                     "properties": {
                                         "path": {"type": "string"},
                                         "access": {"enum": ["read-only", "read-write"]},
-                                        "guest": {"type": "string"}
+                                        "guest": {"type": "string"},
+                                        "spawn_only": {"type": "boolean"}
                                     },
                                     "required": ["path", "access"],
                                     "additionalProperties": false
@@ -326,6 +337,7 @@ fn schema() -> serde_json::Value {
                                 "subprocess": {"type": "array", "items": {"type": "string"}},
                                 "kv": {"type": "boolean"},
                                 "memory_mb": {"type": "integer"},
+                                "protect_git": {"type": "boolean"},
                                 "spawn_tcp_ports": {"type": "array", "items": {"type": "integer"}},
                                 "spawn_limits": {
                                     "type": "object",

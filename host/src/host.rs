@@ -22,12 +22,13 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
-use crate::call::{ToolCall, TurnOptions};
+use crate::call::ToolCall;
 use crate::config::{HostConfig, SandboxMode};
 use crate::error::HostError;
 use crate::outcome::CallRecord;
 use crate::pipeline::{self, Approver, PipelineSettings};
-use crate::plugin::grants::{enforcement, resolve_grants};
+use crate::plugin::cache::CompileCache;
+use crate::plugin::grants::{Authority, enforcement, resolve_grants};
 use crate::plugin::manifest::DEFAULT_PRIORITY;
 use crate::plugin::{
     InstanceMode, LoadError, LoadSettings, Loaded, PluginSource, Runtime, RuntimeOptions, builtin,
@@ -39,6 +40,7 @@ use crate::policy::{
 use crate::registry::{self, Generation, Native, NativePolicies, Placed};
 use crate::seams::kv::KvStore;
 use crate::tool::{ModelTool, ToolBody, ToolDefinition, ToolEntry};
+use crate::turn::TurnOptions;
 use toolgate_sandbox::Enforcement;
 
 /// Default size of the rolling pool of concurrency-safe calls.
@@ -55,6 +57,7 @@ pub struct ToolgateBuilder {
     workdir: Option<PathBuf>,
     policy_timeout: Option<Duration>,
     max_parallel: Option<usize>,
+    authority: Vec<(PathBuf, String)>,
 }
 
 impl Default for ToolgateBuilder {
@@ -69,6 +72,7 @@ impl Default for ToolgateBuilder {
             workdir: None,
             policy_timeout: None,
             max_parallel: None,
+            authority: Vec::new(),
         }
     }
 }
@@ -103,6 +107,18 @@ impl ToolgateBuilder {
     /// directory).
     pub fn workdir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.workdir = Some(dir.into());
+        self
+    }
+
+    /// A path the host reads as authority besides those it knows by itself
+    /// (the configuration file it was given, the plugin directories and
+    /// their files, the compile cache, its executable): no grant may reach
+    /// it and the sandbox keeps it read-only — or, while it does not exist,
+    /// absent. The CLI names its default `./toolgate.toml` this way even
+    /// when there is none, so that no command can plant one for the next
+    /// start.
+    pub fn authority_path(mut self, path: impl Into<PathBuf>, what: impl Into<String>) -> Self {
+        self.authority.push((path.into(), what.into()));
         self
     }
 
@@ -272,11 +288,18 @@ impl ToolgateBuilder {
             .max_parallel
             .or(self.config.max_parallel_tool_calls)
             .unwrap_or(DEFAULT_MAX_PARALLEL);
+        let authority = authority(
+            &self.config,
+            &self.authority,
+            &self.plugin_dirs,
+            runtime.options.cache_dir.as_deref(),
+        );
         let sources = Sources {
             builtins: self.builtins,
             plugin_dirs: self.plugin_dirs,
             workdir,
             config: self.config,
+            authority,
         };
         let inner = Arc::new(Inner {
             enforcement: enforcement(&sources.config)?,
@@ -296,6 +319,48 @@ impl ToolgateBuilder {
     }
 }
 
+/// Everything the host reads as authority (see [`Authority`]).
+fn authority(
+    config: &HostConfig,
+    extra: &[(PathBuf, String)],
+    plugin_dirs: &[PathBuf],
+    cache_dir: Option<&std::path::Path>,
+) -> Authority {
+    let mut a = Authority::default();
+    if let Some(path) = &config.source {
+        a.add(path, "the host's configuration");
+    }
+    for (path, what) in extra {
+        a.add(path, what.clone());
+    }
+    for dir in plugin_dirs {
+        a.add(dir, "a plugin directory (components and manifests)");
+        // A component or manifest may be a symlink to a file elsewhere:
+        // that file is read as a plugin too.
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            let plugin_file = path.extension().is_some_and(|e| e == "wasm" || e == "toml");
+            if plugin_file && entry.file_type().is_ok_and(|t| t.is_symlink()) {
+                a.add(
+                    &path,
+                    format!("a plugin file linked from {}", dir.display()),
+                );
+            }
+        }
+    }
+    for dir in cache_dir
+        .map(std::path::Path::to_path_buf)
+        .into_iter()
+        .chain(CompileCache::default_dir())
+    {
+        a.add(dir, "the compile cache (native code the host runs)");
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        a.add(exe, "the host's executable");
+    }
+    a
+}
+
 fn native<P: ?Sized>(name: &str, priority: i32, policy: Arc<P>) -> Native<P> {
     Native {
         name: name.to_string(),
@@ -313,6 +378,7 @@ struct Sources {
     plugin_dirs: Vec<PathBuf>,
     workdir: PathBuf,
     config: HostConfig,
+    authority: Authority,
 }
 
 struct Inner {
@@ -358,6 +424,12 @@ impl Toolgate {
     /// The engine and linker.
     pub fn runtime(&self) -> &Arc<Runtime> {
         &self.inner.runtime
+    }
+
+    /// The compile cache, if one was configured (see
+    /// [`CompileCache::refusal`] for whether it is in use).
+    pub fn compile_cache(&self) -> Option<&CompileCache> {
+        self.inner.runtime.cache.as_ref()
     }
 
     pub fn settings(&self) -> &PipelineSettings {
@@ -464,27 +536,43 @@ impl Toolgate {
             message,
             may_be_policy: false,
         }));
-        let mut loads = Vec::new();
+        // Every grant first: the compile cache must lie outside all of them
+        // before the first component is read from it.
+        let mut planned = Vec::new();
         for source in sources {
             let plugin_config = config.plugins.get(&source.name);
             if plugin_config.and_then(|c| c.enabled) == Some(false) {
                 continue;
             }
-            let settings = match self.load_settings(&source) {
-                Ok(s) => s,
-                Err(e) => {
-                    problems.push(e);
-                    continue;
-                }
-            };
+            match self.load_settings(&source) {
+                Ok(s) => planned.push((source, s)),
+                Err(e) => problems.push(e),
+            }
+        }
+        if let Some(cache) = &inner.runtime.cache {
+            let granted: Vec<(PathBuf, String)> = planned
+                .iter()
+                .flat_map(|(source, settings)| {
+                    let g = &settings.grants;
+                    let whose = format!("plugin `{}`", source.name);
+                    g.fs.iter()
+                        .map(|f| f.host.clone())
+                        .chain(g.sandbox.read_only.iter().cloned())
+                        .chain(g.sandbox.read_write.iter().cloned())
+                        .map(move |p| (p, whose.clone()))
+                })
+                .collect();
+            cache.refuse_if_granted(granted.iter().map(|(p, w)| (p.as_path(), w.as_str())));
+        }
+        let loads = planned.into_iter().map(|(source, settings)| {
             let runtime = inner.runtime.clone();
             let manifest = source.manifest.clone();
-            loads.push(async move {
+            async move {
                 loader::load(&runtime, source, &settings)
                     .await
                     .map(|loaded| (loaded, manifest))
-            });
-        }
+            }
+        });
         let mut loaded = Vec::new();
         for outcome in futures::future::join_all(loads).await {
             match outcome {
@@ -556,6 +644,7 @@ impl Toolgate {
             grant_source,
             &inner.sources.workdir,
             &inner.enforcement,
+            &inner.sources.authority,
         )
         .map_err(|message| LoadError::new(&source.name, &source.origin, message))?;
         if let Some(c) = config {

@@ -9,6 +9,7 @@
 
 #![recursion_limit = "256"]
 
+pub mod approval;
 pub mod bindings;
 pub mod budgets;
 pub mod call;
@@ -17,6 +18,7 @@ pub mod config;
 pub mod content;
 pub mod error;
 pub mod host;
+pub mod mcp;
 pub mod outcome;
 pub mod pipeline;
 pub mod plugin;
@@ -25,8 +27,9 @@ pub mod registry;
 pub mod scheduler;
 pub mod seams;
 pub mod tool;
+pub mod turn;
 
-pub use call::{CallInfo, CallSignal, ToolCall, TurnOptions};
+pub use call::{CallInfo, CallSignal, ToolCall};
 pub use config::HostConfig;
 pub use content::Content;
 pub use error::HostError;
@@ -35,3 +38,4 @@ pub use outcome::{CallError, CallRecord, ErrorCode, Outcome, Stage};
 pub use policy::{PolicyError, PostDecision, PreDecision, Role};
 pub use registry::Generation;
 pub use tool::ModelTool;
+pub use turn::TurnOptions;

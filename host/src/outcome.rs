@@ -2,8 +2,17 @@
 //!
 //! While a call executes, a successful result carries the tool's canonical
 //! `value`. What leaves the pipeline — printed, returned over MCP, shown to
-//! observers, written to audit — is a [`CallRecord`]: content, error and meta
-//! only. What the model saw is exactly what was recorded.
+//! observers, written to audit — is a [`CallRecord`]: content, error and meta,
+//! plus the value itself only when the tool declares an output schema
+//! (`structuredContent`). What the model saw is exactly what was recorded.
+//!
+//! Why the value of a tool with an output schema is kept: MCP hands it to the
+//! client as `structuredContent` (a client may show the model that instead of
+//! the content), so it is model-visible; recording it keeps "what the model
+//! saw is what was recorded" true. It has passed the output schema and the
+//! snapshot limits (and again after a post-execute hook replaced it), so it
+//! is as checked as the content. A tool without an output schema promises no
+//! shape: its value stays internal, as before.
 
 use std::fmt;
 
@@ -250,6 +259,10 @@ pub struct CallRecord {
     pub error: Option<CallError>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub meta: Option<Value>,
+    /// The canonical value of a successful call, kept only when the tool
+    /// declares an output schema (it matched it): MCP `structuredContent`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structured_content: Option<Value>,
     /// Context the tool body deferred, for the model's next turn.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub additional_contexts: Vec<String>,
@@ -263,14 +276,32 @@ impl CallRecord {
         outcome: Outcome,
         additional_contexts: Vec<String>,
     ) -> Self {
+        Self::freeze_keeping(id, name, outcome, additional_contexts, false)
+    }
+
+    /// Freeze an outcome; a success's canonical value is kept as
+    /// `structured_content` when `keep_value` (the tool has an output
+    /// schema, which the value matched), dropped otherwise.
+    pub fn freeze_keeping(
+        id: String,
+        name: String,
+        outcome: Outcome,
+        additional_contexts: Vec<String>,
+        keep_value: bool,
+    ) -> Self {
         match outcome {
-            Outcome::Success { content, meta, .. } => CallRecord {
+            Outcome::Success {
+                value,
+                content,
+                meta,
+            } => CallRecord {
                 id,
                 name,
                 is_error: false,
                 content,
                 error: None,
                 meta,
+                structured_content: keep_value.then_some(value),
                 additional_contexts,
             },
             Outcome::Failure { error, content } => CallRecord {
@@ -280,6 +311,7 @@ impl CallRecord {
                 content,
                 error: Some(error),
                 meta: None,
+                structured_content: None,
                 additional_contexts,
             },
         }

@@ -244,6 +244,10 @@ pub struct Listener<P: ?Sized> {
     pub priority: i32,
     pub source: PolicySource,
     pub policy: Arc<P>,
+    /// The policy enforces its own budget (a component on the synchronous
+    /// path, stopped by epoch interruption): the pipeline's timeout could
+    /// not preempt it anyway, so it is not armed.
+    pub self_bounded: bool,
     calls: AtomicU64,
 }
 
@@ -259,7 +263,29 @@ impl<P: ?Sized> Listener<P> {
             priority,
             source,
             policy,
+            self_bounded: false,
             calls: AtomicU64::new(0),
+        }
+    }
+
+    /// Mark the policy as enforcing its own budget.
+    pub fn self_bounded(mut self, yes: bool) -> Self {
+        self.self_bounded = yes;
+        self
+    }
+
+    /// Run `fut` (an invocation of this listener) within `budget`: `None`
+    /// if the budget ran out. The pipeline's timer is armed only for
+    /// policies that do not enforce their own budget.
+    pub async fn within<F: std::future::Future>(
+        &self,
+        budget: std::time::Duration,
+        fut: F,
+    ) -> Option<F::Output> {
+        if self.self_bounded {
+            Some(fut.await)
+        } else {
+            tokio::time::timeout(budget, fut).await.ok()
         }
     }
 

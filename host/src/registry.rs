@@ -178,45 +178,44 @@ pub fn assemble(
         };
         let prio = |role| priorities.get(&role).copied().unwrap_or(DEFAULT_PRIORITY);
         let name = plugin.name.clone();
+        let bounded = plugin.path == CallPath::Sync;
         for role in &plugin.roles {
             match role {
                 Role::Tool => {}
-                Role::PreExecute => pre.push(Listener::new(
-                    &name,
-                    prio(*role),
-                    source(),
-                    Adapters::pre_execute(&plugin),
-                )),
-                Role::ExecuteAround => around.push(Listener::new(
-                    &name,
-                    prio(*role),
-                    source(),
-                    Adapters::execute_around(&plugin),
-                )),
-                Role::PostExecute => post.push(Listener::new(
-                    &name,
-                    prio(*role),
-                    source(),
-                    Adapters::post_execute(&plugin),
-                )),
-                Role::Guard => guards.push(Listener::new(
-                    &name,
-                    prio(*role),
-                    source(),
-                    Adapters::guard(&plugin),
-                )),
-                Role::Finalizer => finalizers.push(Listener::new(
-                    &name,
-                    prio(*role),
-                    source(),
-                    Adapters::finalizer(&plugin),
-                )),
-                Role::Observer => observers.push(Listener::new(
-                    &name,
-                    prio(*role),
-                    source(),
-                    Adapters::observer(&plugin),
-                )),
+                Role::PreExecute => pre.push(
+                    Listener::new(&name, prio(*role), source(), Adapters::pre_execute(&plugin))
+                        .self_bounded(bounded),
+                ),
+                Role::ExecuteAround => around.push(
+                    Listener::new(
+                        &name,
+                        prio(*role),
+                        source(),
+                        Adapters::execute_around(&plugin),
+                    )
+                    .self_bounded(bounded),
+                ),
+                Role::PostExecute => post.push(
+                    Listener::new(
+                        &name,
+                        prio(*role),
+                        source(),
+                        Adapters::post_execute(&plugin),
+                    )
+                    .self_bounded(bounded),
+                ),
+                Role::Guard => guards.push(
+                    Listener::new(&name, prio(*role), source(), Adapters::guard(&plugin))
+                        .self_bounded(bounded),
+                ),
+                Role::Finalizer => finalizers.push(
+                    Listener::new(&name, prio(*role), source(), Adapters::finalizer(&plugin))
+                        .self_bounded(bounded),
+                ),
+                Role::Observer => observers.push(
+                    Listener::new(&name, prio(*role), source(), Adapters::observer(&plugin))
+                        .self_bounded(bounded),
+                ),
             }
         }
         let body = Adapters::tool(&plugin);

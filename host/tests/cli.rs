@@ -8,12 +8,21 @@ fn toolgate() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_toolgate"));
     // The workspace root: the built-in file tools are granted it.
     c.current_dir(workspace());
-    c.env(
-        "TOOLGATE_CACHE_DIR",
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-cache"),
-    );
+    // Outside the workspace: the built-in tools are granted the workspace,
+    // and a compile cache inside a grant is refused (see plugin/cache.rs).
+    c.env("TOOLGATE_CACHE_DIR", cli_cache());
     c.env_remove("RUST_LOG");
     c
+}
+
+/// A compile cache for these tests, private to this user, outside every
+/// grant.
+fn cli_cache() -> PathBuf {
+    use std::os::unix::fs::DirBuilderExt;
+    let uid = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m));
+    let dir = std::env::temp_dir().join(format!("toolgate-cli-test-cache-{}", uid.unwrap_or(0)));
+    let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+    dir
 }
 
 fn workspace() -> PathBuf {
@@ -385,6 +394,153 @@ fn a_hundred_thousand_levels_of_nesting_is_a_clear_error_not_a_crash() {
     let stderr = text(&out.stderr);
     assert!(stderr.contains("nesting deeper than"), "{stderr}");
     assert!(stderr.contains("/0/arguments/path"), "{stderr}");
+}
+
+/// Starts `c`, feeds it `input`, and waits at most `patience` for it to
+/// exit (then kills it and fails).
+fn run_bounded(mut c: Command, input: &str, patience: std::time::Duration) -> Output {
+    c.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().expect("toolgate starts");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let started = std::time::Instant::now();
+    while started.elapsed() < patience {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    panic!(
+        "toolgate was still running after {patience:?}; stderr: {}",
+        text(&out.stderr)
+    );
+}
+
+fn mkfifo(p: &Path) {
+    let status = Command::new("mkfifo").arg(p).status().expect("mkfifo runs");
+    assert!(status.success());
+}
+
+#[test]
+fn a_fifo_in_the_tree_neither_hangs_a_call_nor_the_process() {
+    let dir = temp("fifo-tree");
+    std::fs::write(dir.join("hello.txt"), "hello\n").unwrap();
+    mkfifo(&dir.join("notes.txt"));
+    let mut c = toolgate();
+    c.current_dir(&dir).args(["run", "-"]);
+    let out = run_bounded(
+        c,
+        r#"[
+            {"id": "a", "name": "read_file", "arguments": {"path": "notes.txt"}},
+            {"id": "b", "name": "grep", "arguments": {"pattern": "hello"}},
+            {"id": "c", "name": "list_dir", "arguments": {}},
+            {"id": "d", "name": "find_files", "arguments": {"pattern": "*"}}
+        ]"#,
+        std::time::Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["isError"], true, "{v}");
+    assert!(
+        v[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not a regular file"),
+        "{v}"
+    );
+    assert!(
+        v[1]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("hello.txt:1: hello")
+    );
+    assert!(
+        v[2]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("notes.txt  (not a regular file)")
+    );
+    assert_eq!(v[3]["content"][0]["text"], "hello.txt");
+}
+
+/// A component that opens a FIFO itself leaves a host thread blocked in
+/// `open` for good; the call ends at its deadline and the process still
+/// exits (the runtime's shutdown is bounded).
+#[test]
+fn a_thread_stuck_on_a_fifo_does_not_keep_the_process_alive() {
+    let probe = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("../guests/wasm32-wasip2/guest/fixture_probe.wasm");
+    if !probe.exists() {
+        println!(
+            "SKIPPED: the `probe` test fixture is not built ({}); `cargo test -p toolgate-tests` builds it",
+            probe.display()
+        );
+        return;
+    }
+    let dir = temp("fifo-stuck");
+    let plugins = temp("fifo-stuck-plugins");
+    std::fs::copy(&probe, plugins.join("probe.wasm")).unwrap();
+    mkfifo(&dir.join("pipe"));
+    std::fs::write(
+        dir.join("toolgate.toml"),
+        "[plugins.probe.grants]\nfs = [{ path = \".\", access = \"read-only\" }]\n\
+         [tools.fs]\ntimeout_ms = 300\n",
+    )
+    .unwrap();
+    let mut c = toolgate();
+    c.current_dir(&dir)
+        .args(["--plugins", plugins.to_str().unwrap(), "run", "-"]);
+    let started = std::time::Instant::now();
+    let out = run_bounded(
+        c,
+        r#"[{"id": "a", "name": "fs", "arguments": {"op": "read", "path": "pipe"}}]"#,
+        std::time::Duration::from_secs(60),
+    );
+    let took = started.elapsed();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["error"]["code"], "TIMEOUT", "{v}");
+    println!("exited {took:?} after start, with a thread still blocked on the FIFO");
+}
+
+#[test]
+fn an_unsafe_cache_directory_is_named_refused_and_the_command_still_works() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("toolgate-cli-open-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = toolgate()
+        .env("TOOLGATE_CACHE_DIR", &dir)
+        .args(["tools"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!("compile cache {} is not used", dir.display()))
+            && stderr.contains("writable by every user"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("is not used").count(),
+        1,
+        "said once: {stderr}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "nothing written"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A built-in component, as the host's build script built it, copied as

@@ -538,10 +538,15 @@ async fn breakdown(calls: usize) {
     for (_, host, _) in &built {
         warm_up(host).await;
     }
+    let make = if std::env::args().any(|a| a == "--large") {
+        large_call
+    } else {
+        call
+    };
     let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); built.len()];
     for _ in 0..20 {
         for (i, (_, host, _)) in built.iter().enumerate() {
-            sample(host, (calls / 20).max(2), &mut samples[i]).await;
+            sample_with(host, make, (calls / 20).max(2), &mut samples[i]).await;
         }
     }
     let base = Stats::of(samples[0].clone()).median;
@@ -571,7 +576,7 @@ async fn raw(calls: usize) {
         "c1".into(),
         "echo".into(),
         serde_json::json!({"text": "x"}),
-        &TurnOptions::default(),
+        TurnOptions::default().origin(),
         toolgate::tool::ToolMeta::unknown(),
     ));
     let mut samples = Vec::new();

@@ -68,6 +68,8 @@ pub(crate) enum Step {
     Seccomp,
     SendListener,
     JoinCgroup,
+    Pin,
+    Protect,
 }
 
 impl Step {
@@ -93,6 +95,8 @@ impl Step {
             Seccomp,
             SendListener,
             JoinCgroup,
+            Pin,
+            Protect,
         ]
         .into_iter()
         .find(|s| *s as u8 == v)
@@ -119,6 +123,8 @@ impl Step {
             Step::Seccomp => "loading the seccomp filter",
             Step::SendListener => "sending the seccomp listener to the host",
             Step::JoinCgroup => "joining the sandbox's pids cgroup",
+            Step::Pin => "pinning a directory above a protected path (bind mount onto itself)",
+            Step::Protect => "mounting a protected path read-only over itself",
         }
     }
 }
@@ -132,6 +138,13 @@ pub(crate) struct MountPlan {
     /// Read-only grants that lie beneath a read-write grant (they would
     /// otherwise be writable mounts), parents before children.
     pub read_only_nested: Vec<CString>,
+    /// Directories between a read-write grant and a protected path, bound
+    /// onto themselves so that they cannot be renamed or removed; parents
+    /// before children.
+    pub pins: Vec<CString>,
+    /// Protected paths (files or directories) to mount read-only over
+    /// themselves, last; parents before children.
+    pub protected: Vec<CString>,
     /// Scratch space for the cloned trees' fds; `len == read_write.len()`,
     /// allocated by the parent so the child never allocates.
     pub fds: Vec<c_int>,
@@ -362,20 +375,42 @@ unsafe fn setup_mounts(m: &mut MountPlan) -> StepResult {
             }
         }
         for path in &m.read_only_nested {
-            let fd = clone_tree(path).map_err(|e| (Step::CloneGrant, e))?;
-            let r = mount_setattr(
+            remount_over_itself(path, true, Step::MoveGrant)?;
+        }
+        for path in &m.pins {
+            remount_over_itself(path, false, Step::Pin)?;
+        }
+        for path in &m.protected {
+            remount_over_itself(path, true, Step::Protect)?;
+        }
+    }
+    Ok(())
+}
+
+/// Clones the mount tree at `path` (a directory or a file), optionally makes
+/// the clone read-only (recursively), and mounts it on `path`. The clone
+/// keeps the attributes of what it was cloned from (nosuid, nodev).
+unsafe fn remount_over_itself(path: &CStr, read_only: bool, step: Step) -> StepResult {
+    let empty_recursive = libc::AT_EMPTY_PATH as u32 | AT_RECURSIVE;
+    unsafe {
+        let fd = clone_tree(path).map_err(|e| (step, e))?;
+        let mut r = 0;
+        if read_only {
+            r = mount_setattr(
                 fd,
                 c"",
                 empty_recursive,
                 MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
                 0,
             );
-            let r = if r < 0 { r } else { move_tree(fd, path) };
-            let e = errno();
-            libc::close(fd);
-            if r < 0 {
-                return Err((Step::MoveGrant, e));
-            }
+        }
+        if r >= 0 {
+            r = move_tree(fd, path);
+        }
+        let e = errno();
+        libc::close(fd);
+        if r < 0 {
+            return Err((step, e));
         }
     }
     Ok(())
@@ -602,6 +637,8 @@ pub(crate) fn probe_mount_isolation() -> bool {
         gid_map,
         read_write: Vec::new(),
         read_only_nested: Vec::new(),
+        pins: Vec::new(),
+        protected: Vec::new(),
         fds: Vec::new(),
     };
     unsafe {

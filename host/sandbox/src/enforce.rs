@@ -31,8 +31,15 @@ impl Missing {
     }
 }
 
-/// Every protection `policy` needs that `caps` lacks.
-pub(crate) fn missing_protections(caps: &Capabilities, policy: &SandboxPolicy) -> Vec<Missing> {
+/// Every protection `policy` needs that `caps` lacks. `protects_in_grants`:
+/// some protected path of the policy overlaps a read-write grant (see
+/// [`crate::view::View::needs_protection`]), which only the mount view can
+/// keep read-only.
+pub(crate) fn missing_protections(
+    caps: &Capabilities,
+    policy: &SandboxPolicy,
+    protects_in_grants: bool,
+) -> Vec<Missing> {
     let c = caps;
     let abi = match c.landlock_abi {
         Some(v) => format!("Landlock ABI {v}"),
@@ -105,6 +112,15 @@ pub(crate) fn missing_protections(caps: &Capabilities, policy: &SandboxPolicy) -
              without an AppArmor/SELinux userns restriction) and the new mount API (Linux 5.12+)",
             "them unavailable".into(),
         ),
+        (
+            c.mount_isolation || !protects_in_grants,
+            Feature::ProtectedPaths,
+            "read-only protection of the host's own files inside read-write grants (its \
+             configuration, plugin directories, compile cache, `.git`)",
+            "the read-only mount view (user namespaces and the new mount API, Linux 5.12+); \
+             Landlock cannot deny a path beneath a read-write grant",
+            "no mount view".into(),
+        ),
     ];
     checks
         .into_iter()
@@ -145,15 +161,44 @@ mod tests {
         let old = probe_capabilities().with_landlock_abi(Some(3));
         let mut policy = SandboxPolicy::default();
         let has = |m: &[Missing], f| m.iter().any(|x| x.feature == f);
-        assert!(!has(&missing_protections(&old, &policy), Feature::TcpPorts));
+        assert!(!has(
+            &missing_protections(&old, &policy, false),
+            Feature::TcpPorts
+        ));
         policy.tcp_bind_ports = vec![8080];
-        assert!(has(&missing_protections(&old, &policy), Feature::TcpPorts));
+        assert!(has(
+            &missing_protections(&old, &policy, false),
+            Feature::TcpPorts
+        ));
+    }
+
+    #[test]
+    fn protected_paths_need_the_mount_view_only_when_they_lie_in_a_grant() {
+        let no_view = Capabilities {
+            mount_isolation: false,
+            ..probe_capabilities()
+        };
+        let policy = SandboxPolicy::default();
+        let features = |m: Vec<Missing>| m.into_iter().map(|m| m.feature).collect::<Vec<_>>();
+        let without = features(missing_protections(&no_view, &policy, false));
+        assert!(!without.contains(&Feature::ProtectedPaths));
+        let with = features(missing_protections(&no_view, &policy, true));
+        assert!(with.contains(&Feature::ProtectedPaths));
+        // Waiving the mount view does not waive the protection.
+        let waive_view = Enforcement::Waive([Feature::MountIsolation].into());
+        assert!(matches!(
+            decide(missing_protections(&no_view, &policy, true), &waive_view),
+            Err(SpawnError::Unenforceable {
+                feature: Feature::ProtectedPaths,
+                ..
+            })
+        ));
     }
 
     #[test]
     fn enforcement_modes() {
         let old = probe_capabilities().with_landlock_abi(Some(5));
-        let missing = missing_protections(&old, &SandboxPolicy::default());
+        let missing = missing_protections(&old, &SandboxPolicy::default(), false);
         let features: Vec<Feature> = missing.iter().map(|m| m.feature).collect();
         assert_eq!(
             features,

@@ -11,8 +11,9 @@
 //! | Landlock file system rules | reads, writes, creation, removal, execution, truncation only beneath the system view ([`system_paths`]) and the policy's grants; symlinks and `/proc/self/fd` reopening resolve to the real path, which is what is checked |
 //! | Landlock TCP rules (ABI ≥ 4) | `connect`/`bind` only on granted ports (any address) |
 //! | Landlock scoping (ABI ≥ 6) | no signals to, and no abstract UNIX sockets of, processes outside the sandbox |
-//! | read-only mount view (user + mount namespaces) | nothing outside the read-write grants can be modified at all: also `chmod`, `utime`, xattrs, which Landlock does not cover; private System V IPC / message queues |
-//! | seccomp | only TCP sockets (and AF_UNIX stream socketpairs); no `bind`/`listen` without a TCP bind grant; no mount, namespace, keyring, BPF, perf or identity changes; no ptrace, io_uring or inotify unless granted; no `setsid`/`setpgid` (the process group stays closed); per-pid scheduling and limit calls only on itself |
+//! | read-only mount view (user + mount namespaces) | nothing outside the read-write grants can be modified at all: also `chmod`, `utime`, xattrs, which Landlock does not cover; protected paths (the host's configuration, plugins, cache, `.git`) stay read-only even inside a read-write grant; private System V IPC / message queues |
+//! | post-run watch | a protected path that was absent (or a symlink) is put back as it was if the sandbox created (or replaced) it |
+//! | seccomp | only TCP sockets (and AF_UNIX stream socketpairs); no `bind`/`listen` without a TCP bind grant; no TCP Fast Open (which connects without the `connect` that Landlock checks); no setuid/setgid mode bits (`chmod` family, and the modes of `open`/`creat`/`mkdir`/`mknod`; `openat2`, whose arguments a filter cannot read, answers `ENOSYS`); no mount, namespace, keyring, BPF, perf or identity changes; no ptrace, io_uring or inotify unless granted; no `setsid`/`setpgid` (the process group stays closed); per-pid scheduling and limit calls only on itself |
 //! | capabilities | none in any set (bounding, ambient, permitted, effective, inheritable), securebits locked, `no_new_privs` |
 //! | resource limits | tasks (a pids cgroup per sandbox; host-answered seccomp notification where there is none), address space, file size, CPU, descriptors; no core dumps |
 //! | process group | a new session; on exit, timeout, cancellation, output flood or drop the whole group gets SIGKILL, and `run` returns only when none of it is alive |
@@ -52,6 +53,7 @@ mod kernel;
 mod landlock;
 mod policy;
 pub mod probes;
+mod protect;
 mod request;
 mod seccomp;
 mod spawn;

@@ -30,6 +30,30 @@ pub struct SandboxPolicy {
     /// stays read-only (the mount view enforces that; Landlock rights only
     /// add up, so without the mount view the outer grant wins).
     pub read_write: Vec<PathBuf>,
+    /// Paths the sandboxed process must not change even where a read-write
+    /// grant covers them: what the host treats as authority (its
+    /// configuration, plugin directories, compile cache, executable, `.git`).
+    /// Absolute; files or directories. Symlinks are resolved when the spawn
+    /// is prepared.
+    ///
+    /// * An existing protected path that overlaps a read-write grant is
+    ///   mounted read-only over itself in the sandbox's view (a file too),
+    ///   and every directory between the grant and it is *pinned* (made a
+    ///   mount point, so it cannot be renamed or removed to move the
+    ///   protected path aside and put another in its place). Nothing in it
+    ///   can be written, truncated, created, removed, renamed, linked or
+    ///   have its metadata changed; reading stays as the grants say. A
+    ///   protected path wins over a read-write grant nested inside it.
+    /// * A protected path that does not exist (but whose parent does) must
+    ///   stay absent: a mount cannot forbid creating one name in a writable
+    ///   directory, so after the run whatever the sandbox put there is moved
+    ///   aside to `NAME.quarantined-SECONDS-PID` and logged as an error.
+    ///   Likewise a protected path that is a symlink is restored if the
+    ///   sandbox replaced it.
+    /// * Paths outside every read-write grant are read-only anyway.
+    ///
+    /// Needs the mount view ([`Feature::ProtectedPaths`]).
+    pub protected: Vec<PathBuf>,
     /// TCP ports the process may `connect` to. Landlock filters TCP by port
     /// only: a granted port is reachable on *every* address (loopback and
     /// remote hosts alike). No other socket kind (UDP, raw, netlink, UNIX…)
@@ -49,8 +73,9 @@ pub struct SandboxPolicy {
     /// sandbox.
     pub allow_ptrace: bool,
     /// Allow io_uring. io_uring operations bypass the seccomp filter, so with
-    /// this grant the "TCP only" socket rule is no longer enforced by seccomp
-    /// (Landlock's TCP port rules and file system rules still apply).
+    /// this grant the "TCP only" socket rule, the setuid/setgid mode rule and
+    /// the TCP Fast Open rule are no longer enforced by seccomp (Landlock's
+    /// TCP port rules and file system rules still apply).
     pub allow_io_uring: bool,
     /// Allow inotify watches. Landlock does not check `inotify_add_watch`,
     /// so a watch reveals the names of files created, opened or changed in
@@ -158,6 +183,14 @@ pub enum Feature {
     /// The private, read-only mount view (user + mount namespaces): Landlock
     /// does not cover metadata (`chmod`, `utime`, xattrs), the read-only mounts do.
     MountIsolation,
+    /// Read-only [`SandboxPolicy::protected`] paths inside read-write grants
+    /// (read-only mounts over them, in the mount view). Landlock rights only
+    /// add up, so without the mount view a read-write grant makes everything
+    /// beneath it writable — the host's configuration and `.git` included.
+    /// Needed only by a policy whose protected paths overlap a read-write
+    /// grant; [`Enforcement::Waive`] must name it on its own (waiving
+    /// `mount_isolation` does not waive it).
+    ProtectedPaths,
 }
 
 impl Feature {
@@ -172,6 +205,7 @@ impl Feature {
             Feature::Seccomp => "seccomp",
             Feature::ProcessLimit => "process_limit",
             Feature::MountIsolation => "mount_isolation",
+            Feature::ProtectedPaths => "protected_paths",
         }
     }
 
@@ -181,7 +215,7 @@ impl Feature {
     }
 
     /// Every feature.
-    pub const ALL: [Feature; 8] = [
+    pub const ALL: [Feature; 9] = [
         Feature::Filesystem,
         Feature::FilesystemTruncate,
         Feature::TcpPorts,
@@ -190,6 +224,7 @@ impl Feature {
         Feature::Seccomp,
         Feature::ProcessLimit,
         Feature::MountIsolation,
+        Feature::ProtectedPaths,
     ];
 }
 

@@ -10,6 +10,25 @@
 //! host), or inotify watches (which reveal file names anywhere). This filter
 //! denies those.
 //!
+//! It also refuses what would outlive the sandbox or slip past Landlock:
+//!
+//! * **setuid/setgid files.** Inside a read-write grant a program could
+//!   `chmod 4755` a copy of a program; the sandbox's own mounts are
+//!   `nosuid`, but the file stays on the host's file system, where (with the
+//!   host running as root) it is a setuid-root binary for anyone. The filter
+//!   refuses `S_ISUID`/`S_ISGID` in the mode of `chmod`, `fchmod`,
+//!   `fchmodat`, `fchmodat2`, `creat`, `mkdir`, `mkdirat`, `mknod`, `mknodat`,
+//!   and of `open`/`openat` when they create (`O_CREAT`, `O_TMPFILE`: without
+//!   them the kernel ignores the mode). `openat2` keeps its flags and mode in
+//!   a struct a filter cannot read, so it answers `ENOSYS` and libc falls
+//!   back to `openat`. (File capabilities, the other way to a privileged
+//!   program, need `CAP_SETFCAP`, which the sandbox never holds.)
+//! * **TCP Fast Open.** `sendto`/`sendmsg`/`sendmmsg` with `MSG_FASTOPEN`
+//!   connect an unconnected TCP socket without going through `connect`, so
+//!   Landlock's port rule never sees the destination (a known Landlock gap).
+//!   With TCP allowed, the flag is refused, and so is the
+//!   `TCP_FASTOPEN_CONNECT` socket option.
+//!
 //! It also keeps the process group closed: the child calls `setsid()` before
 //! the filter is loaded, and the filter then denies `setsid`/`setpgid` and
 //! `clone(CLONE_PARENT)`, so no descendant can leave the group and `killpg`
@@ -22,9 +41,10 @@
 //! as a list than as a rule map. It is built in the parent; the child only
 //! calls `seccomp(SECCOMP_SET_MODE_FILTER)`.
 //!
-//! Denied calls fail with `EPERM` (privileged operations), `EACCES` (network)
-//! or `ENOSYS` (`clone3`, whose flags live in memory a filter cannot read, so
-//! that libc falls back to `clone`). A foreign architecture (32-bit syscalls
+//! Denied calls fail with `EPERM` (privileged operations, setuid modes),
+//! `EACCES` (network) or `ENOSYS` (`clone3` and `openat2`, whose arguments
+//! live in memory a filter cannot read, so that libc falls back to `clone`
+//! and `openat`). A foreign architecture (32-bit syscalls
 //! on x86_64) kills the process.
 
 use libc::{c_long, sock_filter};
@@ -192,6 +212,48 @@ fn nr(n: c_long) -> u32 {
     n as u32
 }
 
+/// `fchmodat2` (Linux 6.6), the same number on every architecture; not in
+/// `libc` for all of them yet.
+const SYS_FCHMODAT2: c_long = 452;
+
+/// The mode bits the sandbox may not set on any file.
+const SETID_BITS: u32 = libc::S_ISUID | libc::S_ISGID;
+
+/// `open` flags under which the mode argument is used: `O_CREAT`, and the
+/// `__O_TMPFILE` bit of `O_TMPFILE` (which also carries `O_DIRECTORY`).
+const CREATING_FLAGS: u32 = (libc::O_CREAT | (libc::O_TMPFILE & !libc::O_DIRECTORY)) as u32;
+
+/// Calls whose mode argument (index) always applies.
+fn mode_calls() -> Vec<(c_long, u32)> {
+    use libc::*;
+    #[allow(unused_mut)]
+    let mut v = vec![
+        (SYS_fchmod, 1),
+        (SYS_fchmodat, 2),
+        (SYS_FCHMODAT2, 2),
+        (SYS_mkdirat, 2),
+        (SYS_mknodat, 2),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    v.extend([
+        (SYS_chmod, 1),
+        (SYS_creat, 1),
+        (SYS_mkdir, 1),
+        (SYS_mknod, 1),
+    ]);
+    v
+}
+
+/// Calls that create with a mode only under [`CREATING_FLAGS`]: (number,
+/// flags index, mode index).
+fn open_calls() -> Vec<(c_long, u32, u32)> {
+    #[allow(unused_mut)]
+    let mut v = vec![(libc::SYS_openat, 2, 3)];
+    #[cfg(target_arch = "x86_64")]
+    v.push((libc::SYS_open, 1, 2));
+    v
+}
+
 /// Calls denied with EPERM, always.
 fn always_denied() -> Vec<c_long> {
     use libc::*;
@@ -327,6 +389,40 @@ pub(crate) fn build_filter(opts: FilterOptions) -> Vec<sock_filter> {
         a.bind(skip);
     }
 
+    // No setuid/setgid bits on any file: they would outlive the sandbox.
+    for (n, mode) in mode_calls() {
+        let skip = a.label();
+        let denied = a.label();
+        a.jeq(nr(n), Target::Next, skip);
+        a.ld(off_arg_lo(mode));
+        a.jset(SETID_BITS, denied, Target::Next);
+        a.ret(RET_ALLOW);
+        a.bind(denied);
+        a.ret(eperm);
+        a.bind(skip);
+    }
+    for (n, flags, mode) in open_calls() {
+        let skip = a.label();
+        let allow = a.label();
+        let denied = a.label();
+        a.jeq(nr(n), Target::Next, skip);
+        a.ld(off_arg_lo(flags));
+        a.jset(CREATING_FLAGS, Target::Next, allow);
+        a.ld(off_arg_lo(mode));
+        a.jset(SETID_BITS, denied, allow);
+        a.bind(allow);
+        a.ret(RET_ALLOW);
+        a.bind(denied);
+        a.ret(eperm);
+        a.bind(skip);
+    }
+    {
+        let skip = a.label();
+        a.jeq(nr(SYS_openat2), Target::Next, skip);
+        a.ret(ret_errno(ENOSYS));
+        a.bind(skip);
+    }
+
     // socket(domain, type, protocol): TCP over IPv4/IPv6 only, and only with a
     // TCP grant. Everything else (AF_UNIX, UDP, raw, netlink, packet, vsock…).
     {
@@ -350,6 +446,33 @@ pub(crate) fn build_filter(opts: FilterOptions) -> Vec<sock_filter> {
             a.ret(RET_ALLOW);
             a.bind(denied);
         }
+        a.ret(eacces);
+        a.bind(skip);
+    }
+    // TCP Fast Open connects without `connect`, past Landlock's port rule.
+    if opts.allow_tcp {
+        for (n, flags) in [(SYS_sendto, 3), (SYS_sendmsg, 2), (SYS_sendmmsg, 3)] {
+            let skip = a.label();
+            let denied = a.label();
+            a.jeq(nr(n), Target::Next, skip);
+            a.ld(off_arg_lo(flags));
+            a.jset(MSG_FASTOPEN as u32, denied, Target::Next);
+            a.ret(RET_ALLOW);
+            a.bind(denied);
+            a.ret(eacces);
+            a.bind(skip);
+        }
+        let skip = a.label();
+        let allow = a.label();
+        let denied = a.label();
+        a.jeq(nr(SYS_setsockopt), Target::Next, skip);
+        a.ld(off_arg_lo(1));
+        a.jeq(IPPROTO_TCP as u32, Target::Next, allow);
+        a.ld(off_arg_lo(2));
+        a.jeq(TCP_FASTOPEN_CONNECT as u32, denied, allow);
+        a.bind(allow);
+        a.ret(RET_ALLOW);
+        a.bind(denied);
         a.ret(eacces);
         a.bind(skip);
     }

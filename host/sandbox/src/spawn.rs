@@ -40,6 +40,7 @@ use crate::error::SpawnError;
 use crate::kernel::{Capabilities, probe_capabilities};
 use crate::landlock::{self, RulesetSpec};
 use crate::policy::{Feature, SandboxPolicy};
+use crate::protect::Watch;
 use crate::request::{Output, Program, SpawnRequest, flood_limit};
 use crate::seccomp::{self, FilterOptions};
 use crate::supervisor;
@@ -215,6 +216,7 @@ impl Sandbox {
                 "members of a sandboxed process group were still alive {KILL_PATIENCE:?} after SIGKILL"
             );
         }
+        running.guard.check_watch();
         out.exit_code = status.code();
         out.signal = status.signal();
         Ok(out)
@@ -249,8 +251,9 @@ impl Sandbox {
         policy: &SandboxPolicy,
         stdin: Stdio,
     ) -> Result<Running, SpawnError> {
+        let view = View::new(&self.system, policy)?;
         let missing = enforce::decide(
-            enforce::missing_protections(&self.caps, policy),
+            enforce::missing_protections(&self.caps, policy, view.needs_protection()),
             &policy.enforcement,
         )?;
         for m in &missing {
@@ -265,7 +268,6 @@ impl Sandbox {
         }
         let lacks = |f: Feature| missing.iter().any(|m| m.feature == f);
 
-        let view = View::new(&self.system, policy)?;
         let cwd = view.working_directory(cwd)?;
         check_env(env)?;
         let (exe, args) = match program {
@@ -325,7 +327,12 @@ impl Sandbox {
         let mounts = if lacks(Feature::MountIsolation) {
             None
         } else {
-            Some(view.mount_plan()?)
+            let mut plan = view.mount_plan()?;
+            if lacks(Feature::ProtectedPaths) {
+                plan.pins.clear();
+                plan.protected.clear();
+            }
+            Some(plan)
         };
 
         // Report socket: child → parent (setup failures, seccomp listener).
@@ -391,6 +398,7 @@ impl Sandbox {
             pgid: pid,
             reaped: false,
             supervisor: None,
+            watch: Some(view.watch),
             _cgroup: cgroup,
         };
         if notify {
@@ -440,9 +448,21 @@ struct GroupGuard {
     pgid: i32,
     reaped: bool,
     supervisor: Option<JoinHandle<()>>,
+    /// Absent and symlinked protected paths, checked once the group is gone
+    /// (see [`crate::protect`]).
+    watch: Option<Watch>,
     /// The sandbox's pids cgroup, removed after the group is gone (fields
     /// drop after `drop` has killed the group).
     _cgroup: Option<SandboxCgroup>,
+}
+
+impl GroupGuard {
+    /// Checks (once) the protected paths a mount could not cover.
+    fn check_watch(&mut self) {
+        if let Some(w) = self.watch.take() {
+            w.check_and_repair();
+        }
+    }
 }
 
 impl Drop for GroupGuard {
@@ -453,6 +473,9 @@ impl Drop for GroupGuard {
         if let Some(s) = self.supervisor.take() {
             s.abort();
         }
+        // SIGKILL is delivered before a killed process returns to user
+        // space, so nothing of the group acts after this point.
+        self.check_watch();
     }
 }
 
@@ -508,6 +531,7 @@ impl SandboxedChild {
         };
         self.running.guard.reaped = true;
         supervisor::kill_group_and_wait(pgid, KILL_PATIENCE).await;
+        self.running.guard.check_watch();
         Ok(status)
     }
 }

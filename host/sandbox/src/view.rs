@@ -5,6 +5,12 @@
 //! Paths are canonicalized once, here, so that a symlink in a grant (or in
 //! `PATH`) is judged by where it leads — which is also what Landlock and the
 //! mount view enforce.
+//!
+//! The policy's protected paths are sorted here too (see
+//! [`SandboxPolicy::protected`]): existing ones that overlap a read-write
+//! grant become read-only mounts, the directories between such a grant and
+//! a protected path become pins, and absent ones (or symlinks, whose link a
+//! mount cannot cover) go to the post-run [`Watch`].
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -14,6 +20,7 @@ use crate::child::{self, MountPlan};
 use crate::error::SpawnError;
 use crate::landlock::{PathRule, RulesetSpec, fs};
 use crate::policy::SandboxPolicy;
+use crate::protect::{Expect, Watch, Watched};
 use crate::system_paths::SystemEntry;
 
 /// `PATH` used to resolve a bare program name when the request sets none.
@@ -29,6 +36,13 @@ pub(crate) struct Grant {
 pub(crate) struct View<'a> {
     pub system: &'a [SystemEntry],
     pub grants: Vec<Grant>,
+    /// Existing protected paths (canonical) that overlap a read-write grant.
+    pub protected: Vec<PathBuf>,
+    /// Directories strictly between a read-write grant and a protected path
+    /// (or the parent of a watched one), to be pinned.
+    pub pins: Vec<PathBuf>,
+    /// Absent or symlinked protected paths inside a read-write grant.
+    pub watch: Watch,
 }
 
 impl<'a> View<'a> {
@@ -53,7 +67,123 @@ impl<'a> View<'a> {
                 grants.push(Grant { path, writable });
             }
         }
-        Ok(View { system, grants })
+        let mut view = View {
+            system,
+            grants,
+            protected: Vec::new(),
+            pins: Vec::new(),
+            watch: Watch::default(),
+        };
+        for p in &policy.protected {
+            view.add_protected(p)?;
+        }
+        let depth = |p: &PathBuf| p.components().count();
+        for v in [&mut view.protected, &mut view.pins] {
+            v.sort_by_key(depth);
+            v.dedup();
+        }
+        Ok(view)
+    }
+
+    /// The innermost read-write grant containing `path`.
+    fn writable_root(&self, path: &Path) -> Option<&Path> {
+        self.grants
+            .iter()
+            .filter(|g| g.writable && path.starts_with(&g.path))
+            .map(|g| g.path.as_path())
+            .max_by_key(|p| p.components().count())
+    }
+
+    /// Pins every directory strictly between the grant containing `path`
+    /// and `path` itself.
+    fn pin_between(&mut self, path: &Path) {
+        let Some(root) = self.writable_root(path).map(Path::to_path_buf) else {
+            return;
+        };
+        let mut dir = path.parent();
+        while let Some(d) = dir {
+            if d == root || !d.starts_with(&root) {
+                break;
+            }
+            self.pins.push(d.to_path_buf());
+            dir = d.parent();
+        }
+    }
+
+    fn add_protected(&mut self, p: &Path) -> Result<(), SpawnError> {
+        if !p.is_absolute() {
+            return Err(SpawnError::InvalidRequest(format!(
+                "protected path {} must be absolute",
+                p.display()
+            )));
+        }
+        let (Some(parent), Some(name)) = (p.parent(), p.file_name()) else {
+            return Err(SpawnError::InvalidRequest(format!(
+                "protected path {} names no file or directory",
+                p.display()
+            )));
+        };
+        let Some(parent) = parent.canonicalize().ok().filter(|p| p.is_dir()) else {
+            // Not even its directory exists (or it is no directory): there
+            // is nothing a mount could cover and no parent to watch. A run
+            // could create both; the host only protects paths whose
+            // directory exists (its configuration's, its plugin
+            // directories, its cache, its executable).
+            tracing::debug!(path = %p.display(), "protected path has no parent directory; ignored");
+            return Ok(());
+        };
+        let at = parent.join(name);
+        let expect = match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let target = std::fs::read_link(&at).map_err(|e| {
+                    SpawnError::io(format!("reading protected symlink {}", at.display()), e)
+                })?;
+                // What it leads to is protected like any existing path.
+                if let Ok(real) = at.canonicalize() {
+                    self.add_existing(real);
+                }
+                Expect::Symlink(target)
+            }
+            Ok(_) => {
+                self.add_existing(at);
+                return Ok(());
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Expect::Absent,
+            Err(e) => {
+                return Err(SpawnError::io(
+                    format!("checking protected path {}", at.display()),
+                    e,
+                ));
+            }
+        };
+        if self.writable_root(&at).is_some() {
+            self.pin_between(&at);
+            self.watch.entries.push(Watched {
+                path: at,
+                parent,
+                expect,
+            });
+        }
+        Ok(())
+    }
+
+    /// An existing protected path (canonical): mounted read-only when it
+    /// overlaps a read-write grant.
+    fn add_existing(&mut self, path: PathBuf) {
+        let overlaps = self
+            .grants
+            .iter()
+            .any(|g| g.writable && (path.starts_with(&g.path) || g.path.starts_with(&path)));
+        if overlaps {
+            self.pin_between(&path);
+            self.protected.push(path);
+        }
+    }
+
+    /// Whether keeping the protected paths read-only takes mounts (so the
+    /// mount view): some protected path overlaps a read-write grant.
+    pub fn needs_protection(&self) -> bool {
+        !self.protected.is_empty() || !self.pins.is_empty()
     }
 
     /// Whether `path` (canonical) lies in a readable part of the view.
@@ -189,8 +319,10 @@ impl<'a> View<'a> {
     }
 
     /// The mount plan: read-write grants mounted back (parents first) over a
-    /// read-only tree, and read-only grants nested in them made read-only
-    /// again (a path granted both ways stays read-write).
+    /// read-only tree, read-only grants nested in them made read-only again
+    /// (a path granted both ways stays read-write), the directories above
+    /// protected paths pinned, and the protected paths made read-only (they
+    /// win over any grant).
     pub fn mount_plan(&self) -> Result<MountPlan, SpawnError> {
         let depth = |p: &Path| p.components().count();
         let mut rw: Vec<&Path> = self
@@ -225,6 +357,8 @@ impl<'a> View<'a> {
             fds: vec![-1; rw.len()],
             read_write: cstrings(rw)?,
             read_only_nested: cstrings(ro_nested)?,
+            pins: cstrings(self.pins.iter().map(PathBuf::as_path).collect())?,
+            protected: cstrings(self.protected.iter().map(PathBuf::as_path).collect())?,
         })
     }
 }

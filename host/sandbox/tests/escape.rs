@@ -68,6 +68,7 @@ async fn probes_succeed_outside_the_sandbox() {
     let suite = EscapeSuite::prepare(PROBE.as_ref(), &scratch()).expect("fixtures");
     let f = suite.fixtures();
     let o = |n: &str| f.outside.join(n).display().to_string();
+    let g = |n: &str| f.granted.join(n).display().to_string();
     let attempts: Vec<Vec<String>> = vec![
         vec!["write_file".into(), o("target.txt")],
         vec!["read_file".into(), o("secret.txt")],
@@ -91,6 +92,26 @@ async fn probes_succeed_outside_the_sandbox() {
         vec!["setsid".into()],
         vec!["use_fd".into(), f.leaked_fd.to_string()],
         vec!["env_has".into(), "PATH".into()],
+        vec![
+            "tcp_fastopen".into(),
+            "127.0.0.1".into(),
+            f.tcp_denied.to_string(),
+        ],
+        vec![
+            "tcp_fastopen_connect".into(),
+            "127.0.0.1".into(),
+            f.tcp_denied.to_string(),
+        ],
+        vec!["set_mode".into(), g(""), "4755".into(), "chmod".into()],
+        vec!["set_mode".into(), g(""), "2755".into(), "fchmod".into()],
+        vec!["set_mode".into(), g(""), "4755".into(), "fchmodat2".into()],
+        vec!["create_mode".into(), g(""), "4755".into(), "openat".into()],
+        vec!["create_mode".into(), g(""), "4755".into(), "tmpfile".into()],
+        vec!["create_mode".into(), g(""), "6755".into(), "mknod".into()],
+        vec!["openat2".into(), g(""), "own.txt".into()],
+        vec!["setcap".into(), g("own.txt")],
+        vec!["write_file".into(), g("protected.toml")],
+        vec!["write_file".into(), g(".git/config")],
     ];
     for args in attempts {
         let out = std::process::Command::new(PROBE)
@@ -159,11 +180,22 @@ escape_tests!(
     fs_proc_host_environ,
     fs_inherited_fd,
     fs_leaked_fds,
+    fs_protected_write,
+    fs_protected_truncate,
+    fs_protected_replace,
+    fs_protected_unlink,
+    fs_protected_chmod,
+    fs_protected_move_parent,
+    fs_protected_plant_absent,
+    fs_git_config_write,
+    fs_git_hook_create,
     net_tcp_connect_ungranted_port,
     net_tcp_connect_without_grant,
     net_tcp_bind_ungranted_port,
     net_tcp_listen_without_bind_grant,
     net_unix_abstract_squat,
+    net_tcp_fastopen_ungranted_port,
+    net_tcp_fastopen_connect_option,
     net_udp_send,
     net_dns_query,
     net_raw_socket,
@@ -196,6 +228,15 @@ escape_tests!(
     priv_clone_newuser,
     priv_mount,
     priv_chroot,
+    priv_chmod_setuid,
+    priv_fchmod_setgid,
+    priv_fchmodat_setuid,
+    priv_fchmodat2_setuid,
+    priv_create_setuid,
+    priv_tmpfile_setuid,
+    priv_mknod_setuid,
+    priv_openat2,
+    priv_setcap,
     priv_bpf,
     priv_perf_event_open,
     priv_keyctl,

@@ -49,7 +49,7 @@ async fn landlock_alone_confines_contents_but_not_metadata() {
             mount_isolation: false,
             ..real
         },
-        &[Feature::MountIsolation],
+        &[Feature::MountIsolation, Feature::ProtectedPaths],
     );
     for name in [
         "fs_write_outside",
@@ -83,10 +83,15 @@ async fn landlock_alone_confines_contents_but_not_metadata() {
     // Landlock (ABI ≤ 7) does not control chmod/utime/xattrs: these are held
     // by the read-only mount view only. (They set the current values, so an
     // "escape" here changes nothing.)
+    // Nor can Landlock deny a path beneath a read-write grant: the host's
+    // protected files (configuration, .git) are the mount view's to hold.
     for name in [
         "fs_chmod_outside",
         "fs_utime_outside",
         "fs_fchmod_readonly_fd",
+        "fs_protected_write",
+        "fs_git_config_write",
+        "fs_git_hook_create",
     ] {
         let r = run(&suite, name).await;
         assert_eq!(
@@ -98,7 +103,8 @@ async fn landlock_alone_confines_contents_but_not_metadata() {
 }
 
 /// Without seccomp, Landlock still confines TCP ports, signals, ptrace and
-/// abstract sockets; UDP and pathname UNIX sockets are what seccomp adds.
+/// abstract sockets; UDP, pathname UNIX sockets, TCP Fast Open and setuid
+/// modes are what seccomp adds.
 #[tokio::test]
 async fn landlock_alone_confines_ports_signals_and_ptrace() {
     let real = probe_capabilities();
@@ -136,10 +142,16 @@ async fn landlock_alone_confines_ports_signals_and_ptrace() {
             "{name} must hold on Landlock alone"
         );
     }
+    // TCP Fast Open connects without `connect`, so Landlock's port rule
+    // never sees it; setuid bits inside a read-write grant are no business
+    // of Landlock or of the mount view.
     for name in [
         "net_udp_send",
         "net_unix_pathname_connect",
         "net_unix_dgram_sendto_pathname",
+        "net_tcp_fastopen_ungranted_port",
+        "priv_chmod_setuid",
+        "priv_create_setuid",
     ] {
         let r = run(&suite, name).await;
         assert_eq!(r.verdict, Verdict::Escaped, "{name} is seccomp's to hold");

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use toolgate_sandbox::{
-    Enforcement, Feature, Output, Program, ResourceLimits, Sandbox, SandboxPolicy, SpawnError,
-    SpawnRequest, probe_capabilities, run, spawn_piped,
+    Capabilities, Enforcement, Feature, Output, Program, ResourceLimits, Sandbox, SandboxPolicy,
+    SpawnError, SpawnRequest, probe_capabilities, run, spawn_piped,
 };
 
 const PROBE: &str = env!("CARGO_BIN_EXE_toolgate-sandbox-probe");
@@ -742,4 +742,145 @@ async fn relative_cwd_is_invalid() {
         run(req, &s.policy(), std::future::pending()).await,
         Err(SpawnError::InvalidRequest(_))
     ));
+}
+
+#[tokio::test]
+async fn a_real_setuid_copy_cannot_be_made_but_a_normal_chmod_works() {
+    require_full_kernel!();
+    let s = Scratch::new("setuid");
+    let out = run_ok(
+        s.shell(
+            "cp /bin/true x && chmod 4755 x; echo chmod=$?; chmod g+s x; echo gs=$?; \
+             install -m 6755 /bin/true y; echo install=$?; chmod 755 x && echo plain=$?",
+        ),
+        &s.policy(),
+    )
+    .await;
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("plain=0") && !stdout.contains("chmod=0") && !stdout.contains("gs=0"),
+        "{stdout}{}",
+        text(&out.stderr)
+    );
+    // What is on the host's file system is what counts (we may be root).
+    use std::os::unix::fs::PermissionsExt;
+    for f in ["x", "y"] {
+        if let Ok(m) = std::fs::metadata(s.0.join(f)) {
+            assert_eq!(
+                m.permissions().mode() & 0o6000,
+                0,
+                "{f} carries a setuid/setgid bit on the host"
+            );
+        }
+    }
+    assert_eq!(
+        std::fs::metadata(s.0.join("x"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777,
+        0o755
+    );
+}
+
+#[tokio::test]
+async fn a_protected_symlink_is_restored_and_its_target_stays_read_only() {
+    require_full_kernel!();
+    let s = Scratch::new("protected-link");
+    std::fs::write(s.0.join("real.toml"), "operator\n").unwrap();
+    std::os::unix::fs::symlink("real.toml", s.0.join("cfg.toml")).unwrap();
+    let mut policy = s.policy();
+    policy.protected = vec![s.0.join("cfg.toml")];
+    let out = run_ok(
+        s.shell(
+            "echo evil > real.toml || echo target-denied; rm cfg.toml && echo evil > cfg.toml \
+             && echo replaced",
+        ),
+        &policy,
+    )
+    .await;
+    assert_eq!(
+        text(&out.stdout),
+        "target-denied\nreplaced\n",
+        "{}",
+        text(&out.stderr)
+    );
+    // After the run: the link is back, its target untouched, the planted
+    // file moved aside for the operator to see.
+    assert_eq!(
+        std::fs::read_link(s.0.join("cfg.toml")).unwrap(),
+        PathBuf::from("real.toml")
+    );
+    assert_eq!(
+        std::fs::read_to_string(s.0.join("cfg.toml")).unwrap(),
+        "operator\n"
+    );
+    let aside: Vec<String> = std::fs::read_dir(&s.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("cfg.toml.quarantined-"))
+        .collect();
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert_eq!(
+        std::fs::read_to_string(s.0.join(&aside[0])).unwrap(),
+        "evil\n"
+    );
+}
+
+#[tokio::test]
+async fn a_protected_directory_wins_over_a_grant_nested_in_it() {
+    require_full_kernel!();
+    let s = Scratch::new("protected-nested");
+    std::fs::create_dir_all(s.0.join(".git/hooks")).unwrap();
+    let mut policy = s.policy();
+    policy.read_write.push(s.0.join(".git/hooks"));
+    policy.protected = vec![s.0.join(".git")];
+    let out = run_ok(
+        s.shell("touch .git/hooks/post-checkout || echo hook-denied; touch ok && echo top-ok"),
+        &policy,
+    )
+    .await;
+    assert_eq!(text(&out.stdout), "hook-denied\ntop-ok\n");
+    assert!(!s.0.join(".git/hooks/post-checkout").exists());
+}
+
+#[tokio::test]
+async fn protected_paths_in_a_grant_need_the_mount_view_even_when_it_is_waived() {
+    require_full_kernel!();
+    let s = Scratch::new("protected-view");
+    std::fs::write(s.0.join("toolgate.toml"), "").unwrap();
+    let no_view = Sandbox::with_capabilities(Capabilities {
+        mount_isolation: false,
+        ..probe_capabilities()
+    });
+    let mut policy = s.policy();
+    policy.enforcement = Enforcement::Waive(BTreeSet::from([Feature::MountIsolation]));
+    policy.protected = vec![s.0.join("toolgate.toml")];
+    match no_view
+        .run(
+            s.shell("echo evil > toolgate.toml"),
+            &policy,
+            std::future::pending(),
+        )
+        .await
+    {
+        Err(
+            e @ SpawnError::Unenforceable {
+                feature: Feature::ProtectedPaths,
+                ..
+            },
+        ) => assert!(e.to_string().contains("protected_paths"), "{e}"),
+        r => panic!("expected a refusal, got {r:?}"),
+    }
+    assert_eq!(
+        std::fs::read_to_string(s.0.join("toolgate.toml")).unwrap(),
+        ""
+    );
+    // A protected path outside every read-write grant needs no mount.
+    policy.protected = vec![PathBuf::from("/etc/passwd")];
+    let out = no_view
+        .run(s.shell("echo ran"), &policy, std::future::pending())
+        .await
+        .unwrap();
+    assert_eq!(text(&out.stdout), "ran\n");
 }

@@ -19,9 +19,10 @@ use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 
 use super::GlobalArgs;
-use crate::call::{ToolCall, TurnOptions};
+use crate::call::ToolCall;
 use crate::outcome::CallRecord;
 use crate::pipeline::{ApprovalAnswer, ApprovalRequest, Approver};
+use crate::turn::TurnOptions;
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {

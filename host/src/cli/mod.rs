@@ -8,23 +8,34 @@
 
 mod approve;
 mod check;
-mod conformance;
 mod demo;
 mod logging;
 mod new;
 mod plugins;
 mod run;
 mod sandbox;
+mod serve;
 pub mod tools;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::HostConfig;
 use crate::host::{Toolgate, ToolgateBuilder};
 use crate::plugin::RuntimeOptions;
+
+/// How long the process waits, after a command is done, for work still
+/// running on the runtime's blocking threads (a WASI file operation stuck on
+/// a FIFO, say): then it exits anyway. Calls have their own deadlines; this
+/// only keeps a thread the host can no longer interrupt from keeping the
+/// process alive.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// The configuration file read when `--config` is not given.
+pub const DEFAULT_CONFIG: &str = "toolgate.toml";
 
 /// A WebAssembly host for AI-agent tool calls: every tool and every policy
 /// is a component, every call passes a nine-point pipeline.
@@ -50,17 +61,19 @@ pub struct GlobalArgs {
     no_default_plugins: bool,
 
     /// Operator configuration (grants, priorities, limits). Default:
-    /// ./toolgate.toml if it exists.
+    /// ./toolgate.toml if it exists. Either way, and even while it does not
+    /// exist, ./toolgate.toml is out of reach of what the host runs.
     #[arg(long, value_name = "FILE", global = true)]
     config: Option<PathBuf>,
 
     /// Who answers a hook's `ask`: prompt on the terminal (default when stdin
     /// is a terminal), or always allow/deny (default deny when not
-    /// interactive).
+    /// interactive). `serve`: allow or deny (default deny), for clients that
+    /// cannot answer an elicitation themselves.
     #[arg(long, value_enum, value_name = "MODE", global = true)]
     approve: Option<ApproveMode>,
 
-    /// Log format on stderr. Filter with RUST_LOG (default: warn).
+    /// Log format on stderr. Filter with RUST_LOG (default: warn,rmcp=error).
     #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
     log_format: LogFormat,
 
@@ -100,6 +113,9 @@ enum Command {
     /// The process sandbox: `toolgate sandbox check` reports what this kernel
     /// enforces and runs the escape probes.
     Sandbox(sandbox::SandboxArgs),
+    /// Serve the tools over MCP (stdio, or streamable HTTP with --http):
+    /// every call of the client passes the pipeline.
+    Serve(serve::ServeArgs),
     /// Create a project for a tool or policy (Rust, Python, JavaScript or C)
     /// that builds to a component on the first try.
     New(new::NewArgs),
@@ -135,9 +151,12 @@ pub fn main() -> ExitCode {
             Command::Plugins(a) => plugins::run(&cli.global, a).await,
             Command::Demo(a) => demo::run(&cli.global, a, transcript.unwrap_or_default()).await,
             Command::Sandbox(a) => sandbox::run(&cli.global, a).await,
+            Command::Serve(a) => serve::run(&cli.global, a).await,
             Command::New(a) => new::run(a),
         }
     });
+    // Not `drop(runtime)`, which waits for every blocking thread forever.
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
     match result {
         Ok(code) => code,
         Err(e) => {
@@ -153,7 +172,7 @@ impl GlobalArgs {
         match &self.config {
             Some(path) => Ok(HostConfig::load(path)?),
             None => {
-                let default = PathBuf::from("toolgate.toml");
+                let default = PathBuf::from(DEFAULT_CONFIG);
                 if default.is_file() {
                     Ok(HostConfig::load(&default)?)
                 } else {
@@ -173,10 +192,16 @@ impl GlobalArgs {
 
     /// A builder with everything the global options say.
     fn builder(&self) -> anyhow::Result<ToolgateBuilder> {
+        // `./toolgate.toml` is what a start without `--config` obeys, so it
+        // is authority even when absent (or when this start reads another).
         let mut b = Toolgate::builder()
             .config(self.load_config()?)
             .runtime_options(self.runtime_options())
-            .builtin_plugins(!self.no_default_plugins);
+            .builtin_plugins(!self.no_default_plugins)
+            .authority_path(
+                DEFAULT_CONFIG,
+                "the host's default configuration (./toolgate.toml)",
+            );
         for dir in &self.plugin_dirs {
             b = b.plugin_dir(dir);
         }

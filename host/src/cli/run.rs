@@ -9,9 +9,10 @@ use clap::Args;
 use serde_json::json;
 
 use super::GlobalArgs;
-use crate::call::{ToolCall, TurnOptions};
+use crate::call::ToolCall;
 use crate::content::Content;
 use crate::outcome::{CallError, CallRecord, ErrorCode, Outcome, Stage};
+use crate::turn::TurnOptions;
 use serde_json::Value;
 
 #[derive(Args, Debug)]

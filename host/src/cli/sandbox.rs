@@ -79,6 +79,7 @@ pub async fn run(_global: &GlobalArgs, args: SandboxArgs) -> anyhow::Result<Exit
                     else if caps.seccomp && caps.seccomp_user_notif { Some("seccomp-notify") }
                     else { None },
                 "mountIsolation": caps.mount_isolation,
+                "protectedPaths": caps.mount_isolation,
             },
             "probes": reports.iter().map(|r| serde_json::json!({
                 "name": r.name, "category": r.category, "description": r.description,
@@ -113,6 +114,10 @@ pub async fn run(_global: &GlobalArgs, args: SandboxArgs) -> anyhow::Result<Exit
             ),
             (
                 "read-only mount view (user + mount namespaces)",
+                caps.mount_isolation,
+            ),
+            (
+                "  protected paths inside read-write grants",
                 caps.mount_isolation,
             ),
         ] {

@@ -1,12 +1,12 @@
-//! `toolgate tools`: the model-facing projection.
+//! `toolgate tools`: the model-facing projection (built by
+//! [`crate::mcp::projection`], which MCP `tools/list` uses too).
 
 use std::process::ExitCode;
 
-use clap::{Args, ValueEnum};
-use serde_json::{Value, json};
+use clap::Args;
 
 use super::GlobalArgs;
-use crate::tool::ModelTool;
+pub use crate::mcp::projection::{ToolsFormat, project};
 
 #[derive(Args, Debug)]
 pub struct ToolsArgs {
@@ -14,33 +14,6 @@ pub struct ToolsArgs {
     /// API `tools` array; `openai`: the Chat Completions `tools` array.
     #[arg(long, value_enum, default_value_t = ToolsFormat::Json)]
     format: ToolsFormat,
-}
-
-#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ToolsFormat {
-    Json,
-    Anthropic,
-    Openai,
-}
-
-/// The tools in the shape an API expects. Only name, description and
-/// parameters are ever included.
-pub fn project(tools: &[ModelTool], format: ToolsFormat) -> Value {
-    Value::Array(
-        tools
-            .iter()
-            .map(|t| match format {
-                ToolsFormat::Json => json!({"name": t.name, "description": t.description, "parameters": t.parameters}),
-                ToolsFormat::Anthropic => {
-                    json!({"name": t.name, "description": t.description, "input_schema": t.parameters})
-                }
-                ToolsFormat::Openai => json!({
-                    "type": "function",
-                    "function": {"name": t.name, "description": t.description, "parameters": t.parameters}
-                }),
-            })
-            .collect(),
-    )
 }
 
 pub async fn run(global: &GlobalArgs, args: ToolsArgs) -> anyhow::Result<ExitCode> {

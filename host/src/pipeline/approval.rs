@@ -6,48 +6,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use async_trait::async_trait;
-
+pub use crate::approval::{AllowAll, ApprovalAnswer, ApprovalRequest, Approver, DenyAll};
 use crate::call::CallInfo;
 use crate::outcome::{CallError, ErrorCode, Stage};
-
-/// What the approver is shown.
-#[derive(Debug)]
-pub struct ApprovalRequest {
-    pub call: Arc<CallInfo>,
-    /// The question the hook asked.
-    pub prompt: String,
-    /// The hook that asked.
-    pub asked_by: String,
-}
-
-/// What the approver answered.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ApprovalAnswer {
-    Approve,
-    /// A person said no (with their reason, if any).
-    Deny(String),
-    /// Nobody could be asked (not interactive, no agent, channel closed).
-    Unavailable(String),
-}
-
-impl std::fmt::Display for ApprovalAnswer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ApprovalAnswer::Approve => f.write_str("approve"),
-            ApprovalAnswer::Deny(r) => write!(f, "deny ({r})"),
-            ApprovalAnswer::Unavailable(r) => write!(f, "unavailable ({r})"),
-        }
-    }
-}
-
-/// An approval service: a person at a terminal, a UI, a remote reviewer.
-#[async_trait]
-pub trait Approver: Send + Sync {
-    /// Shown in results as who decided.
-    fn name(&self) -> &str;
-    async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer;
-}
 
 /// Ask; `Err` is the denial.
 pub async fn run(
@@ -106,31 +67,5 @@ pub async fn run(
             ),
         )
         .decided_by(approver.name())),
-    }
-}
-
-/// Approves everything (`--approve allow`).
-pub struct AllowAll;
-
-#[async_trait]
-impl Approver for AllowAll {
-    fn name(&self) -> &str {
-        "approve-all"
-    }
-    async fn approve(&self, _request: &ApprovalRequest) -> ApprovalAnswer {
-        ApprovalAnswer::Approve
-    }
-}
-
-/// Denies everything (`--approve deny`).
-pub struct DenyAll;
-
-#[async_trait]
-impl Approver for DenyAll {
-    fn name(&self) -> &str {
-        "deny-all"
-    }
-    async fn approve(&self, _request: &ApprovalRequest) -> ApprovalAnswer {
-        ApprovalAnswer::Deny("approvals are set to deny (--approve deny)".into())
     }
 }

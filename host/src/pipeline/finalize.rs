@@ -72,22 +72,23 @@ pub async fn run(
         finalizer.invoked();
         let started = Instant::now();
         let shared = Arc::new(outcome);
-        let answer = tokio::time::timeout(
-            settings.policy_timeout(),
-            finalizer.policy.finalize_content(call, &shared),
-        )
-        .await;
+        let answer = finalizer
+            .within(
+                settings.policy_timeout(),
+                finalizer.policy.finalize_content(call, &shared),
+            )
+            .await;
         outcome = unshare(shared);
         match answer {
-            Ok(Ok(Some(content))) => replace_content(&mut outcome, content),
-            Ok(Ok(None)) => {}
-            Ok(Err(error)) if !error.is_timeout() => tracing::warn!(
+            Some(Ok(Some(content))) => replace_content(&mut outcome, content),
+            Some(Ok(None)) => {}
+            Some(Err(error)) if !error.is_timeout() => tracing::warn!(
                 stage = "finalize",
                 finalizer = %finalizer.name,
                 %error,
                 "finalizer failed; content kept"
             ),
-            Ok(Err(_)) | Err(_) => tracing::warn!(
+            Some(Err(_)) | None => tracing::warn!(
                 stage = "finalize",
                 finalizer = %finalizer.name,
                 "finalizer timed out; content kept"

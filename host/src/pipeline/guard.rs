@@ -21,14 +21,14 @@ pub async fn run(
     for guard in chain.iter() {
         guard.invoked();
         let started = Instant::now();
-        let verdict = match tokio::time::timeout(budget, guard.policy.check(call)).await {
-            Ok(Ok(None)) => None,
-            Ok(Ok(Some(reason))) => Some(reason),
-            Ok(Err(error)) if !error.is_timeout() => Some(format!(
+        let verdict = match guard.within(budget, guard.policy.check(call)).await {
+            Some(Ok(None)) => None,
+            Some(Ok(Some(reason))) => Some(reason),
+            Some(Err(error)) if !error.is_timeout() => Some(format!(
                 "guard `{}` failed ({error}); failing closed",
                 guard.name
             )),
-            Ok(Err(_)) | Err(_) => Some(format!(
+            Some(Err(_)) | None => Some(format!(
                 "guard `{}` did not answer within {} ms; failing closed",
                 guard.name,
                 budget.as_millis()

@@ -14,10 +14,11 @@ use serde_json::json;
 
 use super::{Finished, PipelineSettings};
 use crate::call::ToolMeta;
-use crate::call::{CallInfo, ToolCall, TurnOptions};
+use crate::call::{CallInfo, ToolCall};
 use crate::outcome::{CallError, CallRecord, ErrorCode, Outcome, Stage};
 use crate::registry::Generation;
 use crate::tool::ToolEntry;
+use crate::turn::TurnOptions;
 
 /// The reserved Code Mode tool.
 pub const RUN_CODE: &str = "run_code";
@@ -46,7 +47,7 @@ pub fn run(
             id.clone(),
             name.clone(),
             arguments,
-            turn,
+            turn.origin(),
             meta.clone(),
         ))
     };

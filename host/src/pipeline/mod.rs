@@ -46,11 +46,12 @@ use tracing::Instrument;
 use tokio_util::sync::CancellationToken;
 
 use crate::budgets::Budgets;
-use crate::call::{CallInfo, CallSignal, ToolCall, TurnOptions};
+use crate::call::{CallInfo, CallSignal, ToolCall};
 use crate::outcome::{CallRecord, Outcome};
 use crate::policy::PreDecision;
 use crate::registry::Generation;
 use crate::tool::{DeferredContexts, ToolEntry};
+use crate::turn::TurnOptions;
 
 pub use approval::{ApprovalAnswer, ApprovalRequest, Approver};
 
@@ -239,7 +240,7 @@ pub async fn admit(
     let decided = tokio::select! {
         biased;
         _ = turn.cancel.cancelled() => Err(materialize::aborted_before_dispatch(&held.info)),
-        decided = policy_stages(&held, settings).instrument(span) => decided,
+        decided = policy_stages(&held, settings, turn).instrument(span) => decided,
     };
     match decided {
         // Cancelled while in its policies (a policy on the synchronous path
@@ -254,7 +255,11 @@ pub async fn admit(
     }
 }
 
-async fn policy_stages(held: &Held, settings: &PipelineSettings) -> Result<(), Outcome> {
+async fn policy_stages(
+    held: &Held,
+    settings: &PipelineSettings,
+    turn: &TurnOptions,
+) -> Result<(), Outcome> {
     let info = &held.info;
     let policies = &held.generation.policies;
     let decided = pre_execute::run(&policies.pre_execute, info, settings.policy_timeout()).await;
@@ -262,7 +267,9 @@ async fn policy_stages(held: &Held, settings: &PipelineSettings) -> Result<(), O
         PreDecision::Allow => {}
         PreDecision::Deny(reason) => return Err(pre_execute::denied(&decided.by, reason)),
         PreDecision::Ask(prompt) => {
-            approval::run(settings.approver.as_ref(), info, prompt, &decided.by)
+            // The turn's own approver (a served client's) wins over the host's.
+            let approver = turn.approver.as_ref().or(settings.approver.as_ref());
+            approval::run(approver, info, prompt, &decided.by)
                 .await
                 .map_err(Outcome::failure)?;
         }
@@ -317,13 +324,16 @@ pub async fn complete(
         .await;
         let outcome = finalize::run(&finalizers, &info, outcome, settings).await;
 
-        // E. freeze. Observers are notified at commit.
+        // E. freeze. Observers are notified at commit. The value of a tool
+        // with an output schema is kept (MCP `structuredContent`): see
+        // `outcome`.
         let contexts = std::mem::take(&mut *deferred.lock().unwrap_or_else(|p| p.into_inner()));
-        CallRecord::freeze(
+        CallRecord::freeze_keeping(
             info.call_id.clone(),
             info.tool_name.clone(),
             outcome,
             contexts,
+            entry.output.is_some(),
         )
     }
     .instrument(span.clone())

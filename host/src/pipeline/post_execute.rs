@@ -80,13 +80,14 @@ fn run_from(
         };
         let allowance = budget * (chain.len() - index) as u32;
         let started = Instant::now();
-        let answer = tokio::time::timeout(
-            allowance,
-            listener.policy.post_execute(&call, &result, next),
-        )
-        .await;
+        let answer = listener
+            .within(
+                allowance,
+                listener.policy.post_execute(&call, &result, next),
+            )
+            .await;
         let decided = match answer {
-            Ok(Ok(decision)) => {
+            Some(Ok(decision)) => {
                 let inner = heard.lock().unwrap_or_else(|p| p.into_inner()).take();
                 match inner {
                     Some(inner) if inner.decision == decision => inner,
@@ -96,14 +97,14 @@ fn run_from(
                     },
                 }
             }
-            Ok(Err(error)) if !error.is_timeout() => Decided {
+            Some(Err(error)) if !error.is_timeout() => Decided {
                 decision: PostDecision::Block(format!(
                     "post-execute hook `{}` failed ({error}); the result is withheld",
                     listener.name
                 )),
                 by: listener.name.clone(),
             },
-            Ok(Err(_)) | Err(_) => Decided {
+            Some(Err(_)) | None => Decided {
                 decision: PostDecision::Block(format!(
                     "post-execute hook `{}` did not answer within {} ms; the result is withheld",
                     listener.name,

@@ -68,10 +68,11 @@ fn run_from(
         // This listener's budget plus those of the listeners it may run.
         let allowance = budget * (chain.len() - index) as u32;
         let started = Instant::now();
-        let answer =
-            tokio::time::timeout(allowance, listener.policy.pre_execute(&call, next)).await;
+        let answer = listener
+            .within(allowance, listener.policy.pre_execute(&call, next))
+            .await;
         let decided = match answer {
-            Ok(Ok(decision)) => {
+            Some(Ok(decision)) => {
                 let inner = heard.lock().unwrap_or_else(|p| p.into_inner()).take();
                 match inner {
                     Some(inner) if inner.decision == decision => inner,
@@ -81,14 +82,14 @@ fn run_from(
                     },
                 }
             }
-            Ok(Err(error)) if !error.is_timeout() => Decided {
+            Some(Err(error)) if !error.is_timeout() => Decided {
                 decision: PreDecision::Deny(format!(
                     "pre-execute hook `{}` failed ({error}); failing closed",
                     listener.name
                 )),
                 by: listener.name.clone(),
             },
-            Ok(Err(_)) | Err(_) => Decided {
+            Some(Err(_)) | None => Decided {
                 decision: PreDecision::Deny(format!(
                     "pre-execute hook `{}` did not answer within {} ms; failing closed",
                     listener.name,

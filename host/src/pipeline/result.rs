@@ -44,21 +44,23 @@ async fn notify_all(
     for observer in chain.iter() {
         observer.invoked();
         let started = Instant::now();
-        let answer = tokio::time::timeout(budget, observer.policy.on_result(info, record)).await;
+        let answer = observer
+            .within(budget, observer.policy.on_result(info, record))
+            .await;
         match answer {
-            Ok(Ok(())) => tracing::info!(
+            Some(Ok(())) => tracing::info!(
                 stage = "result",
                 observer = %observer.name,
                 elapsed_us = started.elapsed().as_micros() as u64,
                 "observer notified"
             ),
-            Ok(Err(error)) if !error.is_timeout() => tracing::warn!(
+            Some(Err(error)) if !error.is_timeout() => tracing::warn!(
                 stage = "result",
                 observer = %observer.name,
                 %error,
                 "observer failed; isolated, the result is unchanged"
             ),
-            Ok(Err(_)) | Err(_) => tracing::warn!(
+            Some(Err(_)) | None => tracing::warn!(
                 stage = "result",
                 observer = %observer.name,
                 "observer timed out; isolated, the result is unchanged"

@@ -42,22 +42,45 @@ pub fn sources() -> (Vec<PluginSource>, Vec<LoadError>) {
 }
 
 /// What a built-in plugin is granted when the operator says nothing about it.
+///
+/// * `fs-tools`: the working directory, read-only, as `.`.
+/// * `bash`: the shell seam and the working directory read-write for the
+///   processes it spawns only (`spawn_only`): the component itself needs no
+///   file access, and a read-write preopen could not keep the host's
+///   configuration or `.git` out of its reach, while the sandbox does.
+/// * `secrets-guard`: the working directory, read-only, twice — as `.` and
+///   under its own absolute path — so that it can resolve the symlinks and
+///   globs that relative and absolute arguments name.
 pub fn default_grants(name: &str, workdir: &Path) -> Option<GrantsConfig> {
-    let dir = |access| FsGrantConfig {
+    let grant = |access, guest: &str, spawn_only| FsGrantConfig {
         path: workdir.display().to_string(),
         access,
-        guest: Some(".".into()),
+        guest: Some(guest.into()),
+        spawn_only,
     };
     match name {
         "fs-tools" => Some(GrantsConfig {
-            fs: vec![dir(FsAccess::ReadOnly)],
+            fs: vec![grant(FsAccess::ReadOnly, ".", false)],
             ..Default::default()
         }),
         "bash" => Some(GrantsConfig {
-            fs: vec![dir(FsAccess::ReadWrite)],
+            fs: vec![grant(FsAccess::ReadWrite, ".", true)],
             shell: true,
             ..Default::default()
         }),
+        "secrets-guard" => {
+            let absolute = workdir
+                .canonicalize()
+                .unwrap_or_else(|_| workdir.to_path_buf());
+            let mut fs = vec![grant(FsAccess::ReadOnly, ".", false)];
+            if let Some(abs) = absolute.to_str() {
+                fs.push(grant(FsAccess::ReadOnly, abs, false));
+            }
+            Some(GrantsConfig {
+                fs,
+                ..Default::default()
+            })
+        }
         _ => None,
     }
 }

@@ -1,33 +1,115 @@
-//! On-disk cache of compiled components.
+//! On-disk cache of compiled components: machine code the host runs, so
+//! trusted only after checks.
 //!
 //! Cranelift takes ~40 ms for a small Rust component and seconds for a
 //! Python or JavaScript one; the cache makes every start after the first
-//! cost a file map. Entries are keyed by the engine's compatibility hash and
-//! the component's SHA-256, written to a temporary file and renamed into
-//! place (never overwritten in place), so a concurrent reader sees either
-//! nothing or a whole file.
+//! cost a read and a check. Entries are keyed by the engine's compatibility
+//! hash and the component's SHA-256, written to a temporary file and renamed
+//! into place (never overwritten in place).
 //!
-//! Loading a cached file is `unsafe` in wasmtime because the file is
-//! trusted machine code: the cache directory is created private to the user
-//! (0700) and must stay so.
+//! A cache entry is native code the host executes, so whoever can write
+//! one owns the host. Hence:
+//!
+//! * **The directory.** Every component of its path, from `/`, is opened
+//!   with `O_NOFOLLOW` and checked with `fstat`: no symlinks; every ancestor
+//!   owned by root or by us and not writable by group or others unless it is
+//!   sticky (`/tmp`); the directory itself owned by us and not writable by
+//!   group or others (it is created `0700`). All later access goes through
+//!   the descriptor of that directory, never through the path again.
+//! * **Out of reach of what the host runs.** [`CompileCache::refuse_if_granted`]
+//!   refuses a directory that overlaps any file system grant of any plugin
+//!   (a WASI preopen or a sandbox grant, read-only ones included: they show
+//!   the key). The sandbox also keeps it read-only (a protected path).
+//! * **Each entry is verified before it is deserialised**: an HMAC-SHA256
+//!   under a per-user random key (`key`, `0600`, in the directory) over the
+//!   entry's name and its code. The bytes are read into memory first and
+//!   verified there, then handed to [`Component::deserialize`], which copies
+//!   them into fresh executable memory: nothing is mapped from a file that
+//!   could change under the host. A tampered entry is not executed: it is
+//!   logged, recompiled and replaced.
+//!
+//! A cache that fails a check is not used: the host warns once and compiles
+//! every component itself. This fails *open to no cache* rather than failing
+//! the start on purpose: the cache only saves time, so refusing it costs
+//! seconds and never safety, while refusing to start would turn a shared
+//! `HOME` or a working directory at `$HOME` into an outage.
 
+use std::ffi::CString;
+use std::fs::File;
 use std::hash::{Hash, Hasher};
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component as PathComponent, Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-/// The compile cache.
+/// Largest cache entry read back, in bytes (a compiled 18 MB Python
+/// component is well below this); a larger file is treated as corrupt.
+pub const MAX_ENTRY_BYTES: u64 = 512 << 20;
+
+/// The first bytes of every entry (format version 1).
+const MAGIC: &[u8; 8] = b"TGCACHE1";
+/// File name of the MAC key in the cache directory.
+const KEY_FILE: &str = "key";
+/// Length of the MAC key and of the tag.
+const KEY_LEN: usize = 32;
+
+/// The compile cache. Cheap to clone (clones share the state).
 #[derive(Clone, Debug)]
 pub struct CompileCache {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
     dir: PathBuf,
+    state: Mutex<State>,
+}
+
+enum State {
+    Ready { dir: OwnedFd, key: [u8; KEY_LEN] },
+    Refused(String),
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            State::Ready { dir, .. } => write!(f, "Ready(fd {})", dir.as_raw_fd()),
+            State::Refused(why) => write!(f, "Refused({why})"),
+        }
+    }
 }
 
 impl CompileCache {
+    /// Opens (creating it `0700` if needed) and checks the cache directory.
+    /// A directory that fails the checks is refused with a warning, once:
+    /// the cache then compiles every component and stores nothing.
     pub fn new(dir: PathBuf) -> Self {
-        CompileCache { dir }
+        let dir = if dir.is_absolute() {
+            dir
+        } else {
+            std::env::current_dir().unwrap_or_default().join(dir)
+        };
+        let state = match open_checked(&dir).and_then(|fd| {
+            let key = load_or_create_key(&fd, &dir)?;
+            Ok(State::Ready { dir: fd, key })
+        }) {
+            Ok(s) => s,
+            Err(why) => {
+                warn_refused(&dir, &why);
+                State::Refused(why)
+            }
+        };
+        CompileCache {
+            inner: Arc::new(Inner {
+                dir,
+                state: Mutex::new(state),
+            }),
+        }
     }
 
     /// `$TOOLGATE_CACHE_DIR`, else `$XDG_CACHE_HOME/toolgate`, else
@@ -42,62 +124,489 @@ impl CompileCache {
         Some(base.join("toolgate"))
     }
 
+    /// The directory (absolute).
     pub fn dir(&self) -> &Path {
-        &self.dir
+        &self.inner.dir
     }
 
-    /// The compiled component for `bytes`, from the cache or freshly
-    /// compiled (and then stored; a failure to store is only logged).
-    pub fn load_or_compile(&self, engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Component> {
-        let path = self.dir.join(format!("{}.cwasm", key(engine, bytes)));
-        if path.exists() {
-            // SAFETY: the file was written by `store` below into a directory
-            // private to this user, under a name that binds it to this
-            // engine's configuration and to the component's exact bytes.
-            match unsafe { Component::deserialize_file(engine, &path) } {
-                Ok(component) => return Ok(component),
-                Err(e) => {
-                    tracing::warn!(path = %path.display(), error = %e, "unusable cache entry; recompiling")
-                }
+    /// Why the cache is not used, if it is not.
+    pub fn refusal(&self) -> Option<String> {
+        match &*self.lock() {
+            State::Refused(why) => Some(why.clone()),
+            State::Ready { .. } => None,
+        }
+    }
+
+    /// Stops using the cache for the rest of this process (warns once).
+    pub fn refuse(&self, why: String) {
+        let mut state = self.lock();
+        if matches!(*state, State::Ready { .. }) {
+            warn_refused(&self.inner.dir, &why);
+            *state = State::Refused(why);
+        }
+    }
+
+    /// Refuses the cache when its directory overlaps a file system grant:
+    /// `grants` are (granted path, whose grant) pairs. A plugin that can
+    /// write the cache can put native code into the host; one that can read
+    /// it can read the key.
+    pub fn refuse_if_granted<'a>(&self, grants: impl IntoIterator<Item = (&'a Path, &'a str)>) {
+        if self.refusal().is_some() {
+            return;
+        }
+        let dir = self
+            .inner
+            .dir
+            .canonicalize()
+            .unwrap_or(self.inner.dir.clone());
+        for (granted, whose) in grants {
+            let granted = granted.canonicalize().unwrap_or(granted.to_path_buf());
+            if dir.starts_with(&granted) || granted.starts_with(&dir) {
+                self.refuse(format!(
+                    "it lies inside {} which {whose} is granted: what runs there could read its \
+                     key and plant native code for the host. Set TOOLGATE_CACHE_DIR to a \
+                     directory outside every grant (or pass --no-compile-cache to silence this)",
+                    granted.display()
+                ));
+                return;
             }
         }
+    }
+
+    /// The compiled component for `bytes`: from a verified cache entry, or
+    /// freshly compiled (and then stored; a failure to store is only logged).
+    pub fn load_or_compile(&self, engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Component> {
+        let name = format!("{}.tgc", key(engine, bytes));
+        let Some((dir, mac_key)) = self.ready() else {
+            return Component::new(engine, bytes);
+        };
+        match read_entry(&dir, &name, &mac_key) {
+            Ok(Some(code)) => {
+                // SAFETY: `code` is in memory the host owns, and carries a
+                // valid MAC under a key only this user can read: this host
+                // wrote it, with this engine's configuration (the name binds
+                // the compatibility hash and the component's bytes, and the
+                // MAC binds the name). `deserialize` copies it into fresh
+                // executable memory and checks the engine compatibility.
+                match unsafe { Component::deserialize(engine, &code) } {
+                    Ok(component) => return Ok(component),
+                    Err(e) => tracing::warn!(
+                        entry = %self.inner.dir.join(&name).display(),
+                        error = %e,
+                        "unusable compile cache entry; recompiling"
+                    ),
+                }
+            }
+            Ok(None) => {}
+            Err(why) => tracing::warn!(
+                entry = %self.inner.dir.join(&name).display(),
+                "compile cache entry not used: {why}; recompiling and replacing it"
+            ),
+        }
         let component = Component::new(engine, bytes)?;
-        if let Err(e) = self.store(&path, &component) {
-            tracing::warn!(dir = %self.dir.display(), error = %e, "could not write the compile cache");
+        if let Err(e) = store_entry(&dir, &name, &mac_key, &component) {
+            tracing::warn!(dir = %self.inner.dir.display(), error = %e, "could not write the compile cache");
         }
         Ok(component)
     }
 
-    fn store(&self, path: &Path, component: &Component) -> anyhow::Result<()> {
-        create_private_dir(&self.dir)?;
-        let bytes = component.serialize()?;
-        let tmp = self
-            .dir
-            .join(format!(".tmp-{}-{}", std::process::id(), rand_suffix()));
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(&bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path).inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })?;
-        Ok(())
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A duplicate of the directory descriptor and the key, if in use.
+    fn ready(&self) -> Option<(OwnedFd, [u8; KEY_LEN])> {
+        match &*self.lock() {
+            State::Ready { dir, key } => dir.try_clone().ok().map(|d| (d, *key)),
+            State::Refused(_) => None,
+        }
     }
 }
 
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
+fn warn_refused(dir: &Path, why: &str) {
+    tracing::warn!(
+        "compile cache {} is not used: {why}. Components are compiled at every start instead",
+        dir.display()
+    );
 }
 
-fn rand_suffix() -> u64 {
-    use std::time::{SystemTime, UNIX_EPOCH};
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
+// ---------------------------------------------------------------------------
+// The directory.
+
+fn errno_text(what: &str, path: &Path) -> String {
+    format!(
+        "{what} {}: {}",
+        path.display(),
+        std::io::Error::last_os_error()
+    )
+}
+
+fn fstat(fd: RawFd) -> Option<libc::stat> {
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(st)
+}
+
+/// Opens `dir` component by component from `/` without following symlinks,
+/// creating missing components `0700`, and checks owners and modes. Returns
+/// the directory's descriptor.
+fn open_checked(dir: &Path) -> Result<OwnedFd, String> {
+    let me = unsafe { libc::geteuid() };
+    let open_path = |at: RawFd, name: &CString| -> RawFd {
+        unsafe {
+            libc::openat(
+                at,
+                name.as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        }
+    };
+    let root = unsafe {
+        libc::open(
+            c"/".as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if root < 0 {
+        return Err(errno_text("cannot open", Path::new("/")));
+    }
+    let mut fd = unsafe { OwnedFd::from_raw_fd(root) };
+    let mut here = PathBuf::from("/");
+    let names: Vec<&std::ffi::OsStr> = dir
+        .components()
+        .filter_map(|c| match c {
+            PathComponent::Normal(n) => Some(Ok(n)),
+            PathComponent::RootDir | PathComponent::CurDir => None,
+            _ => Some(Err(())),
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|()| format!("{} contains `..`; give it as a plain path", dir.display()))?;
+    if names.is_empty() {
+        return Err("`/` cannot be the cache directory".into());
+    }
+    for (i, name) in names.iter().enumerate() {
+        let last = i + 1 == names.len();
+        let parent = fstat(fd.as_raw_fd()).ok_or_else(|| errno_text("cannot stat", &here))?;
+        check_ancestor(&here, &parent, me)?;
+        here.push(name);
+        let cname = CString::new(name.as_bytes())
+            .map_err(|_| format!("{} contains a NUL byte", dir.display()))?;
+        let mut next = open_path(fd.as_raw_fd(), &cname);
+        if next < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT) {
+            // Create what is missing, private to this user (losing a race
+            // to another process is fine: it is checked like any other).
+            if unsafe { libc::mkdirat(fd.as_raw_fd(), cname.as_ptr(), 0o700) } != 0
+                && std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST)
+            {
+                return Err(errno_text("cannot create", &here));
+            }
+            next = open_path(fd.as_raw_fd(), &cname);
+        }
+        if next < 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(match e.raw_os_error() {
+                Some(libc::ELOOP) | Some(libc::ENOTDIR) if is_symlink(fd.as_raw_fd(), &cname) => {
+                    format!(
+                        "{} is a symlink (whoever can change it can redirect the cache); give \
+                         the directory without symlinks{}",
+                        here.display(),
+                        dir.canonicalize()
+                            .map(|p| format!(", e.g. {}", p.display()))
+                            .unwrap_or_default()
+                    )
+                }
+                _ => format!("cannot open {}: {e}", here.display()),
+            });
+        }
+        fd = unsafe { OwnedFd::from_raw_fd(next) };
+        if last {
+            let st = fstat(fd.as_raw_fd()).ok_or_else(|| errno_text("cannot stat", &here))?;
+            if st.st_uid != me {
+                return Err(format!(
+                    "it is owned by uid {}, not by this user (uid {me}): its owner could plant \
+                     native code for the host",
+                    st.st_uid
+                ));
+            }
+            if st.st_mode & 0o022 != 0 {
+                return Err(format!(
+                    "it is writable by {} (mode {:o}): they could plant native code for the \
+                     host; `chmod go-w {}` or choose another directory",
+                    if st.st_mode & 0o002 != 0 {
+                        "every user"
+                    } else {
+                        "its group"
+                    },
+                    st.st_mode & 0o7777,
+                    here.display()
+                ));
+            }
+        }
+    }
+    Ok(fd)
+}
+
+fn is_symlink(at: RawFd, name: &CString) -> bool {
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::fstatat(at, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+    r == 0 && st.st_mode & libc::S_IFMT == libc::S_IFLNK
+}
+
+/// An ancestor of the cache must be owned by root or by us, and not
+/// writable by others unless sticky (then others cannot rename or remove
+/// what is ours in it).
+fn check_ancestor(path: &Path, st: &libc::stat, me: libc::uid_t) -> Result<(), String> {
+    if st.st_uid != 0 && st.st_uid != me {
+        return Err(format!(
+            "its ancestor {} is owned by uid {} (neither root nor this user), who could swap \
+             the cache directory",
+            path.display(),
+            st.st_uid
+        ));
+    }
+    if st.st_mode & 0o022 != 0 && st.st_mode & libc::S_ISVTX == 0 {
+        return Err(format!(
+            "its ancestor {} is writable by others (mode {:o}) and not sticky: they could swap \
+             the cache directory",
+            path.display(),
+            st.st_mode & 0o7777
+        ));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Files in the directory.
+
+/// Opens a regular file in `dir` that belongs to us and is not writable by
+/// others; `Ok(None)` when there is none. Never follows a symlink, never
+/// blocks on a FIFO.
+fn open_own_file(dir: &OwnedFd, name: &str, max: u64) -> Result<Option<(File, u64)>, String> {
+    let cname = CString::new(name).expect("cache names have no NUL");
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            cname.as_ptr(),
+            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        let e = std::io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::ENOENT) => Ok(None),
+            Some(libc::ELOOP) => Err(format!("{name} is a symlink")),
+            _ => Err(format!("cannot open {name}: {e}")),
+        };
+    }
+    let file = unsafe { File::from_raw_fd(fd) };
+    let st = fstat(file.as_raw_fd()).ok_or_else(|| format!("cannot stat {name}"))?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(format!("{name} is not a regular file"));
+    }
+    if st.st_uid != unsafe { libc::geteuid() } {
+        return Err(format!(
+            "{name} is owned by uid {}, not by this user",
+            st.st_uid
+        ));
+    }
+    if st.st_mode & 0o022 != 0 {
+        return Err(format!(
+            "{name} is writable by others (mode {:o})",
+            st.st_mode & 0o7777
+        ));
+    }
+    let size = st.st_size as u64;
+    if size > max {
+        return Err(format!(
+            "{name} is {size} bytes, more than the {max} accepted"
+        ));
+    }
+    Ok(Some((file, size)))
+}
+
+/// Writes `parts` to a fresh `0600` file and renames it to `name`
+/// (`replace`: over an existing one; else never replacing, and then
+/// `Ok(false)` when `name` already exists).
+fn write_new_file(
+    dir: &OwnedFd,
+    name: &str,
+    parts: &[&[u8]],
+    replace: bool,
+) -> std::io::Result<bool> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let tmp = format!(
+        ".tmp-{}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0)
+    );
+    let ctmp = CString::new(tmp).expect("no NUL");
+    let cname = CString::new(name).expect("no NUL");
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            ctmp.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0o600,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut file = unsafe { File::from_raw_fd(fd) };
+    let written = parts
+        .iter()
+        .try_for_each(|p| file.write_all(p))
+        .and_then(|()| file.sync_all());
+    let renamed = written.and_then(|()| {
+        let flags = if replace { 0 } else { libc::RENAME_NOREPLACE };
+        let r = unsafe {
+            libc::renameat2(
+                dir.as_raw_fd(),
+                ctmp.as_ptr(),
+                dir.as_raw_fd(),
+                cname.as_ptr(),
+                flags,
+            )
+        };
+        if r == 0 {
+            Ok(true)
+        } else {
+            let e = std::io::Error::last_os_error();
+            if !replace && e.raw_os_error() == Some(libc::EEXIST) {
+                Ok(false)
+            } else {
+                Err(e)
+            }
+        }
+    });
+    if !matches!(renamed, Ok(true)) {
+        unsafe { libc::unlinkat(dir.as_raw_fd(), ctmp.as_ptr(), 0) };
+    }
+    renamed
+}
+
+/// The per-user MAC key: read from `key` (which must be ours, `0600`, 32
+/// bytes), or created with 32 random bytes.
+fn load_or_create_key(dir: &OwnedFd, path: &Path) -> Result<[u8; KEY_LEN], String> {
+    let read = |dir: &OwnedFd| -> Result<Option<[u8; KEY_LEN]>, String> {
+        let Some((mut file, size)) = open_own_file(dir, KEY_FILE, KEY_LEN as u64)? else {
+            return Ok(None);
+        };
+        let st = fstat(file.as_raw_fd()).ok_or("cannot stat the key")?;
+        if st.st_mode & 0o077 != 0 {
+            return Err(format!(
+                "its key {} is readable by others (mode {:o}); remove it and a new one is made",
+                path.join(KEY_FILE).display(),
+                st.st_mode & 0o7777
+            ));
+        }
+        let mut key = [0u8; KEY_LEN];
+        if size != KEY_LEN as u64 || file.read_exact(&mut key).is_err() {
+            return Err(format!(
+                "its key {} is not {KEY_LEN} bytes; remove it and a new one is made",
+                path.join(KEY_FILE).display()
+            ));
+        }
+        Ok(Some(key))
+    };
+    if let Some(key) = read(dir)? {
+        return Ok(key);
+    }
+    let mut key = [0u8; KEY_LEN];
+    let n = unsafe { libc::getrandom(key.as_mut_ptr() as *mut libc::c_void, KEY_LEN, 0) };
+    if n != KEY_LEN as isize {
+        return Err(format!(
+            "no randomness for its key: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    match write_new_file(dir, KEY_FILE, &[&key], false) {
+        Ok(true) => Ok(key),
+        // Another process made one first: use theirs.
+        Ok(false) => read(dir)?.ok_or_else(|| "its key vanished while it was made".into()),
+        Err(e) => Err(format!("cannot create its key: {e}")),
+    }
+}
+
+/// HMAC-SHA256 (RFC 2104) of the concatenation of `parts`.
+fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
+    let mut block = [0u8; 64];
+    if key.len() > 64 {
+        block[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        block[..key.len()].copy_from_slice(key);
+    }
+    let mut inner = Sha256::new();
+    inner.update(block.map(|b| b ^ 0x36));
+    for p in parts {
+        inner.update(p);
+    }
+    let mut outer = Sha256::new();
+    outer.update(block.map(|b| b ^ 0x5c));
+    outer.update(inner.finalize());
+    outer.finalize().into()
+}
+
+/// The tag of an entry: binds its name (engine hash + component hash) to
+/// its code.
+fn tag(key: &[u8; KEY_LEN], name: &str, code: &[u8]) -> [u8; 32] {
+    hmac_sha256(
+        key,
+        &[
+            MAGIC.as_slice(),
+            &(name.len() as u64).to_le_bytes(),
+            name.as_bytes(),
+            code,
+        ],
+    )
+}
+
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Reads and verifies entry `name`: `Ok(None)` when there is none,
+/// `Err(why)` when there is one that must not be used.
+fn read_entry(dir: &OwnedFd, name: &str, key: &[u8; KEY_LEN]) -> Result<Option<Vec<u8>>, String> {
+    let Some((mut file, size)) = open_own_file(dir, name, MAX_ENTRY_BYTES)? else {
+        return Ok(None);
+    };
+    let mut bytes = Vec::with_capacity(size as usize);
+    file.read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read it: {e}"))?;
+    let header = MAGIC.len() + 32;
+    if bytes.len() < header || &bytes[..MAGIC.len()] != MAGIC {
+        return Err("it is not a toolgate cache entry".into());
+    }
+    let (stored, code) = bytes[MAGIC.len()..].split_at(32);
+    if !same(stored, &tag(key, name, code)) {
+        return Err(
+            "it failed verification (it changed after this host wrote it, or another key \
+             wrote it)"
+                .into(),
+        );
+    }
+    bytes.drain(..header);
+    Ok(Some(bytes))
+}
+
+fn store_entry(
+    dir: &OwnedFd,
+    name: &str,
+    key: &[u8; KEY_LEN],
+    component: &Component,
+) -> anyhow::Result<()> {
+    let code = component.serialize()?;
+    let t = tag(key, name, &code);
+    write_new_file(dir, name, &[MAGIC.as_slice(), &t, &code], true)?;
+    Ok(())
 }
 
 /// Hex SHA-256 over the engine's compatibility hash and the bytes.
@@ -115,4 +624,70 @@ fn key(engine: &Engine, bytes: &[u8]) -> String {
     engine.precompile_compatibility_hash().hash(&mut h);
     h.0.update(bytes);
     h.0.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hmac_matches_rfc_4231() {
+        // Test case 2.
+        let mac = hmac_sha256(b"Jefe", &[b"what do ya want ", b"for nothing?"]);
+        let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            hex,
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    fn scratch(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("toolgate-cache-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn a_fresh_directory_is_created_private_with_a_private_key() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = scratch("fresh");
+        let cache = CompileCache::new(d.join("a/b"));
+        assert_eq!(cache.refusal(), None);
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&d.join("a/b")), 0o700);
+        assert_eq!(mode(&d.join("a/b/key")), 0o600);
+        // A second opening reads the same key.
+        let again = CompileCache::new(d.join("a/b"));
+        assert_eq!(again.ready().unwrap().1, cache.ready().unwrap().1);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn unsafe_directories_are_refused_with_the_reason() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = scratch("unsafe");
+        std::fs::create_dir_all(d.join("open")).unwrap();
+        std::fs::set_permissions(d.join("open"), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let why = CompileCache::new(d.join("open")).refusal().unwrap();
+        assert!(why.contains("writable by every user"), "{why}");
+        // Beneath a world-writable, non-sticky ancestor.
+        let why = CompileCache::new(d.join("open/inner")).refusal().unwrap();
+        assert!(why.contains("not sticky"), "{why}");
+        std::fs::create_dir_all(d.join("real")).unwrap();
+        std::os::unix::fs::symlink(d.join("real"), d.join("link")).unwrap();
+        let why = CompileCache::new(d.join("link")).refusal().unwrap();
+        assert!(why.contains("is a symlink"), "{why}");
+        let why = CompileCache::new(d.join("link/sub")).refusal().unwrap();
+        assert!(why.contains("is a symlink"), "{why}");
+        // Owned by someone else (only root can hand a directory over).
+        std::fs::create_dir_all(d.join("theirs")).unwrap();
+        let theirs = CString::new(d.join("theirs").as_os_str().as_bytes()).unwrap();
+        if unsafe { libc::chown(theirs.as_ptr(), 65534, 65534) } == 0 {
+            let why = CompileCache::new(d.join("theirs")).refusal().unwrap();
+            assert!(why.contains("owned by uid 65534"), "{why}");
+        } else {
+            println!("not root: the foreign owner case is not checked here");
+        }
+        let _ = std::fs::remove_dir_all(&d);
+    }
 }

@@ -258,7 +258,7 @@ impl ComponentPlugin {
         store.data_mut().scope = scope;
         store.limiter(|d| &mut d.limiter);
         let path = self.path;
-        store.epoch_deadline_callback(move |ctx| match ctx.data().interrupt() {
+        store.epoch_deadline_callback(move |mut ctx| match ctx.data_mut().interrupt() {
             Some(i) => Err(Interrupted(i).into()),
             None if path == CallPath::Sync => Ok(UpdateDeadline::Continue(1)),
             None => Ok(UpdateDeadline::Yield(1)),
@@ -378,7 +378,8 @@ fn classify(plugin: &str, error: wasmtime::Error, stderr: &TailPipe) -> InvokeEr
         match trap {
             Trap::StackOverflow => "stack overflow (the guest recursed too deeply)".to_string(),
             Trap::UnreachableCodeReached if !tail.is_empty() => "the guest panicked".to_string(),
-            other => format!("wasm trap: {}", first_line(&other.to_string())),
+            // `Trap`'s own text starts with "wasm trap: ".
+            other => first_line(&other.to_string()),
         }
     } else {
         // wasmtime wraps the cause in "error while executing at wasm
@@ -437,7 +438,22 @@ fn short_stderr(tail: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::short_stderr;
+    use super::{InvokeError, TailPipe, classify, short_stderr};
+    use wasmtime::Trap;
+
+    /// A trap reads "wasm trap: …" once; a stack overflow says so.
+    #[test]
+    fn a_trap_is_named_once() {
+        let message =
+            |trap: Trap| match classify("p", wasmtime::Error::from(trap), &TailPipe::new(64)) {
+                InvokeError::Trap { message, .. } => message,
+                other => panic!("not a trap: {other:?}"),
+            };
+        let m = message(Trap::IntegerDivisionByZero);
+        assert_eq!(m.matches("wasm trap").count(), 1, "{m}");
+        assert!(m.starts_with("wasm trap: "), "{m}");
+        assert!(message(Trap::StackOverflow).contains("stack overflow"));
+    }
 
     #[test]
     fn one_line_of_stderr_for_the_model() {

@@ -5,6 +5,22 @@
 //! network, no shell or subprocess seam, a memory cap. Grants come from the
 //! operator's configuration (or the defaults of the built-in plugins),
 //! never from the plugin.
+//!
+//! A grant never reaches what the host itself treats as authority (the
+//! [`Authority`]: its configuration, plugin directories and manifests, the
+//! compile cache, its executable) nor, by default, the `.git` of a
+//! read-write directory (whose config and hooks run outside any sandbox on
+//! the operator's next `git` command):
+//!
+//! * for the processes a plugin spawns, these paths become the sandbox
+//!   policy's protected paths, which stay read-only even beneath a
+//!   read-write grant (read-only mounts in the sandbox's view);
+//! * a WASI preopen cannot leave out a path beneath it, so a read-write
+//!   preopen that holds (or lies inside) one of them is refused at load,
+//!   naming the path, why it matters and what to do. A grant marked
+//!   `spawn_only` is not preopened at all: the component gets no file
+//!   access from it, its spawned processes do (that is how the built-in
+//!   `bash` tool is granted the working directory).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -30,6 +46,106 @@ pub struct FsGrant {
     pub guest: String,
     /// Read-write, or read-only.
     pub writable: bool,
+    /// Preopened for the component itself (WASI). `false`: granted to the
+    /// processes it spawns only (`spawn_only = true`).
+    pub preopen: bool,
+}
+
+/// One path the host treats as authority, and what it is (for messages).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuthorityPath {
+    /// Absolute; canonical where it exists (else its canonical parent joined
+    /// with its name).
+    pub path: PathBuf,
+    /// What it is, e.g. "the host's configuration".
+    pub what: String,
+}
+
+/// Everything the host reads as authority: no grant may reach it.
+///
+/// ```
+/// use toolgate::plugin::grants::Authority;
+/// let mut a = Authority::default();
+/// a.add("/etc/toolgate/toolgate.toml", "the host's configuration");
+/// assert_eq!(a.paths()[0].what, "the host's configuration");
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Authority {
+    paths: Vec<AuthorityPath>,
+}
+
+impl Authority {
+    /// Adds `path` (made absolute against the current directory; it need
+    /// not exist: an absent configuration file must stay absent).
+    pub fn add(&mut self, path: impl AsRef<Path>, what: impl Into<String>) {
+        let path = path.as_ref();
+        let path = if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            std::env::current_dir().unwrap_or_default().join(path)
+        };
+        let path = path.canonicalize().unwrap_or_else(|_| {
+            match (
+                path.parent().and_then(|p| p.canonicalize().ok()),
+                path.file_name(),
+            ) {
+                (Some(parent), Some(name)) => parent.join(name),
+                _ => path.clone(),
+            }
+        });
+        if !self.paths.iter().any(|a| a.path == path) {
+            self.paths.push(AuthorityPath {
+                path,
+                what: what.into(),
+            });
+        }
+    }
+
+    /// The paths, in the order added.
+    pub fn paths(&self) -> &[AuthorityPath] {
+        &self.paths
+    }
+}
+
+/// The `.git` of `root` and, when it is a pointer file (a worktree or a
+/// submodule), the git directory it names and that directory's common
+/// directory (where config and hooks live). Only what exists.
+pub fn git_paths(root: &Path) -> Vec<AuthorityPath> {
+    let dot_git = root.join(".git");
+    let Ok(meta) = std::fs::symlink_metadata(&dot_git) else {
+        return Vec::new();
+    };
+    let what = |p: &Path| AuthorityPath {
+        path: p.canonicalize().unwrap_or(p.to_path_buf()),
+        what: format!("the git metadata of {}", root.display()),
+    };
+    let mut out = vec![AuthorityPath {
+        path: dot_git.clone(),
+        what: format!("the git metadata of {}", root.display()),
+    }];
+    if meta.file_type().is_symlink() {
+        if dot_git.is_dir() {
+            out.push(what(&dot_git));
+        }
+        return out;
+    }
+    if meta.is_file() {
+        let gitdir = std::fs::read_to_string(&dot_git).ok().and_then(|text| {
+            let line = text.lines().find_map(|l| l.strip_prefix("gitdir:"))?;
+            Some(root.join(line.trim()))
+        });
+        if let Some(gitdir) = gitdir.filter(|d| d.is_dir()) {
+            out.push(what(&gitdir));
+            let common = std::fs::read_to_string(gitdir.join("commondir"))
+                .ok()
+                .map(|c| gitdir.join(c.trim()))
+                .filter(|d| d.is_dir());
+            if let Some(common) = common {
+                out.push(what(&common));
+            }
+        }
+    }
+    out
 }
 
 /// The seams a plugin may use, and with what.
@@ -85,7 +201,7 @@ impl Grants {
         let mut b = WasiCtx::builder();
         b.stdout(TailPipe::sink());
         b.stderr(stderr);
-        for g in &self.fs {
+        for g in self.fs.iter().filter(|g| g.preopen) {
             let perms = if g.writable {
                 FsPerms::ReadWrite
             } else {
@@ -139,18 +255,23 @@ pub fn enforcement(config: &HostConfig) -> Result<Enforcement, HostError> {
 }
 
 /// Turn a grant as written into a grant as enforced. Paths are resolved
-/// against `workdir` and must exist; network names are resolved now.
+/// against `workdir` and must exist; network names are resolved now. The
+/// `authority` paths (and the `.git` of every read-write directory, unless
+/// `protect_git = false`) become the sandbox's protected paths; a
+/// read-write preopen that would reach one is an error.
 pub fn resolve_grants(
     config: Option<GrantsConfig>,
     source: String,
     workdir: &Path,
     enforcement: &Enforcement,
+    authority: &Authority,
 ) -> Result<Grants, String> {
     let Some(config) = config else {
         return Ok(Grants {
             source,
             sandbox: SandboxPolicy {
                 enforcement: enforcement.clone(),
+                protected: authority.paths().iter().map(|a| a.path.clone()).collect(),
                 ..SandboxPolicy::default()
             },
             ..Grants::default()
@@ -172,8 +293,17 @@ pub fn resolve_grants(
             host,
             guest: g.guest.clone().unwrap_or_else(|| ".".into()),
             writable: g.access == FsAccess::ReadWrite,
+            preopen: !g.spawn_only,
         });
     }
+    let protect_git = config.protect_git.unwrap_or(true);
+    let mut reserved: Vec<AuthorityPath> = authority.paths().to_vec();
+    if protect_git {
+        for g in fs.iter().filter(|g| g.writable) {
+            reserved.extend(git_paths(&g.host));
+        }
+    }
+    check_preopens(&fs, &reserved, &source, protect_git)?;
     let env = config
         .env
         .iter()
@@ -207,6 +337,7 @@ pub fn resolve_grants(
             .filter(|g| g.writable)
             .map(|g| g.host.clone())
             .collect(),
+        protected: reserved.iter().map(|a| a.path.clone()).collect(),
         tcp_connect_ports: config.spawn_tcp_ports.clone(),
         limits: ResourceLimits {
             max_processes: l.max_processes.or(defaults.max_processes),
@@ -234,6 +365,41 @@ pub fn resolve_grants(
         output_cap: l.output_kb.map(|kb| kb << 10).unwrap_or(DEFAULT_OUTPUT_CAP),
         source,
     })
+}
+
+/// A read-write preopen gives the component itself every path beneath it;
+/// WASI cannot leave one out. Refuse one that reaches authority.
+fn check_preopens(
+    fs: &[FsGrant],
+    reserved: &[AuthorityPath],
+    source: &str,
+    protect_git: bool,
+) -> Result<(), String> {
+    for (i, g) in fs.iter().enumerate() {
+        if !(g.writable && g.preopen) {
+            continue;
+        }
+        let Some(a) = reserved
+            .iter()
+            .find(|a| a.path.starts_with(&g.host) || g.host.starts_with(&a.path))
+        else {
+            continue;
+        };
+        let git = protect_git && a.what.starts_with("the git metadata");
+        return Err(format!(
+            "grant fs[{i}] ({source}: {}, read-write) would let the component itself write {}              ({}), and a WASI preopen cannot leave out a path beneath it. Grant the directory              read-only, grant a narrower directory that does not hold it, or — if the plugin              needs the directory only for the processes it spawns — set `spawn_only = true` on              that grant (the sandbox keeps {} read-only for them){}",
+            g.host.display(),
+            a.path.display(),
+            a.what,
+            a.path.display(),
+            if git {
+                "; or set `protect_git = false` in the grant to let the plugin write .git"
+            } else {
+                ""
+            }
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -276,6 +442,7 @@ mod tests {
             "test".into(),
             &dir,
             &Enforcement::BestEffort,
+            &Authority::default(),
         )
         .unwrap();
         let ro = dir.join("ro").canonicalize().unwrap();
@@ -291,9 +458,92 @@ mod tests {
         // A granted path that does not exist is an error naming it.
         let mut missing = config.plugins["p"].grants.clone().unwrap();
         missing.fs[0].path = "nope".into();
-        let e =
-            resolve_grants(Some(missing), "test".into(), &dir, &Enforcement::Strict).unwrap_err();
+        let e = resolve_grants(
+            Some(missing),
+            "test".into(),
+            &dir,
+            &Enforcement::Strict,
+            &Authority::default(),
+        )
+        .unwrap_err();
         assert!(e.contains("nope"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[cfg(test)]
+mod authority_tests {
+    use super::*;
+
+    fn grants_for(dir: &Path, text: &str, authority: &Authority) -> Result<Grants, String> {
+        let config = HostConfig::parse(text, "t.toml").unwrap();
+        resolve_grants(
+            config.plugins["p"].grants.clone(),
+            "t.toml: [plugins.p.grants]".into(),
+            dir,
+            &Enforcement::Strict,
+            authority,
+        )
+    }
+
+    #[test]
+    fn a_read_write_preopen_holding_authority_is_refused_a_spawn_only_one_protects_it() {
+        let dir = std::env::temp_dir().join(format!("toolgate-authority-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join(".git")).unwrap();
+        std::fs::write(dir.join("toolgate.toml"), "").unwrap();
+        let dir = dir.canonicalize().unwrap();
+        let mut authority = Authority::default();
+        authority.add(dir.join("toolgate.toml"), "the host's configuration");
+        let rw = "[plugins.p.grants]\nfs = [{ path = \".\", access = \"read-write\" }]\n";
+        let e = grants_for(&dir, rw, &authority).unwrap_err();
+        assert!(
+            e.contains("toolgate.toml")
+                && e.contains("the host's configuration")
+                && e.contains("spawn_only = true")
+                && e.contains("fs[0]"),
+            "{e}"
+        );
+        // Read-only is fine; so is spawn-only, and then both paths are protected.
+        let ro = rw.replace("read-write", "read-only");
+        assert!(grants_for(&dir, &ro, &authority).is_ok());
+        let spawn = "[plugins.p.grants]\nfs = [{ path = \".\", access = \"read-write\", spawn_only = true }]\n";
+        let g = grants_for(&dir, spawn, &authority).unwrap();
+        assert!(!g.fs[0].preopen);
+        assert!(g.sandbox.protected.contains(&dir.join("toolgate.toml")));
+        assert!(g.sandbox.protected.contains(&dir.join(".git")));
+        // .git alone refuses a read-write preopen, unless protect_git = false.
+        let none = Authority::default();
+        let e = grants_for(&dir, rw, &none).unwrap_err();
+        assert!(
+            e.contains(".git") && e.contains("protect_git = false"),
+            "{e}"
+        );
+        let opted_out = format!("{rw}protect_git = false\n");
+        let g = grants_for(&dir, &opted_out, &none).unwrap();
+        assert!(g.sandbox.protected.is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_worktree_pointer_protects_its_git_and_common_directories() {
+        let base = std::env::temp_dir().join(format!("toolgate-worktree-{}", std::process::id()));
+        let main_git = base.join("main/.git");
+        std::fs::create_dir_all(main_git.join("worktrees/wt")).unwrap();
+        std::fs::write(main_git.join("worktrees/wt/commondir"), "../..\n").unwrap();
+        std::fs::create_dir_all(base.join("wt")).unwrap();
+        std::fs::write(
+            base.join("wt/.git"),
+            format!("gitdir: {}\n", main_git.join("worktrees/wt").display()),
+        )
+        .unwrap();
+        let paths: Vec<PathBuf> = git_paths(&base.join("wt"))
+            .into_iter()
+            .map(|a| a.path)
+            .collect();
+        let main_git = main_git.canonicalize().unwrap();
+        assert!(paths.contains(&base.join("wt/.git")), "{paths:?}");
+        assert!(paths.contains(&main_git.join("worktrees/wt")), "{paths:?}");
+        assert!(paths.contains(&main_git), "{paths:?}");
+        let _ = std::fs::remove_dir_all(&base);
     }
 }

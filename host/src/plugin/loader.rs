@@ -281,6 +281,7 @@ pub async fn load(
         ),
         kv: settings.grants.kv.then(|| settings.kv.space(name.clone())),
         memory: runtime.memory.clone(),
+        policy_ticks: ticks(settings.budgets.policy_timeout, runtime.options.epoch_tick),
     });
     let plugin = Arc::new(ComponentPlugin::new(Parts {
         name: source.name.clone(),
@@ -336,6 +337,12 @@ pub async fn load(
         problems,
         load_time: started.elapsed(),
     })
+}
+
+/// `budget` in epoch ticks (at least one).
+fn ticks(budget: std::time::Duration, tick: std::time::Duration) -> u32 {
+    let n = budget.as_nanos().div_ceil(tick.as_nanos().max(1));
+    u32::try_from(n).unwrap_or(u32::MAX).max(1)
 }
 
 fn first_line(s: &str) -> String {

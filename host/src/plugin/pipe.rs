@@ -8,6 +8,7 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -18,6 +19,9 @@ use std::task::{Context, Poll};
 #[derive(Clone)]
 pub struct TailPipe {
     buf: Arc<Mutex<VecDeque<u8>>>,
+    /// Something was written since the last `clear` (so a warm instance
+    /// that printed nothing is recycled without taking the lock).
+    dirty: Arc<AtomicBool>,
     keep: usize,
 }
 
@@ -26,6 +30,7 @@ impl TailPipe {
     pub fn new(keep: usize) -> Self {
         TailPipe {
             buf: Arc::default(),
+            dirty: Arc::default(),
             keep,
         }
     }
@@ -45,13 +50,16 @@ impl TailPipe {
     }
 
     pub fn clear(&self) {
-        self.buf.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        if self.dirty.swap(false, Ordering::Relaxed) {
+            self.buf.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        }
     }
 
     fn push(&self, data: &[u8]) {
         if self.keep == 0 {
             return;
         }
+        self.dirty.store(true, Ordering::Relaxed);
         let mut buf = self.buf.lock().unwrap_or_else(|p| p.into_inner());
         buf.extend(data.iter().rev().take(self.keep).rev());
         let excess = buf.len().saturating_sub(self.keep);

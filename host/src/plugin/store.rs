@@ -18,6 +18,7 @@ use super::grants::Grants;
 use super::log::GuestLog;
 use super::memory::{MemoryBudget, MemoryLimiter};
 use super::pipe::TailPipe;
+use crate::bindings::{CallHandle, ResultHandle};
 use crate::budgets::Budgets;
 use crate::call::{CallInfo, CallSignal, Interrupt};
 use crate::outcome::Outcome;
@@ -38,6 +39,9 @@ pub struct PluginContext {
     pub kv: Option<KvSpace>,
     /// The host-wide budget its instances' memory is drawn from.
     pub memory: Arc<MemoryBudget>,
+    /// Its policy budget in epoch ticks (the synchronous path counts ticks
+    /// instead of reading the clock on every call).
+    pub policy_ticks: u32,
 }
 
 /// A `*-chain.next` continuation: run at most once, then remembered.
@@ -65,6 +69,9 @@ pub struct CallScope {
     pub(crate) pre_next: Option<Slot<PreNext, PreDecision>>,
     pub(crate) exec_next: Option<ExecSlot>,
     pub(crate) post_next: Option<Slot<PostNext, PostDecision>>,
+    /// Epoch ticks left before the call's budget runs out, when it is
+    /// counted in ticks (see [`PluginContext::policy_ticks`]).
+    pub(crate) ticks_left: Option<u32>,
 }
 
 impl CallScope {
@@ -74,6 +81,26 @@ impl CallScope {
             signal: Some(signal),
             call,
             ..Default::default()
+        }
+    }
+
+    /// A scope for a policy deciding about `call`: no deadline of its own
+    /// here (its budget is counted in ticks or enforced by the pipeline);
+    /// the turn's cancellation is read from the call itself (no token
+    /// cloned per invocation).
+    pub fn for_policy(call: Arc<CallInfo>) -> Self {
+        CallScope {
+            call: Some(call),
+            ..Default::default()
+        }
+    }
+
+    /// The signal fired, or (a policy's scope) the call's turn was cancelled.
+    fn fired(&self) -> Option<Interrupt> {
+        match (&self.signal, &self.call) {
+            (Some(s), _) => s.fired(),
+            (None, Some(c)) => c.cancel.is_cancelled().then_some(Interrupt::Cancelled),
+            (None, None) => None,
         }
     }
 }
@@ -88,6 +115,10 @@ pub struct StoreData {
     pub(crate) stderr: TailPipe,
     /// Host handles (calls, results) in the table now.
     handles: usize,
+    /// The handles this instance lends its guest for each call, refilled
+    /// per call (no table entry made and dropped on every call).
+    lent_call: Option<u32>,
+    lent_result: Option<u32>,
 }
 
 /// A guest holds more host handles than [`Budgets::max_handles`].
@@ -115,12 +146,80 @@ impl StoreData {
             scope: CallScope::default(),
             stderr,
             handles: 0,
+            lent_call: None,
+            lent_result: None,
         }
     }
 
-    /// The epoch callback's question: should the running guest stop?
-    pub(crate) fn interrupt(&self) -> Option<Interrupt> {
-        self.scope.signal.as_ref().and_then(CallSignal::fired)
+    /// The epoch callback's question, asked at every tick: should the
+    /// running guest stop?
+    pub(crate) fn interrupt(&mut self) -> Option<Interrupt> {
+        if let Some(i) = self.scope.fired() {
+            return Some(i);
+        }
+        match &mut self.scope.ticks_left {
+            Some(0) => Some(Interrupt::DeadlineExceeded),
+            Some(t) => {
+                *t -= 1;
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Whether the running guest's call was interrupted (without counting
+    /// a tick: for the `cancellation` import).
+    pub(crate) fn interrupted(&self) -> Option<Interrupt> {
+        self.scope
+            .fired()
+            .or_else(|| (self.scope.ticks_left == Some(0)).then_some(Interrupt::DeadlineExceeded))
+    }
+
+    /// Lend `call` to the guest for one export call: the rep of this
+    /// instance's call handle, refilled.
+    pub(crate) fn lend_call(&mut self, call: Arc<CallInfo>) -> wasmtime::Result<u32> {
+        match self.lent_call {
+            Some(rep) => {
+                self.table.get_mut(&Resource::<CallHandle>::new_own(rep))?.0 = Some(call);
+                Ok(rep)
+            }
+            None => {
+                let rep = self.push(CallHandle(Some(call)))?.rep();
+                self.lent_call = Some(rep);
+                Ok(rep)
+            }
+        }
+    }
+
+    /// Lend `result` to the guest for one export call.
+    pub(crate) fn lend_result(&mut self, result: ResultHandle) -> wasmtime::Result<u32> {
+        match self.lent_result {
+            Some(rep) => {
+                *self
+                    .table
+                    .get_mut(&Resource::<ResultHandle>::new_own(rep))? = result;
+                Ok(rep)
+            }
+            None => {
+                let rep = self.push(result)?.rep();
+                self.lent_result = Some(rep);
+                Ok(rep)
+            }
+        }
+    }
+
+    /// Empty the lent handles after a call (the call and result are not
+    /// kept alive by a warm instance).
+    pub(crate) fn vacate_lent(&mut self) -> wasmtime::Result<()> {
+        if let Some(rep) = self.lent_call {
+            self.table.get_mut(&Resource::<CallHandle>::new_own(rep))?.0 = None;
+        }
+        if let Some(rep) = self.lent_result {
+            *self
+                .table
+                .get_mut(&Resource::<ResultHandle>::new_own(rep))? = ResultHandle::Vacant;
+        }
+        Ok(())
     }
 
     /// Lend or give the guest a host value as a resource handle.

@@ -4,7 +4,9 @@
 //! inside Landlock (only the granted directories writable), seccomp, resource
 //! limits and a process group that is killed as a whole on timeout. The
 //! component imports the seam, so it loads only where the operator granted
-//! it (the built-in default: the working directory, read-write).
+//! it (the built-in default: the working directory, read-write, for the
+//! spawned processes only). The host keeps its own files (configuration,
+//! plugins, compile cache) and `.git` read-only inside that directory.
 
 use serde::{Deserialize, Serialize};
 use toolgate_sdk::process::{self, Options};
@@ -15,8 +17,10 @@ const DEFAULT_TIMEOUT_MS: u32 = 120_000;
 
 /// Run a shell command (`/bin/sh -c`) in the working directory and return its
 /// exit code and output. Runs in a sandbox: only the working directory is
-/// writable, the network and other users' files are out of reach, and the
-/// command is killed (with everything it started) at its timeout.
+/// writable (but not its `.git` or the host's own configuration: `git log`
+/// and `git status` work, `git commit` does not), the network and other
+/// users' files are out of reach, and the command is killed (with
+/// everything it started) at its timeout.
 #[derive(Deserialize, Schema)]
 pub struct Bash {
     /// The command line.

@@ -6,12 +6,26 @@
 //! that are absolute or climb out with `..` are refused with a clear error
 //! before any file system call — WASI would refuse them anyway, less
 //! helpfully.
+//!
+//! Only regular files are ever opened. Opening a FIFO blocks until someone
+//! writes to it — a thread of the host stuck for good — and a device or a
+//! socket is no text to read: `read_file` and `grep` check what a path is
+//! before they open it and say what they found instead; the walks of
+//! `grep` and `find_files` visit regular files only and do not follow
+//! symlinks. The walks also skip files and directories that usually hold
+//! secrets (the secrets guard's list, shared with it): a search of the
+//! whole tree does not return the contents of `.env`.
 
 use std::fs;
 use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use toolgate_sdk::{Annotations, Call, Content, ContentBlock, Schema, Tool, ToolError};
+
+/// The secrets guard's list of secret names (one list for both).
+#[path = "../../secrets-guard/src/names.rs"]
+#[allow(dead_code)] // the guard uses all of it, the walks a part
+mod secret_names;
 
 /// Largest amount of text `read_file` returns in one call.
 const MAX_READ_BYTES: usize = 256 * 1024;
@@ -42,6 +56,39 @@ fn relative(path: &str) -> Result<PathBuf, ToolError> {
 fn display(path: &Path) -> String {
     let s = path.to_string_lossy();
     s.strip_prefix("./").unwrap_or(&s).to_string()
+}
+
+/// What kind of file this is, in words (for errors and listings).
+fn kind_of(t: fs::FileType) -> &'static str {
+    if t.is_file() {
+        "file"
+    } else if t.is_dir() {
+        "dir"
+    } else if t.is_symlink() {
+        "symlink"
+    } else {
+        "other"
+    }
+}
+
+/// Checks (following symlinks, within the grant) that `path` is a regular
+/// file, before anything opens it.
+fn regular_file(path: &Path, shown: &str, tool: &str) -> Result<(), ToolError> {
+    let meta = fs::metadata(path)
+        .map_err(|e| ToolError::from(e).with_details(serde_json::json!({"path": shown})))?;
+    if meta.is_file() {
+        return Ok(());
+    }
+    Err(ToolError::invalid_input(if meta.is_dir() {
+        format!(
+            "`{shown}` is a directory; {tool} reads regular files (use list_dir or grep on a directory)"
+        )
+    } else {
+        format!(
+            "`{shown}` is not a regular file (a FIFO, socket or device); {tool} reads regular \
+             files only, since opening anything else can block or never end"
+        )
+    }))
 }
 
 /// Read a UTF-8 text file under the working directory, optionally a range of
@@ -79,6 +126,7 @@ impl Tool for ReadFile {
 
     fn execute(self, _call: &Call) -> Result<FileText, ToolError> {
         let path = relative(&self.path)?;
+        regular_file(&path, &self.path, "read_file")?;
         let bytes = fs::read(&path)
             .map_err(|e| ToolError::from(e).with_details(serde_json::json!({"path": self.path})))?;
         let text = String::from_utf8(bytes)
@@ -146,7 +194,7 @@ pub struct ListDir {
 pub struct Entry {
     /// The entry's name.
     name: String,
-    /// `file`, `dir` or `symlink`.
+    /// `file`, `dir`, `symlink`, or `other` (a FIFO, socket or device).
     kind: String,
     /// Size in bytes (files).
     size: Option<u64>,
@@ -177,12 +225,7 @@ impl Tool for ListDir {
                 break;
             }
             let meta = e.metadata().ok();
-            let ft = e.file_type().ok();
-            let kind = match ft {
-                Some(t) if t.is_dir() => "dir",
-                Some(t) if t.is_symlink() => "symlink",
-                _ => "file",
-            };
+            let kind = e.file_type().map(kind_of).unwrap_or("other");
             entries.push(Entry {
                 name: e.file_name().to_string_lossy().into_owned(),
                 kind: kind.into(),
@@ -201,6 +244,8 @@ impl Tool for ListDir {
         for e in &v.entries {
             match (e.kind.as_str(), e.size) {
                 ("dir", _) => s.push_str(&format!("{}/\n", e.name)),
+                ("symlink", _) => s.push_str(&format!("{}@\n", e.name)),
+                ("other", _) => s.push_str(&format!("{}  (not a regular file)\n", e.name)),
                 (_, Some(size)) => s.push_str(&format!("{}  ({size} bytes)\n", e.name)),
                 _ => s.push_str(&format!("{}\n", e.name)),
             }
@@ -224,7 +269,9 @@ impl Tool for ListDir {
 }
 
 /// Find files whose path matches a glob pattern (`*`, `?`, `**` for any
-/// number of directories), under the working directory.
+/// number of directories), under the working directory. Regular files only;
+/// symlinks are not followed, and `.git`, `target` and secret stores
+/// (`.ssh`, `.aws`, …) are not entered.
 #[derive(Deserialize, Schema)]
 pub struct FindFiles {
     /// The pattern, e.g. `src/**/*.rs`.
@@ -277,6 +324,8 @@ impl Tool for FindFiles {
 }
 
 /// Search text files under a directory for lines containing a string.
+/// Regular files only: symlinks are not followed, and files that usually
+/// hold secrets (`.env`, keys, credential stores) are skipped.
 #[derive(Deserialize, Schema)]
 pub struct Grep {
     /// The text to look for (not a regular expression).
@@ -337,11 +386,20 @@ impl Tool for Grep {
             }
             !call.is_cancelled()
         };
-        if root.is_file() {
+        let shown_root = self.path.as_deref().unwrap_or(".");
+        let root_is_dir = fs::metadata(&root)
+            .map_err(|e| ToolError::from(e).with_details(serde_json::json!({"path": shown_root})))?
+            .is_dir();
+        if !root_is_dir {
+            // One file, named by the caller (the guard judges that name).
+            regular_file(&root, shown_root, "grep")?;
             search(&root, display(&root));
         } else {
             walk(&root, &mut |rel, is_dir| {
-                if is_dir {
+                // Secret files are skipped in a walk; naming one explicitly
+                // is for the secrets guard to judge.
+                let name = rel.last().map(String::as_str).unwrap_or("");
+                if is_dir || secret_names::secret_file_name(name).is_some() {
                     return true;
                 }
                 let mut p = root.clone();
@@ -374,9 +432,11 @@ impl Tool for Grep {
     }
 }
 
-/// Walk `root` depth-first (no symlinks followed, hidden `.git` and
-/// `target` skipped), calling `visit(relative components, is_dir)` until it
-/// returns false.
+/// Walk `root` depth-first, calling `visit(relative components, is_dir)`
+/// until it returns false. Visits directories and regular files only: no
+/// symlink is followed, no FIFO, socket or device is handed out (a FIFO
+/// would block whoever opens it). `.git`, `target` and secret stores are
+/// not entered.
 fn walk(root: &Path, visit: &mut dyn FnMut(&[String], bool) -> bool) -> Result<(), ToolError> {
     let mut stack: Vec<Vec<String>> = vec![Vec::new()];
     while let Some(rel) = stack.pop() {
@@ -393,6 +453,12 @@ fn walk(root: &Path, visit: &mut dyn FnMut(&[String], bool) -> bool) -> Result<(
                 continue;
             }
             let Ok(ft) = e.file_type() else { continue };
+            if !(ft.is_file() || ft.is_dir()) {
+                continue;
+            }
+            if ft.is_dir() && secret_names::secret_dir_name(&name).is_some() {
+                continue;
+            }
             let mut child = rel.clone();
             child.push(name);
             if !visit(&child, ft.is_dir()) {

@@ -1,9 +1,12 @@
 //! The integration tests, in one binary (linking wasmtime once).
 
+mod arrivals;
 mod budgets;
 mod capabilities;
+mod containment;
 mod contract;
 mod examples;
 mod foundation;
 mod pipeline;
 mod scheduler;
+mod serve;

@@ -813,8 +813,16 @@ both!(observers_see_exactly_what_the_model_sees, |src| {
     let denied = call(&b, "fail", json!({"code": "X", "message": "m"})).await;
     let seen = b.seen.lock().unwrap().clone();
     assert_eq!(seen, vec![ok.clone(), denied.clone()]);
-    // Nothing but content, error and meta is recorded.
+    // Nothing but content, error and meta is recorded — and the value of a
+    // tool that declares an output schema (`echo` does), which MCP clients
+    // are shown as `structuredContent`.
     let v = toolgate_tests::json(&ok);
+    assert_eq!(v["structuredContent"], json!({"text": "hi"}), "{v}");
+    assert!(
+        toolgate_tests::json(&denied)
+            .get("structuredContent")
+            .is_none()
+    );
     let keys: std::collections::BTreeSet<_> = v.as_object().unwrap().keys().cloned().collect();
     assert!(
         keys.iter().all(|k| [
@@ -824,6 +832,7 @@ both!(observers_see_exactly_what_the_model_sees, |src| {
             "content",
             "error",
             "meta",
+            "structuredContent",
             "additionalContexts"
         ]
         .contains(&k.as_str())),

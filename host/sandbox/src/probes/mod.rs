@@ -166,6 +166,13 @@ pub const PROBES: &[&str] = &[
     "spin",
     "flood",
     "daemonize",
+    "set_mode",
+    "create_mode",
+    "openat2",
+    "setcap",
+    "tcp_fastopen",
+    "tcp_fastopen_connect",
+    "plant",
 ];
 
 /// Performs probe `name` with `args` in this process.
@@ -460,6 +467,16 @@ pub fn run_probe(name: &str, args: &[String]) -> ProbeOutcome {
         "spin" => spin(a(0).parse().unwrap_or(30.0)),
         "flood" => flood(a(0).parse().unwrap_or(100 << 20)),
         "daemonize" => daemonize(),
+        "set_mode" => set_mode(a(0), a(1), a(2)),
+        "create_mode" => create_mode(a(0), a(1), a(2)),
+        "openat2" => openat2(a(0), a(1)),
+        "setcap" => setcap(a(0)),
+        "tcp_fastopen" => tcp_fastopen(a(0), a(1)),
+        "tcp_fastopen_connect" => tcp_fastopen_connect(a(0), a(1)),
+        "plant" => match std::fs::write(a(0), b"planted by a probe\n") {
+            Ok(()) => ProbeOutcome::Succeeded(format!("created {} and left it there", a(0))),
+            Err(e) => classify(e.raw_os_error().unwrap_or(0), format!("creating {}", a(0))),
+        },
         other => usage(format!("unknown probe `{other}`")),
     }
 }
@@ -520,13 +537,16 @@ fn describe(e: i32) -> String {
     )
 }
 
-/// Errnos the sandbox's layers produce for a refused attempt.
+/// Errnos the sandbox's layers produce for a refused attempt (`EBUSY`: a
+/// protected path or a pinned directory is a mount point in the sandbox's
+/// view, which cannot be renamed over or removed).
 const DENIALS: &[i32] = &[
     libc::EPERM,
     libc::EACCES,
     libc::EROFS,
     libc::EXDEV,
     libc::ENOSYS,
+    libc::EBUSY,
 ];
 
 fn classify(e: i32, what: String) -> ProbeOutcome {
@@ -1514,5 +1534,279 @@ fn capabilities() -> ProbeOutcome {
         ProbeOutcome::Denied(format!("no capabilities: {msg}"))
     } else {
         ProbeOutcome::Succeeded(format!("capabilities held: {msg}"))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Mode bits, filter bypasses, TCP Fast Open.
+
+fn parse_mode(mode: &str) -> Option<libc::mode_t> {
+    libc::mode_t::from_str_radix(mode, 8)
+        .ok()
+        .filter(|m| *m <= 0o7777)
+}
+
+/// The permission and special bits of `path` (not following a symlink).
+fn mode_of(path: &str) -> Option<libc::mode_t> {
+    let p = c(path);
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    (unsafe { libc::lstat(p.as_ptr(), &mut st) } == 0).then_some(st.st_mode & 0o7777)
+}
+
+/// After a call that may set `mode`: it worked only if the file now has
+/// exactly that mode (the kernel may also have cleared the special bits).
+fn mode_outcome(r: c_long, e: i32, path: &str, mode: libc::mode_t, what: String) -> ProbeOutcome {
+    if r < 0 {
+        return classify(e, what);
+    }
+    match mode_of(path) {
+        Some(now) if now == mode => {
+            ProbeOutcome::Succeeded(format!("{what}: {path} is now {now:o}"))
+        }
+        Some(now) => ProbeOutcome::Denied(format!(
+            "{what} returned {r} but {path} is {now:o}: the special bits were not set"
+        )),
+        None => ProbeOutcome::Inconclusive(format!("{what}: {path} is gone")),
+    }
+}
+
+/// Creates a file in `dir` and changes its mode to `mode` (octal) with
+/// `how`: `chmod`, `fchmod`, `fchmodat` or `fchmodat2`.
+fn set_mode(dir: &str, mode: &str, how: &str) -> ProbeOutcome {
+    let Some(m) = parse_mode(mode) else {
+        return usage(format!("set_mode: `{mode}` is not an octal mode"));
+    };
+    in_dir(dir, |f| {
+        let p = c(&f);
+        let r = unsafe {
+            match how {
+                "chmod" | "" => libc::chmod(p.as_ptr(), m) as c_long,
+                "fchmod" => {
+                    let fd = libc::open(p.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+                    let r = libc::fchmod(fd, m) as c_long;
+                    let e = errno();
+                    libc::close(fd);
+                    *libc::__errno_location() = e;
+                    r
+                }
+                "fchmodat" => libc::syscall(libc::SYS_fchmodat, libc::AT_FDCWD, p.as_ptr(), m, 0),
+                "fchmodat2" => libc::syscall(452, libc::AT_FDCWD, p.as_ptr(), m, 0),
+                other => return usage(format!("set_mode: unknown way `{other}`")),
+            }
+        };
+        let e = errno();
+        mode_outcome(r, e, &f, m, format!("{how}({f}, {m:o})"))
+    })
+}
+
+/// Creates a new file (or node) in `dir` with `mode` (octal) directly, with
+/// `how`: `openat` (`O_CREAT`), `open` and `creat` (the legacy calls, where
+/// the architecture has them), `tmpfile` (`O_TMPFILE`, then linked in) or
+/// `mknod` (a regular file through `mknodat`). The umask is cleared first.
+fn create_mode(dir: &str, mode: &str, how: &str) -> ProbeOutcome {
+    let Some(m) = parse_mode(mode) else {
+        return usage(format!("create_mode: `{mode}` is not an octal mode"));
+    };
+    unsafe { libc::umask(0) };
+    let path = format!("{dir}/created-{}-{}", std::process::id(), unique());
+    let p = c(&path);
+    let creating = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC;
+    let close = |fd: c_long| {
+        if fd >= 0 {
+            unsafe { libc::close(fd as c_int) };
+        }
+        fd
+    };
+    let r: c_long = unsafe {
+        match how {
+            "openat" | "" => close(libc::syscall(
+                libc::SYS_openat,
+                libc::AT_FDCWD,
+                p.as_ptr(),
+                creating,
+                m,
+            )),
+            #[cfg(target_arch = "x86_64")]
+            "open" => close(libc::syscall(libc::SYS_open, p.as_ptr(), creating, m)),
+            #[cfg(target_arch = "x86_64")]
+            "creat" => close(libc::syscall(libc::SYS_creat, p.as_ptr(), m)),
+            "mknod" => libc::syscall(
+                libc::SYS_mknodat,
+                libc::AT_FDCWD,
+                p.as_ptr(),
+                libc::S_IFREG | m,
+                0,
+            ),
+            "tmpfile" => {
+                let d = c(dir);
+                let fd = libc::syscall(
+                    libc::SYS_openat,
+                    libc::AT_FDCWD,
+                    d.as_ptr(),
+                    libc::O_TMPFILE | libc::O_WRONLY | libc::O_CLOEXEC,
+                    m,
+                );
+                if fd >= 0 {
+                    // Unnamed: check its mode through the descriptor.
+                    let mut st: libc::stat = std::mem::zeroed();
+                    libc::fstat(fd as c_int, &mut st);
+                    libc::close(fd as c_int);
+                    if st.st_mode & 0o7777 != m {
+                        return ProbeOutcome::Denied(format!(
+                            "O_TMPFILE with mode {m:o} made a file of mode {:o}",
+                            st.st_mode & 0o7777
+                        ));
+                    }
+                    return ProbeOutcome::Succeeded(format!(
+                        "O_TMPFILE in {dir} made a file of mode {m:o}"
+                    ));
+                }
+                fd
+            }
+            other => return usage(format!("create_mode: unknown way `{other}`")),
+        }
+    };
+    let e = errno();
+    let out = mode_outcome(r, e, &path, m, format!("{how}({path}, {m:o})"));
+    let _ = std::fs::remove_file(&path);
+    out
+}
+
+/// `openat2`, which a seccomp filter cannot inspect: refused with `ENOSYS`
+/// in the sandbox so that libc falls back to `openat`.
+fn openat2(dir: &str, rel: &str) -> ProbeOutcome {
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    let dfd = match open_raw(dir, libc::O_RDONLY | libc::O_DIRECTORY) {
+        Ok(fd) => fd,
+        Err(e) => return ProbeOutcome::Inconclusive(format!("open({dir}): {}", describe(e))),
+    };
+    let how = OpenHow {
+        flags: (libc::O_RDONLY | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: 0,
+    };
+    let r = c(rel);
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dfd,
+            r.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    let e = errno();
+    unsafe { libc::close(dfd) };
+    if fd < 0 {
+        classify(e, format!("openat2(fd of {dir}, {rel})"))
+    } else {
+        read_fd(fd as c_int, &format!("openat2(fd of {dir}, {rel})"))
+    }
+}
+
+/// Gives `path` a file capability (`security.capability`, v2: all
+/// permitted/effective): a privileged program without a setuid bit.
+fn setcap(path: &str) -> ProbeOutcome {
+    // struct vfs_cap_data (v2): magic_etc, then {permitted, inheritable} x2.
+    let mut data = [0u8; 20];
+    let magic: u32 = 0x0200_0000 | 1; // VFS_CAP_REVISION_2 | VFS_CAP_FLAGS_EFFECTIVE
+    data[0..4].copy_from_slice(&magic.to_le_bytes());
+    data[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+    data[12..16].copy_from_slice(&u32::MAX.to_le_bytes());
+    let p = c(path);
+    let r = unsafe {
+        libc::setxattr(
+            p.as_ptr(),
+            c"security.capability".as_ptr(),
+            data.as_ptr() as *const c_void,
+            data.len(),
+            0,
+        )
+    };
+    if r == 0 {
+        unsafe { libc::removexattr(p.as_ptr(), c"security.capability".as_ptr()) };
+    }
+    sys_outcome(r as c_long, || {
+        format!("setxattr({path}, security.capability = all capabilities)")
+    })
+}
+
+/// Connects with data through `sendto(MSG_FASTOPEN)` instead of `connect`.
+fn tcp_fastopen(host: &str, port: &str) -> ProbeOutcome {
+    let Some(sa) = sockaddr_in(host, port) else {
+        return usage(format!("tcp_fastopen {host} {port}"));
+    };
+    let fd = match socket(libc::AF_INET, libc::SOCK_STREAM, 0, "AF_INET, SOCK_STREAM") {
+        Ok(fd) => fd,
+        Err(o) => return o,
+    };
+    let r = unsafe {
+        libc::sendto(
+            fd,
+            b"escaped\n".as_ptr() as *const c_void,
+            8,
+            libc::MSG_FASTOPEN,
+            &sa as *const _ as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_in>() as u32,
+        )
+    };
+    let e = errno();
+    unsafe { libc::close(fd) };
+    if r < 0 && e != libc::EINPROGRESS {
+        classify(e, format!("sendto({host}:{port}, MSG_FASTOPEN)"))
+    } else {
+        ProbeOutcome::Succeeded(format!(
+            "sendto({host}:{port}, MSG_FASTOPEN) connected and sent ({r})"
+        ))
+    }
+}
+
+/// Sets `TCP_FASTOPEN_CONNECT`, then connects.
+fn tcp_fastopen_connect(host: &str, port: &str) -> ProbeOutcome {
+    let Some(sa) = sockaddr_in(host, port) else {
+        return usage(format!("tcp_fastopen_connect {host} {port}"));
+    };
+    let fd = match socket(libc::AF_INET, libc::SOCK_STREAM, 0, "AF_INET, SOCK_STREAM") {
+        Ok(fd) => fd,
+        Err(o) => return o,
+    };
+    let one: c_int = 1;
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_FASTOPEN_CONNECT,
+            &one as *const c_int as *const c_void,
+            std::mem::size_of::<c_int>() as u32,
+        )
+    };
+    if r != 0 {
+        let e = errno();
+        unsafe { libc::close(fd) };
+        return classify(e, "setsockopt(TCP_FASTOPEN_CONNECT)".into());
+    }
+    let r = unsafe {
+        libc::connect(
+            fd,
+            &sa as *const _ as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_in>() as u32,
+        )
+    };
+    let e = errno();
+    unsafe { libc::close(fd) };
+    if r != 0 {
+        classify(
+            e,
+            format!("connect({host}:{port}) with TCP_FASTOPEN_CONNECT"),
+        )
+    } else {
+        ProbeOutcome::Succeeded(format!(
+            "TCP_FASTOPEN_CONNECT set and connected to {host}:{port}"
+        ))
     }
 }

@@ -3,7 +3,9 @@
 //!
 //! [`Fixtures`] lays out a scratch directory — `granted/` (read-write),
 //! `readonly/` (read-only), `outside/` (not granted, with a secret and a
-//! target file), symlinks from the grant to the outside, UNIX sockets
+//! target file), protected paths inside the read-write grant (a
+//! configuration file, a `.git` directory, a nested file, an absent name),
+//! symlinks from the grant to the outside, UNIX sockets
 //! (pathname and abstract, stream and datagram), TCP listeners on granted
 //! and ungranted ports, a UDP socket, a descriptor opened without
 //! `O_CLOEXEC` — and [`ProbeSpec`]s say which probe attacks what, under which
@@ -52,6 +54,17 @@ pub enum Check {
     NoSurvivors,
     /// The probe printed `after N …`: N must be at most this.
     CountAtMost(u32),
+    /// The attempt may create this path (relative to `granted/`, a protected
+    /// path absent at spawn), but after the run nothing may be there.
+    StaysAbsent(&'static str),
+}
+
+impl Check {
+    /// Whether an attempt that *worked* is judged by this check rather than
+    /// counted as an escape outright.
+    fn judges_success(self) -> bool {
+        matches!(self, Check::NoSurvivors | Check::StaysAbsent(_))
+    }
 }
 
 /// One probe run: which probe, its arguments, under which policy.
@@ -208,6 +221,11 @@ impl Fixtures {
         std::fs::write(granted.join("own.txt"), "granted file\n")?;
         std::fs::write(granted.join("trunc.txt"), "to be truncated\n")?;
         std::fs::write(readonly.join("ro.txt"), "read-only file\n")?;
+        std::fs::write(granted.join("protected.toml"), "[authority]\n")?;
+        std::fs::create_dir_all(granted.join(".git/hooks"))?;
+        std::fs::write(granted.join(".git/config"), "[core]\n")?;
+        std::fs::create_dir_all(granted.join("nest/deep"))?;
+        std::fs::write(granted.join("nest/deep/prot.toml"), "[authority]\n")?;
         std::fs::write(outside.join("target.txt"), "original\n")?;
         std::fs::write(outside.join("secret.txt"), "TOP SECRET\n")?;
         std::fs::copy("/bin/true", outside.join("prog"))?;
@@ -290,6 +308,7 @@ impl Fixtures {
                 PathBuf::from("/proc"),
             ],
             read_write: vec![self.granted.clone()],
+            protected: PROTECTED.iter().map(|p| self.granted.join(p)).collect(),
             tcp_connect_ports: vec![self.tcp_granted],
             tcp_bind_ports: vec![self.bind_granted],
             limits: ResourceLimits {
@@ -335,6 +354,15 @@ impl Drop for Fixtures {
         let _ = std::fs::remove_dir_all(&self.root);
     }
 }
+
+/// The protected paths of every policy, relative to `granted/` (the last
+/// one does not exist).
+pub const PROTECTED: &[&str] = &[
+    "protected.toml",
+    ".git",
+    "nest/deep/prot.toml",
+    "absent.toml",
+];
 
 /// The environment variable every probe run gets (and nothing else).
 pub const GIVEN_ENV: (&str, &str) = ("TOOLGATE_PROBE_GIVEN", "1");
@@ -590,6 +618,63 @@ pub fn probe_suite() -> Vec<ProbeSpec> {
             inv!("leaked_fds"),
             Some(inv!("noop"))
         ),
+        // --- protected paths inside the read-write grant ------------------
+        spec!(
+            "fs_protected_write",
+            "filesystem",
+            "rewrite a protected file (the host's configuration) inside a read-write grant",
+            inv!("write_file", |f| vec![f.g("protected.toml")]),
+            Some(inv!("write_file", |f| vec![f.g("own.txt")]))
+        ),
+        spec!(
+            "fs_protected_truncate",
+            "filesystem",
+            "truncate a protected file inside a read-write grant",
+            inv!("truncate", |f| vec![f.g("protected.toml")]),
+            Some(inv!("truncate", |f| vec![f.g("trunc.txt")]))
+        ),
+        spec!(
+            "fs_protected_replace",
+            "filesystem",
+            "rename another file over a protected file",
+            inv!("rename", |f| vec![f.g("own.txt"), f.g("protected.toml")]),
+            Some(inv!("create_and_rename", |f| vec![f.g("")]))
+        ),
+        spec!(
+            "fs_protected_unlink",
+            "filesystem",
+            "delete a protected file inside a read-write grant",
+            inv!("unlink", |f| vec![f.g("protected.toml")]),
+            Some(inv!("create_and_unlink", |f| vec![f.g("")]))
+        ),
+        spec!(
+            "fs_protected_chmod",
+            "filesystem",
+            "chmod a protected file inside a read-write grant",
+            inv!("chmod", |f| vec![f.g("protected.toml")]),
+            Some(inv!("chmod", |f| vec![f.g("own.txt")]))
+        ),
+        spec!(
+            "fs_protected_move_parent",
+            "filesystem",
+            "move the directory above a protected file away (to put another in its place)",
+            inv!("rename", |f| vec![f.g("nest"), f.g("nest-moved")]),
+            Some(inv!("create_and_rename", |f| vec![f.g("nest")]))
+        ),
+        spec!(
+            "fs_git_config_write",
+            "filesystem",
+            "write .git/config (core.fsmonitor runs on the operator's next git status)",
+            inv!("write_file", |f| vec![f.g(".git/config")]),
+            Some(inv!("read_file", |f| vec![f.g(".git/config")]))
+        ),
+        spec!(
+            "fs_git_hook_create",
+            "filesystem",
+            "create a git hook in .git/hooks",
+            inv!("create_file", |f| vec![f.g(".git/hooks/pre-commit")]),
+            Some(inv!("create_file", |f| vec![f.g("pre-commit")]))
+        ),
         // --- network -----------------------------------------------------
         spec!(
             "net_tcp_connect_ungranted_port",
@@ -643,6 +728,32 @@ pub fn probe_suite() -> Vec<ProbeSpec> {
                 f.abstract_name
             )]),
             Some(inv!("socketpair", ConnectOnly, |_f| s(&["stream"])))
+        ),
+        spec!(
+            "net_tcp_fastopen_ungranted_port",
+            "network",
+            "TCP Fast Open (sendto MSG_FASTOPEN, no connect) to a port that is not granted",
+            inv!("tcp_fastopen", |f| vec![
+                "127.0.0.1".into(),
+                f.tcp_denied.to_string()
+            ]),
+            Some(inv!("tcp_connect", |f| vec![
+                "127.0.0.1".into(),
+                f.tcp_granted.to_string()
+            ]))
+        ),
+        spec!(
+            "net_tcp_fastopen_connect_option",
+            "network",
+            "set TCP_FASTOPEN_CONNECT and connect to a port that is not granted",
+            inv!("tcp_fastopen_connect", |f| vec![
+                "127.0.0.1".into(),
+                f.tcp_denied.to_string()
+            ]),
+            Some(inv!("tcp_connect", |f| vec![
+                "127.0.0.1".into(),
+                f.tcp_granted.to_string()
+            ]))
         ),
         spec!(
             "net_udp_send",
@@ -875,6 +986,121 @@ pub fn probe_suite() -> Vec<ProbeSpec> {
             Some(inv!("chdir", |f| vec![f.g("")]))
         ),
         spec!(
+            "priv_chmod_setuid",
+            "privilege",
+            "chmod 4755 a file in the grant (a setuid-root binary on the host)",
+            inv!("set_mode", |f| vec![f.g(""), "4755".into(), "chmod".into()]),
+            Some(inv!("set_mode", |f| vec![
+                f.g(""),
+                "755".into(),
+                "chmod".into()
+            ]))
+        ),
+        spec!(
+            "priv_fchmod_setgid",
+            "privilege",
+            "fchmod 2755 a file in the grant (setgid)",
+            inv!("set_mode", |f| vec![
+                f.g(""),
+                "2755".into(),
+                "fchmod".into()
+            ]),
+            Some(inv!("set_mode", |f| vec![
+                f.g(""),
+                "755".into(),
+                "fchmod".into()
+            ]))
+        ),
+        spec!(
+            "priv_fchmodat_setuid",
+            "privilege",
+            "fchmodat 4755 a file in the grant",
+            inv!("set_mode", |f| vec![
+                f.g(""),
+                "4755".into(),
+                "fchmodat".into()
+            ]),
+            Some(inv!("set_mode", |f| vec![
+                f.g(""),
+                "755".into(),
+                "fchmodat".into()
+            ]))
+        ),
+        spec!(
+            "priv_fchmodat2_setuid",
+            "privilege",
+            "fchmodat2 4755 a file in the grant",
+            inv!("set_mode", |f| vec![
+                f.g(""),
+                "4755".into(),
+                "fchmodat2".into()
+            ]),
+            Some(inv!("set_mode", |f| vec![
+                f.g(""),
+                "755".into(),
+                "chmod".into()
+            ]))
+        ),
+        spec!(
+            "priv_create_setuid",
+            "privilege",
+            "create a file with mode 4755 (openat O_CREAT)",
+            inv!("create_mode", |f| vec![
+                f.g(""),
+                "4755".into(),
+                "openat".into()
+            ]),
+            Some(inv!("create_mode", |f| vec![
+                f.g(""),
+                "755".into(),
+                "openat".into()
+            ]))
+        ),
+        spec!(
+            "priv_tmpfile_setuid",
+            "privilege",
+            "create an O_TMPFILE with mode 4755",
+            inv!("create_mode", |f| vec![
+                f.g(""),
+                "4755".into(),
+                "tmpfile".into()
+            ]),
+            Some(inv!("create_mode", |f| vec![
+                f.g(""),
+                "755".into(),
+                "tmpfile".into()
+            ]))
+        ),
+        spec!(
+            "priv_mknod_setuid",
+            "privilege",
+            "create a regular file with mode 6755 through mknodat",
+            inv!("create_mode", |f| vec![
+                f.g(""),
+                "6755".into(),
+                "mknod".into()
+            ]),
+            Some(inv!("create_mode", |f| vec![
+                f.g(""),
+                "755".into(),
+                "mknod".into()
+            ]))
+        ),
+        spec!(
+            "priv_openat2",
+            "privilege",
+            "use openat2, whose flags and mode a seccomp filter cannot read",
+            inv!("openat2", |f| vec![f.g(""), "own.txt".into()]),
+            Some(inv!("openat", |f| vec![f.g(""), "own.txt".into()]))
+        ),
+        spec!(
+            "priv_setcap",
+            "privilege",
+            "give a file in the grant every file capability (security.capability)",
+            inv!("setcap", |f| vec![f.g("own.txt")]),
+            Some(inv!("setxattr", |f| vec![f.g("own.txt")]))
+        ),
+        spec!(
             "priv_bpf",
             "privilege",
             "create a BPF map",
@@ -963,6 +1189,16 @@ pub fn probe_suite() -> Vec<ProbeSpec> {
             "spin 30 CPU seconds (limit 1 s)",
             inv!("spin", |_f| s(&["30"])),
             Some(inv!("spin", |_f| s(&["0.05"])))
+        )
+    });
+    v.push(ProbeSpec {
+        check: Check::StaysAbsent("absent.toml"),
+        ..spec!(
+            "fs_protected_plant_absent",
+            "filesystem",
+            "create the host's absent configuration file for its next start",
+            inv!("plant", |f| vec![f.g("absent.toml")]),
+            Some(inv!("plant", |f| vec![f.g("notes.toml")]))
         )
     });
     v.push(ProbeSpec {
@@ -1094,10 +1330,10 @@ impl EscapeSuite {
             }
             Observed::Denied => true,
             Observed::Signaled(s) => spec.stopping_signals.contains(s),
-            Observed::Succeeded => spec.check == Check::NoSurvivors,
+            Observed::Succeeded => spec.check.judges_success(),
             Observed::TimedOut | Observed::Inconclusive => false,
         };
-        if matches!(attempt.observed, Observed::Succeeded) && spec.check != Check::NoSurvivors {
+        if matches!(attempt.observed, Observed::Succeeded) && !spec.check.judges_success() {
             report.verdict = Verdict::Escaped;
             return report;
         }
@@ -1116,6 +1352,18 @@ impl EscapeSuite {
                 }
                 Some(_) => {}
             },
+            Check::StaysAbsent(rel) => {
+                let path = self.fixtures.granted.join(rel);
+                if std::fs::symlink_metadata(&path).is_ok() {
+                    report.attempt.message = format!(
+                        "{} — and {} is still there after the run",
+                        attempt.message,
+                        path.display()
+                    );
+                    report.verdict = Verdict::Escaped;
+                    return report;
+                }
+            }
             Check::CountAtMost(max) => {
                 let n = count_after(&attempt.message);
                 if n.is_none_or(|n| n > max) {

@@ -54,7 +54,7 @@ impl imports::log::Host for StoreData {
 
 impl imports::cancellation::Host for StoreData {
     async fn is_cancelled(&mut self) -> wasmtime::Result<bool> {
-        Ok(self.interrupt().is_some())
+        Ok(self.interrupted().is_some())
     }
 
     async fn remaining_ms(&mut self) -> wasmtime::Result<Option<u64>> {

@@ -39,6 +39,90 @@ pub fn add_sync_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()
     Ok(())
 }
 
+/// Add the synchronous `pre-execute-chain.next` and `post-execute-chain.next`
+/// (the synchronous path's linker only): a waterfall hook runs the rest of
+/// its chain in place. The rest is policies too — components and native
+/// hooks that answer at once —, so it is driven without a fiber; in the
+/// rare case it has to wait (a listener after it doing I/O), the thread
+/// waits for it (see [`wait_here`]).
+pub fn add_sync_chains_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
+    linker
+        .instance(&format!(
+            "toolgate:plugin/pre-execute-chain@{}",
+            super::super::CURRENT
+        ))?
+        .func_wrap(
+            "next",
+            |mut store: wasmtime::StoreContextMut<'_, StoreData>, (): ()| {
+                let data = store.data_mut();
+                let slot = data.scope.pre_next.as_mut().ok_or_else(|| {
+                    Misuse("`pre-execute-chain.next` may only be called from `pre-execute`".into())
+                })?;
+                let decision = match std::mem::replace(slot, Slot::Running) {
+                    Slot::Pending(next) => wait_here(next.run())?,
+                    Slot::Done(decision) => decision,
+                    Slot::Running => {
+                        return Err(Misuse("`pre-execute-chain.next` re-entered".into()).into());
+                    }
+                };
+                let wit = pre_decision_to_wit(&decision);
+                *data.scope.pre_next.as_mut().expect("slot set above") = Slot::Done(decision);
+                Ok((wit,))
+            },
+        )?;
+    linker
+        .instance(&format!(
+            "toolgate:plugin/post-execute-chain@{}",
+            super::super::CURRENT
+        ))?
+        .func_wrap(
+            "next",
+            |mut store: wasmtime::StoreContextMut<'_, StoreData>, (): ()| {
+                let data = store.data_mut();
+                let slot = data.scope.post_next.as_mut().ok_or_else(|| {
+                    Misuse(
+                        "`post-execute-chain.next` may only be called from `post-execute`".into(),
+                    )
+                })?;
+                let decision = match std::mem::replace(slot, Slot::Running) {
+                    Slot::Pending(next) => wait_here(next.run())?,
+                    Slot::Done(decision) => decision,
+                    Slot::Running => {
+                        return Err(Misuse("`post-execute-chain.next` re-entered".into()).into());
+                    }
+                };
+                let wit = post_decision_to_wit(&decision);
+                *data.scope.post_next.as_mut().expect("slot set above") = Slot::Done(decision);
+                Ok((wit,))
+            },
+        )?;
+    Ok(())
+}
+
+/// Drive `fut` to its end on this thread, from inside a synchronous guest
+/// call. It is polled once; it nearly always finishes then (the rest of a
+/// chain of policies). If it has to wait, a multi-threaded runtime lets
+/// this thread block for it (`block_in_place`: the runtime moves its other
+/// work elsewhere); a single-threaded one cannot, and the guest's call
+/// fails (closed).
+fn wait_here<F: std::future::Future>(fut: F) -> wasmtime::Result<F::Output> {
+    use std::task::{Context, Poll};
+    let mut fut = std::pin::pin!(fut);
+    let waker = futures::task::noop_waker();
+    if let Poll::Ready(v) = fut.as_mut().poll(&mut Context::from_waker(&waker)) {
+        return Ok(v);
+    }
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            Ok(tokio::task::block_in_place(|| h.block_on(fut)))
+        }
+        _ => Err(Misuse(
+            "the rest of the chain had to wait, which a hook on the synchronous path can do only on a multi-threaded runtime".into(),
+        )
+        .into()),
+    }
+}
+
 /// Add every import (the async path).
 pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     add_sync_to_linker(linker)?;
@@ -53,20 +137,36 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     Ok(())
 }
 
-/// The interfaces of [`add_sync_to_linker`], by name: a component that
-/// imports no other `toolgate:plugin` interface may take the synchronous path.
-pub const SYNC_INTERFACES: &[&str] = &["types", "log", "cancellation", "kv"];
+/// The interfaces of [`add_sync_to_linker`] and
+/// [`add_sync_chains_to_linker`], by name: a component that imports no other
+/// `toolgate:plugin` interface may take the synchronous path.
+pub const SYNC_INTERFACES: &[&str] = &[
+    "types",
+    "log",
+    "cancellation",
+    "kv",
+    "pre-execute-chain",
+    "post-execute-chain",
+];
 
 impl imports::types::Host for StoreData {}
 impl imports::process::Host for StoreData {}
 
 impl StoreData {
     fn call_info(&self, call: &Resource<CallHandle>) -> wasmtime::Result<&crate::CallInfo> {
-        Ok(&self.get(call)?.0)
+        self.get(call)?.0.as_deref().ok_or_else(|| {
+            Misuse("this call handle is not valid outside the call it was lent for".into()).into()
+        })
     }
 
     fn result(&self, result: &Resource<ResultHandle>) -> wasmtime::Result<&ResultHandle> {
-        self.get(result)
+        match self.get(result)? {
+            ResultHandle::Vacant => Err(Misuse(
+                "this result handle is not valid outside the call it was lent for".into(),
+            )
+            .into()),
+            h => Ok(h),
+        }
     }
 }
 
@@ -155,6 +255,7 @@ impl imports::types::HostCallResult for StoreData {
             ResultHandle::Outcome(o) | ResultHandle::Chain(o) => o.is_error(),
             ResultHandle::Record(rec) => rec.is_error,
             ResultHandle::New(n) => matches!(**n, wit::ToolResult::Failure(_)),
+            ResultHandle::Vacant => unreachable!("`result` refuses a vacant handle"),
         })
     }
 
@@ -179,6 +280,7 @@ impl imports::types::HostCallResult for StoreData {
                 wit::ToolResult::Success(s) => s.content.clone(),
                 wit::ToolResult::Failure(f) => f.content.clone(),
             },
+            ResultHandle::Vacant => unreachable!("`result` refuses a vacant handle"),
         })
     }
 
@@ -187,6 +289,7 @@ impl imports::types::HostCallResult for StoreData {
         Ok(match h {
             ResultHandle::Outcome(o) | ResultHandle::Chain(o) => text_of(o.content()),
             ResultHandle::Record(rec) => text_of(&rec.content),
+            ResultHandle::Vacant => unreachable!("`result` refuses a vacant handle"),
             ResultHandle::New(n) => {
                 let blocks = match &**n {
                     wit::ToolResult::Success(s) => &s.content,
@@ -216,6 +319,7 @@ impl imports::types::HostCallResult for StoreData {
                 wit::ToolResult::Success(s) => s.meta.clone(),
                 wit::ToolResult::Failure(_) => None,
             },
+            ResultHandle::Vacant => unreachable!("`result` refuses a vacant handle"),
         })
     }
 
@@ -228,6 +332,7 @@ impl imports::types::HostCallResult for StoreData {
                 wit::ToolResult::Success(_) => None,
                 wit::ToolResult::Failure(f) => Some(f.error.clone()),
             },
+            ResultHandle::Vacant => unreachable!("`result` refuses a vacant handle"),
         })
     }
 
@@ -254,7 +359,7 @@ impl imports::log::Host for StoreData {
 
 impl imports::cancellation::Host for StoreData {
     fn is_cancelled(&mut self) -> wasmtime::Result<bool> {
-        Ok(self.interrupt().is_some())
+        Ok(self.interrupted().is_some())
     }
 
     fn remaining_ms(&mut self) -> wasmtime::Result<Option<u64>> {

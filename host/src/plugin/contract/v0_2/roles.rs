@@ -77,23 +77,12 @@ where
         })?;
         let data = store.data_mut();
         let reps = Reps {
-            call: match lent.call {
-                Some(c) => Some(data.push(CallHandle(c))?.rep()),
-                None => None,
-            },
-            result: match lent.result {
-                Some(r) => Some(data.push(r)?.rep()),
-                None => None,
-            },
+            call: lent.call.map(|c| data.lend_call(c)).transpose()?,
+            result: lent.result.map(|r| data.lend_result(r)).transpose()?,
         };
         let answer = lease.call(func, params(&reps)).await;
         let data = lease.store().data_mut();
-        if let Some(rep) = reps.call {
-            data.take(Resource::<CallHandle>::new_own(rep))?;
-        }
-        if let Some(rep) = reps.result {
-            data.take(Resource::<ResultHandle>::new_own(rep))?;
-        }
+        data.vacate_lent()?;
         after(data, answer?)
     }
     .await;
@@ -104,15 +93,17 @@ fn done<R>(_: &mut StoreData, r: R) -> wasmtime::Result<R> {
     Ok(r)
 }
 
-/// The signal of a policy invocation. On the synchronous path the guest
-/// cannot be dropped mid-call, so its budget is a deadline the epoch
-/// callback enforces; on a fiber the pipeline's timeout drops the call (a
+/// The scope of a policy invocation. On the synchronous path the guest
+/// cannot be dropped mid-call, so its budget is counted in epoch ticks by
+/// the epoch callback; on a fiber the pipeline's timeout drops the call (a
 /// waterfall hook's budget must not run while it waits for `next`). Either
 /// way the turn's cancellation reaches it.
-fn policy_signal(plugin: &ComponentPlugin, call: &CallInfo) -> CallSignal {
-    let deadline = (plugin.path == CallPath::Sync)
-        .then(|| Instant::now() + plugin.context.budgets.policy_timeout);
-    CallSignal::new(call.cancel.clone(), deadline)
+fn policy_scope(plugin: &ComponentPlugin, call: &Arc<CallInfo>) -> CallScope {
+    let mut scope = CallScope::for_policy(call.clone());
+    if plugin.path == CallPath::Sync {
+        scope.ticks_left = Some(plugin.context.policy_ticks);
+    }
+    scope
 }
 
 /// The signal of a tool's helper export (render, finalize, present): its
@@ -191,7 +182,7 @@ impl PreExecuteHook for PreHook {
         next: PreNext,
     ) -> Result<PreDecision, PolicyError> {
         let plugin = &*self.0;
-        let mut scope = CallScope::new(Some(call.clone()), policy_signal(plugin, call));
+        let mut scope = policy_scope(plugin, call);
         scope.pre_next = Some(Slot::Pending(next));
         let lent = Lent {
             call: Some(call.clone()),
@@ -284,7 +275,7 @@ impl PostExecuteHook for PostHook {
         next: PostNext,
     ) -> Result<PostDecision, PolicyError> {
         let plugin = &*self.0;
-        let mut scope = CallScope::new(Some(call.clone()), policy_signal(plugin, call));
+        let mut scope = policy_scope(plugin, call);
         scope.post_next = Some(Slot::Pending(next));
         let lent = Lent {
             call: Some(call.clone()),
@@ -312,7 +303,7 @@ pub struct GuardPolicy(pub Arc<ComponentPlugin>);
 impl Guard for GuardPolicy {
     async fn check(&self, call: &Arc<CallInfo>) -> Result<Option<String>, PolicyError> {
         let plugin = &*self.0;
-        let scope = CallScope::new(Some(call.clone()), policy_signal(plugin, call));
+        let scope = policy_scope(plugin, call);
         let lent = Lent {
             call: Some(call.clone()),
             ..Lent::default()
@@ -335,7 +326,7 @@ impl Finalizer for FinalizerPolicy {
         result: &Arc<Outcome>,
     ) -> Result<Option<Vec<Content>>, PolicyError> {
         let plugin = &*self.0;
-        let scope = CallScope::new(Some(call.clone()), policy_signal(plugin, call));
+        let scope = policy_scope(plugin, call);
         let lent = Lent {
             call: Some(call.clone()),
             result: Some(ResultHandle::Outcome(result.clone())),
@@ -367,7 +358,7 @@ impl ResultObserver for Observer {
         record: &Arc<CallRecord>,
     ) -> Result<(), PolicyError> {
         let plugin = &*self.0;
-        let scope = CallScope::new(Some(call.clone()), policy_signal(plugin, call));
+        let scope = policy_scope(plugin, call);
         let lent = Lent {
             call: Some(call.clone()),
             result: Some(ResultHandle::Record(record.clone())),

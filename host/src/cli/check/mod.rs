@@ -10,7 +10,9 @@
 //!   (no other plugin; a stand-in tool when the component is a policy) and
 //!   prints what it decided — the way to unit-test a guard or a hook;
 //!   `--repeat N` also times it on a warm and on fresh instances;
-//! * `--conformance`: see [`super::conformance`].
+//! * `--conformance`: see [`conformance`].
+
+mod conformance;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -23,15 +25,15 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use super::GlobalArgs;
-use super::conformance;
-use crate::call::{ToolCall, ToolMeta, TurnOptions};
+use crate::approval::{ApprovalAnswer, ApprovalRequest, Approver};
+use crate::call::{ToolCall, ToolMeta};
 use crate::config::InstanceMode;
 use crate::host::{Toolgate, ToolgateBuilder};
-use crate::pipeline::approval::{ApprovalAnswer, ApprovalRequest, Approver};
 use crate::plugin::manifest::{DEFAULT_PRIORITY, Manifest};
 use crate::plugin::{CallPath, contract};
 use crate::policy::Role;
 use crate::tool::{Annotations, BodyContext, BodyError, Features, ToolBody, ToolDefinition};
+use crate::turn::TurnOptions;
 use crate::{CallInfo, CallRecord, Content};
 
 #[derive(Args, Debug)]

@@ -58,6 +58,10 @@
 //! failed call is still committed, and nothing is fabricated for the failed
 //! call or those after it. [`Toolgate::try_execute_tool_calls`] reports the
 //! first failure as a [`SchedulerError`].
+//!
+//! Calls that do not come as a turn — an MCP client sends `tools/call`
+//! requests one by one, several in flight — go through [`arrivals`]: the same
+//! steps and rules, with arrival order in place of model order.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -69,12 +73,17 @@ use serde_json::json;
 use tokio::task::{Id, JoinSet};
 
 use crate::call::Features;
-use crate::call::{ToolCall, TurnOptions};
+use crate::call::ToolCall;
 use crate::content::Content;
 use crate::host::Toolgate;
 use crate::outcome::{CallError, CallRecord, ErrorCode, Stage};
 use crate::pipeline::{self, Finished, Prepared};
 use crate::registry::Generation;
+use crate::turn::TurnOptions;
+
+pub mod arrivals;
+
+pub use arrivals::{Arrivals, ArrivalsError};
 
 /// Time one `is-concurrency-safe` answer may take. Classification sits on
 /// the path of every call, before any slot is filled, so it must be quick;
@@ -526,7 +535,7 @@ pub async fn classify(prepared: &Prepared) -> Mode {
 
 /// A success committed after the turn was cancelled: `ABORTED`, keeping
 /// what the tool returned after a first block that says what happened.
-fn aborted_after_completion(record: CallRecord) -> CallRecord {
+pub(crate) fn aborted_after_completion(record: CallRecord) -> CallRecord {
     let message = format!(
         "the turn was cancelled after `{}` had completed: its effects have taken place, \
          but its result is reported as aborted. What it returned follows, for reference.",
@@ -544,11 +553,12 @@ fn aborted_after_completion(record: CallRecord) -> CallRecord {
         content,
         error: Some(error),
         meta: None,
+        structured_content: None,
         additional_contexts: record.additional_contexts,
     }
 }
 
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = panic.downcast_ref::<&str>() {
         (*s).to_string()
     } else if let Some(s) = panic.downcast_ref::<String>() {

@@ -29,9 +29,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::check::{Report, human, stats};
-use crate::call::{ToolCall, TurnOptions};
+use super::{Report, human, stats};
+use crate::call::ToolCall;
 use crate::host::Toolgate;
+use crate::turn::TurnOptions;
 use crate::{CallInfo, CallRecord};
 
 /// The name of the stand-in tool policies are exercised on.
@@ -135,7 +136,7 @@ pub async fn run(host: &Toolgate, plugin: &str) -> Vec<Finding> {
                 "conformance".into(),
                 tool.clone(),
                 valid.clone(),
-                &TurnOptions::default(),
+                TurnOptions::default().origin(),
                 entry.def.meta.clone(),
             ));
             let started = Instant::now();
@@ -208,7 +209,7 @@ async fn direct(
         "conformance".into(),
         STAND_IN.into(),
         args,
-        &TurnOptions::default(),
+        TurnOptions::default().origin(),
         meta,
     ));
     let outcome = Arc::new(match &record.error {

@@ -1,0 +1,77 @@
+//! The approval service: who answers when a pre-execute hook asks.
+//!
+//! A person at a terminal, a UI, an MCP client (elicitation), a remote
+//! reviewer — anything that implements [`Approver`]. The pipeline's
+//! approval stage (`pipeline::approval`) calls it; a turn may bring its own
+//! (`TurnOptions::approver`). Kept below the pipeline so that the turn's
+//! options can name it without a cycle.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::call::CallInfo;
+
+/// What the approver is shown.
+#[derive(Debug)]
+pub struct ApprovalRequest {
+    pub call: Arc<CallInfo>,
+    /// The question the hook asked.
+    pub prompt: String,
+    /// The hook that asked.
+    pub asked_by: String,
+}
+
+/// What the approver answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ApprovalAnswer {
+    Approve,
+    /// A person said no (with their reason, if any).
+    Deny(String),
+    /// Nobody could be asked (not interactive, no agent, channel closed).
+    Unavailable(String),
+}
+
+impl std::fmt::Display for ApprovalAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ApprovalAnswer::Approve => f.write_str("approve"),
+            ApprovalAnswer::Deny(r) => write!(f, "deny ({r})"),
+            ApprovalAnswer::Unavailable(r) => write!(f, "unavailable ({r})"),
+        }
+    }
+}
+
+/// An approval service: a person at a terminal, a UI, a remote reviewer.
+#[async_trait]
+pub trait Approver: Send + Sync {
+    /// Shown in results as who decided.
+    fn name(&self) -> &str;
+    async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer;
+}
+
+/// Approves everything (`--approve allow`).
+pub struct AllowAll;
+
+#[async_trait]
+impl Approver for AllowAll {
+    fn name(&self) -> &str {
+        "approve-all"
+    }
+    async fn approve(&self, _request: &ApprovalRequest) -> ApprovalAnswer {
+        ApprovalAnswer::Approve
+    }
+}
+
+/// Denies everything (`--approve deny`).
+pub struct DenyAll;
+
+#[async_trait]
+impl Approver for DenyAll {
+    fn name(&self) -> &str {
+        "deny-all"
+    }
+    async fn approve(&self, _request: &ApprovalRequest) -> ApprovalAnswer {
+        ApprovalAnswer::Deny("approvals are set to deny (--approve deny)".into())
+    }
+}

@@ -1,0 +1,193 @@
+//! `toolgate serve`: the host as an MCP server, over stdio (default) or
+//! streamable HTTP (`--http ADDR`). See [`crate::mcp`].
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use rmcp::service::serve_server_with_ct;
+use tokio_util::sync::CancellationToken;
+
+use super::{ApproveMode, GlobalArgs};
+use crate::mcp::http::{self, HttpOptions};
+use crate::mcp::stdio::StdioTransport;
+use crate::mcp::{Limits, ToolgateServer};
+use crate::pipeline::Approver;
+use crate::pipeline::approval::{AllowAll, DenyAll};
+use crate::scheduler::Arrivals;
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Serve streamable HTTP at ADDR (`127.0.0.1:8080`; a bare port binds
+    /// 127.0.0.1) on the path /mcp, instead of stdio.
+    #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
+    http: Option<SocketAddr>,
+
+    /// A file holding the bearer token HTTP clients must send
+    /// (`Authorization: Bearer <token>`). Required to bind a non-loopback
+    /// address.
+    #[arg(long, value_name = "FILE", requires = "http")]
+    token_file: Option<PathBuf>,
+
+    /// Also accept this `Host` header over HTTP (e.g. the name clients use
+    /// for a non-loopback bind). Repeatable.
+    #[arg(long, value_name = "HOST", requires = "http")]
+    allow_host: Vec<String>,
+
+    /// Accept requests carrying this `Origin` header over HTTP (e.g.
+    /// `http://localhost:3000`). None by default: browser pages are refused.
+    /// Repeatable.
+    #[arg(long, value_name = "ORIGIN", requires = "http")]
+    allow_origin: Vec<String>,
+
+    /// Largest JSON-RPC message accepted, in bytes (a stdio line, an HTTP
+    /// body).
+    #[arg(long, value_name = "BYTES", default_value_t = crate::mcp::DEFAULT_MAX_MESSAGE_BYTES)]
+    max_message_bytes: usize,
+
+    /// Tool calls waiting or running at once, per scheduler (each session
+    /// has one; stateless requests share one); beyond, a call is refused
+    /// with an error.
+    #[arg(long, value_name = "N", default_value_t = crate::scheduler::arrivals::DEFAULT_MAX_QUEUED)]
+    max_queued_calls: usize,
+
+    /// HTTP sessions alive at once.
+    #[arg(long, value_name = "N", default_value_t = Limits::default().max_sessions)]
+    max_sessions: usize,
+
+    /// HTTP connections open at once.
+    #[arg(long, value_name = "N", default_value_t = Limits::default().max_connections)]
+    max_connections: usize,
+
+    /// Most concurrency-safe calls running at once.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    max_parallel: Option<u16>,
+
+    /// The directory the built-in tools are granted (default: the current
+    /// directory, i.e. wherever the client starts the server).
+    #[arg(long, value_name = "DIR")]
+    workdir: Option<PathBuf>,
+}
+
+fn parse_addr(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    text.parse()
+        .map_err(|e| format!("`{text}` is not an address such as 127.0.0.1:8080 or a port: {e}"))
+}
+
+pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCode> {
+    // stdin carries the protocol (stdio) and nobody watches a terminal
+    // (HTTP): a hook's `ask` goes to the client when it can answer
+    // elicitations, else to --approve allow|deny (default deny).
+    let fallback: Arc<dyn Approver> = match global.approve {
+        Some(ApproveMode::Allow) => Arc::new(AllowAll),
+        Some(ApproveMode::Deny) | None => Arc::new(DenyAll),
+        Some(ApproveMode::Prompt) => bail!(
+            "--approve prompt cannot be used with `serve`: stdin carries the protocol; \
+             use --approve allow|deny (a client that supports elicitation is asked itself)"
+        ),
+    };
+    let token = match &args.token_file {
+        Some(path) => Some(read_token(path)?),
+        None => None,
+    };
+    let mut builder = global.builder()?.approver(fallback);
+    if let Some(n) = args.max_parallel {
+        builder = builder.max_parallel(n.into());
+    }
+    if let Some(dir) = &args.workdir {
+        let dir = dir
+            .canonicalize()
+            .with_context(|| format!("--workdir {}: not a directory", dir.display()))?;
+        builder = builder.workdir(dir);
+    }
+    let host = builder.build().await?;
+    super::report_problems(&host);
+    let limits = Limits {
+        max_message_bytes: args.max_message_bytes.max(1024),
+        max_queued_calls: args.max_queued_calls.max(1),
+        max_in_flight: args.max_queued_calls.max(1) + 16,
+        max_sessions: args.max_sessions.max(1),
+        max_connections: args.max_connections.max(1),
+        ..Limits::default()
+    };
+    let arrivals = Arc::new(Arrivals::new(host.clone(), limits.max_queued_calls));
+    let server = ToolgateServer::new(host, arrivals);
+    let shutdown = CancellationToken::new();
+    {
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                tracing::info!("interrupted; cancelling every call and stopping");
+                shutdown.cancel();
+            }
+        });
+    }
+    match args.http {
+        None => serve_stdio(server, limits, shutdown).await,
+        Some(addr) => {
+            let options = HttpOptions {
+                token,
+                allow_hosts: args.allow_host,
+                allow_origins: args.allow_origin,
+            };
+            let listener = http::bind(addr, options).await?;
+            let bound = listener.local_addr()?;
+            // The one line an operator (or a test) needs: where to connect.
+            eprintln!("toolgate: serving MCP at http://{bound}{}", http::PATH);
+            listener.serve(server, limits, shutdown).await;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+async fn serve_stdio(
+    server: ToolgateServer,
+    limits: Limits,
+    shutdown: CancellationToken,
+) -> anyhow::Result<ExitCode> {
+    // `closed` fires when the client goes away; it is the parent of every
+    // request's cancellation token, so all its calls stop at once.
+    let closed = shutdown.child_token();
+    let (input, output) = crate::mcp::stdio::stdio();
+    let transport = StdioTransport::new(input, output, limits, closed.clone());
+    let running = match serve_server_with_ct(server, transport, closed.clone()).await {
+        Ok(r) => r,
+        Err(e) => {
+            // The client left or spoke nonsense before the handshake.
+            tracing::warn!(error = %e, "the MCP session did not start");
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
+    let reason = running.waiting().await;
+    tracing::info!(?reason, "the MCP session ended");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Read a bearer token: one line, not empty, not readable by others.
+fn read_token(path: &PathBuf) -> anyhow::Result<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the token file {}", path.display()))?;
+    let token = text.trim().to_string();
+    if token.len() < 16 || token.contains(char::is_whitespace) {
+        bail!(
+            "the token in {} must be one line of at least 16 characters without spaces",
+            path.display()
+        );
+    }
+    let mode = std::fs::metadata(path)?.permissions().mode();
+    if mode & 0o077 != 0 {
+        bail!(
+            "the token file {} is readable by other users (mode {:o}); `chmod 600` it",
+            path.display(),
+            mode & 0o777
+        );
+    }
+    Ok(token)
+}

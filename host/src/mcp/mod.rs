@@ -1,0 +1,95 @@
+//! toolgate as an MCP server: every tool call of any MCP client (Claude Code,
+//! Codex, Cursor, goose, anything built on an official SDK) passes the
+//! nine-point pipeline.
+//!
+//! Why a module of its own, and why these pieces:
+//!
+//! * [`projection`] — what a client (and through it the model) sees of a
+//!   tool. The same projection feeds `toolgate tools` and MCP `tools/list`,
+//!   so the two can never disagree: name, description, input schema, the
+//!   MCP annotation hints the tool claims, and its output schema.
+//! * [`server`] — the MCP handler (the official Rust SDK, `rmcp`, speaks
+//!   the protocol: handshake, version negotiation, cancellation, progress).
+//!   `tools/call` runs through [`crate::scheduler::Arrivals`] exactly as
+//!   `toolgate run` runs a turn, and the record maps to MCP content,
+//!   `isError`, `structuredContent` and `_meta`.
+//! * [`approval`] — an `ask` goes to the client that made the call, as an
+//!   MCP elicitation, when it declared the capability.
+//! * [`stdio`] — a transport of our own for stdin/stdout: bounded frames,
+//!   a JSON-RPC error for every bad frame, a bounded number of requests in
+//!   flight and a bounded output queue, and a disconnect that cancels
+//!   every call at once. The SDK's own line transport drops oversized and
+//!   unparsable frames without an answer and keeps no bound on requests.
+//! * [`http`] — streamable HTTP: the SDK's tower service behind a listener
+//!   of ours that refuses a non-loopback bind without a bearer token,
+//!   checks `Host` and `Origin` (DNS rebinding), and bounds connections,
+//!   sessions, header and body sizes. [`session`] makes an HTTP session's
+//!   end cancel its calls at once.
+//!
+//! Limits are in [`Limits`], each with the threat it answers and its
+//! default; `toolgate serve` exposes every one as a flag.
+
+pub mod approval;
+pub mod http;
+pub mod projection;
+pub mod server;
+pub mod session;
+pub mod stdio;
+
+use std::time::Duration;
+
+pub use server::ToolgateServer;
+
+/// Default of [`Limits::max_message_bytes`]: 8 MiB.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 8 * 1024 * 1024;
+
+/// Bounds on what a client can make the server hold.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Largest JSON-RPC message accepted (a stdio line, an HTTP body). A
+    /// larger one gets an error and is discarded as it is read, never
+    /// buffered whole. Default [`DEFAULT_MAX_MESSAGE_BYTES`]
+    /// (`--max-message-bytes`).
+    pub max_message_bytes: usize,
+    /// Tool calls waiting or running at once, per scheduler (one per
+    /// session; one shared by stateless requests). Beyond it a call is refused at once
+    /// with a JSON-RPC error: a flood costs a refusal each, not memory.
+    /// Default [`crate::scheduler::arrivals::DEFAULT_MAX_QUEUED`]
+    /// (`--max-queued-calls`).
+    pub max_queued_calls: usize,
+    /// Requests of one stdio client read and not yet answered (every kind,
+    /// not only calls). Beyond it the request is answered with an error
+    /// without being dispatched. Default: `max_queued_calls` + 16.
+    pub max_in_flight: usize,
+    /// Messages waiting to be written to one stdio client. When the client
+    /// does not read, the queue fills and the server stops reading from it
+    /// (its requests wait in the pipe, not in our memory). Default 64.
+    pub max_output_queue: usize,
+    /// HTTP connections open at once; more are closed on accept. Default 256.
+    pub max_connections: usize,
+    /// HTTP sessions alive at once (each holds a client's state until it
+    /// ends it, or `session_idle` passes). More are refused. Default 64.
+    pub max_sessions: usize,
+    /// An HTTP session with no request for this long is closed (its calls
+    /// cancelled). Default 5 minutes.
+    pub session_idle: Duration,
+    /// Time a client may take to send an HTTP request's headers (slowloris).
+    /// Default 10 s.
+    pub header_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        let max_queued_calls = crate::scheduler::arrivals::DEFAULT_MAX_QUEUED;
+        Limits {
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            max_queued_calls,
+            max_in_flight: max_queued_calls + 16,
+            max_output_queue: 64,
+            max_connections: 256,
+            max_sessions: 64,
+            session_idle: Duration::from_secs(300),
+            header_timeout: Duration::from_secs(10),
+        }
+    }
+}

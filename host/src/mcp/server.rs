@@ -1,0 +1,473 @@
+//! The MCP handler: `tools/list`, `tools/call`, `logging/setLevel`.
+//!
+//! The protocol itself (handshake, version negotiation — every revision the
+//! SDK knows, the newest included —, request dispatch, cancellation tokens,
+//! unknown methods) is the SDK's; what is ours is what a call means:
+//!
+//! * `tools/call` → a [`ToolCall`] whose id is the JSON-RPC request id, run
+//!   through [`Arrivals`] (the scheduler's rules, the whole pipeline), with a
+//!   turn of its own: the request's cancellation token (fired by
+//!   `notifications/cancelled`, and by the client going away) and, when the
+//!   client can answer elicitations, an approver that asks it
+//!   ([`super::approval`]).
+//! * the [`CallRecord`] → a `CallToolResult`: its content blocks, `isError`,
+//!   `structuredContent` (the value of a tool with an output schema, which
+//!   the record keeps: see [`crate::outcome`]), and in `_meta` under
+//!   `toolgate/error` the closed-set code, stage, decider and details — the
+//!   same error object `toolgate run` prints.
+//! * progress: a request that carries a progress token gets
+//!   `notifications/progress` when the call starts and when it ends.
+//! * logging: nothing is sent to the client until it asks for a level
+//!   (`logging/setLevel` in a session, `_meta` `io.modelcontextprotocol/logLevel`
+//!   on a stateless request); then each call's end (info; a refusal is a
+//!   warning, a crash an error) and start (debug) at or above that level. The operator's log (stderr,
+//!   `RUST_LOG`) is separate and never goes to stdout.
+//!
+//! MCP logging is deprecated by the newest revision (SEP-2577) but is what
+//! clients of the older ones use; it is served until the SDK drops it.
+#![allow(deprecated)]
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use rmcp::ErrorData;
+use rmcp::handler::server::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
+    Implementation, InputRequiredResult, ListToolsResult, LoggingLevel,
+    LoggingMessageNotificationParam, MetaObject, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ProtocolVersion, ResourceContents, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, Tool,
+};
+use rmcp::service::{Peer, RequestContext, RoleServer};
+use serde_json::{Map, Value, json};
+
+use super::approval::{APPROVAL_INPUT, ElicitingApprover, RoundTripApprover};
+use super::projection;
+use super::session::SessionGone;
+use crate::call::ToolCall;
+use crate::content::{Content, JSON_RESOURCE_URI, ResourceContents as Contents};
+use crate::host::Toolgate;
+use crate::outcome::CallRecord;
+use crate::pipeline::Approver;
+use crate::scheduler::{Arrivals, ArrivalsError};
+use crate::turn::TurnOptions;
+
+/// JSON-RPC error code of a call refused because the scheduler is full
+/// (the implementation-defined server-error range).
+pub const BUSY: ErrorCode = ErrorCode(-32000);
+
+/// Counts something alive (an HTTP session) until dropped.
+pub struct Slot(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Slot {
+    /// Take a slot of `limit`, or `None` when all are taken.
+    pub fn take(count: &Arc<std::sync::atomic::AtomicUsize>, limit: usize) -> Option<Slot> {
+        let mut now = count.load(Ordering::Relaxed);
+        loop {
+            if now >= limit {
+                return None;
+            }
+            match count.compare_exchange_weak(now, now + 1, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => return Some(Slot(count.clone())),
+                Err(seen) => now = seen,
+            }
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The tools of one generation as MCP shows them, built once per generation.
+type ToolCache = Mutex<Option<(u64, Arc<Vec<Tool>>)>>;
+
+/// toolgate's MCP server handler. One per client session (stdio: one per
+/// process).
+///
+/// Which scheduler a call goes through: a session's calls go through the
+/// session's own (its exclusive calls are barriers for its own calls, and
+/// an approval it waits for holds up nobody else); stateless requests (the
+/// 2026-07-28 revision) belong to no session, so they share one — there an
+/// exclusive call runs alone among all of them. Approvals never wait in the
+/// shared one: a stateless request's `ask` ends the request with an
+/// `InputRequiredResult` at once.
+pub struct ToolgateServer {
+    host: Toolgate,
+    /// This session's scheduler.
+    arrivals: Arc<Arrivals>,
+    /// The scheduler of stateless requests.
+    shared: Arc<Arrivals>,
+    tools: Arc<ToolCache>,
+    /// The client's `logging/setLevel`; `NO_LOGS` until it sends one.
+    level: AtomicU8,
+    _slot: Option<Slot>,
+}
+
+const NO_LOGS: u8 = u8::MAX;
+
+impl ToolgateServer {
+    /// A handler for one session of `host`'s tools, scheduling its calls in
+    /// `arrivals`.
+    pub fn new(host: Toolgate, arrivals: Arc<Arrivals>) -> Self {
+        ToolgateServer {
+            host,
+            shared: arrivals.clone(),
+            arrivals,
+            tools: Arc::default(),
+            level: AtomicU8::new(NO_LOGS),
+            _slot: None,
+        }
+    }
+
+    /// The same server for another session: shares the host, the
+    /// stateless scheduler and the tool cache, has a scheduler of its own
+    /// (as large as the shared one), and holds `slot` until the session
+    /// ends.
+    pub fn for_session(&self, slot: Option<Slot>) -> Self {
+        ToolgateServer {
+            host: self.host.clone(),
+            arrivals: Arc::new(Arrivals::new(self.host.clone(), self.shared.max_queued())),
+            shared: self.shared.clone(),
+            tools: self.tools.clone(),
+            level: AtomicU8::new(NO_LOGS),
+            _slot: slot,
+        }
+    }
+
+    fn mcp_tools(&self) -> Arc<Vec<Tool>> {
+        let generation = self.host.generation();
+        let mut cache = self.tools.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((number, tools)) = cache.as_ref()
+            && *number == generation.number
+        {
+            return tools.clone();
+        }
+        let tools: Arc<Vec<Tool>> = Arc::new(
+            generation
+                .tools
+                .values()
+                .map(|t| projection::mcp_tool(&t.def))
+                .collect(),
+        );
+        *cache = Some((generation.number, tools.clone()));
+        tools
+    }
+
+    /// Send a log message if the client asked for this level: in the
+    /// request's `_meta` (the stateless revision) or with
+    /// `logging/setLevel` (a session).
+    async fn log(
+        &self,
+        context: &RequestContext<RoleServer>,
+        level: LoggingLevel,
+        data: impl FnOnce() -> Value,
+    ) {
+        let wanted = match context.meta.log_level() {
+            Some(l) => l as u8,
+            None => self.level.load(Ordering::Relaxed),
+        };
+        if (level as u8) < wanted {
+            return;
+        }
+        let peer = &context.peer;
+        let mut param = LoggingMessageNotificationParam::new(level, data());
+        param.logger = Some("toolgate".into());
+        if let Err(e) = peer.notify_logging_message(param).await {
+            tracing::debug!(error = %e, "could not send a log message to the client");
+        }
+    }
+}
+
+/// Is this request on the stateless revision (no server → client requests)?
+fn stateless(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
+async fn progress(
+    peer: &Peer<RoleServer>,
+    token: &Option<ProgressToken>,
+    done: f64,
+    message: &str,
+) {
+    if let Some(token) = token {
+        let mut param = ProgressNotificationParam::new(token.clone(), done);
+        param.total = Some(1.0);
+        param.message = Some(message.to_string());
+        if let Err(e) = peer.notify_progress(param).await {
+            tracing::debug!(error = %e, "could not send a progress notification");
+        }
+    }
+}
+
+impl ServerHandler for ToolgateServer {
+    fn get_info(&self) -> ServerConfig {
+        let mut info = ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_logging()
+                .build(),
+        );
+        info.server_info = Implementation::new("toolgate", env!("CARGO_PKG_VERSION"));
+        info.instructions = Some(
+            "Every tool call passes toolgate's policy pipeline (hooks, approvals, guards). \
+             A refused call is an error result whose _meta[\"toolgate/error\"] names the \
+             code, the stage and who decided."
+                .into(),
+        );
+        info
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(
+            self.mcp_tools().as_ref().clone(),
+        ))
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.level.store(request.level as u8, Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let CallToolRequestParams {
+            name,
+            arguments,
+            mut input_responses,
+            ..
+        } = request;
+        let elicits = context
+            .client_capabilities()
+            .is_some_and(|c| c.elicitation.is_some());
+        let stateless = stateless(&context);
+        let mut round_trip = None;
+        let approver: Option<Arc<dyn Approver>> = if !elicits {
+            None
+        } else if stateless {
+            let approver = RoundTripApprover::new(
+                input_responses
+                    .as_mut()
+                    .and_then(|r| r.remove(APPROVAL_INPUT)),
+            );
+            round_trip = Some(approver.clone());
+            Some(approver)
+        } else {
+            Some(Arc::new(ElicitingApprover::new(context.peer.clone())))
+        };
+        let call = ToolCall {
+            id: context.id.to_string(),
+            name: name.into_owned(),
+            arguments: Value::Object(arguments.unwrap_or_default()),
+        };
+        // The request's own token (notifications/cancelled; a stdio client
+        // going away), fused with its HTTP session's end, if it has one.
+        let gone = context.extensions.get::<SessionGone>().map(|g| g.0.clone());
+        let cancel = match &gone {
+            Some(gone) => gone.child_token(),
+            None => context.ct.clone(),
+        };
+        let turn = TurnOptions {
+            cancel,
+            approver,
+            ..TurnOptions::default()
+        };
+        let token = context.meta.get_progress_token();
+        let peer = &context.peer;
+        progress(peer, &token, 0.0, "started").await;
+        self.log(
+            &context,
+            LoggingLevel::Debug,
+            || json!({"event": "call started", "id": call.id, "tool": call.name}),
+        )
+        .await;
+        let arrivals = if stateless {
+            &self.shared
+        } else {
+            &self.arrivals
+        };
+        // Boxed: the pipeline's future is large, and the SDK moves the
+        // handler's future into a task of its own per request (a memmove of
+        // all of it, measured at ~5% of a call).
+        let mut run = Box::pin(arrivals.run(call, &turn));
+        let outcome = if gone.is_some() {
+            tokio::select! {
+                biased;
+                outcome = &mut run => outcome,
+                _ = context.ct.cancelled() => {
+                    turn.cancel.cancel();
+                    run.await
+                }
+            }
+        } else {
+            run.await
+        };
+        progress(peer, &token, 1.0, "finished").await;
+        let record = match outcome {
+            Ok(record) => record,
+            Err(e @ ArrivalsError::Busy { .. }) => {
+                return Err(ErrorData::new(BUSY, e.to_string(), None));
+            }
+            Err(e @ ArrivalsError::Failed(_)) => {
+                tracing::error!(error = %e, "tools/call failed in the scheduler");
+                return Err(ErrorData::internal_error(e.to_string(), None));
+            }
+        };
+        if let Some(needed) = round_trip.and_then(|a| a.take_needed()) {
+            return Ok(CallToolResponse::InputRequired(
+                InputRequiredResult::from_input_requests(needed),
+            ));
+        }
+        let level = match record.error.as_ref().map(|e| e.code.as_str()) {
+            None => LoggingLevel::Info,
+            Some("DENIED" | "BLOCKED" | "INVALID_ARGS" | "UNKNOWN_TOOL") => LoggingLevel::Warning,
+            Some("INTERNAL" | "TRAPPED") => LoggingLevel::Error,
+            Some(_) => LoggingLevel::Info,
+        };
+        self.log(&context, level, || {
+            json!({
+                "event": "call finished",
+                "id": record.id,
+                "tool": record.name,
+                "isError": record.is_error,
+                "error": record.error,
+            })
+        })
+        .await;
+        Ok(CallToolResponse::Complete(to_result(record)))
+    }
+}
+
+/// A frozen record as an MCP `CallToolResult`.
+pub fn to_result(record: CallRecord) -> CallToolResult {
+    let mut meta = Map::new();
+    if let Some(error) = &record.error {
+        meta.insert(
+            "toolgate/error".into(),
+            serde_json::to_value(error).unwrap_or(Value::Null),
+        );
+    }
+    if let Some(m) = record.meta {
+        meta.insert("toolgate/meta".into(), m);
+    }
+    if !record.additional_contexts.is_empty() {
+        meta.insert(
+            "toolgate/additionalContexts".into(),
+            Value::from(record.additional_contexts),
+        );
+    }
+    let content = record.content.into_iter().map(block).collect();
+    let mut result = if record.is_error {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    };
+    result.structured_content = record.structured_content;
+    if !meta.is_empty() {
+        result.meta = Some(MetaObject(meta));
+    }
+    result
+}
+
+/// A content block in its MCP shape (the same shape [`Content`] serializes
+/// to for `toolgate run`).
+pub fn block(content: Content) -> ContentBlock {
+    match content {
+        Content::Text(text) => ContentBlock::text(text),
+        Content::Image { data, mime_type } => ContentBlock::image(BASE64.encode(data), mime_type),
+        Content::Audio { data, mime_type } => ContentBlock::audio(BASE64.encode(data), mime_type),
+        Content::Link(l) => {
+            let mut link = rmcp::model::Resource::new(l.uri, l.name);
+            link.title = l.title;
+            link.description = l.description;
+            link.mime_type = l.mime_type;
+            ContentBlock::resource_link(link)
+        }
+        Content::Json(value) => ContentBlock::resource(ResourceContents::TextResourceContents {
+            uri: JSON_RESOURCE_URI.into(),
+            mime_type: Some("application/json".into()),
+            text: value.to_string(),
+            meta: None,
+        }),
+        Content::Resource {
+            uri,
+            mime_type,
+            contents,
+        } => ContentBlock::resource(match contents {
+            Contents::Text(text) => ResourceContents::TextResourceContents {
+                uri,
+                mime_type,
+                text,
+                meta: None,
+            },
+            Contents::Blob(bytes) => ResourceContents::BlobResourceContents {
+                uri,
+                mime_type,
+                blob: BASE64.encode(bytes),
+                meta: None,
+            },
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::{CallError, ErrorCode as Code, Outcome, Stage};
+
+    #[test]
+    fn records_map_to_mcp_results() {
+        let denied = CallRecord::freeze(
+            "7".into(),
+            "bash".into(),
+            Outcome::failure(
+                CallError::new(Code::Denied, Stage::Guard, "no").decided_by("secrets-guard"),
+            ),
+            vec![],
+        );
+        let v = serde_json::to_value(to_result(denied)).unwrap();
+        assert_eq!(v["isError"], true);
+        assert_eq!(v["content"][0], json!({"type": "text", "text": "no"}));
+        assert_eq!(v["_meta"]["toolgate/error"]["code"], "DENIED");
+        assert_eq!(v["_meta"]["toolgate/error"]["stage"], "guard");
+        assert_eq!(v["_meta"]["toolgate/error"]["decidedBy"], "secrets-guard");
+
+        let ok = CallRecord::freeze_keeping(
+            "8".into(),
+            "echo".into(),
+            Outcome::Success {
+                value: json!({"text": "hi"}),
+                content: vec![Content::text("hi"), Content::Json(json!({"a": 1}))],
+                meta: None,
+            },
+            vec![],
+            true,
+        );
+        let v = serde_json::to_value(to_result(ok)).unwrap();
+        assert_eq!(v["isError"], false);
+        assert_eq!(v["structuredContent"], json!({"text": "hi"}));
+        assert_eq!(v["content"][1]["resource"]["mimeType"], "application/json");
+        assert_eq!(v.get("_meta"), None);
+        // The same shapes as `toolgate run` prints.
+        let run = serde_json::to_value(Content::Json(json!({"a": 1}))).unwrap();
+        assert_eq!(v["content"][1]["resource"]["text"], run["resource"]["text"]);
+    }
+}

@@ -1,0 +1,688 @@
+//! Issue 9, escapes through the `bash` tool and the file tools: nothing the
+//! host trusts is within reach of what it runs. Each test is the escape as
+//! a real call through the real pipeline (real components, real sandboxed
+//! processes) and its legitimate twin, which must still work.
+//!
+//! 1. the compile cache (native code): verified entries, safe directories,
+//!    never inside a grant;
+//! 2. the host's configuration, plugin directories and cache stay read-only
+//!    inside a read-write grant (and an absent configuration stays absent);
+//! 3. no setuid/setgid files; 4. no TCP Fast Open past the port rules;
+//! 5. a FIFO cannot hang the host; 6. `.git` is read-only;
+//! 7. the secrets guard resolves symlinks and globs, and `grep` skips secrets.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use toolgate::pipeline::approval::AllowAll;
+use toolgate::plugin::RuntimeOptions;
+use toolgate::plugin::cache::CompileCache;
+use toolgate::{CallRecord, HostConfig, Toolgate};
+use toolgate_tests::{PluginDir, TempDir, fixtures, host, run, test_runtime};
+
+/// A working directory for one test (canonical), removed on drop.
+struct Tree {
+    _dir: TempDir,
+    path: PathBuf,
+}
+
+impl Tree {
+    fn new(tag: &str) -> Tree {
+        let dir = TempDir::new(tag);
+        let path = dir.path().canonicalize().unwrap();
+        Tree { _dir: dir, path }
+    }
+    fn join(&self, p: &str) -> PathBuf {
+        self.path.join(p)
+    }
+    fn write(&self, p: &str, text: &str) {
+        let path = self.join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    fn read(&self, p: &str) -> String {
+        std::fs::read_to_string(self.join(p)).unwrap()
+    }
+}
+
+/// The built-in plugins with their default grants on `workdir`, an
+/// approver that allows (bash asks), and the configuration at `config` if
+/// there is one there.
+async fn builtin_host(workdir: &Path, config: Option<&Path>, options: RuntimeOptions) -> Toolgate {
+    let config = match config {
+        Some(p) => HostConfig::load(p).expect("config loads"),
+        None => HostConfig::default(),
+    };
+    let h = Toolgate::builder()
+        .runtime_options(options)
+        .workdir(workdir)
+        .config(config)
+        .approver(Arc::new(AllowAll))
+        .build()
+        .await
+        .expect("host builds");
+    assert!(h.problems().is_empty(), "{:?}", h.problems());
+    h
+}
+
+async fn bash(h: &Toolgate, command: &str) -> String {
+    let r = run(h, "bash", json!({ "command": command })).await;
+    assert!(!r.is_error, "bash itself failed: {r:?}");
+    r.text()
+}
+
+fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::symlink_metadata(p).unwrap().permissions().mode()
+}
+
+// ---- 1. the compile cache ------------------------------------------------
+
+/// The `*.tgc` entries of a cache directory.
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|r| r.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    v.retain(|p| p.extension().is_some_and(|e| e == "tgc"));
+    v.sort();
+    v
+}
+
+fn with_cache(dir: &Path) -> RuntimeOptions {
+    RuntimeOptions {
+        cache_dir: Some(dir.to_path_buf()),
+        ..RuntimeOptions::default()
+    }
+}
+
+async fn host_with(plugins: &[(&str, &str)], cache: &Path, config: &str) -> Toolgate {
+    let dir = PluginDir::new();
+    for (name, fixture) in plugins {
+        dir.add(name, fixture);
+    }
+    Toolgate::builder()
+        .runtime_options(with_cache(cache))
+        .builtin_plugins(false)
+        .plugin_dir(dir.path())
+        .config(HostConfig::parse(config, "test config").unwrap())
+        .build()
+        .await
+        .expect("host builds")
+}
+
+#[tokio::test]
+async fn a_cache_entry_swapped_for_other_code_is_not_executed() {
+    let t = Tree::new("cache-swap");
+    let cache = t.join("cache");
+    // Entry A (the `tools` fixture), then entry B (the `guard` fixture).
+    let h = host_with(&[("tools", fixtures::TOOLS)], &cache, "").await;
+    assert_eq!(h.compile_cache().unwrap().refusal(), None);
+    let a = entries(&cache);
+    assert_eq!(a.len(), 1, "{a:?}");
+    drop(h);
+    host_with(&[("guard", fixtures::GUARD)], &cache, "").await;
+    let b: Vec<PathBuf> = entries(&cache).into_iter().filter(|p| *p != a[0]).collect();
+    assert_eq!(b.len(), 1);
+    // The attacker writes B's valid, MAC'd code under A's name: as if they
+    // had rewritten A's machine code.
+    let planted = std::fs::read(&b[0]).unwrap();
+    std::fs::write(&a[0], &planted).unwrap();
+    let h = host_with(&[("tools", fixtures::TOOLS)], &cache, "").await;
+    assert!(h.problems().is_empty(), "{:?}", h.problems());
+    let r = run(&h, "echo", json!({"text": "still the tools component"})).await;
+    assert!(
+        !r.is_error && r.text().contains("still the tools component"),
+        "{r:?}"
+    );
+    // The entry was recompiled and replaced.
+    assert_ne!(std::fs::read(&a[0]).unwrap(), planted);
+    // Rewriting bytes in the middle of the code (the issue's attack).
+    let mut bytes = std::fs::read(&a[0]).unwrap();
+    let mid = bytes.len() / 2;
+    for b in &mut bytes[mid..mid + 64] {
+        *b ^= 0xff;
+    }
+    std::fs::write(&a[0], &bytes).unwrap();
+    let h = host_with(&[("tools", fixtures::TOOLS)], &cache, "").await;
+    let r = run(&h, "echo", json!({"text": "ok"})).await;
+    assert!(!r.is_error, "{r:?}");
+    assert_ne!(std::fs::read(&a[0]).unwrap(), bytes);
+}
+
+/// Captures what tracing writes on this thread.
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn take(&self) -> String {
+        String::from_utf8_lossy(&std::mem::take(&mut *self.0.lock().unwrap())).into_owned()
+    }
+}
+
+#[test]
+fn a_tampered_entry_is_logged_recompiled_and_a_good_entry_hits() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::WARN)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let t = Tree::new("cache-log");
+    let runtime = toolgate::plugin::Runtime::new(RuntimeOptions {
+        cache_dir: None,
+        ..RuntimeOptions::default()
+    })
+    .unwrap();
+    let engine = &runtime.engine;
+    let wasm = std::fs::read(fixtures::TOOLS).unwrap();
+    let cache = CompileCache::new(t.join("cache"));
+    let started = Instant::now();
+    let first = cache.load_or_compile(engine, &wasm).unwrap();
+    let miss = started.elapsed();
+    let started = Instant::now();
+    let hit = cache.load_or_compile(engine, &wasm).unwrap();
+    let hit_time = started.elapsed();
+    println!("compile (miss): {miss:?}, verified cache hit: {hit_time:?}");
+    assert!(
+        hit_time * 4 < miss,
+        "a verified hit must still save most of the compile: {hit_time:?} vs {miss:?}"
+    );
+    assert_eq!(
+        first.serialize().unwrap(),
+        hit.serialize().unwrap(),
+        "the hit is the same code"
+    );
+    assert!(captured.take().is_empty(), "a good entry logs nothing");
+    let entry = &entries(&t.join("cache"))[0];
+    let mut bytes = std::fs::read(entry).unwrap();
+    let at = bytes.len() - 100;
+    bytes[at] ^= 1;
+    std::fs::write(entry, &bytes).unwrap();
+    let again = cache.load_or_compile(engine, &wasm).unwrap();
+    let log = captured.take();
+    assert!(
+        log.contains("failed verification") && log.contains(&entry.display().to_string()),
+        "{log}"
+    );
+    assert_eq!(again.serialize().unwrap(), first.serialize().unwrap());
+    // Replaced by a good entry: the next load is a quiet hit.
+    cache.load_or_compile(engine, &wasm).unwrap();
+    assert!(captured.take().is_empty());
+}
+
+#[tokio::test]
+async fn unsafe_cache_directories_are_refused_and_the_host_runs_without() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = Tree::new("cache-unsafe");
+    std::fs::create_dir_all(t.join("open")).unwrap();
+    std::fs::set_permissions(t.join("open"), std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::create_dir_all(t.join("real")).unwrap();
+    std::os::unix::fs::symlink(t.join("real"), t.join("link")).unwrap();
+    let mut cases = vec![
+        (t.join("open"), "writable by every user"),
+        (t.join("link"), "is a symlink"),
+    ];
+    std::fs::create_dir_all(t.join("theirs")).unwrap();
+    let chown = std::process::Command::new("chown")
+        .args(["65534:65534", t.join("theirs").to_str().unwrap()])
+        .status();
+    if chown.is_ok_and(|s| s.success()) {
+        cases.push((t.join("theirs"), "owned by uid 65534"));
+    } else {
+        println!("not root: the foreign-owner case is checked by the unit tests only");
+    }
+    for (dir, why) in cases {
+        let h = host_with(&[("tools", fixtures::TOOLS)], &dir, "").await;
+        let refusal = h.compile_cache().unwrap().refusal().expect("refused");
+        assert!(refusal.contains(why), "{}: {refusal}", dir.display());
+        // It still serves, and wrote nothing there.
+        assert!(!run(&h, "echo", json!({"text": "x"})).await.is_error);
+        assert!(entries(&dir).is_empty(), "{}", dir.display());
+    }
+    assert!(entries(&t.join("real")).is_empty());
+}
+
+#[tokio::test]
+async fn a_cache_inside_a_grant_is_refused_and_read_only_to_bash() {
+    let t = Tree::new("cache-granted");
+    let cache = t.join("cache");
+    let h = builtin_host(&t.path, None, with_cache(&cache)).await;
+    let refusal = h.compile_cache().unwrap().refusal().expect("refused");
+    assert!(
+        refusal.contains("plugin `")
+            && refusal.contains(&t.path.display().to_string())
+            && refusal.contains("TOOLGATE_CACHE_DIR"),
+        "{refusal}"
+    );
+    assert!(entries(&cache).is_empty());
+    // And what runs in the sandbox cannot plant anything there either.
+    let out = bash(
+        &h,
+        "echo evil > cache/planted.tgc; echo ok > ours.txt; cat ours.txt",
+    )
+    .await;
+    assert!(
+        out.contains("Read-only file system") && out.contains("ok\n"),
+        "{out}"
+    );
+    assert!(!cache.join("planted.tgc").exists());
+}
+
+// ---- 2. authority out of reach -------------------------------------------
+
+#[tokio::test]
+async fn the_configuration_and_plugin_directories_are_read_only_to_bash() {
+    let t = Tree::new("authority");
+    t.write("toolgate.toml", "[plugins.bash]\npriority = 50\n");
+    let plugins = t.join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    std::fs::copy(fixtures::TOOLS, plugins.join("tools.wasm")).unwrap();
+    let h = Toolgate::builder()
+        .runtime_options(test_runtime())
+        .workdir(&t.path)
+        .plugin_dir(&plugins)
+        .config(HostConfig::load(&t.join("toolgate.toml")).unwrap())
+        .approver(Arc::new(AllowAll))
+        .build()
+        .await
+        .unwrap();
+    assert!(h.problems().is_empty(), "{:?}", h.problems());
+    let out = bash(
+        &h,
+        "printf '[plugins.secrets-guard]\\nenabled = false\\n' >> toolgate.toml; \
+         mv toolgate.toml old.toml; rm -f toolgate.toml; \
+         cp /bin/true plugins/evil.wasm; echo '[x]' > plugins/tools.toml; \
+         rm plugins/tools.wasm; mv plugins gone; \
+         echo legit > notes.txt && cat notes.txt",
+    )
+    .await;
+    assert!(out.contains("legit\n"), "the twin works: {out}");
+    assert_eq!(t.read("toolgate.toml"), "[plugins.bash]\npriority = 50\n");
+    let mut left: Vec<String> = std::fs::read_dir(&plugins)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["tools.wasm"], "{out}");
+    assert!(!t.join("old.toml").exists() && !t.join("gone").exists());
+}
+
+#[tokio::test]
+async fn an_absent_default_configuration_stays_absent() {
+    let t = Tree::new("authority-absent");
+    let h = Toolgate::builder()
+        .runtime_options(test_runtime())
+        .workdir(&t.path)
+        .authority_path(t.join("toolgate.toml"), "the host's default configuration")
+        .approver(Arc::new(AllowAll))
+        .build()
+        .await
+        .unwrap();
+    let out = bash(
+        &h,
+        "printf '[plugins.secrets-guard]\\nenabled = false\\n' > toolgate.toml && echo planted; \
+         echo legit > notes.txt",
+    )
+    .await;
+    assert!(out.contains("planted"), "{out}");
+    // The next start would have obeyed it: it is moved aside after the run.
+    assert!(!t.join("toolgate.toml").exists());
+    let aside: Vec<String> = std::fs::read_dir(&t.path)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("toolgate.toml.quarantined-"))
+        .collect();
+    assert_eq!(aside.len(), 1);
+    assert_eq!(t.read("notes.txt"), "legit\n");
+}
+
+#[tokio::test]
+async fn a_read_write_preopen_over_the_configuration_does_not_load() {
+    let t = Tree::new("authority-preopen");
+    let grant = |extra: &str| {
+        format!(
+            "[plugins.probe.grants]\nfs = [{{ path = {:?}, access = \"read-write\"{extra} }}]\n",
+            t.path.display().to_string()
+        )
+    };
+    t.write("toolgate.toml", &grant(""));
+    let dir = PluginDir::new();
+    dir.add("probe", fixtures::PROBE);
+    let load = |config: &Path| {
+        toolgate_tests::builder(&dir, "")
+            .config(HostConfig::load(config).unwrap())
+            .build()
+    };
+    let h = load(&t.join("toolgate.toml")).await.unwrap();
+    let p = h.problems();
+    let probe = p.iter().find(|p| p.plugin == "probe").expect("refused");
+    assert!(
+        probe.message.contains("toolgate.toml")
+            && probe.message.contains("the host's configuration")
+            && probe.message.contains("spawn_only = true"),
+        "{probe}"
+    );
+    // The twin: a read-only grant of the same directory loads and reads.
+    t.write(
+        "toolgate.toml",
+        &grant("").replace("read-write", "read-only"),
+    );
+    t.write("hello.txt", "hello");
+    let h = load(&t.join("toolgate.toml")).await.unwrap();
+    assert!(h.problems().is_empty(), "{:?}", h.problems());
+    let r = run(&h, "fs", json!({"op": "read", "path": "hello.txt"})).await;
+    assert_eq!(r.text(), "hello");
+}
+
+// ---- 3. setuid -----------------------------------------------------------
+
+#[tokio::test]
+async fn bash_cannot_leave_a_setuid_program_behind() {
+    let t = Tree::new("setuid");
+    let h = builtin_host(&t.path, None, test_runtime()).await;
+    let out = bash(
+        &h,
+        "cp /bin/true x && chmod 4755 x; echo suid=$?; chmod 2755 x; echo sgid=$?; \
+         python3 -c 'import os; os.close(os.open(\"y\", os.O_CREAT | os.O_WRONLY, 0o4755))'; \
+         echo create=$?; chmod 755 x && echo plain=$?",
+    )
+    .await;
+    assert!(
+        out.contains("suid=1") && out.contains("sgid=1") && out.contains("plain=0"),
+        "{out}"
+    );
+    assert!(!out.contains("create=0"), "{out}");
+    assert_eq!(mode(&t.join("x")) & 0o7777, 0o755);
+    assert!(!t.join("y").exists() || mode(&t.join("y")) & 0o6000 == 0);
+}
+
+// ---- 4. TCP Fast Open ------------------------------------------------------
+
+#[tokio::test]
+async fn tcp_fast_open_does_not_pass_the_port_rules() {
+    let granted = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (gp, op) = (
+        granted.local_addr().unwrap().port(),
+        other.local_addr().unwrap().port(),
+    );
+    let t = Tree::new("tfo");
+    let dir = PluginDir::new();
+    dir.add("bash", fixtures::PLUGIN_BASH);
+    let h = host(
+        &dir,
+        &format!(
+            "[plugins.bash.grants]\nshell = true\nspawn_tcp_ports = [{gp}]\n\
+             fs = [{{ path = {:?}, access = \"read-write\", spawn_only = true }}]\n",
+            t.path.display().to_string()
+        ),
+    )
+    .await;
+    assert!(h.problems().is_empty(), "{:?}", h.problems());
+    let script = |port: u16, fast_open: bool| {
+        format!(
+            "python3 -c 'import socket; s = socket.socket(); {}; print(\"reached\", {port})'",
+            if fast_open {
+                format!("s.sendto(b\"x\", 0x20000000, (\"127.0.0.1\", {port}))")
+            } else {
+                format!("s.connect((\"127.0.0.1\", {port}))")
+            }
+        )
+    };
+    let out = bash(&h, &script(op, true)).await;
+    assert!(
+        !out.contains("reached") && out.contains("Permission denied"),
+        "TFO reached an ungranted port: {out}"
+    );
+    let out = bash(&h, &script(gp, false)).await;
+    assert!(out.contains(&format!("reached {gp}")), "{out}");
+    // Outside the sandbox the same Fast Open send does reach it: the test
+    // is real (the kernel's tcp_fastopen client bit is on here).
+    let fastopen = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_fastopen").unwrap_or_default();
+    if fastopen.trim().parse::<u32>().is_ok_and(|v| v & 1 == 1) {
+        let s = std::process::Command::new("python3")
+            .args([
+                "-c",
+                &format!(
+                    "import socket; s = socket.socket(); s.sendto(b'x', 0x20000000, ('127.0.0.1', {op}))"
+                ),
+            ])
+            .status()
+            .unwrap();
+        assert!(s.success());
+    }
+}
+
+// ---- 5. FIFOs --------------------------------------------------------------
+
+fn mkfifo(p: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+    assert_eq!(unsafe { libc_mkfifo(c.as_ptr(), 0o644) }, 0);
+}
+
+unsafe extern "C" {
+    #[link_name = "mkfifo"]
+    fn libc_mkfifo(path: *const std::ffi::c_char, mode: u32) -> i32;
+}
+
+#[tokio::test]
+async fn the_file_tools_never_open_a_fifo() {
+    let t = Tree::new("fifo");
+    t.write("hello.txt", "hello world\n");
+    t.write("sub/more.txt", "hello again\n");
+    mkfifo(&t.join("notes.txt"));
+    mkfifo(&t.join("sub/pipe"));
+    let dir = PluginDir::new();
+    dir.add("fs-tools", fixtures::PLUGIN_FS_TOOLS);
+    let h = host(
+        &dir,
+        &format!(
+            "[plugins.fs-tools.grants]\nfs = [{{ path = {:?}, access = \"read-only\" }}]\n",
+            t.path.display().to_string()
+        ),
+    )
+    .await;
+    let started = Instant::now();
+    let r = run(&h, "read_file", json!({"path": "notes.txt"})).await;
+    assert!(r.is_error, "{r:?}");
+    assert_eq!(r.code(), Some("INVALID_INPUT"));
+    assert!(r.text().contains("not a regular file"), "{}", r.text());
+    let r = run(&h, "grep", json!({"pattern": "hello"})).await;
+    assert!(!r.is_error, "{r:?}");
+    assert!(
+        r.text().contains("hello.txt:1: hello world") && r.text().contains("sub/more.txt:1"),
+        "{}",
+        r.text()
+    );
+    let r = run(&h, "grep", json!({"pattern": "x", "path": "sub/pipe"})).await;
+    assert!(
+        r.is_error && r.text().contains("not a regular file"),
+        "{r:?}"
+    );
+    let r = run(&h, "list_dir", json!({})).await;
+    assert!(
+        r.text().contains("notes.txt  (not a regular file)"),
+        "{}",
+        r.text()
+    );
+    let r = run(&h, "find_files", json!({"pattern": "**/*"})).await;
+    assert!(
+        !r.text().contains("pipe") && !r.text().contains("notes"),
+        "{}",
+        r.text()
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// A component that opens a FIFO itself blocks a host thread in `open`;
+/// the call still ends at its deadline.
+#[tokio::test]
+async fn a_call_stuck_on_a_fifo_ends_at_its_deadline() {
+    let t = Tree::new("fifo-probe");
+    mkfifo(&t.join("pipe"));
+    let dir = PluginDir::new();
+    dir.add("probe", fixtures::PROBE);
+    dir.add("timeout", fixtures::PLUGIN_TIMEOUT);
+    let h = host(
+        &dir,
+        &format!(
+            "[plugins.probe.grants]\nfs = [{{ path = {:?}, access = \"read-only\" }}]\n\
+             [tools.fs]\ntimeout_ms = 300\n",
+            t.path.display().to_string()
+        ),
+    )
+    .await;
+    let started = Instant::now();
+    let r = run(&h, "fs", json!({"op": "read", "path": "pipe"})).await;
+    assert_eq!(r.code(), Some("TIMEOUT"), "{r:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    // Unblock the host's thread (a writer opens and closes the FIFO), or
+    // this test's runtime could not shut down: that is what the CLI's
+    // bounded shutdown is for.
+    use std::os::unix::fs::OpenOptionsExt;
+    for _ in 0..50 {
+        let writer = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(0o4000) // O_NONBLOCK: ENXIO until the reader is there
+            .open(t.join("pipe"));
+        if writer.is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+// ---- 6. .git ---------------------------------------------------------------
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn git_metadata_is_read_only_to_bash_by_default() {
+    let t = Tree::new("git");
+    git(&t.path, &["init", "-q"]);
+    t.write("a.txt", "a\n");
+    git(&t.path, &["add", "a.txt"]);
+    git(&t.path, &["commit", "-qm", "first"]);
+    let config_before = t.read(".git/config");
+    let h = builtin_host(&t.path, None, test_runtime()).await;
+    let out = bash(
+        &h,
+        "git config core.fsmonitor 'touch /tmp/pwned'; echo config=$?; \
+         echo 'touch /tmp/pwned' > .git/hooks/pre-commit; echo hook=$?; \
+         git log --oneline; git status --short; echo b > b.txt; git status --short",
+    )
+    .await;
+    assert!(
+        !out.contains("config=0") && out.contains("config="),
+        "{out}"
+    );
+    assert!(!out.contains("hook=0") && out.contains("hook="), "{out}");
+    assert!(out.contains("first"), "git log works: {out}");
+    assert!(out.contains("?? b.txt"), "git status works: {out}");
+    assert_eq!(t.read(".git/config"), config_before);
+    assert!(!t.join(".git/hooks/pre-commit").exists());
+    // The operator can opt out per plugin.
+    let dir = PluginDir::new();
+    dir.add("bash", fixtures::PLUGIN_BASH);
+    let h = host(
+        &dir,
+        &format!(
+            "[plugins.bash.grants]\nshell = true\nprotect_git = false\n\
+             fs = [{{ path = {:?}, access = \"read-write\", spawn_only = true }}]\n",
+            t.path.display().to_string()
+        ),
+    )
+    .await;
+    let out = bash(&h, "git config toolgate.test yes && echo set").await;
+    assert!(out.contains("set"), "{out}");
+    assert!(t.read(".git/config").contains("[toolgate]"));
+}
+
+// ---- 7. the secrets guard ------------------------------------------------
+
+fn guarded(r: &CallRecord) -> bool {
+    r.is_error
+        && r.error
+            .as_ref()
+            .is_some_and(|e| e.stage.to_string() == "guard")
+        && r.text().contains("secrets")
+}
+
+#[tokio::test]
+async fn the_secrets_guard_follows_symlinks_and_globs_and_grep_skips_secrets() {
+    let t = Tree::new("secrets");
+    t.write(".env", "API_TOKEN=hunter2\n");
+    t.write("deploy/keys/server.pem", "-----BEGIN hunter2\n");
+    t.write("notes.txt", "API_TOKEN is documented in the wiki\n");
+    std::os::unix::fs::symlink(".env", t.join("settings.txt")).unwrap();
+    std::os::unix::fs::symlink("deploy/keys", t.join("material")).unwrap();
+    std::os::unix::fs::symlink("settings.txt", t.join("chain.txt")).unwrap();
+    let h = builtin_host(&t.path, None, test_runtime()).await;
+    let abs = |p: &str| t.join(p).display().to_string();
+    for (tool, args) in [
+        ("read_file", json!({"path": "settings.txt"})),
+        ("read_file", json!({"path": "chain.txt"})),
+        ("read_file", json!({"path": abs("settings.txt")})),
+        ("read_file", json!({"path": "material/server.pem"})),
+        (
+            "grep",
+            json!({"pattern": "hunter2", "path": "settings.txt"}),
+        ),
+        ("bash", json!({"command": "cat .e?v"})),
+        ("bash", json!({"command": "cat sett*.txt"})),
+        ("bash", json!({"command": "base64 < .env"})),
+        ("bash", json!({"command": "cat .e\"\"nv"})),
+        ("bash", json!({"command": "cat material/*"})),
+    ] {
+        let r = run(&h, tool, args.clone()).await;
+        assert!(guarded(&r), "{tool} {args} was not stopped: {r:?}");
+        assert!(!r.text().contains("hunter2"), "{tool} {args} leaked");
+    }
+    // grep over the whole tree finds the harmless line, not the secrets.
+    let r = run(&h, "grep", json!({"pattern": "API_TOKEN"})).await;
+    assert!(!r.is_error, "{r:?}");
+    assert!(r.text().contains("notes.txt:1"), "{}", r.text());
+    assert!(!r.text().contains("hunter2"), "{}", r.text());
+    let r = run(&h, "grep", json!({"pattern": "hunter2"})).await;
+    assert_eq!(r.text(), "no matches");
+    // The twins: ordinary files, names and commands pass.
+    assert!(
+        !run(&h, "read_file", json!({"path": "notes.txt"}))
+            .await
+            .is_error
+    );
+    let out = bash(&h, "cat note?.txt; ls").await;
+    assert!(out.contains("documented in the wiki"), "{out}");
+}
