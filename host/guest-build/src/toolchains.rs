@@ -214,5 +214,21 @@ pub fn build_cached(
         ));
     }
     std::fs::rename(&partial, &out).map_err(|e| format!("cannot store {}: {e}", out.display()))?;
+    // Builds of older inputs are never used again: keep the cache (and a
+    // CI cache of the target directory) from growing by ~18 MB per change.
+    if let Ok(entries) = std::fs::read_dir(cache) {
+        let keep = out.file_name();
+        for e in entries.flatten() {
+            let file = e.file_name();
+            let stale = file.to_str().is_some_and(|f| {
+                f.strip_prefix(name)
+                    .and_then(|rest| rest.strip_prefix('-'))
+                    .is_some_and(|k| k.len() == key.len() + 5 && k.ends_with(".wasm"))
+            });
+            if stale && Some(file.as_os_str()) != keep {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
     Ok(out)
 }
