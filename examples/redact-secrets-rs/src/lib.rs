@@ -62,8 +62,13 @@ pub fn redact(text: &str) -> Option<String> {
     let mut i = 0;
     let mut found = false;
     while i < b.len() {
-        // Only at the start of a word: `task-…` is not an `sk-` key.
-        let at_word_start = (i == 0 || !token_char(b[i - 1])) && text.is_char_boundary(i);
+        // Only at the start of a word: `task-…` is not an `sk-` key, nor
+        // is `ïsk-…` (the letter before may be any script's).
+        let at_word_start = text.is_char_boundary(i)
+            && text[..i]
+                .chars()
+                .next_back()
+                .is_none_or(|c| !(c.is_alphanumeric() || c == '_' || c == '-'));
         let hit = if at_word_start {
             secret_at(text, i)
         } else {
