@@ -25,6 +25,15 @@ plugins:
     for f in target/wasm32-wasip2/guest/plugin_*.wasm; do n=$(basename $f .wasm); cp $f target/plugins/${n#plugin_}.wasm; done
     ls -la target/plugins
 
+# The Python, JavaScript and C guest toolchains (apt for the C compiler).
+toolchains:
+    scripts/toolchains.sh apt python js c
+
+# The same guard in four languages: size, load, per call (BENCHMARKS.md).
+bench-guards:
+    cargo build --release -p toolgate
+    scripts/bench-guards.sh
+
 # Benchmarks (figures go to BENCHMARKS.md).
 bench:
     cargo bench -p toolgate

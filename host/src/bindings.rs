@@ -2,7 +2,7 @@
 //! every `bindgen!` output lives here, so the rest of the host refers to one
 //! set of generated types per version (and the domain modules to none).
 //!
-//! * [`v0_2`] — `toolgate:plugin@0.2.0`, the current contract (`wit/`):
+//! * [`v0_2`] — `toolgate:plugin@0.2.x`, the current contract (`wit/`):
 //!   the call and the result are resources ([`CallHandle`],
 //!   [`ResultHandle`]) that a guest reads field by field. Only the imports
 //!   are bound here; the exports are looked up by hand

@@ -60,8 +60,10 @@ pub struct NativePolicies {
     pub tools: Vec<Arc<ToolEntry>>,
 }
 
-/// What a listing shows about a plugin.
+/// What a listing shows about a plugin (camelCase keys, as every JSON the
+/// CLI prints: `plugins --json`, `check --json`, results).
 #[derive(Clone, Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct PluginInfo {
     pub name: String,
     pub origin: String,
@@ -70,6 +72,7 @@ pub struct PluginInfo {
     /// The contract version (`0.1` or `0.2`).
     pub contract: ContractVersion,
     /// How calls into it are made (`sync`: no fiber; `async`).
+    #[serde(rename = "callPath")]
     pub path: CallPath,
     /// How long it took to load, in microseconds.
     pub load_us: u64,

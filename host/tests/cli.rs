@@ -101,10 +101,7 @@ fn run_prints_one_result_per_call_in_order() {
 fn malformed_batches_are_host_errors_with_a_message() {
     for (input, expect) in [
         ("not json", "is not an acceptable batch"),
-        (r#"{"id": "a"}"#, "expected array"),
-        (r#"[{"id": 1, "name": "x"}]"#, "/0/id"),
-        (r#"[{"name": "x"}]"#, "/0/id: expected required property"),
-        (r#"[{"id": "a", "name": "x", "args": {}}]"#, "/0/args"),
+        (r#"{"id": "a"}"#, "expected a JSON array"),
     ] {
         let mut c = toolgate();
         c.args(["run", "-"]);
@@ -116,6 +113,98 @@ fn malformed_batches_are_host_errors_with_a_message() {
             text(&out.stderr)
         );
         assert!(out.stdout.is_empty());
+    }
+}
+
+/// One malformed call is answered alone, at its place; `arguments` may be
+/// a JSON string (as OpenAI's API sends it).
+#[test]
+fn a_bad_call_is_rejected_alone_and_string_arguments_are_accepted() {
+    let mut c = toolgate();
+    c.args(["run", "--compact", "-"]);
+    let out = with_stdin(
+        c,
+        r#"[
+            {"id": 1, "name": "x"},
+            {"id": "b", "name": "read", "arguments": "{\"path\": \"Cargo.toml\", \"limit\": 1}"},
+            {"name": "read"},
+            {"id": "d", "name": "read", "args": {}},
+            {"id": "e", "name": "read", "arguments": "{not json"},
+            {"id": "f", "name": "read", "arguments": "[1, 2]"}
+        ]"#,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let records: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let records = records.as_array().unwrap();
+    assert_eq!(records.len(), 6, "{records:?}");
+    assert_eq!(records[1]["isError"], false, "{}", records[1]);
+    for (i, expect) in [
+        (0, "/id: expected string"),
+        (2, "/id: expected required property"),
+        (3, "/args"),
+        (4, "`arguments` string is not acceptable JSON"),
+        (5, "does not hold a JSON object"),
+    ] {
+        let e = &records[i]["error"];
+        assert_eq!(e["code"], "INVALID_ARGS", "{}", records[i]);
+        let m = e["message"].as_str().unwrap();
+        assert!(
+            m.contains(&format!("call {i} of")) && m.contains(expect),
+            "{m}"
+        );
+    }
+    assert_eq!(records[0]["id"], "#0");
+    assert_eq!(records[3]["id"], "d");
+}
+
+/// `plugins --json` and `check --json` speak the same camelCase.
+#[test]
+fn plugins_and_check_json_use_the_same_key_style() {
+    let out = toolgate().args(["plugins", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let plugins: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let first = &plugins["plugins"][0];
+    for key in ["witVersion", "callPath", "loadUs", "instances"] {
+        assert!(
+            first.get(key).is_some(),
+            "plugins --json lacks {key}: {first}"
+        );
+    }
+    let wasm = temp("check-json").join("timeout.wasm");
+    // The built-in timeout plugin, as the host's build script built it.
+    let built = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("../guests/wasm32-wasip2/guest/plugin_timeout.wasm");
+    assert!(built.exists(), "{} was not built", built.display());
+    std::fs::copy(&built, &wasm).unwrap();
+    {
+        let out = toolgate()
+            .args(["check", "--json"])
+            .arg(&wasm)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let check: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        for key in [
+            "witVersion",
+            "callPath",
+            "loadUs",
+            "instances",
+            "grantsNeeded",
+        ] {
+            assert!(
+                check.get(key).is_some(),
+                "check --json lacks {key}: {check}"
+            );
+        }
+        let snake = |v: &serde_json::Value| {
+            v.as_object()
+                .map(|o| o.keys().any(|k| k.contains('_')))
+                .unwrap_or(false)
+        };
+        assert!(
+            !snake(&check) && !snake(first),
+            "snake_case keys: {check} {first}"
+        );
     }
 }
 
@@ -487,4 +576,147 @@ fn a_background_job_dies_with_the_command() {
         left = alive();
     }
     assert!(!left, "a background job outlived toolgate");
+}
+
+/// A built-in component, as the host's build script built it, copied as
+/// `NAME.wasm` into a fresh directory.
+fn built_plugin(file: &str, name: &str) -> PathBuf {
+    let built = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("../guests/wasm32-wasip2/guest")
+        .join(file);
+    assert!(built.exists(), "{} was not built", built.display());
+    let wasm = temp(&format!("built-{name}")).join(format!("{name}.wasm"));
+    std::fs::copy(&built, &wasm).unwrap();
+    wasm
+}
+
+/// `check --call`: one call through one guard, on a stand-in tool; the
+/// decision names the guard and its reason. `--repeat` times it.
+#[test]
+fn check_call_shows_what_a_guard_decided() {
+    let wasm = built_plugin("plugin_secrets_guard.wasm", "secrets-guard");
+    let call = wasm.with_file_name("call.json");
+    std::fs::write(
+        &call,
+        r#"{"name": "read_file", "arguments": "{\"path\": \"app/.env\"}"}"#,
+    )
+    .unwrap();
+    let out = toolgate()
+        .arg("check")
+        .arg(&wasm)
+        .arg("--call")
+        .arg(&call)
+        .args(["--repeat", "20"])
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        stdout.contains("decision:  denied at guard by `secrets-guard`"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("stand-in tool `read_file`"), "{stdout}");
+    assert!(
+        stdout.contains("warm:") && stdout.contains("fresh:"),
+        "{stdout}"
+    );
+    // Allowed calls reach the stand-in tool.
+    std::fs::write(
+        &call,
+        r#"{"name": "read_file", "arguments": {"path": "README.md"}}"#,
+    )
+    .unwrap();
+    let out = toolgate()
+        .args(["check", "--json"])
+        .arg(&wasm)
+        .arg("--call")
+        .arg(&call)
+        .output()
+        .unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["record"]["isError"], false, "{j}");
+    assert_eq!(j["callPath"], "sync", "{j}");
+    // A call file that is not a call says why.
+    std::fs::write(&call, r#"{"arguments": {}}"#).unwrap();
+    let out = toolgate()
+        .arg("check")
+        .arg(&wasm)
+        .arg("--call")
+        .arg(&call)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("/name: expected required property"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// `check --conformance` on sound components passes; its report lists the
+/// checks and the time per call.
+#[test]
+fn check_conformance_passes_sound_components() {
+    for (file, name, export) in [
+        (
+            "plugin_secrets_guard.wasm",
+            "secrets-guard",
+            "guard on 48 nested arrays",
+        ),
+        (
+            "plugin_fs_tools.wasm",
+            "fs-tools",
+            "tool/read parameters",
+        ),
+        (
+            "plugin_audit_log.wasm",
+            "audit-log",
+            "observer on a failing tool",
+        ),
+    ] {
+        let wasm = built_plugin(file, name);
+        let out = toolgate()
+            .arg("check")
+            .arg(&wasm)
+            .arg("--conformance")
+            .output()
+            .unwrap();
+        let stdout = text(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{name}: {stdout}\n{}",
+            text(&out.stderr)
+        );
+        assert!(stdout.contains(export), "{stdout}");
+        assert!(
+            stdout.contains(" 0 violation(s); time per call: median"),
+            "{stdout}"
+        );
+    }
+}
+
+/// `check --conformance` finds a guard that traps, and exits 1.
+#[test]
+fn check_conformance_reports_a_trapping_policy() {
+    let wasm = built_plugin("fixture_hostile_sync.wasm", "hostile");
+    let config = wasm.with_file_name("toolgate.toml");
+    std::fs::write(
+        &config,
+        "[plugins.hostile]\nvars = { MODE = \"check:trap\" }\n",
+    )
+    .unwrap();
+    let out = toolgate()
+        .arg("--config")
+        .arg(&config)
+        .arg("check")
+        .arg(&wasm)
+        .arg("--conformance")
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("VIOLATION") && stdout.contains("hostile check trap"),
+        "{stdout}"
+    );
 }

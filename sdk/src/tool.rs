@@ -181,8 +181,52 @@ impl std::fmt::Display for ToolError {
 
 impl std::error::Error for ToolError {}
 
+impl ToolError {
+    /// A file-system error on `path`, told as the author and the model need
+    /// it: a path outside every directory the operator granted this plugin
+    /// is `PERMISSION_DENIED` ("not granted", with the line that grants
+    /// it), not "No such file or directory" — WASI cannot tell the two
+    /// apart, so this looks at whether any ancestor of `path` is visible.
+    /// Other errors convert as `From<std::io::Error>` does.
+    ///
+    /// ```ignore
+    /// let text = std::fs::read_to_string(&self.path).map_err(|e| ToolError::from_io(e, &self.path))?;
+    /// ```
+    pub fn from_io(error: std::io::Error, path: impl AsRef<std::path::Path>) -> Self {
+        let path = path.as_ref();
+        if error.kind() == std::io::ErrorKind::NotFound && !granted(path) {
+            return ToolError::permission_denied(format!(
+                "`{}` is not granted to this plugin: it is outside every directory the operator granted (grant one with `fs = [{{ path = \"...\", access = \"read-only\" }}]` under [plugins.NAME.grants])",
+                path.display()
+            ))
+            .with_details(serde_json::json!({"path": path.display().to_string()}));
+        }
+        ToolError::from(error).with_details(serde_json::json!({"path": path.display().to_string()}))
+    }
+}
+
+/// Whether some ancestor of `path` (`.` for a relative one, `/` for an
+/// absolute one) is visible: the path lies inside a granted directory.
+fn granted(path: &std::path::Path) -> bool {
+    let mut ancestors: Vec<&std::path::Path> = path.ancestors().skip(1).collect();
+    if path.is_relative() {
+        ancestors.push(std::path::Path::new("."));
+    }
+    ancestors
+        .into_iter()
+        .filter(|a| !a.as_os_str().is_empty())
+        .any(|a| std::fs::metadata(a).is_ok())
+}
+
 impl From<std::io::Error> for ToolError {
     fn from(e: std::io::Error) -> Self {
+        // WASI's ENOTCAPABLE: the grant does not allow this (e.g. a write
+        // under a read-only grant).
+        if e.raw_os_error() == Some(76) {
+            return ToolError::permission_denied(format!(
+                "not granted: {e} (the operator's grant for this plugin does not allow it)"
+            ));
+        }
         use std::io::ErrorKind as K;
         let code = match e.kind() {
             K::NotFound => "NOT_FOUND",

@@ -11,6 +11,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+pub mod toolchains;
+
 /// The target every guest is built for.
 pub const TARGET: &str = "wasm32-wasip2";
 /// The cargo profile guests are built with (see the workspace Cargo.toml).
@@ -84,7 +86,7 @@ fn package_name(manifest: &str) -> Option<String> {
 /// The target directory of the running build (`OUT_DIR` is
 /// `<target>/<profile>/build/<pkg>-<hash>/out`, possibly with a target
 /// triple in between).
-fn host_target_dir() -> PathBuf {
+pub fn host_target_dir() -> PathBuf {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR is set for build scripts"));
     out.ancestors()
         .find(|p| p.file_name().is_some_and(|n| n == "build"))

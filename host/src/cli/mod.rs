@@ -10,6 +10,7 @@ mod approve;
 mod check;
 mod demo;
 mod logging;
+mod new;
 mod plugins;
 mod run;
 mod sandbox;
@@ -115,6 +116,9 @@ enum Command {
     /// Serve the tools over MCP (stdio, or streamable HTTP with --http):
     /// every call of the client passes the pipeline.
     Serve(serve::ServeArgs),
+    /// Create a project for a tool or policy (Rust, Python, JavaScript or C)
+    /// that builds to a component on the first try.
+    New(new::NewArgs),
 }
 
 /// Entry point of the binary.
@@ -148,6 +152,7 @@ pub fn main() -> ExitCode {
             Command::Demo(a) => demo::run(&cli.global, a, transcript.unwrap_or_default()).await,
             Command::Sandbox(a) => sandbox::run(&cli.global, a).await,
             Command::Serve(a) => serve::run(&cli.global, a).await,
+            Command::New(a) => new::run(a),
         }
     });
     // Not `drop(runtime)`, which waits for every blocking thread forever.

@@ -10,12 +10,17 @@ use serde_json::json;
 
 use super::GlobalArgs;
 use crate::call::ToolCall;
+use crate::content::Content;
+use crate::outcome::{CallError, CallRecord, ErrorCode, Outcome, Stage};
 use crate::turn::TurnOptions;
+use serde_json::Value;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// A JSON array of calls: [{"id": "...", "name": "...", "arguments": {...}}].
-    /// `-` reads standard input.
+    /// A JSON array of calls: [{"id": "...", "name": "...", "arguments": {...}}]
+    /// (`arguments` may also be a string holding the JSON object, as OpenAI's
+    /// API sends it). `-` reads standard input. A malformed call is answered
+    /// with an INVALID_ARGS record at its place; the others run.
     #[arg(value_name = "FILE|-")]
     input: PathBuf,
 
@@ -36,12 +41,41 @@ pub struct RunArgs {
     compact: bool,
 }
 
-/// Read and check a batch of calls; errors name the input and the call.
+/// A call of a batch that could not be run, and why (it becomes an
+/// `INVALID_ARGS` record at its place; the other calls run).
+#[derive(Clone, Debug)]
+pub struct Rejected {
+    pub id: String,
+    pub name: String,
+    pub message: String,
+}
+
+impl Rejected {
+    /// The record the model gets for it.
+    pub fn record(&self) -> CallRecord {
+        let error = CallError::new(ErrorCode::InvalidArgs, Stage::Materialize, &self.message);
+        CallRecord::freeze(
+            self.id.clone(),
+            self.name.clone(),
+            Outcome::Failure {
+                content: vec![Content::text(self.message.clone())],
+                error,
+            },
+            Vec::new(),
+        )
+    }
+}
+
+/// Read and check a batch of calls. The batch must be a JSON array (else
+/// the whole input is refused, naming it); each call is checked on its
+/// own: `{"id", "name", "arguments"}` with `arguments` an object or — as
+/// OpenAI's API sends it — a string holding a JSON object. A malformed call
+/// is rejected alone, with a message naming its index and what is wrong.
 pub fn parse_batch(
     text: &str,
     origin: &str,
     limits: &toolgate_schema::Limits,
-) -> anyhow::Result<Vec<ToolCall>> {
+) -> anyhow::Result<Vec<Result<ToolCall, Rejected>>> {
     // Two levels for the array and the call object.
     let batch_limits = toolgate_schema::Limits {
         max_depth: limits.max_depth + 2,
@@ -49,31 +83,71 @@ pub fn parse_batch(
     };
     let value = toolgate_schema::parse(text, &batch_limits)
         .with_context(|| format!("{origin} is not an acceptable batch"))?;
-    let schema = toolgate_schema::Schema::compile(&json!({
-        "type": "array",
-        "items": {
-            "type": "object",
-            "properties": {
-                "id": {"type": "string"},
-                "name": {"type": "string"},
-                "arguments": {"type": "object"}
-            },
-            "required": ["id", "name"],
-            "additionalProperties": false
-        }
-    }))
-    .expect("the batch schema compiles");
-    if let Err(violations) = schema.validate(&value) {
+    let Value::Array(items) = value else {
         bail!(
-            "{origin} is not a batch of tool calls ([{{\"id\", \"name\", \"arguments\"}}, ...]):\n{}",
-            violations
-                .iter()
-                .map(|v| format!("  - {v}"))
-                .collect::<Vec<_>>()
-                .join("\n")
+            "{origin} is not a batch of tool calls: expected a JSON array [{{\"id\", \"name\", \"arguments\"}}, ...]"
         );
-    }
-    Ok(serde_json::from_value(value)?)
+    };
+    let schema = toolgate_schema::Schema::compile(&json!({
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "name": {"type": "string"},
+            "arguments": {"oneOf": [{"type": "object"}, {"type": "string"}]}
+        },
+        "required": ["id", "name"],
+        "additionalProperties": false
+    }))
+    .expect("the call schema compiles");
+    Ok(items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let id = item
+                .get("id")
+                .and_then(Value::as_str)
+                .map(String::from)
+                .unwrap_or_else(|| format!("#{i}"));
+            let name = item
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let reject = |message: String| Rejected {
+                id: id.clone(),
+                name: name.clone(),
+                message: format!("call {i} of {origin} was not run: {message}"),
+            };
+            if let Err(violations) = schema.validate(&item) {
+                return Err(reject(format!(
+                    "it is not a tool call {{\"id\", \"name\", \"arguments\"}}: {}",
+                    violations
+                        .iter()
+                        .map(|v| v.to_string())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                )));
+            }
+            let arguments = match item.get("arguments") {
+                None => Value::Object(Default::default()),
+                Some(Value::String(text)) => match toolgate_schema::parse(text, limits) {
+                    Ok(v @ Value::Object(_)) => v,
+                    Ok(_) => {
+                        return Err(reject(
+                            "its `arguments` string does not hold a JSON object".into(),
+                        ));
+                    }
+                    Err(e) => {
+                        return Err(reject(format!(
+                            "its `arguments` string is not acceptable JSON: {e}"
+                        )));
+                    }
+                },
+                Some(v) => v.clone(),
+            };
+            Ok(ToolCall::new(id.clone(), name.clone(), arguments))
+        })
+        .collect())
 }
 
 pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -95,7 +169,8 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
     let host = builder.build().await?;
     super::report_problems(&host);
     super::refuse_if_blocked(&host)?;
-    let calls = parse_batch(&text, &origin, &host.settings().limits)?;
+    let parsed = parse_batch(&text, &origin, &host.settings().limits)?;
+    let calls: Vec<ToolCall> = parsed.iter().filter_map(|c| c.clone().ok()).collect();
     let turn = TurnOptions {
         agent_scope: args.scope,
         code_mode: args.code_mode,
@@ -119,7 +194,17 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
     // no records (none is fabricated, and a partial batch would pass for a
     // whole one).
     let records = match outcome {
-        Ok(records) => records,
+        // Put each rejected call's record back at its place.
+        Ok(records) => {
+            let mut ran = records.into_iter();
+            parsed
+                .iter()
+                .filter_map(|c| match c {
+                    Ok(_) => ran.next(),
+                    Err(rejected) => Some(rejected.record()),
+                })
+                .collect::<Vec<_>>()
+        }
         Err(error) => {
             eprintln!("toolgate: {error}");
             return Ok(ExitCode::FAILURE);

@@ -361,7 +361,9 @@ fn classify(plugin: &str, error: wasmtime::Error, stderr: &TailPipe) -> InvokeEr
     }
     let tail = stderr.tail();
     if !tail.is_empty() {
-        tracing::debug!(
+        // The whole tail (a Python traceback, a Rust panic with its
+        // location) is for the author, in the log; the model gets one line.
+        tracing::warn!(
             plugin,
             stderr = %super::log::escape(&tail),
             "guest stderr before the trap"
@@ -376,22 +378,95 @@ fn classify(plugin: &str, error: wasmtime::Error, stderr: &TailPipe) -> InvokeEr
         match trap {
             Trap::StackOverflow => "stack overflow (the guest recursed too deeply)".to_string(),
             Trap::UnreachableCodeReached if !tail.is_empty() => "the guest panicked".to_string(),
-            other => format!("wasm trap: {}", first_line(&other.to_string())),
+            // `Trap`'s own text starts with "wasm trap: ".
+            other => first_line(&other.to_string()),
         }
     } else {
         // wasmtime wraps the cause in "error while executing at wasm
         // backtrace: …"; the cause is what the author needs.
-        first_line(&error.root_cause().to_string())
+        let cause = first_line(&error.root_cause().to_string());
+        if cause.contains("borrow handles still remain") {
+            format!(
+                "{cause} (the guest kept a handle it was lent: with wit-bindgen's C bindings, call `…_drop_borrow` on every borrowed `call`/`call-result` before returning)"
+            )
+        } else {
+            cause
+        }
     };
-    // A Rust panic prints `panicked at FILE:LINE:COL:` then the message.
-    let stderr = tail
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with("note:"))
-        .collect::<Vec<_>>()
-        .join(" ");
     InvokeError::Trap {
         message,
-        stderr: crate::budgets::cut(super::log::escape(&stderr).into_owned(), 1024),
+        stderr: crate::budgets::cut(super::log::escape(&short_stderr(&tail)).into_owned(), 512),
+    }
+}
+
+/// The one line of a guest's stderr worth showing the model: a Rust
+/// panic's message, a Python traceback's last line (`ValueError: …`), a
+/// JavaScript error's message — not the frames around them.
+fn short_stderr(tail: &str) -> String {
+    let is_frame = |l: &str| {
+        l.starts_with("note:")
+            || l.starts_with("Traceback (most recent call last)")
+            || l.starts_with("stack backtrace")
+            || l.starts_with("at ")
+            // A SpiderMonkey frame: `name@file.js:10:5`.
+            || (l.contains('@') && !l.contains(' ') && l.ends_with(|c: char| c.is_ascii_digit()))
+    };
+    let lines: Vec<&str> = tail
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with(char::is_whitespace))
+        .map(str::trim)
+        .filter(|l| !is_frame(l))
+        .collect();
+    let panic = lines.iter().rposition(|l| l.contains("panicked at "));
+    // componentize-py prints the Python traceback, then its runtime (Rust)
+    // panics: the exception is the line worth showing.
+    if tail.contains("Traceback (most recent call last)")
+        && let Some(line) = lines[..panic.unwrap_or(lines.len())].last()
+    {
+        return line.to_string();
+    }
+    // A Rust panic: `thread '…' panicked at FILE:LINE:COL:` then the message.
+    if let Some(i) = panic {
+        let at = lines[i].split("panicked at ").nth(1).unwrap_or_default();
+        return match lines.get(i + 1) {
+            Some(msg) => format!("{msg} (at {})", at.trim_end_matches(':')),
+            None => lines[i].to_string(),
+        };
+    }
+    lines.last().map(|l| l.to_string()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{InvokeError, TailPipe, classify, short_stderr};
+    use wasmtime::Trap;
+
+    /// A trap reads "wasm trap: …" once; a stack overflow says so.
+    #[test]
+    fn a_trap_is_named_once() {
+        let message =
+            |trap: Trap| match classify("p", wasmtime::Error::from(trap), &TailPipe::new(64)) {
+                InvokeError::Trap { message, .. } => message,
+                other => panic!("not a trap: {other:?}"),
+            };
+        let m = message(Trap::IntegerDivisionByZero);
+        assert_eq!(m.matches("wasm trap").count(), 1, "{m}");
+        assert!(m.starts_with("wasm trap: "), "{m}");
+        assert!(message(Trap::StackOverflow).contains("stack overflow"));
+    }
+
+    #[test]
+    fn one_line_of_stderr_for_the_model() {
+        let rust = "thread '<unnamed>' panicked at src/lib.rs:5:9:\nboom\nnote: run with `RUST_BACKTRACE=1`\n";
+        assert_eq!(short_stderr(rust), "boom (at src/lib.rs:5:9)");
+        let python = "Traceback (most recent call last):\n  File \"app.py\", line 3, in check\n    raise ValueError('bad')\nValueError: bad\n";
+        assert_eq!(short_stderr(python), "ValueError: bad");
+        let componentize_py = format!(
+            "{python}thread '<unnamed>' panicked at runtime/src/lib.rs:1280:25:\nPython function threw an unexpected exception\n"
+        );
+        assert_eq!(short_stderr(&componentize_py), "ValueError: bad");
+        let js = "Error: no path\npreExecute@hook.js:10:5\n@hook.js:20:1\n";
+        assert_eq!(short_stderr(js), "Error: no path");
+        assert_eq!(short_stderr(""), "");
     }
 }

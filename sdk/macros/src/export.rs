@@ -213,11 +213,18 @@ pub fn expand(e: Export) -> syn::Result<TokenStream> {
             "export! needs at least one role, e.g. `export! { tools: [MyTool] }`",
         ));
     }
+    // The role worlds import no seam (a seam needs a grant); the Rust
+    // linker keeps only the imports the code calls, so importing every
+    // interface here costs nothing and lets the SDK's wrappers link.
     let inline = format!(
-        "package toolgate:component;\nworld component {{\n{}}}\n",
+        "package toolgate:component;\nworld component {{\n{}{}}}\n",
         worlds
             .iter()
             .map(|w| format!("  include toolgate:plugin/{w}@{v};\n"))
+            .collect::<String>(),
+        imports
+            .iter()
+            .map(|i| format!("  import toolgate:plugin/{i}@{v};\n"))
             .collect::<String>()
     );
     let with = imports.iter().map(|i| {

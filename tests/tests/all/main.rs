@@ -6,6 +6,7 @@ mod capabilities;
 mod catalog;
 mod containment;
 mod contract;
+mod examples;
 mod foundation;
 mod pipeline;
 mod scheduler;

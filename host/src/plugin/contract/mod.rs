@@ -334,6 +334,20 @@ fn stub_unprovided(linker: &mut Linker<StoreData>, component: &Component) -> was
                         .unwrap_or_else(ResourceType::host::<Unprovided>);
                     stubs.resource(item, host, |_, _| Ok(()))?
                 }
+                // No directory is preopened on this path (it is granted
+                // none): say so, as the async path would, instead of
+                // trapping. Language runtimes (CPython) ask at start-up.
+                ComponentItem::ComponentFunc(_)
+                    if item == "get-directories"
+                        && split_name(name).is_some_and(|(pkg, iface, _)| {
+                            pkg == "wasi:filesystem" && iface == "preopens"
+                        }) =>
+                {
+                    stubs.func_new(item, |_, _, _, results| {
+                        results[0] = wasmtime::component::Val::List(Vec::new());
+                        Ok(())
+                    })?
+                }
                 ComponentItem::ComponentFunc(_) => {
                     let what = format!("{name}#{item}");
                     stubs.func_new(item, move |_, _, _, _| {

@@ -1,4 +1,4 @@
-//! Host types ↔ `toolgate:plugin@0.2.0` types.
+//! Host types ↔ `toolgate:plugin@0.2.x` types.
 //!
 //! Host → guest conversions are total. Guest → host conversions cross an
 //! untrusted boundary: every string and list is checked against the

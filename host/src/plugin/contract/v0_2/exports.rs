@@ -1,4 +1,4 @@
-//! The exports of a `toolgate:plugin@0.2.0` component, looked up by hand.
+//! The exports of a `toolgate:plugin@0.2.x` component, looked up by hand.
 //!
 //! `bindgen!` can make export bindings either synchronous or asynchronous,
 //! not both; a 0.2 component is called on whichever path its imports allow.

@@ -1,4 +1,4 @@
-//! The host side of every `toolgate:plugin@0.2.0` import.
+//! The host side of every `toolgate:plugin@0.2.x` import.
 //!
 //! The call and result handles read from what the pipeline lent the store
 //! for this call, copying only the field asked for. Imports that never wait

@@ -1,4 +1,4 @@
-//! `toolgate:plugin@0.2.0` components behind the policy and tool traits.
+//! `toolgate:plugin@0.2.x` components behind the policy and tool traits.
 //!
 //! Each call lends the guest the call (and the result) as handles for the
 //! duration of the export call, and takes them back afterwards; nothing is
