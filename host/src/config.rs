@@ -276,6 +276,72 @@ fn roles_schema() -> serde_json::Value {
     })
 }
 
+fn plugin_schema() -> serde_json::Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "enabled": {"type": "boolean"},
+            "optional": {"type": "boolean"},
+            "sha256": {"type": "string"},
+            "priority": {"type": "integer"},
+            "priorities": roles_schema(),
+            "instances": {"enum": ["pooled", "fresh"]},
+            "vars": {"type": "object", "additionalProperties": {"type": "string"}},
+            "grants": {
+                "type": "object",
+                "properties": {
+                    "fs": {"type": "array", "items": {
+                        "type": "object",
+                        "properties": {
+                            "path": {"type": "string"},
+                            "access": {"enum": ["read-only", "read-write"]},
+                            "guest": {"type": "string"},
+                            "spawn_only": {"type": "boolean"}
+                        },
+                        "required": ["path", "access"],
+                        "additionalProperties": false
+                    }},
+                    "env": {"type": "array", "items": {"type": "string"}},
+                    "network": {"type": "array", "items": {"type": "string"}},
+                    "shell": {"type": "boolean"},
+                    "subprocess": {"type": "array", "items": {"type": "string"}},
+                    "kv": {"type": "boolean"},
+                    "memory_mb": {"type": "integer"},
+                    "protect_git": {"type": "boolean"},
+                    "spawn_tcp_ports": {"type": "array", "items": {"type": "integer"}},
+                    "spawn_limits": {
+                        "type": "object",
+                        "properties": {
+                            "max_processes": {"type": "integer"},
+                            "address_space_mb": {"type": "integer"},
+                            "file_size_mb": {"type": "integer"},
+                            "cpu_seconds": {"type": "integer"},
+                            "open_files": {"type": "integer"},
+                            "output_kb": {"type": "integer"}
+                        },
+                        "additionalProperties": false
+                    }
+                },
+                "additionalProperties": false
+            }
+        },
+        "additionalProperties": false
+    })
+}
+
+fn scope_schema() -> serde_json::Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "plugin_dirs": {"type": "array", "items": {"type": "string"}},
+            "allow": {"type": "array", "items": {"type": "string"}},
+            "deny": {"type": "array", "items": {"type": "string"}},
+            "plugins": {"type": "object", "additionalProperties": plugin_schema()}
+        },
+        "additionalProperties": false
+    })
+}
+
 fn schema() -> serde_json::Value {
     json!({
         "type": "object",
@@ -305,59 +371,7 @@ fn schema() -> serde_json::Value {
                 },
                 "additionalProperties": false
             },
-            "plugins": {
-                "type": "object",
-                "additionalProperties": {
-                    "type": "object",
-                    "properties": {
-                        "enabled": {"type": "boolean"},
-                        "optional": {"type": "boolean"},
-                        "sha256": {"type": "string"},
-                        "priority": {"type": "integer"},
-                        "priorities": roles_schema(),
-                        "instances": {"enum": ["pooled", "fresh"]},
-                        "vars": {"type": "object", "additionalProperties": {"type": "string"}},
-                        "grants": {
-                            "type": "object",
-                            "properties": {
-                                "fs": {"type": "array", "items": {
-                                    "type": "object",
-                                    "properties": {
-                                        "path": {"type": "string"},
-                                        "access": {"enum": ["read-only", "read-write"]},
-                                        "guest": {"type": "string"},
-                                        "spawn_only": {"type": "boolean"}
-                                    },
-                                    "required": ["path", "access"],
-                                    "additionalProperties": false
-                                }},
-                                "env": {"type": "array", "items": {"type": "string"}},
-                                "network": {"type": "array", "items": {"type": "string"}},
-                                "shell": {"type": "boolean"},
-                                "subprocess": {"type": "array", "items": {"type": "string"}},
-                                "kv": {"type": "boolean"},
-                                "memory_mb": {"type": "integer"},
-                                "protect_git": {"type": "boolean"},
-                                "spawn_tcp_ports": {"type": "array", "items": {"type": "integer"}},
-                                "spawn_limits": {
-                                    "type": "object",
-                                    "properties": {
-                                        "max_processes": {"type": "integer"},
-                                        "address_space_mb": {"type": "integer"},
-                                        "file_size_mb": {"type": "integer"},
-                                        "cpu_seconds": {"type": "integer"},
-                                        "open_files": {"type": "integer"},
-                                        "output_kb": {"type": "integer"}
-                                    },
-                                    "additionalProperties": false
-                                }
-                            },
-                            "additionalProperties": false
-                        }
-                    },
-                    "additionalProperties": false
-                }
-            },
+            "plugins": {"type": "object", "additionalProperties": plugin_schema()},
             "tools": {
                 "type": "object",
                 "additionalProperties": {
@@ -365,7 +379,8 @@ fn schema() -> serde_json::Value {
                     "properties": {"timeout_ms": {"type": "integer"}},
                     "additionalProperties": false
                 }
-            }
+            },
+            "scopes": {"type": "object", "additionalProperties": scope_schema()}
         },
         "additionalProperties": false
     })
@@ -397,6 +412,46 @@ pub(crate) fn parse_checked<T: serde::de::DeserializeOwned>(
         path: path.to_string(),
         problems: vec![e.to_string()],
     })
+}
+
+/// The checks of one `[plugins.NAME]` table (`at` is its path, for messages).
+fn check_plugin(at: &str, p: &PluginConfig, problems: &mut Vec<String>) {
+        if let Some(d) = &p.sha256
+            && (d.len() != 64 || !d.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            problems.push(format!(
+                "{at}/sha256: expected 64 hexadecimal digits (`sha256sum FILE`), got {d:?}"
+            ));
+        }
+        if let Some(g) = &p.grants {
+            for (i, fs) in g.fs.iter().enumerate() {
+                if fs.path.is_empty() {
+                    problems.push(format!("{at}/grants/fs/{i}/path: expected a directory, got an empty string"));
+                }
+            }
+            for (i, n) in g.network.iter().enumerate() {
+                if n.rsplit_once(':')
+                    .and_then(|(_, port)| port.parse::<u16>().ok())
+                    .is_none()
+                {
+                    problems.push(format!(
+                        "{at}/grants/network/{i}: expected host:port, got {n:?}"
+                    ));
+                }
+            }
+            if g.memory_mb == Some(0) {
+                problems.push(format!(
+                    "{at}/grants/memory_mb: expected 1 or more, got 0"
+                ));
+            }
+            if let Some(mb) = g.memory_mb
+                && mb > MAX_INSTANCE_MEMORY_MB
+            {
+                problems.push(format!(
+                    "{at}/grants/memory_mb: {mb} is more than one instance can have ({MAX_INSTANCE_MEMORY_MB} MiB, the size of the instance pool's slots)"
+                ));
+            }
+        }
 }
 
 impl HostConfig {
@@ -450,41 +505,27 @@ impl HostConfig {
             problems.push("/policy_timeout_ms: expected 1 or more, got 0".to_string());
         }
         for (name, p) in &config.plugins {
-            if let Some(d) = &p.sha256
-                && (d.len() != 64 || !d.bytes().all(|b| b.is_ascii_hexdigit()))
-            {
-                problems.push(format!(
-                    "/plugins/{name}/sha256: expected 64 hexadecimal digits (`sha256sum FILE`), got {d:?}"
-                ));
+            check_plugin(&format!("/plugins/{name}"), p, &mut problems);
+        }
+        for (scope, c) in &config.scopes {
+            let at = format!("/scopes/{scope}");
+            if let Err(why) = crate::registry::scopes::check_name(scope) {
+                problems.push(format!("{at}: {why}"));
             }
-            if let Some(g) = &p.grants {
-                for (i, fs) in g.fs.iter().enumerate() {
-                    if fs.path.is_empty() {
-                        problems.push(format!("/plugins/{name}/grants/fs/{i}/path: expected a directory, got an empty string"));
+            for (key, globs) in [("allow", c.allow.as_deref().unwrap_or_default()), ("deny", &c.deny[..])] {
+                for (i, g) in globs.iter().enumerate() {
+                    if let Err(e) = crate::registry::scopes::glob(g) {
+                        problems.push(format!("{at}/{key}/{i}: {e}"));
                     }
                 }
-                for (i, n) in g.network.iter().enumerate() {
-                    if n.rsplit_once(':')
-                        .and_then(|(_, port)| port.parse::<u16>().ok())
-                        .is_none()
-                    {
-                        problems.push(format!(
-                            "/plugins/{name}/grants/network/{i}: expected host:port, got {n:?}"
-                        ));
-                    }
+            }
+            for (i, d) in c.plugin_dirs.iter().enumerate() {
+                if d.as_os_str().is_empty() {
+                    problems.push(format!("{at}/plugin_dirs/{i}: expected a directory, got an empty string"));
                 }
-                if g.memory_mb == Some(0) {
-                    problems.push(format!(
-                        "/plugins/{name}/grants/memory_mb: expected 1 or more, got 0"
-                    ));
-                }
-                if let Some(mb) = g.memory_mb
-                    && mb > MAX_INSTANCE_MEMORY_MB
-                {
-                    problems.push(format!(
-                        "/plugins/{name}/grants/memory_mb: {mb} is more than one instance can have ({MAX_INSTANCE_MEMORY_MB} MiB, the size of the instance pool's slots)"
-                    ));
-                }
+            }
+            for (name, p) in &c.plugins {
+                check_plugin(&format!("{at}/plugins/{name}"), p, &mut problems);
             }
         }
         if problems.is_empty() {
