@@ -49,6 +49,12 @@
 //!
 //! [tools.bash]
 //! timeout_ms = 120000              # overrides the tool's own timeout-ms
+//!
+//! [scopes."agents/researcher"]     # an agent scope (a `/`-separated tree)
+//! plugin_dirs = ["researcher-plugins"]  # its own tools and policies (never restricted)
+//! allow = ["read_*", "grep"]       # what it may use of what it inherits (absent: all)
+//! deny = ["bash"]                  # ... and may not (wins over allow)
+//! [scopes."agents/researcher".plugins.report]   # its own plugins' settings, as [plugins.NAME]
 //! ```
 
 use std::collections::BTreeMap;
@@ -114,12 +120,16 @@ pub struct HostConfig {
     pub plugins: BTreeMap<String, PluginConfig>,
     #[serde(default)]
     pub tools: BTreeMap<String, ToolConfig>,
+    /// Agent scopes (`/`-separated paths): their own plugins, and what they
+    /// may use of what they inherit (see [`crate::registry::scopes`]).
+    #[serde(default)]
+    pub scopes: BTreeMap<String, ScopeConfig>,
     /// The file this came from (for messages).
     #[serde(skip)]
     pub source: Option<PathBuf>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsConfig {
     pub max_argument_depth: Option<usize>,
@@ -169,8 +179,29 @@ impl LimitsConfig {
     }
 }
 
+/// One agent scope's layer (`[scopes."agents/researcher"]`).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScopeConfig {
+    /// Directories of the scope's own plugins (relative paths are relative
+    /// to the configuration file's directory). Its own tools are never
+    /// restricted by `allow`/`deny`.
+    #[serde(default)]
+    pub plugin_dirs: Vec<PathBuf>,
+    /// Inherited tools (global layer and ancestors) the scope may use, by
+    /// name or glob; absent: all of them.
+    pub allow: Option<Vec<String>>,
+    /// Inherited tools the scope may not use, by name or glob (wins over
+    /// `allow`).
+    #[serde(default)]
+    pub deny: Vec<String>,
+    /// Settings of the scope's own plugins, as under `[plugins.NAME]`.
+    #[serde(default)]
+    pub plugins: BTreeMap<String, PluginConfig>,
+}
+
 /// Per-plugin settings.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PluginConfig {
     pub enabled: Option<bool>,
@@ -195,7 +226,7 @@ pub struct PluginConfig {
 }
 
 /// A plugin's grants, as written.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GrantsConfig {
     #[serde(default)]
@@ -226,7 +257,7 @@ pub struct GrantsConfig {
 
 /// Resource limits of processes spawned through the shell and subprocess
 /// seams (the whole process tree of one spawn).
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SpawnLimitsConfig {
     pub max_processes: Option<u32>,
@@ -238,7 +269,7 @@ pub struct SpawnLimitsConfig {
     pub output_kb: Option<usize>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FsGrantConfig {
     pub path: String,

@@ -91,6 +91,8 @@ impl ToolgateBuilder {
     /// The operator's configuration.
     pub fn config(mut self, config: HostConfig) -> Self {
         self.config = config;
+        // A configuration given as a value is not read from a file again.
+        self.config_file = None;
         self
     }
 

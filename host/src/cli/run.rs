@@ -36,12 +36,22 @@ pub struct RunArgs {
     compact: bool,
 }
 
+/// One call of a batch, with the agent scope it comes from (absent: the
+/// turn's, `--scope`).
+#[derive(Debug, serde::Deserialize)]
+pub struct ScopedCall {
+    #[serde(flatten)]
+    pub call: ToolCall,
+    #[serde(default)]
+    pub scope: Option<String>,
+}
+
 /// Read and check a batch of calls; errors name the input and the call.
-pub fn parse_batch(
+pub fn parse_scoped_batch(
     text: &str,
     origin: &str,
     limits: &toolgate_schema::Limits,
-) -> anyhow::Result<Vec<ToolCall>> {
+) -> anyhow::Result<Vec<ScopedCall>> {
     // Two levels for the array and the call object.
     let batch_limits = toolgate_schema::Limits {
         max_depth: limits.max_depth + 2,
@@ -56,7 +66,8 @@ pub fn parse_batch(
             "properties": {
                 "id": {"type": "string"},
                 "name": {"type": "string"},
-                "arguments": {"type": "object"}
+                "arguments": {"type": "object"},
+                "scope": {"type": "string"}
             },
             "required": ["id", "name"],
             "additionalProperties": false
@@ -65,7 +76,7 @@ pub fn parse_batch(
     .expect("the batch schema compiles");
     if let Err(violations) = schema.validate(&value) {
         bail!(
-            "{origin} is not a batch of tool calls ([{{\"id\", \"name\", \"arguments\"}}, ...]):\n{}",
+            "{origin} is not a batch of tool calls ([{{\"id\", \"name\", \"arguments\", \"scope\"?}}, ...]):\n{}",
             violations
                 .iter()
                 .map(|v| format!("  - {v}"))
@@ -95,12 +106,22 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
     let host = builder.build().await?;
     super::report_problems(&host);
     super::refuse_if_blocked(&host)?;
-    let calls = parse_batch(&text, &origin, &host.settings().limits)?;
+    let calls = parse_scoped_batch(&text, &origin, &host.settings().limits)?;
     let turn = TurnOptions {
         agent_scope: args.scope,
         code_mode: args.code_mode,
         ..Default::default()
     };
+    // Consecutive calls of one scope are one turn; turns run in the
+    // batch's order (a change of scope is a barrier), results in model order.
+    let mut turns: Vec<(String, Vec<ToolCall>)> = Vec::new();
+    for c in calls {
+        let scope = c.scope.unwrap_or_else(|| turn.agent_scope.clone());
+        match turns.last_mut() {
+            Some((s, batch)) if *s == scope => batch.push(c.call),
+            _ => turns.push((scope, vec![c.call])),
+        }
+    }
     let cancel = turn.cancel.clone();
     let ctrl_c = tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
@@ -110,7 +131,24 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
             cancel.cancel();
         }
     });
-    let outcome = host.try_execute_tool_calls(calls, &turn).await;
+    let mut outcome = Ok(Vec::new());
+    for (scope, batch) in turns {
+        let turn = TurnOptions {
+            agent_scope: scope,
+            ..turn.clone()
+        };
+        match host.try_execute_tool_calls(batch, &turn).await {
+            Ok(records) => {
+                if let Ok(all) = &mut outcome {
+                    all.extend(records);
+                }
+            }
+            Err(e) => {
+                outcome = Err(e);
+                break;
+            }
+        }
+    }
     ctrl_c.abort();
     // A scheduler failure is a host bug, not a result: report it and print
     // no records (none is fabricated, and a partial batch would pass for a

@@ -70,7 +70,7 @@ use crate::plugin::{
 use crate::policy::Role;
 use crate::registry::scopes::{self, ScopeRules};
 use crate::registry::{
-    self, Cost, Generation, NativePolicies, Placed, PluginState, PluginStatus, Registry,
+    self, Cost, NativePolicies, Placed, PluginState, PluginStatus, Registry,
 };
 use crate::seams::kv::KvStore;
 use footprint::{Consent, Footprint};
