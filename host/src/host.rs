@@ -519,9 +519,22 @@ impl Toolgate {
     /// Run one call through the pipeline and commit it (observers notified).
     pub async fn call(&self, call: ToolCall, turn: &TurnOptions) -> CallRecord {
         let generation = self.generation_for(&turn.agent_scope);
+        self.call_on(&generation, call, turn).await
+    }
+
+    /// Run one call against `generation` — one the caller holds, from
+    /// [`generation_for`](Self::generation_for) or [`registry`](Self::registry)
+    /// — however many reloads happened since, and commit it. [`call`](Self::call)
+    /// takes the generation current when it starts.
+    pub async fn call_on(
+        &self,
+        generation: &Arc<Generation>,
+        call: ToolCall,
+        turn: &TurnOptions,
+    ) -> CallRecord {
         let settings = self.settings();
         let finished =
-            pipeline::run_call(&generation, settings, call, turn, self.next_token()).await;
+            pipeline::run_call(generation, settings, call, turn, self.next_token()).await;
         pipeline::result::notify(
             &generation.policies.observers,
             finished,
@@ -536,8 +549,10 @@ impl Toolgate {
     /// changed plugins are loaded (in parallel, through the compile
     /// cache), a bad update is refused while the previous version keeps
     /// serving, and calls in flight keep the generation they started with.
-    pub async fn reload(&self) -> Result<Arc<Registry>, HostError> {
-        self.inner.lifecycle.reload(false).await
+    /// Returns the global layer's new generation (every layer:
+    /// [`registry`](Self::registry)).
+    pub async fn reload(&self) -> Result<Arc<Generation>, HostError> {
+        Ok(self.inner.lifecycle.reload(false).await?.global.clone())
     }
 
     /// Watch the plugin directories (every layer's) and the configuration

@@ -6,6 +6,7 @@ mod capabilities;
 mod containment;
 mod contract;
 mod foundation;
+mod lifecycle;
 mod pipeline;
 mod scheduler;
 mod serve;
