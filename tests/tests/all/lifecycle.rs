@@ -265,12 +265,10 @@ async fn an_update_that_imports_more_is_refused_until_the_operator_grants_it() {
     assert_eq!(s.state, PluginState::Serving);
     assert_eq!(s.sha256, Some(sha(&read(fixtures::VERSIONED_1))));
     let why = s.refused.expect("the update is refused");
-    assert!(
-        why.contains("asks for more than the version it replaces")
-            && why.contains("toolgate:plugin/kv")
-            && why.contains("kv = true"),
-        "{why}"
-    );
+    // Refused before it runs: its grant does not cover the import (the
+    // loader's check; the footprint's would say the same of an import the
+    // linker always provides). The remedy is named.
+    assert!(why.contains("kv") && why.contains("kv = true"), "{why}");
     assert_eq!(s.refused_sha256, Some(sha(&read(fixtures::VERSIONED_3))));
     let event = events.try_recv().expect("a reload event");
     assert_eq!(event.refused.len(), 1, "{event:?}");
@@ -300,6 +298,41 @@ async fn an_update_that_imports_more_is_refused_until_the_operator_grants_it() {
     let s = status(&host, "v").unwrap();
     assert_eq!(s.state, PluginState::Refused, "{s:?}");
     assert!(host.tools().iter().all(|t| t.name != "which_version"));
+}
+
+/// A tool plugin whose update becomes a policy (a pre-execute hook sees,
+/// and may allow or deny, every call): refused until the operator places
+/// it in that chain; a manifest beside the file cannot place it.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_update_that_adds_a_policy_role_is_refused_until_the_operator_places_it() {
+    let work = TempDir::new("lifecycle-role");
+    let config = work.path().join("toolgate.toml");
+    std::fs::write(&config, "").unwrap();
+    let dir = PluginDir::new();
+    dir.add("v", fixtures::VERSIONED_1);
+    let host = file_host(&dir, &config).await;
+    replace_by_rename(dir.path(), "v", &read(fixtures::PRE_HOOK));
+    dir.manifest("v", "priority = 1\n");
+    host.reload().await.unwrap();
+    let s = status(&host, "v").unwrap();
+    assert_eq!(s.state, PluginState::Serving);
+    assert_eq!(s.sha256, Some(sha(&read(fixtures::VERSIONED_1))));
+    let why = s.refused.expect("refused");
+    assert!(
+        why.contains("asks for more than the version it replaces")
+            && why.contains("pre-execute")
+            && why.contains("priorities"),
+        "{why}"
+    );
+    assert_eq!(version_now(&host).await, 1, "the old version keeps serving");
+    assert!(host.generation().policies.pre_execute.is_empty());
+    // The operator places it: accepted.
+    std::fs::write(&config, "[plugins.v]\npriorities = { pre-execute = 60 }\n").unwrap();
+    host.reload().await.unwrap();
+    let s = status(&host, "v").unwrap();
+    assert!(s.refused.is_none(), "{s:?}");
+    assert_eq!(s.sha256, Some(sha(&read(fixtures::PRE_HOOK))));
+    assert!(!host.generation().policies.pre_execute.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread")]
