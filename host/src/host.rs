@@ -567,7 +567,7 @@ impl Toolgate {
         let weak = Arc::downgrade(&self.inner);
         let weak: std::sync::Weak<dyn Reloader> = weak;
         let watcher = watch::start(weak, targets, self.inner.watch_options)
-            .map_err(|e| HostError::Watch(e.to_string()))?;
+            .map_err(HostError::Watch)?;
         *self.inner.watcher.lock().unwrap_or_else(|p| p.into_inner()) = Some(watcher);
         Ok(())
     }
