@@ -447,42 +447,42 @@ pub(crate) fn parse_checked<T: serde::de::DeserializeOwned>(
 
 /// The checks of one `[plugins.NAME]` table (`at` is its path, for messages).
 fn check_plugin(at: &str, p: &PluginConfig, problems: &mut Vec<String>) {
-        if let Some(d) = &p.sha256
-            && (d.len() != 64 || !d.bytes().all(|b| b.is_ascii_hexdigit()))
-        {
-            problems.push(format!(
-                "{at}/sha256: expected 64 hexadecimal digits (`sha256sum FILE`), got {d:?}"
-            ));
-        }
-        if let Some(g) = &p.grants {
-            for (i, fs) in g.fs.iter().enumerate() {
-                if fs.path.is_empty() {
-                    problems.push(format!("{at}/grants/fs/{i}/path: expected a directory, got an empty string"));
-                }
-            }
-            for (i, n) in g.network.iter().enumerate() {
-                if n.rsplit_once(':')
-                    .and_then(|(_, port)| port.parse::<u16>().ok())
-                    .is_none()
-                {
-                    problems.push(format!(
-                        "{at}/grants/network/{i}: expected host:port, got {n:?}"
-                    ));
-                }
-            }
-            if g.memory_mb == Some(0) {
+    if let Some(d) = &p.sha256
+        && (d.len() != 64 || !d.bytes().all(|b| b.is_ascii_hexdigit()))
+    {
+        problems.push(format!(
+            "{at}/sha256: expected 64 hexadecimal digits (`sha256sum FILE`), got {d:?}"
+        ));
+    }
+    if let Some(g) = &p.grants {
+        for (i, fs) in g.fs.iter().enumerate() {
+            if fs.path.is_empty() {
                 problems.push(format!(
-                    "{at}/grants/memory_mb: expected 1 or more, got 0"
+                    "{at}/grants/fs/{i}/path: expected a directory, got an empty string"
                 ));
             }
-            if let Some(mb) = g.memory_mb
-                && mb > MAX_INSTANCE_MEMORY_MB
+        }
+        for (i, n) in g.network.iter().enumerate() {
+            if n.rsplit_once(':')
+                .and_then(|(_, port)| port.parse::<u16>().ok())
+                .is_none()
             {
                 problems.push(format!(
-                    "{at}/grants/memory_mb: {mb} is more than one instance can have ({MAX_INSTANCE_MEMORY_MB} MiB, the size of the instance pool's slots)"
+                    "{at}/grants/network/{i}: expected host:port, got {n:?}"
                 ));
             }
         }
+        if g.memory_mb == Some(0) {
+            problems.push(format!("{at}/grants/memory_mb: expected 1 or more, got 0"));
+        }
+        if let Some(mb) = g.memory_mb
+            && mb > MAX_INSTANCE_MEMORY_MB
+        {
+            problems.push(format!(
+                    "{at}/grants/memory_mb: {mb} is more than one instance can have ({MAX_INSTANCE_MEMORY_MB} MiB, the size of the instance pool's slots)"
+                ));
+        }
+    }
 }
 
 impl HostConfig {
@@ -543,7 +543,10 @@ impl HostConfig {
             if let Err(why) = crate::registry::scopes::check_name(scope) {
                 problems.push(format!("{at}: {why}"));
             }
-            for (key, globs) in [("allow", c.allow.as_deref().unwrap_or_default()), ("deny", &c.deny[..])] {
+            for (key, globs) in [
+                ("allow", c.allow.as_deref().unwrap_or_default()),
+                ("deny", &c.deny[..]),
+            ] {
                 for (i, g) in globs.iter().enumerate() {
                     if let Err(e) = crate::registry::scopes::glob(g) {
                         problems.push(format!("{at}/{key}/{i}: {e}"));
@@ -552,7 +555,9 @@ impl HostConfig {
             }
             for (i, d) in c.plugin_dirs.iter().enumerate() {
                 if d.as_os_str().is_empty() {
-                    problems.push(format!("{at}/plugin_dirs/{i}: expected a directory, got an empty string"));
+                    problems.push(format!(
+                        "{at}/plugin_dirs/{i}: expected a directory, got an empty string"
+                    ));
                 }
             }
             for (name, p) in &c.plugins {

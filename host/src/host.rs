@@ -35,9 +35,7 @@ use crate::plugin::{LoadError, Runtime, RuntimeOptions, loader};
 use crate::policy::{
     ExecuteAroundHook, Finalizer, Guard, PostExecuteHook, PreExecuteHook, ResultObserver,
 };
-use crate::registry::{
-    Generation, Native, NativePolicies, PluginState, PluginStatus, Registry,
-};
+use crate::registry::{Generation, Native, NativePolicies, PluginState, PluginStatus, Registry};
 use crate::tool::{ModelTool, ToolBody, ToolDefinition, ToolEntry};
 use crate::turn::TurnOptions;
 
@@ -460,7 +458,10 @@ impl Toolgate {
             }
         }
         for key in loading {
-            if !out.iter().any(|s| s.scope == key.scope && s.name == key.name) {
+            if !out
+                .iter()
+                .any(|s| s.scope == key.scope && s.name == key.name)
+            {
                 out.push(PluginStatus {
                     scope: key.scope,
                     name: key.name,
@@ -566,8 +567,8 @@ impl Toolgate {
         let targets = self.inner.lifecycle.watched().await;
         let weak = Arc::downgrade(&self.inner);
         let weak: std::sync::Weak<dyn Reloader> = weak;
-        let watcher = watch::start(weak, targets, self.inner.watch_options)
-            .map_err(HostError::Watch)?;
+        let watcher =
+            watch::start(weak, targets, self.inner.watch_options).map_err(HostError::Watch)?;
         *self.inner.watcher.lock().unwrap_or_else(|p| p.into_inner()) = Some(watcher);
         Ok(())
     }

@@ -69,7 +69,9 @@ pub async fn run(global: &GlobalArgs, args: PluginsArgs) -> anyhow::Result<ExitC
             "  {:<18} {:<8} gen {:<4} sha256 {}  load {:.1} ms  {} KiB, {} idle instance(s) of up to {} MiB",
             name,
             state,
-            s.generation.map(|g| g.to_string()).unwrap_or_else(|| "-".into()),
+            s.generation
+                .map(|g| g.to_string())
+                .unwrap_or_else(|| "-".into()),
             s.sha256.as_deref().unwrap_or("-"),
             s.cost.load_us as f64 / 1000.0,
             s.cost.component_bytes / 1024,

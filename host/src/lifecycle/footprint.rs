@@ -241,7 +241,10 @@ mod tests {
         // A new capability, not granted: refused, naming the import and the remedy.
         let v2 = fp(&["toolgate:plugin/kv@0.2.0"], &[Role::Tool], "");
         let why = escalation(&v1, &v2, &consent(&grants, None)).unwrap();
-        assert!(why.contains("toolgate:plugin/kv@0.2.0") && why.contains("kv = true"), "{why}");
+        assert!(
+            why.contains("toolgate:plugin/kv@0.2.0") && why.contains("kv = true"),
+            "{why}"
+        );
         // Granted: accepted.
         let kv = Grants {
             kv: true,

@@ -69,9 +69,7 @@ use crate::plugin::{
 };
 use crate::policy::Role;
 use crate::registry::scopes::{self, ScopeRules};
-use crate::registry::{
-    self, Cost, NativePolicies, Placed, PluginState, PluginStatus, Registry,
-};
+use crate::registry::{self, Cost, NativePolicies, Placed, PluginState, PluginStatus, Registry};
 use crate::seams::kv::KvStore;
 use footprint::{Consent, Footprint};
 use scan::{Read, Stamp};
@@ -305,9 +303,8 @@ impl Lifecycle {
                 }
                 Ok(None) => {}
                 Err(e) => {
-                    let message = format!(
-                        "{e}; the configuration in force stays (from before the change)"
-                    );
+                    let message =
+                        format!("{e}; the configuration in force stays (from before the change)");
                     problems.push(config_note(&state.config, message.clone()));
                     config_problem = Some(message);
                 }
@@ -394,7 +391,9 @@ impl Lifecycle {
                 Origin::File(p) => unreadable.iter().any(|d| p.parent() == Some(d.as_path())),
                 Origin::Builtin => false,
             };
-            if from_unreadable && let Some((_, layer)) = layers.iter_mut().find(|(s, _)| *s == key.scope) {
+            if from_unreadable
+                && let Some((_, layer)) = layers.iter_mut().find(|(s, _)| *s == key.scope)
+            {
                 push(layer, key.clone(), Candidate::Keep);
             }
         }
@@ -507,10 +506,9 @@ impl Lifecycle {
                     serving.insert(key.clone(), s.clone());
                     if *fresh {
                         event.loaded.push(key.qualified());
-                        state.baselines.insert(
-                            key.clone(),
-                            Footprint::of(&s.plugin, &s.source.manifest),
-                        );
+                        state
+                            .baselines
+                            .insert(key.clone(), Footprint::of(&s.plugin, &s.source.manifest));
                         for n in &s.notes {
                             warn(n);
                         }
@@ -629,7 +627,10 @@ impl Lifecycle {
                         refused: None,
                     };
                 }
-                match self.load(key, p.source.clone(), p.stamp, &settings, number).await {
+                match self
+                    .load(key, p.source.clone(), p.stamp, &settings, number)
+                    .await
+                {
                     Ok(s) => Decision::Serve {
                         serving: Arc::new(s),
                         fresh: true,
@@ -666,7 +667,9 @@ impl Lifecycle {
                 if let Some(r) = refusal
                     && r.stamp == Some(stamp)
                     && r.settings_config == plugin_config
-                    && prev.as_ref().is_none_or(|p| same_settings(&p.settings, &settings))
+                    && prev
+                        .as_ref()
+                        .is_none_or(|p| same_settings(&p.settings, &settings))
                 {
                     return match prev {
                         Some(p) => Decision::Serve {
@@ -687,15 +690,20 @@ impl Lifecycle {
                 };
                 let loaded = match self.load(key, source, stamp, &settings, number).await {
                     Ok(s) => s,
-                    Err(e) => return self.fall_back(key, prev, &settings, refuse(e), number).await,
+                    Err(e) => {
+                        return self
+                            .fall_back(key, prev, &settings, refuse(e), number)
+                            .await;
+                    }
                 };
                 // Built-ins ship with the binary: only files are updates.
-                let is_update =
-                    (prev.is_some() || baseline.is_some()) && origin != Origin::Builtin;
+                let is_update = (prev.is_some() || baseline.is_some()) && origin != Origin::Builtin;
                 if is_update {
                     if let Some(rejected) = rejected_tools(&loaded.notes) {
                         let e = LoadError::new(&key.qualified(), &origin, rejected);
-                        return self.fall_back(key, prev, &settings, refuse(e), number).await;
+                        return self
+                            .fall_back(key, prev, &settings, refuse(e), number)
+                            .await;
                     }
                     if let Some(before) = &baseline {
                         let consent = Consent {
@@ -712,9 +720,13 @@ impl Lifecycle {
                             let e = LoadError::new(
                                 &key.qualified(),
                                 &origin,
-                                format!("its update asks for more than the version it replaces: {why}"),
+                                format!(
+                                    "its update asks for more than the version it replaces: {why}"
+                                ),
                             );
-                            return self.fall_back(key, prev, &settings, refuse(e), number).await;
+                            return self
+                                .fall_back(key, prev, &settings, refuse(e), number)
+                                .await;
                         }
                     }
                 }
@@ -748,7 +760,10 @@ impl Lifecycle {
                 refused: Some(refusal),
             };
         }
-        match self.load(key, p.source.clone(), p.stamp, settings, number).await {
+        match self
+            .load(key, p.source.clone(), p.stamp, settings, number)
+            .await
+        {
             Ok(s) => {
                 refusal.error.may_be_policy = false;
                 Decision::Serve {
@@ -781,9 +796,10 @@ impl Lifecycle {
         let qualified = key.qualified();
         let fix = |mut e: LoadError| {
             if !key.scope.is_empty() {
-                e.message = e
-                    .message
-                    .replace(&format!("[plugins.{qualified}"), &format!("[{}", key.path()));
+                e.message = e.message.replace(
+                    &format!("[plugins.{qualified}"),
+                    &format!("[{}", key.path()),
+                );
             }
             e
         };
@@ -828,9 +844,7 @@ impl Lifecycle {
                 continue;
             };
             let prev = state.serving.get(key);
-            let had = |name: &str| {
-                prev.is_some_and(|p| p.tools.iter().any(|t| t.def.name == name))
-            };
+            let had = |name: &str| prev.is_some_and(|p| p.tools.iter().any(|t| t.def.name == name));
             let clash: Vec<String> = serving
                 .tools
                 .iter()
@@ -870,7 +884,13 @@ impl Lifecycle {
             };
             let settings = serving.settings.clone();
             *d = self
-                .fall_back(key, state.serving.get(key).cloned(), &settings, refusal, number)
+                .fall_back(
+                    key,
+                    state.serving.get(key).cloned(),
+                    &settings,
+                    refusal,
+                    number,
+                )
                 .await;
         }
     }
@@ -974,7 +994,10 @@ impl Lifecycle {
                 let path = entry.path();
                 let plugin_file = path.extension().is_some_and(|e| e == "wasm" || e == "toml");
                 if plugin_file && entry.file_type().is_ok_and(|t| t.is_symlink()) {
-                    a.add(&path, format!("a plugin file linked from {}", dir.display()));
+                    a.add(
+                        &path,
+                        format!("a plugin file linked from {}", dir.display()),
+                    );
                 }
             }
         }
@@ -1271,7 +1294,11 @@ fn manifest_floors(decisions: &[(Key, Decision)]) -> BTreeMap<Role, i32> {
             continue;
         }
         for role in &s.plugin.roles {
-            let p = s.source.manifest.priority(*role).unwrap_or(DEFAULT_PRIORITY);
+            let p = s
+                .source
+                .manifest
+                .priority(*role)
+                .unwrap_or(DEFAULT_PRIORITY);
             let floor = floors.entry(*role).or_insert(p + 1);
             *floor = (*floor).max(p + 1);
         }

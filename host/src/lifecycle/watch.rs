@@ -120,9 +120,7 @@ impl Targets {
         let in_dir = path.parent().is_some_and(|p| self.dirs.contains(p));
         in_dir
             && !scan::is_hidden(path)
-            && path
-                .extension()
-                .is_some_and(|e| e == "wasm" || e == "toml")
+            && path.extension().is_some_and(|e| e == "wasm" || e == "toml")
     }
 }
 
@@ -153,20 +151,21 @@ pub(crate) fn start(
     let (tx, rx) = mpsc::channel::<notify::Event>(EVENT_QUEUE);
     let overflow = Arc::new(AtomicBool::new(false));
     let flag = overflow.clone();
-    let mut kernel = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        match event {
+    let mut kernel =
+        notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
             Ok(e) => {
                 if tx.try_send(e).is_err() {
                     flag.store(true, Ordering::Relaxed);
                 }
             }
             Err(e) => tracing::warn!(error = %e, "the file watcher reported an error"),
-        }
-    })?;
+        })?;
     let targets = Targets::new(initial.0, initial.1);
     let mut watched = BTreeSet::new();
     sync(&mut kernel, &mut watched, &targets);
-    let task = tokio::spawn(run(reloader, kernel, watched, targets, rx, overflow, options));
+    let task = tokio::spawn(run(
+        reloader, kernel, watched, targets, rx, overflow, options,
+    ));
     Ok(Watcher { task })
 }
 
@@ -339,18 +338,29 @@ mod tests {
         let file = dir.join("x.wasm");
         let ev = |kind| notify::Event::new(kind).add_path(file.clone());
         p.note(
-            &ev(EventKind::Modify(ModifyKind::Data(notify::event::DataChange::Any))),
+            &ev(EventKind::Modify(ModifyKind::Data(
+                notify::event::DataChange::Any,
+            ))),
             &t,
         );
         let at = p.settles_at(&options).unwrap();
         assert!(at > Instant::now() + Duration::from_secs(4));
-        p.note(&ev(EventKind::Access(AccessKind::Close(AccessMode::Write))), &t);
+        p.note(
+            &ev(EventKind::Access(AccessKind::Close(AccessMode::Write))),
+            &t,
+        );
         let at = p.settles_at(&options).unwrap();
         assert!(at <= Instant::now() + Duration::from_millis(10));
         // Reading does not count.
         let mut q = Pending::default();
-        q.note(&ev(EventKind::Access(AccessKind::Open(AccessMode::Any))), &t);
-        q.note(&ev(EventKind::Access(AccessKind::Close(AccessMode::Read))), &t);
+        q.note(
+            &ev(EventKind::Access(AccessKind::Open(AccessMode::Any))),
+            &t,
+        );
+        q.note(
+            &ev(EventKind::Access(AccessKind::Close(AccessMode::Read))),
+            &t,
+        );
         assert!(!q.changed);
     }
 }

@@ -48,8 +48,8 @@ use rmcp::model::{
     SetLevelRequestParams, Tool,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer};
-use tokio_util::sync::{CancellationToken, DropGuard};
 use serde_json::{Map, Value, json};
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::approval::{APPROVAL_INPUT, ElicitingApprover, RoundTripApprover};
 use super::projection;

@@ -37,7 +37,7 @@ use std::sync::Arc;
 
 use globset::{Glob, GlobMatcher, GlobSet, GlobSetBuilder};
 
-use super::{Generation, Policies, PluginStatus};
+use super::{Generation, PluginStatus, Policies};
 use crate::policy::{Chain, Listener, order};
 
 /// The longest scope name accepted, in bytes.
@@ -228,8 +228,13 @@ impl Registry {
 
 fn relist<P: ?Sized>(chain: &Chain<P>, into: &mut Vec<Listener<P>>) {
     into.extend(chain.iter().map(|l| {
-        Listener::new(l.name.clone(), l.priority, l.source.clone(), l.policy.clone())
-            .self_bounded(l.self_bounded)
+        Listener::new(
+            l.name.clone(),
+            l.priority,
+            l.source.clone(),
+            l.policy.clone(),
+        )
+        .self_bounded(l.self_bounded)
     }));
 }
 

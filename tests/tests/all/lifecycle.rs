@@ -194,18 +194,24 @@ async fn reload_under_load_fails_no_call_and_each_call_sees_its_generation() {
             write(&good[serving]);
             let digest = sha(&good[serving]);
             let ok = eventually(Duration::from_secs(20), || {
-                status(&host, "v").is_some_and(|s| {
-                    s.sha256.as_deref() == Some(&digest) && s.refused.is_none()
-                })
+                status(&host, "v")
+                    .is_some_and(|s| s.sha256.as_deref() == Some(&digest) && s.refused.is_none())
             })
             .await;
-            assert!(ok, "step {step}: version {} did not load: {:?}", serving + 1, status(&host, "v"));
+            assert!(
+                ok,
+                "step {step}: version {} did not load: {:?}",
+                serving + 1,
+                status(&host, "v")
+            );
             loaded += 1;
         }
     }
     // A few thousand calls in all.
     assert!(
-        eventually(Duration::from_secs(120), || calls.load(Ordering::Relaxed) >= 3000).await,
+        eventually(Duration::from_secs(120), || calls.load(Ordering::Relaxed)
+            >= 3000)
+        .await,
         "only {} calls in two minutes",
         calls.load(Ordering::Relaxed)
     );
@@ -242,7 +248,10 @@ async fn file_host(dir: &PluginDir, config: &Path) -> Toolgate {
 
 async fn version_now(host: &Toolgate) -> u64 {
     let r = host
-        .call(call("c", "which_version", json!({"n": 7})), &TurnOptions::default())
+        .call(
+            call("c", "which_version", json!({"n": 7})),
+            &TurnOptions::default(),
+        )
         .await;
     answer(&r).0
 }
@@ -358,7 +367,10 @@ async fn a_digest_mismatch_is_refused_and_a_removed_plugin_is_gone() {
     assert_eq!(s.state, PluginState::Serving);
     assert_eq!(s.sha256, Some(sha(&v1)));
     let why = s.refused.expect("refused");
-    assert!(why.contains("sha256") || why.contains("SHA-256") || why.contains("digest"), "{why}");
+    assert!(
+        why.contains("sha256") || why.contains("SHA-256") || why.contains("digest"),
+        "{why}"
+    );
     assert_eq!(version_now(&host).await, 1);
 
     // At start, a file whose digest differs is not loaded at all.
@@ -384,7 +396,10 @@ async fn a_digest_mismatch_is_refused_and_a_removed_plugin_is_gone() {
     assert!(host.generation().number > before);
     assert!(status(&host, "v").is_none());
     let r = host
-        .call(call("c", "which_version", json!({"n": 1})), &TurnOptions::default())
+        .call(
+            call("c", "which_version", json!({"n": 1})),
+            &TurnOptions::default(),
+        )
         .await;
     assert_eq!(json(&r)["error"]["code"], "UNKNOWN_TOOL", "{}", json(&r));
 }
@@ -428,7 +443,10 @@ async fn a_slowly_written_file_is_not_loaded_half_written() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     writer.join().unwrap();
-    assert!(polls > 20, "the write was not slow enough to test anything ({polls} polls)");
+    assert!(
+        polls > 20,
+        "the write was not slow enough to test anything ({polls} polls)"
+    );
     assert!(
         eventually(Duration::from_secs(20), || status(&host, "v")
             .is_some_and(|s| s.sha256 == Some(sha(&v2))))
@@ -438,7 +456,10 @@ async fn a_slowly_written_file_is_not_loaded_half_written() {
     );
     assert_eq!(version_now(&host).await, 2);
     while let Ok(e) = events.try_recv() {
-        assert!(e.refused.is_empty(), "a reload refused a half-written file: {e:?}");
+        assert!(
+            e.refused.is_empty(),
+            "a reload refused a half-written file: {e:?}"
+        );
     }
 }
 
@@ -495,7 +516,9 @@ allow = ["*"]
 
     // A restriction does not leak to a sibling (nor the sibling's tool to it).
     let sibling = names(host.tools_for("sibling"));
-    assert!(sibling.contains(&"echo".to_string()) && !sibling.contains(&"which_version".to_string()));
+    assert!(
+        sibling.contains(&"echo".to_string()) && !sibling.contains(&"which_version".to_string())
+    );
     let v = call_from(&host, "sibling", "echo", json!({"text": "x"})).await;
     assert_eq!(v["isError"], false, "{v}");
 
@@ -503,7 +526,12 @@ allow = ["*"]
     // ancestors' denials, and its own `allow = ["*"]` cannot undo them.
     let parent = names(host.tools_for("parent"));
     assert!(!parent.contains(&"echo".to_string()) && parent.contains(&"fail".to_string()));
-    for scope in ["parent/kid", "parent/kid/grand", "parent/kid/grand/deeper", "parent//kid/"] {
+    for scope in [
+        "parent/kid",
+        "parent/kid/grand",
+        "parent/kid/grand/deeper",
+        "parent//kid/",
+    ] {
         let seen = names(host.tools_for(scope));
         assert!(
             !seen.contains(&"echo".to_string()) && !seen.contains(&"fail".to_string()),
@@ -532,7 +560,9 @@ async fn a_scope_configuration_that_cannot_work_is_an_error_naming_it() {
         ("[scopes.a]\ndeny = [\"[\"]\n", "/scopes/a/deny/0"),
         ("[scopes.a]\nplugins_dir = []\n", "plugins_dir"),
     ] {
-        let e = toolgate::HostConfig::parse(config, "t.toml").unwrap_err().to_string();
+        let e = toolgate::HostConfig::parse(config, "t.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains(expect), "{config}: {e}");
     }
     // A scope's plugin directory that does not exist: an error at start.
@@ -545,5 +575,8 @@ async fn a_scope_configuration_that_cannot_work_is_an_error_naming_it() {
     .err()
     .expect("refused")
     .to_string();
-    assert!(e.contains("/nonexistent/toolgate-scope") && e.contains("scopes"), "{e}");
+    assert!(
+        e.contains("/nonexistent/toolgate-scope") && e.contains("scopes"),
+        "{e}"
+    );
 }

@@ -851,7 +851,9 @@ fn serve_tells_its_client_when_a_reload_changes_the_tools() {
         "{init}"
     );
     raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-    raw.send(r#"{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"warning"}}"#);
+    raw.send(
+        r#"{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"warning"}}"#,
+    );
     raw.answer(2);
 
     // A new plugin arrives the way deploy tools write it.
@@ -877,7 +879,9 @@ fn serve_tells_its_client_when_a_reload_changes_the_tools() {
     put(b"\0asm but not a component");
     let refusal = loop {
         let v = raw.read();
-        if v["method"] == "notifications/message" && v["params"]["data"]["event"] == "update refused" {
+        if v["method"] == "notifications/message"
+            && v["params"]["data"]["event"] == "update refused"
+        {
             break v;
         }
         assert_ne!(v["method"], "notifications/tools/list_changed", "{v}");
@@ -886,7 +890,11 @@ fn serve_tells_its_client_when_a_reload_changes_the_tools() {
     assert_eq!(refusal["params"]["data"]["plugin"], "v", "{refusal}");
     raw.send(&call(4, "which_version", json!({"n": 5})));
     let v = raw.answer(4);
-    assert_eq!(v["result"]["structuredContent"], json!({"version": 1, "n": 5}), "{v}");
+    assert_eq!(
+        v["result"]["structuredContent"],
+        json!({"version": 1, "n": 5}),
+        "{v}"
+    );
 
     // Removed: the list changes again.
     std::fs::remove_file(dir.join("v.wasm")).unwrap();
