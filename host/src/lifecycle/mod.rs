@@ -198,7 +198,15 @@ pub(crate) struct Lifecycle {
     events: broadcast::Sender<Arc<ReloadEvent>>,
 }
 
+/// The candidates of a directory, and the problems of its entries.
+type Found = (Vec<(Key, Candidate)>, Vec<LoadError>);
+
+/// One layer being assembled: what serves, its problems, and what blocks it.
+type LayerParts = (Vec<Placed>, Vec<LoadError>, Vec<LoadError>);
+
 /// A plugin found for the next generation, before deciding.
+// One per plugin per reload, moved once: not worth a box.
+#[allow(clippy::large_enum_variant)]
 enum Candidate {
     /// Its stamp is the serving version's.
     Unchanged,
@@ -274,7 +282,7 @@ impl Lifecycle {
     pub async fn watched(&self) -> (Vec<PathBuf>, Option<PathBuf>) {
         let config = self.config().await;
         let mut dirs = self.sources.plugin_dirs.clone();
-        for (_, scope) in &config.scopes {
+        for scope in config.scopes.values() {
             dirs.extend(scope.plugin_dirs.iter().map(|d| scope_dir(&config, d)));
         }
         (
@@ -556,12 +564,7 @@ impl Lifecycle {
     }
 
     /// The candidates of one directory of one layer.
-    fn candidates(
-        &self,
-        dir: &Path,
-        scope: &str,
-        state: &State,
-    ) -> std::io::Result<(Vec<(Key, Candidate)>, Vec<LoadError>)> {
+    fn candidates(&self, dir: &Path, scope: &str, state: &State) -> std::io::Result<Found> {
         let (found, problems) = scan::list(dir)?;
         let mut out = Vec::new();
         for f in found {
@@ -1030,8 +1033,7 @@ impl Lifecycle {
         // proposes — within limits for plugin files (see `manifest_floors`).
         let floors = manifest_floors(decisions);
         let mut statuses = Vec::new();
-        let mut layers: BTreeMap<String, (Vec<Placed>, Vec<LoadError>, Vec<LoadError>)> =
-            BTreeMap::new();
+        let mut layers: BTreeMap<String, LayerParts> = BTreeMap::new();
         layers.entry(String::new()).or_default();
         for name in config.scopes.keys() {
             layers.entry(name.clone()).or_default();

@@ -123,6 +123,8 @@ pub fn is_hidden(path: &Path) -> bool {
 }
 
 /// What reading a changed file gave.
+// One per changed file per reload, moved once: not worth a box.
+#[allow(clippy::large_enum_variant)]
 pub enum Read {
     /// The bytes and manifest, unchanged while they were read.
     Source(PluginSource, Stamp),

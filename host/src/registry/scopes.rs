@@ -200,7 +200,7 @@ impl Registry {
             depth: segments(name).count(),
             view: Arc::new(view),
         });
-        self.scopes.sort_by(|a, b| b.depth.cmp(&a.depth));
+        self.scopes.sort_by_key(|s| std::cmp::Reverse(s.depth));
     }
 
     /// The view a call from `scope` runs against.

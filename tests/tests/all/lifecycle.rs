@@ -117,7 +117,7 @@ async fn reload_under_load_fails_no_call_and_each_call_sees_its_generation() {
                 let n = client * 1_000_000 + i;
                 let args = json!({"n": n});
                 let id = format!("c{client}-{i}");
-                if i % 4 == 0 {
+                if i.is_multiple_of(4) {
                     // The current generation, as `call` takes it.
                     let r = host
                         .call(call(&id, "which_version", args), &TurnOptions::default())
