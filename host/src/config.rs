@@ -540,7 +540,7 @@ impl HostConfig {
         }
         for (scope, c) in &config.scopes {
             let at = format!("/scopes/{scope}");
-            if let Err(why) = crate::registry::scopes::check_name(scope) {
+            if let Err(why) = scope_names::check_name(scope) {
                 problems.push(format!("{at}: {why}"));
             }
             for (key, globs) in [
@@ -548,7 +548,7 @@ impl HostConfig {
                 ("deny", &c.deny[..]),
             ] {
                 for (i, g) in globs.iter().enumerate() {
-                    if let Err(e) = crate::registry::scopes::glob(g) {
+                    if let Err(e) = scope_names::glob(g) {
                         problems.push(format!("{at}/{key}/{i}: {e}"));
                     }
                 }
@@ -629,5 +629,65 @@ mod tests {
         assert_eq!(c.sandbox, SandboxMode::BestEffort);
         assert_eq!(c.plugins["fs-tools"].instances, Some(InstanceMode::Fresh));
         assert_eq!(c.tools["bash"].timeout_ms, Some(10));
+    }
+}
+
+/// Agent scope names and `allow`/`deny` patterns, checked when the
+/// configuration is read (the registry resolves them: see
+/// [`crate::registry::scopes`]).
+pub mod scope_names {
+    use globset::{Glob, GlobMatcher};
+
+    /// The longest scope name accepted, in bytes.
+    pub const MAX_SCOPE_BYTES: usize = 256;
+
+    /// Why `name` is not an acceptable configured scope name, if it is not:
+    /// 1–[`MAX_SCOPE_BYTES`] bytes of `/`-separated segments of
+    /// `[A-Za-z0-9_.-]`, no empty segment, no `.` or `..` segment.
+    ///
+    /// ```
+    /// use toolgate::config::scope_names::check_name;
+    /// assert!(check_name("agents/researcher").is_ok());
+    /// assert!(check_name("agents//researcher").is_err());
+    /// assert!(check_name("").is_err());
+    /// ```
+    pub fn check_name(name: &str) -> Result<(), String> {
+        if name.is_empty() {
+            return Err(
+                "a scope needs a name (the global layer is the top level of the file)".into(),
+            );
+        }
+        if name.len() > MAX_SCOPE_BYTES {
+            return Err(format!(
+                "a scope name has at most {MAX_SCOPE_BYTES} bytes, this one {}",
+                name.len()
+            ));
+        }
+        for segment in name.split('/') {
+            if segment.is_empty() || segment == "." || segment == ".." {
+                return Err(format!(
+                    "`{name}` is not a scope name: segments are separated by single `/` and are neither empty, `.` nor `..`"
+                ));
+            }
+            if !segment
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+            {
+                return Err(format!(
+                    "`{name}` is not a scope name: use letters, digits, `_`, `-` and `.` between the `/`"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Compile one `allow`/`deny` pattern (a tool name or a glob).
+    pub fn glob(pattern: &str) -> Result<GlobMatcher, String> {
+        if pattern.is_empty() {
+            return Err("an empty pattern matches no tool; remove it".into());
+        }
+        Glob::new(pattern)
+            .map(|g| g.compile_matcher())
+            .map_err(|e| format!("`{pattern}` is not a glob: {e}"))
     }
 }

@@ -35,61 +35,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use globset::{Glob, GlobMatcher, GlobSet, GlobSetBuilder};
+use globset::{Glob, GlobSet, GlobSetBuilder};
 
 use super::{Generation, PluginStatus, Policies};
 use crate::policy::{Chain, Listener, order};
 
-/// The longest scope name accepted, in bytes.
-pub const MAX_SCOPE_BYTES: usize = 256;
-
-/// Why `name` is not an acceptable configured scope name, if it is not:
-/// 1–[`MAX_SCOPE_BYTES`] bytes of `/`-separated segments of
-/// `[A-Za-z0-9_.-]`, no empty segment, no `.` or `..` segment.
-///
-/// ```
-/// use toolgate::registry::scopes::check_name;
-/// assert!(check_name("agents/researcher").is_ok());
-/// assert!(check_name("agents//researcher").is_err());
-/// assert!(check_name("").is_err());
-/// ```
-pub fn check_name(name: &str) -> Result<(), String> {
-    if name.is_empty() {
-        return Err("a scope needs a name (the global layer is the top level of the file)".into());
-    }
-    if name.len() > MAX_SCOPE_BYTES {
-        return Err(format!(
-            "a scope name has at most {MAX_SCOPE_BYTES} bytes, this one {}",
-            name.len()
-        ));
-    }
-    for segment in name.split('/') {
-        if segment.is_empty() || segment == "." || segment == ".." {
-            return Err(format!(
-                "`{name}` is not a scope name: segments are separated by single `/` and are neither empty, `.` nor `..`"
-            ));
-        }
-        if !segment
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
-        {
-            return Err(format!(
-                "`{name}` is not a scope name: use letters, digits, `_`, `-` and `.` between the `/`"
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// Compile one `allow`/`deny` pattern (a tool name or a glob).
-pub fn glob(pattern: &str) -> Result<GlobMatcher, String> {
-    if pattern.is_empty() {
-        return Err("an empty pattern matches no tool; remove it".into());
-    }
-    Glob::new(pattern)
-        .map(|g| g.compile_matcher())
-        .map_err(|e| format!("`{pattern}` is not a glob: {e}"))
-}
+pub use crate::config::scope_names::{MAX_SCOPE_BYTES, check_name, glob};
 
 fn set(patterns: &[String]) -> Result<GlobSet, String> {
     let mut b = GlobSetBuilder::new();
