@@ -49,6 +49,12 @@
 //!
 //! [tools.bash]
 //! timeout_ms = 120000              # overrides the tool's own timeout-ms
+//!
+//! [scopes."agents/researcher"]     # an agent scope (a `/`-separated tree)
+//! plugin_dirs = ["researcher-plugins"]  # its own tools and policies (never restricted)
+//! allow = ["read_*", "grep"]       # what it may use of what it inherits (absent: all)
+//! deny = ["bash"]                  # ... and may not (wins over allow)
+//! [scopes."agents/researcher".plugins.report]   # its own plugins' settings, as [plugins.NAME]
 //! ```
 
 use std::collections::BTreeMap;
@@ -114,12 +120,16 @@ pub struct HostConfig {
     pub plugins: BTreeMap<String, PluginConfig>,
     #[serde(default)]
     pub tools: BTreeMap<String, ToolConfig>,
+    /// Agent scopes (`/`-separated paths): their own plugins, and what they
+    /// may use of what they inherit (see [`crate::registry::scopes`]).
+    #[serde(default)]
+    pub scopes: BTreeMap<String, ScopeConfig>,
     /// The file this came from (for messages).
     #[serde(skip)]
     pub source: Option<PathBuf>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsConfig {
     pub max_argument_depth: Option<usize>,
@@ -169,8 +179,29 @@ impl LimitsConfig {
     }
 }
 
+/// One agent scope's layer (`[scopes."agents/researcher"]`).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScopeConfig {
+    /// Directories of the scope's own plugins (relative paths are relative
+    /// to the configuration file's directory). Its own tools are never
+    /// restricted by `allow`/`deny`.
+    #[serde(default)]
+    pub plugin_dirs: Vec<PathBuf>,
+    /// Inherited tools (global layer and ancestors) the scope may use, by
+    /// name or glob; absent: all of them.
+    pub allow: Option<Vec<String>>,
+    /// Inherited tools the scope may not use, by name or glob (wins over
+    /// `allow`).
+    #[serde(default)]
+    pub deny: Vec<String>,
+    /// Settings of the scope's own plugins, as under `[plugins.NAME]`.
+    #[serde(default)]
+    pub plugins: BTreeMap<String, PluginConfig>,
+}
+
 /// Per-plugin settings.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PluginConfig {
     pub enabled: Option<bool>,
@@ -195,7 +226,7 @@ pub struct PluginConfig {
 }
 
 /// A plugin's grants, as written.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GrantsConfig {
     #[serde(default)]
@@ -226,7 +257,7 @@ pub struct GrantsConfig {
 
 /// Resource limits of processes spawned through the shell and subprocess
 /// seams (the whole process tree of one spawn).
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SpawnLimitsConfig {
     pub max_processes: Option<u32>,
@@ -238,7 +269,7 @@ pub struct SpawnLimitsConfig {
     pub output_kb: Option<usize>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FsGrantConfig {
     pub path: String,
@@ -276,6 +307,72 @@ fn roles_schema() -> serde_json::Value {
     })
 }
 
+fn plugin_schema() -> serde_json::Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "enabled": {"type": "boolean"},
+            "optional": {"type": "boolean"},
+            "sha256": {"type": "string"},
+            "priority": {"type": "integer"},
+            "priorities": roles_schema(),
+            "instances": {"enum": ["pooled", "fresh"]},
+            "vars": {"type": "object", "additionalProperties": {"type": "string"}},
+            "grants": {
+                "type": "object",
+                "properties": {
+                    "fs": {"type": "array", "items": {
+                        "type": "object",
+                        "properties": {
+                            "path": {"type": "string"},
+                            "access": {"enum": ["read-only", "read-write"]},
+                            "guest": {"type": "string"},
+                            "spawn_only": {"type": "boolean"}
+                        },
+                        "required": ["path", "access"],
+                        "additionalProperties": false
+                    }},
+                    "env": {"type": "array", "items": {"type": "string"}},
+                    "network": {"type": "array", "items": {"type": "string"}},
+                    "shell": {"type": "boolean"},
+                    "subprocess": {"type": "array", "items": {"type": "string"}},
+                    "kv": {"type": "boolean"},
+                    "memory_mb": {"type": "integer"},
+                    "protect_git": {"type": "boolean"},
+                    "spawn_tcp_ports": {"type": "array", "items": {"type": "integer"}},
+                    "spawn_limits": {
+                        "type": "object",
+                        "properties": {
+                            "max_processes": {"type": "integer"},
+                            "address_space_mb": {"type": "integer"},
+                            "file_size_mb": {"type": "integer"},
+                            "cpu_seconds": {"type": "integer"},
+                            "open_files": {"type": "integer"},
+                            "output_kb": {"type": "integer"}
+                        },
+                        "additionalProperties": false
+                    }
+                },
+                "additionalProperties": false
+            }
+        },
+        "additionalProperties": false
+    })
+}
+
+fn scope_schema() -> serde_json::Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "plugin_dirs": {"type": "array", "items": {"type": "string"}},
+            "allow": {"type": "array", "items": {"type": "string"}},
+            "deny": {"type": "array", "items": {"type": "string"}},
+            "plugins": {"type": "object", "additionalProperties": plugin_schema()}
+        },
+        "additionalProperties": false
+    })
+}
+
 fn schema() -> serde_json::Value {
     json!({
         "type": "object",
@@ -305,59 +402,7 @@ fn schema() -> serde_json::Value {
                 },
                 "additionalProperties": false
             },
-            "plugins": {
-                "type": "object",
-                "additionalProperties": {
-                    "type": "object",
-                    "properties": {
-                        "enabled": {"type": "boolean"},
-                        "optional": {"type": "boolean"},
-                        "sha256": {"type": "string"},
-                        "priority": {"type": "integer"},
-                        "priorities": roles_schema(),
-                        "instances": {"enum": ["pooled", "fresh"]},
-                        "vars": {"type": "object", "additionalProperties": {"type": "string"}},
-                        "grants": {
-                            "type": "object",
-                            "properties": {
-                                "fs": {"type": "array", "items": {
-                                    "type": "object",
-                                    "properties": {
-                                        "path": {"type": "string"},
-                                        "access": {"enum": ["read-only", "read-write"]},
-                                        "guest": {"type": "string"},
-                                        "spawn_only": {"type": "boolean"}
-                                    },
-                                    "required": ["path", "access"],
-                                    "additionalProperties": false
-                                }},
-                                "env": {"type": "array", "items": {"type": "string"}},
-                                "network": {"type": "array", "items": {"type": "string"}},
-                                "shell": {"type": "boolean"},
-                                "subprocess": {"type": "array", "items": {"type": "string"}},
-                                "kv": {"type": "boolean"},
-                                "memory_mb": {"type": "integer"},
-                                "protect_git": {"type": "boolean"},
-                                "spawn_tcp_ports": {"type": "array", "items": {"type": "integer"}},
-                                "spawn_limits": {
-                                    "type": "object",
-                                    "properties": {
-                                        "max_processes": {"type": "integer"},
-                                        "address_space_mb": {"type": "integer"},
-                                        "file_size_mb": {"type": "integer"},
-                                        "cpu_seconds": {"type": "integer"},
-                                        "open_files": {"type": "integer"},
-                                        "output_kb": {"type": "integer"}
-                                    },
-                                    "additionalProperties": false
-                                }
-                            },
-                            "additionalProperties": false
-                        }
-                    },
-                    "additionalProperties": false
-                }
-            },
+            "plugins": {"type": "object", "additionalProperties": plugin_schema()},
             "tools": {
                 "type": "object",
                 "additionalProperties": {
@@ -365,7 +410,8 @@ fn schema() -> serde_json::Value {
                     "properties": {"timeout_ms": {"type": "integer"}},
                     "additionalProperties": false
                 }
-            }
+            },
+            "scopes": {"type": "object", "additionalProperties": scope_schema()}
         },
         "additionalProperties": false
     })
@@ -397,6 +443,46 @@ pub(crate) fn parse_checked<T: serde::de::DeserializeOwned>(
         path: path.to_string(),
         problems: vec![e.to_string()],
     })
+}
+
+/// The checks of one `[plugins.NAME]` table (`at` is its path, for messages).
+fn check_plugin(at: &str, p: &PluginConfig, problems: &mut Vec<String>) {
+    if let Some(d) = &p.sha256
+        && (d.len() != 64 || !d.bytes().all(|b| b.is_ascii_hexdigit()))
+    {
+        problems.push(format!(
+            "{at}/sha256: expected 64 hexadecimal digits (`sha256sum FILE`), got {d:?}"
+        ));
+    }
+    if let Some(g) = &p.grants {
+        for (i, fs) in g.fs.iter().enumerate() {
+            if fs.path.is_empty() {
+                problems.push(format!(
+                    "{at}/grants/fs/{i}/path: expected a directory, got an empty string"
+                ));
+            }
+        }
+        for (i, n) in g.network.iter().enumerate() {
+            if n.rsplit_once(':')
+                .and_then(|(_, port)| port.parse::<u16>().ok())
+                .is_none()
+            {
+                problems.push(format!(
+                    "{at}/grants/network/{i}: expected host:port, got {n:?}"
+                ));
+            }
+        }
+        if g.memory_mb == Some(0) {
+            problems.push(format!("{at}/grants/memory_mb: expected 1 or more, got 0"));
+        }
+        if let Some(mb) = g.memory_mb
+            && mb > MAX_INSTANCE_MEMORY_MB
+        {
+            problems.push(format!(
+                    "{at}/grants/memory_mb: {mb} is more than one instance can have ({MAX_INSTANCE_MEMORY_MB} MiB, the size of the instance pool's slots)"
+                ));
+        }
+    }
 }
 
 impl HostConfig {
@@ -450,41 +536,32 @@ impl HostConfig {
             problems.push("/policy_timeout_ms: expected 1 or more, got 0".to_string());
         }
         for (name, p) in &config.plugins {
-            if let Some(d) = &p.sha256
-                && (d.len() != 64 || !d.bytes().all(|b| b.is_ascii_hexdigit()))
-            {
-                problems.push(format!(
-                    "/plugins/{name}/sha256: expected 64 hexadecimal digits (`sha256sum FILE`), got {d:?}"
-                ));
+            check_plugin(&format!("/plugins/{name}"), p, &mut problems);
+        }
+        for (scope, c) in &config.scopes {
+            let at = format!("/scopes/{scope}");
+            if let Err(why) = scope_names::check_name(scope) {
+                problems.push(format!("{at}: {why}"));
             }
-            if let Some(g) = &p.grants {
-                for (i, fs) in g.fs.iter().enumerate() {
-                    if fs.path.is_empty() {
-                        problems.push(format!("/plugins/{name}/grants/fs/{i}/path: expected a directory, got an empty string"));
+            for (key, globs) in [
+                ("allow", c.allow.as_deref().unwrap_or_default()),
+                ("deny", &c.deny[..]),
+            ] {
+                for (i, g) in globs.iter().enumerate() {
+                    if let Err(e) = scope_names::glob(g) {
+                        problems.push(format!("{at}/{key}/{i}: {e}"));
                     }
                 }
-                for (i, n) in g.network.iter().enumerate() {
-                    if n.rsplit_once(':')
-                        .and_then(|(_, port)| port.parse::<u16>().ok())
-                        .is_none()
-                    {
-                        problems.push(format!(
-                            "/plugins/{name}/grants/network/{i}: expected host:port, got {n:?}"
-                        ));
-                    }
-                }
-                if g.memory_mb == Some(0) {
+            }
+            for (i, d) in c.plugin_dirs.iter().enumerate() {
+                if d.as_os_str().is_empty() {
                     problems.push(format!(
-                        "/plugins/{name}/grants/memory_mb: expected 1 or more, got 0"
+                        "{at}/plugin_dirs/{i}: expected a directory, got an empty string"
                     ));
                 }
-                if let Some(mb) = g.memory_mb
-                    && mb > MAX_INSTANCE_MEMORY_MB
-                {
-                    problems.push(format!(
-                        "/plugins/{name}/grants/memory_mb: {mb} is more than one instance can have ({MAX_INSTANCE_MEMORY_MB} MiB, the size of the instance pool's slots)"
-                    ));
-                }
+            }
+            for (name, p) in &c.plugins {
+                check_plugin(&format!("{at}/plugins/{name}"), p, &mut problems);
             }
         }
         if problems.is_empty() {
@@ -552,5 +629,65 @@ mod tests {
         assert_eq!(c.sandbox, SandboxMode::BestEffort);
         assert_eq!(c.plugins["fs-tools"].instances, Some(InstanceMode::Fresh));
         assert_eq!(c.tools["bash"].timeout_ms, Some(10));
+    }
+}
+
+/// Agent scope names and `allow`/`deny` patterns, checked when the
+/// configuration is read (the registry resolves them: see
+/// [`crate::registry::scopes`]).
+pub mod scope_names {
+    use globset::{Glob, GlobMatcher};
+
+    /// The longest scope name accepted, in bytes.
+    pub const MAX_SCOPE_BYTES: usize = 256;
+
+    /// Why `name` is not an acceptable configured scope name, if it is not:
+    /// 1–[`MAX_SCOPE_BYTES`] bytes of `/`-separated segments of
+    /// `[A-Za-z0-9_.-]`, no empty segment, no `.` or `..` segment.
+    ///
+    /// ```
+    /// use toolgate::config::scope_names::check_name;
+    /// assert!(check_name("agents/researcher").is_ok());
+    /// assert!(check_name("agents//researcher").is_err());
+    /// assert!(check_name("").is_err());
+    /// ```
+    pub fn check_name(name: &str) -> Result<(), String> {
+        if name.is_empty() {
+            return Err(
+                "a scope needs a name (the global layer is the top level of the file)".into(),
+            );
+        }
+        if name.len() > MAX_SCOPE_BYTES {
+            return Err(format!(
+                "a scope name has at most {MAX_SCOPE_BYTES} bytes, this one {}",
+                name.len()
+            ));
+        }
+        for segment in name.split('/') {
+            if segment.is_empty() || segment == "." || segment == ".." {
+                return Err(format!(
+                    "`{name}` is not a scope name: segments are separated by single `/` and are neither empty, `.` nor `..`"
+                ));
+            }
+            if !segment
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+            {
+                return Err(format!(
+                    "`{name}` is not a scope name: use letters, digits, `_`, `-` and `.` between the `/`"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Compile one `allow`/`deny` pattern (a tool name or a glob).
+    pub fn glob(pattern: &str) -> Result<GlobMatcher, String> {
+        if pattern.is_empty() {
+            return Err("an empty pattern matches no tool; remove it".into());
+        }
+        Glob::new(pattern)
+            .map(|g| g.compile_matcher())
+            .map_err(|e| format!("`{pattern}` is not a glob: {e}"))
     }
 }

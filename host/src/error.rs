@@ -17,6 +17,10 @@ pub enum HostError {
     Tool { tool: String, message: String },
     #[error("grant for plugin `{plugin}`: {message}")]
     Grant { plugin: String, message: String },
+    #[error(
+        "cannot watch the plugin directories and the configuration: {0} (run without watching, e.g. `toolgate serve --no-watch`, and reload by restarting)"
+    )]
+    Watch(#[source] notify::Error),
 }
 
 impl HostError {

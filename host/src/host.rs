@@ -14,35 +14,30 @@
 //! # Ok(()) }
 //! ```
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
+use futures::future::BoxFuture;
+use tokio::sync::broadcast;
 
 use crate::call::ToolCall;
 use crate::config::{HostConfig, SandboxMode};
 use crate::error::HostError;
+use crate::lifecycle::watch::{self, Reloader, WatchOptions, Watcher};
+use crate::lifecycle::{ConfigFile, Key, Lifecycle, ReloadEvent, Sources};
 use crate::outcome::CallRecord;
 use crate::pipeline::{self, Approver, PipelineSettings};
 use crate::plugin::cache::CompileCache;
-use crate::plugin::grants::{Authority, enforcement, resolve_grants};
-use crate::plugin::manifest::DEFAULT_PRIORITY;
-use crate::plugin::{
-    InstanceMode, LoadError, LoadSettings, Loaded, PluginSource, Runtime, RuntimeOptions, builtin,
-    loader,
-};
+use crate::plugin::grants::enforcement;
+use crate::plugin::{LoadError, Runtime, RuntimeOptions, loader};
 use crate::policy::{
-    ExecuteAroundHook, Finalizer, Guard, PostExecuteHook, PreExecuteHook, ResultObserver, Role,
+    ExecuteAroundHook, Finalizer, Guard, PostExecuteHook, PreExecuteHook, ResultObserver,
 };
-use crate::registry::{self, Generation, Native, NativePolicies, Placed};
-use crate::seams::jobs::JobTable;
-use crate::seams::kv::KvStore;
+use crate::registry::{Generation, Native, NativePolicies, PluginState, PluginStatus, Registry};
 use crate::tool::{ModelTool, ToolBody, ToolDefinition, ToolEntry};
 use crate::turn::TurnOptions;
-use toolgate_sandbox::Enforcement;
 
 /// Default size of the rolling pool of concurrency-safe calls.
 pub const DEFAULT_MAX_PARALLEL: usize = 8;
@@ -59,6 +54,9 @@ pub struct ToolgateBuilder {
     policy_timeout: Option<Duration>,
     max_parallel: Option<usize>,
     authority: Vec<(PathBuf, String)>,
+    config_file: Option<ConfigFile>,
+    watch: bool,
+    watch_options: WatchOptions,
 }
 
 impl Default for ToolgateBuilder {
@@ -74,6 +72,9 @@ impl Default for ToolgateBuilder {
             policy_timeout: None,
             max_parallel: None,
             authority: Vec::new(),
+            config_file: None,
+            watch: false,
+            watch_options: WatchOptions::default(),
         }
     }
 }
@@ -88,6 +89,8 @@ impl ToolgateBuilder {
     /// The operator's configuration.
     pub fn config(mut self, config: HostConfig) -> Self {
         self.config = config;
+        // A configuration given as a value is not read from a file again.
+        self.config_file = None;
         self
     }
 
@@ -247,10 +250,44 @@ impl ToolgateBuilder {
         self
     }
 
+    /// Read the configuration from `path` now and again at every reload
+    /// (replaces [`config`](Self::config)). `required`: the file must
+    /// exist; else, while it does not, the default configuration applies
+    /// (and its creation is a change the watcher sees). A file that does
+    /// not parse is an error at start; at a reload it is reported and the
+    /// configuration in force stays.
+    pub fn config_file(mut self, path: impl Into<PathBuf>, required: bool) -> Self {
+        self.config_file = Some(ConfigFile {
+            path: path.into(),
+            required,
+        });
+        self
+    }
+
+    /// Watch the plugin directories and the configuration file, and reload
+    /// when they change (default: no; see [`Toolgate::watch`]).
+    pub fn watch(mut self, yes: bool) -> Self {
+        self.watch = yes;
+        self
+    }
+
+    /// How the watcher waits for changes to settle.
+    pub fn watch_options(mut self, options: WatchOptions) -> Self {
+        self.watch_options = options;
+        self
+    }
+
     /// Create the engine and load every plugin. Plugins that fail to load
     /// are reported in [`Toolgate::problems`]; only host-level failures
-    /// (engine, unreadable plugin directory) are errors here.
-    pub async fn build(self) -> Result<Toolgate, HostError> {
+    /// (engine, unreadable plugin directory, configuration) are errors here.
+    pub async fn build(mut self) -> Result<Toolgate, HostError> {
+        if let Some(file) = &self.config_file {
+            if file.required || file.path.exists() {
+                self.config = HostConfig::load(&file.path)?;
+            }
+            self.authority
+                .push((file.path.clone(), "the host's configuration".into()));
+        }
         let mut budgets = self.config.limits.budgets(self.config.policy_timeout_ms);
         if let Some(t) = self.policy_timeout {
             budgets.policy_timeout = t;
@@ -289,78 +326,37 @@ impl ToolgateBuilder {
             .max_parallel
             .or(self.config.max_parallel_tool_calls)
             .unwrap_or(DEFAULT_MAX_PARALLEL);
-        let authority = authority(
-            &self.config,
-            &self.authority,
-            &self.plugin_dirs,
-            runtime.options.cache_dir.as_deref(),
-        );
         let sources = Sources {
             builtins: self.builtins,
             plugin_dirs: self.plugin_dirs,
             workdir,
-            config: self.config,
-            authority,
-        };
-        let inner = Arc::new(Inner {
-            enforcement: enforcement(&sources.config)?,
-            runtime,
-            registry: ArcSwap::from_pointee(placeholder()),
-            settings,
-            max_parallel,
-            sources,
+            config_file: self.config_file,
+            extra_authority: self.authority,
             natives: self.natives,
+        };
+        let sandbox = self.config.sandbox;
+        let lifecycle = Lifecycle::new(
+            runtime,
+            enforcement(&self.config)?,
+            settings,
+            sources,
+            self.config,
+        );
+        let inner = Arc::new(Inner {
+            lifecycle,
+            max_parallel,
+            sandbox,
             tokens: AtomicU64::new(1),
-            generations: AtomicU64::new(0),
-            kv: Arc::default(),
-            jobs: Arc::default(),
+            watcher: Mutex::new(None),
+            watch_options: self.watch_options,
         });
         let host = Toolgate { inner };
-        host.load_generation(true).await?;
+        host.inner.lifecycle.reload(true).await?;
+        if self.watch {
+            host.watch().await?;
+        }
         Ok(host)
     }
-}
-
-/// Everything the host reads as authority (see [`Authority`]).
-fn authority(
-    config: &HostConfig,
-    extra: &[(PathBuf, String)],
-    plugin_dirs: &[PathBuf],
-    cache_dir: Option<&std::path::Path>,
-) -> Authority {
-    let mut a = Authority::default();
-    if let Some(path) = &config.source {
-        a.add(path, "the host's configuration");
-    }
-    for (path, what) in extra {
-        a.add(path, what.clone());
-    }
-    for dir in plugin_dirs {
-        a.add(dir, "a plugin directory (components and manifests)");
-        // A component or manifest may be a symlink to a file elsewhere:
-        // that file is read as a plugin too.
-        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            let path = entry.path();
-            let plugin_file = path.extension().is_some_and(|e| e == "wasm" || e == "toml");
-            if plugin_file && entry.file_type().is_ok_and(|t| t.is_symlink()) {
-                a.add(
-                    &path,
-                    format!("a plugin file linked from {}", dir.display()),
-                );
-            }
-        }
-    }
-    for dir in cache_dir
-        .map(std::path::Path::to_path_buf)
-        .into_iter()
-        .chain(CompileCache::default_dir())
-    {
-        a.add(dir, "the compile cache (native code the host runs)");
-    }
-    if let Ok(exe) = std::env::current_exe() {
-        a.add(exe, "the host's executable");
-    }
-    a
 }
 
 fn native<P: ?Sized>(name: &str, priority: i32, policy: Arc<P>) -> Native<P> {
@@ -371,33 +367,24 @@ fn native<P: ?Sized>(name: &str, priority: i32, policy: Arc<P>) -> Native<P> {
     }
 }
 
-fn placeholder() -> Generation {
-    registry::assemble(0, Vec::new(), &NativePolicies::default(), Vec::new())
-}
-
-struct Sources {
-    builtins: bool,
-    plugin_dirs: Vec<PathBuf>,
-    workdir: PathBuf,
-    config: HostConfig,
-    authority: Authority,
-}
-
 struct Inner {
-    runtime: Arc<Runtime>,
-    enforcement: Enforcement,
-    registry: ArcSwap<Generation>,
-    settings: PipelineSettings,
+    lifecycle: Lifecycle,
     max_parallel: usize,
-    sources: Sources,
-    natives: NativePolicies,
+    sandbox: SandboxMode,
     tokens: AtomicU64,
-    generations: AtomicU64,
-    /// The `kv` seam's store: outlives generations (keyed by plugin name).
-    kv: Arc<KvStore>,
-    /// The `jobs` seam's table: every background job; dropping it (with
-    /// the host) kills them all.
-    jobs: Arc<JobTable>,
+    watcher: Mutex<Option<Watcher>>,
+    watch_options: WatchOptions,
+}
+
+impl Reloader for Inner {
+    fn reload(&self) -> BoxFuture<'_, (Vec<PathBuf>, Option<PathBuf>)> {
+        Box::pin(async move {
+            if let Err(e) = self.lifecycle.reload(false).await {
+                tracing::warn!(error = %e, "reload failed; the generation in force stays");
+            }
+            self.lifecycle.watched().await
+        })
+    }
 }
 
 /// The host: plugins, policies, pipeline and scheduler.
@@ -411,34 +398,111 @@ impl Toolgate {
         ToolgateBuilder::default()
     }
 
-    /// The generation new calls run against.
+    /// The generation new calls with no agent scope run against (the
+    /// global layer).
     pub fn generation(&self) -> Arc<Generation> {
-        self.inner.registry.load_full()
+        self.inner.lifecycle.registry.load().global.clone()
     }
 
-    /// The model-facing projection of every tool.
+    /// The generation new calls from `scope` run against: the view of the
+    /// deepest configured scope that contains it, else the global layer
+    /// (see [`crate::registry::scopes`]).
+    pub fn generation_for(&self, scope: &str) -> Arc<Generation> {
+        self.inner.lifecycle.registry.load().view(scope).clone()
+    }
+
+    /// Every layer, resolved, as of now.
+    pub fn registry(&self) -> Arc<Registry> {
+        self.inner.lifecycle.registry.load_full()
+    }
+
+    /// The model-facing projection of every tool (global layer).
     pub fn tools(&self) -> Vec<ModelTool> {
         self.generation().model_tools()
     }
 
-    /// What failed to load in the current generation.
+    /// The model-facing projection of every tool a call from `scope` may use.
+    pub fn tools_for(&self, scope: &str) -> Vec<ModelTool> {
+        self.generation_for(scope).model_tools()
+    }
+
+    /// What failed to load (or was adjusted) in the current generation.
     pub fn problems(&self) -> Vec<LoadError> {
-        self.generation().problems.clone()
+        let registry = self.registry();
+        let mut all = registry.global.problems.clone();
+        for s in registry.scopes() {
+            for p in &s.view.problems {
+                if !all.contains(p) {
+                    all.push(p.clone());
+                }
+            }
+        }
+        all
+    }
+
+    /// Every plugin of every layer: its state (serving, refused, loading),
+    /// the generation its serving version was loaded in, its digest, why
+    /// its latest update was refused, and its cost.
+    pub fn plugin_status(&self) -> Vec<PluginStatus> {
+        let loading = self.inner.lifecycle.loading();
+        let mut out = self.registry().plugins.clone();
+        for s in &mut out {
+            if loading.contains(&Key {
+                scope: s.scope.clone(),
+                name: s.name.clone(),
+            }) {
+                s.state = PluginState::Loading;
+            }
+            if let Some(p) = &s.plugin {
+                s.cost.idle_instances = p.idle_instances();
+            }
+        }
+        for key in loading {
+            if !out
+                .iter()
+                .any(|s| s.scope == key.scope && s.name == key.name)
+            {
+                out.push(PluginStatus {
+                    scope: key.scope,
+                    name: key.name,
+                    origin: String::new(),
+                    state: PluginState::Loading,
+                    generation: None,
+                    sha256: None,
+                    refused: None,
+                    refused_sha256: None,
+                    cost: Default::default(),
+                    plugin: None,
+                });
+            }
+        }
+        out
+    }
+
+    /// Reload events: one per generation (what loaded, what was removed,
+    /// which updates were refused).
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<ReloadEvent>> {
+        self.inner.lifecycle.subscribe()
+    }
+
+    /// The configuration in force.
+    pub async fn config(&self) -> Arc<HostConfig> {
+        self.inner.lifecycle.config().await
     }
 
     /// The engine and linker.
     pub fn runtime(&self) -> &Arc<Runtime> {
-        &self.inner.runtime
+        &self.inner.lifecycle.runtime
     }
 
     /// The compile cache, if one was configured (see
     /// [`CompileCache::refusal`] for whether it is in use).
     pub fn compile_cache(&self) -> Option<&CompileCache> {
-        self.inner.runtime.cache.as_ref()
+        self.inner.lifecycle.runtime.cache.as_ref()
     }
 
     pub fn settings(&self) -> &PipelineSettings {
-        &self.inner.settings
+        &self.inner.lifecycle.settings
     }
 
     pub fn max_parallel(&self) -> usize {
@@ -446,7 +510,7 @@ impl Toolgate {
     }
 
     pub fn sandbox_mode(&self) -> SandboxMode {
-        self.inner.sources.config.sandbox
+        self.inner.sandbox
     }
 
     pub(crate) fn next_token(&self) -> u64 {
@@ -455,19 +519,27 @@ impl Toolgate {
 
     /// Run one call through the pipeline and commit it (observers notified).
     pub async fn call(&self, call: ToolCall, turn: &TurnOptions) -> CallRecord {
-        let generation = self.generation();
-        let finished = pipeline::run_call(
-            &generation,
-            &self.inner.settings,
-            call,
-            turn,
-            self.next_token(),
-        )
-        .await;
+        let generation = self.generation_for(&turn.agent_scope);
+        self.call_on(&generation, call, turn).await
+    }
+
+    /// Run one call against `generation` — one the caller holds, from
+    /// [`generation_for`](Self::generation_for) or [`registry`](Self::registry)
+    /// — however many reloads happened since, and commit it. [`call`](Self::call)
+    /// takes the generation current when it starts.
+    pub async fn call_on(
+        &self,
+        generation: &Arc<Generation>,
+        call: ToolCall,
+        turn: &TurnOptions,
+    ) -> CallRecord {
+        let settings = self.settings();
+        let finished =
+            pipeline::run_call(generation, settings, call, turn, self.next_token()).await;
         pipeline::result::notify(
             &generation.policies.observers,
             finished,
-            self.inner.settings.policy_timeout(),
+            settings.policy_timeout(),
         )
         .await
         .record
@@ -477,278 +549,57 @@ impl Toolgate {
     /// until each has ended. Dropping the host kills them too, without
     /// waiting; an embedder that exits right after should call this first.
     pub async fn shutdown(&self) {
-        self.inner.jobs.shutdown(Duration::from_secs(5)).await
+        self.inner.lifecycle.jobs.shutdown(Duration::from_secs(5)).await
     }
 
     /// Background jobs running now, all plugins and scopes.
     pub fn running_jobs(&self) -> usize {
-        self.inner.jobs.running()
+        self.inner.lifecycle.jobs.running()
     }
 
-    /// Load every plugin again and swap the new generation in atomically.
-    /// Calls in flight keep the generation they started with. Plugins load
-    /// in parallel (compiling off the runtime's threads), each under its
-    /// load budget. A plugin that fails to load is reported; if it might be
-    /// a policy and the operator did not mark it `optional`, the new
-    /// generation refuses every call (fail closed).
+    /// Load what changed and swap the new generation in atomically (see
+    /// [`crate::lifecycle`]): the configuration file is read again, only
+    /// changed plugins are loaded (in parallel, through the compile
+    /// cache), a bad update is refused while the previous version keeps
+    /// serving, and calls in flight keep the generation they started with.
+    /// Returns the global layer's new generation (every layer:
+    /// [`registry`](Self::registry)).
     pub async fn reload(&self) -> Result<Arc<Generation>, HostError> {
-        self.load_generation(false).await
+        Ok(self.inner.lifecycle.reload(false).await?.global.clone())
     }
 
-    /// Load a generation. At start, configuration that names no plugin is
-    /// an error (a typo would silently drop a grant or a setting); on a
-    /// reload it is reported, and the plugin the file was is gone.
-    async fn load_generation(&self, initial: bool) -> Result<Arc<Generation>, HostError> {
-        let inner = &self.inner;
-        let config = &inner.sources.config;
-        let mut problems = Vec::new();
-        let mut sources: Vec<PluginSource> = Vec::new();
-        if inner.sources.builtins {
-            let (s, p) = builtin::sources();
-            sources.extend(s);
-            problems.extend(p);
+    /// Watch the plugin directories (every layer's) and the configuration
+    /// file, and reload when they change; idempotent. The watcher stops
+    /// with [`unwatch`](Self::unwatch) or when the last handle of this host
+    /// is dropped.
+    pub async fn watch(&self) -> Result<(), HostError> {
+        if self.is_watching() {
+            return Ok(());
         }
-        for dir in &inner.sources.plugin_dirs {
-            let (s, p) = loader::scan_dir(dir).map_err(|e| HostError::PluginDir {
-                path: dir.clone(),
-                message: format!("cannot be read: {e}"),
-            })?;
-            problems.extend(p);
-            for source in s {
-                // A plugin of the same name replaces the earlier one.
-                sources.retain(|old| old.name != source.name);
-                sources.push(source);
-            }
-        }
-        // Configuration for a plugin that does not exist is a mistake the
-        // operator must hear about (a typo here would silently drop a grant
-        // or a policy's settings).
-        let unknown: Vec<String> = config
-            .plugins
-            .keys()
-            .filter(|name| {
-                !sources.iter().any(|s| &s.name == *name)
-                    && !problems.iter().any(|p: &LoadError| &p.plugin == *name)
-            })
-            .map(|name| {
-                format!(
-                    "/plugins/{name}: no plugin is named `{name}` (the plugins are: {})",
-                    sources
-                        .iter()
-                        .map(|s| s.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            })
-            .collect();
-        if !unknown.is_empty() && initial {
-            return Err(HostError::Config(crate::config::ConfigError::Invalid {
-                path: config.origin(),
-                problems: unknown,
-            }));
-        }
-        problems.extend(unknown.into_iter().map(|message| LoadError {
-            plugin: "configuration".into(),
-            origin: config.origin(),
-            message,
-            may_be_policy: false,
-        }));
-        // Every grant first: the compile cache must lie outside all of them
-        // before the first component is read from it.
-        let mut planned = Vec::new();
-        for source in sources {
-            let plugin_config = config.plugins.get(&source.name);
-            if plugin_config.and_then(|c| c.enabled) == Some(false) {
-                continue;
-            }
-            match self.load_settings(&source) {
-                Ok(s) => planned.push((source, s)),
-                Err(e) => problems.push(e),
-            }
-        }
-        if let Some(cache) = &inner.runtime.cache {
-            let granted: Vec<(PathBuf, String)> = planned
-                .iter()
-                .flat_map(|(source, settings)| {
-                    let g = &settings.grants;
-                    let whose = format!("plugin `{}`", source.name);
-                    g.fs.iter()
-                        .map(|f| f.host.clone())
-                        .chain(g.sandbox.read_only.iter().cloned())
-                        .chain(g.sandbox.read_write.iter().cloned())
-                        .map(move |p| (p, whose.clone()))
-                })
-                .collect();
-            cache.refuse_if_granted(granted.iter().map(|(p, w)| (p.as_path(), w.as_str())));
-        }
-        let loads = planned.into_iter().map(|(source, settings)| {
-            let runtime = inner.runtime.clone();
-            let manifest = source.manifest.clone();
-            async move {
-                loader::load(&runtime, source, &settings)
-                    .await
-                    .map(|loaded| (loaded, manifest))
-            }
-        });
-        let mut loaded = Vec::new();
-        for outcome in futures::future::join_all(loads).await {
-            match outcome {
-                Ok(l) => loaded.push(l),
-                Err(e) => problems.push(e),
-            }
-        }
-        // Places in the chains: the operator's, else what the manifest
-        // proposes — within limits for plugin files (see `manifest_floors`).
-        let floors = manifest_floors(&loaded);
-        let mut placed = Vec::new();
-        for (loaded, manifest) in loaded {
-            let (priorities, notes) = priorities(
-                &loaded.plugin,
-                &manifest,
-                config.plugins.get(&loaded.plugin.name),
-                &floors,
-            );
-            problems.extend(notes);
-            placed.push(Placed { loaded, priorities });
-        }
-        let blocked: Vec<LoadError> = problems
-            .iter()
-            .filter(|p| {
-                p.may_be_policy && !config.plugins.get(&p.plugin).is_some_and(|c| c.optional)
-            })
-            .filter(|p| !placed.iter().any(|pl| pl.loaded.plugin.name == p.plugin))
-            .cloned()
-            .collect();
-        for p in &problems {
-            tracing::warn!(
-                plugin = %crate::plugin::log::escape(&p.plugin),
-                origin = %p.origin,
-                "{}",
-                p.message
-            );
-        }
-        let number = inner.generations.fetch_add(1, Ordering::Relaxed) + 1;
-        let mut generation = registry::assemble(number, placed, &inner.natives, problems);
-        generation.blocked = blocked;
-        let generation = Arc::new(generation);
-        inner.registry.store(generation.clone());
-        Ok(generation)
+        let targets = self.inner.lifecycle.watched().await;
+        let weak = Arc::downgrade(&self.inner);
+        let weak: std::sync::Weak<dyn Reloader> = weak;
+        let watcher =
+            watch::start(weak, targets, self.inner.watch_options).map_err(HostError::Watch)?;
+        *self.inner.watcher.lock().unwrap_or_else(|p| p.into_inner()) = Some(watcher);
+        Ok(())
     }
 
-    /// Resolve what one plugin is granted and how it runs.
-    fn load_settings(&self, source: &PluginSource) -> Result<LoadSettings, LoadError> {
-        let inner = &self.inner;
-        let config = inner.sources.config.plugins.get(&source.name);
-        let origin = inner.sources.config.origin();
-        let (grants_config, grant_source) = match config.and_then(|c| c.grants.clone()) {
-            Some(g) => (
-                Some(g),
-                format!("{origin}: [plugins.{}.grants]", source.name),
-            ),
-            None => match source.origin {
-                crate::plugin::Origin::Builtin => (
-                    builtin::default_grants(&source.name, &inner.sources.workdir),
-                    "built-in default".to_string(),
-                ),
-                _ => (
-                    None,
-                    "none (no [plugins.NAME.grants] in the configuration)".to_string(),
-                ),
-            },
-        };
-        let mut grants = resolve_grants(
-            grants_config,
-            grant_source,
-            &inner.sources.workdir,
-            &inner.enforcement,
-            &inner.sources.authority,
-        )
-        .map_err(|message| LoadError::new(&source.name, &source.origin, message))?;
-        if let Some(c) = config {
-            grants
-                .env
-                .extend(c.vars.iter().map(|(k, v)| (k.clone(), v.clone())));
-        }
-        let mode = config
-            .and_then(|c| c.instances)
-            .or(source.manifest.instances)
-            .unwrap_or_default();
-        Ok(LoadSettings {
-            grants: Arc::new(grants),
-            mode,
-            limits: inner.settings.limits,
-            budgets: inner.settings.budgets,
-            kv: inner.kv.clone(),
-            jobs: inner.jobs.clone(),
-            sha256: config.and_then(|c| c.sha256.clone()),
-            max_idle: if mode == InstanceMode::Fresh { 0 } else { 16 },
-            tool_timeouts: inner
-                .sources
-                .config
-                .tools
-                .iter()
-                .filter_map(|(name, t)| t.timeout_ms.map(|ms| (name.clone(), ms)))
-                .collect(),
-        })
+    /// Stop watching.
+    pub fn unwatch(&self) {
+        self.inner
+            .watcher
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
     }
-}
 
-/// For each policy role, the lowest priority a plugin *file's own manifest*
-/// may propose: just after the built-in policies of that role. A third
-/// party's manifest may say where it would like to go, but a place outside
-/// the built-in wrappers and guards (before the timeout wrapper, say) is
-/// the operator's to give, in `[plugins.NAME]`.
-fn manifest_floors(loaded: &[(Loaded, crate::plugin::Manifest)]) -> BTreeMap<Role, i32> {
-    let mut floors = BTreeMap::new();
-    for (l, manifest) in loaded {
-        if l.plugin.origin != crate::plugin::Origin::Builtin {
-            continue;
-        }
-        for role in &l.plugin.roles {
-            let p = manifest.priority(*role).unwrap_or(DEFAULT_PRIORITY);
-            let floor = floors.entry(*role).or_insert(p + 1);
-            *floor = (*floor).max(p + 1);
-        }
+    /// Is a watcher running?
+    pub fn is_watching(&self) -> bool {
+        self.inner
+            .watcher
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
     }
-    floors
-}
-
-/// The priority of each role of `plugin`: the operator's, else its
-/// manifest's (raised to the floor for plugin files, with a note).
-fn priorities(
-    plugin: &crate::plugin::ComponentPlugin,
-    manifest: &crate::plugin::Manifest,
-    config: Option<&crate::config::PluginConfig>,
-    floors: &BTreeMap<Role, i32>,
-) -> (BTreeMap<Role, i32>, Vec<LoadError>) {
-    let mut out = BTreeMap::new();
-    let mut notes = Vec::new();
-    for role in Role::ALL {
-        let from_config =
-            config.and_then(|c| c.priorities.get(role.as_str()).copied().or(c.priority));
-        if let Some(p) = from_config {
-            out.insert(role, p);
-            continue;
-        }
-        let Some(mut p) = manifest.priority(role) else {
-            continue;
-        };
-        if plugin.origin != crate::plugin::Origin::Builtin
-            && plugin.roles.contains(&role)
-            && let Some(floor) = floors.get(&role)
-            && p < *floor
-        {
-            notes.push(LoadError::note(
-                &plugin.name,
-                &plugin.origin,
-                format!(
-                    "its manifest asks for priority {p} in the {role} chain, before the built-in policies; placed at {floor} instead (only the operator can place it earlier: `priority` under [plugins.{}])",
-                    plugin.name
-                ),
-            ));
-            p = *floor;
-        }
-        out.insert(role, p);
-    }
-    (out, notes)
 }

@@ -194,8 +194,14 @@ impl GlobalArgs {
     fn builder(&self) -> anyhow::Result<ToolgateBuilder> {
         // `./toolgate.toml` is what a start without `--config` obeys, so it
         // is authority even when absent (or when this start reads another).
+        // The file is read by the host itself (at start, and again at every
+        // reload): `--config` must exist, ./toolgate.toml may not.
+        let (path, required) = match &self.config {
+            Some(path) => (path.clone(), true),
+            None => (PathBuf::from(DEFAULT_CONFIG), false),
+        };
         let mut b = Toolgate::builder()
-            .config(self.load_config()?)
+            .config_file(path, required)
             .runtime_options(self.runtime_options())
             .builtin_plugins(!self.no_default_plugins)
             .authority_path(

@@ -1,4 +1,7 @@
-//! `toolgate plugins`: what is loaded, and the order of every chain.
+//! `toolgate plugins`: what is loaded, and the order of every chain; per
+//! plugin of every layer its lifecycle state (serving / refused, with the
+//! error / loading), the generation that loaded the version serving, its
+//! SHA-256, load time and cost.
 
 use std::process::ExitCode;
 
@@ -29,6 +32,7 @@ pub async fn run(global: &GlobalArgs, args: PluginsArgs) -> anyhow::Result<ExitC
                     "source": match source { PolicySource::Native => "native".to_string(), PolicySource::Component { plugin } => plugin.clone() },
                 })).collect::<Vec<_>>(),
                 "problems": g.problems,
+                "status": host.plugin_status(),
             }))?
         );
         return Ok(ExitCode::SUCCESS);
@@ -47,6 +51,35 @@ pub async fn run(global: &GlobalArgs, args: PluginsArgs) -> anyhow::Result<ExitC
         );
         if !p.tools.is_empty() {
             println!("  {:<18} tools: {}", "", p.tools.join(", "));
+        }
+    }
+    println!("\nlifecycle (generation, state, sha256, load time, cost):");
+    for s in host.plugin_status() {
+        let name = if s.scope.is_empty() {
+            s.name.clone()
+        } else {
+            format!("{}@{}", s.name, s.scope)
+        };
+        let state = match s.state {
+            crate::registry::PluginState::Serving => "serving",
+            crate::registry::PluginState::Refused => "refused",
+            crate::registry::PluginState::Loading => "loading",
+        };
+        println!(
+            "  {:<18} {:<8} gen {:<4} sha256 {}  load {:.1} ms  {} KiB, {} idle instance(s) of up to {} MiB",
+            name,
+            state,
+            s.generation
+                .map(|g| g.to_string())
+                .unwrap_or_else(|| "-".into()),
+            s.sha256.as_deref().unwrap_or("-"),
+            s.cost.load_us as f64 / 1000.0,
+            s.cost.component_bytes / 1024,
+            s.cost.idle_instances,
+            s.cost.memory_mb,
+        );
+        if let Some(why) = &s.refused {
+            println!("  {:<18} refused: {why}", "");
         }
     }
     println!("\nchains (in order; lower priority runs first / outermost):");

@@ -66,16 +66,25 @@ impl Rejected {
     }
 }
 
+/// One call of a batch, with the agent scope it comes from (absent: the
+/// turn's, `--scope`).
+#[derive(Clone, Debug)]
+pub struct ScopedCall {
+    pub call: ToolCall,
+    pub scope: Option<String>,
+}
+
 /// Read and check a batch of calls. The batch must be a JSON array (else
 /// the whole input is refused, naming it); each call is checked on its
-/// own: `{"id", "name", "arguments"}` with `arguments` an object or — as
-/// OpenAI's API sends it — a string holding a JSON object. A malformed call
-/// is rejected alone, with a message naming its index and what is wrong.
+/// own: `{"id", "name", "arguments", "scope"?}` with `arguments` an object
+/// or — as OpenAI's API sends it — a string holding a JSON object. A
+/// malformed call is rejected alone, with a message naming its index and
+/// what is wrong.
 pub fn parse_batch(
     text: &str,
     origin: &str,
     limits: &toolgate_schema::Limits,
-) -> anyhow::Result<Vec<Result<ToolCall, Rejected>>> {
+) -> anyhow::Result<Vec<Result<ScopedCall, Rejected>>> {
     // Two levels for the array and the call object.
     let batch_limits = toolgate_schema::Limits {
         max_depth: limits.max_depth + 2,
@@ -93,7 +102,8 @@ pub fn parse_batch(
         "properties": {
             "id": {"type": "string"},
             "name": {"type": "string"},
-            "arguments": {"oneOf": [{"type": "object"}, {"type": "string"}]}
+            "arguments": {"oneOf": [{"type": "object"}, {"type": "string"}]},
+            "scope": {"type": "string"}
         },
         "required": ["id", "name"],
         "additionalProperties": false
@@ -145,7 +155,10 @@ pub fn parse_batch(
                 },
                 Some(v) => v.clone(),
             };
-            Ok(ToolCall::new(id.clone(), name.clone(), arguments))
+            Ok(ScopedCall {
+                call: ToolCall::new(id.clone(), name.clone(), arguments),
+                scope: item.get("scope").and_then(Value::as_str).map(String::from),
+            })
         })
         .collect())
 }
@@ -170,12 +183,21 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
     super::report_problems(&host);
     super::refuse_if_blocked(&host)?;
     let parsed = parse_batch(&text, &origin, &host.settings().limits)?;
-    let calls: Vec<ToolCall> = parsed.iter().filter_map(|c| c.clone().ok()).collect();
     let turn = TurnOptions {
         agent_scope: args.scope,
         code_mode: args.code_mode,
         ..Default::default()
     };
+    // Consecutive calls of one scope are one turn; turns run in the
+    // batch's order (a change of scope is a barrier), results in model order.
+    let mut turns: Vec<(String, Vec<ToolCall>)> = Vec::new();
+    for c in parsed.iter().filter_map(|c| c.as_ref().ok()) {
+        let scope = c.scope.clone().unwrap_or_else(|| turn.agent_scope.clone());
+        match turns.last_mut() {
+            Some((s, batch)) if *s == scope => batch.push(c.call.clone()),
+            _ => turns.push((scope, vec![c.call.clone()])),
+        }
+    }
     let cancel = turn.cancel.clone();
     let ctrl_c = tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
@@ -185,7 +207,24 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
             cancel.cancel();
         }
     });
-    let outcome = host.try_execute_tool_calls(calls, &turn).await;
+    let mut outcome = Ok(Vec::new());
+    for (scope, batch) in turns {
+        let turn = TurnOptions {
+            agent_scope: scope,
+            ..turn.clone()
+        };
+        match host.try_execute_tool_calls(batch, &turn).await {
+            Ok(records) => {
+                if let Ok(all) = &mut outcome {
+                    all.extend(records);
+                }
+            }
+            Err(e) => {
+                outcome = Err(e);
+                break;
+            }
+        }
+    }
     ctrl_c.abort();
     // The turn is over, and so is this host: no background job it started
     // may outlive it.

@@ -66,6 +66,22 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     max_parallel: Option<u16>,
 
+    /// Do not watch the plugin directories and the configuration file
+    /// (by default a change is loaded while serving: see
+    /// docs/operators.md#hot-reload).
+    #[arg(long)]
+    no_watch: bool,
+
+    /// Quiet period of the watcher, in milliseconds: a reload starts after
+    /// no change for this long.
+    #[arg(long, value_name = "MS", default_value_t = crate::lifecycle::watch::DEFAULT_DEBOUNCE.as_millis() as u64)]
+    watch_debounce_ms: u64,
+
+    /// The agent scope of this server's client: it sees, and calls, what
+    /// that scope may use (see `[scopes]` in the configuration).
+    #[arg(long, value_name = "SCOPE", default_value = "")]
+    scope: String,
+
     /// The directory the built-in tools are granted (default: the current
     /// directory, i.e. wherever the client starts the server).
     #[arg(long, value_name = "DIR")]
@@ -96,7 +112,14 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
         Some(path) => Some(read_token(path)?),
         None => None,
     };
-    let mut builder = global.builder()?.approver(fallback);
+    let mut builder = global
+        .builder()?
+        .approver(fallback)
+        .watch(!args.no_watch)
+        .watch_options(crate::lifecycle::watch::WatchOptions {
+            debounce: std::time::Duration::from_millis(args.watch_debounce_ms),
+            ..Default::default()
+        });
     if let Some(n) = args.max_parallel {
         builder = builder.max_parallel(n.into());
     }
@@ -117,7 +140,7 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
         ..Limits::default()
     };
     let arrivals = Arc::new(Arrivals::new(host.clone(), limits.max_queued_calls));
-    let server = ToolgateServer::new(host, arrivals);
+    let server = ToolgateServer::new(host, arrivals).with_scope(&args.scope);
     let shutdown = CancellationToken::new();
     {
         let shutdown = shutdown.clone();

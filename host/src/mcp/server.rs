@@ -23,6 +23,12 @@
 //!   warning, a crash an error) and start (debug) at or above that level. The operator's log (stderr,
 //!   `RUST_LOG`) is separate and never goes to stdout.
 //!
+//! * reloads: when a reload changes the tools the session's scope sees,
+//!   the client gets `notifications/tools/list_changed`; an update the
+//!   reload refused (the previous version keeps serving) is sent as a log
+//!   message (`warning`, logger `toolgate/lifecycle`) when the client asked
+//!   for that level.
+//!
 //! MCP logging is deprecated by the newest revision (SEP-2577) but is what
 //! clients of the older ones use; it is served until the SDK drops it.
 #![allow(deprecated)]
@@ -41,8 +47,9 @@ use rmcp::model::{
     ProgressToken, ProtocolVersion, ResourceContents, ServerCapabilities, ServerConfig,
     SetLevelRequestParams, Tool,
 };
-use rmcp::service::{Peer, RequestContext, RoleServer};
+use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer};
 use serde_json::{Map, Value, json};
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::approval::{APPROVAL_INPUT, ElicitingApprover, RoundTripApprover};
 use super::projection;
@@ -104,8 +111,14 @@ pub struct ToolgateServer {
     /// The scheduler of stateless requests.
     shared: Arc<Arrivals>,
     tools: Arc<ToolCache>,
+    /// The agent scope every call of this server comes from (`--scope`).
+    scope: Arc<str>,
     /// The client's `logging/setLevel`; `NO_LOGS` until it sends one.
-    level: AtomicU8,
+    level: Arc<AtomicU8>,
+    /// Stops this session's reload notifier when the handler is dropped
+    /// (the session ended).
+    closed: CancellationToken,
+    _closed: DropGuard,
     _slot: Option<Slot>,
 }
 
@@ -115,14 +128,25 @@ impl ToolgateServer {
     /// A handler for one session of `host`'s tools, scheduling its calls in
     /// `arrivals`.
     pub fn new(host: Toolgate, arrivals: Arc<Arrivals>) -> Self {
+        let closed = CancellationToken::new();
         ToolgateServer {
             host,
             shared: arrivals.clone(),
             arrivals,
             tools: Arc::default(),
-            level: AtomicU8::new(NO_LOGS),
+            scope: Arc::from(""),
+            level: Arc::new(AtomicU8::new(NO_LOGS)),
+            _closed: closed.clone().drop_guard(),
+            closed,
             _slot: None,
         }
+    }
+
+    /// Serve the tools, and run the calls, of agent scope `scope` (see
+    /// [`crate::registry::scopes`]).
+    pub fn with_scope(mut self, scope: &str) -> Self {
+        self.scope = Arc::from(scope);
+        self
     }
 
     /// The same server for another session: shares the host, the
@@ -130,18 +154,22 @@ impl ToolgateServer {
     /// (as large as the shared one), and holds `slot` until the session
     /// ends.
     pub fn for_session(&self, slot: Option<Slot>) -> Self {
+        let closed = CancellationToken::new();
         ToolgateServer {
             host: self.host.clone(),
             arrivals: Arc::new(Arrivals::new(self.host.clone(), self.shared.max_queued())),
             shared: self.shared.clone(),
             tools: self.tools.clone(),
-            level: AtomicU8::new(NO_LOGS),
+            scope: self.scope.clone(),
+            level: Arc::new(AtomicU8::new(NO_LOGS)),
+            _closed: closed.clone().drop_guard(),
+            closed,
             _slot: slot,
         }
     }
 
     fn mcp_tools(&self) -> Arc<Vec<Tool>> {
-        let generation = self.host.generation();
+        let generation = self.host.generation_for(&self.scope);
         let mut cache = self.tools.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((number, tools)) = cache.as_ref()
             && *number == generation.number
@@ -184,6 +212,62 @@ impl ToolgateServer {
     }
 }
 
+/// Tell one session's client what reloads change: its tool list (a
+/// `notifications/tools/list_changed` when the tools its scope sees
+/// differ), and updates that were refused (a log message). Ends with the
+/// session.
+async fn notify_reloads(
+    host: Toolgate,
+    scope: Arc<str>,
+    peer: Peer<RoleServer>,
+    level: Arc<AtomicU8>,
+    closed: CancellationToken,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    let mut events = host.subscribe();
+    let mut seen = host.generation_for(&scope).tools_digest;
+    loop {
+        let event = tokio::select! {
+            _ = closed.cancelled() => return,
+            e = events.recv() => match e {
+                Ok(e) => Some(e),
+                // Fell behind: the current state says what matters.
+                Err(RecvError::Lagged(_)) => None,
+                Err(RecvError::Closed) => return,
+            },
+        };
+        if peer.is_transport_closed() {
+            return;
+        }
+        let now = host.generation_for(&scope).tools_digest;
+        if now != seen {
+            seen = now;
+            if let Err(e) = peer.notify_tool_list_changed().await {
+                tracing::debug!(error = %e, "could not send tools/list_changed");
+                return;
+            }
+        }
+        let Some(event) = event else { continue };
+        if (LoggingLevel::Warning as u8) < level.load(Ordering::Relaxed) {
+            continue;
+        }
+        let messages = event
+            .refused
+            .iter()
+            .map(|r| json!({"event": "update refused", "plugin": r.plugin, "origin": r.origin, "error": r.message, "generation": event.generation}))
+            .chain(event.config_problem.iter().map(|m| {
+                json!({"event": "configuration refused", "error": m, "generation": event.generation})
+            }));
+        for data in messages {
+            let mut param = LoggingMessageNotificationParam::new(LoggingLevel::Warning, data);
+            param.logger = Some("toolgate/lifecycle".into());
+            if peer.notify_logging_message(param).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
 /// Is this request on the stateless revision (no server → client requests)?
 fn stateless(context: &RequestContext<RoleServer>) -> bool {
     context
@@ -212,6 +296,7 @@ impl ServerHandler for ToolgateServer {
         let mut info = ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
+                .enable_tool_list_changed()
                 .enable_logging()
                 .build(),
         );
@@ -223,6 +308,16 @@ impl ServerHandler for ToolgateServer {
                 .into(),
         );
         info
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        tokio::spawn(notify_reloads(
+            self.host.clone(),
+            self.scope.clone(),
+            context.peer,
+            self.level.clone(),
+            self.closed.clone(),
+        ));
     }
 
     async fn list_tools(
@@ -286,6 +381,7 @@ impl ServerHandler for ToolgateServer {
             None => context.ct.clone(),
         };
         let turn = TurnOptions {
+            agent_scope: self.scope.to_string(),
             cancel,
             approver,
             ..TurnOptions::default()

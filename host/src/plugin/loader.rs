@@ -431,12 +431,17 @@ fn check_tools(
             Err(m) => problems.push(LoadError::note(
                 &source.name,
                 &source.origin,
-                format!("tool `{shown}` is not registered: {m}"),
+                format!("tool `{shown}` {TOOL_NOT_REGISTERED} {m}"),
             )),
         }
     }
     (tools, problems)
 }
+
+/// The words of the note on a listed tool that was not registered (a bad
+/// name, a schema the compiler rejects): how a reload tells such a note
+/// from an adjustment, to refuse the update.
+pub const TOOL_NOT_REGISTERED: &str = "is not registered:";
 
 /// Tool names: what every model API accepts.
 pub fn valid_tool_name(name: &str) -> bool {

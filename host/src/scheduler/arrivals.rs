@@ -206,7 +206,7 @@ impl Arrivals {
         let mut call = call;
         let mut waited = false;
         loop {
-            let generation = self.host.generation();
+            let generation = self.host.generation_for(&turn.agent_scope);
             let settings = self.host.settings();
             let prepared = match pipeline::prepare(&generation, settings, call, turn, token) {
                 Ok(p) => p,

@@ -332,7 +332,7 @@ impl<'a> Turn<'a> {
             return Step::Advanced;
         };
         // The generation current now: the call holds it until it ends.
-        let generation = self.host.generation();
+        let generation = self.host.generation_for(&self.turn.agent_scope);
         let settings = self.host.settings();
         let prepared =
             match pipeline::prepare(&generation, settings, call, self.turn, self.tokens[index]) {

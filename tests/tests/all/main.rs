@@ -8,6 +8,7 @@ mod containment;
 mod contract;
 mod examples;
 mod foundation;
+mod lifecycle;
 mod pipeline;
 mod scheduler;
 mod serve;

@@ -830,3 +830,78 @@ fn stdio_half_closed_input_answers_and_exits() {
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_no_orphans(&format!("sleep {marker}"));
 }
+
+/// A reload that changes the tools a session sees sends
+/// `notifications/tools/list_changed`; an update refused by a reload is a
+/// log message (the previous version keeps serving).
+#[test]
+fn serve_tells_its_client_when_a_reload_changes_the_tools() {
+    let s = setup();
+    let mut raw = Raw::start(&s, &["--approve", "allow", "--watch-debounce-ms", "20"]);
+    // Never hang: a server that stays silent is killed, and the read fails.
+    let pid = raw.child.id();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(90));
+        let _ = Command::new("kill").arg(pid.to_string()).status();
+    });
+    raw.send(INIT);
+    let init = raw.answer(1);
+    assert_eq!(
+        init["result"]["capabilities"]["tools"]["listChanged"], true,
+        "{init}"
+    );
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    raw.send(
+        r#"{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"warning"}}"#,
+    );
+    raw.answer(2);
+
+    // A new plugin arrives the way deploy tools write it.
+    let dir = s.plugins.path();
+    let put = |bytes: &[u8]| {
+        let tmp = dir.join(".v.wasm.part");
+        std::fs::write(&tmp, bytes).unwrap();
+        std::fs::rename(&tmp, dir.join("v.wasm")).unwrap();
+    };
+    put(&std::fs::read(fixtures::VERSIONED_1).unwrap());
+    loop {
+        let v = raw.read();
+        if v["method"] == "notifications/tools/list_changed" {
+            break;
+        }
+    }
+    raw.send(r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#);
+    let list = raw.answer(3);
+    let tools = list["result"]["tools"].as_array().unwrap();
+    assert!(tools.iter().any(|t| t["name"] == "which_version"), "{list}");
+
+    // A broken update: refused, reported to the client, version 1 serves on.
+    put(b"\0asm but not a component");
+    let refusal = loop {
+        let v = raw.read();
+        if v["method"] == "notifications/message"
+            && v["params"]["data"]["event"] == "update refused"
+        {
+            break v;
+        }
+        assert_ne!(v["method"], "notifications/tools/list_changed", "{v}");
+    };
+    assert_eq!(refusal["params"]["level"], "warning", "{refusal}");
+    assert_eq!(refusal["params"]["data"]["plugin"], "v", "{refusal}");
+    raw.send(&call(4, "which_version", json!({"n": 5})));
+    let v = raw.answer(4);
+    assert_eq!(
+        v["result"]["structuredContent"],
+        json!({"version": 1, "n": 5}),
+        "{v}"
+    );
+
+    // Removed: the list changes again.
+    std::fs::remove_file(dir.join("v.wasm")).unwrap();
+    loop {
+        let v = raw.read();
+        if v["method"] == "notifications/tools/list_changed" {
+            break;
+        }
+    }
+}

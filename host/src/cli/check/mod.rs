@@ -228,7 +228,7 @@ fn read_call(path: &Path) -> anyhow::Result<ToolCall> {
         &toolgate_schema::Limits::default(),
     )?;
     match calls.into_iter().next() {
-        Some(Ok(call)) => Ok(call),
+        Some(Ok(c)) => Ok(c.call),
         Some(Err(rejected)) => anyhow::bail!("{}", rejected.message),
         None => anyhow::bail!("{} holds no call", path.display()),
     }

@@ -1,9 +1,17 @@
 //! Generations: an immutable snapshot of every tool and policy chain.
 //!
-//! Loading plugins produces a new [`Generation`], which replaces the old one
-//! atomically. A call holds the generation it started with (an `Arc`) until
-//! it ends, so a reload never changes the tools, chains or finalizers of a
-//! call in flight.
+//! Loading plugins produces a new [`Registry`] — the global layer and one
+//! layer per configured agent scope, each resolved into a [`Generation`]
+//! (the tools and chains a call from that scope sees; see [`scopes`]) —,
+//! which replaces the old one atomically. A call holds the generation it
+//! started with (an `Arc`) until it ends, so a reload never changes the
+//! tools, chains or finalizers of a call in flight.
+
+pub mod scopes;
+pub mod status;
+
+pub use scopes::{Registry, ScopeRules};
+pub use status::{Cost, PluginState, PluginStatus};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -98,12 +106,37 @@ pub struct Generation {
     /// Plugins that did not load and might be policies (not marked
     /// `optional`): while any is listed, the generation refuses every call.
     pub blocked: Vec<LoadError>,
+    /// A digest of what the model sees of the tools ([`Generation::model_tools`]
+    /// and the MCP projection's fields): equal digests, equal lists. A
+    /// server compares it to tell its client the list changed.
+    pub tools_digest: u64,
 }
 
 impl Generation {
     /// The model-facing projection of every tool, sorted by name.
     pub fn model_tools(&self) -> Vec<ModelTool> {
         self.tools.values().map(|t| t.def.projection()).collect()
+    }
+
+    /// Digest of the model-facing projection of `tools` (see `tools_digest`).
+    pub fn digest_tools(tools: &BTreeMap<String, Arc<ToolEntry>>) -> u64 {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        for t in tools.values() {
+            let d = &t.def;
+            let a = &d.meta.annotations;
+            let text = serde_json::json!([
+                d.name,
+                d.description,
+                d.parameters,
+                d.output_schema,
+                format!("{a:?}"),
+            ]);
+            h.update(text.to_string().as_bytes());
+            h.update([0]);
+        }
+        let out = h.finalize();
+        u64::from_le_bytes(out[..8].try_into().expect("32 bytes"))
     }
 
     /// A listener of any chain, by name and role, for inspection.
@@ -283,9 +316,11 @@ pub fn assemble(
     for t in &natives.tools {
         tools.insert(t.def.name.clone(), t.clone());
     }
+    let tools_digest = Generation::digest_tools(&tools);
     Generation {
         number,
         tools,
+        tools_digest,
         policies: Policies {
             pre_execute: order(pre),
             execute_around: order(around),
