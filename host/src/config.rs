@@ -49,6 +49,15 @@
 //!
 //! [tools.bash]
 //! timeout_ms = 120000              # overrides the tool's own timeout-ms
+//!
+//! [mcp.servers.time]               # an MCP server's tools as mcp__time__<tool>
+//! command = "mcp-server-time"      # stdio: spawned in the sandbox (or `url` for streamable HTTP)
+//! args = []
+//! env = { TZ = "UTC" }
+//! timeout_ms = 60000               # the deadline of each call
+//! tools_deny = ["convert_time"]
+//! [mcp.servers.time.grants]        # default: the working directory read-only, no network
+//! fs = [{ path = ".", access = "read-only" }]
 //! ```
 
 use std::collections::BTreeMap;
@@ -114,6 +123,9 @@ pub struct HostConfig {
     pub plugins: BTreeMap<String, PluginConfig>,
     #[serde(default)]
     pub tools: BTreeMap<String, ToolConfig>,
+    /// External MCP servers whose tools the host bridges (see [`crate::bridge`]).
+    #[serde(default)]
+    pub mcp: McpConfig,
     /// The file this came from (for messages).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -264,6 +276,85 @@ pub struct ToolConfig {
     pub timeout_ms: Option<u32>,
 }
 
+/// `[mcp]`: the MCP servers whose tools are bridged.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpConfig {
+    #[serde(default)]
+    pub servers: BTreeMap<String, McpServerConfig>,
+}
+
+/// `[mcp.servers.NAME]`: one MCP server, over stdio (`command`) or
+/// streamable HTTP (`url`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// Default `true`.
+    pub enabled: Option<bool>,
+    /// stdio: the program (a path, or a name looked up in the server's `PATH`).
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// stdio: environment variables set for the server (values, not
+    /// passed through: see `grants.env` for that).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// stdio: the server's working directory (default: the host's).
+    pub cwd: Option<String>,
+    /// streamable HTTP: the endpoint (`http://host:port/mcp`).
+    pub url: Option<String>,
+    /// streamable HTTP: headers sent with every request.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// streamable HTTP: a bearer token read from this environment variable.
+    pub bearer_token_env: Option<String>,
+    /// streamable HTTP: a bearer token read from this file (one line, mode 600).
+    pub bearer_token_file: Option<String>,
+    /// The deadline of each call of this server's tools, in ms (default:
+    /// the host's `default_tool_timeout_ms`); `[tools.NAME]` overrides it.
+    pub timeout_ms: Option<u32>,
+    /// Time to connect, initialize and list the tools, in ms (default 30000).
+    pub connect_timeout_ms: Option<u64>,
+    /// Only these tools (raw names, as the server lists them).
+    pub tools_allow: Option<Vec<String>>,
+    /// Not these tools (raw names).
+    #[serde(default)]
+    pub tools_deny: Vec<String>,
+    /// Calls of this server's tools may overlap (default `false`: each call
+    /// is exclusive).
+    #[serde(default)]
+    pub parallel: bool,
+    /// stdio: grant the server's install directory and interpreter
+    /// read-only (default `true`; see docs/operators.md).
+    pub auto_grant: Option<bool>,
+    /// stdio: what the server process may touch.
+    pub grants: Option<McpGrantsConfig>,
+}
+
+/// `[mcp.servers.NAME.grants]`: the sandbox of a stdio server.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpGrantsConfig {
+    #[serde(default)]
+    pub fs: Vec<FsGrantConfig>,
+    /// Host environment variables passed through.
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// TCP ports the server may connect to.
+    #[serde(default)]
+    pub spawn_tcp_ports: Vec<u16>,
+    #[serde(default)]
+    pub limits: SpawnLimitsConfig,
+    pub protect_git: Option<bool>,
+}
+
+impl McpServerConfig {
+    /// Whether the server is used.
+    pub fn is_enabled(&self) -> bool {
+        self.enabled != Some(false)
+    }
+}
+
 fn roles_schema() -> serde_json::Value {
     json!({
         "type": "object",
@@ -271,6 +362,67 @@ fn roles_schema() -> serde_json::Value {
             "pre-execute": {"type": "integer"}, "execute-around": {"type": "integer"},
             "post-execute": {"type": "integer"}, "guard": {"type": "integer"},
             "finalizer": {"type": "integer"}, "observer": {"type": "integer"}
+        },
+        "additionalProperties": false
+    })
+}
+
+fn strings() -> serde_json::Value {
+    json!({"type": "array", "items": {"type": "string"}})
+}
+
+fn string_map() -> serde_json::Value {
+    json!({"type": "object", "additionalProperties": {"type": "string"}})
+}
+
+fn mcp_server_schema() -> serde_json::Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "enabled": {"type": "boolean"},
+            "command": {"type": "string"},
+            "args": strings(),
+            "env": string_map(),
+            "cwd": {"type": "string"},
+            "url": {"type": "string"},
+            "headers": string_map(),
+            "bearer_token_env": {"type": "string"},
+            "bearer_token_file": {"type": "string"},
+            "timeout_ms": {"type": "integer"},
+            "connect_timeout_ms": {"type": "integer"},
+            "tools_allow": strings(),
+            "tools_deny": strings(),
+            "parallel": {"type": "boolean"},
+            "auto_grant": {"type": "boolean"},
+            "grants": {
+                "type": "object",
+                "properties": {
+                    "fs": {"type": "array", "items": {
+                        "type": "object",
+                        "properties": {
+                            "path": {"type": "string"},
+                            "access": {"enum": ["read-only", "read-write"]}
+                        },
+                        "required": ["path", "access"],
+                        "additionalProperties": false
+                    }},
+                    "env": strings(),
+                    "spawn_tcp_ports": {"type": "array", "items": {"type": "integer"}},
+                    "protect_git": {"type": "boolean"},
+                    "limits": {
+                        "type": "object",
+                        "properties": {
+                            "max_processes": {"type": "integer"},
+                            "address_space_mb": {"type": "integer"},
+                            "file_size_mb": {"type": "integer"},
+                            "cpu_seconds": {"type": "integer"},
+                            "open_files": {"type": "integer"}
+                        },
+                        "additionalProperties": false
+                    }
+                },
+                "additionalProperties": false
+            }
         },
         "additionalProperties": false
     })
@@ -365,6 +517,11 @@ fn schema() -> serde_json::Value {
                     "properties": {"timeout_ms": {"type": "integer"}},
                     "additionalProperties": false
                 }
+            },
+            "mcp": {
+                "type": "object",
+                "properties": {"servers": {"type": "object", "additionalProperties": mcp_server_schema()}},
+                "additionalProperties": false
             }
         },
         "additionalProperties": false
@@ -486,6 +643,9 @@ impl HostConfig {
                     ));
                 }
             }
+        }
+        for (name, server) in &config.mcp.servers {
+            problems.extend(crate::bridge::check_server_config(name, server));
         }
         if problems.is_empty() {
             Ok(config)

@@ -294,6 +294,22 @@ impl ToolgateBuilder {
             &self.plugin_dirs,
             runtime.options.cache_dir.as_deref(),
         );
+        let bridge = crate::bridge::Bridge::new(
+            &self.config,
+            crate::bridge::Context {
+                workdir: workdir.clone(),
+                enforcement: enforcement(&self.config)?,
+                authority: authority.clone(),
+                budgets,
+                tool_timeouts: self
+                    .config
+                    .tools
+                    .iter()
+                    .filter_map(|(name, t)| t.timeout_ms.map(|ms| (name.clone(), ms)))
+                    .collect(),
+                origin: self.config.origin(),
+            },
+        );
         let sources = Sources {
             builtins: self.builtins,
             plugin_dirs: self.plugin_dirs,
@@ -312,9 +328,19 @@ impl ToolgateBuilder {
             tokens: AtomicU64::new(1),
             generations: AtomicU64::new(0),
             kv: Arc::default(),
+            bridge,
+            swap: std::sync::Mutex::new(()),
         });
         let host = Toolgate { inner };
         host.load_generation(true).await?;
+        // MCP servers connect in the background; each listing swaps in a
+        // generation (the host is held weakly: the bridge stops with it).
+        let weak = Arc::downgrade(&host.inner);
+        host.inner.bridge.start(Arc::new(move || {
+            if let Some(inner) = weak.upgrade() {
+                Toolgate { inner }.publish_bridged();
+            }
+        }));
         Ok(host)
     }
 }
@@ -393,6 +419,11 @@ struct Inner {
     generations: AtomicU64,
     /// The `kv` seam's store: outlives generations (keyed by plugin name).
     kv: Arc<KvStore>,
+    /// The MCP servers whose tools are bridged.
+    bridge: crate::bridge::Bridge,
+    /// Held while a generation is stored (a reload and a bridged listing
+    /// must not store one built from a stale other half).
+    swap: std::sync::Mutex<()>,
 }
 
 /// The host: plugins, policies, pipeline and scheduler.
@@ -414,6 +445,34 @@ impl Toolgate {
     /// The model-facing projection of every tool.
     pub fn tools(&self) -> Vec<ModelTool> {
         self.generation().model_tools()
+    }
+
+    /// The MCP servers and where each stands.
+    pub fn mcp_servers(&self) -> Vec<crate::bridge::ServerStatus> {
+        self.inner.bridge.status()
+    }
+
+    /// Wait until every MCP server's first connection attempt has ended,
+    /// at most `timeout` (servers connect in the background; a one-shot
+    /// command wants their tools).
+    pub async fn wait_for_mcp(&self, timeout: Duration) {
+        self.inner.bridge.wait_ready(timeout).await;
+    }
+
+    /// The longest `connect_timeout_ms` of the MCP servers (zero without any).
+    pub fn mcp_connect_timeout(&self) -> Duration {
+        self.inner.bridge.connect_timeout()
+    }
+
+    /// Swap in a generation with the bridge's current tools (after an MCP
+    /// server's listing changed). Calls in flight keep theirs.
+    fn publish_bridged(&self) {
+        let inner = &self.inner;
+        let _swap = inner.swap.lock().unwrap_or_else(|p| p.into_inner());
+        let old = inner.registry.load_full();
+        let number = inner.generations.fetch_add(1, Ordering::Relaxed) + 1;
+        let generation = crate::bridge::regenerate(&old, number, &inner.bridge);
+        inner.registry.store(Arc::new(generation));
     }
 
     /// What failed to load in the current generation.
@@ -610,9 +669,11 @@ impl Toolgate {
                 p.message
             );
         }
+        let _swap = inner.swap.lock().unwrap_or_else(|p| p.into_inner());
         let number = inner.generations.fetch_add(1, Ordering::Relaxed) + 1;
         let mut generation = registry::assemble(number, placed, &inner.natives, problems);
         generation.blocked = blocked;
+        crate::bridge::merge(&mut generation, &inner.bridge);
         let generation = Arc::new(generation);
         inner.registry.store(generation.clone());
         Ok(generation)
