@@ -31,14 +31,18 @@ async fn the_call_path_follows_what_a_component_imports() {
         .add("old-guard", fixtures::V0_1_GUARD);
     let h = host(&dir, "").await;
     let g = h.generation();
-    // Nothing that can wait: no fiber.
-    for name in ["guard", "finalizer", "observer", "hostile-sync"] {
+    // Nothing that can wait: no fiber. A waterfall hook runs the rest of
+    // its chain (policies that answer at once) in place.
+    for name in ["guard", "pre-hook", "finalizer", "observer", "hostile-sync"] {
         assert_eq!(info(&g, name).path, CallPath::Sync, "{name}");
         assert_eq!(info(&g, name).contract, ContractVersion::V0_2, "{name}");
     }
-    // `pre-execute-chain.next` runs the rest of the chain; a tool body may
-    // run long: both on a fiber.
-    assert_eq!(info(&g, "pre-hook").path, CallPath::Async);
+    // A wrapper runs the tool body, which may run long; so may a tool: both
+    // on a fiber.
+    let dir2 = PluginDir::new();
+    dir2.add("around", fixtures::AROUND);
+    let h2 = host(&dir2, "").await;
+    assert_eq!(info(&h2.generation(), "around").path, CallPath::Async);
     assert_eq!(info(&g, "tools").path, CallPath::Async);
     // 0.1 components behave as they always did.
     assert_eq!(info(&g, "old-guard").path, CallPath::Async);
@@ -190,4 +194,49 @@ async fn policies_on_the_synchronous_path_read_the_result_through_handles() {
     let g = h.generation();
     assert_eq!(g.listener_calls(Role::Guard, "hostile-sync"), Some(1));
     assert_eq!(g.listener_calls(Role::Finalizer, "hostile-sync"), Some(1));
+}
+
+/// A native pre-execute hook that takes its time (a timer), then denies.
+struct SlowNo;
+
+#[async_trait::async_trait]
+impl toolgate::policy::PreExecuteHook for SlowNo {
+    async fn pre_execute(
+        &self,
+        _call: &std::sync::Arc<toolgate::CallInfo>,
+        _next: toolgate::policy::PreNext,
+    ) -> Result<toolgate::PreDecision, toolgate::PolicyError> {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        Ok(toolgate::PreDecision::Deny("slow says no".into()))
+    }
+}
+
+async fn sync_hook_before_a_slow_one() -> toolgate::Toolgate {
+    let dir = PluginDir::new();
+    dir.add("tools", fixtures::TOOLS).add("pre", fixtures::PRE_HOOK);
+    let h = toolgate_tests::builder(&dir, "[plugins.pre]\npriority = 10\nvars = { BEHAVIOR = \"pass\" }\n")
+        .pre_execute("slow", 20, SlowNo)
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(info(&h.generation(), "pre").path, CallPath::Sync);
+    std::mem::forget(dir);
+    h
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_on_the_synchronous_path_waits_for_a_slow_rest_of_its_chain() {
+    let h = sync_hook_before_a_slow_one().await;
+    let r = run(&h, "echo", json!({"text": "x"})).await;
+    assert_eq!(r.code(), Some("DENIED"), "{r:?}");
+    assert_eq!(r.text(), "slow says no");
+    assert_eq!(r.error.as_ref().unwrap().decided_by.as_deref(), Some("slow"));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn on_a_single_threaded_runtime_a_chain_that_must_wait_fails_closed() {
+    let h = sync_hook_before_a_slow_one().await;
+    let r = run(&h, "echo", json!({"text": "x"})).await;
+    assert_eq!(r.code(), Some("DENIED"), "{r:?}");
+    assert!(r.text().contains("multi-threaded"), "{}", r.text());
 }

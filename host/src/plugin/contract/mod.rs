@@ -243,6 +243,7 @@ impl Linkers {
         let mut sync = Linker::new(engine);
         super::sync_wasi::add_to_linker(&mut sync)?;
         v0_2::imports::add_sync_to_linker(&mut sync)?;
+        v0_2::imports::add_sync_chains_to_linker(&mut sync)?;
         Ok(Linkers { full, sync })
     }
 

@@ -39,6 +39,90 @@ pub fn add_sync_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()
     Ok(())
 }
 
+/// Add the synchronous `pre-execute-chain.next` and `post-execute-chain.next`
+/// (the synchronous path's linker only): a waterfall hook runs the rest of
+/// its chain in place. The rest is policies too — components and native
+/// hooks that answer at once —, so it is driven without a fiber; in the
+/// rare case it has to wait (a listener after it doing I/O), the thread
+/// waits for it (see [`wait_here`]).
+pub fn add_sync_chains_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
+    linker
+        .instance(&format!(
+            "toolgate:plugin/pre-execute-chain@{}",
+            super::super::CURRENT
+        ))?
+        .func_wrap(
+            "next",
+            |mut store: wasmtime::StoreContextMut<'_, StoreData>, (): ()| {
+                let data = store.data_mut();
+                let slot = data.scope.pre_next.as_mut().ok_or_else(|| {
+                    Misuse("`pre-execute-chain.next` may only be called from `pre-execute`".into())
+                })?;
+                let decision = match std::mem::replace(slot, Slot::Running) {
+                    Slot::Pending(next) => wait_here(next.run())?,
+                    Slot::Done(decision) => decision,
+                    Slot::Running => {
+                        return Err(Misuse("`pre-execute-chain.next` re-entered".into()).into());
+                    }
+                };
+                let wit = pre_decision_to_wit(&decision);
+                *data.scope.pre_next.as_mut().expect("slot set above") = Slot::Done(decision);
+                Ok((wit,))
+            },
+        )?;
+    linker
+        .instance(&format!(
+            "toolgate:plugin/post-execute-chain@{}",
+            super::super::CURRENT
+        ))?
+        .func_wrap(
+            "next",
+            |mut store: wasmtime::StoreContextMut<'_, StoreData>, (): ()| {
+                let data = store.data_mut();
+                let slot = data.scope.post_next.as_mut().ok_or_else(|| {
+                    Misuse(
+                        "`post-execute-chain.next` may only be called from `post-execute`".into(),
+                    )
+                })?;
+                let decision = match std::mem::replace(slot, Slot::Running) {
+                    Slot::Pending(next) => wait_here(next.run())?,
+                    Slot::Done(decision) => decision,
+                    Slot::Running => {
+                        return Err(Misuse("`post-execute-chain.next` re-entered".into()).into());
+                    }
+                };
+                let wit = post_decision_to_wit(&decision);
+                *data.scope.post_next.as_mut().expect("slot set above") = Slot::Done(decision);
+                Ok((wit,))
+            },
+        )?;
+    Ok(())
+}
+
+/// Drive `fut` to its end on this thread, from inside a synchronous guest
+/// call. It is polled once; it nearly always finishes then (the rest of a
+/// chain of policies). If it has to wait, a multi-threaded runtime lets
+/// this thread block for it (`block_in_place`: the runtime moves its other
+/// work elsewhere); a single-threaded one cannot, and the guest's call
+/// fails (closed).
+fn wait_here<F: std::future::Future>(fut: F) -> wasmtime::Result<F::Output> {
+    use std::task::{Context, Poll};
+    let mut fut = std::pin::pin!(fut);
+    let waker = futures::task::noop_waker();
+    if let Poll::Ready(v) = fut.as_mut().poll(&mut Context::from_waker(&waker)) {
+        return Ok(v);
+    }
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            Ok(tokio::task::block_in_place(|| h.block_on(fut)))
+        }
+        _ => Err(Misuse(
+            "the rest of the chain had to wait, which a hook on the synchronous path can do only on a multi-threaded runtime".into(),
+        )
+        .into()),
+    }
+}
+
 /// Add every import (the async path).
 pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     add_sync_to_linker(linker)?;
@@ -53,9 +137,17 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     Ok(())
 }
 
-/// The interfaces of [`add_sync_to_linker`], by name: a component that
-/// imports no other `toolgate:plugin` interface may take the synchronous path.
-pub const SYNC_INTERFACES: &[&str] = &["types", "log", "cancellation", "kv"];
+/// The interfaces of [`add_sync_to_linker`] and
+/// [`add_sync_chains_to_linker`], by name: a component that imports no other
+/// `toolgate:plugin` interface may take the synchronous path.
+pub const SYNC_INTERFACES: &[&str] = &[
+    "types",
+    "log",
+    "cancellation",
+    "kv",
+    "pre-execute-chain",
+    "post-execute-chain",
+];
 
 impl imports::types::Host for StoreData {}
 impl imports::process::Host for StoreData {}
