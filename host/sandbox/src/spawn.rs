@@ -236,8 +236,7 @@ impl Sandbox {
         env: &[(String, String)],
         policy: &SandboxPolicy,
     ) -> Result<SandboxedChild, SpawnError> {
-        let mut running =
-            self.spawn(&program, cwd.as_ref(), env, policy, Stdio::piped(), true)?;
+        let mut running = self.spawn(&program, cwd.as_ref(), env, policy, Stdio::piped(), true)?;
         Ok(SandboxedChild {
             stdin: running.child.stdin.take(),
             stdout: running.child.stdout.take(),

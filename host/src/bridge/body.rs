@@ -224,8 +224,13 @@ impl ToolBody for BridgedTools {
                 return Err(failure(
                     "McpError",
                     "MCP_ERROR",
-                    format!("the MCP server `{}` answered: {}", session.server, e.message),
-                    Some(json!({"server": session.server, "jsonrpcCode": e.code.0, "data": e.data})),
+                    format!(
+                        "the MCP server `{}` answered: {}",
+                        session.server, e.message
+                    ),
+                    Some(
+                        json!({"server": session.server, "jsonrpcCode": e.code.0, "data": e.data}),
+                    ),
                 ));
             }
             Ok(Err(e)) => {

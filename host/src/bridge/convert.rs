@@ -281,7 +281,11 @@ pub fn block_to_content(block: ContentBlock) -> Result<Content, String> {
                 mime_type,
                 contents: Contents::Blob(decode("blob", &blob)?),
             },
-            other => return Err(format!("a kind of resource the host does not know: {other:?}")),
+            other => {
+                return Err(format!(
+                    "a kind of resource the host does not know: {other:?}"
+                ));
+            }
         },
         ContentBlock::ResourceLink(l) => Content::Link(ResourceLink {
             uri: l.uri,
@@ -290,7 +294,11 @@ pub fn block_to_content(block: ContentBlock) -> Result<Content, String> {
             description: l.description,
             mime_type: l.mime_type,
         }),
-        other => return Err(format!("a kind of content the host does not know: {other:?}")),
+        other => {
+            return Err(format!(
+                "a kind of content the host does not know: {other:?}"
+            ));
+        }
     })
 }
 
@@ -327,9 +335,15 @@ mod tests {
     #[test]
     fn a_tool_with_an_unsupported_keyword_is_refused_the_others_register() {
         let tools = vec![
-            tool(json!({"name": "ok", "description": "d", "inputSchema": {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "properties": {"a": {"type": "number", "default": 3}}}, "annotations": {"readOnlyHint": true, "destructiveHint": false}})),
-            tool(json!({"name": "bad", "description": "d", "inputSchema": {"type": "object", "properties": {"n": {"type": "number", "minimum": 1}}}})),
-            tool(json!({"name": "out", "description": "d", "inputSchema": {"type": "object"}, "outputSchema": {"type": "object", "properties": {"r": {"$ref": "#/$defs/x"}}, "$defs": {"x": {}}}})),
+            tool(
+                json!({"name": "ok", "description": "d", "inputSchema": {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "properties": {"a": {"type": "number", "default": 3}}}, "annotations": {"readOnlyHint": true, "destructiveHint": false}}),
+            ),
+            tool(
+                json!({"name": "bad", "description": "d", "inputSchema": {"type": "object", "properties": {"n": {"type": "number", "minimum": 1}}}}),
+            ),
+            tool(
+                json!({"name": "out", "description": "d", "inputSchema": {"type": "object"}, "outputSchema": {"type": "object", "properties": {"r": {"$ref": "#/$defs/x"}}, "$defs": {"x": {}}}}),
+            ),
             tool(json!({"name": "a.b", "inputSchema": {"type": "object"}})),
         ];
         let timeouts = BTreeMap::from([("mcp__s__ok".to_string(), 77)]);
@@ -409,21 +423,34 @@ mod tests {
             }
         );
         assert!(matches!(&c[2], Content::Audio { data, .. } if data == &[4, 5]));
-        assert!(matches!(&c[4], Content::Resource { contents: Contents::Blob(b), .. } if b == &[0, 1]));
-        assert!(matches!(&c[5], Content::Link(l) if l.uri == "x:3" && l.description.as_deref() == Some("d")));
+        assert!(
+            matches!(&c[4], Content::Resource { contents: Contents::Blob(b), .. } if b == &[0, 1])
+        );
+        assert!(
+            matches!(&c[5], Content::Link(l) if l.uri == "x:3" && l.description.as_deref() == Some("d"))
+        );
         // The wire shape is what the server sent (annotations aside).
         let back = serde_json::to_value(&c).unwrap();
         assert_eq!(back[3]["resource"]["text"], "t");
         assert_eq!(back[5]["type"], "resource_link");
-        let bad: Vec<ContentBlock> =
-            serde_json::from_value(json!([{"type": "image", "data": "!!", "mimeType": "image/png"}]))
-                .unwrap();
-        assert!(content(bad, &Budgets::default()).unwrap_err().contains("base64"));
+        let bad: Vec<ContentBlock> = serde_json::from_value(
+            json!([{"type": "image", "data": "!!", "mimeType": "image/png"}]),
+        )
+        .unwrap();
+        assert!(
+            content(bad, &Budgets::default())
+                .unwrap_err()
+                .contains("base64")
+        );
         let budgets = Budgets {
             max_content_blocks: 1,
             ..Budgets::default()
         };
         let two: Vec<ContentBlock> = vec![ContentBlock::text("a"), ContentBlock::text("b")];
-        assert!(content(two, &budgets).unwrap_err().contains("max_content_blocks"));
+        assert!(
+            content(two, &budgets)
+                .unwrap_err()
+                .contains("max_content_blocks")
+        );
     }
 }

@@ -90,7 +90,9 @@ pub fn resolve(
         ..GrantsConfig::default()
     };
     let source = if default_fs {
-        format!("default for MCP servers (the working directory read-only; no [mcp.servers.{name}.grants] in {origin})")
+        format!(
+            "default for MCP servers (the working directory read-only; no [mcp.servers.{name}.grants] in {origin})"
+        )
     } else {
         format!("{origin}: [mcp.servers.{name}.grants]")
     };
@@ -110,8 +112,12 @@ pub fn resolve(
         .unwrap_or_default();
     let mut policy = resolved.sandbox.clone();
     let mut auto_granted = Vec::new();
-    let found = find_program(command, &cwd, &path_var)
-        .ok_or_else(|| format!("its command `{command}` was not found (PATH={path_var}, working directory {})", cwd.display()))?;
+    let found = find_program(command, &cwd, &path_var).ok_or_else(|| {
+        format!(
+            "its command `{command}` was not found (PATH={path_var}, working directory {})",
+            cwd.display()
+        )
+    })?;
     if config.auto_grant != Some(false) {
         for dir in install_dirs(&found, &path_var) {
             if policy.read_only.iter().any(|p| dir.starts_with(p)) || in_system_view(&dir) {
@@ -127,6 +133,19 @@ pub fn resolve(
             policy.read_only.push(dir.clone());
             auto_granted.push(dir);
         }
+    }
+    let granted = |p: &Path| {
+        policy
+            .read_only
+            .iter()
+            .chain(&policy.read_write)
+            .any(|g| p.starts_with(g))
+    };
+    if !granted(&cwd) && !in_system_view(&cwd) {
+        return Err(format!(
+            "its working directory {} is not granted: add {{ path = \".\", access = \"read-only\" }} to [mcp.servers.{name}.grants] fs (or set `cwd` to a granted directory)",
+            cwd.display()
+        ));
     }
     Ok(Launch {
         program: Program::Exec {
@@ -254,7 +273,10 @@ mod tests {
         std::os::unix::fs::symlink("../pkg/dist/index.js", nm.join(".bin/x")).unwrap();
         let dirs = install_dirs(&nm.join(".bin/x"), DEFAULT_PATH);
         assert_eq!(dirs[0], canon(nm.clone()), "{dirs:?}");
-        assert!(dirs.iter().all(|d| !d.starts_with(&base) || d == &canon(nm.clone())));
+        assert!(
+            dirs.iter()
+                .all(|d| !d.starts_with(&base) || d == &canon(nm.clone()))
+        );
         let _ = std::fs::remove_dir_all(&base);
     }
 

@@ -158,7 +158,10 @@ pub fn check_server_config(name: &str, c: &McpServerConfig) -> Vec<String> {
         ("connect_timeout_ms", c.connect_timeout_ms == Some(0)),
     ] {
         if zero {
-            problems.push(format!("{}: expected 1 or more, got 0", at(&format!("/{key}"))));
+            problems.push(format!(
+                "{}: expected 1 or more, got 0",
+                at(&format!("/{key}"))
+            ));
         }
     }
     if let Some(g) = &c.grants {
@@ -533,10 +536,21 @@ impl Drop for Process {
 fn spawn_process(
     server: &Server,
     launch: &Launch,
-) -> Result<(Process, tokio::process::ChildStdout, tokio::process::ChildStdin), String> {
-    let mut child =
-        toolgate_sandbox::spawn_piped(launch.program.clone(), &launch.cwd, &launch.env, &launch.policy)
-            .map_err(|e| format!("cannot start it: {e}"))?;
+) -> Result<
+    (
+        Process,
+        tokio::process::ChildStdout,
+        tokio::process::ChildStdin,
+    ),
+    String,
+> {
+    let mut child = toolgate_sandbox::spawn_piped(
+        launch.program.clone(),
+        &launch.cwd,
+        &launch.env,
+        &launch.policy,
+    )
+    .map_err(|e| format!("cannot start it: {e}"))?;
     let stdout = child.stdout.take().ok_or("no stdout")?;
     let stdin = child.stdin.take().ok_or("no stdin")?;
     let stderr_pipe = child.stderr.take();
@@ -622,8 +636,8 @@ async fn connection(
                 Err(e) => return e,
             };
             process = Some(p);
-            let transport = AsyncRwTransport::new_client(stdout, stdin)
-                .with_max_line_length(MAX_STDIO_MESSAGE);
+            let transport =
+                AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_STDIO_MESSAGE);
             tokio::time::timeout(timeout, handler.serve_with_ct(transport, ct.clone()))
                 .await
                 .map(|r| r.map_err(|e| e.to_string()))
@@ -720,7 +734,12 @@ async fn list(
     publish: &Publish,
 ) -> Result<(), String> {
     let tools = match tokio::time::timeout(timeout, session.peer.list_all_tools()).await {
-        Err(_) => return Err(format!("tools/list did not answer within {} ms", timeout.as_millis())),
+        Err(_) => {
+            return Err(format!(
+                "tools/list did not answer within {} ms",
+                timeout.as_millis()
+            ));
+        }
         Ok(Err(e)) => return Err(format!("tools/list failed: {e}")),
         Ok(Ok(t)) => t,
     };
@@ -769,10 +788,7 @@ async fn list(
 
 fn http_transport(
     config: &McpServerConfig,
-) -> Result<
-    rmcp::transport::StreamableHttpClientTransport<reqwest::Client>,
-    String,
-> {
+) -> Result<rmcp::transport::StreamableHttpClientTransport<reqwest::Client>, String> {
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     let url = config.url.as_deref().unwrap_or_default();
     let mut c = StreamableHttpClientTransportConfig::with_uri(url);
@@ -789,8 +805,8 @@ fn http_transport(
     }
     let mut headers = std::collections::HashMap::new();
     for (k, v) in &config.headers {
-        let name = http::HeaderName::from_bytes(k.as_bytes())
-            .map_err(|e| format!("header {k:?}: {e}"))?;
+        let name =
+            http::HeaderName::from_bytes(k.as_bytes()).map_err(|e| format!("header {k:?}: {e}"))?;
         let value = http::HeaderValue::from_str(v).map_err(|e| format!("header {k:?}: {e}"))?;
         headers.insert(name, value);
     }
@@ -814,7 +830,62 @@ fn read_token(path: &str) -> Result<String, String> {
         std::fs::read_to_string(path).map_err(|e| format!("bearer token file {path}: {e}"))?;
     let token = text.trim();
     if token.is_empty() || token.contains(char::is_whitespace) {
-        return Err(format!("bearer token file {path} must hold one token on one line"));
+        return Err(format!(
+            "bearer token file {path} must hold one token on one line"
+        ));
     }
     Ok(token.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_token_file_must_be_private_and_hold_one_token() {
+        let dir = std::env::temp_dir().join(format!("toolgate-token-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("token");
+        let path = file.to_str().unwrap();
+        std::fs::write(&file, "s3cret\n").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(read_token(path).unwrap_err().contains("chmod 600"));
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(read_token(path).unwrap(), "s3cret");
+        std::fs::write(&file, "one\ntwo\n").unwrap();
+        assert!(read_token(path).unwrap_err().contains("one token"));
+        std::fs::write(&file, "\n").unwrap();
+        assert!(read_token(path).unwrap_err().contains("one token"));
+        assert!(read_token(dir.join("missing").to_str().unwrap()).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_missing_token_variable_is_named() {
+        let config = McpServerConfig {
+            url: Some("http://127.0.0.1:1/mcp".into()),
+            bearer_token_env: Some("TOOLGATE_TEST_NO_SUCH_TOKEN_VAR".into()),
+            ..McpServerConfig::default()
+        };
+        let err = http_transport(&config).err().unwrap();
+        assert!(err.contains("TOOLGATE_TEST_NO_SUCH_TOKEN_VAR"), "{err}");
+    }
+
+    #[test]
+    fn bad_headers_and_both_tokens_are_refused() {
+        let config = McpServerConfig {
+            url: Some("http://127.0.0.1:1/mcp".into()),
+            bearer_token_env: Some("A".into()),
+            bearer_token_file: Some("/x".into()),
+            headers: [("bad header".to_string(), "v".to_string())].into(),
+            ..McpServerConfig::default()
+        };
+        let problems = check_server_config("s", &config).join("\n");
+        assert!(problems.contains("not both"), "{problems}");
+        assert!(
+            problems.contains("/mcp/servers/s/headers/bad header: not a valid HTTP header"),
+            "{problems}"
+        );
+    }
 }

@@ -105,7 +105,14 @@ mod tests {
 
     #[test]
     fn unicode_spaces_and_dots_are_sanitized_with_a_digest() {
-        for raw in ["récupérer", "天气", "a.b", "has space", "emoji🙂", "tab\there"] {
+        for raw in [
+            "récupérer",
+            "天气",
+            "a.b",
+            "has space",
+            "emoji🙂",
+            "tab\there",
+        ] {
             let (name, changed) = public_name("s", raw);
             assert!(changed, "{raw}");
             assert!(valid(&name), "{raw} -> {name}");
@@ -158,7 +165,14 @@ mod tests {
     fn many_names_that_sanitize_alike_never_collide() {
         let mut seen: HashMap<String, String> = HashMap::new();
         let raws: Vec<String> = (0..5000)
-            .flat_map(|i| [format!("t.{i}"), format!("t {i}"), format!("t/{i}"), format!("t_{i}")])
+            .flat_map(|i| {
+                [
+                    format!("t.{i}"),
+                    format!("t {i}"),
+                    format!("t/{i}"),
+                    format!("t_{i}"),
+                ]
+            })
             .collect();
         for raw in raws {
             let (name, _) = public_name("srv", &raw);

@@ -67,8 +67,16 @@ pub async fn run(global: &GlobalArgs, args: PluginsArgs) -> anyhow::Result<ExitC
                     .unwrap_or_default()
             );
             if !s.auto_granted.is_empty() {
-                let dirs: Vec<String> = s.auto_granted.iter().map(|d| d.display().to_string()).collect();
-                println!("  {:<18} granted read-only automatically: {}", "", dirs.join(", "));
+                let dirs: Vec<String> = s
+                    .auto_granted
+                    .iter()
+                    .map(|d| d.display().to_string())
+                    .collect();
+                println!(
+                    "  {:<18} granted read-only automatically: {}",
+                    "",
+                    dirs.join(", ")
+                );
             }
         }
     }

@@ -126,11 +126,18 @@ async fn stdio_servers_list_and_call_every_content_kind() {
         "mcp__time__get_current_time",
         "mcp__time__convert_time",
     ] {
-        assert!(names.iter().any(|n| n == expected), "{expected} in {names:?}");
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} in {names:?}"
+        );
     }
     // `get-resource-links` uses `minimum`: not registered, the reason
     // reported; the server's other tools are.
-    assert!(!names.iter().any(|n| n == "mcp__everything__get-resource-links"));
+    assert!(
+        !names
+            .iter()
+            .any(|n| n == "mcp__everything__get-resource-links")
+    );
     let problems = host.problems();
     let text: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
     assert!(
@@ -147,7 +154,10 @@ async fn stdio_servers_list_and_call_every_content_kind() {
     let st = status(&host, "everything");
     assert_eq!(st.state, State::Connected);
     assert!(st.tools >= 10, "{st:?}");
-    assert!(!st.auto_granted.is_empty(), "the npm prefix is granted: {st:?}");
+    assert!(
+        !st.auto_granted.is_empty(),
+        "the npm prefix is granted: {st:?}"
+    );
     assert!(!status(&host, "time").auto_granted.is_empty());
 
     // Metadata: provider = the server, annotations from its hints.
@@ -183,7 +193,9 @@ async fn stdio_servers_list_and_call_every_content_kind() {
     let r = run(&host, "mcp__everything__get-tiny-image", json!({})).await;
     assert!(!r.is_error, "{r:?}");
     assert!(
-        r.content.iter().any(|c| matches!(c, Content::Image { data, mime_type }
+        r.content
+            .iter()
+            .any(|c| matches!(c, Content::Image { data, mime_type }
                 if mime_type == "image/png" && data.starts_with(b"\x89PNG"))),
         "{:?}",
         r.content
@@ -213,7 +225,10 @@ async fn stdio_servers_list_and_call_every_content_kind() {
     )
     .await;
     assert!(!r.is_error, "{r:?}");
-    assert_eq!(r.structured_content.as_ref().unwrap()["timezone"], "Etc/UTC");
+    assert_eq!(
+        r.structured_content.as_ref().unwrap()["timezone"],
+        "Etc/UTC"
+    );
     let r = run(
         &host,
         "mcp__time__get_current_time",
@@ -223,7 +238,10 @@ async fn stdio_servers_list_and_call_every_content_kind() {
     assert!(r.is_error);
     let e = r.error.as_ref().unwrap();
     assert_eq!(e.code.as_str(), "MCP_TOOL_ERROR", "{e:?}");
-    assert!(e.message.contains("Not/AZone"), "the server's message: {e:?}");
+    assert!(
+        e.message.contains("Not/AZone"),
+        "the server's message: {e:?}"
+    );
     assert_eq!(e.decided_by.as_deref(), Some("time"));
 
     // Arguments are checked by the host before the server sees them.
@@ -239,17 +257,25 @@ async fn a_guard_denies_one_bridged_tool_and_a_hook_asks() {
         .add("guard", fixtures::GUARD)
         .add("ask", fixtures::PRE_HOOK);
     let config = format!(
-        "{}[plugins.guard]\nvars = {{ BEHAVIOR = \"deny-tool:mcp__everything__get-sum\" }}\n\
+        "{}[plugins.guard]\nvars = {{ BEHAVIOR = \"deny-tool:mcp__everything__echo\" }}\n\
          [plugins.ask]\nvars = {{ BEHAVIOR = \"ask\", NAME = \"ask\" }}\n",
         stdio_config(&dir, "guard")
     );
-    // Approved: the guard still denies get-sum; echo passes.
+    // Approved: the guard still denies echo, though the server claims it
+    // is read-only (a claim skips no guard); get-sum passes.
     let host = host_with(&plugins, &config, Some(true)).await;
-    let r = run(&host, "mcp__everything__get-sum", json!({"a": 1, "b": 2})).await;
+    let echo = &host.generation().tools["mcp__everything__echo"];
+    assert!(
+        echo.def
+            .meta
+            .annotations
+            .contains(toolgate::tool::Annotations::READ_ONLY)
+    );
+    let r = run(&host, "mcp__everything__echo", json!({"message": "x"})).await;
     assert_eq!(r.code(), Some("DENIED"), "{r:?}");
     let e = r.error.as_ref().unwrap();
     assert_eq!(e.decided_by.as_deref(), Some("guard"));
-    let r = run(&host, "mcp__everything__echo", json!({"message": "x"})).await;
+    let r = run(&host, "mcp__everything__get-sum", json!({"a": 1, "b": 2})).await;
     assert!(!r.is_error, "{r:?}");
     drop(host);
     // The hook asks; refused, the server is never called.
@@ -264,7 +290,7 @@ fn tapped_config(dir: &Path, log_dir: &Path, extra: &str) -> String {
     let npm = dir.join("npm");
     format!(
         "[mcp.servers.everything]\ncommand = \"sh\"\nargs = [\"-c\", \"tee -a {log}/wire.jsonl | node {js} stdio\"]\n\
-         auto_grant = false\n{extra}\
+         cwd = {logs:?}\nauto_grant = false\n{extra}\
          [mcp.servers.everything.grants]\nfs = [{{ path = {npm:?}, access = \"read-only\" }}, {{ path = {logs:?}, access = \"read-write\" }}]\n",
         log = log_dir.display(),
         js = everything_js(dir).display(),
@@ -445,7 +471,9 @@ async fn a_slow_or_dead_server_holds_no_one_back() {
     // build() does not wait for any server.
     assert!(started.elapsed() < Duration::from_secs(10));
     eventually(Duration::from_secs(30), "everything's tools", || {
-        host.tools().iter().any(|t| t.name == "mcp__everything__echo")
+        host.tools()
+            .iter()
+            .any(|t| t.name == "mcp__everything__echo")
     })
     .await;
     assert!(started.elapsed() < Duration::from_secs(40));
@@ -481,7 +509,11 @@ async fn a_slow_or_dead_server_holds_no_one_back() {
 
 fn toolgate_bin() -> PathBuf {
     let exe = std::env::current_exe().expect("current exe");
-    let bin = exe.parent().and_then(Path::parent).unwrap().join("toolgate");
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join("toolgate");
     assert!(
         bin.is_file(),
         "{} is missing: build it first (`cargo build -p toolgate`)",
@@ -638,7 +670,11 @@ fn plugins_lists_servers_with_state_tool_count_and_last_error() {
         .env("TOOLGATE_CACHE_DIR", work.path().join("cache"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let servers = v["mcp_servers"].as_array().unwrap();
     let by = |n: &str| servers.iter().find(|s| s["name"] == n).unwrap().clone();
@@ -678,7 +714,10 @@ async fn a_streamable_http_server_is_bridged() {
         .expect("start server-everything over HTTP");
     let start = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(start.elapsed() < Duration::from_secs(20), "the HTTP server did not start");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the HTTP server did not start"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let plugins = PluginDir::new();
@@ -713,9 +752,7 @@ fn bad_server_configuration_is_refused_with_its_path() {
     )
     .unwrap_err()
     .to_string();
-    for needle in [
-        "/mcp/servers/t/bogus",
-    ] {
+    for needle in ["/mcp/servers/t/bogus"] {
         assert!(err.contains(needle), "{needle} in {err}");
     }
     let err = toolgate::HostConfig::parse(
@@ -770,9 +807,204 @@ fn a_server_reaching_for_the_hosts_authority_is_confined() {
         .env("TOOLGATE_CACHE_DIR", work.path().join("cache"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // The server started (its tools are listed) but wrote neither.
     assert!(String::from_utf8_lossy(&out.stdout).contains("mcp__everything__echo"));
     assert_eq!(std::fs::read_to_string(&config).unwrap(), text);
     assert!(!Path::new(&format!("/tmp/bridge-escape-{}", std::process::id())).exists());
+}
+
+/// `[mcp.servers.hostile]`: `tests/mcp/hostile_server.py` on the official
+/// Python SDK (PyPI `mcp`), copied into `work` (granted read-write: the
+/// server appends the cancellations it receives to `cancelled.jsonl`), and
+/// `[mcp.servers.mute]`, the same server never answering `tools/list`.
+fn hostile_config(python: &Path, work: &Path) -> String {
+    let script = work.join("hostile_server.py");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/hostile_server.py"),
+        &script,
+    )
+    .unwrap();
+    let python = python.display().to_string();
+    let script = script.display().to_string();
+    let log = work.join("cancelled.jsonl").display().to_string();
+    format!(
+        "[mcp.servers.hostile]\ncommand = {python:?}\nargs = [{script:?}, \"--cancel-log\", {log:?}]\n\
+         timeout_ms = 5000\n\
+         [mcp.servers.hostile.grants]\nfs = [{{ path = \".\", access = \"read-write\" }}]\n\
+         [mcp.servers.mute]\ncommand = {python:?}\nargs = [{script:?}, \"--hang-listing\"]\n\
+         connect_timeout_ms = 4000\n\
+         [tools.mcp__hostile__hang]\ntimeout_ms = 500\n\
+         [tools.mcp__hostile__huge]\ntimeout_ms = 3000\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_server_fails_closed_and_the_host_keeps_serving() {
+    let Some(python) = super::serve::python() else {
+        return;
+    };
+    let work = TempDir::new("bridge-hostile");
+    let plugins = PluginDir::new();
+    let config = hostile_config(&python, work.path());
+    let host = toolgate_tests::builder(&plugins, &config)
+        .workdir(work.path())
+        .build()
+        .await
+        .expect("host builds");
+    host.wait_for_mcp(Duration::from_secs(60)).await;
+    let st = status(&host, "hostile");
+    assert_eq!(st.state, State::Connected, "{st:?}");
+    let names: Vec<String> = host.tools().into_iter().map(|t| t.name).collect();
+    let ok = || async { run(&host, "mcp__hostile__ok", json!({})).await };
+
+    // A schema the host cannot enforce: that tool is not registered, the
+    // reason says which keyword; the server's other tools are.
+    assert!(
+        !names.iter().any(|n| n == "mcp__hostile__bad-input"),
+        "{names:?}"
+    );
+    assert_eq!(st.tools, 8, "{st:?}");
+    let problems: Vec<String> = host.problems().iter().map(|p| p.to_string()).collect();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("bad-input") && p.contains("patternProperties")),
+        "{problems:#?}"
+    );
+
+    // It lies about its output: the value breaks the schema it declared.
+    let r = run(&host, "mcp__hostile__liar", json!({})).await;
+    assert_eq!(r.code(), Some("INVALID_RESULT"), "{r:?}");
+    assert!(
+        r.error.as_ref().unwrap().message.contains("output schema"),
+        "{r:?}"
+    );
+
+    // It floods notifications before answering: the call still completes.
+    let started = Instant::now();
+    let r = run(&host, "mcp__hostile__flood", json!({"count": 2000})).await;
+    assert_eq!(r.text(), "flooded 2000", "{r:?}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    // It floods `tools/list_changed`: the re-listings coalesce.
+    let before = status(&host, "hostile").listings;
+    let r = run(&host, "mcp__hostile__churn", json!({"count": 500})).await;
+    assert_eq!(r.text(), "churned 500", "{r:?}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let relisted = status(&host, "hostile").listings - before;
+    assert!(
+        relisted >= 1 && relisted < 250,
+        "{relisted} listings for 500 notifications"
+    );
+
+    // Too many content blocks: refused, not passed on.
+    let r = run(&host, "mcp__hostile__blocks", json!({"count": 5000})).await;
+    assert_eq!(r.code(), Some("INVALID_RESULT"), "{r:?}");
+    assert!(
+        r.error.as_ref().unwrap().message.contains("content blocks"),
+        "{r:?}"
+    );
+
+    // One message past the line limit (16 MiB): dropped unread; the call
+    // ends at its deadline and the connection keeps serving.
+    let r = run(&host, "mcp__hostile__huge", json!({"mb": 20})).await;
+    assert_eq!(r.code(), Some("TIMEOUT"), "{r:?}");
+    assert_eq!(ok().await.text(), "ok");
+
+    // It hangs and ignores the cancellation: the call ends at its deadline,
+    // the server was told, and the next call is served.
+    let started = Instant::now();
+    let r = run(&host, "mcp__hostile__hang", json!({})).await;
+    assert_eq!(r.code(), Some("TIMEOUT"), "{r:?}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    let log = work.path().join("cancelled.jsonl");
+    eventually(
+        Duration::from_secs(5),
+        "the server saw the cancellation",
+        || std::fs::read_to_string(&log).is_ok_and(|t| t.contains("deadline exceeded")),
+    )
+    .await;
+    assert_eq!(ok().await.text(), "ok");
+
+    // It dies in the middle of a call: the call fails naming the server,
+    // and the server is reconnected.
+    let r = run(&host, "mcp__hostile__die", json!({})).await;
+    assert_eq!(r.code(), Some("MCP_UNAVAILABLE"), "{r:?}");
+    assert!(
+        r.error.as_ref().unwrap().message.contains("`hostile`"),
+        "{r:?}"
+    );
+    eventually(Duration::from_secs(30), "a reconnect", || {
+        let s = status(&host, "hostile");
+        s.state == State::Connected && s.connects == 2
+    })
+    .await;
+    assert_eq!(ok().await.text(), "ok");
+
+    // A server that never answers `tools/list`: no tools, retried, the
+    // reason shown.
+    eventually(Duration::from_secs(30), "mute's listing timing out", || {
+        status(&host, "mute")
+            .last_error
+            .is_some_and(|e| e.contains("tools/list did not answer within 4000 ms"))
+    })
+    .await;
+    let mute = status(&host, "mute");
+    assert_ne!(mute.state, State::Connected, "{mute:?}");
+    assert_eq!(mute.tools, 0);
+    assert!(
+        !host
+            .tools()
+            .iter()
+            .any(|t| t.name.starts_with("mcp__mute__"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_cannot_start_as_configured_fails_with_the_fix() {
+    // Its working directory outside its grant, and a command that does not
+    // exist: both `failed` (not retried), each saying what to change.
+    let work = TempDir::new("bridge-ungranted");
+    let plugins = PluginDir::new();
+    let config = format!(
+        "[mcp.servers.nocwd]\ncommand = \"sh\"\ncwd = {:?}\n[mcp.servers.nocwd.grants]\nfs = []\n\
+         [mcp.servers.nocmd]\ncommand = \"no-such-mcp-server\"\n",
+        work.path().display().to_string()
+    );
+    let host = toolgate_tests::builder(&plugins, &config)
+        .workdir(work.path())
+        .build()
+        .await
+        .expect("host builds");
+    host.wait_for_mcp(Duration::from_secs(10)).await;
+    let nocwd = status(&host, "nocwd");
+    assert_eq!(nocwd.state, State::Failed, "{nocwd:?}");
+    assert!(
+        nocwd
+            .last_error
+            .as_deref()
+            .unwrap()
+            .contains("is not granted: add"),
+        "{nocwd:?}"
+    );
+    let nocmd = status(&host, "nocmd");
+    assert_eq!(nocmd.state, State::Failed, "{nocmd:?}");
+    assert!(
+        nocmd
+            .last_error
+            .as_deref()
+            .unwrap()
+            .contains("`no-such-mcp-server` was not found"),
+        "{nocmd:?}"
+    );
+    assert!(
+        host.problems()
+            .iter()
+            .any(|p| p.to_string().contains("cannot be started"))
+    );
 }
