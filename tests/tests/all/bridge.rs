@@ -752,9 +752,7 @@ fn bad_server_configuration_is_refused_with_its_path() {
     )
     .unwrap_err()
     .to_string();
-    for needle in ["/mcp/servers/t/bogus"] {
-        assert!(err.contains(needle), "{needle} in {err}");
-    }
+    assert!(err.contains("/mcp/servers/t/bogus"), "{err}");
     let err = toolgate::HostConfig::parse(
         "[mcp.servers.\"a__b\"]\ncommand = \"x\"\nurl = \"https://x\"\n\
          [mcp.servers.h]\nurl = \"https://example.com/mcp\"\nargs = [\"x\"]\n\
@@ -898,7 +896,7 @@ async fn a_hostile_server_fails_closed_and_the_host_keeps_serving() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let relisted = status(&host, "hostile").listings - before;
     assert!(
-        relisted >= 1 && relisted < 250,
+        (1..250).contains(&relisted),
         "{relisted} listings for 500 notifications"
     );
 
