@@ -4,6 +4,7 @@ mod arrivals;
 mod bridge;
 mod budgets;
 mod capabilities;
+mod catalog;
 mod containment;
 mod contract;
 mod foundation;
