@@ -55,6 +55,15 @@
 //! allow = ["read_*", "grep"]       # what it may use of what it inherits (absent: all)
 //! deny = ["bash"]                  # ... and may not (wins over allow)
 //! [scopes."agents/researcher".plugins.report]   # its own plugins' settings, as [plugins.NAME]
+//!
+//! [mcp.servers.time]               # an MCP server's tools as mcp__time__<tool>
+//! command = "mcp-server-time"      # stdio: spawned in the sandbox (or `url` for streamable HTTP)
+//! args = []
+//! env = { TZ = "UTC" }
+//! timeout_ms = 60000               # the deadline of each call
+//! tools_deny = ["convert_time"]
+//! [mcp.servers.time.grants]        # default: the working directory read-only, no network
+//! fs = [{ path = ".", access = "read-only" }]
 //! ```
 
 use std::collections::BTreeMap;
@@ -124,6 +133,9 @@ pub struct HostConfig {
     /// may use of what they inherit (see [`crate::registry::scopes`]).
     #[serde(default)]
     pub scopes: BTreeMap<String, ScopeConfig>,
+    /// External MCP servers whose tools the host bridges (see [`crate::bridge`]).
+    #[serde(default)]
+    pub mcp: McpConfig,
     /// The file this came from (for messages).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -295,6 +307,85 @@ pub struct ToolConfig {
     pub timeout_ms: Option<u32>,
 }
 
+/// `[mcp]`: the MCP servers whose tools are bridged.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpConfig {
+    #[serde(default)]
+    pub servers: BTreeMap<String, McpServerConfig>,
+}
+
+/// `[mcp.servers.NAME]`: one MCP server, over stdio (`command`) or
+/// streamable HTTP (`url`).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// Default `true`.
+    pub enabled: Option<bool>,
+    /// stdio: the program (a path, or a name looked up in the server's `PATH`).
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// stdio: environment variables set for the server (values, not
+    /// passed through: see `grants.env` for that).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// stdio: the server's working directory (default: the host's).
+    pub cwd: Option<String>,
+    /// streamable HTTP: the endpoint (`http://host:port/mcp`).
+    pub url: Option<String>,
+    /// streamable HTTP: headers sent with every request.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// streamable HTTP: a bearer token read from this environment variable.
+    pub bearer_token_env: Option<String>,
+    /// streamable HTTP: a bearer token read from this file (one line, mode 600).
+    pub bearer_token_file: Option<String>,
+    /// The deadline of each call of this server's tools, in ms (default:
+    /// the host's `default_tool_timeout_ms`); `[tools.NAME]` overrides it.
+    pub timeout_ms: Option<u32>,
+    /// Time to connect, initialize and list the tools, in ms (default 30000).
+    pub connect_timeout_ms: Option<u64>,
+    /// Only these tools (raw names, as the server lists them).
+    pub tools_allow: Option<Vec<String>>,
+    /// Not these tools (raw names).
+    #[serde(default)]
+    pub tools_deny: Vec<String>,
+    /// Calls of this server's tools may overlap (default `false`: each call
+    /// is exclusive).
+    #[serde(default)]
+    pub parallel: bool,
+    /// stdio: grant the server's install directory and interpreter
+    /// read-only (default `true`; see docs/operators.md).
+    pub auto_grant: Option<bool>,
+    /// stdio: what the server process may touch.
+    pub grants: Option<McpGrantsConfig>,
+}
+
+/// `[mcp.servers.NAME.grants]`: the sandbox of a stdio server.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpGrantsConfig {
+    #[serde(default)]
+    pub fs: Vec<FsGrantConfig>,
+    /// Host environment variables passed through.
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// TCP ports the server may connect to.
+    #[serde(default)]
+    pub spawn_tcp_ports: Vec<u16>,
+    #[serde(default)]
+    pub limits: SpawnLimitsConfig,
+    pub protect_git: Option<bool>,
+}
+
+impl McpServerConfig {
+    /// Whether the server is used.
+    pub fn is_enabled(&self) -> bool {
+        self.enabled != Some(false)
+    }
+}
+
 fn roles_schema() -> serde_json::Value {
     json!({
         "type": "object",
@@ -373,6 +464,67 @@ fn scope_schema() -> serde_json::Value {
     })
 }
 
+fn strings() -> serde_json::Value {
+    json!({"type": "array", "items": {"type": "string"}})
+}
+
+fn string_map() -> serde_json::Value {
+    json!({"type": "object", "additionalProperties": {"type": "string"}})
+}
+
+fn mcp_server_schema() -> serde_json::Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "enabled": {"type": "boolean"},
+            "command": {"type": "string"},
+            "args": strings(),
+            "env": string_map(),
+            "cwd": {"type": "string"},
+            "url": {"type": "string"},
+            "headers": string_map(),
+            "bearer_token_env": {"type": "string"},
+            "bearer_token_file": {"type": "string"},
+            "timeout_ms": {"type": "integer"},
+            "connect_timeout_ms": {"type": "integer"},
+            "tools_allow": strings(),
+            "tools_deny": strings(),
+            "parallel": {"type": "boolean"},
+            "auto_grant": {"type": "boolean"},
+            "grants": {
+                "type": "object",
+                "properties": {
+                    "fs": {"type": "array", "items": {
+                        "type": "object",
+                        "properties": {
+                            "path": {"type": "string"},
+                            "access": {"enum": ["read-only", "read-write"]}
+                        },
+                        "required": ["path", "access"],
+                        "additionalProperties": false
+                    }},
+                    "env": strings(),
+                    "spawn_tcp_ports": {"type": "array", "items": {"type": "integer"}},
+                    "protect_git": {"type": "boolean"},
+                    "limits": {
+                        "type": "object",
+                        "properties": {
+                            "max_processes": {"type": "integer"},
+                            "address_space_mb": {"type": "integer"},
+                            "file_size_mb": {"type": "integer"},
+                            "cpu_seconds": {"type": "integer"},
+                            "open_files": {"type": "integer"}
+                        },
+                        "additionalProperties": false
+                    }
+                },
+                "additionalProperties": false
+            }
+        },
+        "additionalProperties": false
+    })
+}
+
 fn schema() -> serde_json::Value {
     json!({
         "type": "object",
@@ -411,7 +563,12 @@ fn schema() -> serde_json::Value {
                     "additionalProperties": false
                 }
             },
-            "scopes": {"type": "object", "additionalProperties": scope_schema()}
+            "scopes": {"type": "object", "additionalProperties": scope_schema()},
+            "mcp": {
+                "type": "object",
+                "properties": {"servers": {"type": "object", "additionalProperties": mcp_server_schema()}},
+                "additionalProperties": false
+            }
         },
         "additionalProperties": false
     })
@@ -563,6 +720,9 @@ impl HostConfig {
             for (name, p) in &c.plugins {
                 check_plugin(&format!("{at}/plugins/{name}"), p, &mut problems);
             }
+        }
+        for (name, server) in &config.mcp.servers {
+            problems.extend(crate::bridge::check_server_config(name, server));
         }
         if problems.is_empty() {
             Ok(config)

@@ -326,6 +326,13 @@ impl ToolgateBuilder {
             .max_parallel
             .or(self.config.max_parallel_tool_calls)
             .unwrap_or(DEFAULT_MAX_PARALLEL);
+        let tool_timeouts = self
+            .config
+            .tools
+            .iter()
+            .filter_map(|(name, t)| t.timeout_ms.map(|ms| (name.clone(), ms)))
+            .collect();
+        let bridge_workdir = workdir.clone();
         let sources = Sources {
             builtins: self.builtins,
             plugin_dirs: self.plugin_dirs,
@@ -335,6 +342,7 @@ impl ToolgateBuilder {
             natives: self.natives,
         };
         let sandbox = self.config.sandbox;
+        let bridge_config = self.config.clone();
         let lifecycle = Lifecycle::new(
             runtime,
             enforcement(&self.config)?,
@@ -342,6 +350,20 @@ impl ToolgateBuilder {
             sources,
             self.config,
         );
+        // External MCP servers: their processes are confined like any spawn,
+        // away from everything the host reads as authority.
+        let bridge = crate::bridge::Bridge::new(
+            &bridge_config,
+            crate::bridge::Context {
+                workdir: bridge_workdir,
+                enforcement: enforcement(&bridge_config)?,
+                authority: lifecycle.authority(&bridge_config),
+                budgets,
+                tool_timeouts,
+                origin: bridge_config.origin(),
+            },
+        );
+        let _ = lifecycle.bridge.set(bridge);
         let inner = Arc::new(Inner {
             lifecycle,
             max_parallel,
@@ -354,6 +376,16 @@ impl ToolgateBuilder {
         host.inner.lifecycle.reload(true).await?;
         if self.watch {
             host.watch().await?;
+        }
+        // MCP servers connect in the background; each listing brings a new
+        // generation (the host is held weakly: the bridge stops with it).
+        let weak = Arc::downgrade(&host.inner);
+        if let Some(bridge) = host.inner.lifecycle.bridge.get() {
+            bridge.start(Arc::new(move || {
+                if let Some(inner) = weak.upgrade() {
+                    Toolgate { inner }.publish_bridged();
+                }
+            }));
         }
         Ok(host)
     }
@@ -414,6 +446,53 @@ impl Toolgate {
     /// Every layer, resolved, as of now.
     pub fn registry(&self) -> Arc<Registry> {
         self.inner.lifecycle.registry.load_full()
+    }
+
+    /// The MCP servers and where each stands.
+    pub fn mcp_servers(&self) -> Vec<crate::bridge::ServerStatus> {
+        self.inner
+            .lifecycle
+            .bridge
+            .get()
+            .map(|b| b.status())
+            .unwrap_or_default()
+    }
+
+    /// Wait until every MCP server's first connection attempt has ended,
+    /// at most `timeout` (servers connect in the background; a one-shot
+    /// command wants their tools).
+    pub async fn wait_for_mcp(&self, timeout: Duration) {
+        if let Some(b) = self.inner.lifecycle.bridge.get() {
+            b.wait_ready(timeout).await;
+        }
+    }
+
+    /// The longest `connect_timeout_ms` of the MCP servers (zero without any).
+    pub fn mcp_connect_timeout(&self) -> Duration {
+        self.inner
+            .lifecycle
+            .bridge
+            .get()
+            .map(|b| b.connect_timeout())
+            .unwrap_or_default()
+    }
+
+    /// Swap in a generation with the bridge's current tools (after an MCP
+    /// server's listing changed): a reload, which keeps every unchanged
+    /// plugin as it is. Calls in flight keep theirs.
+    fn publish_bridged(&self) {
+        let inner = self.inner.clone();
+        let reload = async move {
+            if let Err(e) = inner.lifecycle.reload(false).await {
+                tracing::warn!(error = %e, "a bridged listing could not be published");
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn(reload);
+            }
+            Err(_) => tracing::warn!("a bridged listing arrived outside the runtime; not published"),
+        }
     }
 
     /// The model-facing projection of every tool (global layer).

@@ -11,6 +11,7 @@
 
 pub mod approval;
 pub mod bindings;
+pub mod bridge;
 pub mod budgets;
 pub mod call;
 pub mod cli;

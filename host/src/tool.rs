@@ -2,8 +2,8 @@
 //! reaches the model, the compiled schemas, and the body that runs a call.
 //!
 //! [`ToolBody`] is a trait because tools come from several places: Wasm
-//! components (the usual case), and later MCP servers and embedders' native
-//! Rust tools. The pipeline treats them all the same.
+//! components (the usual case), MCP servers ([`crate::bridge`]) and
+//! embedders' native Rust tools. The pipeline treats them all the same.
 
 use std::sync::{Arc, Mutex};
 
@@ -140,5 +140,11 @@ pub trait ToolBody: Send + Sync {
     ) -> Result<Option<Vec<Content>>, BodyError> {
         let _ = (call, outcome);
         Ok(None)
+    }
+
+    /// The MCP server whose tool this is, for a bridged tool (the bridge
+    /// replaces its tools in a generation by this mark).
+    fn mcp_server(&self) -> Option<&str> {
+        None
     }
 }

@@ -70,6 +70,7 @@ pub(crate) enum Step {
     JoinCgroup,
     Pin,
     Protect,
+    ParentDeath,
 }
 
 impl Step {
@@ -97,6 +98,7 @@ impl Step {
             JoinCgroup,
             Pin,
             Protect,
+            ParentDeath,
         ]
         .into_iter()
         .find(|s| *s as u8 == v)
@@ -118,6 +120,7 @@ impl Step {
             Step::BoundingSet => "dropping the capability bounding set (PR_CAPBSET_DROP)",
             Step::Capset => "dropping capabilities (capset)",
             Step::NoNewPrivs => "setting no_new_privs",
+            Step::ParentDeath => "setting the parent-death signal (or the host had already exited)",
             Step::Landlock => "landlock_restrict_self",
             Step::CloseRange => "close_range (marking inherited descriptors close-on-exec)",
             Step::Seccomp => "loading the seccomp filter",
@@ -168,6 +171,10 @@ pub(crate) struct ChildPlan {
     pub notify: bool,
     /// The sandbox's pids cgroup join file, open for writing (step 0).
     pub cgroup_join: Option<RawFd>,
+    /// `Some(host pid)`: the child gets SIGKILL when the host thread that
+    /// spawned it exits (`PR_SET_PDEATHSIG`), and fails if the host is
+    /// already gone (long-running children: MCP stdio servers).
+    pub die_with_parent: Option<libc::pid_t>,
 }
 
 pub(crate) fn errno() -> i32 {
@@ -207,6 +214,15 @@ fn setup(plan: &mut ChildPlan) -> StepResult {
             Step::NoNewPrivs,
             libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) as c_long,
         )?;
+        if let Some(parent) = plan.die_with_parent {
+            check(
+                Step::ParentDeath,
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) as c_long,
+            )?;
+            if libc::getppid() != parent {
+                return Err((Step::ParentDeath, libc::ESRCH));
+            }
+        }
         if let Some(fd) = plan.landlock {
             crate::landlock::restrict_self(fd).map_err(|e| (Step::Landlock, e))?;
         }

@@ -114,7 +114,7 @@ impl Sandbox {
         } else {
             Stdio::null()
         };
-        let mut running = self.spawn(&req.program, &req.cwd, &req.env, policy, stdin)?;
+        let mut running = self.spawn(&req.program, &req.cwd, &req.env, policy, stdin, false)?;
         let pgid = running.pgid;
         let stdout = running.child.stdout.take().expect("stdout is piped");
         let stderr = running.child.stderr.take().expect("stderr is piped");
@@ -224,7 +224,11 @@ impl Sandbox {
 
     /// Spawns a long-running sandboxed process with piped stdin, stdout and
     /// stderr (for MCP stdio servers). Dropping the returned handle kills its
-    /// whole process group. Must be called within a tokio runtime.
+    /// whole process group. Must be called within a tokio runtime, from a
+    /// thread that lives as long as the child should (a runtime worker, not
+    /// a blocking-pool thread): the child carries a parent-death signal
+    /// (`PR_SET_PDEATHSIG`, SIGKILL) tied to it, so that a host killed
+    /// outright leaves no server behind.
     pub fn spawn_piped(
         &self,
         program: Program,
@@ -232,7 +236,7 @@ impl Sandbox {
         env: &[(String, String)],
         policy: &SandboxPolicy,
     ) -> Result<SandboxedChild, SpawnError> {
-        let mut running = self.spawn(&program, cwd.as_ref(), env, policy, Stdio::piped())?;
+        let mut running = self.spawn(&program, cwd.as_ref(), env, policy, Stdio::piped(), true)?;
         Ok(SandboxedChild {
             stdin: running.child.stdin.take(),
             stdout: running.child.stdout.take(),
@@ -250,6 +254,7 @@ impl Sandbox {
         env: &[(String, String)],
         policy: &SandboxPolicy,
         stdin: Stdio,
+        die_with_parent: bool,
     ) -> Result<Running, SpawnError> {
         let view = View::new(&self.system, policy)?;
         let missing = enforce::decide(
@@ -351,6 +356,7 @@ impl Sandbox {
             seccomp: filter,
             notify,
             cgroup_join: cgroup.as_ref().and_then(|c| c.join_fd()),
+            die_with_parent: die_with_parent.then(|| unsafe { libc::getpid() }),
         };
 
         let mut cmd = tokio::process::Command::new(&exe);

@@ -220,6 +220,9 @@ impl GlobalArgs {
     /// Build the host and report (on stderr) plugins that did not load.
     async fn host(&self) -> anyhow::Result<Toolgate> {
         let host = self.builder()?.build().await?;
+        // A one-shot command wants the MCP servers' tools: wait for their
+        // first attempts (each bounded by its connect timeout).
+        host.wait_for_mcp(host.mcp_connect_timeout()).await;
         report_problems(&host);
         Ok(host)
     }

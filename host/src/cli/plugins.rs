@@ -33,6 +33,7 @@ pub async fn run(global: &GlobalArgs, args: PluginsArgs) -> anyhow::Result<ExitC
                 })).collect::<Vec<_>>(),
                 "problems": g.problems,
                 "status": host.plugin_status(),
+                "mcpServers": host.mcp_servers(),
             }))?
         );
         return Ok(ExitCode::SUCCESS);
@@ -80,6 +81,36 @@ pub async fn run(global: &GlobalArgs, args: PluginsArgs) -> anyhow::Result<ExitC
         );
         if let Some(why) = &s.refused {
             println!("  {:<18} refused: {why}", "");
+        }
+    }
+    let servers = host.mcp_servers();
+    if !servers.is_empty() {
+        println!("\nMCP servers:");
+        for s in &servers {
+            let state = serde_json::to_value(s.state).unwrap_or_default();
+            println!(
+                "  {:<18} {:<6} {:<13} {} tool(s){}",
+                s.name,
+                s.transport,
+                state.as_str().unwrap_or(""),
+                s.tools,
+                s.last_error
+                    .as_ref()
+                    .map(|e| format!("; last error: {e}"))
+                    .unwrap_or_default()
+            );
+            if !s.auto_granted.is_empty() {
+                let dirs: Vec<String> = s
+                    .auto_granted
+                    .iter()
+                    .map(|d| d.display().to_string())
+                    .collect();
+                println!(
+                    "  {:<18} granted read-only automatically: {}",
+                    "",
+                    dirs.join(", ")
+                );
+            }
         }
     }
     println!("\nchains (in order; lower priority runs first / outermost):");

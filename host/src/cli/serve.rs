@@ -130,6 +130,9 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
         builder = builder.workdir(dir);
     }
     let host = builder.build().await?;
+    // Clients list tools right after connecting: give the MCP servers
+    // their first attempt (each bounded by its connect timeout).
+    host.wait_for_mcp(host.mcp_connect_timeout()).await;
     super::report_problems(&host);
     let limits = Limits {
         max_message_bytes: args.max_message_bytes.max(1024),

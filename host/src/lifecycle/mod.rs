@@ -195,6 +195,9 @@ pub(crate) struct Lifecycle {
     /// The `jobs` seam's table: every background job; dropping it (with
     /// the host) kills them all.
     pub jobs: Arc<JobTable>,
+    /// External MCP servers' tools, merged into the global layer of every
+    /// generation (set once, right after construction).
+    pub bridge: std::sync::OnceLock<crate::bridge::Bridge>,
     state: tokio::sync::Mutex<State>,
     /// Plugins being loaded right now (for `PluginState::Loading`).
     loading: Mutex<BTreeSet<Key>>,
@@ -254,6 +257,7 @@ impl Lifecycle {
             registry: ArcSwap::from_pointee(Registry::global_only(placeholder, Vec::new())),
             kv: Arc::default(),
             jobs: Arc::default(),
+            bridge: std::sync::OnceLock::new(),
             state: tokio::sync::Mutex::new(State {
                 config: Arc::new(config),
                 ..State::default()
@@ -980,7 +984,7 @@ impl Lifecycle {
     }
 
     /// Everything the host reads as authority (see [`Authority`]).
-    fn authority(&self, config: &HostConfig) -> Authority {
+    pub(crate) fn authority(&self, config: &HostConfig) -> Authority {
         let mut a = Authority::default();
         if let Some(path) = &config.source {
             a.add(path, "the host's configuration");
@@ -1129,6 +1133,9 @@ impl Lifecycle {
         problems.extend(layer_problems);
         let mut global = registry::assemble(number, placed, &self.sources.natives, problems);
         global.blocked = blocked;
+        if let Some(bridge) = self.bridge.get() {
+            crate::bridge::merge(&mut global, bridge);
+        }
         let mut registry = Registry::global_only(global, statuses);
         for (name, scope) in &config.scopes {
             let (placed, layer_problems, blocked) = layers.remove(name).unwrap_or_default();
@@ -1258,6 +1265,9 @@ fn restart_only(a: &HostConfig, b: &HostConfig) -> Vec<&'static str> {
     }
     if a.sandbox_waive != b.sandbox_waive {
         out.push("sandbox_waive");
+    }
+    if a.mcp != b.mcp {
+        out.push("mcp");
     }
     out
 }

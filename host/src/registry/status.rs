@@ -25,6 +25,7 @@ pub enum PluginState {
 
 /// What a plugin costs: to load, and to keep.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Cost {
     /// Size of the component file.
     pub component_bytes: u64,
@@ -39,6 +40,7 @@ pub struct Cost {
 
 /// One plugin of one layer.
 #[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct PluginStatus {
     /// The layer: `""` for the global one, else the configured scope.
     pub scope: String,

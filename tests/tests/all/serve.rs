@@ -36,7 +36,7 @@ fn toolgate_bin() -> PathBuf {
 /// The venv's python with the MCP SDK, created on first use; `None` (with
 /// the reason printed) when PyPI cannot be reached. Under CI a missing
 /// client is a failure: `.ci/run` creates the venv before the tests.
-fn python() -> Option<PathBuf> {
+pub(crate) fn python() -> Option<PathBuf> {
     static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let found = PYTHON.get_or_init(|| {
         let venv = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mcp-venv");

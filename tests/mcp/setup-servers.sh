@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Install the MCP servers of servers.txt into DIR (project-local, under the
+# target directory): DIR/npm (npm install --prefix) and DIR/time-venv (a
+# Python venv). Reused while servers.txt is unchanged. Exits non-zero, saying
+# which registry failed, when one cannot be reached.
+#   tests/mcp/setup-servers.sh DIR
+set -euo pipefail
+dir="$1"
+here="$(cd "$(dirname "$0")" && pwd)"
+list="$here/servers.txt"
+if cmp -s "$list" "$dir/.servers" \
+    && [ -x "$dir/npm/node_modules/.bin/mcp-server-everything" ] \
+    && [ -x "$dir/time-venv/bin/mcp-server-time" ]; then
+    exit 0
+fi
+rm -rf "$dir"
+mkdir -p "$dir/npm"
+while read -r registry package version; do
+    case "$registry" in
+        ''|'#'*) continue ;;
+        npm)
+            command -v npm >/dev/null || { echo "npm is not installed (needed for $package)" >&2; exit 1; }
+            npm install --prefix "$dir/npm" --no-audit --no-fund --no-save --silent "$package@$version" \
+                || { echo "cannot install $package@$version from npm" >&2; exit 1; }
+            ;;
+        pypi)
+            [ -x "$dir/time-venv/bin/python" ] || python3 -m venv "$dir/time-venv"
+            "$dir/time-venv/bin/python" -m pip install --quiet --disable-pip-version-check --timeout 60 "$package==$version" \
+                || { echo "cannot install $package==$version from PyPI" >&2; exit 1; }
+            ;;
+        *) echo "unknown registry $registry in $list" >&2; exit 1 ;;
+    esac
+done < "$list"
+cp "$list" "$dir/.servers"
