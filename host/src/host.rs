@@ -23,6 +23,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 
 use crate::call::ToolCall;
+use crate::codemode;
 use crate::config::{HostConfig, SandboxMode};
 use crate::error::HostError;
 use crate::outcome::CallRecord;
@@ -131,6 +132,14 @@ impl ToolgateBuilder {
     /// Budget of one policy invocation (overrides the configuration).
     pub fn policy_timeout(mut self, timeout: Duration) -> Self {
         self.policy_timeout = Some(timeout);
+        self
+    }
+
+    /// Code Mode (overrides the configuration's `code_mode`): `run_code` is
+    /// registered and is the only tool the model sees; a direct call to
+    /// any other tool is refused at materialize.
+    pub fn code_mode(mut self, on: bool) -> Self {
+        self.config.code_mode = on;
         self
     }
 
@@ -283,7 +292,28 @@ impl ToolgateBuilder {
             budgets,
             limits,
             approver: self.approver,
+            code_mode: self.config.code_mode,
         };
+        // Code Mode: `run_code`, whose calls come back to this host once it
+        // exists (a weak reference: the host owns the tool).
+        let mut natives = self.natives;
+        let nested_slot = codemode::HostSlot::default();
+        if self.config.code_mode {
+            let limits = codemode::Limits::from(&self.config.run_code);
+            let definition = codemode::RunCode::definition(&limits);
+            let parameters = toolgate_schema::Schema::compile_parameters(&definition.parameters)
+                .expect("run_code's schema compiles");
+            natives.tools.push(Arc::new(ToolEntry {
+                def: definition,
+                parameters,
+                output: None,
+                body: Arc::new(codemode::RunCode::new(
+                    runtime.clone(),
+                    limits,
+                    nested_slot.clone(),
+                )),
+            }));
+        }
         let max_parallel = self
             .max_parallel
             .or(self.config.max_parallel_tool_calls)
@@ -308,11 +338,12 @@ impl ToolgateBuilder {
             settings,
             max_parallel,
             sources,
-            natives: self.natives,
+            natives,
             tokens: AtomicU64::new(1),
             generations: AtomicU64::new(0),
             kv: Arc::default(),
         });
+        let _ = nested_slot.set(Arc::new(WeakHost(Arc::downgrade(&inner))));
         let host = Toolgate { inner };
         host.load_generation(true).await?;
         Ok(host)
@@ -395,6 +426,25 @@ struct Inner {
     kv: Arc<KvStore>,
 }
 
+/// The host as `run_code` sees it: a weak reference (the host owns the
+/// tool), through which a program's calls come back as turns of their own.
+struct WeakHost(std::sync::Weak<Inner>);
+
+#[async_trait::async_trait]
+impl codemode::NestedCalls for WeakHost {
+    async fn run_batch(
+        &self,
+        calls: Vec<ToolCall>,
+        turn: &TurnOptions,
+    ) -> Result<Vec<CallRecord>, String> {
+        let inner = self.0.upgrade().ok_or("the host has shut down")?;
+        Toolgate { inner }
+            .try_execute_tool_calls(calls, turn)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
 /// The host: plugins, policies, pipeline and scheduler.
 #[derive(Clone)]
 pub struct Toolgate {
@@ -411,9 +461,20 @@ impl Toolgate {
         self.inner.registry.load_full()
     }
 
-    /// The model-facing projection of every tool.
+    /// The model-facing list: every tool's projection, or under Code Mode
+    /// `run_code` alone, declaring the others.
     pub fn tools(&self) -> Vec<ModelTool> {
-        self.generation().model_tools()
+        let all = self.generation().model_tools();
+        if self.inner.settings.code_mode {
+            codemode::signatures::project(&all)
+        } else {
+            all
+        }
+    }
+
+    /// Code Mode is on for every turn.
+    pub fn code_mode(&self) -> bool {
+        self.inner.settings.code_mode
     }
 
     /// What failed to load in the current generation.

@@ -14,6 +14,7 @@ pub mod bindings;
 pub mod budgets;
 pub mod call;
 pub mod cli;
+pub mod codemode;
 pub mod config;
 pub mod content;
 pub mod error;

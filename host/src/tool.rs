@@ -12,6 +12,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use crate::call::{Annotations, Features, ToolMeta};
+use crate::approval::Approver;
 use crate::call::{CallInfo, CallSignal, Interrupt};
 use crate::content::Content;
 use crate::outcome::Outcome;
@@ -72,6 +73,9 @@ pub type DeferredContexts = Arc<Mutex<Vec<String>>>;
 pub struct BodyContext {
     pub signal: CallSignal,
     pub deferred: DeferredContexts,
+    /// The turn's own approver (`None`: the host's), for calls the body
+    /// makes in turn through the pipeline (`run_code`).
+    pub approver: Option<Arc<dyn Approver>>,
 }
 
 /// A tool's own structured failure.

@@ -3,6 +3,7 @@
 mod arrivals;
 mod budgets;
 mod capabilities;
+mod code_mode;
 mod containment;
 mod contract;
 mod foundation;
