@@ -49,7 +49,7 @@ const RUN_CODE_DIR: &str = "run-code";
 /// `WASI_SDK` (`bin/clang`, `bin/ar`, `share/wasi-sysroot`), and would
 /// download one otherwise — which a build here must never do. So unless
 /// `WASI_SDK` is set, this lays out an SDK of links to Debian's packages
-/// (`apt-get install clang-19 lld-19 llvm-19 wasi-libc
+/// (`apt-get install clang-19 lld-19 llvm-19 libclang1-19 wasi-libc
 /// libclang-rt-19-dev-wasm32`, what `.ci/run` installs) under the target
 /// directory, and points `WASI_SDK` at it. Only headers are needed from the
 /// sysroot: what gets linked is Rust's own WASI libc.
@@ -80,7 +80,7 @@ fn debian_wasi_sdk() -> PathBuf {
     let missing = |what: &str| -> ! {
         panic!(
             "building the Code Mode interpreter (QuickJS, C) needs {what}: \
-             `apt-get install clang-19 lld-19 llvm-19 wasi-libc libclang-rt-19-dev-wasm32` (Debian), \
+             `apt-get install clang-19 lld-19 llvm-19 libclang1-19 wasi-libc libclang-rt-19-dev-wasm32` (Debian), \
              or set WASI_SDK to a WASI SDK"
         )
     };

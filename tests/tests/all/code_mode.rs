@@ -375,10 +375,10 @@ async fn the_program_reaches_nothing_but_its_tools() {
     // Memory: a program that allocates without end fails, the host goes on.
     let r = run_code(&f.host, "m", "let a = []; while (true) a.push('x'.repeat(1 << 20));").await;
     assert!(r.is_error, "{r:?}");
-    // Endless recursion: QuickJS's stack limit, an exception the program sees.
+    // Endless recursion: QuickJS has no stack limit on WASI, so the
+    // instance traps (its stack); the host goes on.
     let r = run_code(&f.host, "r", "function f() { return f() + 1; }\nreturn f();").await;
-    assert_eq!(r.code(), Some("UNCAUGHT_EXCEPTION"), "{r:?}");
-    assert!(r.error.as_ref().unwrap().message.contains("RangeError"), "{r:?}");
+    assert!(r.is_error, "{r:?}");
     let r = run_code(&f.host, "n", "return 'alive';").await;
     assert_eq!(result_of(&r), json!("alive"));
 }
