@@ -206,20 +206,23 @@ async fn a_program_calls_three_tools_and_catches_a_guard_denial() {
     let nested: Vec<_> = seen.iter().filter(|(t, _, _)| t != "run_code").collect();
     assert_eq!(nested.len(), 3, "{seen:?}");
     for (tool, code_mode, parent) in &nested {
-        assert!(code_mode, "{tool} was not a code-mode call");
+        assert!(*code_mode, "{tool} was not a code-mode call");
         assert_eq!(parent.as_deref(), Some("p1"), "{tool}");
     }
     // Every nested call produced its own observer record, before the
     // program's own; ids say whose they are.
     let records = f.records.lock().unwrap().clone();
-    let ids: Vec<_> = records.iter().map(|r| (r.id.clone(), r.name.clone())).collect();
+    let ids: Vec<(&str, &str)> = records
+        .iter()
+        .map(|r| (r.id.as_str(), r.name.as_str()))
+        .collect();
     assert_eq!(
         ids,
-        vec![
-            ("p1/1".into(), "echo".into()),
-            ("p1/2".into(), "count".into()),
-            ("p1/3".into(), "secret".into()),
-            ("p1".into(), "run_code".into()),
+        [
+            ("p1/1", "echo"),
+            ("p1/2", "count"),
+            ("p1/3", "secret"),
+            ("p1", "run_code"),
         ]
     );
     assert_eq!(records[2].code(), Some("DENIED"));
