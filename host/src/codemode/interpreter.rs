@@ -41,6 +41,10 @@ use crate::tool::BodyError;
 /// The component, built by `host/build.rs` from `plugins/run-code`.
 pub static COMPONENT: &[u8] = include_bytes!(env!("TOOLGATE_RUN_CODE_WASM"));
 
+/// How long a program's nested calls, cancelled with it, may take to drain
+/// before the program is dropped regardless.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
 /// What one program's store holds.
 pub struct CodeStore {
     wasi: WasiCtx,
@@ -162,10 +166,29 @@ impl Interpreter {
                 .await?;
             Ok::<_, wasmtime::Error>(ran)
         };
-        let answer = signal.guard(program).await;
+        // Running Wasm is trapped by the epoch callback once the signal
+        // fires; a program waiting in `call-batch` returns as soon as its
+        // batch, cancelled with it, has drained — so that every nested call
+        // that started is committed (observers see it). The backstop only
+        // bounds a batch that would not drain.
+        let backstop = async {
+            let interrupt = signal.wait().await;
+            tokio::time::sleep(DRAIN_GRACE).await;
+            interrupt
+        };
+        let answer = tokio::select! {
+            biased;
+            ran = program => Ok(ran),
+            interrupt = backstop => Err(interrupt),
+        };
         let used = store.data().nested.used();
         match answer {
             Err(interrupt) => Err(BodyError::Interrupted(interrupt)),
+            // Finished in the instant after its deadline (a caught
+            // `ABORTED` from a cancelled batch): still too late.
+            Ok(Ok(_)) if signal.fired().is_some() => Err(BodyError::Interrupted(
+                signal.fired().unwrap_or(Interrupt::DeadlineExceeded),
+            )),
             Ok(Ok(ran)) => Ok(Ran(ran, used)),
             Ok(Err(error)) => {
                 if let Some(Stopped(i)) = error.chain().find_map(|e| e.downcast_ref::<Stopped>()) {

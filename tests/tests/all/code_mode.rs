@@ -115,6 +115,25 @@ fn tool(name: &str, description: &str, parameters: Value) -> ToolDefinition {
     }
 }
 
+/// `slow`: waits ten seconds unless its signal fires first.
+struct Slow;
+
+#[async_trait]
+impl ToolBody for Slow {
+    async fn is_concurrency_safe(&self, _call: &Arc<CallInfo>) -> Option<bool> {
+        Some(true)
+    }
+    async fn execute(&self, _call: &Arc<CallInfo>, ctx: BodyContext) -> Result<Value, BodyError> {
+        match ctx.signal.guard(tokio::time::sleep(Duration::from_secs(10))).await {
+            Ok(()) => Ok(Value::Null),
+            Err(i) => Err(BodyError::Interrupted(i)),
+        }
+    }
+    async fn render(&self, _call: &Arc<CallInfo>, _value: &Value) -> Result<Vec<Content>, BodyError> {
+        Ok(vec![Content::text("slept")])
+    }
+}
+
 struct Fixture {
     host: Toolgate,
     seen: Seen,
@@ -138,7 +157,9 @@ async fn fixture(config: &str) -> Fixture {
         .unwrap()
         .tool(tool("secret", "Read the secret.", empty.clone()), Arc::new(Count(Arc::default())))
         .unwrap()
-        .tool(tool("careful", "Needs a person's yes.", empty), Arc::new(Count(Arc::default())))
+        .tool(tool("careful", "Needs a person's yes.", empty.clone()), Arc::new(Count(Arc::default())))
+        .unwrap()
+        .tool(tool("slow", "Take ten seconds.", empty), Arc::new(Slow))
         .unwrap()
         .guard("deny-secret", 10, DenyTool { tool: "secret", seen: seen.clone() })
         .pre_execute("ask-careful", 10, AskAbout("careful"))
@@ -261,6 +282,25 @@ async fn an_endless_loop_ends_as_timeout_and_the_host_serves_the_next_call() {
     // The next program runs (a fresh instance; the engine is fine).
     let r = run_code(&f.host, "after", "return 1 + 1;").await;
     assert_eq!(result_of(&r), json!(2));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_nested_call_ends_with_the_programs_deadline() {
+    let f = fixture("").await;
+    let started = Instant::now();
+    let r = f
+        .host
+        .call(
+            call("p6", "run_code", json!({"code": "await tools.slow(); return 1;", "timeoutMs": 300})),
+            &TurnOptions::default(),
+        )
+        .await;
+    assert_eq!(r.code(), Some("TIMEOUT"), "{r:?}");
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    // The nested call was stopped with it, and still recorded.
+    let records = f.records.lock().unwrap().clone();
+    let slow = records.iter().find(|r| r.id == "p6/1").expect("the nested call's record");
+    assert!(slow.is_error, "{slow:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
