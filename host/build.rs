@@ -113,8 +113,9 @@ fn debian_wasi_sdk() -> PathBuf {
     let link = |from: &Path, to: &Path| {
         if std::fs::read_link(to).ok().as_deref() != Some(from) {
             let _ = std::fs::remove_file(to);
-            std::os::unix::fs::symlink(from, to)
-                .unwrap_or_else(|e| panic!("cannot link {} to {}: {e}", to.display(), from.display()));
+            std::os::unix::fs::symlink(from, to).unwrap_or_else(|e| {
+                panic!("cannot link {} to {}: {e}", to.display(), from.display())
+            });
         }
     };
     link(&clang, &sdk.join("bin/clang"));

@@ -11,8 +11,8 @@ use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::Value;
 
-pub use crate::call::{Annotations, Features, ToolMeta};
 use crate::approval::Approver;
+pub use crate::call::{Annotations, Features, ToolMeta};
 use crate::call::{CallInfo, CallSignal, Interrupt};
 use crate::content::Content;
 use crate::outcome::Outcome;

@@ -32,8 +32,8 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::nested::Nested;
 use super::{Limits, failure};
-use crate::bindings::code_mode::{CodeInterpreter, CodeInterpreterPre};
 use crate::bindings::code_mode::exports::toolgate::plugin::code_runner;
+use crate::bindings::code_mode::{CodeInterpreter, CodeInterpreterPre};
 use crate::call::{CallSignal, Interrupt};
 use crate::plugin::Runtime;
 use crate::tool::BodyError;
@@ -114,7 +114,9 @@ impl Interpreter {
                 linker
                     .instantiate_pre(&component)
                     .and_then(CodeInterpreterPre::new)
-                    .map_err(|e| BodyError::Internal(format!("the interpreter does not link: {e:#}")))
+                    .map_err(|e| {
+                        BodyError::Internal(format!("the interpreter does not link: {e:#}"))
+                    })
             })
             .await
     }
@@ -210,6 +212,9 @@ impl Ran {
     /// The canonical value `{output, outputTruncated, result, calls}`, or
     /// the program's failure (syntax error, uncaught exception: with its
     /// line and column).
+    // `BodyError` is what every tool body returns; boxing it here alone
+    // would buy nothing.
+    #[allow(clippy::result_large_err)]
     pub fn into_value(self, limits: &Limits) -> Result<Value, BodyError> {
         let Ran(ran, calls) = self;
         match ran {
@@ -227,7 +232,10 @@ impl Ran {
                         ));
                     }
                     Some(text) => serde_json::from_str(text).map_err(|e| {
-                        failure("BAD_VALUE", format!("the return value is not JSON the host accepts: {e}"))
+                        failure(
+                            "BAD_VALUE",
+                            format!("the return value is not JSON the host accepts: {e}"),
+                        )
                     })?,
                 };
                 Ok(json!({
@@ -255,7 +263,11 @@ impl Ran {
                     message.push_str(&format!(
                         "\nOutput before it stopped:\n{}{}",
                         failed.output,
-                        if failed.output_truncated { "\n[output truncated]" } else { "" }
+                        if failed.output_truncated {
+                            "\n[output truncated]"
+                        } else {
+                            ""
+                        }
                     ));
                 }
                 Err(BodyError::Failure(crate::tool::ToolFailure {

@@ -79,7 +79,10 @@ impl From<&RunCodeConfig> for Limits {
         let d = Limits::default();
         Limits {
             max_nested_calls: c.max_nested_calls.unwrap_or(d.max_nested_calls),
-            max_output_bytes: c.max_output_kb.map(|kb| kb << 10).unwrap_or(d.max_output_bytes),
+            max_output_bytes: c
+                .max_output_kb
+                .map(|kb| kb << 10)
+                .unwrap_or(d.max_output_bytes),
             memory_bytes: c.memory_mb.map(|mb| mb << 20).unwrap_or(d.memory_bytes),
             timeout_ms: c.timeout_ms.unwrap_or(d.timeout_ms),
         }
@@ -92,8 +95,11 @@ impl From<&RunCodeConfig> for Limits {
 pub trait NestedCalls: Send + Sync {
     /// One record per call, in order; `Err` is a scheduler failure (a host
     /// bug), reported to the program as `INTERNAL` for every call.
-    async fn run_batch(&self, calls: Vec<ToolCall>, turn: &TurnOptions)
-    -> Result<Vec<CallRecord>, String>;
+    async fn run_batch(
+        &self,
+        calls: Vec<ToolCall>,
+        turn: &TurnOptions,
+    ) -> Result<Vec<CallRecord>, String>;
 }
 
 /// Where the host is, set once it exists (the tool is registered before).
@@ -168,16 +174,23 @@ impl ToolBody for RunCode {
             .get("code")
             .and_then(Value::as_str)
             .ok_or_else(|| failure("INVALID_ARGS", "`code` must be a string"))?;
-        let mut signal = ctx.signal.shorten_by(Duration::from_millis(self.limits.timeout_ms.into()));
+        let mut signal = ctx
+            .signal
+            .shorten_by(Duration::from_millis(self.limits.timeout_ms.into()));
         if let Some(ms) = call.arguments.get("timeoutMs").and_then(Value::as_u64) {
             signal = signal.shorten_by(Duration::from_millis(ms));
         }
-        let host = self
-            .host
-            .get()
-            .cloned()
-            .ok_or_else(|| BodyError::Internal("the host is not ready for nested calls".into()))?;
-        let nested = nested::Nested::new(host, call.clone(), signal.clone(), ctx.approver.clone(), self.limits.max_nested_calls);
+        let host =
+            self.host.get().cloned().ok_or_else(|| {
+                BodyError::Internal("the host is not ready for nested calls".into())
+            })?;
+        let nested = nested::Nested::new(
+            host,
+            call.clone(),
+            signal.clone(),
+            ctx.approver.clone(),
+            self.limits.max_nested_calls,
+        );
         let ran = self
             .interpreter
             .run(code, &self.limits, signal, nested)
@@ -185,7 +198,11 @@ impl ToolBody for RunCode {
         ran.into_value(&self.limits)
     }
 
-    async fn render(&self, _call: &Arc<CallInfo>, value: &Value) -> Result<Vec<Content>, BodyError> {
+    async fn render(
+        &self,
+        _call: &Arc<CallInfo>,
+        value: &Value,
+    ) -> Result<Vec<Content>, BodyError> {
         Ok(render(value))
     }
 }

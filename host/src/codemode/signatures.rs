@@ -150,7 +150,11 @@ fn single(t: &str, obj: &serde_json::Map<String, Value>, depth: usize) -> String
             let mut fields = Vec::new();
             if let Some(Value::Object(props)) = obj.get("properties") {
                 for (name, schema) in props {
-                    let optional = if required.contains(&name.as_str()) { "" } else { "?" };
+                    let optional = if required.contains(&name.as_str()) {
+                        ""
+                    } else {
+                        "?"
+                    };
                     fields.push(format!(
                         "{}{optional}: {}",
                         property_name(name),

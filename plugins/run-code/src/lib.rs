@@ -23,9 +23,7 @@ wit_bindgen::generate!({
     world: "code-interpreter",
 });
 
-use exports::toolgate::plugin::code_runner::{
-    Failed, FailureKind, Finished, Guest, Settings,
-};
+use exports::toolgate::plugin::code_runner::{Failed, FailureKind, Finished, Guest, Settings};
 use toolgate::plugin::tool_calls;
 
 const PRELUDE: &str = include_str!("prelude.js");
@@ -110,7 +108,8 @@ impl Guest for Interpreter {
         // positions name it), wrapped in an async function so that `await`
         // and `return` work at its top level. The wrapper adds one line.
         let started = ctx.with(|ctx| -> Result<(), (FailureKind, Described)> {
-            let internal = |e: &dyn std::fmt::Display| (FailureKind::Uncaught, Described::internal(e));
+            let internal =
+                |e: &dyn std::fmt::Display| (FailureKind::Uncaught, Described::internal(e));
             let sink = output.clone();
             let print = Function::new(ctx.clone(), move |s: String| {
                 sink.borrow_mut().push(&s);
@@ -119,7 +118,8 @@ impl Guest for Interpreter {
             ctx.globals()
                 .set("__tg_print", print)
                 .map_err(|e| internal(&e))?;
-            ctx.eval::<(), _>(PRELUDE).map_err(|e| internal(&format!("prelude: {e}")))?;
+            ctx.eval::<(), _>(PRELUDE)
+                .map_err(|e| internal(&format!("prelude: {e}")))?;
             let source = format!("__tg_finish((async () => {{\n{code}\n}})());\n");
             match Module::evaluate(ctx.clone(), "program.js", source) {
                 Ok(_) => Ok(()),
@@ -127,7 +127,10 @@ impl Guest for Interpreter {
                     let e = ctx.catch();
                     Err((FailureKind::SyntaxError, describe(&ctx, e)))
                 }
-                Err(e) => Err((FailureKind::SyntaxError, Described::plain(format!("SyntaxError: {e}")))),
+                Err(e) => Err((
+                    FailureKind::SyntaxError,
+                    Described::plain(format!("SyntaxError: {e}")),
+                )),
             }
         });
         if let Err((kind, d)) = started {
@@ -145,7 +148,13 @@ impl Guest for Interpreter {
                     // interpreter's own failure (out of memory).
                     Err(e) => {
                         let d = e.0.with(|ctx| describe(&ctx, ctx.catch()));
-                        return Err(fail(FailureKind::Uncaught, d.message, d.line, d.column, &output));
+                        return Err(fail(
+                            FailureKind::Uncaught,
+                            d.message,
+                            d.line,
+                            d.column,
+                            &output,
+                        ));
                     }
                 }
             }
@@ -160,7 +169,13 @@ impl Guest for Interpreter {
                     });
                 }
                 State::Threw(d) => {
-                    return Err(fail(FailureKind::Uncaught, d.message, d.line, d.column, &output));
+                    return Err(fail(
+                        FailureKind::Uncaught,
+                        d.message,
+                        d.line,
+                        d.column,
+                        &output,
+                    ));
                 }
                 State::BadValue(message) => {
                     return Err(fail(

@@ -14,7 +14,9 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use toolgate::approval::{ApprovalAnswer, ApprovalRequest, Approver};
 use toolgate::policy::{Guard, PreExecuteHook, PreNext, ResultObserver};
-use toolgate::tool::{Annotations, BodyContext, BodyError, Features, ToolBody, ToolDefinition, ToolMeta};
+use toolgate::tool::{
+    Annotations, BodyContext, BodyError, Features, ToolBody, ToolDefinition, ToolMeta,
+};
 use toolgate::{CallInfo, CallRecord, Content, PolicyError, PreDecision, Toolgate, TurnOptions};
 use toolgate_tests::{PluginDir, builder, call, fixtures};
 
@@ -49,7 +51,10 @@ impl PreExecuteHook for AskAbout {
         next: PreNext,
     ) -> Result<PreDecision, PolicyError> {
         if call.tool_name == self.0 {
-            Ok(PreDecision::Ask(format!("may the program call {}?", self.0)))
+            Ok(PreDecision::Ask(format!(
+                "may the program call {}?",
+                self.0
+            )))
         } else {
             Ok(next.run().await)
         }
@@ -60,14 +65,21 @@ struct Record(Arc<Mutex<Vec<CallRecord>>>);
 
 #[async_trait]
 impl ResultObserver for Record {
-    async fn on_result(&self, _call: &Arc<CallInfo>, record: &Arc<CallRecord>) -> Result<(), PolicyError> {
+    async fn on_result(
+        &self,
+        _call: &Arc<CallInfo>,
+        record: &Arc<CallRecord>,
+    ) -> Result<(), PolicyError> {
         self.0.lock().unwrap().push((**record).clone());
         Ok(())
     }
 }
 
+/// What the approver was asked: (tool, parent id, prompt).
+type Asked = Arc<Mutex<Vec<(String, Option<String>, String)>>>;
+
 /// Approves, and remembers who asked about what.
-struct Remember(Arc<Mutex<Vec<(String, Option<String>, String)>>>);
+struct Remember(Asked);
 
 #[async_trait]
 impl Approver for Remember {
@@ -95,7 +107,11 @@ impl ToolBody for Count {
     async fn execute(&self, _call: &Arc<CallInfo>, _ctx: BodyContext) -> Result<Value, BodyError> {
         Ok(json!(self.0.fetch_add(1, Ordering::SeqCst) + 1))
     }
-    async fn render(&self, _call: &Arc<CallInfo>, value: &Value) -> Result<Vec<Content>, BodyError> {
+    async fn render(
+        &self,
+        _call: &Arc<CallInfo>,
+        value: &Value,
+    ) -> Result<Vec<Content>, BodyError> {
         Ok(vec![Content::text(value.to_string())])
     }
 }
@@ -124,12 +140,20 @@ impl ToolBody for Slow {
         Some(true)
     }
     async fn execute(&self, _call: &Arc<CallInfo>, ctx: BodyContext) -> Result<Value, BodyError> {
-        match ctx.signal.guard(tokio::time::sleep(Duration::from_secs(10))).await {
+        match ctx
+            .signal
+            .guard(tokio::time::sleep(Duration::from_secs(10)))
+            .await
+        {
             Ok(()) => Ok(Value::Null),
             Err(i) => Err(BodyError::Interrupted(i)),
         }
     }
-    async fn render(&self, _call: &Arc<CallInfo>, _value: &Value) -> Result<Vec<Content>, BodyError> {
+    async fn render(
+        &self,
+        _call: &Arc<CallInfo>,
+        _value: &Value,
+    ) -> Result<Vec<Content>, BodyError> {
         Ok(vec![Content::text("slept")])
     }
 }
@@ -138,7 +162,7 @@ struct Fixture {
     host: Toolgate,
     seen: Seen,
     records: Arc<Mutex<Vec<CallRecord>>>,
-    asked: Arc<Mutex<Vec<(String, Option<String>, String)>>>,
+    asked: Asked,
     counter: Arc<AtomicUsize>,
     _dir: PluginDir,
 }
@@ -148,20 +172,36 @@ async fn fixture(config: &str) -> Fixture {
     dir.add("tools", fixtures::TOOLS);
     let seen = Seen::default();
     let records = Arc::new(Mutex::new(Vec::new()));
-    let asked = Arc::new(Mutex::new(Vec::new()));
+    let asked = Asked::default();
     let counter = Arc::new(AtomicUsize::new(0));
     let empty = json!({"type": "object", "properties": {}, "additionalProperties": false});
     let host = builder(&dir, config)
         .code_mode(true)
-        .tool(tool("count", "Count one. Returns the count.", empty.clone()), Arc::new(Count(counter.clone())))
+        .tool(
+            tool("count", "Count one. Returns the count.", empty.clone()),
+            Arc::new(Count(counter.clone())),
+        )
         .unwrap()
-        .tool(tool("secret", "Read the secret.", empty.clone()), Arc::new(Count(Arc::default())))
+        .tool(
+            tool("secret", "Read the secret.", empty.clone()),
+            Arc::new(Count(Arc::default())),
+        )
         .unwrap()
-        .tool(tool("careful", "Needs a person's yes.", empty.clone()), Arc::new(Count(Arc::default())))
+        .tool(
+            tool("careful", "Needs a person's yes.", empty.clone()),
+            Arc::new(Count(Arc::default())),
+        )
         .unwrap()
         .tool(tool("slow", "Take ten seconds.", empty), Arc::new(Slow))
         .unwrap()
-        .guard("deny-secret", 10, DenyTool { tool: "secret", seen: seen.clone() })
+        .guard(
+            "deny-secret",
+            10,
+            DenyTool {
+                tool: "secret",
+                seen: seen.clone(),
+            },
+        )
         .pre_execute("ask-careful", 10, AskAbout("careful"))
         .observer("record", 10, Record(records.clone()))
         .approver(Arc::new(Remember(asked.clone())))
@@ -179,8 +219,11 @@ async fn fixture(config: &str) -> Fixture {
 }
 
 async fn run_code(host: &Toolgate, id: &str, code: &str) -> CallRecord {
-    host.call(call(id, "run_code", json!({ "code": code })), &TurnOptions::default())
-        .await
+    host.call(
+        call(id, "run_code", json!({ "code": code })),
+        &TurnOptions::default(),
+    )
+    .await
 }
 
 fn result_of(record: &CallRecord) -> Value {
@@ -219,7 +262,13 @@ async fn a_program_calls_three_tools_and_catches_a_guard_denial() {
     assert_eq!(v["echoed"], json!({"text": "hi"}), "{v}");
     assert_eq!(v["denied"]["code"], "DENIED", "{v}");
     assert_eq!(v["denied"]["name"], "ToolError");
-    assert!(v["denied"]["message"].as_str().unwrap().contains("no `secret` here"), "{v}");
+    assert!(
+        v["denied"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no `secret` here"),
+        "{v}"
+    );
     assert!(r.text().starts_with("done"), "{}", r.text());
 
     // The guard saw three code-mode calls, each with the program as parent.
@@ -272,7 +321,11 @@ async fn an_endless_loop_ends_as_timeout_and_the_host_serves_the_next_call() {
     let r = f
         .host
         .call(
-            call("loop", "run_code", json!({"code": "while (true) {}", "timeoutMs": 300})),
+            call(
+                "loop",
+                "run_code",
+                json!({"code": "while (true) {}", "timeoutMs": 300}),
+            ),
             &TurnOptions::default(),
         )
         .await;
@@ -291,15 +344,26 @@ async fn a_nested_call_ends_with_the_programs_deadline() {
     let r = f
         .host
         .call(
-            call("p6", "run_code", json!({"code": "await tools.slow(); return 1;", "timeoutMs": 300})),
+            call(
+                "p6",
+                "run_code",
+                json!({"code": "await tools.slow(); return 1;", "timeoutMs": 300}),
+            ),
             &TurnOptions::default(),
         )
         .await;
     assert_eq!(r.code(), Some("TIMEOUT"), "{r:?}");
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
     // The nested call was stopped with it, and still recorded.
     let records = f.records.lock().unwrap().clone();
-    let slow = records.iter().find(|r| r.id == "p6/1").expect("the nested call's record");
+    let slow = records
+        .iter()
+        .find(|r| r.id == "p6/1")
+        .expect("the nested call's record");
     assert!(slow.is_error, "{slow:?}");
 }
 
@@ -320,11 +384,23 @@ async fn the_nested_call_limit_holds() {
     .await;
     let v = result_of(&r);
     assert_eq!(v["ok"], 5);
-    assert_eq!(v["refused"], json!(["NESTED_CALL_LIMIT", "NESTED_CALL_LIMIT", "NESTED_CALL_LIMIT"]));
+    assert_eq!(
+        v["refused"],
+        json!([
+            "NESTED_CALL_LIMIT",
+            "NESTED_CALL_LIMIT",
+            "NESTED_CALL_LIMIT"
+        ])
+    );
     // The refused calls never reached the pipeline.
     assert_eq!(f.counter.load(Ordering::SeqCst), 5);
     assert_eq!(
-        f.records.lock().unwrap().iter().filter(|r| r.name == "count").count(),
+        f.records
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.name == "count")
+            .count(),
         5
     );
 }
@@ -378,7 +454,10 @@ async fn code_mode_shows_only_run_code_and_refuses_direct_calls() {
     assert!(d.contains("count(args: {}): Promise<any>"), "{d}");
     // A direct call is refused at materialize, before any policy.
     let before = f.seen.lock().unwrap().len();
-    let r = f.host.call(call("d", "count", json!({})), &TurnOptions::default()).await;
+    let r = f
+        .host
+        .call(call("d", "count", json!({})), &TurnOptions::default())
+        .await;
     assert_eq!(r.code(), Some("DENIED"));
     assert_eq!(r.error.as_ref().unwrap().stage.as_str(), "materialize");
     assert_eq!(f.seen.lock().unwrap().len(), before);
@@ -406,21 +485,44 @@ async fn the_program_reaches_nothing_but_its_tools() {
     .await;
     assert_eq!(
         result_of(&r),
-        json!(["undefined", "undefined", "undefined", "undefined", "undefined", "undefined", "undefined"])
+        json!([
+            "undefined",
+            "undefined",
+            "undefined",
+            "undefined",
+            "undefined",
+            "undefined",
+            "undefined"
+        ])
     );
     // Printed output is capped.
     let f = fixture("[run_code]\nmax_output_kb = 1\n").await;
-    let r = run_code(&f.host, "o", "for (let i = 0; i < 1000; i++) console.log('xxxxxxxxxx');").await;
+    let r = run_code(
+        &f.host,
+        "o",
+        "for (let i = 0; i < 1000; i++) console.log('xxxxxxxxxx');",
+    )
+    .await;
     assert!(!r.is_error, "{r:?}");
     let text = r.text();
     assert!(text.len() < 1200, "{}", text.len());
     assert!(text.contains("[output truncated]"));
     // Memory: a program that allocates without end fails, the host goes on.
-    let r = run_code(&f.host, "m", "let a = []; while (true) a.push('x'.repeat(1 << 20));").await;
+    let r = run_code(
+        &f.host,
+        "m",
+        "let a = []; while (true) a.push('x'.repeat(1 << 20));",
+    )
+    .await;
     assert!(r.is_error, "{r:?}");
     // Endless recursion: QuickJS has no stack limit on WASI, so the
     // instance traps (its stack); the host goes on.
-    let r = run_code(&f.host, "r", "function f() { return f() + 1; }\nreturn f();").await;
+    let r = run_code(
+        &f.host,
+        "r",
+        "function f() { return f() + 1; }\nreturn f();",
+    )
+    .await;
     assert!(r.is_error, "{r:?}");
     let r = run_code(&f.host, "n", "return 'alive';").await;
     assert_eq!(result_of(&r), json!("alive"));
@@ -437,7 +539,11 @@ impl ToolBody for Noop {
     async fn execute(&self, _call: &Arc<CallInfo>, _ctx: BodyContext) -> Result<Value, BodyError> {
         Ok(Value::Null)
     }
-    async fn render(&self, _call: &Arc<CallInfo>, _value: &Value) -> Result<Vec<Content>, BodyError> {
+    async fn render(
+        &self,
+        _call: &Arc<CallInfo>,
+        _value: &Value,
+    ) -> Result<Vec<Content>, BodyError> {
         Ok(vec![Content::text("ok")])
     }
 }
@@ -454,7 +560,11 @@ impl ToolBody for Mark {
         *self.0.lock().unwrap() = Some(Instant::now());
         Ok(Value::Null)
     }
-    async fn render(&self, _call: &Arc<CallInfo>, _value: &Value) -> Result<Vec<Content>, BodyError> {
+    async fn render(
+        &self,
+        _call: &Arc<CallInfo>,
+        _value: &Value,
+    ) -> Result<Vec<Content>, BodyError> {
         Ok(vec![Content::text("ok")])
     }
 }
@@ -482,7 +592,10 @@ async fn measure() {
             .code_mode(code_mode)
             .tool(tool("noop", "Do nothing.", empty.clone()), Arc::new(Noop))
             .unwrap()
-            .tool(tool("mark", "Note the time.", empty.clone()), Arc::new(Mark(marked.clone())))
+            .tool(
+                tool("mark", "Note the time.", empty.clone()),
+                Arc::new(Mark(marked.clone())),
+            )
             .unwrap()
             .build()
     };
@@ -521,13 +634,21 @@ async fn measure() {
         let started = Instant::now();
         for i in 0..100 {
             let r = direct_host
-                .call(call(&format!("d{round}-{i}"), "noop", json!({})), &TurnOptions::default())
+                .call(
+                    call(&format!("d{round}-{i}"), "noop", json!({})),
+                    &TurnOptions::default(),
+                )
                 .await;
             assert!(!r.is_error);
         }
         direct.push(started.elapsed());
         let started = Instant::now();
-        let r = run_code(&host, "n", "for (let i = 0; i < 100; i++) await tools.noop(); return 100;").await;
+        let r = run_code(
+            &host,
+            "n",
+            "for (let i = 0; i < 100; i++) await tools.noop(); return 100;",
+        )
+        .await;
         assert_eq!(result_of(&r), json!(100));
         nested.push(started.elapsed());
     }
@@ -548,7 +669,10 @@ async fn measure() {
             .await
             .unwrap();
         let tools = host.tools();
-        (tools.len(), serde_json::to_string(&tools).unwrap().chars().count())
+        (
+            tools.len(),
+            serde_json::to_string(&tools).unwrap().chars().count(),
+        )
     };
     let (n_plain, plain) = size(false).await;
     let (n_code, code) = size(true).await;

@@ -213,12 +213,16 @@ impl toolgate::policy::PreExecuteHook for SlowNo {
 
 async fn sync_hook_before_a_slow_one() -> toolgate::Toolgate {
     let dir = PluginDir::new();
-    dir.add("tools", fixtures::TOOLS).add("pre", fixtures::PRE_HOOK);
-    let h = toolgate_tests::builder(&dir, "[plugins.pre]\npriority = 10\nvars = { BEHAVIOR = \"pass\" }\n")
-        .pre_execute("slow", 20, SlowNo)
-        .build()
-        .await
-        .unwrap();
+    dir.add("tools", fixtures::TOOLS)
+        .add("pre", fixtures::PRE_HOOK);
+    let h = toolgate_tests::builder(
+        &dir,
+        "[plugins.pre]\npriority = 10\nvars = { BEHAVIOR = \"pass\" }\n",
+    )
+    .pre_execute("slow", 20, SlowNo)
+    .build()
+    .await
+    .unwrap();
     assert_eq!(info(&h.generation(), "pre").path, CallPath::Sync);
     std::mem::forget(dir);
     h
@@ -230,7 +234,10 @@ async fn a_hook_on_the_synchronous_path_waits_for_a_slow_rest_of_its_chain() {
     let r = run(&h, "echo", json!({"text": "x"})).await;
     assert_eq!(r.code(), Some("DENIED"), "{r:?}");
     assert_eq!(r.text(), "slow says no");
-    assert_eq!(r.error.as_ref().unwrap().decided_by.as_deref(), Some("slow"));
+    assert_eq!(
+        r.error.as_ref().unwrap().decided_by.as_deref(),
+        Some("slow")
+    );
 }
 
 #[tokio::test(flavor = "current_thread")]
