@@ -29,6 +29,10 @@ plugins:
 bench:
     cargo bench -p toolgate
 
+# The file tools against rg and cat (BENCHMARKS.md, "Tool catalog"); needs rg.
+bench-catalog:
+    cargo bench -p toolgate-tests --bench catalog
+
 # `tools/call` through `toolgate serve` with the raw MCP client (BENCHMARKS.md, "MCP").
 bench-serve rounds="3":
     cargo build --release -p toolgate

@@ -20,6 +20,9 @@ pub struct ApprovalRequest {
     pub prompt: String,
     /// The hook that asked.
     pub asked_by: String,
+    /// The tool's card for the call (`present-call`: e.g. the diff an edit
+    /// would make), if it has one.
+    pub card: Option<crate::tool::CallCard>,
 }
 
 /// What the approver answered.

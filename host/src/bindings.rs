@@ -42,7 +42,8 @@ pub enum ResultHandle {
     Vacant,
 }
 
-/// `toolgate:plugin@0.2.0`.
+/// `toolgate:plugin@0.2.x` (the WIT in `wit/` is 0.2.1; 0.2.0 guests are
+/// served by the linker's semver matching).
 pub mod v0_2 {
     wasmtime::component::bindgen!({
         world: "sdk-imports",
@@ -54,6 +55,7 @@ pub mod v0_2 {
             "toolgate:plugin/post-execute-chain.next": async | trappable,
             "toolgate:plugin/shell.run": async | trappable,
             "toolgate:plugin/subprocess.run": async | trappable,
+            "toolgate:plugin/jobs.kill": async | trappable,
         },
         with: {
             "toolgate:plugin/types.call": super::CallHandle,

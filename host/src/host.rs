@@ -6,7 +6,7 @@
 //! let host = Toolgate::builder().plugin_dir("plugins").build().await?;
 //! let records = host
 //!     .execute_tool_calls(
-//!         vec![ToolCall::new("1", "read_file", serde_json::json!({"path": "README.md"}))],
+//!         vec![ToolCall::new("1", "read", serde_json::json!({"path": "README.md"}))],
 //!         &TurnOptions::default(),
 //!     )
 //!     .await;
@@ -39,6 +39,7 @@ use crate::policy::{
     ExecuteAroundHook, Finalizer, Guard, PostExecuteHook, PreExecuteHook, ResultObserver, Role,
 };
 use crate::registry::{self, Generation, Native, NativePolicies, Placed};
+use crate::seams::jobs::JobTable;
 use crate::seams::kv::KvStore;
 use crate::tool::{ModelTool, ToolBody, ToolDefinition, ToolEntry};
 use crate::turn::TurnOptions;
@@ -342,6 +343,7 @@ impl ToolgateBuilder {
             tokens: AtomicU64::new(1),
             generations: AtomicU64::new(0),
             kv: Arc::default(),
+            jobs: Arc::default(),
         });
         let _ = nested_slot.set(Arc::new(WeakHost(Arc::downgrade(&inner))));
         let host = Toolgate { inner };
@@ -424,6 +426,9 @@ struct Inner {
     generations: AtomicU64,
     /// The `kv` seam's store: outlives generations (keyed by plugin name).
     kv: Arc<KvStore>,
+    /// The `jobs` seam's table: every background job; dropping it (with
+    /// the host) kills them all.
+    jobs: Arc<JobTable>,
 }
 
 /// The host as `run_code` sees it: a weak reference (the host owns the
@@ -527,6 +532,18 @@ impl Toolgate {
         )
         .await
         .record
+    }
+
+    /// Kill every background job (the `jobs` seam) and wait, up to 5 s,
+    /// until each has ended. Dropping the host kills them too, without
+    /// waiting; an embedder that exits right after should call this first.
+    pub async fn shutdown(&self) {
+        self.inner.jobs.shutdown(Duration::from_secs(5)).await
+    }
+
+    /// Background jobs running now, all plugins and scopes.
+    pub fn running_jobs(&self) -> usize {
+        self.inner.jobs.running()
     }
 
     /// Load every plugin again and swap the new generation in atomically.
@@ -723,6 +740,7 @@ impl Toolgate {
             limits: inner.settings.limits,
             budgets: inner.settings.budgets,
             kv: inner.kv.clone(),
+            jobs: inner.jobs.clone(),
             sha256: config.and_then(|c| c.sha256.clone()),
             max_idle: if mode == InstanceMode::Fresh { 0 } else { 16 },
             tool_timeouts: inner

@@ -78,6 +78,14 @@ pub struct BodyContext {
     pub approver: Option<Arc<dyn Approver>>,
 }
 
+/// A card showing a call in a user interface (a tool's `present-call`),
+/// e.g. the unified diff of an edit, for the person asked to approve it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CallCard {
+    pub title: String,
+    pub detail: Option<String>,
+}
+
 /// A tool's own structured failure.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolFailure {
@@ -119,6 +127,13 @@ pub trait ToolBody: Send + Sync {
 
     /// Project a canonical value of `call` to content.
     async fn render(&self, call: &Arc<CallInfo>, value: &Value) -> Result<Vec<Content>, BodyError>;
+
+    /// A card for the call (`present-call`), for the person asked to
+    /// approve it. `Ok(None)`: the tool has none.
+    async fn present_call(&self, call: &Arc<CallInfo>) -> Result<Option<CallCard>, BodyError> {
+        let _ = call;
+        Ok(None)
+    }
 
     /// The tool's own `finalize-content`, if it has one. `Ok(None)` keeps
     /// the content.

@@ -65,7 +65,7 @@ fn run_prints_one_result_per_call_in_order() {
     let out = with_stdin(
         c,
         r#"[
-            {"id": "a", "name": "read_file", "arguments": {"path": "Cargo.toml", "limit": 1}},
+            {"id": "a", "name": "read", "arguments": {"path": "Cargo.toml", "limit": 1}},
             {"id": "b", "name": "no_such_tool", "arguments": {}},
             {"id": "c", "name": "list_dir", "arguments": {"path": "wit"}}
         ]"#,
@@ -84,7 +84,7 @@ fn run_prints_one_result_per_call_in_order() {
         v[0]["content"][0]["text"]
             .as_str()
             .unwrap()
-            .starts_with("[workspace]\n"),
+            .starts_with("     1\t[workspace]\n"),
         "{v}"
     );
     assert_eq!(v[1]["isError"], true);
@@ -143,8 +143,7 @@ fn unreadable_input_and_unknown_flags_fail() {
 fn a_corrupt_plugin_stops_the_host_unless_it_is_optional() {
     let dir = temp("corrupt");
     std::fs::write(dir.join("broken.wasm"), b"\0asm garbage").unwrap();
-    let batch =
-        r#"[{"id": "1", "name": "read_file", "arguments": {"path": "Cargo.toml", "limit": 1}}]"#;
+    let batch = r#"[{"id": "1", "name": "read", "arguments": {"path": "Cargo.toml", "limit": 1}}]"#;
     // It might be a guard: without the operator's word, no call runs.
     let mut c = toolgate();
     c.args(["--plugins", dir.to_str().unwrap(), "run", "-"]);
@@ -189,7 +188,7 @@ fn tools_prints_only_the_projection() {
             .iter()
             .map(|t| t["name"].as_str().unwrap().to_string())
             .collect();
-        assert!(names.contains(&"read_file".to_string()), "{names:?}");
+        assert!(names.contains(&"read".to_string()), "{names:?}");
         for t in v.as_array().unwrap() {
             let mut keys: Vec<_> = t.as_object().unwrap().keys().cloned().collect();
             keys.sort();
@@ -281,7 +280,7 @@ fn json_logs_carry_the_call_and_stage() {
         .env("RUST_LOG", "toolgate=info");
     let out = with_stdin(
         c,
-        r#"[{"id": "x1", "name": "read_file", "arguments": {"path": ".env"}}]"#,
+        r#"[{"id": "x1", "name": "read", "arguments": {"path": ".env"}}]"#,
     );
     assert!(out.status.success());
     let stderr = text(&out.stderr);
@@ -297,7 +296,7 @@ fn json_logs_carry_the_call_and_stage() {
 #[test]
 fn a_hundred_thousand_levels_of_nesting_is_a_clear_error_not_a_crash() {
     let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
-    let batch = format!(r#"[{{"id": "1", "name": "read_file", "arguments": {{"path": {deep}}}}}]"#);
+    let batch = format!(r#"[{{"id": "1", "name": "read", "arguments": {{"path": {deep}}}}}]"#);
     let mut c = toolgate();
     c.args(["run", "-"]);
     let out = with_stdin(c, &batch);
@@ -350,10 +349,10 @@ fn a_fifo_in_the_tree_neither_hangs_a_call_nor_the_process() {
     let out = run_bounded(
         c,
         r#"[
-            {"id": "a", "name": "read_file", "arguments": {"path": "notes.txt"}},
-            {"id": "b", "name": "grep", "arguments": {"pattern": "hello"}},
+            {"id": "a", "name": "read", "arguments": {"path": "notes.txt"}},
+            {"id": "b", "name": "grep", "arguments": {"pattern": "hello", "output_mode": "content"}},
             {"id": "c", "name": "list_dir", "arguments": {}},
-            {"id": "d", "name": "find_files", "arguments": {"pattern": "*"}}
+            {"id": "d", "name": "glob", "arguments": {"pattern": "*"}}
         ]"#,
         std::time::Duration::from_secs(60),
     );
@@ -371,7 +370,7 @@ fn a_fifo_in_the_tree_neither_hangs_a_call_nor_the_process() {
         v[1]["content"][0]["text"]
             .as_str()
             .unwrap()
-            .contains("hello.txt:1: hello")
+            .contains("hello.txt:1:hello")
     );
     assert!(
         v[2]["content"][0]["text"]
@@ -452,4 +451,40 @@ fn an_unsafe_cache_directory_is_named_refused_and_the_command_still_works() {
         "nothing written"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_background_job_dies_with_the_command() {
+    let mut c = toolgate();
+    c.args(["--approve", "allow", "run", "-"]);
+    let out = with_stdin(
+        c,
+        r#"[{"id": "1", "name": "bash", "arguments": {"command": "sleep 44.44", "run_in_background": true}}]"#,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("in the background as job-"),
+        "{}",
+        text(&out.stdout)
+    );
+    // The command has exited: its job must be gone with it.
+    let alive = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .any(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .map(|c| String::from_utf8_lossy(&c).contains("44.44"))
+                    .unwrap_or(false)
+            })
+    };
+    let mut left = alive();
+    for _ in 0..50 {
+        if !left {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        left = alive();
+    }
+    assert!(!left, "a background job outlived toolgate");
 }

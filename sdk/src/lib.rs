@@ -54,6 +54,8 @@ pub mod bindings {
 
 mod call;
 mod content;
+pub mod files;
+pub mod jobs;
 pub mod kv;
 pub mod log;
 pub mod outcome;

@@ -37,7 +37,8 @@ pub struct SpawnRequest {
     /// Wall-clock limit; when it passes, the whole process group is killed
     /// and [`Output::timed_out`] is set.
     pub timeout: Option<Duration>,
-    /// Bytes of stdout kept; the rest is read and dropped
+    /// Bytes of stdout kept: all of it up to the cap; beyond, the first
+    /// half and the end, the middle read and dropped
     /// ([`Output::stdout_truncated`]).
     pub stdout_cap: usize,
     /// Bytes of stderr kept, likewise.
@@ -66,9 +67,11 @@ pub struct Output {
     pub exit_code: Option<i32>,
     /// The signal that killed the process, if one did.
     pub signal: Option<i32>,
-    /// Up to `stdout_cap` bytes of stdout.
+    /// Up to `stdout_cap` bytes of stdout. When more came, its beginning
+    /// (half the cap) and its end, joined by a marker line
+    /// `[… N bytes cut …]`, `stdout_cap` bytes in all.
     pub stdout: Vec<u8>,
-    /// Up to `stderr_cap` bytes of stderr.
+    /// Up to `stderr_cap` bytes of stderr, cut like stdout.
     pub stderr: Vec<u8>,
     /// stdout produced more than `stdout_cap` bytes.
     pub stdout_truncated: bool,

@@ -584,22 +584,45 @@ async fn read_capped<R: AsyncRead + Unpin>(mut r: R, cap: usize, pgid: i32) -> C
     };
     let mut total: u64 = 0;
     let mut buf = vec![0u8; 64 * 1024];
+    // The first half of the cap, then the last bytes (a ring): what a
+    // failing command says at the end matters as much as how it began.
+    let head_cap = cap / 2;
+    let tail_cap = cap - head_cap;
+    let mut tail: std::collections::VecDeque<u8> = std::collections::VecDeque::new();
     loop {
         let n = match r.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
         total += n as u64;
-        let keep = n.min(cap - c.data.len());
-        c.data.extend_from_slice(&buf[..keep]);
-        if keep < n {
-            c.truncated = true;
-        }
+        let to_head = n.min(head_cap - c.data.len().min(head_cap));
+        c.data.extend_from_slice(&buf[..to_head]);
+        let rest = &buf[to_head..n];
+        let rest = &rest[rest.len().saturating_sub(tail_cap)..];
+        let over = (tail.len() + rest.len()).saturating_sub(tail_cap);
+        tail.drain(..over);
+        tail.extend(rest);
         if total > flood {
             c.flooded = true;
             supervisor::kill_group(pgid);
             break;
         }
+    }
+    if total as usize <= cap && !c.flooded {
+        c.data.extend(tail);
+        return c;
+    }
+    c.truncated = true;
+    let cut = total - (c.data.len() + tail.len()) as u64;
+    let marker = format!("\n[… {cut} bytes cut …]\n");
+    // Exactly `cap` bytes: head, marker, the end of the tail.
+    let room = cap.saturating_sub(c.data.len() + marker.len());
+    if room > 0 {
+        c.data.extend_from_slice(marker.as_bytes());
+        c.data
+            .extend(tail.iter().skip(tail.len() - room.min(tail.len())));
+    } else {
+        c.data.extend(tail.iter().take(cap - c.data.len()));
     }
     c
 }

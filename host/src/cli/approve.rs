@@ -38,8 +38,27 @@ impl Approver for TerminalApprover {
             return ApprovalAnswer::Unavailable("stdin is not a terminal".into());
         }
         let _one_at_a_time = PROMPT_LOCK.lock().await;
+        // The card comes from the tool's component: each line is escaped
+        // (no terminal escape sequences), the lines kept.
+        let shown = |s: &str| {
+            s.lines()
+                .map(|l| crate::plugin::log::escape(l).into_owned())
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let card = match &request.card {
+            Some(c) => format!(
+                "  card:      {}\n{}",
+                shown(&c.title),
+                c.detail
+                    .as_deref()
+                    .map(|d| format!("{}\n", shown(d)))
+                    .unwrap_or_default()
+            ),
+            None => String::new(),
+        };
         let text = format!(
-            "\n`{}` asks to approve a call:\n  tool:      {}\n  arguments: {}\n  question:  {}\nApprove? [y/N] ",
+            "\n`{}` asks to approve a call:\n  tool:      {}\n  arguments: {}\n  question:  {}\n{card}Approve? [y/N] ",
             request.asked_by, request.call.tool_name, request.call.arguments, request.prompt
         );
         let answer = tokio::task::spawn_blocking(move || {

@@ -111,27 +111,27 @@ fn script() -> Vec<(&'static str, ToolCall)> {
             ToolCall::new("1", "list_dir", json!({"path": ".", "max_entries": 8})),
         ),
         (
-            "reading a file, a window of lines",
-            ToolCall::new("2", "read_file", json!({"path": "Cargo.toml", "limit": 4})),
+            "reading a file, a window of numbered lines",
+            ToolCall::new("2", "read", json!({"path": "Cargo.toml", "limit": 4})),
         ),
         (
             "a secret: the secrets guard denies, whatever the hooks said",
-            ToolCall::new("3", "read_file", json!({"path": ".env"})),
+            ToolCall::new("3", "read", json!({"path": ".env"})),
         ),
         (
             "arguments that do not match the schema: refused before any policy",
-            ToolCall::new("4", "read_file", json!({"path": 42, "limt": 3})),
+            ToolCall::new("4", "read", json!({"path": 42, "limt": 3})),
         ),
         (
             "a tool that does not exist",
-            ToolCall::new("5", "read_fil", json!({"path": "Cargo.toml"})),
+            ToolCall::new("5", "raed", json!({"path": "Cargo.toml"})),
         ),
         (
-            "searching the WIT contract",
+            "searching the WIT contract (ripgrep's searcher, compiled to wasm)",
             ToolCall::new(
                 "6",
                 "grep",
-                json!({"pattern": "variant pre-decision", "path": "wit"}),
+                json!({"pattern": "variant pre-decision", "path": "wit", "output_mode": "content"}),
             ),
         ),
         (

@@ -107,6 +107,9 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
     });
     let outcome = host.try_execute_tool_calls(calls, &turn).await;
     ctrl_c.abort();
+    // The turn is over, and so is this host: no background job it started
+    // may outlive it.
+    host.shutdown().await;
     // A scheduler failure is a host bug, not a result: report it and print
     // no records (none is fabricated, and a partial batch would pass for a
     // whole one).

@@ -16,6 +16,7 @@ pub async fn run(
     call: &Arc<CallInfo>,
     prompt: String,
     asked_by: &str,
+    card: Option<crate::tool::CallCard>,
 ) -> Result<(), CallError> {
     let started = Instant::now();
     let Some(approver) = approver else {
@@ -36,6 +37,7 @@ pub async fn run(
         call: call.clone(),
         prompt,
         asked_by: asked_by.to_string(),
+        card,
     };
     let answer = approver.approve(&request).await;
     tracing::info!(

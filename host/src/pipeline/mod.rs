@@ -277,7 +277,30 @@ async fn policy_stages(
         PreDecision::Ask(prompt) => {
             // The turn's own approver (a served client's) wins over the host's.
             let approver = turn.approver.as_ref().or(settings.approver.as_ref());
-            approval::run(approver, info, prompt, &decided.by)
+            // The tool's card for the person asked (a diff, say), within
+            // the policy budget; a tool without one, or one that fails, is
+            // asked about without a card.
+            let card = if approver.is_some()
+                && held
+                    .entry
+                    .def
+                    .meta
+                    .features
+                    .contains(crate::tool::Features::PRESENT_CALL)
+            {
+                match tokio::time::timeout(
+                    settings.policy_timeout(),
+                    held.entry.body.present_call(info),
+                )
+                .await
+                {
+                    Ok(Ok(card)) => card,
+                    _ => None,
+                }
+            } else {
+                None
+            };
+            approval::run(approver, info, prompt, &decided.by, card)
                 .await
                 .map_err(Outcome::failure)?;
         }

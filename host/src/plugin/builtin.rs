@@ -63,9 +63,23 @@ pub fn default_grants(name: &str, workdir: &Path) -> Option<GrantsConfig> {
             fs: vec![grant(FsAccess::ReadOnly, ".", false)],
             ..Default::default()
         }),
+        "fs-write" => Some(GrantsConfig {
+            // Reads through a read-only preopen; writes through the `files`
+            // seam, which the host checks against the protected paths (a
+            // read-write preopen could not leave them out).
+            fs: vec![
+                grant(FsAccess::ReadOnly, ".", false),
+                grant(FsAccess::ReadWrite, ".", true),
+            ],
+            ..Default::default()
+        }),
         "bash" => Some(GrantsConfig {
             fs: vec![grant(FsAccess::ReadWrite, ".", true)],
             shell: true,
+            ..Default::default()
+        }),
+        "todo" => Some(GrantsConfig {
+            kv: true,
             ..Default::default()
         }),
         "secrets-guard" => {

@@ -27,6 +27,7 @@ use super::store::PluginContext;
 use crate::budgets::{Budgets, cut};
 use crate::call::{CallSignal, ToolMeta};
 use crate::policy::Role;
+use crate::seams::jobs::JobTable;
 use crate::seams::kv::KvStore;
 use crate::tool::ToolDefinition;
 
@@ -108,6 +109,8 @@ pub struct LoadSettings {
     pub tool_timeouts: std::collections::BTreeMap<String, u32>,
     /// The host's key-value store (the plugin gets its namespace if granted).
     pub kv: Arc<KvStore>,
+    /// The host's job table (the plugin gets its view if granted the shell).
+    pub jobs: Arc<JobTable>,
 }
 
 /// A tool as checked at load.
@@ -280,6 +283,10 @@ pub async fn load(
             settings.budgets.max_log_line_bytes,
         ),
         kv: settings.grants.kv.then(|| settings.kv.space(name.clone())),
+        jobs: settings
+            .grants
+            .shell
+            .then(|| settings.jobs.space(name.clone())),
         memory: runtime.memory.clone(),
         policy_ticks: ticks(settings.budgets.policy_timeout, runtime.options.epoch_tick),
     });
@@ -363,6 +370,12 @@ fn check_seams(
                 "subprocess = [\"<program>\", ...]",
             ),
             "kv" => (grants.kv, "kv = true"),
+            // Background jobs are shell commands: the shell grant covers them.
+            "jobs" => (grants.shell, "shell = true"),
+            "files" => (
+                grants.fs.iter().any(|g| g.writable),
+                "fs = [{ path = \".\", access = \"read-write\", spawn_only = true }]",
+            ),
             _ => (false, "(unknown seam)"),
         };
         if !granted {

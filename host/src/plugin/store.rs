@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use wasmtime::component::{Resource, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtxView, WasiHttpView};
 
 use super::grants::Grants;
 use super::log::GuestLog;
@@ -23,6 +24,8 @@ use crate::budgets::Budgets;
 use crate::call::{CallInfo, CallSignal, Interrupt};
 use crate::outcome::Outcome;
 use crate::policy::{ExecNext, PostDecision, PostNext, PreDecision, PreNext};
+use crate::seams::http::HttpState;
+use crate::seams::jobs::JobSpace;
 use crate::seams::kv::KvSpace;
 use crate::seams::process::Requester;
 use crate::tool::DeferredContexts;
@@ -37,6 +40,8 @@ pub struct PluginContext {
     pub log: GuestLog,
     /// Its namespace of the host's key-value store, if granted.
     pub kv: Option<KvSpace>,
+    /// Its view of the host's job table, if granted the shell.
+    pub jobs: Option<JobSpace>,
     /// The host-wide budget its instances' memory is drawn from.
     pub memory: Arc<MemoryBudget>,
     /// Its policy budget in epoch ticks (the synchronous path counts ticks
@@ -113,6 +118,8 @@ pub struct StoreData {
     pub(crate) plugin: Arc<PluginContext>,
     pub(crate) scope: CallScope,
     pub(crate) stderr: TailPipe,
+    /// `wasi:http`: the context and the check against the network grant.
+    pub(crate) http: HttpState,
     /// Host handles (calls, results) in the table now.
     handles: usize,
     /// The handles this instance lends its guest for each call, refilled
@@ -138,10 +145,12 @@ impl StoreData {
             plugin.grants.memory_bytes,
             plugin.memory.clone(),
         );
+        let http = HttpState::new(plugin.name.clone(), &plugin.grants.network_names);
         StoreData {
             wasi,
             table: ResourceTable::new(),
             limiter,
+            http,
             plugin,
             scope: CallScope::default(),
             stderr,
@@ -256,6 +265,16 @@ impl StoreData {
     /// Read a handle's value.
     pub(crate) fn get<T: 'static>(&self, handle: &Resource<T>) -> wasmtime::Result<&T> {
         Ok(self.table.get(handle)?)
+    }
+}
+
+impl WasiHttpView for StoreData {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http.ctx,
+            table: &mut self.table,
+            hooks: &mut self.http.hooks,
+        }
     }
 }
 

@@ -6,7 +6,13 @@
 //! * file system: WASI preopens of exactly the granted directories (see
 //!   [`crate::plugin::grants`]);
 //! * [`process`]: the `shell` and `subprocess` seams, every spawn sandboxed;
-//! * [`kv`]: a small key-value store per plugin and agent scope.
+//! * [`kv`]: a small key-value store per plugin and agent scope;
+//! * [`jobs`]: background shell jobs, in a host-wide job table;
+//! * [`http`]: outgoing `wasi:http` requests, to the network grant only;
+//! * [`files`]: whole-file writes by the host, never into protected paths.
 
+pub mod files;
+pub mod http;
+pub mod jobs;
 pub mod kv;
 pub mod process;

@@ -161,7 +161,7 @@ async fn spawn(
     })
 }
 
-fn spawn_error(e: toolgate_sandbox::SpawnError) -> SpawnError {
+pub(crate) fn spawn_error(e: toolgate_sandbox::SpawnError) -> SpawnError {
     use toolgate_sandbox::SpawnError as E;
     match e {
         E::Unenforceable { .. } => SpawnError::SandboxUnavailable(e.to_string()),

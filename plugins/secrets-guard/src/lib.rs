@@ -1,9 +1,12 @@
 //! A guard that denies calls whose arguments point at secrets: key files,
 //! credential stores, `.env` files, shadow passwords, cloud credentials.
 //!
-//! It inspects every string argument of every tool (a path for `read_file`
-//! or `grep`, a command line for `bash`), so it protects tools written
-//! later too. Like every guard it can only deny; no hook can overrule it.
+//! It inspects every string argument of every tool (a path for `read`,
+//! `grep`, `glob`, `write` or `edit`, a command line for `bash`), so it
+//! protects tools written later too — except the arguments of the built-in
+//! file tools that are data, not names (what `write` writes, what `edit`
+//! replaces, what `grep` looks for). Like every guard it can only deny; no
+//! hook can overrule it.
 //!
 //! Names alone are easy to dodge, so the guard also looks at the file
 //! system it is granted (read-only, by default the working directory as
@@ -287,9 +290,26 @@ fn class(p: &[u8], at: usize, c: u8) -> Option<usize> {
 
 struct SecretsGuard;
 
+/// Arguments of the built-in file tools that carry data, not names: the
+/// text `write` writes and `edit` replaces, the regular expression `grep`
+/// looks for inside files. A `.gitignore` that lists `.env` is not a
+/// reach for `.env`. Only for the built-in providers: a tool of another
+/// plugin that happens to share a name is judged whole.
+fn is_data(provider: &str, tool: &str, pointer: &str) -> bool {
+    matches!(
+        (provider, tool, pointer),
+        ("fs-write", "write", "/content")
+            | ("fs-write", "edit", "/old_string" | "/new_string")
+            | ("fs-tools", "grep", "/pattern")
+    )
+}
+
 impl Guard for SecretsGuard {
     fn check(call: &Call) -> Option<String> {
         call.argument_strings().into_iter().find_map(|(path, s)| {
+            if is_data(call.provider(), call.tool(), &path) {
+                return None;
+            }
             secret_in(s).map(|why| {
                 format!(
                     "`{}` may not touch secrets: argument {} — {why}",

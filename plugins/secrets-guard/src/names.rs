@@ -2,7 +2,7 @@
 //!
 //! One list, shared by the secrets guard (which denies calls whose
 //! arguments name, or lead to, one of them) and by the file tools (whose
-//! directory walks — `grep`, `find_files` — skip them), so that the two
+//! directory walks — `grep`, `glob` — skip them), so that the two
 //! never disagree. `fs-tools` includes this file with `#[path]`.
 
 /// Path components that name secret stores wherever they appear.

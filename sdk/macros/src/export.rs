@@ -12,7 +12,7 @@ use syn::punctuated::Punctuated;
 use syn::{Ident, Path, Token, bracketed};
 
 /// The version of `toolgate:plugin` the SDK builds against.
-const WIT_VERSION: &str = "0.2.0";
+const WIT_VERSION: &str = "0.2.1";
 
 #[derive(Default)]
 pub struct Export {
@@ -98,7 +98,14 @@ pub fn expand(e: Export) -> syn::Result<TokenStream> {
 
     if !e.tools.is_empty() {
         worlds.push("tool-plugin");
-        imports.extend(["deferred-context", "shell", "subprocess", "process"]);
+        imports.extend([
+            "deferred-context",
+            "shell",
+            "subprocess",
+            "process",
+            "jobs",
+            "files",
+        ]);
         let tools = &e.tools;
         impls.push(quote! {
             impl exports::toolgate::plugin::tool::Guest for __Component {

@@ -498,8 +498,14 @@ async fn the_bash_tool_runs_sandboxed_under_its_grant() {
     .await;
     assert!(!r.text().contains("the secret"), "{}", r.text());
     assert!(!r.text().ends_with("[exit code 0]"), "{}", r.text());
+    assert_eq!(r.code(), Some("EXIT_STATUS"), "{r:?}");
     let r = run(&h, "bash", json!({"command": "sleep 5", "timeoutMs": 100})).await;
-    assert!(r.text().contains("[killed: timed out]"), "{}", r.text());
+    assert_eq!(r.code(), Some("TIMEOUT"), "{r:?}");
+    assert!(
+        r.text().contains("[killed: timed out after 100 ms]"),
+        "{}",
+        r.text()
+    );
     // Without the shell grant the plugin does not load at all.
     let h = host(&dir, &w.grant("bash", "read-write", "")).await;
     assert!(

@@ -3,6 +3,7 @@
 mod arrivals;
 mod budgets;
 mod capabilities;
+mod catalog;
 mod code_mode;
 mod containment;
 mod contract;

@@ -134,6 +134,8 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     imports::process::add_to_linker::<StoreData, D>(linker, |d| d)?;
     imports::shell::add_to_linker::<StoreData, D>(linker, |d| d)?;
     imports::subprocess::add_to_linker::<StoreData, D>(linker, |d| d)?;
+    imports::jobs::add_to_linker::<StoreData, D>(linker, |d| d)?;
+    imports::files::add_to_linker::<StoreData, D>(linker, |d| d)?;
     Ok(())
 }
 
@@ -524,5 +526,100 @@ impl imports::subprocess::Host for StoreData {
         let ran =
             process::subprocess(self.requester(), program, args, options_from_wit(options)).await;
         Ok(spawned_to_wit(ran))
+    }
+}
+
+impl StoreData {
+    /// The job table view and the scope of the call being served.
+    fn jobs(&self) -> wasmtime::Result<(crate::seams::jobs::JobSpace, String)> {
+        let space = self.plugin.jobs.clone().ok_or_else(|| {
+            Misuse(format!(
+                "plugin `{}` is not granted the shell, which the jobs seam needs (`shell = true` in its grants)",
+                self.plugin.name
+            ))
+        })?;
+        let scope = self
+            .scope
+            .call
+            .as_ref()
+            .map_or(String::new(), |c| c.agent_scope.clone());
+        Ok((space, scope))
+    }
+}
+
+fn job_info_to_wit(i: crate::seams::jobs::JobInfo) -> imports::jobs::JobInfo {
+    imports::jobs::JobInfo {
+        id: i.id,
+        command: i.command,
+        running: i.running,
+        exit_code: i.exit_code,
+        signal: i.signal,
+        killed: i.killed,
+        elapsed_ms: i.elapsed.as_millis() as u64,
+        output_bytes: i.output_bytes,
+    }
+}
+
+impl imports::jobs::Host for StoreData {
+    fn start(
+        &mut self,
+        command: String,
+        options: imports::process::Options,
+    ) -> wasmtime::Result<Result<imports::jobs::JobInfo, imports::process::SpawnError>> {
+        let (space, scope) = self.jobs()?;
+        let started = space.start(self.requester(), &scope, command, options_from_wit(options));
+        Ok(match started {
+            Ok(info) => Ok(job_info_to_wit(info)),
+            Err(e) => Err(spawned_to_wit(Err(e)).expect_err("an error stays an error")),
+        })
+    }
+
+    fn list(&mut self) -> wasmtime::Result<Vec<imports::jobs::JobInfo>> {
+        let (space, scope) = self.jobs()?;
+        Ok(space
+            .list(&scope)
+            .into_iter()
+            .map(job_info_to_wit)
+            .collect())
+    }
+
+    fn output(
+        &mut self,
+        id: String,
+        since: u64,
+    ) -> wasmtime::Result<Result<imports::jobs::JobOutput, String>> {
+        let (space, scope) = self.jobs()?;
+        let max = self.plugin.grants.output_cap.max(1);
+        Ok(space
+            .output(&scope, &id, since, max)
+            .map(|o| imports::jobs::JobOutput {
+                info: job_info_to_wit(o.info),
+                data: o.data,
+                next: o.next,
+                skipped: o.skipped,
+            }))
+    }
+
+    async fn kill(
+        &mut self,
+        id: String,
+    ) -> wasmtime::Result<Result<imports::jobs::JobInfo, String>> {
+        let (space, scope) = self.jobs()?;
+        Ok(space.kill(&scope, &id).await.map(job_info_to_wit))
+    }
+}
+
+impl imports::files::Host for StoreData {
+    fn write(&mut self, path: String, contents: Vec<u8>) -> wasmtime::Result<Result<u64, String>> {
+        let written = crate::seams::files::write(&self.plugin.grants, &path, &contents);
+        match &written {
+            Ok(n) => {
+                tracing::info!(plugin = %self.plugin.name, path = %path, bytes = n, "file written")
+            }
+            Err(why) => {
+                tracing::info!(plugin = %self.plugin.name, path = %path, "file write refused: {why}")
+            }
+        }
+        Ok(written)
     }
 }

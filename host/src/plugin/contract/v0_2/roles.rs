@@ -30,7 +30,7 @@ use crate::policy::{
     ExecNext, ExecuteAroundHook, Finalizer, Guard, PolicyError, PostDecision, PostExecuteHook,
     PostNext, PreDecision, PreExecuteHook, PreNext, ResultObserver,
 };
-use crate::tool::{BodyContext, BodyError, ToolBody, ToolFailure};
+use crate::tool::{BodyContext, BodyError, CallCard, ToolBody, ToolFailure};
 
 /// What the host lends the guest for one export call.
 #[derive(Default)]
@@ -456,6 +456,30 @@ impl ToolBody for Tool {
                 )))
             }
         }
+    }
+
+    async fn present_call(&self, call: &Arc<CallInfo>) -> Result<Option<CallCard>, BodyError> {
+        let plugin = &*self.0;
+        let scope = CallScope::new(Some(call.clone()), helper_signal(plugin, call));
+        let lent = Lent {
+            call: Some(call.clone()),
+            ..Lent::default()
+        };
+        let (answer,) = invoke(
+            plugin,
+            scope,
+            lent,
+            |e| e.present_call,
+            |r| (r.call(),),
+            done,
+        )
+        .await
+        .map_err(body_error)?;
+        let max = plugin.context.budgets.max_message_bytes;
+        Ok(answer.map(|v| CallCard {
+            title: cut(v.title, max),
+            detail: v.detail.map(|d| cut(d, max)),
+        }))
     }
 
     async fn finalize_content(

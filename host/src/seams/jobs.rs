@@ -1,0 +1,410 @@
+//! The `jobs` seam: shell commands that outlive the call that started
+//! them, in a host-wide job table.
+//!
+//! Why in the host: a component instance lives for one call (or is
+//! recycled), a process must not. The table owns every job's sandboxed
+//! process group; a job ends when its command exits, at its timeout, by
+//! `kill`, or when the table is dropped — that is, when the host
+//! ([`crate::Toolgate`]) goes away, or its tokio runtime shuts down (the
+//! task that owns a child is dropped, and dropping a
+//! [`toolgate_sandbox::SandboxedChild`] kills its whole group). No job
+//! survives the host that started it.
+//!
+//! Each job is spawned exactly like a `shell.run` (the same grant check,
+//! working directory, clean environment and sandbox policy); only its life
+//! differs: the call's deadline does not apply, its own timeout does
+//! (default [`DEFAULT_TIMEOUT`], at most [`MAX_TIMEOUT`]).
+//!
+//! Jobs belong to a plugin and an agent scope; another scope sees none of
+//! them. Limits: [`MAX_RUNNING`] running jobs per plugin and scope,
+//! [`MAX_KEPT`] jobs remembered (the oldest finished ones are forgotten
+//! first), and the last `output_kb` bytes of output kept per job (the
+//! plugin's `spawn_limits.output_kb`, 1 MiB by default).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio_util::sync::CancellationToken;
+use toolgate_sandbox::Program;
+
+use super::process::{Options, Requester, SpawnError, request, spawn_error};
+
+/// A job's life when the request gives no timeout: 30 minutes.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// The longest life a job may ask for: 24 hours.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+/// Jobs running at once per plugin and agent scope.
+pub const MAX_RUNNING: usize = 8;
+/// Jobs remembered per plugin and agent scope (running and finished).
+pub const MAX_KEPT: usize = 32;
+
+/// What a job is doing (the WIT `job-info`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobInfo {
+    pub id: String,
+    pub command: String,
+    pub running: bool,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// Its timeout, `kill` or the host's exit ended it.
+    pub killed: bool,
+    pub elapsed: Duration,
+    pub output_bytes: u64,
+}
+
+/// Output since an offset (the WIT `job-output`).
+#[derive(Clone, Debug)]
+pub struct JobOutput {
+    pub info: JobInfo,
+    pub data: Vec<u8>,
+    pub next: u64,
+    /// Bytes after `since` that are not in `data` (no longer kept).
+    pub skipped: u64,
+}
+
+/// The last `cap` bytes of a stream, and how many came in all.
+struct Tail {
+    buf: VecDeque<u8>,
+    cap: usize,
+    total: u64,
+}
+
+impl Tail {
+    fn push(&mut self, bytes: &[u8]) {
+        self.total += bytes.len() as u64;
+        let bytes = &bytes[bytes.len().saturating_sub(self.cap)..];
+        let over = (self.buf.len() + bytes.len()).saturating_sub(self.cap);
+        self.buf.drain(..over);
+        self.buf.extend(bytes);
+    }
+
+    /// The kept bytes from absolute offset `since` on, and how many bytes
+    /// after `since` are gone.
+    fn since(&self, since: u64) -> (Vec<u8>, u64) {
+        let first_kept = self.total - self.buf.len() as u64;
+        let from = since.max(first_kept).min(self.total);
+        let skip = (from - first_kept) as usize;
+        (
+            self.buf.iter().skip(skip).copied().collect(),
+            from.saturating_sub(since),
+        )
+    }
+}
+
+struct State {
+    output: Tail,
+    ended: Option<Instant>,
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    killed: bool,
+}
+
+struct Job {
+    id: String,
+    command: String,
+    started: Instant,
+    state: Mutex<State>,
+    stop: CancellationToken,
+    /// Notified when the job has ended (and was reaped).
+    ended: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Job {
+    fn info(&self) -> JobInfo {
+        let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        JobInfo {
+            id: self.id.clone(),
+            command: self.command.clone(),
+            running: s.ended.is_none(),
+            exit_code: s.exit_code,
+            signal: s.signal,
+            killed: s.killed,
+            elapsed: s.ended.unwrap_or_else(Instant::now) - self.started,
+            output_bytes: s.output.total,
+        }
+    }
+}
+
+/// Whose jobs: (plugin, agent scope).
+type Owner = (Arc<str>, String);
+
+/// The host-wide job table (one per [`crate::Toolgate`]).
+#[derive(Default)]
+pub struct JobTable {
+    /// Each owner's jobs, oldest first.
+    jobs: Mutex<HashMap<Owner, Vec<Arc<Job>>>>,
+    next_id: AtomicU64,
+}
+
+impl Drop for JobTable {
+    fn drop(&mut self) {
+        let jobs = self.jobs.get_mut().unwrap_or_else(|p| p.into_inner());
+        for job in jobs.values().flatten() {
+            job.stop.cancel();
+        }
+    }
+}
+
+impl JobTable {
+    /// The view of `plugin`.
+    pub fn space(self: &Arc<Self>, plugin: Arc<str>) -> JobSpace {
+        JobSpace {
+            table: self.clone(),
+            plugin,
+        }
+    }
+
+    /// Kill every job (the host is going away). Returns once each has
+    /// ended, or after `patience`.
+    pub async fn shutdown(&self, patience: Duration) {
+        let all: Vec<Arc<Job>> = {
+            let jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+            jobs.values().flatten().cloned().collect()
+        };
+        for job in &all {
+            job.stop.cancel();
+        }
+        let _ = tokio::time::timeout(patience, async {
+            for job in &all {
+                let mut ended = job.ended.clone();
+                let _ = ended.wait_for(|e| *e).await;
+            }
+        })
+        .await;
+    }
+
+    /// Jobs running now, all plugins and scopes.
+    pub fn running(&self) -> usize {
+        let jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        jobs.values().flatten().filter(|j| j.info().running).count()
+    }
+}
+
+/// One plugin's view of the table.
+#[derive(Clone)]
+pub struct JobSpace {
+    table: Arc<JobTable>,
+    plugin: Arc<str>,
+}
+
+fn no_job(id: &str) -> String {
+    format!("there is no job `{id}` (job_list shows the jobs of this agent)")
+}
+
+impl JobSpace {
+    fn key(&self, scope: &str) -> Owner {
+        (self.plugin.clone(), scope.to_string())
+    }
+
+    fn find(&self, scope: &str, id: &str) -> Option<Arc<Job>> {
+        let jobs = self.table.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        jobs.get(&self.key(scope))?
+            .iter()
+            .find(|j| j.id == id)
+            .cloned()
+    }
+
+    /// Start `command` for the call of `who` in `scope`.
+    pub fn start(
+        &self,
+        who: Requester<'_>,
+        scope: &str,
+        command: String,
+        mut options: Options,
+    ) -> Result<JobInfo, SpawnError> {
+        if !who.grants.shell {
+            return Err(SpawnError::NotGranted(format!(
+                "plugin `{}` is not granted the shell seam, which background jobs need; add `shell = true` under [plugins.{}.grants] in toolgate.toml",
+                who.plugin, who.plugin
+            )));
+        }
+        if command.trim().is_empty() {
+            return Err(SpawnError::InvalidRequest("the command is empty".into()));
+        }
+        let timeout = options
+            .timeout_ms
+            .map(|ms| Duration::from_millis(ms.into()))
+            .unwrap_or(DEFAULT_TIMEOUT)
+            .min(MAX_TIMEOUT);
+        options.timeout_ms = None;
+        let stdin = options.stdin.take();
+        // The call's deadline does not bound a job: no `remaining`.
+        let req = request(who.grants, Program::Shell(command.clone()), options, None)?;
+        let key = self.key(scope);
+        {
+            let mut jobs = self.table.jobs.lock().unwrap_or_else(|p| p.into_inner());
+            let list = jobs.entry(key.clone()).or_default();
+            let running = list.iter().filter(|j| j.info().running).count();
+            if running >= MAX_RUNNING {
+                return Err(SpawnError::InvalidRequest(format!(
+                    "{running} jobs are running already, the most one agent may have ({MAX_RUNNING}); wait for one or kill one with job_kill"
+                )));
+            }
+        }
+        let mut child =
+            toolgate_sandbox::spawn_piped(req.program, &req.cwd, &req.env, &who.grants.sandbox)
+                .map_err(spawn_error)?;
+        let id = format!(
+            "job-{}",
+            self.table.next_id.fetch_add(1, Ordering::Relaxed) + 1
+        );
+        tracing::info!(plugin = who.plugin, job = %id, pid = child.id(), "background job started");
+        let (ended_tx, ended_rx) = tokio::sync::watch::channel(false);
+        let job = Arc::new(Job {
+            id,
+            command,
+            started: Instant::now(),
+            state: Mutex::new(State {
+                output: Tail {
+                    buf: VecDeque::new(),
+                    cap: who.grants.output_cap.max(1),
+                    total: 0,
+                },
+                ended: None,
+                exit_code: None,
+                signal: None,
+                killed: false,
+            }),
+            stop: CancellationToken::new(),
+            ended: ended_rx,
+        });
+        let stdout = child.stdout.take();
+        let stderr = child.stderr.take();
+        let stdin_pipe = child.stdin.take();
+        let watched = job.clone();
+        tokio::spawn(async move {
+            use std::os::unix::process::ExitStatusExt;
+            use tokio::io::AsyncWriteExt;
+            if let (Some(mut pipe), Some(bytes)) = (stdin_pipe, stdin) {
+                // Fed in the background; closed when written (or when the
+                // job ends).
+                tokio::spawn(async move {
+                    let _ = pipe.write_all(&bytes).await;
+                });
+            }
+            let reading = async {
+                tokio::join!(pump(stdout, &watched.state), pump(stderr, &watched.state));
+            };
+            let stopped = tokio::select! {
+                _ = reading => false,
+                _ = watched.stop.cancelled() => true,
+                _ = tokio::time::sleep(timeout) => true,
+            };
+            if stopped {
+                child.kill();
+            }
+            let status = child.wait().await;
+            {
+                let mut s = watched.state.lock().unwrap_or_else(|p| p.into_inner());
+                s.ended = Some(Instant::now());
+                s.killed = stopped;
+                if let Ok(status) = status {
+                    s.exit_code = status.code();
+                    s.signal = status.signal();
+                }
+            }
+            let _ = ended_tx.send(true);
+        });
+        let info = job.info();
+        let mut jobs = self.table.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        let list = jobs.entry(key).or_default();
+        list.push(job);
+        // Forget the oldest finished jobs beyond the limit.
+        while list.len() > MAX_KEPT {
+            match list.iter().position(|j| !j.info().running) {
+                Some(i) => {
+                    list.remove(i);
+                }
+                None => break,
+            }
+        }
+        Ok(info)
+    }
+
+    /// The jobs of `scope`, oldest first.
+    pub fn list(&self, scope: &str) -> Vec<JobInfo> {
+        let jobs = self.table.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        jobs.get(&self.key(scope))
+            .map(|l| l.iter().map(|j| j.info()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Output of job `id` from byte `since` on, at most `max` bytes (the
+    /// rest is counted as skipped and can be asked for next).
+    pub fn output(
+        &self,
+        scope: &str,
+        id: &str,
+        since: u64,
+        max: usize,
+    ) -> Result<JobOutput, String> {
+        let job = self.find(scope, id).ok_or_else(|| no_job(id))?;
+        let info = job.info();
+        let s = job.state.lock().unwrap_or_else(|p| p.into_inner());
+        let (mut data, skipped) = s.output.since(since);
+        let start = since + skipped;
+        let mut next = start + data.len() as u64;
+        if data.len() > max {
+            data.truncate(max);
+            next = start + max as u64;
+        }
+        Ok(JobOutput {
+            info,
+            data,
+            next,
+            skipped,
+        })
+    }
+
+    /// Kill job `id` and wait (up to 5 s) until it has ended.
+    pub async fn kill(&self, scope: &str, id: &str) -> Result<JobInfo, String> {
+        let job = self.find(scope, id).ok_or_else(|| no_job(id))?;
+        job.stop.cancel();
+        let mut ended = job.ended.clone();
+        let _ = tokio::time::timeout(Duration::from_secs(5), ended.wait_for(|e| *e)).await;
+        Ok(job.info())
+    }
+}
+
+/// Read `pipe` to its end into the job's output.
+async fn pump(pipe: Option<impl AsyncRead + Unpin>, state: &Mutex<State>) {
+    let Some(mut pipe) = pipe else { return };
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => state
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .output
+                .push(&buf[..n]),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tail_keeps_the_last_bytes_and_counts_the_rest() {
+        let mut t = Tail {
+            buf: VecDeque::new(),
+            cap: 4,
+            total: 0,
+        };
+        t.push(b"ab");
+        assert_eq!(t.since(0), (b"ab".to_vec(), 0));
+        t.push(b"cdef");
+        assert_eq!(t.total, 6);
+        assert_eq!(t.since(0), (b"cdef".to_vec(), 2));
+        assert_eq!(t.since(3), (b"def".to_vec(), 0));
+        assert_eq!(t.since(6), (Vec::new(), 0));
+        assert_eq!(t.since(99), (Vec::new(), 0));
+        t.push(b"0123456789");
+        assert_eq!(t.since(0), (b"6789".to_vec(), 12));
+    }
+}

@@ -1,0 +1,353 @@
+//! `grep`: ripgrep's matcher and searcher over the walk.
+
+use std::path::Path;
+
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
+use ignore::overrides::OverrideBuilder;
+use ignore::types::TypesBuilder;
+use serde::{Deserialize, Serialize};
+use toolgate_sdk::{Annotations, Call, Content, ContentBlock, Schema, Tool, ToolError};
+
+use crate::paths::{display, metadata, regular_file, relative};
+use crate::walk::{Filters, MAX_VISITED, walk};
+
+/// Entries (lines, files or counts) returned when the call gives no
+/// `head_limit`.
+pub const DEFAULT_HEAD_LIMIT: u32 = 500;
+/// Characters kept of one matching or context line.
+pub const MAX_LINE_CHARS: usize = 500;
+/// Bytes of output one call returns at most.
+pub const MAX_OUTPUT_BYTES: usize = 128 * 1024;
+
+/// What `grep` returns.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, Schema)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputMode {
+    /// Matching lines, as `path:line:text` (context lines as `path-line-text`).
+    Content,
+    /// The paths of the files that match.
+    #[default]
+    FilesWithMatches,
+    /// `path:count` of matching lines per file.
+    Count,
+}
+
+/// Search file contents with a regular expression (the Rust `regex`
+/// syntax, as ripgrep: `fn \w+\(`, `(?i)todo`, `foo|bar`; escape
+/// `{`, `(`, `.` etc. to match them literally). Searches the working
+/// directory, or `path` (a directory or one file). Files ignored by
+/// `.gitignore`, hidden files and binary files are skipped. Narrow the
+/// files with `glob` (`*.rs`, `**/*.{ts,tsx}`) or `type` (`rust`, `py`,
+/// `js`, … ripgrep's type names). `output_mode`: `files_with_matches`
+/// (default), `content` (matching lines with numbers; `context` adds lines
+/// around them) or `count`. At most `head_limit` entries (default 500).
+#[derive(Deserialize, Schema)]
+pub struct Grep {
+    /// The regular expression.
+    pattern: String,
+    /// File or directory to search, relative to the working directory. Default: `.`.
+    path: Option<String>,
+    /// Only files matching this glob, e.g. `*.rs` or `src/**/*.{ts,tsx}`.
+    glob: Option<String>,
+    /// Only files of this type, e.g. `rust`, `py`, `js`, `go`, `md`.
+    #[serde(rename = "type")]
+    file_type: Option<String>,
+    /// Match regardless of case.
+    case_insensitive: Option<bool>,
+    /// Let the pattern span lines; `.` then matches newlines too.
+    multiline: Option<bool>,
+    /// Lines of context before and after each match (content mode).
+    context: Option<u32>,
+    /// `files_with_matches` (default), `content` or `count`.
+    output_mode: Option<OutputMode>,
+    /// Most entries to return. Default: 500.
+    head_limit: Option<u32>,
+}
+
+/// What matched.
+#[derive(Serialize, Deserialize, Schema)]
+pub struct Found {
+    /// The mode the lines are in.
+    mode: OutputMode,
+    /// The entries, formatted for the mode.
+    lines: Vec<String>,
+    /// Files with at least one match (among those searched).
+    files: u64,
+    /// The search stopped at `head_limit` or the size limit.
+    truncated: bool,
+    /// The walk stopped at its limit of visited entries.
+    walk_cut: bool,
+}
+
+/// Collects entries up to the limits.
+struct Out {
+    lines: Vec<String>,
+    bytes: usize,
+    limit: usize,
+    truncated: bool,
+}
+
+impl Out {
+    /// Add an entry; false once the limits are reached.
+    fn push(&mut self, line: String) -> bool {
+        if self.lines.len() >= self.limit || self.bytes + line.len() > MAX_OUTPUT_BYTES {
+            self.truncated = true;
+            return false;
+        }
+        self.bytes += line.len() + 1;
+        self.lines.push(line);
+        true
+    }
+}
+
+fn cut_line(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let text = text.trim_end_matches(['\n', '\r']);
+    if text.chars().count() > MAX_LINE_CHARS {
+        let kept: String = text.chars().take(MAX_LINE_CHARS).collect();
+        format!("{kept} … (line cut)")
+    } else {
+        text.to_string()
+    }
+}
+
+/// The sink of one file, in content mode.
+struct ContentSink<'a> {
+    path: &'a str,
+    out: &'a mut Out,
+    matched: bool,
+    first: bool,
+    context: bool,
+}
+
+impl Sink for ContentSink<'_> {
+    type Error = std::io::Error;
+
+    fn matched(&mut self, _: &Searcher, m: &SinkMatch<'_>) -> Result<bool, std::io::Error> {
+        self.matched = true;
+        if self.first && self.context && !self.out.lines.is_empty() {
+            self.out.push("--".into());
+        }
+        self.first = false;
+        let start = m.line_number().unwrap_or(0);
+        for (i, line) in m.lines().enumerate() {
+            let entry = format!("{}:{}:{}", self.path, start + i as u64, cut_line(line));
+            if !self.out.push(entry) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    fn context(&mut self, _: &Searcher, c: &SinkContext<'_>) -> Result<bool, std::io::Error> {
+        if self.first && !self.out.lines.is_empty() {
+            self.out.push("--".into());
+        }
+        self.first = false;
+        let entry = format!(
+            "{}-{}-{}",
+            self.path,
+            c.line_number().unwrap_or(0),
+            cut_line(c.bytes())
+        );
+        Ok(self.out.push(entry))
+    }
+
+    fn context_break(&mut self, _: &Searcher) -> Result<bool, std::io::Error> {
+        Ok(self.out.push("--".into()))
+    }
+}
+
+/// The sink of one file, in the other modes: counts matching lines (stops
+/// at the first for `files_with_matches`).
+struct CountSink {
+    count: u64,
+    stop_at_first: bool,
+}
+
+impl Sink for CountSink {
+    type Error = std::io::Error;
+
+    fn matched(&mut self, _: &Searcher, m: &SinkMatch<'_>) -> Result<bool, std::io::Error> {
+        self.count += m.lines().count() as u64;
+        Ok(!self.stop_at_first)
+    }
+}
+
+impl Grep {
+    fn matcher(&self) -> Result<RegexMatcher, ToolError> {
+        let mut b = RegexMatcherBuilder::new();
+        b.case_insensitive(self.case_insensitive.unwrap_or(false))
+            .multi_line(true);
+        if self.multiline.unwrap_or(false) {
+            b.dot_matches_new_line(true);
+        } else {
+            b.line_terminator(Some(b'\n'));
+        }
+        b.build(&self.pattern).map_err(|e| {
+            ToolError::invalid_input(format!(
+                "the pattern is not a valid regular expression (Rust `regex` syntax; escape `(`, `{{`, `.` etc. to match them literally): {e}"
+            ))
+        })
+    }
+
+    fn filters(&self, root: &Path) -> Result<Filters, ToolError> {
+        let mut filters = Filters::default();
+        if let Some(g) = &self.glob {
+            let mut o = OverrideBuilder::new(root);
+            o.add(g).map_err(|e| {
+                ToolError::invalid_input(format!("`glob` `{g}` is not a glob: {e}"))
+            })?;
+            filters.overrides = Some(o.build().map_err(|e| {
+                ToolError::invalid_input(format!("`glob` `{g}` is not a glob: {e}"))
+            })?);
+        }
+        if let Some(t) = &self.file_type {
+            let mut types = TypesBuilder::new();
+            types.add_defaults();
+            if !types.definitions().iter().any(|d| d.name() == t) {
+                let mut names: Vec<String> = types
+                    .definitions()
+                    .iter()
+                    .map(|d| d.name().to_string())
+                    .collect();
+                names.sort();
+                return Err(ToolError::invalid_input(format!(
+                    "`type` `{t}` is not a known file type; known types include {} (or use `glob`)",
+                    names
+                        .iter()
+                        .filter(|n| {
+                            [
+                                "rust", "py", "js", "ts", "go", "java", "c", "cpp", "md", "json",
+                                "toml", "yaml", "sh", "html", "css",
+                            ]
+                            .contains(&n.as_str())
+                        })
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+            types.select(t);
+            filters.types = Some(
+                types
+                    .build()
+                    .map_err(|e| ToolError::invalid_input(format!("`type` `{t}`: {e}")))?,
+            );
+        }
+        Ok(filters)
+    }
+}
+
+impl Tool for Grep {
+    const NAME: &'static str = "grep";
+    type Output = Found;
+
+    fn execute(self, call: &Call) -> Result<Found, ToolError> {
+        let root = relative(self.path.as_deref().unwrap_or("."))?;
+        let shown_root = display(&root);
+        let matcher = self.matcher()?;
+        let mode = self.output_mode.unwrap_or_default();
+        let context = if mode == OutputMode::Content {
+            self.context.unwrap_or(0).min(100) as usize
+        } else {
+            0
+        };
+        let mut searcher = SearcherBuilder::new()
+            .line_number(true)
+            .binary_detection(BinaryDetection::quit(0))
+            .multi_line(self.multiline.unwrap_or(false))
+            .before_context(context)
+            .after_context(context)
+            .build();
+        let mut out = Out {
+            lines: Vec::new(),
+            bytes: 0,
+            limit: self.head_limit.unwrap_or(DEFAULT_HEAD_LIMIT).max(1) as usize,
+            truncated: false,
+        };
+        let mut files = 0u64;
+        let mut search = |path: &Path, out: &mut Out| -> bool {
+            let shown = display(path);
+            match mode {
+                OutputMode::Content => {
+                    let mut sink = ContentSink {
+                        path: &shown,
+                        out,
+                        matched: false,
+                        first: true,
+                        context: context > 0,
+                    };
+                    let _ = searcher.search_path(&matcher, path, &mut sink);
+                    files += u64::from(sink.matched);
+                    !out.truncated
+                }
+                OutputMode::FilesWithMatches | OutputMode::Count => {
+                    let mut sink = CountSink {
+                        count: 0,
+                        stop_at_first: mode == OutputMode::FilesWithMatches,
+                    };
+                    let _ = searcher.search_path(&matcher, path, &mut sink);
+                    if sink.count == 0 {
+                        return true;
+                    }
+                    files += 1;
+                    out.push(if mode == OutputMode::Count {
+                        format!("{shown}:{}", sink.count)
+                    } else {
+                        shown
+                    })
+                }
+            }
+        };
+        let meta = metadata(&root, &shown_root)?;
+        let walk_cut = if meta.is_dir() {
+            let filters = self.filters(&root)?;
+            walk(&root, filters, false, call, |f| search(&f.path, &mut out))?
+        } else {
+            // One file, named by the caller.
+            regular_file(&root, &shown_root, "grep")?;
+            search(&root, &mut out);
+            false
+        };
+        Ok(Found {
+            mode,
+            lines: out.lines,
+            files,
+            truncated: out.truncated,
+            walk_cut,
+        })
+    }
+
+    fn render(v: Found) -> Vec<ContentBlock> {
+        if v.lines.is_empty() {
+            return vec![Content::text("no matches")];
+        }
+        let mut s = v.lines.join("\n");
+        if v.truncated {
+            s.push_str(&format!(
+                "\n… (stopped after {} entries; more matches exist — narrow the search or raise head_limit)",
+                v.lines.len()
+            ));
+        }
+        if v.walk_cut {
+            s.push_str(&format!(
+                "\n… (the walk stopped after {MAX_VISITED} entries; give a narrower path)"
+            ));
+        }
+        vec![Content::text(s)]
+    }
+
+    fn output_schema() -> Option<serde_json::Value> {
+        Some(Found::schema())
+    }
+
+    fn annotations() -> Annotations {
+        Annotations::READ_ONLY | Annotations::IDEMPOTENT
+    }
+
+    fn is_concurrency_safe(&self) -> bool {
+        true
+    }
+}
