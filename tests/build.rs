@@ -25,7 +25,9 @@ fn main() {
         manifest_dir.join("fixtures").display()
     );
     let fixtures = toolgate_guest_build::discover(&manifest_dir.join("fixtures"));
-    let plugins = toolgate_guest_build::discover(&workspace.join("plugins"));
+    let mut plugins = toolgate_guest_build::discover(&workspace.join("plugins"));
+    // The Code Mode interpreter is no plugin: the host builds and embeds it.
+    plugins.retain(|g| g.name != "run-code");
     let rust_examples = toolgate_guest_build::discover(&workspace.join("examples"));
     let all: Vec<_> = fixtures
         .iter()

@@ -11,6 +11,8 @@
 //!   Imports that never block are synchronous; the waterfalls' `next` and
 //!   the process seams are `async` (they run the rest of a chain, or wait
 //!   for a process).
+//! * [`code_mode`] — the `run_code` interpreter's world (Code Mode), in
+//!   the same package: a `tool-calls` import and a `code-runner` export.
 //! * [`v0_1`] — `toolgate:plugin@0.1.0`, frozen in `wit/v0.1.0/` for the
 //!   components third parties built against it. Everything async, as it
 //!   always was.
@@ -63,6 +65,18 @@ pub mod v0_2 {
     });
 
     pub use self::toolgate::plugin::types as wit;
+}
+
+/// The `run_code` interpreter's world (`code-interpreter` in
+/// `wit/code-mode.wit`): not a plugin role, so no plugin linker sees it.
+/// Everything on a fiber: `call-batch` waits for the nested calls.
+pub mod code_mode {
+    wasmtime::component::bindgen!({
+        world: "code-interpreter",
+        path: "../wit",
+        imports: { default: async | trappable },
+        exports: { default: async },
+    });
 }
 
 /// `toolgate:plugin@0.1.0` (frozen).

@@ -10,6 +10,7 @@
 //! policy_timeout_ms = 2000         # budget of one hook/guard invocation
 //! sandbox = "strict"               # or "best-effort" (logged on every spawn)
 //! sandbox_waive = []               # or run without named protections, e.g. ["mount_isolation"]
+//! code_mode = false                # true: the model sees only `run_code`; direct calls are refused
 //!
 //! [limits]                         # every limit, its threat and default: docs/operators.md
 //! max_argument_depth = 64
@@ -64,6 +65,11 @@
 //! tools_deny = ["convert_time"]
 //! [mcp.servers.time.grants]        # default: the working directory read-only, no network
 //! fs = [{ path = ".", access = "read-only" }]
+//! [run_code]                       # the Code Mode interpreter's limits (see docs/operators.md)
+//! max_nested_calls = 100           # tool calls one program may make
+//! max_output_kb = 64               # printed output kept (the rest is cut, and said so)
+//! memory_mb = 64                   # the interpreter's heap
+//! timeout_ms = 30000               # wall time of one program (a call's `timeoutMs` may shorten it)
 //! ```
 
 use std::collections::BTreeMap;
@@ -136,6 +142,13 @@ pub struct HostConfig {
     /// External MCP servers whose tools the host bridges (see [`crate::bridge`]).
     #[serde(default)]
     pub mcp: McpConfig,
+    /// Code Mode: the model-facing list holds only `run_code`, and direct
+    /// calls to any other tool are refused at materialize.
+    #[serde(default)]
+    pub code_mode: bool,
+    /// The `run_code` interpreter's limits.
+    #[serde(default)]
+    pub run_code: RunCodeConfig,
     /// The file this came from (for messages).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -210,6 +223,19 @@ pub struct ScopeConfig {
     /// Settings of the scope's own plugins, as under `[plugins.NAME]`.
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginConfig>,
+/// `[run_code]`: the Code Mode interpreter's limits; every field defaults
+/// to the constant of the same name in `codemode`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunCodeConfig {
+    /// Tool calls one program may make.
+    pub max_nested_calls: Option<usize>,
+    /// Printed output kept, in KiB.
+    pub max_output_kb: Option<usize>,
+    /// The interpreter instance's memory, in MiB.
+    pub memory_mb: Option<usize>,
+    /// Wall time of one program, in milliseconds.
+    pub timeout_ms: Option<u32>,
 }
 
 /// Per-plugin settings.
@@ -567,6 +593,15 @@ fn schema() -> serde_json::Value {
             "mcp": {
                 "type": "object",
                 "properties": {"servers": {"type": "object", "additionalProperties": mcp_server_schema()}},
+            "code_mode": {"type": "boolean"},
+            "run_code": {
+                "type": "object",
+                "properties": {
+                    "max_nested_calls": {"type": "integer"},
+                    "max_output_kb": {"type": "integer"},
+                    "memory_mb": {"type": "integer"},
+                    "timeout_ms": {"type": "integer"}
+                },
                 "additionalProperties": false
             }
         },
@@ -660,6 +695,22 @@ impl HostConfig {
         let mut problems = Vec::new();
         if config.max_parallel_tool_calls == Some(0) {
             problems.push("/max_parallel_tool_calls: expected 1 or more, got 0".to_string());
+        }
+        let r = &config.run_code;
+        for (key, value) in [
+            ("max_output_kb", r.max_output_kb),
+            ("memory_mb", r.memory_mb),
+            ("timeout_ms", r.timeout_ms.map(|v| v as usize)),
+        ] {
+            if value == Some(0) {
+                problems.push(format!("/run_code/{key}: expected 1 or more, got 0"));
+            }
+        }
+        if r.memory_mb.is_some_and(|mb| mb > MAX_INSTANCE_MEMORY_MB) {
+            problems.push(format!(
+                "/run_code/memory_mb: {} is more than one instance can have ({MAX_INSTANCE_MEMORY_MB} MiB)",
+                r.memory_mb.unwrap_or_default()
+            ));
         }
         let l = &config.limits;
         for (key, value) in [

@@ -23,6 +23,7 @@ use futures::future::BoxFuture;
 use tokio::sync::broadcast;
 
 use crate::call::ToolCall;
+use crate::codemode;
 use crate::config::{HostConfig, SandboxMode};
 use crate::error::HostError;
 use crate::lifecycle::watch::{self, Reloader, WatchOptions, Watcher};
@@ -135,6 +136,14 @@ impl ToolgateBuilder {
     /// Budget of one policy invocation (overrides the configuration).
     pub fn policy_timeout(mut self, timeout: Duration) -> Self {
         self.policy_timeout = Some(timeout);
+        self
+    }
+
+    /// Code Mode (overrides the configuration's `code_mode`): `run_code` is
+    /// registered and is the only tool the model sees; a direct call to
+    /// any other tool is refused at materialize.
+    pub fn code_mode(mut self, on: bool) -> Self {
+        self.config.code_mode = on;
         self
     }
 
@@ -321,7 +330,28 @@ impl ToolgateBuilder {
             budgets,
             limits,
             approver: self.approver,
+            code_mode: self.config.code_mode,
         };
+        // Code Mode: `run_code`, whose calls come back to this host once it
+        // exists (a weak reference: the host owns the tool).
+        let mut natives = self.natives;
+        let nested_slot = codemode::HostSlot::default();
+        if self.config.code_mode {
+            let limits = codemode::Limits::from(&self.config.run_code);
+            let definition = codemode::RunCode::definition(&limits);
+            let parameters = toolgate_schema::Schema::compile_parameters(&definition.parameters)
+                .expect("run_code's schema compiles");
+            natives.tools.push(Arc::new(ToolEntry {
+                def: definition,
+                parameters,
+                output: None,
+                body: Arc::new(codemode::RunCode::new(
+                    runtime.clone(),
+                    limits,
+                    nested_slot.clone(),
+                )),
+            }));
+        }
         let max_parallel = self
             .max_parallel
             .or(self.config.max_parallel_tool_calls)
@@ -339,7 +369,7 @@ impl ToolgateBuilder {
             workdir,
             config_file: self.config_file,
             extra_authority: self.authority,
-            natives: self.natives,
+            natives,
         };
         let sandbox = self.config.sandbox;
         let bridge_config = self.config.clone();
@@ -372,6 +402,7 @@ impl ToolgateBuilder {
             watcher: Mutex::new(None),
             watch_options: self.watch_options,
         });
+        let _ = nested_slot.set(Arc::new(WeakHost(Arc::downgrade(&inner))));
         let host = Toolgate { inner };
         host.inner.lifecycle.reload(true).await?;
         if self.watch {
@@ -416,6 +447,25 @@ impl Reloader for Inner {
             }
             self.lifecycle.watched().await
         })
+    }
+}
+
+/// The host as `run_code` sees it: a weak reference (the host owns the
+/// tool), through which a program's calls come back as turns of their own.
+struct WeakHost(std::sync::Weak<Inner>);
+
+#[async_trait::async_trait]
+impl codemode::NestedCalls for WeakHost {
+    async fn run_batch(
+        &self,
+        calls: Vec<ToolCall>,
+        turn: &TurnOptions,
+    ) -> Result<Vec<CallRecord>, String> {
+        let inner = self.0.upgrade().ok_or("the host has shut down")?;
+        Toolgate { inner }
+            .try_execute_tool_calls(calls, turn)
+            .await
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -495,14 +545,30 @@ impl Toolgate {
         }
     }
 
-    /// The model-facing projection of every tool (global layer).
+    /// The model-facing list: every tool's projection, or under Code Mode
+    /// `run_code` alone, declaring the others.
     pub fn tools(&self) -> Vec<ModelTool> {
-        self.generation().model_tools()
+        let all = self.generation().model_tools();
+        if self.inner.lifecycle.settings.code_mode {
+            codemode::signatures::project(&all)
+        } else {
+            all
+        }
+    }
+
+    /// Code Mode is on for every turn.
+    pub fn code_mode(&self) -> bool {
+        self.inner.lifecycle.settings.code_mode
     }
 
     /// The model-facing projection of every tool a call from `scope` may use.
     pub fn tools_for(&self, scope: &str) -> Vec<ModelTool> {
-        self.generation_for(scope).model_tools()
+        let all = self.generation_for(scope).model_tools();
+        if self.code_mode() {
+            codemode::signatures::project(&all)
+        } else {
+            all
+        }
     }
 
     /// What failed to load (or was adjusted) in the current generation.

@@ -15,6 +15,7 @@ pub mod bridge;
 pub mod budgets;
 pub mod call;
 pub mod cli;
+pub mod codemode;
 pub mod config;
 pub mod content;
 pub mod error;

@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::approval::Approver;
 pub use crate::call::{Annotations, Features, ToolMeta};
 use crate::call::{CallInfo, CallSignal, Interrupt};
 use crate::content::Content;
@@ -72,6 +73,9 @@ pub type DeferredContexts = Arc<Mutex<Vec<String>>>;
 pub struct BodyContext {
     pub signal: CallSignal,
     pub deferred: DeferredContexts,
+    /// The turn's own approver (`None`: the host's), for calls the body
+    /// makes in turn through the pipeline (`run_code`).
+    pub approver: Option<Arc<dyn Approver>>,
 }
 
 /// A card showing a call in a user interface (a tool's `present-call`),

@@ -80,6 +80,12 @@ pub struct GlobalArgs {
     /// Do not read or write the compiled-component cache.
     #[arg(long, global = true)]
     no_compile_cache: bool,
+
+    /// Code Mode (as `code_mode = true` in the configuration): the model
+    /// sees only `run_code`, a JavaScript program whose tool calls each pass
+    /// the pipeline; direct calls to other tools are refused.
+    #[arg(long, global = true)]
+    code_mode: bool,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -213,6 +219,9 @@ impl GlobalArgs {
         }
         if let Some(approver) = approve::approver(self.approve) {
             b = b.approver(approver);
+        }
+        if self.code_mode {
+            b = b.code_mode(true);
         }
         Ok(b)
     }

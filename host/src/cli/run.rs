@@ -24,10 +24,6 @@ pub struct RunArgs {
     #[arg(value_name = "FILE|-")]
     input: PathBuf,
 
-    /// Code Mode: refuse direct calls to any tool but `run_code`.
-    #[arg(long)]
-    code_mode: bool,
-
     /// The agent scope the calls come from.
     #[arg(long, default_value = "")]
     scope: String,
@@ -185,7 +181,6 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
     let parsed = parse_batch(&text, &origin, &host.settings().limits)?;
     let turn = TurnOptions {
         agent_scope: args.scope,
-        code_mode: args.code_mode,
         ..Default::default()
     };
     // Consecutive calls of one scope are one turn; turns run in the

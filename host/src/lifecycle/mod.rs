@@ -1269,6 +1269,9 @@ fn restart_only(a: &HostConfig, b: &HostConfig) -> Vec<&'static str> {
     if a.mcp != b.mcp {
         out.push("mcp");
     }
+    if a.code_mode != b.code_mode || a.run_code != b.run_code {
+        out.push("code_mode / run_code");
+    }
     out
 }
 

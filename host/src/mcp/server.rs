@@ -176,13 +176,27 @@ impl ToolgateServer {
         {
             return tools.clone();
         }
-        let tools: Arc<Vec<Tool>> = Arc::new(
+        // Code Mode: `run_code` alone, its description declaring the rest.
+        let tools: Arc<Vec<Tool>> = Arc::new(if self.host.code_mode() {
+            let projected = crate::codemode::signatures::project(&generation.model_tools());
+            generation
+                .tools
+                .get(crate::codemode::RUN_CODE)
+                .zip(projected.first())
+                .map(|(t, p)| {
+                    let mut def = t.def.clone();
+                    def.description = p.description.clone();
+                    projection::mcp_tool(&def)
+                })
+                .into_iter()
+                .collect()
+        } else {
             generation
                 .tools
                 .values()
                 .map(|t| projection::mcp_tool(&t.def))
-                .collect(),
-        );
+                .collect()
+        });
         *cache = Some((generation.number, tools.clone()));
         tools
     }

@@ -17,6 +17,7 @@ use std::time::Instant;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
+use crate::approval::Approver;
 use crate::call::{CallInfo, CallSignal, Interrupt};
 use crate::outcome::{CallError, ErrorCode, Outcome, Stage};
 use crate::policy::{Chain, ExecNext, ExecuteAroundHook, PolicyError};
@@ -27,6 +28,7 @@ struct Shared {
     entry: Arc<ToolEntry>,
     call: Arc<CallInfo>,
     deferred: DeferredContexts,
+    approver: Option<Arc<dyn Approver>>,
     limits: toolgate_schema::Limits,
 }
 
@@ -37,6 +39,7 @@ pub async fn run(
     call: &Arc<CallInfo>,
     signal: CallSignal,
     deferred: DeferredContexts,
+    approver: Option<Arc<dyn Approver>>,
     limits: &toolgate_schema::Limits,
 ) -> Outcome {
     let shared = Arc::new(Shared {
@@ -44,6 +47,7 @@ pub async fn run(
         entry: entry.clone(),
         call: call.clone(),
         deferred,
+        approver,
         limits: *limits,
     });
     run_from(shared, 0, signal).await
@@ -101,6 +105,7 @@ async fn dispatch_body(shared: &Shared, signal: CallSignal) -> Outcome {
     let ctx = BodyContext {
         signal: signal.clone(),
         deferred: shared.deferred.clone(),
+        approver: shared.approver.clone(),
     };
     let answer = signal.guard(entry.body.execute(call, ctx)).await;
     let outcome = match answer {

@@ -2,7 +2,8 @@
 //!
 //! In order: Code Mode collapse (a direct call to anything but `run_code` is
 //! refused here, deterministically, before any hook, approval or guard could
-//! see it); a generation whose policies did not all load refuses the call
+//! see it; a call a program makes — it has a parent — is let through, unless
+//! it is `run_code` again); a generation whose policies did not all load refuses the call
 //! (fail closed); a turn already cancelled ends as `ABORTED_BEFORE_DISPATCH`; the
 //! tool is looked up; the arguments are snapshotted losslessly, validated
 //! against the tool's compiled schema, and frozen (`Arc<Value>`, never
@@ -47,7 +48,11 @@ pub fn run(
             id.clone(),
             name.clone(),
             arguments,
-            turn.origin(),
+            {
+                let mut origin = turn.origin();
+                origin.code_mode |= settings.code_mode;
+                origin
+            },
             meta.clone(),
         ))
     };
@@ -70,7 +75,17 @@ pub fn run(
         }))
     };
 
-    if turn.code_mode && name != RUN_CODE {
+    let nested = turn.parent_id.is_some();
+    if nested && name == RUN_CODE {
+        let error = CallError::new(
+            ErrorCode::Denied,
+            Stage::Materialize,
+            format!("`{RUN_CODE}` cannot be called from inside a program: call the tools directly"),
+        )
+        .decided_by("code-mode");
+        return early(info(serde_json::Value::Null), error);
+    }
+    if (turn.code_mode || settings.code_mode) && !nested && name != RUN_CODE {
         let error = CallError::new(
             ErrorCode::Denied,
             Stage::Materialize,

@@ -64,6 +64,9 @@ pub struct PipelineSettings {
     pub limits: toolgate_schema::Limits,
     /// Who answers `ask`. `None`: every `ask` is a deny.
     pub approver: Option<Arc<dyn Approver>>,
+    /// Code Mode for every turn (the operator's `code_mode = true`), as if
+    /// each turn said so.
+    pub code_mode: bool,
 }
 
 impl PipelineSettings {
@@ -92,6 +95,7 @@ impl std::fmt::Debug for PipelineSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PipelineSettings")
             .field("budgets", &self.budgets)
+            .field("code_mode", &self.code_mode)
             .field(
                 "approver",
                 &self.approver.as_ref().map(|a| a.name().to_string()),
@@ -117,6 +121,9 @@ struct Held {
     entry: Arc<ToolEntry>,
     span: tracing::Span,
     started: Instant,
+    /// The turn's own approver, for the calls a body makes in turn (Code
+    /// Mode): they are asked about where the call itself would be.
+    approver: Option<Arc<dyn Approver>>,
 }
 
 impl Held {
@@ -221,6 +228,7 @@ pub fn prepare(
             entry,
             span,
             started,
+            approver: turn.approver.clone(),
         })),
         Err(early) => Err(finish(early.info, early.record, span, started)),
     }
@@ -316,6 +324,7 @@ pub async fn complete(
         entry,
         span,
         started,
+        approver,
     } = admitted.0;
     let record = async {
         let policies = &generation.policies;
@@ -331,6 +340,7 @@ pub async fn complete(
             &info,
             signal,
             deferred.clone(),
+            approver,
             &settings.limits,
         )
         .await;

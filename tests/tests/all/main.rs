@@ -5,6 +5,7 @@ mod bridge;
 mod budgets;
 mod capabilities;
 mod catalog;
+mod code_mode;
 mod containment;
 mod contract;
 mod examples;
