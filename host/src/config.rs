@@ -65,6 +65,7 @@
 //! tools_deny = ["convert_time"]
 //! [mcp.servers.time.grants]        # default: the working directory read-only, no network
 //! fs = [{ path = ".", access = "read-only" }]
+//!
 //! [run_code]                       # the Code Mode interpreter's limits (see docs/operators.md)
 //! max_nested_calls = 100           # tool calls one program may make
 //! max_output_kb = 64               # printed output kept (the rest is cut, and said so)
@@ -223,6 +224,8 @@ pub struct ScopeConfig {
     /// Settings of the scope's own plugins, as under `[plugins.NAME]`.
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginConfig>,
+}
+
 /// `[run_code]`: the Code Mode interpreter's limits; every field defaults
 /// to the constant of the same name in `codemode`.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
@@ -593,6 +596,8 @@ fn schema() -> serde_json::Value {
             "mcp": {
                 "type": "object",
                 "properties": {"servers": {"type": "object", "additionalProperties": mcp_server_schema()}},
+                "additionalProperties": false
+            },
             "code_mode": {"type": "boolean"},
             "run_code": {
                 "type": "object",

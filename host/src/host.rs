@@ -541,7 +541,9 @@ impl Toolgate {
             Ok(handle) => {
                 handle.spawn(reload);
             }
-            Err(_) => tracing::warn!("a bridged listing arrived outside the runtime; not published"),
+            Err(_) => {
+                tracing::warn!("a bridged listing arrived outside the runtime; not published")
+            }
         }
     }
 
@@ -694,7 +696,11 @@ impl Toolgate {
     /// until each has ended. Dropping the host kills them too, without
     /// waiting; an embedder that exits right after should call this first.
     pub async fn shutdown(&self) {
-        self.inner.lifecycle.jobs.shutdown(Duration::from_secs(5)).await
+        self.inner
+            .lifecycle
+            .jobs
+            .shutdown(Duration::from_secs(5))
+            .await
     }
 
     /// Background jobs running now, all plugins and scopes.

@@ -663,11 +663,7 @@ fn check_conformance_passes_sound_components() {
             "secrets-guard",
             "guard on 48 nested arrays",
         ),
-        (
-            "plugin_fs_tools.wasm",
-            "fs-tools",
-            "tool/read parameters",
-        ),
+        ("plugin_fs_tools.wasm", "fs-tools", "tool/read parameters"),
         (
             "plugin_audit_log.wasm",
             "audit-log",

@@ -55,7 +55,7 @@ use crate::budgets::Budgets;
 use crate::config::{HostConfig, McpServerConfig};
 use crate::plugin::grants::Authority;
 use crate::plugin::{LoadError, log::escape};
-use crate::registry::{Generation, Policies};
+use crate::registry::Generation;
 use crate::tool::ToolEntry;
 use body::{BridgedTools, Session};
 use launch::Launch;
@@ -412,29 +412,7 @@ pub fn merge(generation: &mut Generation, bridge: &Bridge) {
         generation.tools.insert(name.clone(), entry);
     }
     generation.problems.extend(bridge.problems());
-}
-
-/// A new generation: `old`'s plugins and policies with the bridge's current
-/// tools.
-pub fn regenerate(old: &Generation, number: u64, bridge: &Bridge) -> Generation {
-    let p = &old.policies;
-    let mut g = Generation {
-        number,
-        tools: old.tools.clone(),
-        policies: Policies {
-            pre_execute: p.pre_execute.clone(),
-            execute_around: p.execute_around.clone(),
-            post_execute: p.post_execute.clone(),
-            guards: p.guards.clone(),
-            finalizers: p.finalizers.clone(),
-            observers: p.observers.clone(),
-        },
-        plugins: old.plugins.clone(),
-        problems: old.problems.clone(),
-        blocked: old.blocked.clone(),
-    };
-    merge(&mut g, bridge);
-    g
+    generation.tools_digest = Generation::digest_tools(&generation.tools);
 }
 
 /// Tells the supervisor about `notifications/tools/list_changed`.
