@@ -22,7 +22,7 @@ pub struct ApprovalRequest {
     pub asked_by: String,
     /// The tool's card for the call (`present-call`: e.g. the diff an edit
     /// would make), if it has one.
-    pub card: Option<crate::tool::CallCard>,
+    pub card: Option<CallCard>,
 }
 
 /// What the approver answered.
@@ -77,4 +77,12 @@ impl Approver for DenyAll {
     async fn approve(&self, _request: &ApprovalRequest) -> ApprovalAnswer {
         ApprovalAnswer::Deny("approvals are set to deny (--approve deny)".into())
     }
+}
+
+/// A card showing a call in a user interface (a tool's `present-call`),
+/// e.g. the unified diff of an edit, for the person asked to approve it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct CallCard {
+    pub title: String,
+    pub detail: Option<String>,
 }

@@ -778,7 +778,7 @@ impl HostConfig {
             }
         }
         for (name, server) in &config.mcp.servers {
-            problems.extend(crate::bridge::check_server_config(name, server));
+            problems.extend(check_mcp_server(name, server));
         }
         if problems.is_empty() {
             Ok(config)
@@ -797,6 +797,122 @@ impl HostConfig {
             .map(|p| p.display().to_string())
             .unwrap_or_else(|| "toolgate.toml".into())
     }
+}
+
+/// Longest MCP server name (its tools are named `mcp__<server>__<tool>`).
+pub const MAX_SERVER_NAME: usize = 20;
+
+/// A server name usable in `mcp__<server>__<tool>`: 1–20 characters of
+/// `[A-Za-z0-9_-]`, no `__`, not starting or ending with `_`.
+pub fn valid_server_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_SERVER_NAME
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && !name.contains("__")
+        && !name.starts_with('_')
+        && !name.ends_with('_')
+}
+
+/// Check one `[mcp.servers.NAME]`; every problem, with its path.
+pub fn check_mcp_server(name: &str, c: &McpServerConfig) -> Vec<String> {
+    let at = |key: &str| format!("/mcp/servers/{name}{key}");
+    let mut problems = Vec::new();
+    if !valid_server_name(name) {
+        problems.push(format!(
+            "{}: a server name must be 1–{} characters of [A-Za-z0-9_-], without `__` and not starting or ending with `_` (its tools are named mcp__{name}__TOOL)",
+            at(""),
+            MAX_SERVER_NAME
+        ));
+    }
+    match (&c.command, &c.url) {
+        (None, None) => problems.push(format!(
+            "{}: set `command` (a stdio server) or `url` (streamable HTTP)",
+            at("")
+        )),
+        (Some(_), Some(_)) => problems.push(format!(
+            "{}: set either `command` or `url`, not both",
+            at("")
+        )),
+        (Some(cmd), None) => {
+            if cmd.is_empty() {
+                problems.push(format!("{}: empty", at("/command")));
+            }
+            for (key, set) in [
+                ("headers", !c.headers.is_empty()),
+                ("bearer_token_env", c.bearer_token_env.is_some()),
+                ("bearer_token_file", c.bearer_token_file.is_some()),
+            ] {
+                if set {
+                    problems.push(format!(
+                        "{}: only for a streamable HTTP server (`url`)",
+                        at(&format!("/{key}"))
+                    ));
+                }
+            }
+        }
+        (None, Some(url)) => {
+            if !url.starts_with("http://") {
+                problems.push(format!(
+                    "{}: expected an http:// URL, got {url:?} (this build's HTTP client has no TLS: reach an https server through a local TLS proxy)",
+                    at("/url")
+                ));
+            }
+            for (key, set) in [
+                ("args", !c.args.is_empty()),
+                ("env", !c.env.is_empty()),
+                ("cwd", c.cwd.is_some()),
+                ("grants", c.grants.is_some()),
+                ("auto_grant", c.auto_grant.is_some()),
+            ] {
+                if set {
+                    problems.push(format!(
+                        "{}: only for a stdio server (`command`)",
+                        at(&format!("/{key}"))
+                    ));
+                }
+            }
+            if c.bearer_token_env.is_some() && c.bearer_token_file.is_some() {
+                problems.push(format!(
+                    "{}: set `bearer_token_env` or `bearer_token_file`, not both",
+                    at("")
+                ));
+            }
+            for (k, v) in &c.headers {
+                if http::HeaderName::from_bytes(k.as_bytes()).is_err()
+                    || http::HeaderValue::from_str(v).is_err()
+                {
+                    problems.push(format!(
+                        "{}: not a valid HTTP header",
+                        at(&format!("/headers/{k}"))
+                    ));
+                }
+            }
+        }
+    }
+    for (key, zero) in [
+        ("timeout_ms", c.timeout_ms == Some(0)),
+        ("connect_timeout_ms", c.connect_timeout_ms == Some(0)),
+    ] {
+        if zero {
+            problems.push(format!(
+                "{}: expected 1 or more, got 0",
+                at(&format!("/{key}"))
+            ));
+        }
+    }
+    if let Some(g) = &c.grants {
+        for (i, f) in g.fs.iter().enumerate() {
+            if f.path.is_empty() {
+                problems.push(format!(
+                    "{}: expected a directory, got an empty string",
+                    at(&format!("/grants/fs/{i}/path"))
+                ));
+            }
+        }
+    }
+    problems
 }
 
 #[cfg(test)]

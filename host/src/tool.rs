@@ -78,13 +78,7 @@ pub struct BodyContext {
     pub approver: Option<Arc<dyn Approver>>,
 }
 
-/// A card showing a call in a user interface (a tool's `present-call`),
-/// e.g. the unified diff of an edit, for the person asked to approve it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct CallCard {
-    pub title: String,
-    pub detail: Option<String>,
-}
+pub use crate::approval::CallCard;
 
 /// A tool's own structured failure.
 #[derive(Clone, Debug, PartialEq)]

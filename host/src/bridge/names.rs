@@ -27,23 +27,12 @@ use sha2::{Digest, Sha256};
 /// The longest public tool name.
 pub const MAX_NAME: usize = 64;
 /// The longest server name (leaving at least 37 characters for the tool).
-pub const MAX_SERVER_NAME: usize = 20;
+pub use crate::config::{MAX_SERVER_NAME, valid_server_name};
 /// Hexadecimal digits of the digest suffix.
 const DIGEST_DIGITS: usize = 8;
 
 fn allowed(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '-'
-}
-
-/// A server name usable in `mcp__<server>__<tool>`: 1–20 characters of
-/// `[A-Za-z0-9_-]`, no `__`, not starting or ending with `_`.
-pub fn valid_server_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= MAX_SERVER_NAME
-        && name.chars().all(allowed)
-        && !name.contains("__")
-        && !name.starts_with('_')
-        && !name.ends_with('_')
 }
 
 fn ends_like_digest(name: &str) -> bool {
