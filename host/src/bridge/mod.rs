@@ -760,7 +760,7 @@ mod tests {
             headers: [("bad header".to_string(), "v".to_string())].into(),
             ..McpServerConfig::default()
         };
-        let problems = check_server_config("s", &config).join("\n");
+        let problems = crate::config::check_mcp_server("s", &config).join("\n");
         assert!(problems.contains("not both"), "{problems}");
         assert!(
             problems.contains("/mcp/servers/s/headers/bad header: not a valid HTTP header"),
