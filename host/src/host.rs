@@ -514,6 +514,11 @@ impl Toolgate {
     pub async fn wait_for_mcp(&self, timeout: Duration) {
         if let Some(b) = self.inner.lifecycle.bridge.get() {
             b.wait_ready(timeout).await;
+            // A listing is published by a reload in the background; make
+            // sure the generation in force has what the servers listed.
+            if let Err(e) = self.inner.lifecycle.reload(false).await {
+                tracing::warn!(error = %e, "the bridged tools could not be published");
+            }
         }
     }
 
@@ -531,19 +536,18 @@ impl Toolgate {
     /// server's listing changed): a reload, which keeps every unchanged
     /// plugin as it is. Calls in flight keep theirs.
     fn publish_bridged(&self) {
+        self.inner.lifecycle.publish_bridged();
+        // Scope views are recomposed by a reload.
+        if self.registry().scopes().is_empty() {
+            return;
+        }
         let inner = self.inner.clone();
-        let reload = async move {
-            if let Err(e) = inner.lifecycle.reload(false).await {
-                tracing::warn!(error = %e, "a bridged listing could not be published");
-            }
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(handle) => {
-                handle.spawn(reload);
-            }
-            Err(_) => {
-                tracing::warn!("a bridged listing arrived outside the runtime; not published")
-            }
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                if let Err(e) = inner.lifecycle.reload(false).await {
+                    tracing::warn!(error = %e, "a bridged listing could not reach the scopes");
+                }
+            });
         }
     }
 

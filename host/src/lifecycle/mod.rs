@@ -69,7 +69,9 @@ use crate::plugin::{
 };
 use crate::policy::Role;
 use crate::registry::scopes::{self, ScopeRules};
-use crate::registry::{self, Cost, NativePolicies, Placed, PluginState, PluginStatus, Registry};
+use crate::registry::{
+    self, Cost, Generation, NativePolicies, Placed, PluginState, PluginStatus, Registry,
+};
 use crate::seams::jobs::JobTable;
 use crate::seams::kv::KvStore;
 use footprint::{Consent, Footprint};
@@ -198,6 +200,10 @@ pub(crate) struct Lifecycle {
     /// External MCP servers' tools, merged into the global layer of every
     /// generation (set once, right after construction).
     pub bridge: std::sync::OnceLock<crate::bridge::Bridge>,
+    /// Held while a registry is stored, so that publishing a bridged
+    /// listing (which starts from the registry in force) never stores over
+    /// a reload's newer one.
+    swap: Mutex<()>,
     state: tokio::sync::Mutex<State>,
     /// Plugins being loaded right now (for `PluginState::Loading`).
     loading: Mutex<BTreeSet<Key>>,
@@ -258,6 +264,7 @@ impl Lifecycle {
             kv: Arc::default(),
             jobs: Arc::default(),
             bridge: std::sync::OnceLock::new(),
+            swap: Mutex::default(),
             state: tokio::sync::Mutex::new(State {
                 config: Arc::new(config),
                 ..State::default()
@@ -298,6 +305,40 @@ impl Lifecycle {
             dirs,
             self.sources.config_file.as_ref().map(|c| c.path.clone()),
         )
+    }
+
+    /// Publish the bridge's current tools in the global layer at once (an
+    /// MCP server's listing changed): a new generation with every plugin
+    /// and policy as it is. Scope views follow at the next reload.
+    pub fn publish_bridged(&self) {
+        let Some(bridge) = self.bridge.get() else {
+            return;
+        };
+        let _swap = self.swap.lock().unwrap_or_else(|p| p.into_inner());
+        let old = self.registry.load_full();
+        let g = &old.global;
+        let p = &g.policies;
+        let mut global = Generation {
+            number: self
+                .generations
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                + 1,
+            tools: g.tools.clone(),
+            policies: registry::Policies {
+                pre_execute: p.pre_execute.clone(),
+                execute_around: p.execute_around.clone(),
+                post_execute: p.post_execute.clone(),
+                guards: p.guards.clone(),
+                finalizers: p.finalizers.clone(),
+                observers: p.observers.clone(),
+            },
+            plugins: g.plugins.clone(),
+            problems: g.problems.clone(),
+            blocked: g.blocked.clone(),
+            tools_digest: g.tools_digest,
+        };
+        crate::bridge::merge(&mut global, bridge);
+        self.registry.store(Arc::new(old.with_global(global)));
     }
 
     /// Load a generation and swap it in.
@@ -560,7 +601,10 @@ impl Lifecycle {
 
         let registry = self.assemble(number, &config, &decisions, problems);
         let registry = Arc::new(registry);
-        self.registry.store(registry.clone());
+        {
+            let _swap = self.swap.lock().unwrap_or_else(|p| p.into_inner());
+            self.registry.store(registry.clone());
+        }
         tracing::info!(
             generation = number,
             loaded = ?event.loaded,

@@ -154,6 +154,25 @@ impl Registry {
         self.scopes.sort_by_key(|s| std::cmp::Reverse(s.depth));
     }
 
+    /// The same registry with another global layer: the scope views are
+    /// kept as they are (a reload recomposes them).
+    pub fn with_global(&self, global: Generation) -> Registry {
+        Registry {
+            number: global.number,
+            global: Arc::new(global),
+            scopes: self
+                .scopes
+                .iter()
+                .map(|s| ScopeView {
+                    name: s.name.clone(),
+                    depth: s.depth,
+                    view: s.view.clone(),
+                })
+                .collect(),
+            plugins: self.plugins.clone(),
+        }
+    }
+
     /// The view a call from `scope` runs against.
     pub fn view(&self, scope: &str) -> &Arc<Generation> {
         if scope.is_empty() || self.scopes.is_empty() {
