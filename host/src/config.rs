@@ -460,18 +460,7 @@ fn plugin_schema() -> serde_json::Value {
                     "memory_mb": {"type": "integer"},
                     "protect_git": {"type": "boolean"},
                     "spawn_tcp_ports": {"type": "array", "items": {"type": "integer"}},
-                    "spawn_limits": {
-                        "type": "object",
-                        "properties": {
-                            "max_processes": {"type": "integer"},
-                            "address_space_mb": {"type": "integer"},
-                            "file_size_mb": {"type": "integer"},
-                            "cpu_seconds": {"type": "integer"},
-                            "open_files": {"type": "integer"},
-                            "output_kb": {"type": "integer"}
-                        },
-                        "additionalProperties": false
-                    }
+                    "spawn_limits": spawn_limits_schema(true)
                 },
                 "additionalProperties": false
             }
@@ -491,6 +480,25 @@ fn scope_schema() -> serde_json::Value {
         },
         "additionalProperties": false
     })
+}
+
+/// `SpawnLimitsConfig`'s keys; `output_kb` only where the host captures
+/// the process's output (not an MCP server's protocol stream).
+fn spawn_limits_schema(output_kb: bool) -> serde_json::Value {
+    let mut properties = serde_json::Map::new();
+    for key in [
+        "max_processes",
+        "address_space_mb",
+        "file_size_mb",
+        "cpu_seconds",
+        "open_files",
+    ]
+    .into_iter()
+    .chain(output_kb.then_some("output_kb"))
+    {
+        properties.insert(key.into(), json!({"type": "integer"}));
+    }
+    json!({"type": "object", "properties": properties, "additionalProperties": false})
 }
 
 fn strings() -> serde_json::Value {
@@ -535,17 +543,7 @@ fn mcp_server_schema() -> serde_json::Value {
                     "env": strings(),
                     "spawn_tcp_ports": {"type": "array", "items": {"type": "integer"}},
                     "protect_git": {"type": "boolean"},
-                    "limits": {
-                        "type": "object",
-                        "properties": {
-                            "max_processes": {"type": "integer"},
-                            "address_space_mb": {"type": "integer"},
-                            "file_size_mb": {"type": "integer"},
-                            "cpu_seconds": {"type": "integer"},
-                            "open_files": {"type": "integer"}
-                        },
-                        "additionalProperties": false
-                    }
+                    "limits": spawn_limits_schema(false)
                 },
                 "additionalProperties": false
             }
@@ -918,6 +916,25 @@ pub fn check_mcp_server(name: &str, c: &McpServerConfig) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Spawn limits: `output_kb` where the host captures a process's
+    /// output, not for an MCP server (its stdout is the protocol).
+    #[test]
+    fn spawn_limits_take_output_kb_only_where_output_is_captured() {
+        let ok = HostConfig::parse(
+            "[plugins.bash.grants]\nshell = true\nspawn_limits = { max_processes = 8, output_kb = 64 }\n\
+             [mcp.servers.t]\ncommand = \"t\"\n[mcp.servers.t.grants]\nlimits = { open_files = 64 }\n",
+            "t.toml",
+        );
+        assert!(ok.is_ok(), "{:?}", ok.err());
+        let err = HostConfig::parse(
+            "[mcp.servers.t]\ncommand = \"t\"\n[mcp.servers.t.grants]\nlimits = { output_kb = 64 }\n",
+            "t.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("/mcp/servers/t/grants/limits"), "{err}");
+    }
 
     #[test]
     fn reports_every_problem_with_its_path() {
