@@ -42,7 +42,7 @@ pub enum ResultHandle {
     Vacant,
 }
 
-/// `toolgate:plugin@0.2.x` (the WIT in `wit/` is 0.2.1; 0.2.0 guests are
+/// `toolgate:plugin@0.2.x` (the WIT in `wit/` is 0.2.2; 0.2.0 and 0.2.1 guests are
 /// served by the linker's semver matching).
 pub mod v0_2 {
     wasmtime::component::bindgen!({
@@ -56,10 +56,14 @@ pub mod v0_2 {
             "toolgate:plugin/shell.run": async | trappable,
             "toolgate:plugin/subprocess.run": async | trappable,
             "toolgate:plugin/jobs.kill": async | trappable,
+            "toolgate:plugin/bulk-read.read": async | trappable,
+            "toolgate:plugin/bulk-read.[static]batch.start": async | trappable,
+            "toolgate:plugin/bulk-read.[method]batch.wait": async | trappable,
         },
         with: {
             "toolgate:plugin/types.call": super::CallHandle,
             "toolgate:plugin/types.call-result": super::ResultHandle,
+            "toolgate:plugin/bulk-read.batch": crate::seams::files::PendingRead,
         },
         additional_derives: [PartialEq],
     });

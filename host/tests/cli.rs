@@ -671,7 +671,17 @@ fn check_conformance_passes_sound_components() {
         ),
     ] {
         let wasm = built_plugin(file, name);
+        // Loaded from a file rather than built in, fs-tools has no default
+        // grant: its `bulk-read` seam needs a preopened one.
+        let config = wasm.with_file_name("toolgate.toml");
+        std::fs::write(
+            &config,
+            format!("[plugins.{name}.grants]\nfs = [{{ path = \".\", access = \"read-only\" }}]\n"),
+        )
+        .unwrap();
         let out = toolgate()
+            .arg("--config")
+            .arg(&config)
             .arg("check")
             .arg(&wasm)
             .arg("--conformance")

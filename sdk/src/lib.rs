@@ -52,6 +52,7 @@ pub mod bindings {
     });
 }
 
+pub mod bulk_read;
 mod call;
 mod content;
 pub mod files;

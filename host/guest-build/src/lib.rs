@@ -141,6 +141,13 @@ pub fn build(workspace: &Path, guests: &[Guest]) -> Vec<Built> {
     ] {
         cmd.env_remove(var);
     }
+    // 128-bit SIMD (every engine toolgate runs on has it): `memchr`, and
+    // so the regex and search crates, use it to scan bytes several times
+    // faster than their portable fallback.
+    cmd.env(
+        "CARGO_TARGET_WASM32_WASIP2_RUSTFLAGS",
+        "-Ctarget-feature=+simd128",
+    );
     let status = cmd
         .status()
         .unwrap_or_else(|e| panic!("cannot run cargo to build the guest components: {e}"));

@@ -510,7 +510,7 @@ fn python(args: &NewArgs) -> Vec<(String, String)> {
     ));
     files.extend(wit_files(
         args,
-        "package local:{{NAME}};\n\n/// The contract's {{KIND}} world. Settings come as environment variables\n/// (`os.environ`), which componentize-py provides.\nworld component {\n    include toolgate:plugin/{{WORLD}}@0.2.1;\n}\n",
+        "package local:{{NAME}};\n\n/// The contract's {{KIND}} world. Settings come as environment variables\n/// (`os.environ`), which componentize-py provides.\nworld component {\n    include toolgate:plugin/{{WORLD}}@0.2.2;\n}\n",
     ));
     files.push(("app.py".into(), fill(python_source(args.kind), args)));
     files
@@ -679,7 +679,7 @@ fn js(args: &NewArgs) -> Vec<(String, String)> {
     ));
     files.extend(wit_files(
         args,
-        "package local:{{NAME}};\n\n/// The contract's {{KIND}} world, plus the environment (the operator's settings).\nworld component {\n    include toolgate:plugin/{{WORLD}}@0.2.1;\n    import wasi:cli/environment@0.2.12;\n}\n",
+        "package local:{{NAME}};\n\n/// The contract's {{KIND}} world, plus the environment (the operator's settings).\nworld component {\n    include toolgate:plugin/{{WORLD}}@0.2.2;\n    import wasi:cli/environment@0.2.12;\n}\n",
     ));
     files.push(("wit/deps/wasi-cli/environment.wit".into(), WASI_ENV.into()));
     let settings = "import { getEnvironment } from 'wasi:cli/environment@0.2.12';\n\nlet word = null;\n// The setting WORD, read on the first call (not at the top level: that\n// runs at build time).\nfunction setting() {\n  if (word === null) {\n    word = Object.fromEntries(getEnvironment()).WORD || 'forbidden';\n  }\n  return word;\n}\n";
@@ -691,16 +691,16 @@ fn js(args: &NewArgs) -> Vec<(String, String)> {
             "\nexport const guard = {\n  check(call) {\n    const w = setting();\n    return call.arguments().includes(w) ? `{{NAME}}: the arguments mention \\`${w}\\`` : undefined;\n  },\n};\n"
         }
         Kind::PreHook => {
-            "import { next } from 'toolgate:plugin/pre-execute-chain@0.2.1';\n\nexport const preExecuteHook = {\n  preExecute(call) {\n    const inner = next();\n    if (inner.tag === 'allow' && call.annotations().destructive) {\n      return { tag: 'ask', val: `\\`${call.toolName()}\\` may destroy data. Run it?` };\n    }\n    return inner;\n  },\n};\n"
+            "import { next } from 'toolgate:plugin/pre-execute-chain@0.2.2';\n\nexport const preExecuteHook = {\n  preExecute(call) {\n    const inner = next();\n    if (inner.tag === 'allow' && call.annotations().destructive) {\n      return { tag: 'ask', val: `\\`${call.toolName()}\\` may destroy data. Run it?` };\n    }\n    return inner;\n  },\n};\n"
         }
         Kind::PostHook => {
-            "import { next } from 'toolgate:plugin/post-execute-chain@0.2.1';\n\nexport const postExecuteHook = {\n  postExecute(call, result) {\n    const inner = next();\n    if (inner.tag !== 'accept') return inner;\n    const w = setting();\n    if (result.text().includes(w)) {\n      return { tag: 'block', val: `{{NAME}}: the result mentions \\`${w}\\` and was withheld` };\n    }\n    return inner;\n  },\n};\n"
+            "import { next } from 'toolgate:plugin/post-execute-chain@0.2.2';\n\nexport const postExecuteHook = {\n  postExecute(call, result) {\n    const inner = next();\n    if (inner.tag !== 'accept') return inner;\n    const w = setting();\n    if (result.text().includes(w)) {\n      return { tag: 'block', val: `{{NAME}}: the result mentions \\`${w}\\` and was withheld` };\n    }\n    return inner;\n  },\n};\n"
         }
         Kind::Finalizer => {
             "\nexport const finalizer = {\n  finalizeContent(call, result) {\n    const w = setting();\n    if (!w || !result.text().includes(w)) return undefined;\n    return result.content().map((b) =>\n      b.tag === 'text' ? { tag: 'text', val: b.val.split(w).join('[masked]') } : b);\n  },\n};\n"
         }
         Kind::Observer => {
-            "import { log } from 'toolgate:plugin/log@0.2.1';\n\nexport const resultObserver = {\n  onResult(call, result) {\n    const error = result.error();\n    log('info', `{{NAME}}: ${call.toolName()} -> ${error ? error.code : 'ok'}`);\n  },\n};\n"
+            "import { log } from 'toolgate:plugin/log@0.2.2';\n\nexport const resultObserver = {\n  onResult(call, result) {\n    const error = result.error();\n    log('info', `{{NAME}}: ${call.toolName()} -> ${error ? error.code : 'ok'}`);\n  },\n};\n"
         }
     };
     let uses_setting = matches!(args.kind, Kind::Guard | Kind::PostHook | Kind::Finalizer);
@@ -734,7 +734,7 @@ fn c(args: &NewArgs) -> Vec<(String, String)> {
     ));
     files.extend(wit_files(
         args,
-        "package local:{{NAME}};\n\n/// The contract's {{KIND}} world, plus the environment (the operator's settings).\nworld component {\n    include toolgate:plugin/{{WORLD}}@0.2.1;\n    import wasi:cli/environment@0.2.12;\n}\n",
+        "package local:{{NAME}};\n\n/// The contract's {{KIND}} world, plus the environment (the operator's settings).\nworld component {\n    include toolgate:plugin/{{WORLD}}@0.2.2;\n    import wasi:cli/environment@0.2.12;\n}\n",
     ));
     files.push(("wit/deps/wasi-cli/environment.wit".into(), WASI_ENV.into()));
     files.push(("app.c".into(), fill(&c_source(args.kind), args)));

@@ -11,7 +11,9 @@
 //!   dropped — what the language runtime imports resolves, and reaches
 //!   nothing;
 //! * memory capped twice: QuickJS's own heap limit (a catchable `out of
-//!   memory` in the program) under the store's limit (a trap);
+//!   memory` in the program) under the store's limit (a trap), which also
+//!   draws from the host-wide budget of all instances (`[limits]
+//!   guest_memory_mb`), like every plugin instance;
 //! * wall time: the program's signal (the caller's cancellation fused with
 //!   the call's deadline and `timeoutMs`) is read by the epoch callback,
 //!   which traps an endless loop within one tick, and raced by the host,
@@ -27,7 +29,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Engine, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
+use wasmtime::{Engine, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::nested::Nested;
@@ -36,6 +38,7 @@ use crate::bindings::code_mode::exports::toolgate::plugin::code_runner;
 use crate::bindings::code_mode::{CodeInterpreter, CodeInterpreterPre};
 use crate::call::{CallSignal, Interrupt};
 use crate::plugin::Runtime;
+use crate::plugin::memory::MemoryLimiter;
 use crate::tool::BodyError;
 
 /// The component, built by `host/build.rs` from `plugins/run-code`.
@@ -49,7 +52,9 @@ const DRAIN_GRACE: Duration = Duration::from_secs(2);
 pub struct CodeStore {
     wasi: WasiCtx,
     table: ResourceTable,
-    limits: StoreLimits,
+    /// The program's cap (`[run_code] memory_mb`), drawn from the host-wide
+    /// budget every plugin instance draws from (`[limits] guest_memory_mb`).
+    limits: MemoryLimiter,
     signal: CallSignal,
     pub(super) nested: Nested,
 }
@@ -137,13 +142,12 @@ impl Interpreter {
         let data = CodeStore {
             wasi: wasi.build(),
             table: ResourceTable::new(),
-            limits: StoreLimitsBuilder::new()
-                .memory_size(limits.memory_bytes)
-                .instances(16)
-                .tables(16)
-                .memories(4)
-                .trap_on_grow_failure(true)
-                .build(),
+            limits: MemoryLimiter::new(
+                "run_code".into(),
+                limits.memory_bytes,
+                self.runtime.memory.clone(),
+            )
+            .cap_set_by("`[run_code] memory_mb`"),
             signal: signal.clone(),
             nested,
         };

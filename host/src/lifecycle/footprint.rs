@@ -3,7 +3,7 @@
 //!
 //! A plugin's *footprint* is what it could do with the host's trust: the
 //! capabilities its imports reach for (network, file system, environment,
-//! and the `shell`, `subprocess`, `jobs`, `files` and `kv` seams), the policy roles it
+//! and the `shell`, `subprocess`, `jobs`, `files`, `bulk-read` and `kv` seams), the policy roles it
 //! exports (a tool that becomes a pre-execute hook sees, and may allow or
 //! deny, every call), and the place its own manifest asks for in each
 //! chain (an outer place can overrule inner listeners).
@@ -14,7 +14,7 @@
 //!
 //! | more than before | accepted when the configuration |
 //! | --- | --- |
-//! | a capability | grants it (`[plugins.NAME.grants]`: `network`, `fs`, `env`/`vars`, `shell`, `subprocess`, `kv`; `jobs` needs `shell`, `files` a read-write `fs`) |
+//! | a capability | grants it (`[plugins.NAME.grants]`: `network`, `fs`, `env`/`vars`, `shell`, `subprocess`, `kv`; `jobs` needs `shell`, `files` a read-write `fs`, `bulk-read` a preopened `fs`) |
 //! | a policy role | places the plugin in that chain (`priority`, or `priorities.ROLE`), or pins the new file's `sha256` |
 //! | an earlier place asked by its manifest | places it (`priority` / `priorities.ROLE`), or pins the new file's `sha256` |
 //!
@@ -67,6 +67,8 @@ impl Capability {
             // Background jobs are shell commands: the shell grant covers them.
             (crate::plugin::contract::PACKAGE, "jobs") => Some(Capability::Shell),
             (crate::plugin::contract::PACKAGE, "files") => Some(Capability::Files),
+            // Batched reads of the preopened grants: the file system.
+            (crate::plugin::contract::PACKAGE, "bulk-read") => Some(Capability::FileSystem),
             _ => None,
         }
     }
@@ -236,6 +238,8 @@ mod tests {
         assert_eq!(c("wasi:cli/environment@0.2.0"), Some(Environment));
         assert_eq!(c("toolgate:plugin/kv@0.2.0"), Some(Kv));
         assert_eq!(c("toolgate:plugin/shell@0.1.0"), Some(Shell));
+        assert_eq!(c("toolgate:plugin/files@0.2.1"), Some(Files));
+        assert_eq!(c("toolgate:plugin/bulk-read@0.2.2"), Some(FileSystem));
         assert_eq!(c("wasi:clocks/monotonic-clock@0.2.0"), None);
         assert_eq!(c("toolgate:plugin/log@0.2.0"), None);
     }

@@ -376,6 +376,11 @@ fn check_seams(
                 grants.fs.iter().any(|g| g.writable),
                 "fs = [{ path = \".\", access = \"read-write\", spawn_only = true }]",
             ),
+            // Reads what the preopens give anyway, in batches.
+            "bulk-read" => (
+                grants.fs.iter().any(|g| g.preopen),
+                "fs = [{ path = \".\", access = \"read-only\" }]",
+            ),
             _ => (false, "(unknown seam)"),
         };
         if !granted {

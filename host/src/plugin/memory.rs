@@ -64,6 +64,8 @@ pub struct MemoryLimiter {
     plugin: Arc<str>,
     /// This instance's cap (the plugin's grant).
     cap: usize,
+    /// The setting that sets the cap, for the message.
+    cap_setting: &'static str,
     budget: Arc<MemoryBudget>,
     /// What this instance has drawn from the budget.
     held: usize,
@@ -82,9 +84,16 @@ impl MemoryLimiter {
         MemoryLimiter {
             plugin,
             cap,
+            cap_setting: "`memory_mb` in its grant",
             budget,
             held: 0,
         }
+    }
+
+    /// The cap is set by `setting` (named in the error when it is hit).
+    pub fn cap_set_by(mut self, setting: &'static str) -> Self {
+        self.cap_setting = setting;
+        self
     }
 }
 
@@ -98,12 +107,13 @@ impl Drop for MemoryLimiter {
 #[derive(Debug, thiserror::Error)]
 pub enum MemoryError {
     #[error(
-        "plugin `{plugin}` asked for {desired} bytes of linear memory, more than its cap of {cap} bytes (`memory_mb` in its grant)"
+        "plugin `{plugin}` asked for {desired} bytes of linear memory, more than its cap of {cap} bytes ({setting})"
     )]
     OverCap {
         plugin: Arc<str>,
         desired: usize,
         cap: usize,
+        setting: &'static str,
     },
     #[error(
         "plugin `{plugin}` could not grow its memory by {bytes} bytes: the host's memory budget for all instances ({limit} bytes, `[limits] guest_memory_mb`) is exhausted ({used} bytes in use)"
@@ -128,6 +138,7 @@ impl wasmtime::ResourceLimiter for MemoryLimiter {
                 plugin: self.plugin.clone(),
                 desired,
                 cap: self.cap,
+                setting: self.cap_setting,
             }
             .into());
         }

@@ -122,6 +122,8 @@ pub struct StoreData {
     pub(crate) http: HttpState,
     /// Host handles (calls, results) in the table now.
     handles: usize,
+    /// `bulk-read` batches held or still reading.
+    pub(crate) reads: crate::seams::files::ReadSlots,
     /// The handles this instance lends its guest for each call, refilled
     /// per call (no table entry made and dropped on every call).
     lent_call: Option<u32>,
@@ -155,6 +157,7 @@ impl StoreData {
             scope: CallScope::default(),
             stderr,
             handles: 0,
+            reads: Default::default(),
             lent_call: None,
             lent_result: None,
         }

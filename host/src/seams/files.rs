@@ -1,14 +1,15 @@
-//! The `files` seam: whole-file writes made by the host, inside the
-//! plugin's read-write grants and never into the paths the host protects.
+//! The `files` and `bulk-read` seams: whole files written and read by the
+//! host, inside the plugin's grants.
 //!
-//! Why a seam and not a read-write preopen: a WASI preopen cannot leave out
-//! a path beneath it, so a read-write preopen of a working directory would
-//! hand a component the host's configuration (`./toolgate.toml`, even when
-//! absent), its plugin directories and `.git` — which is why such a grant is
-//! refused at load (see [`crate::plugin::grants`]). A grant marked
-//! `spawn_only = true` is not preopened; this seam writes beneath it the
-//! way the sandbox lets spawned processes write: everywhere except the
-//! protected paths.
+//! **Writes** (`files`) go into the plugin's read-write grants and never
+//! into the paths the host protects. Why a seam and not a read-write
+//! preopen: a WASI preopen cannot leave out a path beneath it, so a
+//! read-write preopen of a working directory would hand a component the
+//! host's configuration (`./toolgate.toml`, even when absent), its plugin
+//! directories and `.git` — which is why such a grant is refused at load
+//! (see [`crate::plugin::grants`]). A grant marked `spawn_only = true` is
+//! not preopened; this seam writes beneath it the way the sandbox lets
+//! spawned processes write: everywhere except the protected paths.
 //!
 //! How a write stays inside: the path is walked one directory at a time
 //! with cap-std (no `..`, no symlink leaving the grant); before anything is
@@ -19,23 +20,42 @@
 //! `.git`). The file is opened relative
 //! to that directory without following a symlink and without blocking (a
 //! FIFO is refused, not waited on), and must be a regular file.
+//!
+//! **Reads** (`bulk-read`) give nothing a preopen does not: they serve the
+//! preopened grants only, resolved beneath the grant by cap-std as WASI
+//! resolves them. They exist for speed: through `wasi:filesystem`, each
+//! file costs an open, a stat and two reads, each handed to a blocking
+//! thread and awaited; a search of 5,000 small files spends most of its
+//! time in those hand-offs. Here a batch of files is one host call, read
+//! on one blocking thread. Every open is non-blocking (a file swapped for a
+//! FIFO is refused, never waited on) and only regular files are read.
 
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::plugin::grants::{FsGrant, Grants};
 
 /// Largest write: 16 MiB.
 pub const MAX_WRITE_BYTES: usize = 16 << 20;
 
-/// The grant a guest path falls under (read-write ones only), and the
-/// path's components beneath it.
-fn locate<'g>(grants: &'g Grants, path: &str) -> Result<(&'g FsGrant, Vec<String>), String> {
+/// The grant among `candidates` a guest path falls under, and the path's
+/// components beneath it. `kind` names the grants for messages.
+fn locate_in<'g>(
+    candidates: impl Iterator<Item = &'g FsGrant> + Clone,
+    kind: &str,
+    path: &str,
+) -> Result<(&'g FsGrant, Vec<String>), String> {
+    if path.ends_with('/') {
+        // As POSIX reads it: a directory (the components would drop it).
+        return Err(format!("`{path}` ends in `/`: a directory, not a file"));
+    }
     let p = Path::new(path);
-    let writable = || grants.fs.iter().filter(|g| g.writable);
-    let (grant, rest) = writable()
+    let (grant, rest) = candidates
+        .clone()
         .find_map(|g| {
             if p.is_relative() && (g.guest == "." || g.guest.is_empty()) {
                 Some((g, p.to_path_buf()))
@@ -44,17 +64,13 @@ fn locate<'g>(grants: &'g Grants, path: &str) -> Result<(&'g FsGrant, Vec<String
             }
         })
         .ok_or_else(|| {
-            if writable().next().is_none() {
-                "this plugin has no read-write grant to write into; grant one with `fs = [{ path = \".\", access = \"read-write\", spawn_only = true }]`".to_string()
-            } else {
-                format!(
-                    "`{path}` is not inside a read-write grant (writable: {})",
-                    writable()
-                        .map(|g| format!("`{}`", g.guest))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            }
+            format!(
+                "`{path}` is not inside a {kind} grant ({kind}: {})",
+                candidates
+                    .map(|g| format!("`{}`", g.guest))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
         })?;
     let mut parts = Vec::new();
     for c in rest.components() {
@@ -68,6 +84,15 @@ fn locate<'g>(grants: &'g Grants, path: &str) -> Result<(&'g FsGrant, Vec<String
         return Err(format!("`{path}` names a directory, not a file"));
     }
     Ok((grant, parts))
+}
+
+/// The read-write grant a guest path falls under, and the path's
+/// components beneath it.
+fn locate<'g>(grants: &'g Grants, path: &str) -> Result<(&'g FsGrant, Vec<String>), String> {
+    if !grants.fs.iter().any(|g| g.writable) {
+        return Err("this plugin has no read-write grant to write into; grant one with `fs = [{ path = \".\", access = \"read-write\", spawn_only = true }]`".to_string());
+    }
+    locate_in(grants.fs.iter().filter(|g| g.writable), "read-write", path)
 }
 
 /// `files.write`: replace (or create) the file at the guest path `path`
@@ -165,6 +190,252 @@ pub fn write(grants: &Grants, path: &str, contents: &[u8]) -> Result<u64, String
     Ok(contents.len() as u64)
 }
 
+/// Paths one `bulk-read.read` call reads at most.
+pub const MAX_READ_PATHS: usize = 4096;
+/// The largest file one `bulk-read.read` returns: 16 MiB.
+pub const MAX_READ_FILE_BYTES: u64 = 16 << 20;
+/// Bytes one `bulk-read.read` call returns at most: 32 MiB.
+pub const MAX_READ_TOTAL_BYTES: u64 = 32 << 20;
+
+/// What [`read`] returns: per path, the file's bytes or a sentence for the
+/// guest.
+pub type ReadResults = Vec<Result<Vec<u8>, String>>;
+
+/// Batches one instance may have reading or held at once
+/// (`bulk-read.batch`).
+pub const MAX_PENDING_READS: usize = 2;
+
+/// A `bulk-read.batch`: a [`read`] running on a blocking thread, or its
+/// results once taken.
+pub struct PendingRead(Option<tokio::task::JoinHandle<ReadResults>>);
+
+impl PendingRead {
+    /// Its results (empty after the first time).
+    pub async fn wait(&mut self) -> Result<ReadResults, tokio::task::JoinError> {
+        match self.0.take() {
+            Some(handle) => handle.await,
+            None => Ok(Vec::new()),
+        }
+    }
+}
+
+/// A third batch was started while two are held.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "a third `bulk-read` batch was started while {MAX_PENDING_READS} are pending; drop one first"
+)]
+pub struct TooManyBatches;
+
+/// One instance's `bulk-read` batches: at most [`MAX_PENDING_READS`] held
+/// by the guest, and at most as many reading on host threads — counting
+/// those the guest dropped before they finished. A guest that starts and
+/// drops batches in a loop waits for its earlier reads instead of piling
+/// up threads and buffers (each read may hold 32 MiB).
+#[derive(Default)]
+pub struct ReadSlots {
+    /// Batches started and not dropped.
+    held: usize,
+    /// Reads of dropped batches that may still be running.
+    abandoned: Vec<tokio::task::JoinHandle<ReadResults>>,
+    /// Reads running now, counted by the reads themselves.
+    running: Arc<AtomicUsize>,
+}
+
+impl ReadSlots {
+    /// Start [`read`] on a blocking thread, first waiting for abandoned
+    /// reads to make room. Refused when the guest holds
+    /// [`MAX_PENDING_READS`] batches already.
+    pub async fn start(
+        &mut self,
+        grants: Vec<FsGrant>,
+        paths: Vec<String>,
+        max_file: u64,
+        max_total: u64,
+    ) -> Result<PendingRead, TooManyBatches> {
+        if self.held >= MAX_PENDING_READS {
+            return Err(TooManyBatches);
+        }
+        self.abandoned.retain(|h| !h.is_finished());
+        while self.held + self.abandoned.len() >= MAX_PENDING_READS {
+            // Its results were dropped with the batch; only its end matters.
+            let _ = self.abandoned.remove(0).await;
+        }
+        self.held += 1;
+        let running = Running::count(&self.running);
+        Ok(PendingRead(Some(tokio::task::spawn_blocking(move || {
+            let _running = running;
+            read(&grants, &paths, max_file, max_total)
+        }))))
+    }
+
+    /// The guest dropped `batch`: a read still running keeps its slot
+    /// until it ends.
+    pub fn release(&mut self, batch: PendingRead) {
+        self.held = self.held.saturating_sub(1);
+        if let Some(handle) = batch.0
+            && !handle.is_finished()
+        {
+            self.abandoned.push(handle);
+        }
+    }
+
+    /// Reads running on host threads now.
+    pub fn running(&self) -> usize {
+        self.running.load(Ordering::SeqCst)
+    }
+}
+
+/// One read counted in [`ReadSlots::running`] while it lives.
+struct Running(Arc<AtomicUsize>);
+
+impl Running {
+    fn count(counter: &Arc<AtomicUsize>) -> Running {
+        counter.fetch_add(1, Ordering::SeqCst);
+        Running(counter.clone())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The preopened grants, opened once per batch.
+struct Roots<'g> {
+    grants: &'g [FsGrant],
+    open: Vec<Option<std::io::Result<cap_std::fs::Dir>>>,
+}
+
+impl<'g> Roots<'g> {
+    fn new(grants: &'g [FsGrant]) -> Self {
+        Roots {
+            grants,
+            open: grants.iter().map(|_| None).collect(),
+        }
+    }
+
+    fn dir(&mut self, grant: &FsGrant) -> Result<&cap_std::fs::Dir, String> {
+        let i = self
+            .grants
+            .iter()
+            .position(|g| std::ptr::eq(g, grant))
+            .expect("the grant is one of ours");
+        let slot = self.open[i].get_or_insert_with(|| {
+            cap_std::fs::Dir::open_ambient_dir(&grant.host, cap_std::ambient_authority())
+        });
+        slot.as_ref().map_err(|e| {
+            format!(
+                "the granted directory `{}` cannot be opened: {e}",
+                grant.guest
+            )
+        })
+    }
+}
+
+/// `bulk-read.read`: the files at the guest paths `paths`, in order, read
+/// from the preopened grants. Stops before the file that would take the
+/// total past `max_total` (the host caps it at [`MAX_READ_TOTAL_BYTES`]) and
+/// after [`MAX_READ_PATHS`] paths, but always returns at least one result
+/// for a non-empty `paths`. Each result is the file's bytes or a sentence
+/// for the guest. Blocks (reads files): call it off the async runtime.
+pub fn read(grants: &[FsGrant], paths: &[String], max_file: u64, max_total: u64) -> ReadResults {
+    let readable: Vec<FsGrant> = grants.iter().filter(|g| g.preopen).cloned().collect();
+    let max_total = max_total.clamp(1, MAX_READ_TOTAL_BYTES);
+    let max_file = max_file.clamp(1, MAX_READ_FILE_BYTES).min(max_total);
+    let mut roots = Roots::new(&readable);
+    let mut out = Vec::new();
+    let mut total = 0u64;
+    for path in paths.iter().take(MAX_READ_PATHS) {
+        let result = read_one(&readable, &mut roots, path, max_file);
+        if let Ok(bytes) = &result {
+            let len = bytes.len() as u64;
+            if total + len > max_total && !out.is_empty() {
+                break;
+            }
+            total += len;
+        }
+        out.push(result);
+    }
+    out
+}
+
+fn read_one(
+    readable: &[FsGrant],
+    roots: &mut Roots<'_>,
+    path: &str,
+    max_file: u64,
+) -> Result<Vec<u8>, String> {
+    use cap_std::fs::OpenOptionsExt;
+    use std::io::Read;
+    if readable.is_empty() {
+        return Err(
+            "this plugin has no preopened `fs` grant to read from; grant one with `fs = [{ path = \".\", access = \"read-only\" }]`"
+                .into(),
+        );
+    }
+    let (grant, parts) = locate_in(readable.iter(), "preopened", path)?;
+    let dir = roots.dir(grant)?;
+    let rel: PathBuf = parts.iter().collect();
+    let mut options = cap_std::fs::OpenOptions::new();
+    options
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+    let mut file = dir.open_with(&rel, &options).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => format!("`{path}` does not exist"),
+        std::io::ErrorKind::PermissionDenied => {
+            format!("`{path}` cannot be read (permission denied, or it leads out of the grant)")
+        }
+        _ => format!("cannot open `{path}`: {e}"),
+    })?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot look at `{path}`: {e}"))?;
+    if meta.is_dir() {
+        return Err(format!("`{path}` is a directory"));
+    }
+    if !meta.is_file() {
+        return Err(format!(
+            "`{path}` is not a regular file (a FIFO, socket or device); only regular files are read"
+        ));
+    }
+    if meta.len() > max_file {
+        return Err(format!(
+            "`{path}` holds {} bytes, more than one read returns ({max_file})",
+            meta.len()
+        ));
+    }
+    // Read into a buffer one byte longer than the file: a file that has not
+    // changed fills it in one `read` and the next returns 0 (two syscalls,
+    // where `read_to_end`'s adaptive sizing and probe make three or more).
+    // Growth is followed up to one byte past the limit, which tells a file
+    // that grew past it.
+    let mut bytes = vec![0u8; meta.len() as usize + 1];
+    let mut filled = 0;
+    loop {
+        if filled == bytes.len() {
+            if bytes.len() as u64 > max_file {
+                break;
+            }
+            let grown = (bytes.len() * 2).min(max_file as usize + 1);
+            bytes.resize(grown, 0);
+        }
+        match file.read(&mut bytes[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("reading `{path}` failed: {e}")),
+        }
+    }
+    bytes.truncate(filled);
+    if bytes.len() as u64 > max_file {
+        return Err(format!(
+            "`{path}` grew past {max_file} bytes while it was read"
+        ));
+    }
+    Ok(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,12 +487,153 @@ mod tests {
         std::os::unix::fs::symlink(outside.join("f"), dir.join("link")).unwrap();
         assert!(write(&g, "link", b"x").unwrap_err().contains("symlink"));
         assert!(write(&g, "../x", b"x").is_err());
+        assert!(
+            write(&g, "a/b/c.txt/", b"x")
+                .unwrap_err()
+                .contains("directory")
+        );
         assert!(write(&g, "/etc/x", b"x").is_err());
         let ro = Grants::default();
         assert!(
             write(&ro, "x", b"x")
                 .unwrap_err()
                 .contains("read-write grant")
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&outside);
+    }
+
+    /// Batches dropped while reading keep their slots until their reads
+    /// end: a start-and-drop loop never has more than two reads going.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn dropped_batches_hold_their_slots_until_their_reads_end() {
+        let dir = std::env::temp_dir().join(format!("toolgate-slots-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("big"), vec![7u8; 8 << 20]).unwrap();
+        let g = read_grants(&dir, true);
+        let paths = vec!["big".to_string(); 4];
+        let mut slots = ReadSlots::default();
+        for _ in 0..20 {
+            let batch = slots
+                .start(g.clone(), paths.clone(), 16 << 20, 32 << 20)
+                .await
+                .unwrap();
+            assert!(slots.running() <= MAX_PENDING_READS, "{}", slots.running());
+            slots.release(batch);
+        }
+        let mut a = slots
+            .start(g.clone(), paths.clone(), 16 << 20, 32 << 20)
+            .await
+            .unwrap();
+        let _b = slots
+            .start(g.clone(), paths.clone(), 16 << 20, 32 << 20)
+            .await
+            .unwrap();
+        assert!(slots.start(g.clone(), paths.clone(), 1, 1).await.is_err());
+        assert_eq!(a.wait().await.unwrap().len(), 4);
+        assert!(a.wait().await.unwrap().is_empty());
+        slots.release(a);
+        assert!(slots.start(g, paths, 1, 1).await.is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn read_grants(dir: &Path, preopen: bool) -> Vec<FsGrant> {
+        vec![FsGrant {
+            host: dir.canonicalize().unwrap(),
+            guest: ".".into(),
+            writable: false,
+            preopen,
+        }]
+    }
+
+    #[test]
+    fn reads_regular_files_beneath_a_preopen_and_nothing_else() {
+        let dir = std::env::temp_dir().join(format!("toolgate-reads-{}", std::process::id()));
+        let outside =
+            std::env::temp_dir().join(format!("toolgate-reads-out-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(dir.join("a.txt"), "aaaa").unwrap();
+        std::fs::write(dir.join("sub/b.txt"), "bb").unwrap();
+        std::fs::write(outside.join("secret"), "secret").unwrap();
+        std::os::unix::fs::symlink(outside.join("secret"), dir.join("abs")).unwrap();
+        std::os::unix::fs::symlink("../../", dir.join("sub/up")).unwrap();
+        std::os::unix::fs::symlink("a.txt", dir.join("inside")).unwrap();
+        let fifo = std::ffi::CString::new(dir.join("fifo").to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        let g = read_grants(&dir, true);
+        let paths: Vec<String> = [
+            "a.txt",
+            "./sub/b.txt",
+            "inside",
+            "abs",
+            "sub/up/etc/passwd",
+            "../x",
+            "/etc/passwd",
+            "fifo",
+            "sub",
+            "missing",
+            ".",
+            "a.txt/",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let started = std::time::Instant::now();
+        let r = read(&g, &paths, 1 << 20, 1 << 20);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(2),
+            "a FIFO was waited on"
+        );
+        assert_eq!(r.len(), paths.len());
+        assert_eq!(r[0].as_deref().unwrap(), b"aaaa");
+        assert_eq!(r[1].as_deref().unwrap(), b"bb");
+        // A symlink that stays inside is followed, as WASI follows it.
+        assert_eq!(r[2].as_deref().unwrap(), b"aaaa");
+        for (i, path) in paths.iter().enumerate().skip(3) {
+            assert!(r[i].is_err(), "`{path}` was read: {:?}", r[i]);
+        }
+        assert!(
+            r[7].as_ref().unwrap_err().contains("not a regular file"),
+            "{:?}",
+            r[7]
+        );
+        assert!(
+            r[8].as_ref().unwrap_err().contains("directory"),
+            "{:?}",
+            r[8]
+        );
+        assert!(
+            r[9].as_ref().unwrap_err().contains("does not exist"),
+            "{:?}",
+            r[9]
+        );
+        // Limits: a file over the per-file limit is an error, not a stop;
+        // the total stops the list, after at least one result.
+        let two: Vec<String> = vec!["a.txt".into(), "sub/b.txt".into(), "a.txt".into()];
+        let r = read(&g, &two, 3, 100);
+        assert!(
+            r[0].as_ref()
+                .unwrap_err()
+                .contains("more than one read returns (3)")
+        );
+        assert_eq!(r[1].as_deref().unwrap(), b"bb");
+        let r = read(&g, &two, 100, 6);
+        assert_eq!(r.len(), 2, "4 + 2 bytes fit in 6, the next 4 do not");
+        let r = read(&g, &two, 100, 1);
+        assert_eq!(r.len(), 3, "errors take no budget");
+        let many: Vec<String> = vec!["sub/b.txt".to_string(); MAX_READ_PATHS + 10];
+        assert_eq!(read(&g, &many, u64::MAX, u64::MAX).len(), MAX_READ_PATHS);
+        // A grant that is not preopened is not read through this seam.
+        let spawn_only = read_grants(&dir, false);
+        assert!(
+            read(&spawn_only, &two, 100, 100)[0]
+                .as_ref()
+                .unwrap_err()
+                .contains("no preopened")
         );
         let _ = std::fs::remove_dir_all(&dir);
         let _ = std::fs::remove_dir_all(&outside);

@@ -9,7 +9,9 @@
 //! * [`kv`]: a small key-value store per plugin and agent scope;
 //! * [`jobs`]: background shell jobs, in a host-wide job table;
 //! * [`http`]: outgoing `wasi:http` requests, to the network grant only;
-//! * [`files`]: whole-file writes by the host, never into protected paths.
+//! * [`files`]: whole-file writes by the host, never into protected paths
+//!   (`files`), and batched whole-file reads of the preopened grants
+//!   (`bulk-read`).
 
 pub mod files;
 pub mod http;

@@ -1,13 +1,13 @@
 //! `grep`: ripgrep's matcher and searcher over the walk.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use ignore::overrides::OverrideBuilder;
 use ignore::types::TypesBuilder;
 use serde::{Deserialize, Serialize};
-use toolgate_sdk::{Annotations, Call, Content, ContentBlock, Schema, Tool, ToolError};
+use toolgate_sdk::{Annotations, Call, Content, ContentBlock, Schema, Tool, ToolError, bulk_read};
 
 use crate::paths::{display, metadata, regular_file, relative};
 use crate::walk::{Filters, MAX_VISITED, walk};
@@ -19,6 +19,13 @@ pub const DEFAULT_HEAD_LIMIT: u32 = 500;
 pub const MAX_LINE_CHARS: usize = 500;
 /// Bytes of output one call returns at most.
 pub const MAX_OUTPUT_BYTES: usize = 128 * 1024;
+/// Files the walk hands to one `bulk-read` call.
+const READ_BATCH_FILES: usize = 256;
+/// Bytes one `bulk-read` call returns at most (the guest holds a batch at
+/// a time).
+const READ_BATCH_BYTES: u64 = 16 << 20;
+/// Files larger than this are streamed through WASI instead of read whole.
+const READ_FILE_BYTES: u64 = 8 << 20;
 
 /// What `grep` returns.
 #[derive(Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, Schema)]
@@ -175,6 +182,27 @@ impl Sink for CountSink {
     }
 }
 
+/// Search one file: its bytes when the host read them, else streamed
+/// from `path`. A file that cannot be read is skipped (as ripgrep does).
+fn search_one(
+    searcher: &mut Searcher,
+    matcher: &RegexMatcher,
+    path: &Path,
+    bytes: Option<&[u8]>,
+    sink: impl Sink<Error = std::io::Error>,
+) {
+    let _ = match bytes {
+        Some(b) => searcher.search_slice(matcher, b, sink),
+        None => searcher.search_path(matcher, path, sink),
+    };
+}
+
+/// A regular file too large for one bulk read (checked again: it may have
+/// changed since the walk saw it).
+fn is_large_file(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() > READ_FILE_BYTES)
+}
+
 impl Grep {
     fn matcher(&self) -> Result<RegexMatcher, ToolError> {
         let mut b = RegexMatcherBuilder::new();
@@ -255,7 +283,9 @@ impl Tool for Grep {
             0
         };
         let mut searcher = SearcherBuilder::new()
-            .line_number(true)
+            // Line numbers cost a count of every newline; only content
+            // shows them.
+            .line_number(mode == OutputMode::Content)
             .binary_detection(BinaryDetection::quit(0))
             .multi_line(self.multiline.unwrap_or(false))
             .before_context(context)
@@ -268,7 +298,10 @@ impl Tool for Grep {
             truncated: false,
         };
         let mut files = 0u64;
-        let mut search = |path: &Path, out: &mut Out| -> bool {
+        // One file: from the bytes the host read (`bytes`), or streamed
+        // through WASI (`None`: the file named alone, or one too large to
+        // read whole). False once the output is full.
+        let mut search = |path: &Path, bytes: Option<&[u8]>, out: &mut Out| -> bool {
             let shown = display(path);
             match mode {
                 OutputMode::Content => {
@@ -279,7 +312,7 @@ impl Tool for Grep {
                         first: true,
                         context: context > 0,
                     };
-                    let _ = searcher.search_path(&matcher, path, &mut sink);
+                    search_one(&mut searcher, &matcher, path, bytes, &mut sink);
                     files += u64::from(sink.matched);
                     !out.truncated
                 }
@@ -288,7 +321,7 @@ impl Tool for Grep {
                         count: 0,
                         stop_at_first: mode == OutputMode::FilesWithMatches,
                     };
-                    let _ = searcher.search_path(&matcher, path, &mut sink);
+                    search_one(&mut searcher, &matcher, path, bytes, &mut sink);
                     if sink.count == 0 {
                         return true;
                     }
@@ -304,11 +337,75 @@ impl Tool for Grep {
         let meta = metadata(&root, &shown_root)?;
         let walk_cut = if meta.is_dir() {
             let filters = self.filters(&root)?;
-            walk(&root, filters, false, call, |f| search(&f.path, &mut out))?
+            // The walk hands out paths; the host reads them a batch at a
+            // time (one host call per batch instead of several per file),
+            // the next batch on its thread while this one is searched.
+            let mut batch: Vec<PathBuf> = Vec::new();
+            let mut pending: Option<(Vec<PathBuf>, bulk_read::Batch)> = None;
+            let mut full = false;
+            // Search one batch's files in order; false once output is full.
+            let mut finish =
+                |paths: Vec<PathBuf>, read: Vec<Result<Vec<u8>, String>>, out: &mut Out| -> bool {
+                    let done = read.len();
+                    let mut one =
+                        |path: &Path, read: Result<Vec<u8>, String>, out: &mut Out| match read {
+                            Ok(bytes) => search(path, Some(&bytes), out),
+                            // Too large to read whole: streamed. Anything else
+                            // (gone, no longer a regular file) is skipped.
+                            Err(_) if is_large_file(path) => search(path, None, out),
+                            Err(_) => true,
+                        };
+                    for (path, r) in paths.iter().zip(read) {
+                        if !one(path, r, out) {
+                            return false;
+                        }
+                    }
+                    // The host stops a batch at its byte limit: the rest now.
+                    let rest = &paths[done.min(paths.len())..];
+                    let names: Vec<String> = rest
+                        .iter()
+                        .map(|p| p.to_string_lossy().into_owned())
+                        .collect();
+                    let mut more = true;
+                    bulk_read::read_all(&names, READ_FILE_BYTES, READ_BATCH_BYTES, |i, r| {
+                        more = one(&rest[i], r, out);
+                        more
+                    });
+                    more
+                };
+            let start = |paths: &[PathBuf]| {
+                let names: Vec<String> = paths
+                    .iter()
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .collect();
+                bulk_read::Batch::start(&names, READ_FILE_BYTES, READ_BATCH_BYTES)
+            };
+            let cut = walk(&root, filters, false, call, |f| {
+                batch.push(f.path);
+                if batch.len() >= READ_BATCH_FILES {
+                    let paths = std::mem::take(&mut batch);
+                    let started = start(&paths);
+                    if let Some((prev, reading)) = pending.replace((paths, started)) {
+                        full = !finish(prev, reading.wait(), &mut out);
+                    }
+                }
+                !full
+            })?;
+            // Once the output is full, a batch still reading is dropped.
+            if let Some((prev, reading)) = pending.take()
+                && !full
+            {
+                full = !finish(prev, reading.wait(), &mut out);
+            }
+            if !full && !batch.is_empty() {
+                let read = start(&batch).wait();
+                finish(batch, read, &mut out);
+            }
+            cut
         } else {
             // One file, named by the caller.
             regular_file(&root, &shown_root, "grep")?;
-            search(&root, &mut out);
+            search(&root, None, &mut out);
             false
         };
         Ok(Found {

@@ -12,7 +12,7 @@ use syn::punctuated::Punctuated;
 use syn::{Ident, Path, Token, bracketed};
 
 /// The version of `toolgate:plugin` the SDK builds against.
-const WIT_VERSION: &str = "0.2.1";
+const WIT_VERSION: &str = "0.2.2";
 
 #[derive(Default)]
 pub struct Export {
@@ -105,6 +105,7 @@ pub fn expand(e: Export) -> syn::Result<TokenStream> {
             "process",
             "jobs",
             "files",
+            "bulk-read",
         ]);
         let tools = &e.tools;
         impls.push(quote! {

@@ -529,6 +529,14 @@ struct Raw {
     next: u64,
 }
 
+/// A failed assertion leaves no host (nor, with it, its servers) behind.
+impl Drop for Raw {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Raw {
     fn start(config: &Path, work: &Path) -> Raw {
         let mut child = Command::new(toolgate_bin())
@@ -704,14 +712,17 @@ fn free_port() -> u16 {
 async fn a_streamable_http_server_is_bridged() {
     let Some(dir) = servers() else { return };
     let port = free_port();
-    let mut server = Command::new("node")
-        .arg(everything_js(&dir))
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start server-everything over HTTP");
+    // Killed when dropped, so a failed assertion leaves no server behind.
+    let _server = Killed(
+        Command::new("node")
+            .arg(everything_js(&dir))
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start server-everything over HTTP"),
+    );
     let start = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(
@@ -737,8 +748,16 @@ async fn a_streamable_http_server_is_bridged() {
     )
     .await;
     assert_eq!(r.structured_content.unwrap()["temperature"], 73);
-    let _ = server.kill();
-    let _ = server.wait();
+}
+
+/// A child process killed (and reaped) when dropped.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 #[test]

@@ -114,6 +114,32 @@ async fn a_read_only_grant_reads_and_never_writes() {
     assert!(!w.granted.join("new.txt").exists());
 }
 
+/// The host answers `metadata-hash-at` (a stat, which no FIFO can block)
+/// in place instead of on its blocking pool; the inode numbers a component
+/// sees stay the ones wasmtime-wasi gives an open file, and the shortcut
+/// refuses what wasmtime-wasi refuses.
+#[tokio::test]
+async fn stats_answered_in_place_agree_with_wasi_and_stay_inside() {
+    let w = World::new();
+    let (h, _d) = probe_host(&w.grant("probe", "read-only", "")).await;
+    for path in ["hello.txt", "sub/../hello.txt"] {
+        let r = fs(&h, "inodes", path, json!({})).await;
+        assert!(!r.is_error, "{r:?}");
+        let inos: Vec<u64> = r.text().split(' ').map(|n| n.parse().unwrap()).collect();
+        assert!(inos[0] != 0, "{inos:?}");
+        assert!(inos.iter().all(|i| *i == inos[0]), "{path}: {inos:?}");
+    }
+    // By path, out of the preopen: refused, as before.
+    for path in [
+        "link-secret",
+        "../outside/secret.txt",
+        "link-out/secret.txt",
+    ] {
+        let r = fs(&h, "metadata", path, json!({})).await;
+        assert!(denied(&r), "{path} was reached: {r:?}");
+    }
+}
+
 #[tokio::test]
 async fn a_read_write_grant_writes_inside_only() {
     let w = World::new();
@@ -179,6 +205,105 @@ async fn the_known_wasi_escape_classes_are_closed() {
     assert!(!w.outside.join("moved.txt").exists());
     assert!(!w.granted.join("stolen.txt").exists());
     assert!(w.granted.join("hello.txt").exists());
+}
+
+/// The `bulk-read` seam, called by a component written with plain
+/// wit-bindgen exactly as a hostile one would: it reads what the preopen
+/// gives and nothing else, never waits on a FIFO, and the host's caps hold
+/// whatever limits the guest asks for.
+#[tokio::test]
+async fn the_bulk_read_seam_reads_only_what_the_preopen_gives() {
+    let w = World::new();
+    let made = std::process::Command::new("mkfifo")
+        .arg(w.granted.join("fifo"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    std::fs::write(w.granted.join("big"), vec![b'x'; 17 << 20]).unwrap();
+    let dir = PluginDir::new();
+    dir.add("reader", fixtures::BULK_READER);
+    let h = host(&dir, &w.grant("reader", "read-only", "")).await;
+    assert!(h.problems().is_empty(), "{:?}", h.problems());
+    // A limit of `None` is `u64::MAX` in the guest.
+    let read = |paths: Vec<String>, max_file: Option<u64>, max_total: Option<u64>, repeat: u64| {
+        let h = &h;
+        async move {
+            let mut args = json!({"paths": paths, "repeat": repeat});
+            if let Some(n) = max_file {
+                args["max_file"] = json!(n);
+            }
+            if let Some(n) = max_total {
+                args["max_total"] = json!(n);
+            }
+            let r = run(h, "read", args).await;
+            assert!(!r.is_error, "{r:?}");
+            serde_json::from_str::<Value>(&r.text()).unwrap()
+        }
+    };
+    let secret = w.outside.join("secret.txt").display().to_string();
+    let paths: Vec<String> = [
+        "hello.txt",
+        "../outside/secret.txt",
+        "sub/../../outside/secret.txt",
+        secret.as_str(),
+        "link-secret",
+        "link-out/secret.txt",
+        "abs-link",
+        "fifo",
+        "sub",
+        "hello.txt/",
+        "big",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let started = Instant::now();
+    let v = read(paths.clone(), None, None, 1).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "a FIFO was waited on"
+    );
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), paths.len(), "{v}");
+    assert_eq!(results[0]["len"], 5, "{v}");
+    for (i, path) in paths.iter().enumerate().skip(1) {
+        assert!(results[i]["error"].is_string(), "`{path}` was read: {v}");
+    }
+    assert!(
+        results[10]["error"].as_str().unwrap().contains("16777216"),
+        "17 MiB is over the host's 16 MiB cap, whatever the guest asks: {v}"
+    );
+    // 100 000 paths: the host answers the first 4096.
+    let v = read(vec!["hello.txt".into()], None, None, 100_000).await;
+    assert_eq!(v["asked"], 100_000);
+    assert_eq!(v["results"].as_array().unwrap().len(), 4096);
+    // The guest's total limit stops the list, after at least one file.
+    let v = read(vec!["hello.txt".into()], Some(100), Some(12), 10).await;
+    assert_eq!(v["results"].as_array().unwrap().len(), 2, "{v}");
+    // Batches: two may be pending at once; a third traps, and the host
+    // goes on.
+    let r = run(&h, "read", json!({"paths": ["hello.txt"], "batches": 2})).await;
+    assert!(!r.is_error, "{r:?}");
+    assert_eq!(serde_json::from_str::<Value>(&r.text()).unwrap()["read"], 2);
+    let r = run(&h, "read", json!({"paths": ["hello.txt"], "batches": 3})).await;
+    assert!(
+        r.is_error && r.text().contains("third `bulk-read` batch"),
+        "{r:?}"
+    );
+    let r = run(&h, "read", json!({"paths": ["hello.txt"], "batches": 1})).await;
+    assert!(!r.is_error, "{r:?}");
+    // Without a preopened grant the component does not load, and the
+    // problem names the grant to add.
+    let h = host(&dir, "").await;
+    let p = h
+        .problems()
+        .into_iter()
+        .find(|p| p.plugin == "reader")
+        .expect("refused without a grant");
+    assert!(
+        p.message.contains("`bulk-read` seam") && p.message.contains("access = \"read-only\""),
+        "{p}"
+    );
 }
 
 #[tokio::test]

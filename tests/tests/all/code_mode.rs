@@ -236,6 +236,23 @@ fn result_of(record: &CallRecord) -> Value {
     serde_json::from_str(line).expect("the result is JSON")
 }
 
+/// A program's memory is drawn from the budget of all instances, like a
+/// plugin's: 30 MiB of strings fit its own cap (QuickJS's heap limit is
+/// 48 MiB of the 64 MiB default) but not a 20 MiB host budget.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_program_draws_from_the_hosts_memory_budget() {
+    let code =
+        "let a = []; for (let i = 0; i < 30; i++) a.push('x'.repeat(1 << 20)); return a.length;";
+    let f = fixture("").await;
+    assert_eq!(result_of(&run_code(&f.host, "fits", code).await), json!(30));
+    let f = fixture("[limits]\nguest_memory_mb = 20\n").await;
+    let r = run_code(&f.host, "m", code).await;
+    assert!(r.is_error, "{r:?}");
+    assert!(r.text().contains("guest_memory_mb"), "{}", r.text());
+    let r = run_code(&f.host, "n", "return 'alive';").await;
+    assert_eq!(result_of(&r), json!("alive"));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_program_calls_three_tools_and_catches_a_guard_denial() {
     let f = fixture("").await;

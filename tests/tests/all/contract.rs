@@ -247,3 +247,72 @@ async fn on_a_single_threaded_runtime_a_chain_that_must_wait_fails_closed() {
     assert_eq!(r.code(), Some("DENIED"), "{r:?}");
     assert!(r.text().contains("multi-threaded"), "{}", r.text());
 }
+
+/// `bytes` with every `toolgate:plugin/…@0.2.2` name renamed to `version`
+/// (same length): the component as a toolchain would have built it against
+/// that earlier patch of the contract.
+fn as_built_against(bytes: &[u8], version: &str) -> Vec<u8> {
+    assert_eq!(version.len(), "0.2.2".len());
+    let mut out = bytes.to_vec();
+    let prefix = b"toolgate:plugin/";
+    let mut renamed = 0;
+    let mut i = 0;
+    while let Some(at) = out[i..].windows(prefix.len()).position(|w| w == prefix) {
+        let start = i + at + prefix.len();
+        // The interface name, then `@0.2.2`.
+        let name_end = start
+            + out[start..]
+                .iter()
+                .position(|b| !(b.is_ascii_lowercase() || *b == b'-'))
+                .unwrap_or(0);
+        if out[name_end..].starts_with(b"@0.2.2") {
+            out[name_end + 1..name_end + 6].copy_from_slice(version.as_bytes());
+            renamed += 1;
+        }
+        i = start;
+    }
+    assert!(renamed > 0, "no toolgate:plugin name found");
+    out
+}
+
+/// Components built against 0.2.0 and 0.2.1 load and run on this 0.2.2
+/// host: each import, seams included, is served by the linker's semver
+/// matching, and each export is found under the name the component gives.
+#[tokio::test]
+async fn components_built_against_earlier_0_2_patches_keep_working() {
+    for version in ["0.2.0", "0.2.1"] {
+        let dir = PluginDir::new();
+        dir.add_bytes(
+            "tools",
+            &as_built_against(&std::fs::read(fixtures::TOOLS).unwrap(), version),
+        )
+        .add_bytes(
+            "seams",
+            &as_built_against(&std::fs::read(fixtures::SEAMS).unwrap(), version),
+        )
+        .add_bytes(
+            "guard",
+            &as_built_against(&std::fs::read(fixtures::GUARD).unwrap(), version),
+        );
+        let h = host(
+            &dir,
+            "[plugins.seams.grants]\nshell = true\nsubprocess = [\"echo\"]\n",
+        )
+        .await;
+        assert!(h.problems().is_empty(), "{version}: {:?}", h.problems());
+        let g = h.generation();
+        for name in ["tools", "seams", "guard"] {
+            assert_eq!(info(&g, name).wit_version, version, "{name}");
+        }
+        assert!(
+            info(&g, "seams")
+                .imports
+                .iter()
+                .any(|i| i == &format!("toolgate:plugin/shell@{version}")),
+            "{:?}",
+            info(&g, "seams").imports
+        );
+        let r = run(&h, "echo", json!({"text": "still here"})).await;
+        assert_eq!(r.text(), "still here", "{version}: {r:?}");
+    }
+}

@@ -34,12 +34,12 @@ use crate::tool::ToolBody;
 /// The WIT package.
 pub const PACKAGE: &str = "toolgate:plugin";
 /// The version new components are built against.
-pub const CURRENT: &str = "0.2.1";
+pub const CURRENT: &str = "0.2.2";
 /// The versions this host serves (any patch of each).
 pub const SUPPORTED: &[&str] = &["0.1", "0.2"];
 
 /// The seams a component may import, by interface name; each needs a grant.
-pub const SEAMS: &[&str] = &["shell", "subprocess", "kv", "jobs", "files"];
+pub const SEAMS: &[&str] = &["shell", "subprocess", "kv", "jobs", "files", "bulk-read"];
 
 /// `toolgate:plugin/guard@0.1.0` → (`toolgate:plugin`, `guard`, `0.1.0`).
 pub fn split_name(name: &str) -> Option<(&str, &str, Option<&str>)> {
@@ -77,7 +77,8 @@ pub struct Shape {
     pub imports: Vec<String>,
     /// The `toolgate:plugin` interfaces imported (without package and version).
     pub contract_imports: Vec<String>,
-    /// The seams among them (`shell`, `subprocess`, `kv`, `jobs`, `files`).
+    /// The seams among them (`shell`, `subprocess`, `kv`, `jobs`, `files`,
+    /// `bulk-read`).
     pub seams: Vec<String>,
 }
 
@@ -238,6 +239,7 @@ impl Linkers {
     pub fn new(engine: &Engine) -> wasmtime::Result<Linkers> {
         let mut full = Linker::new(engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut full)?;
+        super::inline_stat::add_to_linker(&mut full)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut full)?;
         v0_1::imports::add_to_linker(&mut full)?;
         v0_2::imports::add_to_linker(&mut full)?;

@@ -22,6 +22,7 @@ use crate::call::CallSignal;
 use crate::outcome::Outcome;
 use crate::plugin::log::Level;
 use crate::plugin::store::{Slot, StoreData};
+use crate::seams::files::PendingRead;
 use crate::seams::process;
 
 /// A host function was called where the contract does not allow it.
@@ -136,6 +137,7 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     imports::subprocess::add_to_linker::<StoreData, D>(linker, |d| d)?;
     imports::jobs::add_to_linker::<StoreData, D>(linker, |d| d)?;
     imports::files::add_to_linker::<StoreData, D>(linker, |d| d)?;
+    imports::bulk_read::add_to_linker::<StoreData, D>(linker, |d| d)?;
     Ok(())
 }
 
@@ -621,5 +623,66 @@ impl imports::files::Host for StoreData {
             }
         }
         Ok(written)
+    }
+}
+
+impl imports::bulk_read::Host for StoreData {
+    async fn read(
+        &mut self,
+        paths: Vec<String>,
+        limits: imports::bulk_read::ReadLimits,
+    ) -> wasmtime::Result<Vec<Result<Vec<u8>, String>>> {
+        let grants = self.plugin.grants.fs.clone();
+        let asked = paths.len();
+        // One hand-off to a blocking thread for the whole batch.
+        let read = tokio::task::spawn_blocking(move || {
+            crate::seams::files::read(
+                &grants,
+                &paths,
+                limits.max_file_bytes,
+                limits.max_total_bytes,
+            )
+        })
+        .await?;
+        tracing::debug!(plugin = %self.plugin.name, asked, read = read.len(), "bulk read");
+        Ok(read)
+    }
+}
+
+impl imports::bulk_read::HostBatch for StoreData {
+    async fn start(
+        &mut self,
+        paths: Vec<String>,
+        limits: imports::bulk_read::ReadLimits,
+    ) -> wasmtime::Result<Resource<PendingRead>> {
+        let pending = self
+            .reads
+            .start(
+                self.plugin.grants.fs.clone(),
+                paths,
+                limits.max_file_bytes,
+                limits.max_total_bytes,
+            )
+            .await
+            .map_err(|e| {
+                Misuse(format!(
+                    "plugin `{}` misused `bulk-read`: {e}",
+                    self.plugin.name
+                ))
+            })?;
+        Ok(self.table.push(pending)?)
+    }
+
+    async fn wait(
+        &mut self,
+        batch: Resource<PendingRead>,
+    ) -> wasmtime::Result<Vec<Result<Vec<u8>, String>>> {
+        Ok(self.table.get_mut(&batch)?.wait().await?)
+    }
+
+    fn drop(&mut self, batch: Resource<PendingRead>) -> wasmtime::Result<()> {
+        let batch = self.table.delete(batch)?;
+        self.reads.release(batch);
+        Ok(())
     }
 }
