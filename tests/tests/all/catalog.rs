@@ -675,12 +675,12 @@ async fn bash_failures_carry_output_and_status() {
     let r = b
         .call(
             "bash",
-            json!({"command": "echo started; sleep 30", "timeoutMs": 300}),
+            json!({"command": "echo started; sleep 30", "timeoutMs": 1000}),
         )
         .await;
     let e = failed(&r, "TIMEOUT");
     assert!(
-        e.starts_with("started\n") && e.contains("timed out after 300 ms"),
+        e.starts_with("started\n") && e.contains("timed out after 1000 ms"),
         "{e}"
     );
     assert!(started.elapsed() < Duration::from_secs(10));
