@@ -21,7 +21,7 @@ pub mod cache;
 pub mod component;
 pub mod contract;
 pub mod grants;
-pub mod inline_stat;
+pub mod inline_fs;
 pub mod loader;
 pub mod log;
 pub mod manifest;

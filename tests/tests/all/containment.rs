@@ -585,6 +585,48 @@ async fn a_call_stuck_on_a_fifo_ends_at_its_deadline() {
     }
 }
 
+/// The host answers a directory open in place (no hand-off to the pool):
+/// one of a FIFO is refused by the kernel before anything opens it, so a
+/// component listing a FIFO gets its error at once — this test's runtime
+/// has one thread, which a blocking open would stop for good — and the
+/// same host then serves ordinary reads.
+#[tokio::test]
+async fn a_fifo_listed_as_a_directory_is_refused_at_once() {
+    let t = Tree::new("fifo-list");
+    mkfifo(&t.join("pipe"));
+    t.write("plain.txt", "plain\n");
+    let dir = PluginDir::new();
+    dir.add("probe", fixtures::PROBE);
+    dir.add("timeout", fixtures::PLUGIN_TIMEOUT);
+    let h = host(
+        &dir,
+        &format!(
+            "[plugins.probe.grants]\nfs = [{{ path = {:?}, access = \"read-only\" }}]\n\
+             [tools.fs]\ntimeout_ms = 5000\n",
+            t.path.display().to_string()
+        ),
+    )
+    .await;
+    let started = Instant::now();
+    let r = run(&h, "fs", json!({"op": "list", "path": "pipe"})).await;
+    assert!(r.is_error, "{r:?}");
+    assert_ne!(r.code(), Some("TIMEOUT"), "{r:?}");
+    assert!(
+        r.text().to_lowercase().contains("directory"),
+        "{}",
+        r.text()
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    let r = run(&h, "fs", json!({"op": "read", "path": "plain.txt"})).await;
+    assert_eq!(r.text(), "plain\n", "{r:?}");
+    let r = run(&h, "fs", json!({"op": "list", "path": "."})).await;
+    assert_eq!(r.text(), "pipe,plain.txt", "{r:?}");
+}
+
 // ---- 6. .git ---------------------------------------------------------------
 
 fn git(dir: &Path, args: &[&str]) -> String {

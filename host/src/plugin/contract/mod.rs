@@ -239,7 +239,7 @@ impl Linkers {
     pub fn new(engine: &Engine) -> wasmtime::Result<Linkers> {
         let mut full = Linker::new(engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut full)?;
-        super::inline_stat::add_to_linker(&mut full)?;
+        super::inline_fs::add_to_linker(&mut full)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut full)?;
         v0_1::imports::add_to_linker(&mut full)?;
         v0_2::imports::add_to_linker(&mut full)?;
