@@ -34,8 +34,8 @@
 //! spawns cannot mount one (no new privileges, so no setuid `fusermount`);
 //! an operator who grants such a mount accepts what any `stat` of it does.
 //! And one listing of a huge directory holds a runtime thread for as long
-//! as the listing takes: bounded, like every
-//! single operation here, and the call's deadline applies between them.
+//! as the listing takes: bounded, like every single operation here, and
+//! the call's deadline applies between them.
 
 use std::hash::{Hash, Hasher};
 use std::os::fd::AsRawFd;
