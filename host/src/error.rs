@@ -13,6 +13,10 @@ pub enum HostError {
     PluginDir { path: PathBuf, message: String },
     #[error(transparent)]
     Config(#[from] ConfigError),
+    #[error(transparent)]
+    State(#[from] crate::state::StateError),
+    #[error("the configuration is not obeyed: {0}")]
+    Authority(#[from] crate::state::AuthorityError),
     #[error("tool `{tool}`: {message}")]
     Tool { tool: String, message: String },
     #[error("grant for plugin `{plugin}`: {message}")]

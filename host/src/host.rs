@@ -291,8 +291,16 @@ impl ToolgateBuilder {
     /// (engine, unreadable plugin directory, configuration) are errors here.
     pub async fn build(mut self) -> Result<Toolgate, HostError> {
         if let Some(file) = &self.config_file {
-            if file.required || file.path.exists() {
-                self.config = HostConfig::load(&file.path)?;
+            // Through the journal of the state directory: what a host that
+            // died mid-run left planted is moved aside first, and a file a
+            // live sandboxed run could have created is refused.
+            let state = match &self.runtime.state_dir {
+                Some(d) => Some(crate::state::StateDir::open(d)?),
+                None => None,
+            };
+            let journal = state.as_ref().map(|s| s.journal());
+            if let Some(c) = crate::lifecycle::read_config(file, journal.as_deref())? {
+                self.config = c;
             }
             self.authority
                 .push((file.path.clone(), "the host's configuration".into()));

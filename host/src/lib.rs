@@ -29,6 +29,7 @@ pub mod policy;
 pub mod registry;
 pub mod scheduler;
 pub mod seams;
+pub mod state;
 pub mod tool;
 pub mod turn;
 

@@ -12,7 +12,7 @@
 //! | Landlock TCP rules (ABI ≥ 4) | `connect`/`bind` only on granted ports (any address) |
 //! | Landlock scoping (ABI ≥ 6) | no signals to, and no abstract UNIX sockets of, processes outside the sandbox |
 //! | read-only mount view (user + mount namespaces) | nothing outside the read-write grants can be modified at all: also `chmod`, `utime`, xattrs, which Landlock does not cover; protected paths (the host's configuration, plugins, cache, `.git`) stay read-only even inside a read-write grant; private System V IPC / message queues |
-//! | post-run watch | a protected path that was absent (or a symlink) is put back as it was if the sandbox created (or replaced) it |
+//! | post-run watch and its journal | a protected path that was absent (or a symlink) is put back as it was if the sandbox created (or replaced) it; with a journal directory the watch is on record (locked) before the child starts, so a host killed mid-run leaves it for the next start to finish, and a reader of authority can tell which absent paths a live run may be creating ([`recover_watch_journal`]) |
 //! | seccomp | only TCP sockets (and AF_UNIX stream socketpairs); no `bind`/`listen` without a TCP bind grant; no TCP Fast Open (which connects without the `connect` that Landlock checks); no setuid/setgid mode bits (`chmod` family, and the modes of `open`/`creat`/`mkdir`/`mknod`; `openat2`, whose arguments a filter cannot read, answers `ENOSYS`); no mount, namespace, keyring, BPF, perf or identity changes; no ptrace, io_uring or inotify unless granted; no `setsid`/`setpgid` (the process group stays closed); per-pid scheduling and limit calls only on itself |
 //! | capabilities | none in any set (bounding, ambient, permitted, effective, inheritable), securebits locked, `no_new_privs` |
 //! | resource limits | tasks (a pids cgroup per sandbox; host-answered seccomp notification where there is none), address space, file size, CPU, descriptors; no core dumps |
@@ -67,6 +67,7 @@ use std::path::Path;
 pub use error::SpawnError;
 pub use kernel::{Capabilities, probe_capabilities};
 pub use policy::{Enforcement, Feature, ResourceLimits, SandboxPolicy};
+pub use protect::{Recovery, recover as recover_watch_journal};
 pub use request::{Output, Program, SpawnRequest, flood_limit};
 pub use spawn::{Sandbox, SandboxedChild};
 

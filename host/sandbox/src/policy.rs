@@ -54,6 +54,15 @@ pub struct SandboxPolicy {
     ///
     /// Needs the mount view ([`Feature::ProtectedPaths`]).
     pub protected: Vec<PathBuf>,
+    /// A directory where the spawn records the absent (and symlinked)
+    /// protected paths it exposes, *before* its child starts, and keeps the
+    /// record locked until its post-run check is done: a host that dies
+    /// before that check leaves the record for the next reader of
+    /// authority, and a reader sees which absent paths a live run may be
+    /// creating right now ([`crate::recover_watch_journal`]). `None`: no
+    /// record (the check still runs after the run). Must exist, and must
+    /// itself be out of every grant.
+    pub watch_journal: Option<PathBuf>,
     /// TCP ports the process may `connect` to. Landlock filters TCP by port
     /// only: a granted port is reachable on *every* address (loopback and
     /// remote hosts alike). No other socket kind (UDP, raw, netlink, UNIX…)

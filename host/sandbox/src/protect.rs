@@ -16,9 +16,45 @@
 //! sandbox's view, so the parent the host checks is the parent it recorded;
 //! the repair also re-checks that the parent still resolves to the same
 //! place before it touches anything.
+//!
+//! # The journal: a check that survives the host
+//!
+//! A check that runs "after the run" is only as good as the host that runs
+//! it: a host killed mid-run never checks, and the file a sandboxed command
+//! planted would be obeyed at the next start. And while the run lasts, the
+//! planted file is already there for anyone who reads it (the host's own
+//! hot reload, another toolgate starting in the same directory). So when
+//! the policy names a journal directory
+//! ([`SandboxPolicy::watch_journal`](crate::SandboxPolicy::watch_journal)),
+//! the watched paths are written to a file there *before the child is
+//! spawned* (written under a temporary name, `fsync`ed, then renamed into
+//! place), and that file stays `flock`ed by the host until the post-run
+//! check has repaired what it found; only then is it removed. The kernel
+//! drops the lock when its holder dies, however it dies. [`recover`] reads
+//! the journal:
+//!
+//! * a journal file whose lock can be taken belongs to a host that died
+//!   before its check: the check runs now (planted files are moved aside)
+//!   and the file is removed;
+//! * a journal file still locked belongs to a live run: its absent paths
+//!   are *exposed* — whatever stands there now may have been put there by
+//!   a sandboxed program, and must not be read as authority.
+//!
+//! Why this cannot be raced, for a reader of authority that calls
+//! [`recover`] *after* reading a file and then checks that the path still
+//! names the file it read: a spawn that could create the file recorded its
+//! journal before its child existed, and the journal disappears only after
+//! the check moved the planted file aside. So either the reader sees the
+//! journal (exposed: refuse), or the check already ran — and then the path
+//! no longer names what was planted (the reader sees the change: refuse),
+//! or nothing was planted.
 
-use std::ffi::CString;
+use std::ffi::{CString, OsStr};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// What a watched path must look like after the run.
@@ -41,15 +77,55 @@ pub(crate) struct Watched {
 }
 
 /// The watched paths of one spawn.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub(crate) struct Watch {
     pub entries: Vec<Watched>,
+    /// The journal file recording `entries`, locked while the run lasts.
+    journal: Option<(PathBuf, File)>,
 }
 
 impl Watch {
-    /// Checks every watched path and repairs what changed. Call only when
-    /// no process of the sandbox is alive. Returns a line per repair.
-    pub fn check_and_repair(&self) -> Vec<String> {
+    /// Records the watched paths in a new journal file under `dir` (see the
+    /// module docs), locked until [`check_and_repair`](Self::check_and_repair).
+    /// Nothing is written when nothing is watched.
+    pub fn record(&mut self, dir: &Path) -> std::io::Result<()> {
+        if self.entries.is_empty() || self.journal.is_some() {
+            return Ok(());
+        }
+        let name = unique_name();
+        let tmp = dir.join(format!(".{name}.tmp"));
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        // Locked before it is visible under its final name: a reader never
+        // takes the lock of a live run's journal.
+        lock(&file, true)?;
+        let written = (|| {
+            file.write_all(&encode(&self.entries))?;
+            file.sync_all()?;
+            let path = dir.join(format!("{name}.{JOURNAL_EXT}"));
+            std::fs::rename(&tmp, &path)?;
+            File::open(dir)?.sync_all()?;
+            Ok(path)
+        })();
+        match written {
+            Ok(path) => {
+                self.journal = Some((path, file));
+                Ok(())
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                Err(e)
+            }
+        }
+    }
+
+    /// Checks every watched path and repairs what changed, then retires the
+    /// journal file. Call only when no process of the sandbox is alive.
+    /// Returns a line per repair.
+    pub fn check_and_repair(&mut self) -> Vec<String> {
         let mut done = Vec::new();
         for w in &self.entries {
             if let Some(line) = repair(w) {
@@ -57,8 +133,170 @@ impl Watch {
                 done.push(line);
             }
         }
+        if let Some((path, file)) = self.journal.take() {
+            // Removed before the lock goes (with `file`): a reader that
+            // takes the lock afterwards finds the file unlinked.
+            let _ = std::fs::remove_file(&path);
+            drop(file);
+        }
         done
     }
+}
+
+/// The extension of a journal file.
+const JOURNAL_EXT: &str = "watch";
+
+/// What [`recover`] found in a journal directory.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// One line per repair made for a run whose host died before its own
+    /// post-run check (already logged as errors).
+    pub repaired: Vec<String>,
+    /// Absent protected paths that a live sandboxed run can create right
+    /// now: whatever stands at one of them must not be read as authority.
+    pub exposed: Vec<PathBuf>,
+}
+
+/// Reads the journal directory `dir` (see the module docs): finishes the
+/// post-run check of every run whose host is gone, and lists the paths
+/// live runs expose. A missing directory is an empty journal.
+pub fn recover(dir: &Path) -> std::io::Result<Recovery> {
+    let mut out = Recovery::default();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let path = entry?.path();
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let temporary = name.starts_with('.') && name.ends_with(".tmp");
+        if !temporary && path.extension() != Some(OsStr::new(JOURNAL_EXT)) {
+            continue;
+        }
+        let mut file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        let watched = decode(&bytes);
+        if !lock(&file, false)? {
+            // A live run (or one being recorded: not yet in force).
+            if !temporary {
+                out.exposed.extend(
+                    watched
+                        .iter()
+                        .flatten()
+                        .filter(|w| w.expect == Expect::Absent)
+                        .map(|w| w.path.clone()),
+                );
+            }
+            continue;
+        }
+        // The owner is gone. Retired in the meantime (unlinked before
+        // unlocking)? Then there is nothing left to do.
+        if file.metadata()?.nlink() == 0 {
+            continue;
+        }
+        if !temporary {
+            match watched {
+                Some(entries) => {
+                    let mut w = Watch {
+                        entries,
+                        journal: None,
+                    };
+                    out.repaired.extend(w.check_and_repair());
+                }
+                None => tracing::error!(
+                    journal = %path.display(),
+                    "a journal of protected paths cannot be read; removed — check the \
+                     host's configuration and plugin directories by hand"
+                ),
+            }
+        }
+        std::fs::remove_file(&path)?;
+    }
+    Ok(out)
+}
+
+/// `flock` exclusively; `wait = false`: `Ok(false)` when another holds it.
+fn lock(file: &File, wait: bool) -> std::io::Result<bool> {
+    let op = libc::LOCK_EX | if wait { 0 } else { libc::LOCK_NB };
+    loop {
+        // SAFETY: a valid descriptor owned by `file`.
+        if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
+            return Ok(true);
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EWOULDBLOCK) if !wait => return Ok(false),
+            _ => return Err(e),
+        }
+    }
+}
+
+/// A name no other journal file has: pid, time, a counter.
+fn unique_name() -> String {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{}-{nanos}-{n}", std::process::id())
+}
+
+/// Journal encoding: per entry a kind byte (`A` absent, `S` symlink) and
+/// length-prefixed (u32 LE) path, parent and, for `S`, link target.
+fn encode(entries: &[Watched]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let field = |out: &mut Vec<u8>, p: &Path| {
+        let b = p.as_os_str().as_bytes();
+        out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+        out.extend_from_slice(b);
+    };
+    for w in entries {
+        match &w.expect {
+            Expect::Absent => out.push(b'A'),
+            Expect::Symlink(_) => out.push(b'S'),
+        }
+        field(&mut out, &w.path);
+        field(&mut out, &w.parent);
+        if let Expect::Symlink(t) = &w.expect {
+            field(&mut out, t);
+        }
+    }
+    out
+}
+
+/// The inverse of [`encode`]; `None` for a damaged journal.
+fn decode(mut bytes: &[u8]) -> Option<Vec<Watched>> {
+    fn field(bytes: &mut &[u8]) -> Option<PathBuf> {
+        let len = u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
+        let b = bytes.get(4..4 + len)?;
+        *bytes = &bytes[4 + len..];
+        Some(PathBuf::from(OsStr::from_bytes(b)))
+    }
+    let mut out = Vec::new();
+    while let Some((&kind, rest)) = bytes.split_first() {
+        bytes = rest;
+        let path = field(&mut bytes)?;
+        let parent = field(&mut bytes)?;
+        let expect = match kind {
+            b'A' => Expect::Absent,
+            b'S' => Expect::Symlink(field(&mut bytes)?),
+            _ => return None,
+        };
+        out.push(Watched {
+            path,
+            parent,
+            expect,
+        });
+    }
+    Some(out)
 }
 
 fn repair(w: &Watched) -> Option<String> {
@@ -169,12 +407,13 @@ mod tests {
     #[test]
     fn a_planted_file_is_moved_aside_and_an_intact_path_left_alone() {
         let d = scratch("plant");
-        let w = Watch {
+        let mut w = Watch {
             entries: vec![Watched {
                 path: d.join("toolgate.toml"),
                 parent: d.clone(),
                 expect: Expect::Absent,
             }],
+            journal: None,
         };
         assert!(w.check_and_repair().is_empty());
         std::fs::write(d.join("toolgate.toml"), "planted").unwrap();
@@ -197,12 +436,13 @@ mod tests {
         let d = scratch("link");
         std::fs::write(d.join("real.toml"), "real").unwrap();
         std::os::unix::fs::symlink("real.toml", d.join("cfg.toml")).unwrap();
-        let w = Watch {
+        let mut w = Watch {
             entries: vec![Watched {
                 path: d.join("cfg.toml"),
                 parent: d.clone(),
                 expect: Expect::Symlink("real.toml".into()),
             }],
+            journal: None,
         };
         assert!(w.check_and_repair().is_empty());
         std::fs::remove_file(d.join("cfg.toml")).unwrap();
@@ -212,6 +452,82 @@ mod tests {
             std::fs::read_link(d.join("cfg.toml")).unwrap(),
             PathBuf::from("real.toml")
         );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    fn watch_of(d: &Path) -> Watch {
+        let _ = std::os::unix::fs::symlink("target", d.join("link\n\twith tabs"));
+        Watch {
+            entries: vec![
+                Watched {
+                    path: d.join("toolgate.toml"),
+                    parent: d.to_path_buf(),
+                    expect: Expect::Absent,
+                },
+                Watched {
+                    path: d.join("link\n\twith tabs"),
+                    parent: d.to_path_buf(),
+                    expect: Expect::Symlink("target".into()),
+                },
+            ],
+            journal: None,
+        }
+    }
+
+    #[test]
+    fn the_journal_round_trips_and_rejects_damage() {
+        let d = scratch("codec");
+        let w = watch_of(&d);
+        let bytes = encode(&w.entries);
+        let back = decode(&bytes).unwrap();
+        assert_eq!(back.len(), 2);
+        assert_eq!(back[1].path, d.join("link\n\twith tabs"));
+        assert_eq!(back[1].expect, Expect::Symlink("target".into()));
+        assert!(decode(&bytes[..bytes.len() - 1]).is_none());
+        assert!(decode(b"X").is_none());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_live_runs_absent_paths_are_exposed_and_its_journal_kept() {
+        let d = scratch("live");
+        let journal = d.join("journal");
+        std::fs::create_dir(&journal).unwrap();
+        let mut w = watch_of(&d);
+        w.record(&journal).unwrap();
+        // Another open file description cannot take the lock: live.
+        let r = recover(&journal).unwrap();
+        assert_eq!(r.exposed, vec![d.join("toolgate.toml")]);
+        assert!(r.repaired.is_empty());
+        std::fs::write(d.join("toolgate.toml"), "planted").unwrap();
+        // Still exposed, still untouched while the run lives.
+        assert_eq!(recover(&journal).unwrap().exposed.len(), 1);
+        assert!(d.join("toolgate.toml").exists());
+        // The run's own check repairs and retires the journal.
+        assert_eq!(w.check_and_repair().len(), 1);
+        assert!(!d.join("toolgate.toml").exists());
+        assert_eq!(std::fs::read_dir(&journal).unwrap().count(), 0);
+        assert_eq!(recover(&journal).unwrap(), Recovery::default());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_dead_hosts_journal_is_checked_by_the_next_reader() {
+        let d = scratch("dead");
+        let journal = d.join("journal");
+        std::fs::create_dir(&journal).unwrap();
+        let mut w = watch_of(&d);
+        w.record(&journal).unwrap();
+        std::fs::write(d.join("toolgate.toml"), "planted").unwrap();
+        // The host "dies": its lock goes with its descriptor, its check
+        // never runs.
+        let (_, file) = w.journal.take().unwrap();
+        drop(file);
+        let r = recover(&journal).unwrap();
+        assert!(r.exposed.is_empty());
+        assert_eq!(r.repaired.len(), 1, "{r:?}");
+        assert!(!d.join("toolgate.toml").exists());
+        assert_eq!(std::fs::read_dir(&journal).unwrap().count(), 0);
         let _ = std::fs::remove_dir_all(&d);
     }
 }

@@ -256,7 +256,7 @@ impl Sandbox {
         stdin: Stdio,
         die_with_parent: bool,
     ) -> Result<Running, SpawnError> {
-        let view = View::new(&self.system, policy)?;
+        let mut view = View::new(&self.system, policy)?;
         let missing = enforce::decide(
             enforce::missing_protections(&self.caps, policy, view.needs_protection()),
             &policy.enforcement,
@@ -339,6 +339,20 @@ impl Sandbox {
             }
             Some(plan)
         };
+
+        // The absent protected paths this spawn could create, on record
+        // before the child exists (see `protect`'s journal).
+        if let Some(dir) = &policy.watch_journal {
+            view.watch.record(dir).map_err(|e| {
+                SpawnError::io(
+                    format!(
+                        "recording the protected paths of this spawn in {}",
+                        dir.display()
+                    ),
+                    e,
+                )
+            })?;
+        }
 
         // Report socket: child → parent (setup failures, seccomp listener).
         let (report_parent, report_child) = report_socket()?;
@@ -465,7 +479,7 @@ struct GroupGuard {
 impl GroupGuard {
     /// Checks (once) the protected paths a mount could not cover.
     fn check_watch(&mut self) {
-        if let Some(w) = self.watch.take() {
+        if let Some(mut w) = self.watch.take() {
             w.check_and_repair();
         }
     }

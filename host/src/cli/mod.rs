@@ -174,17 +174,29 @@ pub fn main() -> ExitCode {
 
 impl GlobalArgs {
     /// The configuration: `--config`, else `./toolgate.toml` if present.
+    /// Read as the host reads it ([`crate::state::read_authority`]): a
+    /// file a live sandboxed run could have created is refused.
     fn load_config(&self) -> anyhow::Result<HostConfig> {
-        match &self.config {
-            Some(path) => Ok(HostConfig::load(path)?),
-            None => {
-                let default = PathBuf::from(DEFAULT_CONFIG);
-                if default.is_file() {
-                    Ok(HostConfig::load(&default)?)
-                } else {
-                    Ok(HostConfig::default())
-                }
+        let (path, required) = match &self.config {
+            Some(path) => (path.clone(), true),
+            None => (PathBuf::from(DEFAULT_CONFIG), false),
+        };
+        let journal = match crate::state::default_dir() {
+            Some(d) => Some(crate::state::StateDir::open(d)?.journal()),
+            None => None,
+        };
+        match crate::state::read_authority(&path, journal.as_deref())? {
+            Some(text) => {
+                let mut c = HostConfig::parse(&text, &path.display().to_string())?;
+                c.source = Some(path);
+                Ok(c)
             }
+            None if required => Err(crate::config::ConfigError::Read {
+                path,
+                source: std::io::Error::from(std::io::ErrorKind::NotFound),
+            }
+            .into()),
+            None => Ok(HostConfig::default()),
         }
     }
 

@@ -52,11 +52,13 @@ pub async fn run(_global: &GlobalArgs, args: SandboxArgs) -> anyhow::Result<Exit
         std::env::temp_dir().join(format!("toolgate-sandbox-check-{}", std::process::id()));
     std::fs::create_dir_all(&scratch)?;
     let reports = run_escape_suite_via(&exe, &["__probe"], &scratch).await;
+    let planted = planted_configuration(&scratch.join("authority")).await;
     let _ = std::fs::remove_dir_all(&scratch);
     let escaped = reports
         .iter()
         .filter(|r| r.verdict == Verdict::Escaped)
-        .count();
+        .count()
+        + usize::from(planted.is_err());
     let broken = reports
         .iter()
         .filter(|r| {
@@ -87,6 +89,12 @@ pub async fn run(_global: &GlobalArgs, args: SandboxArgs) -> anyhow::Result<Exit
                 "counterpart": r.counterpart.as_ref().map(|c| observed(&c.observed)),
                 "verdict": format!("{:?}", r.verdict),
             })).collect::<Vec<_>>(),
+            "authority": [{
+                "name": "planted-configuration",
+                "description": PLANTED,
+                "verdict": if planted.is_ok() { "Contained" } else { "Escaped" },
+                "message": match &planted { Ok(m) | Err(m) => m },
+            }],
             "escaped": escaped,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
@@ -147,12 +155,18 @@ pub async fn run(_global: &GlobalArgs, args: SandboxArgs) -> anyhow::Result<Exit
                     .unwrap_or_else(|| "-".into()),
             );
         }
+        println!("\nthe host's authority:");
+        match &planted {
+            Ok(m) => println!("  {:<36} contained: {m}", "planted-configuration"),
+            Err(m) => println!("  {:<36} ESCAPED: {m}", "planted-configuration"),
+        }
         println!(
             "\n{} contained, {escaped} escaped, {broken} inconclusive or broken, {} skipped",
             reports
                 .iter()
                 .filter(|r| r.verdict == Verdict::Contained)
-                .count(),
+                .count()
+                + usize::from(planted.is_ok()),
             reports
                 .iter()
                 .filter(|r| matches!(r.verdict, Verdict::Skipped(_)))
@@ -164,4 +178,71 @@ pub async fn run(_global: &GlobalArgs, args: SandboxArgs) -> anyhow::Result<Exit
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// What the planted-configuration case tries.
+const PLANTED: &str = "a sandboxed command with write access to the working directory creates \
+    the absent ./toolgate.toml; the host must not obey it while the command runs, and must move \
+    it aside afterwards; a file written after the run is obeyed";
+
+/// The planted-configuration case: `Ok(what happened)` when contained.
+async fn planted_configuration(dir: &std::path::Path) -> Result<String, String> {
+    use crate::state::{AuthorityError, StateDir, read_authority};
+    use toolgate_sandbox::{Program, SandboxPolicy, SpawnRequest};
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).map_err(|e| format!("cannot set up {}: {e}", work.display()))?;
+    let work = work.canonicalize().map_err(|e| e.to_string())?;
+    let state = StateDir::open(dir.join("state")).map_err(|e| e.to_string())?;
+    let config = work.join("toolgate.toml");
+    let policy = SandboxPolicy {
+        read_write: vec![work.clone()],
+        protected: vec![config.clone()],
+        watch_journal: Some(state.journal()),
+        ..SandboxPolicy::default()
+    };
+    let mut req = SpawnRequest::new(
+        Program::Shell("echo 'max_parallel_tool_calls = 1' > toolgate.toml && sleep 3".into()),
+        &work,
+    );
+    req.timeout = Some(std::time::Duration::from_secs(10));
+    let run =
+        tokio::spawn(
+            async move { toolgate_sandbox::run(req, &policy, std::future::pending()).await },
+        );
+    let started = std::time::Instant::now();
+    while !config.exists() && started.elapsed() < std::time::Duration::from_secs(5) {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    if !config.exists() {
+        let out = run.await.map_err(|e| e.to_string())?;
+        return Err(format!(
+            "the command could not plant the file, so nothing was tried ({out:?})"
+        ));
+    }
+    let during = read_authority(&config, Some(&state.journal()));
+    let out = run
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    if !matches!(during, Err(AuthorityError::Exposed { .. })) {
+        return Err(format!(
+            "while the command ran, the planted file was read as configuration: {during:?}"
+        ));
+    }
+    if config.exists() {
+        return Err(format!(
+            "the planted file is still at {} after the run (exit {:?})",
+            config.display(),
+            out.exit_code
+        ));
+    }
+    std::fs::write(&config, "max_parallel_tool_calls = 2\n").map_err(|e| e.to_string())?;
+    match read_authority(&config, Some(&state.journal())) {
+        Ok(Some(_)) => Ok("refused while the command ran, moved aside after it; \
+            the operator's own file is read"
+            .into()),
+        other => Err(format!(
+            "the operator's own file, written after the run, is not read: {other:?}"
+        )),
+    }
 }

@@ -349,7 +349,8 @@ impl Lifecycle {
         // The configuration: read again (a file that does not parse keeps
         // the previous configuration in force).
         if !initial && let Some(file) = &self.sources.config_file {
-            match read_config(file) {
+            let journal = self.runtime.state.as_ref().map(|s| s.journal());
+            match read_config(file, journal.as_deref()) {
                 Ok(Some(c)) => {
                     for key in restart_only(&state.config, &c) {
                         problems.push(config_note(
@@ -1058,16 +1059,33 @@ impl Lifecycle {
                 }
             }
         }
+        // Every place a cache or the state could be on *any* start, in use
+        // now or not: a grant that reaches an unused one today could plant
+        // something there for a start that uses it.
         for dir in self
             .runtime
             .options
             .cache_dir
             .clone()
             .into_iter()
-            .chain(CompileCache::default_dir())
+            .chain(CompileCache::candidate_dirs())
         {
-            a.add(dir, "the compile cache (native code the host runs)");
+            a.add(dir, "a compile cache (native code the host runs)");
         }
+        for dir in self
+            .runtime
+            .options
+            .state_dir
+            .clone()
+            .into_iter()
+            .chain(crate::state::candidate_dirs())
+        {
+            a.add(
+                dir,
+                "a state directory of the host (the compile cache's key, the journal of protected paths)",
+            );
+        }
+        a.set_journal(self.runtime.state.as_ref().map(|s| s.journal()));
         if let Ok(exe) = std::env::current_exe() {
             a.add(exe, "the host's executable");
         }
@@ -1285,11 +1303,25 @@ fn unknown_plugins(config: &HostConfig, layers: &[(String, Vec<(Key, Candidate)>
 
 /// Read the configuration file; `Ok(None)`: absent and not required
 /// (keep what is in force).
-fn read_config(file: &ConfigFile) -> Result<Option<HostConfig>, crate::config::ConfigError> {
-    if !file.required && !file.path.exists() {
-        return Ok(None);
+/// Read through [`crate::state::read_authority`]: a file that a live
+/// sandboxed run could have created is refused, not obeyed.
+pub(crate) fn read_config(
+    file: &ConfigFile,
+    journal: Option<&Path>,
+) -> Result<Option<HostConfig>, HostError> {
+    match crate::state::read_authority(&file.path, journal)? {
+        Some(text) => {
+            let mut c = HostConfig::parse(&text, &file.path.display().to_string())?;
+            c.source = Some(file.path.clone());
+            Ok(Some(c))
+        }
+        None if file.required => Err(crate::config::ConfigError::Read {
+            path: file.path.clone(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        }
+        .into()),
+        None => Ok(None),
     }
-    HostConfig::load(&file.path).map(Some)
 }
 
 /// Settings read only at start that differ between `a` and `b`.

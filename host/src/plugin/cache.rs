@@ -18,11 +18,20 @@
 //!   the descriptor of that directory, never through the path again.
 //! * **Out of reach of what the host runs.** [`CompileCache::refuse_if_granted`]
 //!   refuses a directory that overlaps any file system grant of any plugin
-//!   (a WASI preopen or a sandbox grant, read-only ones included: they show
-//!   the key). The sandbox also keeps it read-only (a protected path).
-//! * **Each entry is verified before it is deserialised**: an HMAC-SHA256
-//!   under a per-user random key (`key`, `0600`, in the directory) over the
-//!   entry's name and its code. The bytes are read into memory first and
+//!   (a WASI preopen or a sandbox grant, read-only ones included). The
+//!   sandbox also keeps it read-only (a protected path) — and every other
+//!   place a cache could be on another start too (`$TOOLGATE_CACHE_DIR`,
+//!   `$XDG_CACHE_HOME/toolgate`, `~/.cache/toolgate`), in use or not.
+//! * **The key is not in the cache.** Entries are verified with an
+//!   HMAC-SHA256 under a per-user random key, `cache.key` (`0600`) in the
+//!   host's *state* directory ([`crate::state`]), never in a cache
+//!   directory: a cache directory some start does not use, and so does not
+//!   check against the grants, may be reachable by what another start runs,
+//!   and whoever reads the key can sign native code. The key's directory
+//!   passes the same checks as the cache's and must lie outside every grant
+//!   as well (else the cache is refused).
+//! * **Each entry is verified before it is deserialised**: the HMAC over
+//!   the entry's name and its code. The bytes are read into memory first and
 //!   verified there, then handed to [`Component::deserialize`], which copies
 //!   them into fresh executable memory: nothing is mapped from a file that
 //!   could change under the host. A tampered entry is not executed: it is
@@ -53,8 +62,8 @@ pub const MAX_ENTRY_BYTES: u64 = 512 << 20;
 
 /// The first bytes of every entry (format version 1).
 const MAGIC: &[u8; 8] = b"TGCACHE1";
-/// File name of the MAC key in the cache directory.
-const KEY_FILE: &str = "key";
+/// File name of the MAC key in the state directory.
+const KEY_FILE: &str = "cache.key";
 /// Length of the MAC key and of the tag.
 const KEY_LEN: usize = 32;
 
@@ -67,6 +76,8 @@ pub struct CompileCache {
 #[derive(Debug)]
 struct Inner {
     dir: PathBuf,
+    /// Where the key is (the state directory).
+    key_dir: Option<PathBuf>,
     state: Mutex<State>,
 }
 
@@ -85,17 +96,37 @@ impl std::fmt::Debug for State {
 }
 
 impl CompileCache {
-    /// Opens (creating it `0700` if needed) and checks the cache directory.
-    /// A directory that fails the checks is refused with a warning, once:
+    /// Opens (creating it `0700` if needed) and checks the cache directory,
+    /// with its key in `key_dir` (the state directory; created and checked
+    /// the same way). A directory that fails the checks, or no `key_dir`,
+    /// or a `key_dir` inside the cache, is refused with a warning, once:
     /// the cache then compiles every component and stores nothing.
-    pub fn new(dir: PathBuf) -> Self {
-        let dir = if dir.is_absolute() {
-            dir
-        } else {
-            std::env::current_dir().unwrap_or_default().join(dir)
+    pub fn new(dir: PathBuf, key_dir: Option<PathBuf>) -> Self {
+        let absolute = |d: PathBuf| {
+            if d.is_absolute() {
+                d
+            } else {
+                std::env::current_dir().unwrap_or_default().join(d)
+            }
         };
+        let dir = absolute(dir);
+        let key_dir = key_dir.map(absolute);
         let state = match open_checked(&dir).and_then(|fd| {
-            let key = load_or_create_key(&fd, &dir)?;
+            let Some(key_dir) = &key_dir else {
+                return Err(format!(
+                    "there is no state directory to keep its key in (set {})",
+                    crate::state::STATE_DIR_ENV
+                ));
+            };
+            if key_dir.starts_with(&dir) {
+                return Err(format!(
+                    "its key's directory {} lies inside it: whatever can write the cache \
+                     could read the key; keep the state directory apart",
+                    key_dir.display()
+                ));
+            }
+            let key_fd = open_checked(key_dir)?;
+            let key = load_or_create_key(&key_fd, key_dir)?;
             Ok(State::Ready { dir: fd, key })
         }) {
             Ok(s) => s,
@@ -107,9 +138,32 @@ impl CompileCache {
         CompileCache {
             inner: Arc::new(Inner {
                 dir,
+                key_dir,
                 state: Mutex::new(state),
             }),
         }
+    }
+
+    /// Every place a start of this user's host could put its cache (the
+    /// variable's, the XDG one, the home one): all of them are authority,
+    /// whichever this run uses.
+    pub fn candidate_dirs() -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = Vec::new();
+        let env = std::env::var_os("TOOLGATE_CACHE_DIR")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from);
+        let xdg = std::env::var_os("XDG_CACHE_HOME")
+            .filter(|v| !v.is_empty())
+            .map(|d| Path::new(&d).join("toolgate"));
+        let home = std::env::var_os("HOME")
+            .filter(|v| !v.is_empty())
+            .map(|h| Path::new(&h).join(".cache/toolgate"));
+        for d in [env, xdg, home].into_iter().flatten() {
+            if !out.contains(&d) {
+                out.push(d);
+            }
+        }
+        out
     }
 
     /// `$TOOLGATE_CACHE_DIR`, else `$XDG_CACHE_HOME/toolgate`, else
@@ -146,27 +200,38 @@ impl CompileCache {
         }
     }
 
-    /// Refuses the cache when its directory overlaps a file system grant:
-    /// `grants` are (granted path, whose grant) pairs. A plugin that can
-    /// write the cache can put native code into the host; one that can read
-    /// it can read the key.
+    /// Refuses the cache when its directory or its key's overlaps a file
+    /// system grant: `grants` are (granted path, whose grant) pairs. A
+    /// plugin that can write the cache could fill it with garbage (entries
+    /// it cannot sign fail verification); one that can read the key can
+    /// sign native code for the host.
     pub fn refuse_if_granted<'a>(&self, grants: impl IntoIterator<Item = (&'a Path, &'a str)>) {
         if self.refusal().is_some() {
             return;
         }
-        let dir = self
-            .inner
-            .dir
-            .canonicalize()
-            .unwrap_or(self.inner.dir.clone());
+        let canonical = |d: &PathBuf| d.canonicalize().unwrap_or(d.clone());
+        let dir = canonical(&self.inner.dir);
+        let key_dir = self.inner.key_dir.as_ref().map(canonical);
         for (granted, whose) in grants {
             let granted = granted.canonicalize().unwrap_or(granted.to_path_buf());
-            if dir.starts_with(&granted) || granted.starts_with(&dir) {
+            let overlaps = |d: &Path| d.starts_with(&granted) || granted.starts_with(d);
+            if overlaps(&dir) {
                 self.refuse(format!(
-                    "it lies inside {} which {whose} is granted: what runs there could read its \
-                     key and plant native code for the host. Set TOOLGATE_CACHE_DIR to a \
+                    "it lies inside {} which {whose} is granted: what runs there could fill it \
+                     with entries the host has to reject. Set TOOLGATE_CACHE_DIR to a \
                      directory outside every grant (or pass --no-compile-cache to silence this)",
                     granted.display()
+                ));
+                return;
+            }
+            if let Some(key_dir) = key_dir.as_deref().filter(|d| overlaps(d)) {
+                self.refuse(format!(
+                    "its key's directory {} lies inside {} which {whose} is granted: what runs \
+                     there could read the key and sign native code for the host. Set {} to a \
+                     directory outside every grant (or pass --no-compile-cache to silence this)",
+                    key_dir.display(),
+                    granted.display(),
+                    crate::state::STATE_DIR_ENV
                 ));
                 return;
             }
@@ -651,13 +716,15 @@ mod tests {
     fn a_fresh_directory_is_created_private_with_a_private_key() {
         use std::os::unix::fs::PermissionsExt;
         let d = scratch("fresh");
-        let cache = CompileCache::new(d.join("a/b"));
+        let cache = CompileCache::new(d.join("a/b"), Some(d.join("state")));
         assert_eq!(cache.refusal(), None);
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&d.join("a/b")), 0o700);
-        assert_eq!(mode(&d.join("a/b/key")), 0o600);
+        assert_eq!(mode(&d.join("state/cache.key")), 0o600);
+        // Never in the cache directory.
+        assert_eq!(std::fs::read_dir(d.join("a/b")).unwrap().count(), 0);
         // A second opening reads the same key.
-        let again = CompileCache::new(d.join("a/b"));
+        let again = CompileCache::new(d.join("a/b"), Some(d.join("state")));
         assert_eq!(again.ready().unwrap().1, cache.ready().unwrap().1);
         let _ = std::fs::remove_dir_all(&d);
     }
@@ -666,24 +733,40 @@ mod tests {
     fn unsafe_directories_are_refused_with_the_reason() {
         use std::os::unix::fs::PermissionsExt;
         let d = scratch("unsafe");
+        let why = CompileCache::new(d.join("nokey"), None).refusal().unwrap();
+        assert!(why.contains("no state directory"), "{why}");
+        let why = CompileCache::new(d.join("inside"), Some(d.join("inside/state")))
+            .refusal()
+            .unwrap();
+        assert!(why.contains("lies inside it"), "{why}");
         std::fs::create_dir_all(d.join("open")).unwrap();
         std::fs::set_permissions(d.join("open"), std::fs::Permissions::from_mode(0o777)).unwrap();
-        let why = CompileCache::new(d.join("open")).refusal().unwrap();
+        let why = CompileCache::new(d.join("open"), Some(d.join("state")))
+            .refusal()
+            .unwrap();
         assert!(why.contains("writable by every user"), "{why}");
         // Beneath a world-writable, non-sticky ancestor.
-        let why = CompileCache::new(d.join("open/inner")).refusal().unwrap();
+        let why = CompileCache::new(d.join("open/inner"), Some(d.join("state")))
+            .refusal()
+            .unwrap();
         assert!(why.contains("not sticky"), "{why}");
         std::fs::create_dir_all(d.join("real")).unwrap();
         std::os::unix::fs::symlink(d.join("real"), d.join("link")).unwrap();
-        let why = CompileCache::new(d.join("link")).refusal().unwrap();
+        let why = CompileCache::new(d.join("link"), Some(d.join("state")))
+            .refusal()
+            .unwrap();
         assert!(why.contains("is a symlink"), "{why}");
-        let why = CompileCache::new(d.join("link/sub")).refusal().unwrap();
+        let why = CompileCache::new(d.join("link/sub"), Some(d.join("state")))
+            .refusal()
+            .unwrap();
         assert!(why.contains("is a symlink"), "{why}");
         // Owned by someone else (only root can hand a directory over).
         std::fs::create_dir_all(d.join("theirs")).unwrap();
         let theirs = CString::new(d.join("theirs").as_os_str().as_bytes()).unwrap();
         if unsafe { libc::chown(theirs.as_ptr(), 65534, 65534) } == 0 {
-            let why = CompileCache::new(d.join("theirs")).refusal().unwrap();
+            let why = CompileCache::new(d.join("theirs"), Some(d.join("state")))
+                .refusal()
+                .unwrap();
             assert!(why.contains("owned by uid 65534"), "{why}");
         } else {
             println!("not root: the foreign owner case is not checked here");

@@ -72,6 +72,9 @@ pub struct AuthorityPath {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Authority {
     paths: Vec<AuthorityPath>,
+    /// The state directory's journal, where every sandboxed spawn records
+    /// the absent authority paths it could create (see [`crate::state`]).
+    journal: Option<PathBuf>,
 }
 
 impl Authority {
@@ -104,6 +107,17 @@ impl Authority {
     /// The paths, in the order added.
     pub fn paths(&self) -> &[AuthorityPath] {
         &self.paths
+    }
+
+    /// Sets the journal every sandboxed spawn records its exposed absent
+    /// authority paths in ([`toolgate_sandbox::SandboxPolicy::watch_journal`]).
+    pub fn set_journal(&mut self, journal: Option<PathBuf>) {
+        self.journal = journal;
+    }
+
+    /// The journal, if any.
+    pub fn journal(&self) -> Option<&Path> {
+        self.journal.as_deref()
     }
 }
 
@@ -272,6 +286,7 @@ pub fn resolve_grants(
             sandbox: SandboxPolicy {
                 enforcement: enforcement.clone(),
                 protected: authority.paths().iter().map(|a| a.path.clone()).collect(),
+                watch_journal: authority.journal.clone(),
                 ..SandboxPolicy::default()
             },
             ..Grants::default()
@@ -347,6 +362,7 @@ pub fn resolve_grants(
             open_files: l.open_files.or(defaults.open_files),
         },
         enforcement: enforcement.clone(),
+        watch_journal: authority.journal.clone(),
         ..SandboxPolicy::default()
     };
     Ok(Grants {

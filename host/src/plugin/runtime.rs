@@ -38,6 +38,10 @@ pub struct RuntimeOptions {
     pub guest_memory_bytes: usize,
     /// Where compiled components are cached; `None` disables the cache.
     pub cache_dir: Option<std::path::PathBuf>,
+    /// The host's state directory ([`crate::state`]): the compile cache's
+    /// key and the journal of protected paths. `None`: no journal, and no
+    /// compile cache (it has nowhere safe for its key).
+    pub state_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for RuntimeOptions {
@@ -48,6 +52,7 @@ impl Default for RuntimeOptions {
             max_memory_bytes: crate::config::MAX_INSTANCE_MEMORY_MB << 20,
             guest_memory_bytes: Budgets::default().guest_memory_bytes,
             cache_dir: CompileCache::default_dir(),
+            state_dir: crate::state::default_dir(),
         }
     }
 }
@@ -58,6 +63,8 @@ pub struct Runtime {
     pub engine: Engine,
     pub(crate) linkers: Linkers,
     pub(crate) cache: Option<CompileCache>,
+    /// The state directory, opened and checked.
+    pub state: Option<crate::state::StateDir>,
     /// What all instances' memory is drawn from.
     pub memory: Arc<MemoryBudget>,
     pub options: RuntimeOptions,
@@ -68,12 +75,21 @@ impl Runtime {
     pub fn new(options: RuntimeOptions) -> Result<Arc<Runtime>, HostError> {
         let engine = Engine::new(&engine_config(&options)).map_err(HostError::engine)?;
         let linkers = Linkers::new(&engine).map_err(HostError::engine)?;
-        let cache = options.cache_dir.clone().map(CompileCache::new);
+        let state = match &options.state_dir {
+            Some(d) => Some(crate::state::StateDir::open(d)?),
+            None => None,
+        };
+        let key_dir = state.as_ref().map(|s| s.path().to_path_buf());
+        let cache = options
+            .cache_dir
+            .clone()
+            .map(|d| CompileCache::new(d, key_dir.clone()));
         let ticker = Ticker::start(engine.clone(), options.epoch_tick);
         Ok(Arc::new(Runtime {
             engine,
             linkers,
             cache,
+            state,
             memory: MemoryBudget::new(options.guest_memory_bytes),
             options,
             ticker: Some(ticker),

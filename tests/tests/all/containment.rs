@@ -194,7 +194,7 @@ fn a_tampered_entry_is_logged_recompiled_and_a_good_entry_hits() {
     .unwrap();
     let engine = &runtime.engine;
     let wasm = std::fs::read(fixtures::TOOLS).unwrap();
-    let cache = CompileCache::new(t.join("cache"));
+    let cache = CompileCache::new(t.join("cache"), Some(t.join("state")));
     let started = Instant::now();
     let first = cache.load_or_compile(engine, &wasm).unwrap();
     let miss = started.elapsed();

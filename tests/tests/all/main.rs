@@ -1,6 +1,7 @@
 //! The integration tests, in one binary (linking wasmtime once).
 
 mod arrivals;
+mod authority;
 mod bridge;
 mod budgets;
 mod capabilities;

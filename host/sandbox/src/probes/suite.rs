@@ -322,6 +322,7 @@ impl Fixtures {
             allow_io_uring: false,
             allow_inotify: false,
             enforcement: Enforcement::Strict,
+            watch_journal: None,
         };
         match variant {
             PolicyVariant::Base => {}

@@ -1,0 +1,316 @@
+//! The host's state directory, and reading authority that a sandboxed run
+//! may have planted.
+//!
+//! Some of what the host keeps between runs is authority of its own: the
+//! key that authenticates compiled native code in the compile cache, and
+//! the journal of protected paths that sandboxed runs expose (see
+//! `toolgate_sandbox`'s `protect` module). Neither may live where anything
+//! the host runs can reach — the cache directory included, since a grant
+//! may cover it on some start — so they live here: `$TOOLGATE_STATE_DIR`,
+//! else `$XDG_STATE_HOME/toolgate`, else `~/.local/state/toolgate`, created
+//! `0700`, owned by the host's user, every ancestor checked like the
+//! cache's. The directory is authority (no grant may write it; see
+//! [`crate::plugin::grants::Authority`]).
+//!
+//! # Authority that does not exist yet
+//!
+//! A mount can keep an *existing* configuration file from being changed by
+//! a sandboxed command, but nothing can keep a command with write access
+//! to the working directory from *creating* `./toolgate.toml` when there is
+//! none. The sandbox records every such absent path in the journal before
+//! its child starts, and moves whatever appeared there aside after the run
+//! (or, if the host died first, at the next start). [`read_authority`] is
+//! how the host reads a configuration file at start and at every reload:
+//! it finishes the checks of dead hosts first, then refuses a file that a
+//! live sandboxed run could have created — so a planted configuration is
+//! never obeyed, neither by hot reload while the command runs, nor by
+//! another toolgate starting meanwhile, nor by the next start after a
+//! crash. The order of its steps is what makes it race-free; see the
+//! function.
+
+use std::io::Read;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+/// Environment variable naming the state directory.
+pub const STATE_DIR_ENV: &str = "TOOLGATE_STATE_DIR";
+/// The journal's subdirectory.
+const JOURNAL_DIR: &str = "watch";
+
+/// `$TOOLGATE_STATE_DIR`, else `$XDG_STATE_HOME/toolgate`, else
+/// `~/.local/state/toolgate`; `None` when none can be named.
+pub fn default_dir() -> Option<PathBuf> {
+    std::env::var_os(STATE_DIR_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| xdg_dir())
+}
+
+/// Every place a start of this user's host could keep its state (the
+/// variable's, the XDG one, the home one): all of them are authority,
+/// whichever this run uses.
+pub fn candidate_dirs() -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    let env = std::env::var_os(STATE_DIR_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    let home = std::env::var_os("HOME")
+        .filter(|v| !v.is_empty())
+        .map(|h| Path::new(&h).join(".local/state/toolgate"));
+    for d in [env, xdg_dir(), home].into_iter().flatten() {
+        if !out.contains(&d) {
+            out.push(d);
+        }
+    }
+    out
+}
+
+fn xdg_dir() -> Option<PathBuf> {
+    std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| Path::new(&h).join(".local/state"))
+        })
+        .map(|d| d.join("toolgate"))
+}
+
+/// A state directory that passed its checks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateDir {
+    path: PathBuf,
+}
+
+/// Why the state directory cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error(
+        "cannot create the state directory {path}: {source} (set {STATE_DIR_ENV} to a directory this user owns)"
+    )]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "the state directory {path} is not safe: {why} (fix it, or set {STATE_DIR_ENV} to a directory only this user can write)"
+    )]
+    Unsafe { path: PathBuf, why: String },
+}
+
+impl StateDir {
+    /// Opens `path`, creating it (and its journal) `0700` if needed. The
+    /// directory must be a real directory (no symlink), owned by this
+    /// user, not writable by group or others; so must its journal.
+    pub fn open(path: impl Into<PathBuf>) -> Result<StateDir, StateError> {
+        let path = path.into();
+        let path = if path.is_absolute() {
+            path
+        } else {
+            std::env::current_dir().unwrap_or_default().join(path)
+        };
+        let create = |p: &Path| {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(p)
+                .map_err(|source| StateError::Create {
+                    path: p.to_path_buf(),
+                    source,
+                })
+        };
+        create(&path)?;
+        check_private(&path)?;
+        let journal = path.join(JOURNAL_DIR);
+        create(&journal)?;
+        check_private(&journal)?;
+        let path = path.canonicalize().map_err(|source| StateError::Create {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(StateDir { path })
+    }
+
+    /// The directory (absolute, canonical).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The journal of protected paths exposed by live sandboxed runs
+    /// ([`toolgate_sandbox::SandboxPolicy::watch_journal`]).
+    pub fn journal(&self) -> PathBuf {
+        self.path.join(JOURNAL_DIR)
+    }
+}
+
+/// Owned by us, a directory and not a symlink, no group/other write.
+fn check_private(path: &Path) -> Result<(), StateError> {
+    let unsafe_ = |why: String| StateError::Unsafe {
+        path: path.to_path_buf(),
+        why,
+    };
+    let m = std::fs::symlink_metadata(path).map_err(|e| unsafe_(e.to_string()))?;
+    if !m.file_type().is_dir() {
+        return Err(unsafe_(
+            "it is not a directory (a symlink is refused)".into(),
+        ));
+    }
+    // SAFETY: no arguments, cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    if m.uid() != uid {
+        return Err(unsafe_(format!(
+            "it is owned by uid {}, not {uid}",
+            m.uid()
+        )));
+    }
+    if m.mode() & 0o022 != 0 {
+        return Err(unsafe_(format!(
+            "it is writable by group or others (mode {:o})",
+            m.mode() & 0o7777
+        )));
+    }
+    Ok(())
+}
+
+/// Why an authority file was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthorityError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot read the journal of protected paths {journal}: {source}")]
+    Journal {
+        journal: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "{path} appeared while a sandboxed command could create it (it did not exist when that command started); it is not obeyed. It is moved aside when the command ends; if you wrote it yourself, restore it then"
+    )]
+    Exposed { path: PathBuf },
+    #[error("{path} changed while it was being read; not obeyed (try again)")]
+    Changed { path: PathBuf },
+}
+
+/// Reads the authority file `path`: `Ok(None)` when it does not exist.
+/// With a `journal` (the state directory's), refuses a file that a live
+/// sandboxed run could have created, after finishing the post-run checks
+/// of runs whose host died (which moves what they planted aside).
+///
+/// The order is what makes this race-free: (1) finish dead runs' checks;
+/// (2) read the file and note its identity; (3) list the paths live runs
+/// expose — a spawn records its paths *before* its child exists and
+/// retires the record only *after* moving a planted file aside; (4) check
+/// that the path still names what was read. A planted file read in (2) is
+/// either still exposed in (3) or was moved aside before (3), and then (4)
+/// sees the change.
+pub fn read_authority(
+    path: &Path,
+    journal: Option<&Path>,
+) -> Result<Option<String>, AuthorityError> {
+    let recover = |j: &Path| {
+        toolgate_sandbox::recover_watch_journal(j).map_err(|source| AuthorityError::Journal {
+            journal: j.to_path_buf(),
+            source,
+        })
+    };
+    if let Some(j) = journal {
+        recover(j)?;
+    }
+    let read_err = |source| AuthorityError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(read_err(e)),
+    };
+    let before = file.metadata().map_err(read_err)?;
+    let mut text = String::new();
+    file.read_to_string(&mut text).map_err(read_err)?;
+    let Some(j) = journal else {
+        return Ok(Some(text));
+    };
+    let exposed = recover(j)?.exposed;
+    let canonical = canonical_name(path);
+    if exposed.iter().any(|p| *p == canonical) {
+        return Err(AuthorityError::Exposed {
+            path: path.to_path_buf(),
+        });
+    }
+    match std::fs::metadata(path) {
+        Ok(now) if now.dev() == before.dev() && now.ino() == before.ino() => Ok(Some(text)),
+        _ => Err(AuthorityError::Changed {
+            path: path.to_path_buf(),
+        }),
+    }
+}
+
+/// `path` absolute, with its parent canonical (as the sandbox records it).
+fn canonical_name(path: &Path) -> PathBuf {
+    let abs = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(path)
+    };
+    match (
+        abs.parent().and_then(|p| p.canonicalize().ok()),
+        abs.file_name(),
+    ) {
+        (Some(parent), Some(name)) => parent.join(name),
+        _ => abs,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("toolgate-state-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn a_state_directory_is_created_private_and_an_unsafe_one_refused() {
+        let d = scratch("open");
+        let s = StateDir::open(d.join("a/state")).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o777;
+        assert_eq!(mode(s.path()), 0o700);
+        assert_eq!(mode(&s.journal()), 0o700);
+        std::fs::create_dir(d.join("open")).unwrap();
+        std::fs::set_permissions(
+            d.join("open"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o777),
+        )
+        .unwrap();
+        let e = StateDir::open(d.join("open")).unwrap_err();
+        assert!(e.to_string().contains("writable by group or others"), "{e}");
+        std::os::unix::fs::symlink(d.join("a/state"), d.join("link")).unwrap();
+        let e = StateDir::open(d.join("link")).unwrap_err();
+        assert!(e.to_string().contains("symlink"), "{e}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn an_absent_authority_file_reads_as_none_and_a_present_one_as_its_text() {
+        let d = scratch("read");
+        let s = StateDir::open(d.join("state")).unwrap();
+        let cfg = d.join("toolgate.toml");
+        assert!(read_authority(&cfg, Some(&s.journal())).unwrap().is_none());
+        std::fs::write(&cfg, "max_parallel_tool_calls = 2\n").unwrap();
+        assert_eq!(
+            read_authority(&cfg, Some(&s.journal())).unwrap().as_deref(),
+            Some("max_parallel_tool_calls = 2\n")
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
