@@ -183,6 +183,10 @@ pub(crate) struct Sources {
     pub config_file: Option<ConfigFile>,
     /// Authority paths the embedder named (see `ToolgateBuilder::authority_path`).
     pub extra_authority: Vec<(PathBuf, String)>,
+    /// Secret authority the embedder named (see `ToolgateBuilder::secret_path`).
+    pub extra_secrets: Vec<(PathBuf, String)>,
+    /// `ToolgateBuilder::code_mode`: wins over the file at every reload.
+    pub code_mode: Option<bool>,
     pub natives: NativePolicies,
 }
 
@@ -350,7 +354,10 @@ impl Lifecycle {
         // the previous configuration in force).
         if !initial && let Some(file) = &self.sources.config_file {
             match read_config(file) {
-                Ok(Some(c)) => {
+                Ok(Some(mut c)) => {
+                    if let Some(on) = self.sources.code_mode {
+                        c.code_mode = on;
+                    }
                     for key in restart_only(&state.config, &c) {
                         problems.push(config_note(
                             &c,
@@ -1030,14 +1037,27 @@ impl Lifecycle {
     /// Everything the host reads as authority (see [`Authority`]).
     pub(crate) fn authority(&self, config: &HostConfig) -> Authority {
         let mut a = Authority::default();
+        // The configuration holds credentials (MCP servers' `env`,
+        // headers): secret, not only protected.
         if let Some(path) = &config.source {
-            a.add(path, "the host's configuration");
+            a.add_secret(path, "the host's configuration");
         }
         if let Some(file) = &self.sources.config_file {
-            a.add(&file.path, "the host's configuration");
+            a.add_secret(&file.path, "the host's configuration");
         }
         for (path, what) in &self.sources.extra_authority {
             a.add(path, what.clone());
+        }
+        for (path, what) in &self.sources.extra_secrets {
+            a.add_secret(path, what.clone());
+        }
+        for (name, server) in &config.mcp.servers {
+            if let Some(file) = &server.bearer_token_file {
+                a.add_secret(
+                    file,
+                    format!("the bearer token file of MCP server `{name}`"),
+                );
+            }
         }
         let mut dirs = self.sources.plugin_dirs.clone();
         for scope in config.scopes.values() {
@@ -1066,6 +1086,10 @@ impl Lifecycle {
             .into_iter()
             .chain(CompileCache::default_dir())
         {
+            a.add_secret(
+                dir.join(crate::plugin::cache::KEY_FILE),
+                "the compile cache's key (it authenticates native code)",
+            );
             a.add(dir, "the compile cache (native code the host runs)");
         }
         if let Ok(exe) = std::env::current_exe() {

@@ -54,7 +54,7 @@ pub const MAX_ENTRY_BYTES: u64 = 512 << 20;
 /// The first bytes of every entry (format version 1).
 const MAGIC: &[u8; 8] = b"TGCACHE1";
 /// File name of the MAC key in the cache directory.
-const KEY_FILE: &str = "key";
+pub(crate) const KEY_FILE: &str = "key";
 /// Length of the MAC key and of the tag.
 const KEY_LEN: usize = 32;
 
