@@ -779,7 +779,13 @@ fn every_global_flag_combines_with_a_configuration_file_the_same_way() {
             r#"[{"id": "1", "name": "read", "arguments": {"path": "hello.txt"}}]"#,
         );
         assert_eq!(v[0]["error"]["code"], "DENIED", "{ctx}: {v}");
-        assert!(v[0]["error"]["message"].as_str().unwrap().contains("Code Mode"), "{ctx}: {v}");
+        assert!(
+            v[0]["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("Code Mode"),
+            "{ctx}: {v}"
+        );
         // Without it, the same call runs.
         let mut c = cmd();
         c.args(["run", "-"]);
@@ -790,7 +796,12 @@ fn every_global_flag_combines_with_a_configuration_file_the_same_way() {
         assert_eq!(v[0]["isError"], false, "{ctx}: {v}");
 
         // --no-default-plugins: no tools; --plugins DIR: that directory's.
-        let names = tool_names(&cmd().args(["--no-default-plugins", "tools"]).output().unwrap());
+        let names = tool_names(
+            &cmd()
+                .args(["--no-default-plugins", "tools"])
+                .output()
+                .unwrap(),
+        );
         assert!(names.is_empty(), "{ctx}: {names:?}");
         let names = tool_names(
             &cmd()
@@ -812,7 +823,10 @@ fn every_global_flag_combines_with_a_configuration_file_the_same_way() {
         c.args(["--approve", "allow", "run", "-"]);
         let v = batch(c, bash);
         assert_eq!(v[0]["isError"], false, "{ctx}: {v}");
-        assert!(v[0]["content"][0]["text"].as_str().unwrap().contains("ran"), "{ctx}: {v}");
+        assert!(
+            v[0]["content"][0]["text"].as_str().unwrap().contains("ran"),
+            "{ctx}: {v}"
+        );
 
         // --log-format json: every line on stderr is a JSON object.
         let mut c = cmd();
@@ -840,7 +854,10 @@ fn every_global_flag_combines_with_a_configuration_file_the_same_way() {
         let _ = std::fs::remove_dir_all(&cache);
         {
             use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new().mode(0o700).create(&cache).unwrap();
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&cache)
+                .unwrap();
         }
         let entries = || std::fs::read_dir(&cache).unwrap().count();
         let mut c = cmd();
@@ -848,15 +865,24 @@ fn every_global_flag_combines_with_a_configuration_file_the_same_way() {
             .args(["--no-default-plugins", "--no-compile-cache", "--plugins"])
             .arg(&plugin_dir)
             .arg("tools");
-        assert!(tool_names(&c.output().unwrap()).contains(&"echo".to_string()), "{ctx}");
+        assert!(
+            tool_names(&c.output().unwrap()).contains(&"echo".to_string()),
+            "{ctx}"
+        );
         assert_eq!(entries(), 0, "{ctx}: --no-compile-cache wrote the cache");
         let mut c = cmd();
         c.env("TOOLGATE_CACHE_DIR", &cache)
             .args(["--no-default-plugins", "--plugins"])
             .arg(&plugin_dir)
             .arg("tools");
-        assert!(tool_names(&c.output().unwrap()).contains(&"echo".to_string()), "{ctx}");
-        assert!(entries() > 0, "{ctx}: the cache was not written without the flag");
+        assert!(
+            tool_names(&c.output().unwrap()).contains(&"echo".to_string()),
+            "{ctx}"
+        );
+        assert!(
+            entries() > 0,
+            "{ctx}: the cache was not written without the flag"
+        );
         let _ = std::fs::remove_dir_all(&cache);
 
         // --config FILE: that file, not ./toolgate.toml (which here would
@@ -865,9 +891,23 @@ fn every_global_flag_combines_with_a_configuration_file_the_same_way() {
         std::fs::write(&other, "policy_timeout_ms = 3000\n").unwrap();
         let on = dir.join("on.toml");
         std::fs::write(&on, "code_mode = true\n").unwrap();
-        let names = tool_names(&cmd().arg("--config").arg(&on).arg("tools").output().unwrap());
+        let names = tool_names(
+            &cmd()
+                .arg("--config")
+                .arg(&on)
+                .arg("tools")
+                .output()
+                .unwrap(),
+        );
         assert_eq!(names, ["run_code"], "{ctx}");
-        let names = tool_names(&cmd().arg("--config").arg(&other).arg("tools").output().unwrap());
+        let names = tool_names(
+            &cmd()
+                .arg("--config")
+                .arg(&other)
+                .arg("tools")
+                .output()
+                .unwrap(),
+        );
         assert!(names.contains(&"read".to_string()), "{ctx}: {names:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -199,7 +199,10 @@ mod tests {
         // Waiving the mount view does not waive the protection.
         let waive_view = Enforcement::Waive([Feature::MountIsolation].into());
         assert!(matches!(
-            decide(missing_protections(&no_view, &policy, true, false), &waive_view),
+            decide(
+                missing_protections(&no_view, &policy, true, false),
+                &waive_view
+            ),
             Err(SpawnError::Unenforceable {
                 feature: Feature::ProtectedPaths,
                 ..
@@ -221,7 +224,10 @@ mod tests {
         );
         let waive_view = Enforcement::Waive([Feature::MountIsolation].into());
         assert!(matches!(
-            decide(missing_protections(&no_view, &policy, false, true), &waive_view),
+            decide(
+                missing_protections(&no_view, &policy, false, true),
+                &waive_view
+            ),
             Err(SpawnError::Unenforceable {
                 feature: Feature::HiddenPaths,
                 ..

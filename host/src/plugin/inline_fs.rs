@@ -532,9 +532,19 @@ mod tests {
         std::fs::write(t.0.join("secret"), "s").unwrap();
         std::os::unix::fs::symlink("secret", t.0.join("to-secret")).unwrap();
         let ro = t.dir(wasmtime_wasi::FsPerms::ReadOnly);
-        let hidden = vec![t.0.canonicalize().unwrap().join("secret"), t.0.canonicalize().unwrap().join("sub")];
+        let hidden = vec![
+            t.0.canonicalize().unwrap().join("secret"),
+            t.0.canonicalize().unwrap().join("sub"),
+        ];
         let open_hiding = |path: &'static str, oflags| {
-            open_at(&ro, PathFlags::SYMLINK_FOLLOW, path.into(), oflags, read(), &hidden)
+            open_at(
+                &ro,
+                PathFlags::SYMLINK_FOLLOW,
+                path.into(),
+                oflags,
+                read(),
+                &hidden,
+            )
         };
         for (path, oflags) in [
             ("secret", OpenFlags::empty()),

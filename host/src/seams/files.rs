@@ -546,7 +546,12 @@ mod tests {
             .start(g.clone(), Vec::new(), paths.clone(), 16 << 20, 32 << 20)
             .await
             .unwrap();
-        assert!(slots.start(g.clone(), Vec::new(), paths.clone(), 1, 1).await.is_err());
+        assert!(
+            slots
+                .start(g.clone(), Vec::new(), paths.clone(), 1, 1)
+                .await
+                .is_err()
+        );
         assert_eq!(a.wait().await.unwrap().len(), 4);
         assert!(a.wait().await.unwrap().is_empty());
         slots.release(a);
@@ -642,7 +647,10 @@ mod tests {
         let r = read(&g, &[], &two, 100, 1);
         assert_eq!(r.len(), 3, "errors take no budget");
         let many: Vec<String> = vec!["sub/b.txt".to_string(); MAX_READ_PATHS + 10];
-        assert_eq!(read(&g, &[], &many, u64::MAX, u64::MAX).len(), MAX_READ_PATHS);
+        assert_eq!(
+            read(&g, &[], &many, u64::MAX, u64::MAX).len(),
+            MAX_READ_PATHS
+        );
         // A grant that is not preopened is not read through this seam.
         let spawn_only = read_grants(&dir, false);
         assert!(
@@ -670,10 +678,16 @@ mod tests {
         let root = dir.canonicalize().unwrap();
         let g = read_grants(&dir, true);
         let hidden = vec![root.join("toolgate.toml"), root.join("keys")];
-        let paths: Vec<String> = ["toolgate.toml", "link", "./toolgate.toml", "keys/k", "notes.txt"]
-            .iter()
-            .map(|p| p.to_string())
-            .collect();
+        let paths: Vec<String> = [
+            "toolgate.toml",
+            "link",
+            "./toolgate.toml",
+            "keys/k",
+            "notes.txt",
+        ]
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
         let r = read(&g, &hidden, &paths, 1 << 20, 1 << 20);
         for (p, r) in paths.iter().zip(&r).take(4) {
             let e = r.as_ref().unwrap_err();

@@ -39,7 +39,12 @@ pub fn dimensions(data: &[u8], mime: &str) -> Option<(u32, u32)> {
         ]))
     };
     let le24 = |i: usize| {
-        Some(u32::from_le_bytes([*data.get(i)?, *data.get(i + 1)?, *data.get(i + 2)?, 0]))
+        Some(u32::from_le_bytes([
+            *data.get(i)?,
+            *data.get(i + 1)?,
+            *data.get(i + 2)?,
+            0,
+        ]))
     };
     match mime {
         // Signature (8), then the first chunk must be IHDR: length (4),
@@ -109,7 +114,9 @@ fn check_dimensions(data: &[u8], mime: &str, shown: &str) -> Result<(), ToolErro
     let Some((w, h)) = dimensions(data, mime) else {
         return Err(ToolError::new(
             "UNSUPPORTED_TYPE",
-            format!("`{shown}` looks like {mime} but its header does not say its size (truncated or damaged); it is not passed on"),
+            format!(
+                "`{shown}` looks like {mime} but its header does not say its size (truncated or damaged); it is not passed on"
+            ),
         ));
     };
     if w == 0 || h == 0 {
@@ -263,7 +270,10 @@ mod tests {
 
     #[test]
     fn headers_give_the_size_of_each_kind() {
-        assert_eq!(dimensions(&png(65535, 65535), "image/png"), Some((65535, 65535)));
+        assert_eq!(
+            dimensions(&png(65535, 65535), "image/png"),
+            Some((65535, 65535))
+        );
         let gif = b"GIF89a\x10\x00\x20\x00\xf0\0\0";
         assert_eq!(dimensions(gif, "image/gif"), Some((16, 32)));
         // SOI, an APP0 of 16 bytes, then SOF0: length 17, precision 8,
@@ -286,9 +296,16 @@ mod tests {
     #[test]
     fn huge_or_empty_images_are_refused_before_they_are_passed_on() {
         let e = check_dimensions(&png(65535, 65535), "image/png", "x.png").unwrap_err();
-        assert!(e.message().contains("65535×65535") && e.message().contains("8192"), "{}", e.message());
+        assert!(
+            e.message().contains("65535×65535") && e.message().contains("8192"),
+            "{}",
+            e.message()
+        );
         assert!(check_dimensions(&png(8192, 4096), "image/png", "x.png").is_ok());
-        assert!(check_dimensions(&png(8192, 8192), "image/png", "x.png").is_err(), "64 Mi pixels");
+        assert!(
+            check_dimensions(&png(8192, 8192), "image/png", "x.png").is_err(),
+            "64 Mi pixels"
+        );
         assert!(check_dimensions(&png(0, 10), "image/png", "x.png").is_err());
         assert!(check_dimensions(&png(1, 1)[..18], "image/png", "x.png").is_err());
     }

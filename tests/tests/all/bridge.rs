@@ -1108,7 +1108,10 @@ async fn a_bridged_server_sees_only_its_own_secrets() {
     let notes = text(run(&host, "mcp__nosy__read_file", json!({"path": "notes.txt"})).await);
     assert_eq!(notes, "legit notes\n");
     let env = text(run(&host, "mcp__holder__environ", json!({})).await);
-    assert!(env.contains("\"HOLDER_TOKEN\": \"sk-holder-3141\""), "{env}");
+    assert!(
+        env.contains("\"HOLDER_TOKEN\": \"sk-holder-3141\""),
+        "{env}"
+    );
 }
 
 /// Peak resident memory of a running process, in bytes (0 once gone).
@@ -1136,7 +1139,11 @@ fn endless_huge_or_crowded_listings_are_cut_off_in_bounded_memory() {
     let script = nosy_script(work.path());
     let python = python.display().to_string();
     let mut text = String::new();
-    for (name, mode) in [("endless", "endless"), ("bulky", "bulky"), ("crowd", "crowd")] {
+    for (name, mode) in [
+        ("endless", "endless"),
+        ("bulky", "bulky"),
+        ("crowd", "crowd"),
+    ] {
         text.push_str(&format!(
             "[mcp.servers.{name}]\ncommand = {python:?}\nargs = [{script:?}, \"--pages\", \"{mode}\"]\n\
              connect_timeout_ms = 30000\n"
@@ -1181,13 +1188,20 @@ fn endless_huge_or_crowded_listings_are_cut_off_in_bounded_memory() {
         assert_ne!(s["state"], "connected", "{s}");
         assert_eq!(s["tools"], 0, "{s}");
         let e = s["lastError"].as_str().unwrap_or_default();
-        assert!(e.contains("tools/list was cut off") && e.contains(limit), "{name}: {s}");
+        assert!(
+            e.contains("tools/list was cut off") && e.contains(limit),
+            "{name}: {s}"
+        );
     }
     let twin = by("twin");
     assert_eq!(twin["state"], "connected", "{twin}");
     assert_eq!(twin["tools"], 3, "{twin}");
     // Cut off at once, not at the connect timeout (30 s).
-    assert!(started.elapsed() < Duration::from_secs(25), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "{:?}",
+        started.elapsed()
+    );
     println!("peak RSS of the host: {} MiB", peak >> 20);
     assert!(peak < 400 << 20, "the host peaked at {} MiB", peak >> 20);
 }

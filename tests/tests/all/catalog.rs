@@ -310,7 +310,10 @@ async fn read_image_refuses_huge_dimensions_before_passing_the_image_on() {
     let mut wide = PNG.to_vec();
     wide[16..24].copy_from_slice(&[0, 0, 0x20, 0, 0, 0, 0x10, 0x01]);
     b.put("wide.png", &wide);
-    failed(&b.call("read_image", json!({"path": "wide.png"})).await, "TOO_LARGE");
+    failed(
+        &b.call("read_image", json!({"path": "wide.png"})).await,
+        "TOO_LARGE",
+    );
     b.put("pic.png", PNG);
     let r = b.call("read_image", json!({"path": "pic.png"})).await;
     assert!(!r.is_error, "{r:?}");
@@ -604,7 +607,10 @@ async fn grep_finds_the_match_before_binary_content() {
     data.extend(b"\nneedle in the binary part\n");
     b.put("mixed.dat", &data);
     b.put("plain.txt", "no match here\n");
-    assert_eq!(ok(&b.call("grep", json!({"pattern": "needle"})).await), "mixed.dat");
+    assert_eq!(
+        ok(&b.call("grep", json!({"pattern": "needle"})).await),
+        "mixed.dat"
+    );
     for args in [
         json!({"pattern": "needle", "output_mode": "content"}),
         json!({"pattern": "needle", "output_mode": "content", "path": "mixed.dat"}),
@@ -616,7 +622,9 @@ async fn grep_finds_the_match_before_binary_content() {
             "{args}"
         );
     }
-    let t = ok(&b.call("grep", json!({"pattern": "needle", "output_mode": "count"})).await);
+    let t = ok(&b
+        .call("grep", json!({"pattern": "needle", "output_mode": "count"}))
+        .await);
     assert_eq!(t, "mixed.dat:1");
     // Only in the binary part: no match (as before).
     assert_eq!(

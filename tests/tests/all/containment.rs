@@ -771,7 +771,11 @@ async fn the_configuration_and_secret_files_are_unreadable_to_bash_and_the_file_
         .await
         .unwrap();
     assert!(h.problems().is_empty(), "{:?}", h.problems());
-    let leaked = |s: &str| ["sk-live", "vault-sk", "auth-sk"].iter().any(|k| s.contains(k));
+    let leaked = |s: &str| {
+        ["sk-live", "vault-sk", "auth-sk"]
+            .iter()
+            .any(|k| s.contains(k))
+    };
 
     // bash: every way to the file is refused; the twin reads.
     let out = bash(
@@ -798,9 +802,18 @@ async fn the_configuration_and_secret_files_are_unreadable_to_bash_and_the_file_
         assert!(r.is_error, "read {path}: {r:?}");
         assert!(!leaked(&r.text()), "read {path} leaked: {}", r.text());
     }
-    let r = run(&h, "grep", json!({"pattern": "sk-", "output_mode": "content"})).await;
+    let r = run(
+        &h,
+        "grep",
+        json!({"pattern": "sk-", "output_mode": "content"}),
+    )
+    .await;
     assert!(!leaked(&r.text()), "grep leaked: {}", r.text());
-    assert!(r.text().contains("notes.txt:1:legit sk-free"), "{}", r.text());
+    assert!(
+        r.text().contains("notes.txt:1:legit sk-free"),
+        "{}",
+        r.text()
+    );
     let r = run(&h, "read", json!({"path": "notes.txt"})).await;
     assert!(r.text().contains("legit sk-free"), "{r:?}");
 }

@@ -313,10 +313,7 @@ impl Fixtures {
             ],
             read_write: vec![self.granted.clone()],
             protected: PROTECTED.iter().map(|p| self.granted.join(p)).collect(),
-            hidden: HIDDEN
-                .iter()
-                .map(|p| self.root.join(p))
-                .collect(),
+            hidden: HIDDEN.iter().map(|p| self.root.join(p)).collect(),
             tcp_connect_ports: vec![self.tcp_granted],
             tcp_bind_ports: vec![self.bind_granted],
             limits: ResourceLimits {
