@@ -92,6 +92,22 @@ pub struct Budgets {
     pub max_handles: usize,
     /// Bytes of a guest's stderr kept for trap reports (the tail). 4 KiB.
     pub stderr_tail_bytes: usize,
+    /// Pages of one MCP server's `tools/list` the bridge reads. Threat: a
+    /// server that answers every page with another cursor drove the host
+    /// past 1 GB before its connect timeout. A listing that needs more is
+    /// cut off and the connection fails, naming this limit. 64; not
+    /// configurable.
+    pub max_listing_pages: usize,
+    /// Tools one MCP server's `tools/list` may hold, all pages together,
+    /// counted while the pages are read (before `tools_allow` /
+    /// `tools_deny` and [`Budgets::max_tools_per_plugin`], which apply to
+    /// the listing read). Threat: huge pages of tiny tools. 1024; not
+    /// configurable.
+    pub max_listing_tools: usize,
+    /// Bytes of one MCP server's `tools/list`, all pages together (each
+    /// tool as JSON), counted while the pages are read. Threat: a few
+    /// pages of enormous schemas or descriptions. 16 MiB; not configurable.
+    pub max_listing_bytes: usize,
 }
 
 impl Default for Budgets {
@@ -115,6 +131,9 @@ impl Default for Budgets {
             max_deferred_bytes: 16 << 10,
             max_handles: 256,
             stderr_tail_bytes: 4 << 10,
+            max_listing_pages: 64,
+            max_listing_tools: 1024,
+            max_listing_bytes: 16 << 20,
         }
     }
 }

@@ -55,6 +55,8 @@ pub struct ToolgateBuilder {
     policy_timeout: Option<Duration>,
     max_parallel: Option<usize>,
     authority: Vec<(PathBuf, String)>,
+    secrets: Vec<(PathBuf, String)>,
+    code_mode: Option<bool>,
     config_file: Option<ConfigFile>,
     watch: bool,
     watch_options: WatchOptions,
@@ -73,6 +75,8 @@ impl Default for ToolgateBuilder {
             policy_timeout: None,
             max_parallel: None,
             authority: Vec::new(),
+            secrets: Vec::new(),
+            code_mode: None,
             config_file: None,
             watch: false,
             watch_options: WatchOptions::default(),
@@ -127,6 +131,19 @@ impl ToolgateBuilder {
         self
     }
 
+    /// A path the host treats as authority (as
+    /// [`authority_path`](Self::authority_path)) that also holds secrets —
+    /// a configuration, a token or key file: besides, nothing the host runs
+    /// may *read* it (the sandbox masks it, component preopens and
+    /// `bulk-read` refuse it; see
+    /// [`Authority::add_secret`](crate::plugin::grants::Authority::add_secret)).
+    /// The configuration file the host reads, the compile cache's key and
+    /// the MCP servers' `bearer_token_file`s are secret without this.
+    pub fn secret_path(mut self, path: impl Into<PathBuf>, what: impl Into<String>) -> Self {
+        self.secrets.push((path.into(), what.into()));
+        self
+    }
+
     /// Who answers `ask` (default: nobody, so `ask` denies).
     pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
         self.approver = Some(approver);
@@ -142,8 +159,12 @@ impl ToolgateBuilder {
     /// Code Mode (overrides the configuration's `code_mode`): `run_code` is
     /// registered and is the only tool the model sees; a direct call to
     /// any other tool is refused at materialize.
+    ///
+    /// It wins over the configuration whether the configuration is a value
+    /// or a file, at start and at every reload (a file that does not
+    /// mention `code_mode` does not turn it off).
     pub fn code_mode(mut self, on: bool) -> Self {
-        self.config.code_mode = on;
+        self.code_mode = Some(on);
         self
     }
 
@@ -305,6 +326,11 @@ impl ToolgateBuilder {
             self.authority
                 .push((file.path.clone(), "the host's configuration".into()));
         }
+        // The builder's own settings win over the configuration, whether
+        // it came as a value or from the file just read.
+        if let Some(on) = self.code_mode {
+            self.config.code_mode = on;
+        }
         let mut budgets = self.config.limits.budgets(self.config.policy_timeout_ms);
         if let Some(t) = self.policy_timeout {
             budgets.policy_timeout = t;
@@ -377,6 +403,8 @@ impl ToolgateBuilder {
             workdir,
             config_file: self.config_file,
             extra_authority: self.authority,
+            extra_secrets: self.secrets,
+            code_mode: self.code_mode,
             natives,
         };
         let sandbox = self.config.sandbox;

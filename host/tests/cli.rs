@@ -726,3 +726,189 @@ fn check_conformance_reports_a_trapping_policy() {
         "{stdout}"
     );
 }
+
+/// The names `tools` printed.
+fn tool_names(out: &Output) -> Vec<String> {
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("tools prints JSON");
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Every global flag (`GlobalArgs`) takes effect the same way whether a
+/// configuration file exists or not: a file that does not mention a setting
+/// leaves the flag's value alone (`--code-mode` used to be dropped by the
+/// file's absent `code_mode`, and direct calls ran again).
+#[test]
+fn every_global_flag_combines_with_a_configuration_file_the_same_way() {
+    let plugin = built_plugin("fixture_tools.wasm", "tools");
+    let plugin_dir = plugin.parent().unwrap().to_path_buf();
+    for with_file in [false, true] {
+        let dir = temp(&format!("global-flags-{with_file}"));
+        let ctx = if with_file {
+            "with ./toolgate.toml"
+        } else {
+            "without a configuration file"
+        };
+        if with_file {
+            // Mentions none of the flags' settings.
+            std::fs::write(dir.join("toolgate.toml"), "policy_timeout_ms = 3000\n").unwrap();
+        }
+        std::fs::write(dir.join("hello.txt"), "hello\n").unwrap();
+        let cmd = || {
+            let mut c = toolgate();
+            c.current_dir(&dir);
+            c
+        };
+        let batch = |c: Command, calls: &str| -> serde_json::Value {
+            let out = with_stdin(c, calls);
+            assert!(out.status.success(), "{ctx}: {}", text(&out.stderr));
+            serde_json::from_slice(&out.stdout).expect("run prints JSON")
+        };
+
+        // --code-mode: only run_code is seen, and a direct call is refused.
+        let names = tool_names(&cmd().args(["--code-mode", "tools"]).output().unwrap());
+        assert_eq!(names, ["run_code"], "{ctx}");
+        let mut c = cmd();
+        c.args(["--code-mode", "run", "-"]);
+        let v = batch(
+            c,
+            r#"[{"id": "1", "name": "read", "arguments": {"path": "hello.txt"}}]"#,
+        );
+        assert_eq!(v[0]["error"]["code"], "DENIED", "{ctx}: {v}");
+        assert!(
+            v[0]["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("Code Mode"),
+            "{ctx}: {v}"
+        );
+        // Without it, the same call runs.
+        let mut c = cmd();
+        c.args(["run", "-"]);
+        let v = batch(
+            c,
+            r#"[{"id": "1", "name": "read", "arguments": {"path": "hello.txt"}}]"#,
+        );
+        assert_eq!(v[0]["isError"], false, "{ctx}: {v}");
+
+        // --no-default-plugins: no tools; --plugins DIR: that directory's.
+        let names = tool_names(
+            &cmd()
+                .args(["--no-default-plugins", "tools"])
+                .output()
+                .unwrap(),
+        );
+        assert!(names.is_empty(), "{ctx}: {names:?}");
+        let names = tool_names(
+            &cmd()
+                .args(["--no-default-plugins", "--plugins"])
+                .arg(&plugin_dir)
+                .arg("tools")
+                .output()
+                .unwrap(),
+        );
+        assert!(names.contains(&"echo".to_string()), "{ctx}: {names:?}");
+
+        // --approve: bash asks; deny refuses it, allow runs it.
+        let bash = r#"[{"id": "1", "name": "bash", "arguments": {"command": "echo ran"}}]"#;
+        let mut c = cmd();
+        c.args(["--approve", "deny", "run", "-"]);
+        let v = batch(c, bash);
+        assert_eq!(v[0]["isError"], true, "{ctx}: {v}");
+        let mut c = cmd();
+        c.args(["--approve", "allow", "run", "-"]);
+        let v = batch(c, bash);
+        assert_eq!(v[0]["isError"], false, "{ctx}: {v}");
+        assert!(
+            v[0]["content"][0]["text"].as_str().unwrap().contains("ran"),
+            "{ctx}: {v}"
+        );
+
+        // --log-format json: every line on stderr is a JSON object.
+        let mut c = cmd();
+        c.args(["--log-format", "json", "run", "-"])
+            .env("RUST_LOG", "toolgate=info");
+        let out = with_stdin(
+            c,
+            r#"[{"id": "1", "name": "read", "arguments": {"path": "hello.txt"}}]"#,
+        );
+        let stderr = text(&out.stderr);
+        assert!(!stderr.trim().is_empty(), "{ctx}: no log lines");
+        for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
+            assert!(
+                serde_json::from_str::<serde_json::Value>(line).is_ok(),
+                "{ctx}: not JSON: {line}"
+            );
+        }
+
+        // --no-compile-cache: nothing written to the cache; without it,
+        // the plugin's native code is.
+        let cache = std::env::temp_dir().join(format!(
+            "toolgate-cli-flags-cache-{with_file}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&cache);
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&cache)
+                .unwrap();
+        }
+        let entries = || std::fs::read_dir(&cache).unwrap().count();
+        let mut c = cmd();
+        c.env("TOOLGATE_CACHE_DIR", &cache)
+            .args(["--no-default-plugins", "--no-compile-cache", "--plugins"])
+            .arg(&plugin_dir)
+            .arg("tools");
+        assert!(
+            tool_names(&c.output().unwrap()).contains(&"echo".to_string()),
+            "{ctx}"
+        );
+        assert_eq!(entries(), 0, "{ctx}: --no-compile-cache wrote the cache");
+        let mut c = cmd();
+        c.env("TOOLGATE_CACHE_DIR", &cache)
+            .args(["--no-default-plugins", "--plugins"])
+            .arg(&plugin_dir)
+            .arg("tools");
+        assert!(
+            tool_names(&c.output().unwrap()).contains(&"echo".to_string()),
+            "{ctx}"
+        );
+        assert!(
+            entries() > 0,
+            "{ctx}: the cache was not written without the flag"
+        );
+        let _ = std::fs::remove_dir_all(&cache);
+
+        // --config FILE: that file, not ./toolgate.toml (which here would
+        // turn Code Mode on).
+        let other = dir.join("other.toml");
+        std::fs::write(&other, "policy_timeout_ms = 3000\n").unwrap();
+        let on = dir.join("on.toml");
+        std::fs::write(&on, "code_mode = true\n").unwrap();
+        let names = tool_names(
+            &cmd()
+                .arg("--config")
+                .arg(&on)
+                .arg("tools")
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(names, ["run_code"], "{ctx}");
+        let names = tool_names(
+            &cmd()
+                .arg("--config")
+                .arg(&other)
+                .arg("tools")
+                .output()
+                .unwrap(),
+        );
+        assert!(names.contains(&"read".to_string()), "{ctx}: {names:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -71,6 +71,7 @@ pub(crate) enum Step {
     Pin,
     Protect,
     ParentDeath,
+    Hide,
 }
 
 impl Step {
@@ -99,6 +100,7 @@ impl Step {
             Pin,
             Protect,
             ParentDeath,
+            Hide,
         ]
         .into_iter()
         .find(|s| *s as u8 == v)
@@ -128,6 +130,9 @@ impl Step {
             Step::JoinCgroup => "joining the sandbox's pids cgroup",
             Step::Pin => "pinning a directory above a protected path (bind mount onto itself)",
             Step::Protect => "mounting a protected path read-only over itself",
+            Step::Hide => {
+                "masking a hidden path (/dev/null over a file, an empty tmpfs over a directory)"
+            }
         }
     }
 }
@@ -148,6 +153,12 @@ pub(crate) struct MountPlan {
     /// Protected paths (files or directories) to mount read-only over
     /// themselves, last; parents before children.
     pub protected: Vec<CString>,
+    /// Hidden files to mask with `/dev/null` (read-only, `nodev`: opening
+    /// fails with `EACCES`), after everything else.
+    pub hidden_files: Vec<CString>,
+    /// Hidden directories to mask with an empty, read-only, mode-000
+    /// tmpfs, after everything else; parents before children.
+    pub hidden_dirs: Vec<CString>,
     /// Scratch space for the cloned trees' fds; `len == read_write.len()`,
     /// allocated by the parent so the child never allocates.
     pub fds: Vec<c_int>,
@@ -398,6 +409,108 @@ unsafe fn setup_mounts(m: &mut MountPlan) -> StepResult {
         }
         for path in &m.protected {
             remount_over_itself(path, true, Step::Protect)?;
+        }
+        // Last, so that no grant or protection mounted back covers a mask.
+        for path in &m.hidden_dirs {
+            mask_directory(path)?;
+        }
+        for path in &m.hidden_files {
+            mask_file(path)?;
+        }
+    }
+    Ok(())
+}
+
+const FSOPEN_CLOEXEC: u32 = 1;
+const FSCONFIG_SET_STRING: u32 = 1;
+const FSCONFIG_CMD_CREATE: u32 = 6;
+const FSMOUNT_CLOEXEC: u32 = 1;
+const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+
+/// Mounts `/dev/null` over the file `path`: a clone of its mount, made
+/// read-only, `nodev` and `noexec`, so that opening the mask fails with
+/// `EACCES` (a device on a `nodev` mount) and nothing can be written to it.
+unsafe fn mask_file(path: &CStr) -> StepResult {
+    let empty_recursive = libc::AT_EMPTY_PATH as u32 | AT_RECURSIVE;
+    unsafe {
+        let fd = clone_tree(c"/dev/null").map_err(|e| (Step::Hide, e))?;
+        let mut r = mount_setattr(
+            fd,
+            c"",
+            empty_recursive,
+            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+            0,
+        );
+        if r >= 0 {
+            r = move_tree(fd, path);
+        }
+        let e = errno();
+        libc::close(fd);
+        if r < 0 {
+            return Err((Step::Hide, e));
+        }
+    }
+    Ok(())
+}
+
+/// Mounts a new, empty tmpfs over the directory `path`: mode 000 (no one
+/// without capabilities may list or enter it), read-only (nor change that).
+unsafe fn mask_directory(path: &CStr) -> StepResult {
+    unsafe {
+        let fs = libc::syscall(libc::SYS_fsopen, c"tmpfs".as_ptr(), FSOPEN_CLOEXEC);
+        if fs < 0 {
+            return Err((Step::Hide, errno()));
+        }
+        let fs = fs as c_int;
+        let mut r = libc::syscall(
+            libc::SYS_fsconfig,
+            fs,
+            FSCONFIG_SET_STRING,
+            c"mode".as_ptr(),
+            c"0".as_ptr(),
+            0,
+        );
+        if r >= 0 {
+            r = libc::syscall(
+                libc::SYS_fsconfig,
+                fs,
+                FSCONFIG_SET_STRING,
+                c"size".as_ptr(),
+                c"4k".as_ptr(),
+                0,
+            );
+        }
+        if r >= 0 {
+            r = libc::syscall(
+                libc::SYS_fsconfig,
+                fs,
+                FSCONFIG_CMD_CREATE,
+                std::ptr::null::<libc::c_char>(),
+                std::ptr::null::<c_void>(),
+                0,
+            );
+        }
+        let mut mnt: c_long = -1;
+        if r >= 0 {
+            mnt = libc::syscall(
+                libc::SYS_fsmount,
+                fs,
+                FSMOUNT_CLOEXEC,
+                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+            );
+            r = mnt;
+        }
+        let mut e = errno();
+        libc::close(fs);
+        if r >= 0 {
+            r = move_tree(mnt as c_int, path);
+            e = errno();
+        }
+        if mnt >= 0 {
+            libc::close(mnt as c_int);
+        }
+        if r < 0 {
+            return Err((Step::Hide, e));
         }
     }
     Ok(())
@@ -655,6 +768,8 @@ pub(crate) fn probe_mount_isolation() -> bool {
         read_only_nested: Vec::new(),
         pins: Vec::new(),
         protected: Vec::new(),
+        hidden_files: Vec::new(),
+        hidden_dirs: Vec::new(),
         fds: Vec::new(),
     };
     unsafe {

@@ -34,11 +34,14 @@ impl Missing {
 /// Every protection `policy` needs that `caps` lacks. `protects_in_grants`:
 /// some protected path of the policy overlaps a read-write grant (see
 /// [`crate::view::View::needs_protection`]), which only the mount view can
-/// keep read-only.
+/// keep read-only. `hides_in_view`: some hidden path of the policy exists
+/// where the view could read it (see [`crate::view::View::needs_masks`]),
+/// which only the mount view can mask.
 pub(crate) fn missing_protections(
     caps: &Capabilities,
     policy: &SandboxPolicy,
     protects_in_grants: bool,
+    hides_in_view: bool,
 ) -> Vec<Missing> {
     let c = caps;
     let abi = match c.landlock_abi {
@@ -121,6 +124,15 @@ pub(crate) fn missing_protections(
              Landlock cannot deny a path beneath a read-write grant",
             "no mount view".into(),
         ),
+        (
+            c.mount_isolation || !hides_in_view,
+            Feature::HiddenPaths,
+            "hiding the files that hold credentials (the host's configuration, token and key \
+             files) from what runs in the sandbox",
+            "the mount view (user namespaces and the new mount API, Linux 5.12+); Landlock \
+             cannot deny a path beneath a granted directory",
+            "no mount view".into(),
+        ),
     ];
     checks
         .into_iter()
@@ -162,12 +174,12 @@ mod tests {
         let mut policy = SandboxPolicy::default();
         let has = |m: &[Missing], f| m.iter().any(|x| x.feature == f);
         assert!(!has(
-            &missing_protections(&old, &policy, false),
+            &missing_protections(&old, &policy, false, false),
             Feature::TcpPorts
         ));
         policy.tcp_bind_ports = vec![8080];
         assert!(has(
-            &missing_protections(&old, &policy, false),
+            &missing_protections(&old, &policy, false, false),
             Feature::TcpPorts
         ));
     }
@@ -180,14 +192,17 @@ mod tests {
         };
         let policy = SandboxPolicy::default();
         let features = |m: Vec<Missing>| m.into_iter().map(|m| m.feature).collect::<Vec<_>>();
-        let without = features(missing_protections(&no_view, &policy, false));
+        let without = features(missing_protections(&no_view, &policy, false, false));
         assert!(!without.contains(&Feature::ProtectedPaths));
-        let with = features(missing_protections(&no_view, &policy, true));
+        let with = features(missing_protections(&no_view, &policy, true, false));
         assert!(with.contains(&Feature::ProtectedPaths));
         // Waiving the mount view does not waive the protection.
         let waive_view = Enforcement::Waive([Feature::MountIsolation].into());
         assert!(matches!(
-            decide(missing_protections(&no_view, &policy, true), &waive_view),
+            decide(
+                missing_protections(&no_view, &policy, true, false),
+                &waive_view
+            ),
             Err(SpawnError::Unenforceable {
                 feature: Feature::ProtectedPaths,
                 ..
@@ -196,9 +211,34 @@ mod tests {
     }
 
     #[test]
+    fn hidden_paths_need_the_mount_view_only_when_the_view_reaches_them() {
+        let no_view = Capabilities {
+            mount_isolation: false,
+            ..probe_capabilities()
+        };
+        let policy = SandboxPolicy::default();
+        let features = |m: Vec<Missing>| m.into_iter().map(|m| m.feature).collect::<Vec<_>>();
+        assert!(
+            !features(missing_protections(&no_view, &policy, false, false))
+                .contains(&Feature::HiddenPaths)
+        );
+        let waive_view = Enforcement::Waive([Feature::MountIsolation].into());
+        assert!(matches!(
+            decide(
+                missing_protections(&no_view, &policy, false, true),
+                &waive_view
+            ),
+            Err(SpawnError::Unenforceable {
+                feature: Feature::HiddenPaths,
+                ..
+            })
+        ));
+    }
+
+    #[test]
     fn enforcement_modes() {
         let old = probe_capabilities().with_landlock_abi(Some(5));
-        let missing = missing_protections(&old, &SandboxPolicy::default(), false);
+        let missing = missing_protections(&old, &SandboxPolicy::default(), false, false);
         let features: Vec<Feature> = missing.iter().map(|m| m.feature).collect();
         assert_eq!(
             features,

@@ -63,6 +63,31 @@ pub struct SandboxPolicy {
     /// record (the check still runs after the run). Must exist, and must
     /// itself be out of every grant.
     pub watch_journal: Option<PathBuf>,
+    /// Paths the sandboxed process must not even *read*, although a grant
+    /// (or the system view) covers them: files holding credentials — the
+    /// host's configuration (which holds every MCP server's `env`), token
+    /// and key files. Absolute; files or directories; symlinks are resolved
+    /// when the spawn is prepared (the target is hidden).
+    ///
+    /// * An existing hidden path that the view could read is *masked* in
+    ///   the sandbox's mount namespace: a file by `/dev/null` mounted over
+    ///   it read-only and `nodev` (opening it fails with `EACCES`, so
+    ///   `cat` says "Permission denied"), a directory by an empty,
+    ///   read-only, mode-000 tmpfs (listing or entering it fails with
+    ///   `EACCES`). Its metadata (that it exists) stays visible, like any
+    ///   path's ([`crate`] docs). Landlock cannot do this: its rights only
+    ///   add up, it cannot carve a path out of a granted directory.
+    /// * A hidden path outside every grant and the system view is left
+    ///   alone: Landlock denies reading it anyway.
+    /// * A hidden path that does not exist is not masked (there is nothing
+    ///   to read); list it in [`protected`](Self::protected) too so that the
+    ///   sandbox cannot create it (the host does both for its own files).
+    /// * The mask holds the *path*: the same file reached by another path
+    ///   (a hard link, a second mount of its file system) must be hidden by
+    ///   that path too.
+    ///
+    /// Needs the mount view ([`Feature::HiddenPaths`]).
+    pub hidden: Vec<PathBuf>,
     /// TCP ports the process may `connect` to. Landlock filters TCP by port
     /// only: a granted port is reachable on *every* address (loopback and
     /// remote hosts alike). No other socket kind (UDP, raw, netlink, UNIX…)
@@ -200,6 +225,11 @@ pub enum Feature {
     /// grant; [`Enforcement::Waive`] must name it on its own (waiving
     /// `mount_isolation` does not waive it).
     ProtectedPaths,
+    /// Unreadable [`SandboxPolicy::hidden`] paths inside the view (masking
+    /// mounts over them, in the mount view). Needed only by a policy with a
+    /// hidden path that exists inside a grant or the system view;
+    /// [`Enforcement::Waive`] must name it on its own.
+    HiddenPaths,
 }
 
 impl Feature {
@@ -215,6 +245,7 @@ impl Feature {
             Feature::ProcessLimit => "process_limit",
             Feature::MountIsolation => "mount_isolation",
             Feature::ProtectedPaths => "protected_paths",
+            Feature::HiddenPaths => "hidden_paths",
         }
     }
 
@@ -224,7 +255,7 @@ impl Feature {
     }
 
     /// Every feature.
-    pub const ALL: [Feature; 9] = [
+    pub const ALL: [Feature; 10] = [
         Feature::Filesystem,
         Feature::FilesystemTruncate,
         Feature::TcpPorts,
@@ -234,6 +265,7 @@ impl Feature {
         Feature::ProcessLimit,
         Feature::MountIsolation,
         Feature::ProtectedPaths,
+        Feature::HiddenPaths,
     ];
 }
 

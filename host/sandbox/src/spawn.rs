@@ -258,7 +258,12 @@ impl Sandbox {
     ) -> Result<Running, SpawnError> {
         let mut view = View::new(&self.system, policy)?;
         let missing = enforce::decide(
-            enforce::missing_protections(&self.caps, policy, view.needs_protection()),
+            enforce::missing_protections(
+                &self.caps,
+                policy,
+                view.needs_protection(),
+                view.needs_masks(),
+            ),
             &policy.enforcement,
         )?;
         for m in &missing {
@@ -336,6 +341,10 @@ impl Sandbox {
             if lacks(Feature::ProtectedPaths) {
                 plan.pins.clear();
                 plan.protected.clear();
+            }
+            if lacks(Feature::HiddenPaths) {
+                plan.hidden_files.clear();
+                plan.hidden_dirs.clear();
             }
             Some(plan)
         };

@@ -11,6 +11,10 @@
 //! grant become read-only mounts, the directories between such a grant and
 //! a protected path become pins, and absent ones (or symlinks, whose link a
 //! mount cannot cover) go to the post-run [`Watch`].
+//!
+//! Hidden paths (see [`SandboxPolicy::hidden`]) that exist where the view
+//! could read them become masks: mounts, last in the plan, that leave
+//! nothing of them readable.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -43,6 +47,9 @@ pub(crate) struct View<'a> {
     pub pins: Vec<PathBuf>,
     /// Absent or symlinked protected paths inside a read-write grant.
     pub watch: Watch,
+    /// Existing hidden paths (canonical) the view could otherwise read, and
+    /// whether each is a directory.
+    pub hidden: Vec<(PathBuf, bool)>,
 }
 
 impl<'a> View<'a> {
@@ -73,10 +80,16 @@ impl<'a> View<'a> {
             protected: Vec::new(),
             pins: Vec::new(),
             watch: Watch::default(),
+            hidden: Vec::new(),
         };
         for p in &policy.protected {
             view.add_protected(p)?;
         }
+        for p in &policy.hidden {
+            view.add_hidden(p)?;
+        }
+        view.hidden.sort_by_key(|(p, _)| p.components().count());
+        view.hidden.dedup();
         let depth = |p: &PathBuf| p.components().count();
         for v in [&mut view.protected, &mut view.pins] {
             v.sort_by_key(depth);
@@ -178,6 +191,43 @@ impl<'a> View<'a> {
             self.pin_between(&path);
             self.protected.push(path);
         }
+    }
+
+    /// A hidden path: masked when it exists and the view could read it (or
+    /// a grant lies beneath it).
+    fn add_hidden(&mut self, p: &Path) -> Result<(), SpawnError> {
+        if !p.is_absolute() {
+            return Err(SpawnError::InvalidRequest(format!(
+                "hidden path {} must be absolute",
+                p.display()
+            )));
+        }
+        let real = match p.canonicalize() {
+            Ok(real) => real,
+            // Nothing to read (a dangling symlink has no target to read
+            // either); the protected paths keep it from being created.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => {
+                return Err(SpawnError::io(
+                    format!("checking hidden path {}", p.display()),
+                    e,
+                ));
+            }
+        };
+        let meta = std::fs::metadata(&real)
+            .map_err(|e| SpawnError::io(format!("checking hidden path {}", p.display()), e))?;
+        let reachable =
+            self.readable(&real) || self.grants.iter().any(|g| g.path.starts_with(&real));
+        if reachable {
+            self.hidden.push((real, meta.is_dir()));
+        }
+        Ok(())
+    }
+
+    /// Whether hiding the hidden paths takes mounts (so the mount view):
+    /// some hidden path exists where the view could read it.
+    pub fn needs_masks(&self) -> bool {
+        !self.hidden.is_empty()
     }
 
     /// Whether keeping the protected paths read-only takes mounts (so the
@@ -321,8 +371,9 @@ impl<'a> View<'a> {
     /// The mount plan: read-write grants mounted back (parents first) over a
     /// read-only tree, read-only grants nested in them made read-only again
     /// (a path granted both ways stays read-write), the directories above
-    /// protected paths pinned, and the protected paths made read-only (they
-    /// win over any grant).
+    /// protected paths pinned, the protected paths made read-only (they
+    /// win over any grant), and the hidden paths masked (last: they win
+    /// over everything).
     pub fn mount_plan(&self) -> Result<MountPlan, SpawnError> {
         let depth = |p: &Path| p.components().count();
         let mut rw: Vec<&Path> = self
@@ -359,6 +410,20 @@ impl<'a> View<'a> {
             read_only_nested: cstrings(ro_nested)?,
             pins: cstrings(self.pins.iter().map(PathBuf::as_path).collect())?,
             protected: cstrings(self.protected.iter().map(PathBuf::as_path).collect())?,
+            hidden_files: cstrings(
+                self.hidden
+                    .iter()
+                    .filter(|(_, dir)| !dir)
+                    .map(|(p, _)| p.as_path())
+                    .collect(),
+            )?,
+            hidden_dirs: cstrings(
+                self.hidden
+                    .iter()
+                    .filter(|(_, dir)| *dir)
+                    .map(|(p, _)| p.as_path())
+                    .collect(),
+            )?,
         })
     }
 }

@@ -49,7 +49,11 @@ async fn landlock_alone_confines_contents_but_not_metadata() {
             mount_isolation: false,
             ..real
         },
-        &[Feature::MountIsolation, Feature::ProtectedPaths],
+        &[
+            Feature::MountIsolation,
+            Feature::ProtectedPaths,
+            Feature::HiddenPaths,
+        ],
     );
     for name in [
         "fs_write_outside",

@@ -612,17 +612,18 @@ async fn list(
     timeout: Duration,
     publish: &Publish,
 ) -> Result<(), String> {
-    let tools = match tokio::time::timeout(timeout, session.peer.list_all_tools()).await {
+    let c = &server.context;
+    let listing = list_bounded(&session.peer, &c.budgets);
+    let tools = match tokio::time::timeout(timeout, listing).await {
         Err(_) => {
             return Err(format!(
                 "tools/list did not answer within {} ms",
                 timeout.as_millis()
             ));
         }
-        Ok(Err(e)) => return Err(format!("tools/list failed: {e}")),
+        Ok(Err(e)) => return Err(e),
         Ok(Ok(t)) => t,
     };
-    let c = &server.context;
     let filter = convert::Filter {
         allow: server.config.tools_allow.as_deref(),
         deny: &server.config.tools_deny,
@@ -663,6 +664,57 @@ async fn list(
     *server.tools.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(entries);
     publish();
     Ok(())
+}
+
+/// Every page of the server's `tools/list`, bounded while it is read: at
+/// most [`Budgets::max_listing_pages`] pages, [`Budgets::max_listing_tools`]
+/// tools and [`Budgets::max_listing_bytes`] bytes (each tool as JSON).
+/// Past a limit the listing is cut off with an error naming it; what was
+/// read is dropped.
+async fn list_bounded(
+    peer: &rmcp::Peer<RoleClient>,
+    budgets: &Budgets,
+) -> Result<Vec<rmcp::model::Tool>, String> {
+    let mut tools = Vec::new();
+    let mut bytes = 0usize;
+    let mut cursor = None;
+    for page in 1.. {
+        if page > budgets.max_listing_pages {
+            return Err(format!(
+                "tools/list was cut off: the server kept paging past {} pages (the host's \
+                 limit `max_listing_pages`, docs/operators.md); fix or drop the server",
+                budgets.max_listing_pages
+            ));
+        }
+        let params = rmcp::model::PaginatedRequestParams::default().with_cursor(cursor);
+        let listed = peer
+            .list_tools(Some(params))
+            .await
+            .map_err(|e| format!("tools/list failed: {e}"))?;
+        for tool in listed.tools {
+            bytes = bytes.saturating_add(serde_json::to_vec(&tool).map_or(usize::MAX, |v| v.len()));
+            if bytes > budgets.max_listing_bytes {
+                return Err(format!(
+                    "tools/list was cut off: its tools took more than {} bytes by page {page} \
+                     (the host's limit `max_listing_bytes`, docs/operators.md)",
+                    budgets.max_listing_bytes
+                ));
+            }
+            if tools.len() >= budgets.max_listing_tools {
+                return Err(format!(
+                    "tools/list was cut off: it listed more than {} tools by page {page} (the \
+                     host's limit `max_listing_tools`, docs/operators.md)",
+                    budgets.max_listing_tools
+                ));
+            }
+            tools.push(tool);
+        }
+        match listed.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    Ok(tools)
 }
 
 fn http_transport(

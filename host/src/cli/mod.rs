@@ -211,7 +211,8 @@ impl GlobalArgs {
     /// A builder with everything the global options say.
     fn builder(&self) -> anyhow::Result<ToolgateBuilder> {
         // `./toolgate.toml` is what a start without `--config` obeys, so it
-        // is authority even when absent (or when this start reads another).
+        // is authority even when absent (or when this start reads another),
+        // and secret (a configuration holds MCP servers' credentials).
         // The file is read by the host itself (at start, and again at every
         // reload): `--config` must exist, ./toolgate.toml may not.
         let (path, required) = match &self.config {
@@ -222,7 +223,7 @@ impl GlobalArgs {
             .config_file(path, required)
             .runtime_options(self.runtime_options())
             .builtin_plugins(!self.no_default_plugins)
-            .authority_path(
+            .secret_path(
                 DEFAULT_CONFIG,
                 "the host's default configuration (./toolgate.toml)",
             );

@@ -82,6 +82,7 @@ pub async fn run(_global: &GlobalArgs, args: SandboxArgs) -> anyhow::Result<Exit
                     else { None },
                 "mountIsolation": caps.mount_isolation,
                 "protectedPaths": caps.mount_isolation,
+                "hiddenPaths": caps.mount_isolation,
             },
             "probes": reports.iter().map(|r| serde_json::json!({
                 "name": r.name, "category": r.category, "description": r.description,
@@ -126,6 +127,10 @@ pub async fn run(_global: &GlobalArgs, args: SandboxArgs) -> anyhow::Result<Exit
             ),
             (
                 "  protected paths inside read-write grants",
+                caps.mount_isolation,
+            ),
+            (
+                "  hidden paths (credentials) inside grants",
                 caps.mount_isolation,
             ),
         ] {

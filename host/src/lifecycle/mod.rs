@@ -183,6 +183,10 @@ pub(crate) struct Sources {
     pub config_file: Option<ConfigFile>,
     /// Authority paths the embedder named (see `ToolgateBuilder::authority_path`).
     pub extra_authority: Vec<(PathBuf, String)>,
+    /// Secret authority the embedder named (see `ToolgateBuilder::secret_path`).
+    pub extra_secrets: Vec<(PathBuf, String)>,
+    /// `ToolgateBuilder::code_mode`: wins over the file at every reload.
+    pub code_mode: Option<bool>,
     pub natives: NativePolicies,
 }
 
@@ -351,7 +355,10 @@ impl Lifecycle {
         if !initial && let Some(file) = &self.sources.config_file {
             let journal = self.runtime.state.as_ref().map(|s| s.journal());
             match read_config(file, journal.as_deref()) {
-                Ok(Some(c)) => {
+                Ok(Some(mut c)) => {
+                    if let Some(on) = self.sources.code_mode {
+                        c.code_mode = on;
+                    }
                     for key in restart_only(&state.config, &c) {
                         problems.push(config_note(
                             &c,
@@ -471,6 +478,7 @@ impl Lifecycle {
         // Decide every plugin, loading in parallel what must be loaded.
         let mut jobs = Vec::new();
         let mut cache_grants: Vec<(PathBuf, String)> = Vec::new();
+        let mut key_grants: Vec<(PathBuf, String)> = Vec::new();
         {
             let mut loading = self.loading.lock().unwrap_or_else(|p| p.into_inner());
             for (_, layer) in &layers {
@@ -498,6 +506,26 @@ impl Lifecycle {
                             .chain(g.sandbox.read_write.iter().cloned())
                             .map(|p| (p, whose.clone())),
                     );
+                    // The key (in the hidden state directory) is out of a
+                    // sandbox's sight unless the plugin may run without
+                    // hidden paths; components' own opens are always
+                    // checked against it (`grants::check_hidden`).
+                    let may_unhide = match &g.sandbox.enforcement {
+                        Enforcement::Strict => false,
+                        Enforcement::BestEffort => true,
+                        Enforcement::Waive(w) => {
+                            w.contains(&toolgate_sandbox::Feature::HiddenPaths)
+                        }
+                    };
+                    if may_unhide {
+                        key_grants.extend(
+                            g.sandbox
+                                .read_only
+                                .iter()
+                                .chain(g.sandbox.read_write.iter())
+                                .map(|p| (p.clone(), whose.clone())),
+                        );
+                    }
                 }
                 let prev = state.serving.get(&key).cloned();
                 let refusal = state.refused.get(&key).cloned();
@@ -516,7 +544,10 @@ impl Lifecycle {
         // Every grant first: the compile cache must lie outside all of
         // them before the first component is read from it.
         if let Some(cache) = &self.runtime.cache {
-            cache.refuse_if_granted(cache_grants.iter().map(|(p, w)| (p.as_path(), w.as_str())));
+            cache.refuse_if_granted(
+                cache_grants.iter().map(|(p, w)| (p.as_path(), w.as_str())),
+                key_grants.iter().map(|(p, w)| (p.as_path(), w.as_str())),
+            );
         }
         let decisions = futures::future::join_all(jobs.into_iter().map(
             |(key, candidate, settings, plugin_config, prev, refusal, baseline)| async move {
@@ -1031,14 +1062,27 @@ impl Lifecycle {
     /// Everything the host reads as authority (see [`Authority`]).
     pub(crate) fn authority(&self, config: &HostConfig) -> Authority {
         let mut a = Authority::default();
+        // The configuration holds credentials (MCP servers' `env`,
+        // headers): secret, not only protected.
         if let Some(path) = &config.source {
-            a.add(path, "the host's configuration");
+            a.add_secret(path, "the host's configuration");
         }
         if let Some(file) = &self.sources.config_file {
-            a.add(&file.path, "the host's configuration");
+            a.add_secret(&file.path, "the host's configuration");
         }
         for (path, what) in &self.sources.extra_authority {
             a.add(path, what.clone());
+        }
+        for (path, what) in &self.sources.extra_secrets {
+            a.add_secret(path, what.clone());
+        }
+        for (name, server) in &config.mcp.servers {
+            if let Some(file) = &server.bearer_token_file {
+                a.add_secret(
+                    file,
+                    format!("the bearer token file of MCP server `{name}`"),
+                );
+            }
         }
         let mut dirs = self.sources.plugin_dirs.clone();
         for scope in config.scopes.values() {
@@ -1080,9 +1124,11 @@ impl Lifecycle {
             .into_iter()
             .chain(crate::state::candidate_dirs())
         {
-            a.add(
+            // Hidden, not only read-only: it holds the compile cache's key
+            // (which signs native code) and the server's token.
+            a.add_secret(
                 dir,
-                "a state directory of the host (the compile cache's key, the journal of protected paths)",
+                "a state directory of the host (the compile cache's key, the serve token, the journal of protected paths)",
             );
         }
         a.set_journal(self.runtime.state.as_ref().map(|s| s.journal()));

@@ -28,8 +28,10 @@
 //!   directory: a cache directory some start does not use, and so does not
 //!   check against the grants, may be reachable by what another start runs,
 //!   and whoever reads the key can sign native code. The key's directory
-//!   passes the same checks as the cache's and must lie outside every grant
-//!   as well (else the cache is refused).
+//!   passes the same checks as the cache's and is *hidden* from everything
+//!   the host runs (masked in every sandbox, refused to components' opens);
+//!   where a plugin may run without that mask (`hidden_paths` waived), it
+//!   must lie outside that plugin's grants, else the cache is refused.
 //! * **Each entry is verified before it is deserialised**: the HMAC over
 //!   the entry's name and its code. The bytes are read into memory first and
 //!   verified there, then handed to [`Component::deserialize`], which copies
@@ -63,7 +65,7 @@ pub const MAX_ENTRY_BYTES: u64 = 512 << 20;
 /// The first bytes of every entry (format version 1).
 const MAGIC: &[u8; 8] = b"TGCACHE1";
 /// File name of the MAC key in the state directory.
-const KEY_FILE: &str = "cache.key";
+pub(crate) const KEY_FILE: &str = "cache.key";
 /// Length of the MAC key and of the tag.
 const KEY_LEN: usize = 32;
 
@@ -200,22 +202,29 @@ impl CompileCache {
         }
     }
 
-    /// Refuses the cache when its directory or its key's overlaps a file
-    /// system grant: `grants` are (granted path, whose grant) pairs. A
-    /// plugin that can write the cache could fill it with garbage (entries
-    /// it cannot sign fail verification); one that can read the key can
-    /// sign native code for the host.
-    pub fn refuse_if_granted<'a>(&self, grants: impl IntoIterator<Item = (&'a Path, &'a str)>) {
+    /// Refuses the cache when its directory overlaps a file system grant,
+    /// or its key's directory overlaps one of `key_grants`: both are
+    /// (granted path, whose grant) pairs. A plugin that can write the cache
+    /// could fill it with garbage (entries it cannot sign fail
+    /// verification); one that can read the key can sign native code for
+    /// the host. The key lives in the state directory, which is hidden from
+    /// every sandbox and from components' opens, so `key_grants` are the
+    /// grants where that hiding may not hold (a plugin allowed to run
+    /// without hidden paths).
+    pub fn refuse_if_granted<'a>(
+        &self,
+        grants: impl IntoIterator<Item = (&'a Path, &'a str)>,
+        key_grants: impl IntoIterator<Item = (&'a Path, &'a str)>,
+    ) {
         if self.refusal().is_some() {
             return;
         }
         let canonical = |d: &PathBuf| d.canonicalize().unwrap_or(d.clone());
         let dir = canonical(&self.inner.dir);
-        let key_dir = self.inner.key_dir.as_ref().map(canonical);
+        let overlaps = |d: &Path, granted: &Path| d.starts_with(granted) || granted.starts_with(d);
         for (granted, whose) in grants {
             let granted = granted.canonicalize().unwrap_or(granted.to_path_buf());
-            let overlaps = |d: &Path| d.starts_with(&granted) || granted.starts_with(d);
-            if overlaps(&dir) {
+            if overlaps(&dir, &granted) {
                 self.refuse(format!(
                     "it lies inside {} which {whose} is granted: what runs there could fill it \
                      with entries the host has to reject. Set TOOLGATE_CACHE_DIR to a \
@@ -224,11 +233,18 @@ impl CompileCache {
                 ));
                 return;
             }
-            if let Some(key_dir) = key_dir.as_deref().filter(|d| overlaps(d)) {
+        }
+        let Some(key_dir) = self.inner.key_dir.as_ref().map(canonical) else {
+            return;
+        };
+        for (granted, whose) in key_grants {
+            let granted = granted.canonicalize().unwrap_or(granted.to_path_buf());
+            if overlaps(&key_dir, &granted) {
                 self.refuse(format!(
-                    "its key's directory {} lies inside {} which {whose} is granted: what runs \
-                     there could read the key and sign native code for the host. Set {} to a \
-                     directory outside every grant (or pass --no-compile-cache to silence this)",
+                    "its key's directory {} lies inside {} which {whose} is granted and may be \
+                     run without hidden paths: what runs there could read the key and sign \
+                     native code for the host. Set {} to a directory outside every grant (or \
+                     pass --no-compile-cache to silence this)",
                     key_dir.display(),
                     granted.display(),
                     crate::state::STATE_DIR_ENV

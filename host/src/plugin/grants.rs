@@ -21,6 +21,13 @@
 //!   `spawn_only` is not preopened at all: the component gets no file
 //!   access from it, its spawned processes do (that is how the built-in
 //!   `bash` tool is granted the working directory).
+//!
+//! Some authority is also *secret* ([`Authority::add_secret`]: the
+//! configuration, with every MCP server's `env`; token and key files):
+//! nothing the host runs may even read it. Spawned processes find it
+//! masked ([`SandboxPolicy::hidden`]); a component's opens through its
+//! preopens and `bulk-read` are checked against where the opened file
+//! really is ([`check_hidden`]) and refused.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -75,19 +82,32 @@ pub struct Authority {
     /// The state directory's journal, where every sandboxed spawn records
     /// the absent authority paths it could create (see [`crate::state`]).
     journal: Option<PathBuf>,
+    /// The subset that must not even be read (see [`Authority::add_secret`]).
+    secrets: Vec<AuthorityPath>,
 }
 
 impl Authority {
     /// Adds `path` (made absolute against the current directory; it need
     /// not exist: an absent configuration file must stay absent).
     pub fn add(&mut self, path: impl AsRef<Path>, what: impl Into<String>) {
-        let path = path.as_ref();
+        let path = Self::absolute(path.as_ref());
+        if !self.paths.iter().any(|a| a.path == path) {
+            self.paths.push(AuthorityPath {
+                path,
+                what: what.into(),
+            });
+        }
+    }
+
+    /// `path` made absolute against the current directory, canonical where
+    /// it exists (else its canonical parent joined with its name).
+    fn absolute(path: &Path) -> PathBuf {
         let path = if path.is_absolute() {
             path.to_path_buf()
         } else {
             std::env::current_dir().unwrap_or_default().join(path)
         };
-        let path = path.canonicalize().unwrap_or_else(|_| {
+        path.canonicalize().unwrap_or_else(|_| {
             match (
                 path.parent().and_then(|p| p.canonicalize().ok()),
                 path.file_name(),
@@ -95,13 +115,7 @@ impl Authority {
                 (Some(parent), Some(name)) => parent.join(name),
                 _ => path.clone(),
             }
-        });
-        if !self.paths.iter().any(|a| a.path == path) {
-            self.paths.push(AuthorityPath {
-                path,
-                what: what.into(),
-            });
-        }
+        })
     }
 
     /// The paths, in the order added.
@@ -118,6 +132,35 @@ impl Authority {
     /// The journal, if any.
     pub fn journal(&self) -> Option<&Path> {
         self.journal.as_deref()
+    /// Adds `path` as authority that is also *secret*: a file (or
+    /// directory) holding credentials — the host's configuration, with
+    /// every MCP server's `env`; a bearer-token file; a key. Like
+    /// [`add`](Self::add) (it is protected: nothing the host runs may
+    /// create or change it), and besides nothing the host runs may read
+    /// it: the sandbox masks it ([`SandboxPolicy::hidden`]) and a
+    /// component's preopens and `bulk-read` refuse it
+    /// ([`Grants::hides`]), whatever grant covers it.
+    ///
+    /// ```
+    /// use toolgate::plugin::grants::Authority;
+    /// let mut a = Authority::default();
+    /// a.add_secret("/etc/toolgate/toolgate.toml", "the host's configuration");
+    /// assert_eq!(a.paths().len(), 1);
+    /// assert_eq!(a.secrets()[0].path, a.paths()[0].path);
+    /// ```
+    pub fn add_secret(&mut self, path: impl AsRef<Path>, what: impl Into<String>) {
+        let path = Self::absolute(path.as_ref());
+        let what = what.into();
+        self.add(&path, what.clone());
+        if !self.secrets.iter().any(|a| a.path == path) {
+            self.secrets.push(AuthorityPath { path, what });
+        }
+    }
+
+    /// The secret paths (see [`add_secret`](Self::add_secret)), in the
+    /// order added; each is among [`paths`](Self::paths) too.
+    pub fn secrets(&self) -> &[AuthorityPath] {
+        &self.secrets
     }
 }
 
@@ -248,6 +291,103 @@ impl Grants {
     }
 }
 
+/// How long a hidden path's identity (device, inode) is trusted before it
+/// is looked up again: the window in which a secret the *operator*
+/// replaced (a new inode) could still be opened through a link of another
+/// name. Nothing the host runs can replace one (they are protected).
+pub const HIDDEN_IDENTITY_TTL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// What a hidden path is now: its identity and whether it is a directory
+/// (`None` while it does not exist).
+type Identity = Option<((u64, u64), bool)>;
+
+/// Calls `f` with the identities of the hidden paths, looked up at most
+/// every [`HIDDEN_IDENTITY_TTL`] (one cache for the last list asked about:
+/// every plugin of a generation has the same).
+fn with_identities<R>(hidden: &[PathBuf], f: impl FnOnce(&[Identity]) -> R) -> R {
+    use std::os::unix::fs::MetadataExt;
+    use std::sync::Mutex;
+    use std::time::Instant;
+    struct Cache {
+        paths: Vec<PathBuf>,
+        ids: Vec<Identity>,
+        at: Instant,
+    }
+    static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
+    let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    let now = Instant::now();
+    let fresh = cache
+        .as_ref()
+        .is_some_and(|c| c.paths == hidden && now.duration_since(c.at) < HIDDEN_IDENTITY_TTL);
+    if !fresh {
+        let ids = hidden
+            .iter()
+            .map(|h| {
+                std::fs::metadata(h)
+                    .ok()
+                    .map(|m| ((m.dev(), m.ino()), m.is_dir()))
+            })
+            .collect();
+        *cache = Some(Cache {
+            paths: hidden.to_vec(),
+            ids,
+            at: now,
+        });
+    }
+    f(&cache.as_ref().expect("filled above").ids)
+}
+
+/// Whether the open file `fd`, opened as `requested` (the path the guest
+/// gave), is, or lies inside, one of the `hidden` paths (see
+/// [`Authority::add_secret`]): `Err` names it. Free when nothing is hidden.
+///
+/// * The file is a hidden file when its identity (device, inode) is one's
+///   — however the path led there (a symlink, `..`, another hard link).
+/// * Where the identity cannot tell — `requested` ends in a hidden path's
+///   name (the file may have been replaced since its identity was looked
+///   up), or a hidden path is a directory (the file may lie beneath it) —
+///   where the open file really is is read back from `/proc/self/fd` and
+///   compared; when that cannot be read, the file is refused (fail closed).
+pub fn check_hidden(
+    hidden: &[PathBuf],
+    fd: std::os::fd::BorrowedFd<'_>,
+    requested: &Path,
+) -> Result<(), PathBuf> {
+    use std::os::fd::AsRawFd;
+    if hidden.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: `fd` is open for the duration of the borrow; fstat fills
+    // `st` and reads nothing else.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(PathBuf::from("(a file that cannot be looked at)"));
+    }
+    let this = (st.st_dev, st.st_ino);
+    let name = requested.file_name();
+    let unsure = with_identities(hidden, |ids| {
+        if let Some((h, _)) = hidden
+            .iter()
+            .zip(ids)
+            .find(|(_, id)| id.is_some_and(|(id, _)| id == this))
+        {
+            return Err(h.clone());
+        }
+        Ok(hidden.iter().zip(ids).any(|(h, id)| {
+            id.is_some_and(|(_, dir)| dir) || (name.is_some() && h.file_name() == name)
+        }))
+    })?;
+    if !unsure {
+        return Ok(());
+    }
+    let real = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .map_err(|_| PathBuf::from("(a file whose place cannot be read back)"))?;
+    match hidden.iter().find(|h| real.starts_with(h)) {
+        Some(h) => Err(h.clone()),
+        None => Ok(()),
+    }
+}
+
 /// How strictly the host sandboxes spawns, from the configuration.
 pub fn enforcement(config: &HostConfig) -> Result<Enforcement, HostError> {
     if config.sandbox == SandboxMode::BestEffort {
@@ -287,6 +427,7 @@ pub fn resolve_grants(
                 enforcement: enforcement.clone(),
                 protected: authority.paths().iter().map(|a| a.path.clone()).collect(),
                 watch_journal: authority.journal.clone(),
+                hidden: authority.secrets().iter().map(|a| a.path.clone()).collect(),
                 ..SandboxPolicy::default()
             },
             ..Grants::default()
@@ -353,6 +494,7 @@ pub fn resolve_grants(
             .map(|g| g.host.clone())
             .collect(),
         protected: reserved.iter().map(|a| a.path.clone()).collect(),
+        hidden: authority.secrets().iter().map(|a| a.path.clone()).collect(),
         tcp_connect_ports: config.spawn_tcp_ports.clone(),
         limits: ResourceLimits {
             max_processes: l.max_processes.or(defaults.max_processes),
@@ -537,6 +679,30 @@ mod authority_tests {
         let opted_out = format!("{rw}protect_git = false\n");
         let g = grants_for(&dir, &opted_out, &none).unwrap();
         assert!(g.sandbox.protected.is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A secret is authority (protected) and hidden from every grant's
+    /// spawns, with a grant or without one; plain authority is not hidden.
+    #[test]
+    fn secrets_are_protected_and_hidden_from_spawns() {
+        let dir = std::env::temp_dir().join(format!("toolgate-secret-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let dir = dir.canonicalize().unwrap();
+        let mut authority = Authority::default();
+        authority.add(dir.join("plugins"), "a plugin directory");
+        authority.add_secret(dir.join("toolgate.toml"), "the host's configuration");
+        authority.add_secret("toolgate.toml", "the default configuration");
+        assert_eq!(authority.secrets().len(), 2);
+        let spawn = "[plugins.p.grants]\nfs = [{ path = \".\", access = \"read-only\" }]\n";
+        for g in [
+            grants_for(&dir, spawn, &authority).unwrap(),
+            resolve_grants(None, "t".into(), &dir, &Enforcement::Strict, &authority).unwrap(),
+        ] {
+            assert!(g.sandbox.protected.contains(&dir.join("toolgate.toml")));
+            assert!(g.sandbox.hidden.contains(&dir.join("toolgate.toml")));
+            assert!(!g.sandbox.hidden.contains(&dir.join("plugins")));
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 

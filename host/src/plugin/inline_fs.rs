@@ -103,7 +103,9 @@ fn define_open_at(types: &mut LinkerInstance<'_, StoreData>) -> wasmtime::Result
                     Descriptor::Dir(d) => d.clone(),
                     Descriptor::File(_) => return Ok((Err(ErrorCode::NotDirectory),)),
                 };
-                let answer = match open_at(&dir, path_flags, path, oflags, flags).await {
+                let grants = store.data().plugin.grants.clone();
+                let hidden = &grants.sandbox.hidden;
+                let answer = match open_at(&dir, path_flags, path, oflags, flags, hidden).await {
                     Ok(opened) => Ok(store.data_mut().ctx().table.push(opened)?),
                     Err(e) => Err(e),
                 };
@@ -185,13 +187,24 @@ fn request(
 
 /// Open `path` beneath `dir`: in place when nothing can block, on the pool
 /// (wasmtime-wasi's way) when the target is a FIFO, socket or device.
+///
+/// Whatever opens, a file or directory that is (or lies inside) one of the
+/// `hidden` paths — the host's secrets, see
+/// [`crate::plugin::grants::Authority::add_secret`] — is closed again and
+/// refused with `access`, however the path led there.
 async fn open_at(
     dir: &Dir,
     path_flags: PathFlags,
     path: String,
     oflags: OpenFlags,
     flags: DescriptorFlags,
+    hidden: &[std::path::PathBuf],
 ) -> Result<Descriptor, ErrorCode> {
+    let requested = std::path::PathBuf::from(&path);
+    let secret = |file: &std::fs::File| {
+        crate::plugin::grants::check_hidden(hidden, std::os::fd::AsFd::as_fd(file), &requested)
+            .map_err(|_| ErrorCode::Access)
+    };
     let Request {
         options,
         mode,
@@ -214,6 +227,7 @@ async fn open_at(
         in_place.custom_flags(custom);
         match cap_primitives::fs::open(&dir.dir, Path::new(&path), &in_place) {
             Ok(file) => {
+                secret(&file)?;
                 let meta = Metadata::from_file(&file).map_err(ErrorCode::from)?;
                 if meta.is_dir() {
                     return Ok(Descriptor::Dir(Dir::new(file, dir.perms, mode, true)));
@@ -239,7 +253,9 @@ async fn open_at(
     })
     .await
     .map_err(|_| ErrorCode::Io)?;
-    match opened.map_err(ErrorCode::from)? {
+    let opened = opened.map_err(ErrorCode::from)?;
+    secret(&opened.0)?;
+    match opened {
         (file, true) => Ok(Descriptor::Dir(Dir::new(file, dir.perms, mode, false))),
         (_, false) if directory => Err(ErrorCode::NotDirectory),
         (file, false) => Ok(Descriptor::File(File::new(file, dir.perms, mode, false))),
@@ -368,7 +384,7 @@ mod tests {
         oflags: OpenFlags,
         flags: DescriptorFlags,
     ) -> Result<Descriptor, ErrorCode> {
-        open_at(dir, PathFlags::empty(), path.into(), oflags, flags).await
+        open_at(dir, PathFlags::empty(), path.into(), oflags, flags, &[]).await
     }
 
     /// Regular files and directories open in place, marked to stay in
@@ -422,6 +438,7 @@ mod tests {
             "out".into(),
             OpenFlags::empty(),
             read(),
+            &[],
         )
         .await;
         assert!(followed.is_err());
@@ -505,5 +522,51 @@ mod tests {
         // The link itself may be looked at; following it out may not.
         assert!(metadata_hash_at(&d, "out", nofollow).is_ok());
         assert!(metadata_hash_at(&d, "out", PathFlags::SYMLINK_FOLLOW).is_err());
+    }
+
+    /// An open that ends at a hidden path (the host's secrets) is refused
+    /// with `access`, through a symlink too; the tree's other files open.
+    #[tokio::test(flavor = "current_thread")]
+    async fn hidden_paths_do_not_open() {
+        let t = Tree::new("open-at-hidden");
+        std::fs::write(t.0.join("secret"), "s").unwrap();
+        std::os::unix::fs::symlink("secret", t.0.join("to-secret")).unwrap();
+        let ro = t.dir(wasmtime_wasi::FsPerms::ReadOnly);
+        let hidden = vec![
+            t.0.canonicalize().unwrap().join("secret"),
+            t.0.canonicalize().unwrap().join("sub"),
+        ];
+        let open_hiding = |path: &'static str, oflags| {
+            open_at(
+                &ro,
+                PathFlags::SYMLINK_FOLLOW,
+                path.into(),
+                oflags,
+                read(),
+                &hidden,
+            )
+        };
+        for (path, oflags) in [
+            ("secret", OpenFlags::empty()),
+            ("to-secret", OpenFlags::empty()),
+            ("sub/../secret", OpenFlags::empty()),
+            ("sub", OpenFlags::DIRECTORY),
+        ] {
+            assert!(
+                matches!(open_hiding(path, oflags).await, Err(ErrorCode::Access)),
+                "{path} opened"
+            );
+        }
+        assert!(matches!(
+            open_hiding("a", OpenFlags::empty()).await,
+            Ok(Descriptor::File(_))
+        ));
+        // Replaced by its owner (a new inode): refused by its name at once.
+        std::fs::remove_file(t.0.join("secret")).unwrap();
+        std::fs::write(t.0.join("secret"), "new").unwrap();
+        assert!(matches!(
+            open_hiding("secret", OpenFlags::empty()).await,
+            Err(ErrorCode::Access)
+        ));
     }
 }

@@ -248,6 +248,7 @@ impl ReadSlots {
     pub async fn start(
         &mut self,
         grants: Vec<FsGrant>,
+        hidden: Vec<PathBuf>,
         paths: Vec<String>,
         max_file: u64,
         max_total: u64,
@@ -264,7 +265,7 @@ impl ReadSlots {
         let running = Running::count(&self.running);
         Ok(PendingRead(Some(tokio::task::spawn_blocking(move || {
             let _running = running;
-            read(&grants, &paths, max_file, max_total)
+            read(&grants, &hidden, &paths, max_file, max_total)
         }))))
     }
 
@@ -338,8 +339,17 @@ impl<'g> Roots<'g> {
 /// total past `max_total` (the host caps it at [`MAX_READ_TOTAL_BYTES`]) and
 /// after [`MAX_READ_PATHS`] paths, but always returns at least one result
 /// for a non-empty `paths`. Each result is the file's bytes or a sentence
-/// for the guest. Blocks (reads files): call it off the async runtime.
-pub fn read(grants: &[FsGrant], paths: &[String], max_file: u64, max_total: u64) -> ReadResults {
+/// for the guest. A file that is (or lies inside) one of the `hidden` paths
+/// (the host's secrets, see [`crate::plugin::grants::Authority::add_secret`])
+/// is refused, however the path leads there. Blocks (reads files): call it
+/// off the async runtime.
+pub fn read(
+    grants: &[FsGrant],
+    hidden: &[PathBuf],
+    paths: &[String],
+    max_file: u64,
+    max_total: u64,
+) -> ReadResults {
     let readable: Vec<FsGrant> = grants.iter().filter(|g| g.preopen).cloned().collect();
     let max_total = max_total.clamp(1, MAX_READ_TOTAL_BYTES);
     let max_file = max_file.clamp(1, MAX_READ_FILE_BYTES).min(max_total);
@@ -347,7 +357,7 @@ pub fn read(grants: &[FsGrant], paths: &[String], max_file: u64, max_total: u64)
     let mut out = Vec::new();
     let mut total = 0u64;
     for path in paths.iter().take(MAX_READ_PATHS) {
-        let result = read_one(&readable, &mut roots, path, max_file);
+        let result = read_one(&readable, hidden, &mut roots, path, max_file);
         if let Ok(bytes) = &result {
             let len = bytes.len() as u64;
             if total + len > max_total && !out.is_empty() {
@@ -362,6 +372,7 @@ pub fn read(grants: &[FsGrant], paths: &[String], max_file: u64, max_total: u64)
 
 fn read_one(
     readable: &[FsGrant],
+    hidden: &[PathBuf],
     roots: &mut Roots<'_>,
     path: &str,
     max_file: u64,
@@ -387,6 +398,11 @@ fn read_one(
             format!("`{path}` cannot be read (permission denied, or it leads out of the grant)")
         }
         _ => format!("cannot open `{path}`: {e}"),
+    })?;
+    crate::plugin::grants::check_hidden(hidden, file.as_fd(), &rel).map_err(|_| {
+        format!(
+            "`{path}` cannot be read: it holds the host's secrets (its configuration or a credential file), which no plugin may read"
+        )
     })?;
     let meta = file
         .metadata()
@@ -516,25 +532,30 @@ mod tests {
         let mut slots = ReadSlots::default();
         for _ in 0..20 {
             let batch = slots
-                .start(g.clone(), paths.clone(), 16 << 20, 32 << 20)
+                .start(g.clone(), Vec::new(), paths.clone(), 16 << 20, 32 << 20)
                 .await
                 .unwrap();
             assert!(slots.running() <= MAX_PENDING_READS, "{}", slots.running());
             slots.release(batch);
         }
         let mut a = slots
-            .start(g.clone(), paths.clone(), 16 << 20, 32 << 20)
+            .start(g.clone(), Vec::new(), paths.clone(), 16 << 20, 32 << 20)
             .await
             .unwrap();
         let _b = slots
-            .start(g.clone(), paths.clone(), 16 << 20, 32 << 20)
+            .start(g.clone(), Vec::new(), paths.clone(), 16 << 20, 32 << 20)
             .await
             .unwrap();
-        assert!(slots.start(g.clone(), paths.clone(), 1, 1).await.is_err());
+        assert!(
+            slots
+                .start(g.clone(), Vec::new(), paths.clone(), 1, 1)
+                .await
+                .is_err()
+        );
         assert_eq!(a.wait().await.unwrap().len(), 4);
         assert!(a.wait().await.unwrap().is_empty());
         slots.release(a);
-        assert!(slots.start(g, paths, 1, 1).await.is_ok());
+        assert!(slots.start(g, Vec::new(), paths, 1, 1).await.is_ok());
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -583,7 +604,7 @@ mod tests {
         .map(|s| s.to_string())
         .collect();
         let started = std::time::Instant::now();
-        let r = read(&g, &paths, 1 << 20, 1 << 20);
+        let r = read(&g, &[], &paths, 1 << 20, 1 << 20);
         assert!(
             started.elapsed() < std::time::Duration::from_secs(2),
             "a FIFO was waited on"
@@ -614,28 +635,67 @@ mod tests {
         // Limits: a file over the per-file limit is an error, not a stop;
         // the total stops the list, after at least one result.
         let two: Vec<String> = vec!["a.txt".into(), "sub/b.txt".into(), "a.txt".into()];
-        let r = read(&g, &two, 3, 100);
+        let r = read(&g, &[], &two, 3, 100);
         assert!(
             r[0].as_ref()
                 .unwrap_err()
                 .contains("more than one read returns (3)")
         );
         assert_eq!(r[1].as_deref().unwrap(), b"bb");
-        let r = read(&g, &two, 100, 6);
+        let r = read(&g, &[], &two, 100, 6);
         assert_eq!(r.len(), 2, "4 + 2 bytes fit in 6, the next 4 do not");
-        let r = read(&g, &two, 100, 1);
+        let r = read(&g, &[], &two, 100, 1);
         assert_eq!(r.len(), 3, "errors take no budget");
         let many: Vec<String> = vec!["sub/b.txt".to_string(); MAX_READ_PATHS + 10];
-        assert_eq!(read(&g, &many, u64::MAX, u64::MAX).len(), MAX_READ_PATHS);
+        assert_eq!(
+            read(&g, &[], &many, u64::MAX, u64::MAX).len(),
+            MAX_READ_PATHS
+        );
         // A grant that is not preopened is not read through this seam.
         let spawn_only = read_grants(&dir, false);
         assert!(
-            read(&spawn_only, &two, 100, 100)[0]
+            read(&spawn_only, &[], &two, 100, 100)[0]
                 .as_ref()
                 .unwrap_err()
                 .contains("no preopened")
         );
         let _ = std::fs::remove_dir_all(&dir);
         let _ = std::fs::remove_dir_all(&outside);
+    }
+
+    /// A hidden path (the host's secrets) is refused however the guest path
+    /// leads to it: by name, through a symlink, through `.`, beneath a
+    /// hidden directory; the file beside it reads.
+    #[test]
+    fn hidden_paths_are_never_read() {
+        let dir = std::env::temp_dir().join(format!("toolgate-hidden-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("keys")).unwrap();
+        std::fs::write(dir.join("toolgate.toml"), "secret").unwrap();
+        std::fs::write(dir.join("keys/k"), "secret").unwrap();
+        std::fs::write(dir.join("notes.txt"), "notes").unwrap();
+        std::os::unix::fs::symlink("toolgate.toml", dir.join("link")).unwrap();
+        let root = dir.canonicalize().unwrap();
+        let g = read_grants(&dir, true);
+        let hidden = vec![root.join("toolgate.toml"), root.join("keys")];
+        let paths: Vec<String> = [
+            "toolgate.toml",
+            "link",
+            "./toolgate.toml",
+            "keys/k",
+            "notes.txt",
+        ]
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
+        let r = read(&g, &hidden, &paths, 1 << 20, 1 << 20);
+        for (p, r) in paths.iter().zip(&r).take(4) {
+            let e = r.as_ref().unwrap_err();
+            assert!(e.contains("secrets"), "{p}: {e}");
+        }
+        assert_eq!(r[4].as_deref().unwrap(), b"notes");
+        // Nothing hidden: the same file reads.
+        assert!(read(&g, &[], &paths[..1], 1 << 20, 1 << 20)[0].is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

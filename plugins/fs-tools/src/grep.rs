@@ -1,8 +1,17 @@
 //! `grep`: ripgrep's matcher and searcher over the walk.
+//!
+//! Binary content: a file is searched up to the line that holds its first
+//! NUL byte, as ripgrep does — the matches before the binary content are
+//! reported (in `content` mode followed by a note that the rest was not
+//! searched), a file that starts binary has none. (grep-searcher's own
+//! binary detection looks at a whole buffer, 64 KiB, before searching any
+//! of it: a match followed by binary bytes in the same buffer was lost.)
 
 use std::path::{Path, PathBuf};
 
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use std::io::Read;
+
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use ignore::overrides::OverrideBuilder;
 use ignore::types::TypesBuilder;
@@ -182,19 +191,130 @@ impl Sink for CountSink {
     }
 }
 
-/// Search one file: its bytes when the host read them, else streamed
-/// from `path`. A file that cannot be read is skipped (as ripgrep does).
+/// Search one file's text (see [`text_part`]): its bytes when the host
+/// read them, else streamed from `path`. A file that cannot be read is
+/// skipped (as ripgrep does). Returns the offset of its first NUL byte, if
+/// it has binary content.
 fn search_one(
     searcher: &mut Searcher,
     matcher: &RegexMatcher,
     path: &Path,
     bytes: Option<&[u8]>,
     sink: impl Sink<Error = std::io::Error>,
-) {
-    let _ = match bytes {
-        Some(b) => searcher.search_slice(matcher, b, sink),
-        None => searcher.search_path(matcher, path, sink),
-    };
+) -> Option<u64> {
+    match bytes {
+        Some(b) => {
+            let (text, nul) = text_part(b);
+            let _ = searcher.search_slice(matcher, text, sink);
+            nul.map(|n| n as u64)
+        }
+        None => {
+            let Ok(file) = std::fs::File::open(path) else {
+                return None;
+            };
+            let mut text = TextOnly::new(file);
+            let _ = searcher.search_reader(matcher, &mut text, sink);
+            text.nul
+        }
+    }
+}
+
+/// The text of `bytes` before its binary content — up to the start of the
+/// line holding the first NUL byte — and that NUL's offset.
+fn text_part(bytes: &[u8]) -> (&[u8], Option<usize>) {
+    match memchr::memchr(0, bytes) {
+        None => (bytes, None),
+        Some(nul) => {
+            let start = memchr::memrchr(b'\n', &bytes[..nul]).map_or(0, |i| i + 1);
+            (&bytes[..start], Some(nul))
+        }
+    }
+}
+
+/// Bytes read from a streamed file at a time.
+const STREAM_CHUNK: usize = 64 << 10;
+/// A partial line held back longer than this is passed on anyway.
+const STREAM_HOLD: usize = 1 << 20;
+
+/// A reader that ends where [`text_part`] would: complete lines are passed
+/// on, the line being read is held back until its end shows it holds no
+/// NUL byte.
+struct TextOnly<R> {
+    inner: R,
+    buf: Vec<u8>,
+    /// `buf[start..ready]` may be passed on.
+    start: usize,
+    ready: usize,
+    /// Bytes of the file before `buf[0]`.
+    offset: u64,
+    done: bool,
+    /// The offset of the first NUL byte, once seen.
+    nul: Option<u64>,
+}
+
+impl<R: Read> TextOnly<R> {
+    fn new(inner: R) -> Self {
+        TextOnly {
+            inner,
+            buf: Vec::new(),
+            start: 0,
+            ready: 0,
+            offset: 0,
+            done: false,
+            nul: None,
+        }
+    }
+}
+
+impl<R: Read> Read for TextOnly<R> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            if self.start < self.ready {
+                let n = (self.ready - self.start).min(out.len());
+                out[..n].copy_from_slice(&self.buf[self.start..self.start + n]);
+                self.start += n;
+                return Ok(n);
+            }
+            if self.done {
+                return Ok(0);
+            }
+            self.buf.drain(..self.start);
+            self.offset += self.start as u64;
+            self.start = 0;
+            let old = self.buf.len();
+            self.buf.resize(old + STREAM_CHUNK, 0);
+            let n = loop {
+                match self.inner.read(&mut self.buf[old..]) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        self.buf.truncate(old);
+                        return Err(e);
+                    }
+                }
+            };
+            self.buf.truncate(old + n);
+            if n == 0 {
+                self.done = true;
+                self.ready = self.buf.len();
+                continue;
+            }
+            if let Some(i) = memchr::memchr(0, &self.buf[old..]) {
+                let nul = old + i;
+                self.nul = Some(self.offset + nul as u64);
+                let cut = memchr::memrchr(b'\n', &self.buf[..nul]).map_or(0, |j| j + 1);
+                self.buf.truncate(cut);
+                self.ready = cut;
+                self.done = true;
+                continue;
+            }
+            self.ready = match memchr::memrchr(b'\n', &self.buf) {
+                Some(j) => j + 1,
+                None if self.buf.len() > STREAM_HOLD => self.buf.len(),
+                None => 0,
+            };
+        }
+    }
 }
 
 /// A regular file too large for one bulk read (checked again: it may have
@@ -286,7 +406,8 @@ impl Tool for Grep {
             // Line numbers cost a count of every newline; only content
             // shows them.
             .line_number(mode == OutputMode::Content)
-            .binary_detection(BinaryDetection::quit(0))
+            // Binary content is cut off before the search (`text_part`).
+            .binary_detection(BinaryDetection::none())
             .multi_line(self.multiline.unwrap_or(false))
             .before_context(context)
             .after_context(context)
@@ -312,8 +433,13 @@ impl Tool for Grep {
                         first: true,
                         context: context > 0,
                     };
-                    search_one(&mut searcher, &matcher, path, bytes, &mut sink);
+                    let nul = search_one(&mut searcher, &matcher, path, bytes, &mut sink);
                     files += u64::from(sink.matched);
+                    if let Some(at) = nul.filter(|_| sink.matched && !out.truncated) {
+                        out.push(format!(
+                            "{shown}: (binary content from byte {at} on was not searched)"
+                        ));
+                    }
                     !out.truncated
                 }
                 OutputMode::FilesWithMatches | OutputMode::Count => {
@@ -446,5 +572,34 @@ impl Tool for Grep {
 
     fn is_concurrency_safe(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_text_before_binary_content_is_kept_whole_lines_only() {
+        assert_eq!(text_part(b"a\nb\n"), (&b"a\nb\n"[..], None));
+        assert_eq!(text_part(b"match\nbin\0ary\n"), (&b"match\n"[..], Some(9)));
+        assert_eq!(text_part(b"\0x"), (&b""[..], Some(0)));
+    }
+
+    #[test]
+    fn a_stream_stops_at_the_line_before_its_first_nul_byte() {
+        let mut data = b"needle\n".repeat(20_000);
+        data.extend(b"half a line \0 binary needle\n");
+        data.extend(vec![0u8; 100_000]);
+        let mut text = TextOnly::new(&data[..]);
+        let mut got = Vec::new();
+        text.read_to_end(&mut got).unwrap();
+        assert_eq!(got, b"needle\n".repeat(20_000));
+        assert_eq!(text.nul, Some(20_000 * 7 + 12));
+        let mut plain = TextOnly::new(&b"no newline at the end"[..]);
+        let mut got = Vec::new();
+        plain.read_to_end(&mut got).unwrap();
+        assert_eq!(got, b"no newline at the end");
+        assert_eq!(plain.nul, None);
     }
 }

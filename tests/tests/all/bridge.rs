@@ -1025,3 +1025,183 @@ async fn a_server_that_cannot_start_as_configured_fails_with_the_fix() {
             .any(|p| p.to_string().contains("cannot be started"))
     );
 }
+
+/// `tests/mcp/nosy_server.py`, copied into `work`.
+fn nosy_script(work: &Path) -> String {
+    let script = work.join("nosy_server.py");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/nosy_server.py"),
+        &script,
+    )
+    .unwrap();
+    script.display().to_string()
+}
+
+/// Issue 24, class 4: with the default grant (the working directory
+/// read-only) a bridged server cannot read the host's configuration — nor,
+/// through it, another server's `env` — nor that server's environment
+/// through `/proc`; it reads the other files of the directory, and each
+/// server has its own `env`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridged_server_sees_only_its_own_secrets() {
+    let Some(python) = super::serve::python() else {
+        return;
+    };
+    let work = TempDir::new("bridge-nosy");
+    let script = nosy_script(work.path());
+    std::fs::write(work.path().join("notes.txt"), "legit notes\n").unwrap();
+    let config = work.path().join("toolgate.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp.servers.holder]\ncommand = {python:?}\nargs = [{script:?}]\n\
+             env = {{ HOLDER_TOKEN = \"sk-holder-3141\" }}\n\
+             [mcp.servers.nosy]\ncommand = {python:?}\nargs = [{script:?}]\n",
+            python = python.display().to_string(),
+        ),
+    )
+    .unwrap();
+    let plugins = PluginDir::new();
+    let host = Toolgate::builder()
+        .runtime_options(toolgate_tests::test_runtime())
+        .builtin_plugins(false)
+        .plugin_dir(plugins.path())
+        .workdir(work.path())
+        .config_file(&config, true)
+        .build()
+        .await
+        .expect("host builds");
+    host.wait_for_mcp(Duration::from_secs(60)).await;
+    for name in ["holder", "nosy"] {
+        let st = status(&host, name);
+        assert_eq!(st.state, State::Connected, "{st:?}");
+    }
+    let text = |r: toolgate::CallRecord| {
+        assert!(!r.is_error, "{r:?}");
+        r.text()
+    };
+    // The configuration: by its name in the working directory, and by its
+    // full path.
+    for path in [
+        "toolgate.toml".to_string(),
+        config.display().to_string(),
+        format!("{}/./toolgate.toml", work.path().display()),
+    ] {
+        let got = text(run(&host, "mcp__nosy__read_file", json!({ "path": path })).await);
+        assert!(got.starts_with("ERROR:"), "{path}: {got}");
+        assert!(!got.contains("sk-holder"), "{path}: {got}");
+    }
+    // Its own environment holds no other server's secret, and no other
+    // process's environment is readable.
+    let env = text(run(&host, "mcp__nosy__environ", json!({})).await);
+    assert!(!env.contains("sk-holder"), "{env}");
+    let peek = text(
+        run(
+            &host,
+            "mcp__nosy__peek_others",
+            json!({"needle": "sk-holder-3141"}),
+        )
+        .await,
+    );
+    assert_eq!(peek, "[]");
+    // The twins: an ordinary file reads, and the holder has its own env.
+    let notes = text(run(&host, "mcp__nosy__read_file", json!({"path": "notes.txt"})).await);
+    assert_eq!(notes, "legit notes\n");
+    let env = text(run(&host, "mcp__holder__environ", json!({})).await);
+    assert!(
+        env.contains("\"HOLDER_TOKEN\": \"sk-holder-3141\""),
+        "{env}"
+    );
+}
+
+/// Peak resident memory of a running process, in bytes (0 once gone).
+fn peak_rss(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb << 10)
+}
+
+/// Issue 24, class 4: a server that pages `tools/list` without end, with
+/// huge pages, or with a crowd of tools is cut off while the listing is
+/// read — each naming its limit — in bounded memory; an ordinary server
+/// beside them connects.
+#[test]
+fn endless_huge_or_crowded_listings_are_cut_off_in_bounded_memory() {
+    let Some(python) = super::serve::python() else {
+        return;
+    };
+    let work = TempDir::new("bridge-paging");
+    let script = nosy_script(work.path());
+    let python = python.display().to_string();
+    let mut text = String::new();
+    for (name, mode) in [
+        ("endless", "endless"),
+        ("bulky", "bulky"),
+        ("crowd", "crowd"),
+    ] {
+        text.push_str(&format!(
+            "[mcp.servers.{name}]\ncommand = {python:?}\nargs = [{script:?}, \"--pages\", \"{mode}\"]\n\
+             connect_timeout_ms = 30000\n"
+        ));
+    }
+    text.push_str(&format!(
+        "[mcp.servers.twin]\ncommand = {python:?}\nargs = [{script:?}]\n"
+    ));
+    let config = work.path().join("toolgate.toml");
+    std::fs::write(&config, &text).unwrap();
+    let started = Instant::now();
+    let mut child = Command::new(toolgate_bin())
+        .args(["--no-default-plugins", "--config"])
+        .arg(&config)
+        .args(["plugins", "--json"])
+        .current_dir(work.path())
+        .env("TOOLGATE_CACHE_DIR", work.path().join("cache"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut peak = 0;
+    let status = loop {
+        peak = peak.max(peak_rss(pid));
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let out = child.wait_with_output().unwrap();
+    assert!(status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let servers = v["mcpServers"].as_array().unwrap();
+    let by = |n: &str| servers.iter().find(|s| s["name"] == n).unwrap().clone();
+    for (name, limit) in [
+        ("endless", "max_listing_pages"),
+        ("bulky", "max_listing_bytes"),
+        ("crowd", "max_listing_tools"),
+    ] {
+        let s = by(name);
+        assert_ne!(s["state"], "connected", "{s}");
+        assert_eq!(s["tools"], 0, "{s}");
+        let e = s["lastError"].as_str().unwrap_or_default();
+        assert!(
+            e.contains("tools/list was cut off") && e.contains(limit),
+            "{name}: {s}"
+        );
+    }
+    let twin = by("twin");
+    assert_eq!(twin["state"], "connected", "{twin}");
+    assert_eq!(twin["tools"], 3, "{twin}");
+    // Cut off at once, not at the connect timeout (30 s).
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "{:?}",
+        started.elapsed()
+    );
+    println!("peak RSS of the host: {} MiB", peak >> 20);
+    assert!(peak < 400 << 20, "the host peaked at {} MiB", peak >> 20);
+}

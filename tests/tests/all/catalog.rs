@@ -269,7 +269,8 @@ async fn read_image_returns_an_image_block_and_refuses_the_rest() {
     let v = serde_json::to_value(&r).unwrap();
     assert_eq!(v["content"][0]["type"], "image", "{v}");
     assert_eq!(v["content"][0]["mimeType"], "image/png", "{v}");
-    let gif = [b"GIF89a".as_slice(), &[0; 20]].concat();
+    // A 1×1 GIF's header (a 0×0 one is refused as empty).
+    let gif = [b"GIF89a".as_slice(), &[1, 0, 1, 0], &[0; 16]].concat();
     b.put("a.gif", &gif);
     let v = serde_json::to_value(b.call("read_image", json!({"path": "a.gif"})).await).unwrap();
     assert_eq!(v["content"][0]["mimeType"], "image/gif", "{v}");
@@ -286,6 +287,36 @@ async fn read_image_returns_an_image_block_and_refuses_the_rest() {
         "TOO_LARGE",
     );
     assert!(e.contains("5242880"), "{e}");
+}
+
+/// Issue 24: an image is measured from its header before it is passed on —
+/// a small file declaring 65535×65535 pixels (16 GiB decoded) is refused
+/// with its size and the limit; the 1×1 twin passes.
+#[tokio::test]
+async fn read_image_refuses_huge_dimensions_before_passing_the_image_on() {
+    let b = Bench::new().await;
+    let mut huge = PNG.to_vec();
+    huge[16..24].copy_from_slice(&[0, 0, 0xff, 0xff, 0, 0, 0xff, 0xff]);
+    b.put("huge.png", &huge);
+    let r = b.call("read_image", json!({"path": "huge.png"})).await;
+    let e = failed(&r, "TOO_LARGE");
+    assert!(e.contains("65535×65535") && e.contains("8192"), "{e}");
+    assert!(
+        !serde_json::to_string(&r).unwrap().contains("\"image\""),
+        "no image block: {r:?}"
+    );
+    // Within the side limit but past the pixel count: 8192×4097 (8192×4096
+    // is 32 Mi pixels exactly, the most allowed).
+    let mut wide = PNG.to_vec();
+    wide[16..24].copy_from_slice(&[0, 0, 0x20, 0, 0, 0, 0x10, 0x01]);
+    b.put("wide.png", &wide);
+    failed(
+        &b.call("read_image", json!({"path": "wide.png"})).await,
+        "TOO_LARGE",
+    );
+    b.put("pic.png", PNG);
+    let r = b.call("read_image", json!({"path": "pic.png"})).await;
+    assert!(!r.is_error, "{r:?}");
 }
 
 // ---- write and edit ------------------------------------------------------
@@ -562,6 +593,43 @@ async fn glob_lists_newest_first_and_respects_gitignore() {
     failed(
         &b.call("glob", json!({"pattern": "a[", "path": "."})).await,
         "INVALID_INPUT",
+    );
+}
+
+/// Issue 24: a match followed by binary content is found (it used to be
+/// lost with the whole buffer); what follows the first NUL byte is not
+/// searched, and `content` mode says so. Walked and named files alike.
+#[tokio::test]
+async fn grep_finds_the_match_before_binary_content() {
+    let b = Bench::new().await;
+    let mut data = b"header\nthe needle is here\n".to_vec();
+    data.extend([0u8, 1, 2, 3]);
+    data.extend(b"\nneedle in the binary part\n");
+    b.put("mixed.dat", &data);
+    b.put("plain.txt", "no match here\n");
+    assert_eq!(
+        ok(&b.call("grep", json!({"pattern": "needle"})).await),
+        "mixed.dat"
+    );
+    for args in [
+        json!({"pattern": "needle", "output_mode": "content"}),
+        json!({"pattern": "needle", "output_mode": "content", "path": "mixed.dat"}),
+    ] {
+        let t = ok(&b.call("grep", args.clone()).await);
+        assert_eq!(
+            t,
+            "mixed.dat:2:the needle is here\nmixed.dat: (binary content from byte 26 on was not searched)",
+            "{args}"
+        );
+    }
+    let t = ok(&b
+        .call("grep", json!({"pattern": "needle", "output_mode": "count"}))
+        .await);
+    assert_eq!(t, "mixed.dat:1");
+    // Only in the binary part: no match (as before).
+    assert_eq!(
+        ok(&b.call("grep", json!({"pattern": "binary part"})).await),
+        "no matches"
     );
 }
 

@@ -739,3 +739,81 @@ async fn the_secrets_guard_follows_symlinks_and_globs_and_grep_skips_secrets() {
     let out = bash(&h, "cat note?.txt; ls").await;
     assert!(out.contains("documented in the wiki"), "{out}");
 }
+
+// ---- 8. secrets unreadable (issue 24, class 4) ----------------------------
+
+/// The configuration (which holds MCP servers' `env` credentials) and the
+/// files the embedder names secret are unreadable to everything the host
+/// runs — `bash` in its sandbox, the file tools through their preopens and
+/// `bulk-read` — however the path leads there; the files beside them read
+/// as before.
+#[tokio::test]
+async fn the_configuration_and_secret_files_are_unreadable_to_bash_and_the_file_tools() {
+    let t = Tree::new("secrets-hidden");
+    // The secrets guard must not be what stops these: nothing here looks
+    // like a secret by name.
+    t.write(
+        "toolgate.toml",
+        "# [mcp.servers.db] env = { TOKEN = \"sk-live-1234\" }\npolicy_timeout_ms = 3000\n",
+    );
+    t.write("vault/token.txt", "vault-sk-5678\n");
+    t.write("auth.dat", "auth-sk-9012\n");
+    t.write("notes.txt", "legit sk-free\n");
+    std::os::unix::fs::symlink("toolgate.toml", t.join("link.toml")).unwrap();
+    let h = Toolgate::builder()
+        .runtime_options(test_runtime())
+        .workdir(&t.path)
+        .config(HostConfig::load(&t.join("toolgate.toml")).unwrap())
+        .secret_path(t.join("vault"), "a key directory")
+        .secret_path(t.join("auth.dat"), "a token file")
+        .approver(Arc::new(AllowAll))
+        .build()
+        .await
+        .unwrap();
+    assert!(h.problems().is_empty(), "{:?}", h.problems());
+    let leaked = |s: &str| {
+        ["sk-live", "vault-sk", "auth-sk"]
+            .iter()
+            .any(|k| s.contains(k))
+    };
+
+    // bash: every way to the file is refused; the twin reads.
+    let out = bash(
+        &h,
+        "cat toolgate.toml; cat link.toml; cat ./vault/../toolgate.toml; cat auth.dat; \
+         ls vault; cat vault/token.txt; cp toolgate.toml copy.toml; ln toolgate.toml hard; \
+         grep -r sk- . ; echo ---; cat notes.txt",
+    )
+    .await;
+    assert!(!leaked(&out), "bash read a secret: {out}");
+    assert!(out.contains("toolgate.toml: Permission denied"), "{out}");
+    assert!(out.contains("auth.dat: Permission denied"), "{out}");
+    assert!(out.contains("vault: Permission denied"), "{out}");
+    assert!(out.contains("---\nlegit sk-free"), "the twin works: {out}");
+    assert!(!t.join("copy.toml").exists() && !t.join("hard").exists());
+    // The host still reads its own configuration (and the files are intact).
+    assert!(t.read("toolgate.toml").contains("sk-live-1234"));
+    assert_eq!(t.read("auth.dat"), "auth-sk-9012\n");
+
+    // The file tools: refused by name, through a symlink, and absent from
+    // a search of the tree.
+    for path in ["toolgate.toml", "link.toml", "auth.dat", "vault/token.txt"] {
+        let r = run(&h, "read", json!({ "path": path })).await;
+        assert!(r.is_error, "read {path}: {r:?}");
+        assert!(!leaked(&r.text()), "read {path} leaked: {}", r.text());
+    }
+    let r = run(
+        &h,
+        "grep",
+        json!({"pattern": "sk-", "output_mode": "content"}),
+    )
+    .await;
+    assert!(!leaked(&r.text()), "grep leaked: {}", r.text());
+    assert!(
+        r.text().contains("notes.txt:1:legit sk-free"),
+        "{}",
+        r.text()
+    );
+    let r = run(&h, "read", json!({"path": "notes.txt"})).await;
+    assert!(r.text().contains("legit sk-free"), "{r:?}");
+}

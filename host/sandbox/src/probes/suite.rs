@@ -226,6 +226,10 @@ impl Fixtures {
         std::fs::write(granted.join(".git/config"), "[core]\n")?;
         std::fs::create_dir_all(granted.join("nest/deep"))?;
         std::fs::write(granted.join("nest/deep/prot.toml"), "[authority]\n")?;
+        std::fs::write(granted.join("secret.toml"), "token = \"TOP SECRET\"\n")?;
+        std::os::unix::fs::symlink("secret.toml", granted.join("link_hidden"))?;
+        std::fs::create_dir_all(readonly.join("keys"))?;
+        std::fs::write(readonly.join("keys/k"), "TOP SECRET KEY\n")?;
         std::fs::write(outside.join("target.txt"), "original\n")?;
         std::fs::write(outside.join("secret.txt"), "TOP SECRET\n")?;
         std::fs::copy("/bin/true", outside.join("prog"))?;
@@ -309,6 +313,7 @@ impl Fixtures {
             ],
             read_write: vec![self.granted.clone()],
             protected: PROTECTED.iter().map(|p| self.granted.join(p)).collect(),
+            hidden: HIDDEN.iter().map(|p| self.root.join(p)).collect(),
             tcp_connect_ports: vec![self.tcp_granted],
             tcp_bind_ports: vec![self.bind_granted],
             limits: ResourceLimits {
@@ -364,6 +369,10 @@ pub const PROTECTED: &[&str] = &[
     "nest/deep/prot.toml",
     "absent.toml",
 ];
+
+/// The hidden paths of every policy, relative to the fixtures' root: a
+/// file in the read-write grant, a directory in the read-only one.
+pub const HIDDEN: &[&str] = &["granted/secret.toml", "readonly/keys"];
 
 /// The environment variable every probe run gets (and nothing else).
 pub const GIVEN_ENV: (&str, &str) = ("TOOLGATE_PROBE_GIVEN", "1");
@@ -618,6 +627,28 @@ pub fn probe_suite() -> Vec<ProbeSpec> {
             "find any inherited descriptor beyond stdio",
             inv!("leaked_fds"),
             Some(inv!("noop"))
+        ),
+        // --- hidden paths (credentials) inside the grants -----------------
+        spec!(
+            "fs_hidden_read",
+            "filesystem",
+            "read a hidden file (the host's configuration, with credentials) inside a read-write grant",
+            inv!("read_file", |f| vec![f.g("secret.toml")]),
+            Some(inv!("read_file", |f| vec![f.g("own.txt")]))
+        ),
+        spec!(
+            "fs_hidden_symlink",
+            "filesystem",
+            "read a hidden file through a symlink beside it",
+            inv!("read_file", |f| vec![f.g("link_hidden")]),
+            Some(inv!("read_file", |f| vec![f.g("own.txt")]))
+        ),
+        spec!(
+            "fs_hidden_dir",
+            "filesystem",
+            "read a file in a hidden directory (a key store) inside a read-only grant",
+            inv!("read_file", |f| vec![f.r("keys/k")]),
+            Some(inv!("read_file", |f| vec![f.r("ro.txt")]))
         ),
         // --- protected paths inside the read-write grant ------------------
         spec!(

@@ -632,12 +632,13 @@ impl imports::bulk_read::Host for StoreData {
         paths: Vec<String>,
         limits: imports::bulk_read::ReadLimits,
     ) -> wasmtime::Result<Vec<Result<Vec<u8>, String>>> {
-        let grants = self.plugin.grants.fs.clone();
+        let grants = self.plugin.grants.clone();
         let asked = paths.len();
         // One hand-off to a blocking thread for the whole batch.
         let read = tokio::task::spawn_blocking(move || {
             crate::seams::files::read(
-                &grants,
+                &grants.fs,
+                &grants.sandbox.hidden,
                 &paths,
                 limits.max_file_bytes,
                 limits.max_total_bytes,
@@ -659,6 +660,7 @@ impl imports::bulk_read::HostBatch for StoreData {
             .reads
             .start(
                 self.plugin.grants.fs.clone(),
+                self.plugin.grants.sandbox.hidden.clone(),
                 paths,
                 limits.max_file_bytes,
                 limits.max_total_bytes,
