@@ -191,13 +191,21 @@ pub fn load_or_create_token(path: &Path) -> Result<(String, bool), TokenError> {
                 .and_then(|mut r| r.read_exact(&mut bytes))
                 .map_err(TokenError::Random)?;
             let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-            let mut file = std::fs::OpenOptions::new()
+            let mut file = match std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .mode(0o600)
                 .custom_flags(libc::O_NOFOLLOW)
                 .open(path)
-                .map_err(io)?;
+            {
+                Ok(file) => file,
+                // Another server made it meanwhile: use that one.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                    return load_or_create_token(path);
+                }
+                Err(e) => return Err(io(e)),
+            };
             file.write_all(format!("{token}\n").as_bytes())
                 .and_then(|()| file.sync_all())
                 .map_err(io)?;

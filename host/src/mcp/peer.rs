@@ -72,6 +72,9 @@ const MSG_UID: usize = 4 + 48 + 12;
 /// The uid owning the socket at `peer` that is connected to `local`
 /// (the client's end of an accepted loopback connection).
 fn socket_owner(peer: SocketAddr, local: SocketAddr) -> Option<u32> {
+    // An IPv4 client of a dual-stack listener is an AF_INET socket.
+    let peer = SocketAddr::new(canonical(peer.ip()), peer.port());
+    let local = SocketAddr::new(canonical(local.ip()), local.port());
     // The client's socket: its source is `peer`, its destination `local`.
     let (family, src, dst) = match (peer, local) {
         (SocketAddr::V4(p), SocketAddr::V4(l)) => {
@@ -174,6 +177,12 @@ mod tests {
         // A 4-tuple nobody has: not a user.
         let nobody: SocketAddr = "127.0.0.1:1".parse().unwrap();
         assert_eq!(identify(nobody, local), Client::Addr(nobody.ip()));
+        // The same client seen through a dual-stack listener.
+        let mapped = |a: SocketAddr| match a {
+            SocketAddr::V4(v4) => SocketAddr::new(v4.ip().to_ipv6_mapped().into(), v4.port()),
+            v6 => v6,
+        };
+        assert_eq!(identify(mapped(peer), mapped(local)), Client::User(me));
         let remote: SocketAddr = "192.0.2.7:4000".parse().unwrap();
         assert_eq!(identify(remote, local), Client::Addr(remote.ip()));
     }
