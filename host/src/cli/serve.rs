@@ -26,11 +26,23 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
     http: Option<SocketAddr>,
 
-    /// A file holding the bearer token HTTP clients must send
-    /// (`Authorization: Bearer <token>`). Required to bind a non-loopback
-    /// address.
+    /// The file holding the bearer token HTTP clients must send
+    /// (`Authorization: Bearer <token>`); made, with a new token, when it
+    /// does not exist. Default: $XDG_STATE_HOME/toolgate/serve-token
+    /// (~/.local/state/toolgate/serve-token).
     #[arg(long, value_name = "FILE", requires = "http")]
     token_file: Option<PathBuf>,
+
+    /// Serve HTTP without a bearer token: any local user can then call the
+    /// tools as you. Loopback only; warned at every start.
+    #[arg(long, requires = "http", conflicts_with = "token_file")]
+    no_auth: bool,
+
+    /// Never ask the client to approve (MCP elicitation): every `ask` is
+    /// answered by --approve. Use it when the client is not trusted to
+    /// approve its own calls.
+    #[arg(long)]
+    no_elicitation: bool,
 
     /// Also accept this `Host` header over HTTP (e.g. the name clients use
     /// for a non-loopback bind). Repeatable.
@@ -61,6 +73,26 @@ pub struct ServeArgs {
     /// HTTP connections open at once.
     #[arg(long, value_name = "N", default_value_t = Limits::default().max_connections)]
     max_connections: usize,
+
+    /// HTTP connections one client (a local user; a remote address) may
+    /// hold at once. Default: a quarter of --max-connections.
+    #[arg(long, value_name = "N")]
+    max_connections_per_client: Option<usize>,
+
+    /// HTTP sessions one client may hold at once. Default: a quarter of
+    /// --max-sessions.
+    #[arg(long, value_name = "N")]
+    max_sessions_per_client: Option<usize>,
+
+    /// Time an HTTP client may take to send a request body, in
+    /// milliseconds (408 after).
+    #[arg(long, value_name = "MS", default_value_t = crate::mcp::DEFAULT_BODY_TIMEOUT.as_millis() as u64)]
+    body_timeout_ms: u64,
+
+    /// An HTTP session that sends no request besides `initialize` and
+    /// `ping` is closed after this many milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = crate::mcp::DEFAULT_SESSION_UNUSED_IDLE.as_millis() as u64)]
+    unused_session_idle_ms: u64,
 
     /// Most concurrency-safe calls running at once.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
@@ -108,9 +140,17 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
              use --approve allow|deny (a client that supports elicitation is asked itself)"
         ),
     };
-    let token = match &args.token_file {
-        Some(path) => Some(read_token(path)?),
-        None => None,
+    // Before anything starts: a bad token file stops here.
+    let token = match (args.http, args.no_auth) {
+        (None, _) | (Some(_), true) => None,
+        (Some(_), false) => {
+            let path = match &args.token_file {
+                Some(path) => path.clone(),
+                None => http::default_token_path()?,
+            };
+            let (token, made) = http::load_or_create_token(&path)?;
+            Some((token, path, made))
+        }
     };
     let mut builder = global
         .builder()?
@@ -140,10 +180,25 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
         max_in_flight: args.max_queued_calls.max(1) + 16,
         max_sessions: args.max_sessions.max(1),
         max_connections: args.max_connections.max(1),
+        max_sessions_per_client: args
+            .max_sessions_per_client
+            .unwrap_or(crate::mcp::client_share(args.max_sessions))
+            .max(1),
+        max_connections_per_client: args
+            .max_connections_per_client
+            .unwrap_or(crate::mcp::client_share(args.max_connections))
+            .max(1),
+        body_timeout: std::time::Duration::from_millis(args.body_timeout_ms.max(1)),
+        session_unused_idle: std::time::Duration::from_millis(args.unused_session_idle_ms.max(1)),
         ..Limits::default()
     };
     let arrivals = Arc::new(Arrivals::new(host.clone(), limits.max_queued_calls));
-    let server = ToolgateServer::new(host, arrivals).with_scope(&args.scope);
+    let server = ToolgateServer::new(host, arrivals)
+        .with_scope(&args.scope)
+        .with_elicitation(!args.no_elicitation);
+    if args.no_elicitation {
+        tracing::info!("--no-elicitation: every `ask` is answered by --approve, never the client");
+    }
     let shutdown = CancellationToken::new();
     {
         let shutdown = shutdown.clone();
@@ -158,14 +213,30 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
         None => serve_stdio(server, limits, shutdown).await,
         Some(addr) => {
             let options = HttpOptions {
-                token,
+                token: token.as_ref().map(|(t, _, _)| t.clone()),
                 allow_hosts: args.allow_host,
                 allow_origins: args.allow_origin,
             };
             let listener = http::bind(addr, options).await?;
             let bound = listener.local_addr()?;
-            // The one line an operator (or a test) needs: where to connect.
+            // The lines an operator (or a test) needs: where to connect, and
+            // where the token is (never the token: stderr may be a log).
             eprintln!("toolgate: serving MCP at http://{bound}{}", http::PATH);
+            match &token {
+                Some((_, path, made)) => eprintln!(
+                    "toolgate: clients send `Authorization: Bearer <token>`; the token is in {}{}",
+                    path.display(),
+                    if *made { " (made now)" } else { "" }
+                ),
+                None => {
+                    eprintln!(
+                        "toolgate: WARNING: --no-auth: no bearer token; every local user can call these tools as you"
+                    );
+                    tracing::warn!(
+                        "--no-auth: no bearer token; every local user can call these tools as you"
+                    );
+                }
+            }
             listener.serve(server, limits, shutdown).await;
             Ok(ExitCode::SUCCESS)
         }
@@ -193,27 +264,4 @@ async fn serve_stdio(
     let reason = running.waiting().await;
     tracing::info!(?reason, "the MCP session ended");
     Ok(ExitCode::SUCCESS)
-}
-
-/// Read a bearer token: one line, not empty, not readable by others.
-fn read_token(path: &PathBuf) -> anyhow::Result<String> {
-    use std::os::unix::fs::PermissionsExt;
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the token file {}", path.display()))?;
-    let token = text.trim().to_string();
-    if token.len() < 16 || token.contains(char::is_whitespace) {
-        bail!(
-            "the token in {} must be one line of at least 16 characters without spaces",
-            path.display()
-        );
-    }
-    let mode = std::fs::metadata(path)?.permissions().mode();
-    if mode & 0o077 != 0 {
-        bail!(
-            "the token file {} is readable by other users (mode {:o}); `chmod 600` it",
-            path.display(),
-            mode & 0o777
-        );
-    }
-    Ok(token)
 }

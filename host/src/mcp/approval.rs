@@ -7,6 +7,12 @@
 //! [`TurnOptions::approver`](crate::TurnOptions)) that asks it; otherwise the
 //! operator's `--approve allow|deny` decides (default deny).
 //!
+//! The client that answers is the approver: nothing tells a person's
+//! answer from the client's own. Where the client is not trusted to
+//! approve its own calls, `serve --no-elicitation`
+//! ([`ToolgateServer::with_elicitation`](super::ToolgateServer::with_elicitation))
+//! never asks it, and `--approve` answers every `ask`.
+//!
 //! The answer maps fail-closed: `accept` approves, `decline` and `cancel`
 //! deny, and anything else — an error, a client that goes away, a
 //! malformed answer — denies too (as "nobody could be asked").

@@ -23,14 +23,16 @@
 //! * [`http`] — streamable HTTP: the SDK's tower service behind a listener
 //!   of ours that refuses a non-loopback bind without a bearer token,
 //!   checks `Host` and `Origin` (DNS rebinding), and bounds connections,
-//!   sessions, header and body sizes. [`session`] makes an HTTP session's
-//!   end cancel its calls at once.
+//!   sessions, header and body sizes and times, each client to its share
+//!   ([`peer`] says who a client is). [`session`] makes an HTTP session's
+//!   end cancel its calls at once, and ends sessions that are never used.
 //!
 //! Limits are in [`Limits`], each with the threat it answers and its
 //! default; `toolgate serve` exposes every one as a flag.
 
 pub mod approval;
 pub mod http;
+pub mod peer;
 pub mod projection;
 pub mod server;
 pub mod session;
@@ -42,6 +44,28 @@ pub use server::ToolgateServer;
 
 /// Default of [`Limits::max_message_bytes`]: 8 MiB.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 8 * 1024 * 1024;
+
+/// Default of [`Limits::max_connections`]: 256.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+
+/// Default of [`Limits::max_sessions`]: 64.
+pub const DEFAULT_MAX_SESSIONS: usize = 64;
+
+/// Default of [`Limits::body_timeout`]: 30 s.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Default of [`Limits::session_unused_idle`]: 30 s.
+pub const DEFAULT_SESSION_UNUSED_IDLE: Duration = Duration::from_secs(30);
+
+/// One client's default share of the HTTP connections and of the sessions:
+/// a quarter of the total ([`client_share`]).
+pub const CLIENT_SHARE_DIVISOR: usize = 4;
+
+/// One client's default share of `total`: a [`CLIENT_SHARE_DIVISOR`]th,
+/// rounded up, at least 1.
+pub fn client_share(total: usize) -> usize {
+    total.div_ceil(CLIENT_SHARE_DIVISOR).max(1)
+}
 
 /// Bounds on what a client can make the server hold.
 #[derive(Clone, Copy, Debug)]
@@ -76,6 +100,25 @@ pub struct Limits {
     /// Time a client may take to send an HTTP request's headers (slowloris).
     /// Default 10 s.
     pub header_timeout: Duration,
+    /// Time a client may take to send an HTTP request's body, from the end
+    /// of its headers; a slower one gets 408 and the connection is closed
+    /// (bodies trickled to hold connections). Default
+    /// [`DEFAULT_BODY_TIMEOUT`] (`--body-timeout-ms`).
+    pub body_timeout: Duration,
+    /// HTTP connections one client ([`peer::Client`]: a local user, or a
+    /// remote address) may hold at once; more of its connections are closed
+    /// on accept, the others' are not. Default a quarter of
+    /// `max_connections` (64) (`--max-connections-per-client`).
+    pub max_connections_per_client: usize,
+    /// HTTP sessions (and stateless requests in flight) one client may
+    /// hold at once; more get 503. Default a quarter of `max_sessions` (16)
+    /// (`--max-sessions-per-client`).
+    pub max_sessions_per_client: usize,
+    /// An HTTP session that has sent no request besides `initialize` and
+    /// `ping` for this long after it opened is closed: a slot taken and
+    /// never used is given back soon, not after `session_idle`. Default
+    /// [`DEFAULT_SESSION_UNUSED_IDLE`] (`--unused-session-idle-ms`).
+    pub session_unused_idle: Duration,
 }
 
 impl Default for Limits {
@@ -86,10 +129,14 @@ impl Default for Limits {
             max_queued_calls,
             max_in_flight: max_queued_calls + 16,
             max_output_queue: 64,
-            max_connections: 256,
-            max_sessions: 64,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_sessions: DEFAULT_MAX_SESSIONS,
             session_idle: Duration::from_secs(300),
             header_timeout: Duration::from_secs(10),
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            max_connections_per_client: client_share(DEFAULT_MAX_CONNECTIONS),
+            max_sessions_per_client: client_share(DEFAULT_MAX_SESSIONS),
+            session_unused_idle: DEFAULT_SESSION_UNUSED_IDLE,
         }
     }
 }

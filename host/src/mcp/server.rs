@@ -66,28 +66,13 @@ use crate::turn::TurnOptions;
 /// (the implementation-defined server-error range).
 pub const BUSY: ErrorCode = ErrorCode(-32000);
 
-/// Counts something alive (an HTTP session) until dropped.
-pub struct Slot(Arc<std::sync::atomic::AtomicUsize>);
+/// Something a session holds until it ends (its share of the HTTP
+/// session slots), released when the session's handler is dropped.
+pub struct Slot(#[allow(dead_code)] Box<dyn Send + Sync>);
 
 impl Slot {
-    /// Take a slot of `limit`, or `None` when all are taken.
-    pub fn take(count: &Arc<std::sync::atomic::AtomicUsize>, limit: usize) -> Option<Slot> {
-        let mut now = count.load(Ordering::Relaxed);
-        loop {
-            if now >= limit {
-                return None;
-            }
-            match count.compare_exchange_weak(now, now + 1, Ordering::AcqRel, Ordering::Relaxed) {
-                Ok(_) => return Some(Slot(count.clone())),
-                Err(seen) => now = seen,
-            }
-        }
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+    pub fn new(guard: impl Send + Sync + 'static) -> Self {
+        Slot(Box::new(guard))
     }
 }
 
@@ -115,6 +100,9 @@ pub struct ToolgateServer {
     scope: Arc<str>,
     /// The client's `logging/setLevel`; `NO_LOGS` until it sends one.
     level: Arc<AtomicU8>,
+    /// Whether a client that declared elicitation answers `ask` itself
+    /// (`--no-elicitation`: never; the operator's approver answers).
+    elicitation: bool,
     /// Stops this session's reload notifier when the handler is dropped
     /// (the session ended).
     closed: CancellationToken,
@@ -136,10 +124,18 @@ impl ToolgateServer {
             tools: Arc::default(),
             scope: Arc::from(""),
             level: Arc::new(AtomicU8::new(NO_LOGS)),
+            elicitation: true,
             _closed: closed.clone().drop_guard(),
             closed,
             _slot: None,
         }
+    }
+
+    /// `false`: never ask the client (elicitation), even when it can
+    /// answer; every `ask` goes to the host's approver (`--approve`).
+    pub fn with_elicitation(mut self, elicitation: bool) -> Self {
+        self.elicitation = elicitation;
+        self
     }
 
     /// Serve the tools, and run the calls, of agent scope `scope` (see
@@ -162,6 +158,7 @@ impl ToolgateServer {
             tools: self.tools.clone(),
             scope: self.scope.clone(),
             level: Arc::new(AtomicU8::new(NO_LOGS)),
+            elicitation: self.elicitation,
             _closed: closed.clone().drop_guard(),
             closed,
             _slot: slot,
@@ -364,9 +361,10 @@ impl ServerHandler for ToolgateServer {
             mut input_responses,
             ..
         } = request;
-        let elicits = context
-            .client_capabilities()
-            .is_some_and(|c| c.elicitation.is_some());
+        let elicits = self.elicitation
+            && context
+                .client_capabilities()
+                .is_some_and(|c| c.elicitation.is_some());
         let stateless = stateless(&context);
         let mut round_trip = None;
         let approver: Option<Arc<dyn Approver>> = if !elicits {

@@ -9,11 +9,20 @@
 //! same: every request of a session carries the session's [`SessionGone`]
 //! token in its extensions, and the token fires when the transport sees
 //! the end. [`super::server`] fuses it into each call's cancellation.
+//!
+//! And a session that is opened and never used (no request besides
+//! `initialize` and `ping`) is closed after
+//! [`Limits::session_unused_idle`](super::Limits::session_unused_idle),
+//! not the full idle time: a client cannot park sessions it does not use.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use futures::Stream;
-use rmcp::model::{ClientJsonRpcMessage, GetExtensions, JsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientRequest, GetExtensions, JsonRpcMessage, ServerJsonRpcMessage,
+};
 use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -25,14 +34,31 @@ use tokio_util::sync::CancellationToken;
 #[derive(Clone, Debug)]
 pub struct SessionGone(pub CancellationToken);
 
-/// The SDK's in-memory session manager, whose transports announce their end.
-#[derive(Default)]
-pub struct Sessions(pub LocalSessionManager);
+/// The SDK's in-memory session manager, whose transports announce their end
+/// and whose unused sessions end early.
+pub struct Sessions {
+    inner: Arc<LocalSessionManager>,
+    unused_idle: Duration,
+}
+
+impl Sessions {
+    /// Sessions closed after `idle` without a request, or after
+    /// `unused_idle` when they never made one besides `initialize`/`ping`.
+    pub fn new(idle: Duration, unused_idle: Duration) -> Self {
+        let mut inner = LocalSessionManager::default();
+        inner.session_config.keep_alive = Some(idle);
+        Sessions {
+            inner: Arc::new(inner),
+            unused_idle,
+        }
+    }
+}
 
 /// A session's transport, which stamps [`SessionGone`] on every request.
 pub struct Watched<T> {
     inner: T,
     gone: CancellationToken,
+    used: Arc<AtomicBool>,
 }
 
 impl<T> Watched<T> {
@@ -40,6 +66,7 @@ impl<T> Watched<T> {
         Watched {
             inner,
             gone: CancellationToken::new(),
+            used: Arc::new(AtomicBool::new(false)),
         }
     }
 }
@@ -62,6 +89,12 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for Watched<T> {
             }
             Some(mut message) => {
                 if let JsonRpcMessage::Request(request) = &mut message {
+                    if !matches!(
+                        request.request,
+                        ClientRequest::InitializeRequest(_) | ClientRequest::PingRequest(_)
+                    ) {
+                        self.used.store(true, Ordering::Relaxed);
+                    }
                     request
                         .request
                         .extensions_mut()
@@ -89,8 +122,26 @@ impl SessionManager for Sessions {
     type Transport = Watched<<LocalSessionManager as SessionManager>::Transport>;
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
-        let (id, transport) = self.0.create_session().await?;
-        Ok((id, Watched::new(transport)))
+        let (id, transport) = self.inner.create_session().await?;
+        let watched = Watched::new(transport);
+        let (inner, used, gone) = (
+            self.inner.clone(),
+            watched.used.clone(),
+            watched.gone.clone(),
+        );
+        let (unused_idle, session) = (self.unused_idle, id.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = gone.cancelled() => {}
+                _ = tokio::time::sleep(unused_idle) => {
+                    if !used.load(Ordering::Relaxed) {
+                        tracing::debug!(%session, "session never used; closed");
+                        let _ = inner.close_session(&session).await;
+                    }
+                }
+            }
+        });
+        Ok((id, watched))
     }
 
     async fn initialize_session(
@@ -98,15 +149,15 @@ impl SessionManager for Sessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<ServerJsonRpcMessage, Self::Error> {
-        self.0.initialize_session(id, message).await
+        self.inner.initialize_session(id, message).await
     }
 
     async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
-        self.0.has_session(id).await
+        self.inner.has_session(id).await
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
-        self.0.close_session(id).await
+        self.inner.close_session(id).await
     }
 
     async fn create_stream(
@@ -114,7 +165,7 @@ impl SessionManager for Sessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        self.0.create_stream(id, message).await
+        self.inner.create_stream(id, message).await
     }
 
     async fn accept_message(
@@ -122,14 +173,14 @@ impl SessionManager for Sessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<(), Self::Error> {
-        self.0.accept_message(id, message).await
+        self.inner.accept_message(id, message).await
     }
 
     async fn create_standalone_stream(
         &self,
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        self.0.create_standalone_stream(id).await
+        self.inner.create_standalone_stream(id).await
     }
 
     async fn resume(
@@ -137,14 +188,14 @@ impl SessionManager for Sessions {
         id: &SessionId,
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        self.0.resume(id, last_event_id).await
+        self.inner.resume(id, last_event_id).await
     }
 
     async fn restore_session(
         &self,
         id: SessionId,
     ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
-        Ok(match self.0.restore_session(id).await? {
+        Ok(match self.inner.restore_session(id).await? {
             RestoreOutcome::Restored(t) => RestoreOutcome::Restored(Watched::new(t)),
             RestoreOutcome::AlreadyPresent => RestoreOutcome::AlreadyPresent,
             _ => RestoreOutcome::NotSupported,
@@ -152,6 +203,6 @@ impl SessionManager for Sessions {
     }
 
     fn event_store(&self) -> Option<Arc<dyn EventStore>> {
-        self.0.event_store()
+        self.inner.event_store()
     }
 }

@@ -116,8 +116,19 @@ impl Setup {
         cmd.args(self.args(extra))
             .current_dir(self.work.path())
             .env("TOOLGATE_CACHE_DIR", cache_dir())
+            // Where `serve --http` makes its token (never the real home).
+            .env("XDG_STATE_HOME", self.state_dir())
             .env("RUST_LOG", "warn");
         cmd
+    }
+
+    fn state_dir(&self) -> PathBuf {
+        self.work.path().join("state")
+    }
+
+    /// The token file `serve --http` makes when given none.
+    fn default_token_file(&self) -> PathBuf {
+        self.state_dir().join("toolgate/serve-token")
     }
 }
 
@@ -289,10 +300,14 @@ fn python_sdk_over_stdio() {
     }
 }
 
-/// A server on HTTP, killed when dropped; its URL.
+/// A server on HTTP, killed when dropped; its URL and its bearer token
+/// (none with `--no-auth`), read from the token file it names.
 struct HttpServer {
     child: Child,
     url: String,
+    token: Option<String>,
+    /// The line after the address: where the token is, or the warning.
+    auth_line: String,
 }
 
 impl HttpServer {
@@ -321,12 +336,46 @@ impl HttpServer {
                 break url.to_string();
             }
         };
+        let mut auth_line = String::new();
+        stderr.read_line(&mut auth_line).unwrap();
+        let token = auth_line
+            .trim()
+            .split_once("the token is in ")
+            .map(|(_, path)| path.trim_end_matches(" (made now)"))
+            .map(|path| {
+                std::fs::read_to_string(path)
+                    .unwrap_or_else(|e| panic!("read the token file {path}: {e}"))
+                    .trim()
+                    .to_string()
+            });
         // Keep draining stderr so the server never blocks on it.
         std::thread::spawn(move || {
             let mut sink = String::new();
             let _ = stderr.read_to_string(&mut sink);
         });
-        HttpServer { child, url }
+        HttpServer {
+            child,
+            url,
+            token,
+            auth_line,
+        }
+    }
+
+    /// The `Authorization` header line of a legitimate client.
+    fn auth(&self) -> String {
+        self.token
+            .as_ref()
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default()
+    }
+
+    /// The Python client's arguments to reach this server.
+    fn client_target(&self) -> Vec<String> {
+        let mut target = vec!["--http".to_string(), self.url.clone()];
+        if let Some(token) = &self.token {
+            target.extend(["--token".to_string(), token.clone()]);
+        }
+        target
     }
 
     fn addr(&self) -> String {
@@ -336,8 +385,20 @@ impl HttpServer {
             .to_string()
     }
 
-    /// A raw HTTP request; the status code.
+    /// A raw HTTP request of a legitimate client (the token added after the
+    /// request line); the status code.
     fn raw(&self, head: &str) -> u16 {
+        let head = match head.split_once("\r\n") {
+            Some((line, rest)) if !head.contains("Authorization:") => {
+                format!("{line}\r\n{}{rest}", self.auth())
+            }
+            _ => head.to_string(),
+        };
+        self.raw_as_is(&head)
+    }
+
+    /// A raw HTTP request exactly as given; the status code.
+    fn raw_as_is(&self, head: &str) -> u16 {
         let mut stream = TcpStream::connect(self.addr()).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))
@@ -379,12 +440,7 @@ fn python_sdk_over_http() {
     let server = HttpServer::start(&s, &[]);
     for (i, mode) in ["legacy", "auto"].into_iter().enumerate() {
         let marker = marker(10 + i as u32);
-        let report = run_client(
-            &python,
-            &["--http".to_string(), server.url.clone()],
-            mode,
-            &marker,
-        );
+        let report = run_client(&python, &server.client_target(), mode, &marker);
         check_report(&report, mode);
         assert_no_orphans(&format!("sleep {marker}"));
     }
@@ -434,7 +490,10 @@ fn http_refuses_forbidden_host_and_origin_and_unauthenticated_binds() {
     let other = post(&addr, "", INIT).replace("POST /mcp", "POST /other");
     assert_eq!(server.raw(&other), 404);
     // Sessions beyond --max-sessions: 503 (the two opened stay).
-    let few = HttpServer::start(&s, &["--max-sessions", "2"]);
+    let few = HttpServer::start(
+        &s,
+        &["--max-sessions", "2", "--max-sessions-per-client", "2"],
+    );
     let f = few.addr();
     assert_eq!(few.raw(&post(&f, "", INIT)), 200);
     assert_eq!(few.raw(&post(&f, "", INIT)), 200);
@@ -458,14 +517,14 @@ fn http_refuses_forbidden_host_and_origin_and_unauthenticated_binds() {
 
     // A non-loopback bind without a token is refused before listening.
     let out = s
-        .command(&["--http", "0.0.0.0:0"])
+        .command(&["--http", "0.0.0.0:0", "--no-auth"])
         .stdin(Stdio::null())
         .output()
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("without a bearer token") && err.contains("--token-file"),
+        err.contains("without a bearer token") && err.contains("--no-auth"),
         "{err}"
     );
 
@@ -498,10 +557,11 @@ fn http_refuses_forbidden_host_and_origin_and_unauthenticated_binds() {
     .unwrap();
     let tf = token_file.display().to_string();
     let secured = HttpServer::start(&s, &["--token-file", &tf]);
+    assert_eq!(secured.token.as_deref(), Some("0123456789abcdef-token"));
     let a = secured.addr();
-    assert_eq!(secured.raw(&post(&a, "", INIT)), 401);
+    assert_eq!(secured.raw_as_is(&post(&a, "", INIT)), 401);
     assert_eq!(
-        secured.raw(&post(
+        secured.raw_as_is(&post(
             &a,
             "Authorization: Bearer wrong-token-wrong\r\n",
             INIT
@@ -509,7 +569,7 @@ fn http_refuses_forbidden_host_and_origin_and_unauthenticated_binds() {
         401
     );
     assert_eq!(
-        secured.raw(&post(
+        secured.raw_as_is(&post(
             &a,
             "Authorization: Bearer 0123456789abcdef-token\r\n",
             INIT
@@ -552,13 +612,16 @@ fn http_ending_a_session_cancels_its_calls() {
     let addr = server.addr();
     let (head, _) = open_request(
         &addr,
-        &post(&addr, "", INIT).replace("Connection: close\r\n", ""),
+        &post(&addr, &server.auth(), INIT).replace("Connection: close\r\n", ""),
     );
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     let session = header(&head, "mcp-session-id")
         .expect("a session id")
         .to_string();
-    let with = format!("Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-06-18\r\n");
+    let with = format!(
+        "{}Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-06-18\r\n",
+        server.auth()
+    );
     let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
     let (head, _) = open_request(&addr, &post(&addr, &with, initialized));
     assert!(head.starts_with("HTTP/1.1 202"), "{head}");
@@ -902,6 +965,400 @@ fn serve_tells_its_client_when_a_reload_changes_the_tools() {
         let v = raw.read();
         if v["method"] == "notifications/tools/list_changed" {
             break;
+        }
+    }
+}
+
+/// `/usr/bin/python3` run as uid/gid 65534 (nobody), no groups: another
+/// user of the machine. The script gets `args` in `sys.argv[1:]`; its last
+/// stdout line is JSON. `ready` (if given) is called with the child once
+/// the script printed `ready`, before its report is read.
+fn as_nobody(script: &str, args: &[String], ready: impl FnOnce()) -> Value {
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        std::fs::metadata("/proc/self")
+            .map(|m| m.uid())
+            .unwrap_or(1),
+        0,
+        "this test runs a second user: it needs root (to drop to uid 65534)"
+    );
+    let mut child = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "/usr/bin/python3",
+            "-c",
+            script,
+        ])
+        .args(args)
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("setpriv and /usr/bin/python3 (util-linux, python3)");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut ready = Some(ready);
+    let mut last = String::new();
+    loop {
+        let mut line = String::new();
+        if out.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        if line.trim() == "ready" {
+            if let Some(ready) = ready.take() {
+                ready();
+            }
+        } else if !line.trim().is_empty() {
+            last = line;
+        }
+    }
+    let mut err = String::new();
+    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "the uid 65534 script failed: {err}");
+    serde_json::from_str(last.trim()).unwrap_or_else(|e| panic!("{e}: {last:?} / {err}"))
+}
+
+/// A local user's raw HTTP client: tries to read the token file, then posts
+/// `initialize` without a token, with a wrong one, and with the one it is
+/// given (if any, argv[4]); prints the statuses.
+const NOBODY_CLIENT: &str = r#"
+import json, socket, sys
+host, port, token_file = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+given = sys.argv[4] if len(sys.argv) > 4 else None
+init = '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}},"clientInfo":{"name":"nobody","version":"1"}}}'
+def post(auth):
+    s = socket.create_connection((host, port), timeout=10)
+    head = ("POST /mcp HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\n"
+            "Accept: application/json, text/event-stream\r\n%sContent-Length: %d\r\nConnection: close\r\n\r\n"
+            % (host, port, auth, len(init)))
+    s.sendall(head.encode() + init.encode())
+    reply = b""
+    while b"\r\n" not in reply:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        reply += chunk
+    s.close()
+    return int(reply.split()[1]) if reply else 0
+try:
+    open(token_file).read()
+    read = "read"
+except PermissionError:
+    read = "denied"
+except FileNotFoundError:
+    read = "missing"
+out = {"token_file": read, "none": post(""), "wrong": post("Authorization: Bearer " + "0" * 64 + "\r\n")}
+if given:
+    out["given"] = post("Authorization: Bearer " + given + "\r\n")
+print(json.dumps(out))
+"#;
+
+/// Class 3 of issue 24: loopback is not a trust boundary. Another local
+/// user (uid 65534) cannot call the operator's tools over HTTP: the token
+/// is required by default, made owner-only, and not readable by them; the
+/// operator's client, with the token, is served. With `--no-auth` the
+/// same user is served: the twin that shows what the token stops.
+#[test]
+fn http_refuses_another_local_user_without_the_token() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = setup();
+    let server = HttpServer::start(&s, &[]);
+    let file = s.default_token_file();
+    assert!(
+        server.auth_line.contains(&file.display().to_string())
+            && server.auth_line.contains("(made now)"),
+        "the token's place is printed with the address: {}",
+        server.auth_line
+    );
+    let token = server.token.clone().unwrap();
+    assert!(token.len() >= 32, "{token}");
+    assert!(
+        !server.auth_line.contains(&token),
+        "the token itself is never printed"
+    );
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the token file is owner-only");
+    let addr = server.addr();
+    let (host, port) = addr.rsplit_once(':').unwrap();
+    let args = [
+        host.to_string(),
+        port.to_string(),
+        file.display().to_string(),
+    ];
+
+    let other = as_nobody(NOBODY_CLIENT, &args, || ());
+    assert_eq!(other["token_file"], "denied", "{other}");
+    assert_eq!(other["none"], 401, "{other}");
+    assert_eq!(other["wrong"], 401, "{other}");
+
+    // The 401: WWW-Authenticate, a JSON-RPC error, the connection closed.
+    let (head, mut body) = open_request(&addr, &post(&addr, "", INIT));
+    assert!(head.starts_with("HTTP/1.1 401"), "{head}");
+    assert!(
+        header(&head, "www-authenticate").is_some_and(|v| v.starts_with("Bearer")),
+        "{head}"
+    );
+    assert_eq!(header(&head, "connection"), Some("close"), "{head}");
+    let mut text = String::new();
+    let _ = body.read_to_string(&mut text);
+    let error: Value = serde_json::from_str(&text).expect("a JSON-RPC error body");
+    assert_eq!(error["error"]["code"], -32001, "{error}");
+    // The legitimate client, with the token: served.
+    assert_eq!(server.raw(&post(&addr, "", INIT)), 200);
+
+    // A second start reuses the token.
+    let again = HttpServer::start(&s, &[]);
+    assert_eq!(again.token.as_deref(), Some(token.as_str()));
+    assert!(!again.auth_line.contains("made now"), "{}", again.auth_line);
+    drop(again);
+
+    // A token file another user could read or write is refused.
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let out = s
+        .command(&["--http", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("chmod 600"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+
+    // The twin: --no-auth says so loudly, and then the other user is served.
+    let open = HttpServer::start(&s, &["--no-auth"]);
+    assert!(
+        open.auth_line.contains("WARNING: --no-auth"),
+        "{}",
+        open.auth_line
+    );
+    let addr = open.addr();
+    let (host, port) = addr.rsplit_once(':').unwrap();
+    let args = [
+        host.to_string(),
+        port.to_string(),
+        file.display().to_string(),
+    ];
+    let other = as_nobody(NOBODY_CLIENT, &args, || ());
+    assert_eq!(
+        other["none"], 200,
+        "without a token anyone is served: {other}"
+    );
+}
+
+/// The Python SDK without the token is refused; with it (the header it is
+/// given), served — `python_sdk_over_http` runs the whole scenario so.
+#[test]
+fn python_sdk_over_http_needs_the_token() {
+    let Some(python) = python() else { return };
+    let s = setup();
+    let server = HttpServer::start(&s, &[]);
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/client.py");
+    let out = Command::new(&python)
+        .arg(&script)
+        .args(["--mode", "legacy", "--http", &server.url])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "served without a token");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unauthorized"), "{err}");
+}
+
+/// A client of uid 65534 that holds the token (the operator gave it one)
+/// and misbehaves: it opens `n` connections, sends each a request head
+/// promising a body, then trickles the body a byte at a time. Prints
+/// `ready` once all are open, then after `seconds` how many connections
+/// the server closed at once (refused at accept), how many got 408, how
+/// many are still open.
+const TRICKLER: &str = r#"
+import json, socket, sys, time, select
+host, port, token, n, seconds = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+head = ("POST /mcp HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\n"
+        "Accept: application/json, text/event-stream\r\nAuthorization: Bearer %s\r\n"
+        "Content-Length: 100000\r\n\r\n{" % (host, port, token)).encode()
+socks = []
+for _ in range(n):
+    s = socket.create_connection((host, port), timeout=10)
+    try:
+        s.sendall(head)
+    except OSError:
+        pass
+    socks.append(s)
+# Refusals are at accept; nothing else ends before the body deadline (3 s).
+time.sleep(1.0)
+closed_at_once = 0
+for s in socks:
+    r, _, _ = select.select([s], [], [], 0)
+    if r:
+        try:
+            data = s.recv(4096, socket.MSG_PEEK)
+        except OSError:
+            data = b""
+        if not data:
+            closed_at_once += 1
+print("ready", flush=True)
+status = {}
+end = time.time() + seconds
+while time.time() < end:
+    for i, s in enumerate(socks):
+        if i in status:
+            continue
+        # An answer (or the end) first, then one more byte.
+        r, _, _ = select.select([s], [], [], 0)
+        if r:
+            try:
+                data = s.recv(4096)
+            except OSError:
+                data = b""
+            status[i] = data.split(b" ")[1].decode() if data.startswith(b"HTTP/1.1 ") else "closed"
+            continue
+        try:
+            s.send(b" ")
+        except OSError:
+            status[i] = "closed"
+    time.sleep(0.2)
+counts = {}
+for v in status.values():
+    counts[v] = counts.get(v, 0) + 1
+print(json.dumps({"closed_at_once": closed_at_once, "ended": counts, "open": n - len(status)}))
+"#;
+
+/// Class 5 of issue 24: 300 connections of another local user trickling
+/// request bodies hold neither every connection slot (that user's share is
+/// a quarter of them; the rest are closed on accept) nor theirs for long
+/// (408 at the body deadline); the operator's client is served meanwhile.
+#[test]
+fn http_trickling_connections_do_not_starve_a_legitimate_client() {
+    let s = setup();
+    let server = HttpServer::start(&s, &["--body-timeout-ms", "3000"]);
+    let addr = server.addr();
+    let (host, port) = addr.rsplit_once(':').unwrap();
+    let token = server.token.clone().unwrap();
+    let args = [
+        host.to_string(),
+        port.to_string(),
+        token,
+        "300".to_string(),
+        "6".to_string(),
+    ];
+    let report = as_nobody(TRICKLER, &args, || {
+        // While all 300 trickle: served, promptly, every time.
+        for _ in 0..5 {
+            let started = Instant::now();
+            assert_eq!(server.raw(&post(&addr, "", INIT)), 200);
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "{:?}",
+                started.elapsed()
+            );
+        }
+    });
+    // Its share (256 / 4) accepted, the rest closed at once; the accepted
+    // ones cut at the body deadline.
+    assert_eq!(report["closed_at_once"], 300 - 64, "{report}");
+    assert_eq!(report["ended"]["closed"], 300 - 64, "{report}");
+    assert_eq!(report["ended"]["408"], 64, "{report}");
+    assert_eq!(report["open"], 0, "{report}");
+}
+
+/// A session-opening `initialize` (its response left unread); the session
+/// id.
+fn open_session(server: &HttpServer) -> Option<String> {
+    let addr = server.addr();
+    let (head, _) = open_request(&addr, &post(&addr, &server.auth(), INIT));
+    header(&head, "mcp-session-id").map(str::to_string)
+}
+
+/// Class 5 of issue 24: one client opening sessions up to its share leaves
+/// the others theirs (503 for it, a session for another user), and a
+/// session never used is closed soon, not after the idle time; a used one
+/// stays.
+#[test]
+fn http_one_client_cannot_take_every_session_and_unused_ones_expire() {
+    let s = setup();
+    let server = HttpServer::start(
+        &s,
+        &["--max-sessions", "8", "--unused-session-idle-ms", "2000"],
+    );
+    let addr = server.addr();
+    // The share of one client: 8 / 4 = 2.
+    let used = open_session(&server).expect("a first session");
+    let with = format!(
+        "{}Mcp-Session-Id: {used}\r\nMCP-Protocol-Version: 2025-06-18\r\n",
+        server.auth()
+    );
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    assert_eq!(server.raw(&post(&addr, &with, initialized)), 202);
+    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+    assert_eq!(server.raw(&post(&addr, &with, list)), 200);
+    let unused = open_session(&server).expect("a second session");
+    let (head, _) = open_request(&addr, &post(&addr, &server.auth(), INIT));
+    assert!(head.starts_with("HTTP/1.1 503"), "{head}");
+    assert!(header(&head, "retry-after").is_some(), "{head}");
+
+    // Another local user, with the token, still gets a session.
+    let (host, port) = addr.rsplit_once(':').unwrap();
+    let args = [
+        host.to_string(),
+        port.to_string(),
+        "/nonexistent".to_string(),
+        server.token.clone().unwrap(),
+    ];
+    let other = as_nobody(NOBODY_CLIENT, &args, || ());
+    assert_eq!(other["given"], 200, "{other}");
+
+    // The unused session is closed after 2 s; the used one is not.
+    std::thread::sleep(Duration::from_millis(3500));
+    let ping = r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#;
+    assert_eq!(
+        server.raw(&post(&addr, &with, ping)),
+        200,
+        "the used session"
+    );
+    let with_unused = with.replace(&used, &unused);
+    assert_eq!(
+        server.raw(&post(&addr, &with_unused, ping)),
+        404,
+        "the unused session is gone"
+    );
+    // Its slot is free again.
+    assert!(open_session(&server).is_some());
+}
+
+/// `--no-elicitation`: a client that can answer elicitations is not asked;
+/// the host's approver (`--approve deny`) answers the hook's `ask`. The
+/// twin without the flag sends the client an `elicitation/create`.
+#[test]
+fn no_elicitation_leaves_approval_to_the_host() {
+    const INIT_ELICIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let s = setup();
+    for no_elicitation in [false, true] {
+        let mut extra = vec!["--approve", "deny"];
+        if no_elicitation {
+            extra.push("--no-elicitation");
+        }
+        let mut raw = Raw::start(&s, &extra);
+        raw.send(INIT_ELICIT);
+        raw.answer(1);
+        raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        raw.send(&call(2, "echo", json!({"text": "hi"})));
+        let first = loop {
+            let v = raw.read();
+            if v["id"] == 2 || v["method"] == "elicitation/create" {
+                break v;
+            }
+        };
+        if no_elicitation {
+            let error = &first["result"]["_meta"]["toolgate/error"];
+            assert_eq!(error["code"], "DENIED", "{first}");
+            assert_eq!(error["decidedBy"], "deny-all", "{first}");
+        } else {
+            assert_eq!(first["method"], "elicitation/create", "{first}");
         }
     }
 }
