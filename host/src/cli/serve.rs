@@ -28,8 +28,9 @@ pub struct ServeArgs {
 
     /// The file holding the bearer token HTTP clients must send
     /// (`Authorization: Bearer <token>`); made, with a new token, when it
-    /// does not exist. Default: $XDG_STATE_HOME/toolgate/serve-token
-    /// (~/.local/state/toolgate/serve-token).
+    /// does not exist. Default: serve-token in the state directory
+    /// ($TOOLGATE_STATE_DIR, else $XDG_STATE_HOME/toolgate, else
+    /// ~/.local/state/toolgate). Hidden from everything the host runs.
     #[arg(long, value_name = "FILE", requires = "http")]
     token_file: Option<PathBuf>,
 
@@ -160,6 +161,10 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
             debounce: std::time::Duration::from_millis(args.watch_debounce_ms),
             ..Default::default()
         });
+    if let Some((_, path, _)) = &token {
+        // Whoever reads it can call every tool: nothing the host runs may.
+        builder = builder.secret_path(path, "the HTTP bearer token of `serve`");
+    }
     if let Some(n) = args.max_parallel {
         builder = builder.max_parallel(n.into());
     }

@@ -114,8 +114,8 @@ pub enum HttpError {
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
     #[error(
-        "no place for the HTTP bearer token: neither XDG_STATE_HOME nor HOME is set; \
-         give one with --token-file FILE"
+        "no place for the HTTP bearer token: none of TOOLGATE_STATE_DIR, XDG_STATE_HOME, HOME \
+         is set; give one with --token-file FILE"
     )]
     NoStateDir,
     #[error("the token file {path}: {source}")]
@@ -145,20 +145,15 @@ pub enum TokenError {
 pub const MIN_TOKEN_LEN: usize = 16;
 
 /// Where the token is generated when `--token-file` is not given:
-/// `$XDG_STATE_HOME/toolgate/serve-token`, else
-/// `~/.local/state/toolgate/serve-token`.
+/// `serve-token` in the host's state directory ([`crate::state`]:
+/// `$TOOLGATE_STATE_DIR`, else `$XDG_STATE_HOME/toolgate`, else
+/// `~/.local/state/toolgate`), which is hidden from everything the host
+/// runs.
 pub fn default_token_path() -> Result<PathBuf, TokenError> {
-    let state = std::env::var_os("XDG_STATE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
+    let state = crate::state::default_dir()
         .filter(|p| p.is_absolute())
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
-                .map(|h| Path::new(&h).join(".local/state"))
-        })
         .ok_or(TokenError::NoStateDir)?;
-    Ok(state.join("toolgate").join("serve-token"))
+    Ok(state.join("serve-token"))
 }
 
 /// The token in `path`, or a new one written there if there is no file
