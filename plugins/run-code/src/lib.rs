@@ -158,12 +158,21 @@ impl Guest for Interpreter {
             if requests.is_empty() {
                 return Err(fail(
                     FailureKind::Stalled,
-                    Described::plain("the program waits for a promise that nothing will settle (only tool calls settle promises here: there is no timer or I/O)".into()),
+                    // Or Boa dropped an engine limit hit after an `await`
+                    // (it resumes the async function and discards the
+                    // error), leaving the program's promise pending.
+                    Described::plain(format!(
+                        "the program waits for a promise that nothing will settle (only tool calls settle promises here: there is no timer or I/O), or it recursed past the interpreter's limit ({MAX_RECURSION} calls deep) after an `await`"
+                    )),
                 ));
             }
             let answers = tool_calls::call_batch(&requests);
             let text = answers_json(&answers);
-            if let Err(e) = call_global(&mut ctx, "__tg_settle", &[JsString::from(text.as_str()).into()]) {
+            if let Err(e) = call_global(
+                &mut ctx,
+                "__tg_settle",
+                &[JsString::from(text.as_str()).into()],
+            ) {
                 return Err(fail(
                     FailureKind::Uncaught,
                     Described::internal(&format!("cannot settle tool calls: {e}")),
@@ -352,9 +361,9 @@ fn state_of(ctx: &mut Context) -> State {
             Some(d) => State::Threw(described(ctx, &d)),
             None => State::Threw(Described::plain("an exception".into())),
         },
-        Some("bad-value") => State::BadValue(
-            get_string(ctx, &done, "message").unwrap_or_else(|| "not JSON".into()),
-        ),
+        Some("bad-value") => {
+            State::BadValue(get_string(ctx, &done, "message").unwrap_or_else(|| "not JSON".into()))
+        }
         _ => State::Running,
     }
 }
