@@ -1,5 +1,5 @@
-//! The `run_code` interpreter: QuickJS compiled to a `wasm32-wasip2`
-//! component (`plugins/run-code`, the `code-interpreter` world), run by
+//! The `run_code` interpreter: Boa (a JavaScript engine in Rust) compiled
+//! to a `wasm32-wasip2` component (`plugins/run-code`, the `code-interpreter` world), run by
 //! the host itself rather than by the plugin loader — it is no role, and
 //! its one import (`tool-calls`) reaches the pipeline.
 //!
@@ -10,10 +10,10 @@
 //!   no socket (TCP, UDP and name lookup refused), stdout and stderr
 //!   dropped — what the language runtime imports resolves, and reaches
 //!   nothing;
-//! * memory capped twice: QuickJS's own heap limit (a catchable `out of
-//!   memory` in the program) under the store's limit (a trap), which also
-//!   draws from the host-wide budget of all instances (`[limits]
-//!   guest_memory_mb`), like every plugin instance;
+//! * memory capped by the store's limit (a trap: Boa has no heap limit of
+//!   its own), which also draws from the host-wide budget of all instances
+//!   (`[limits] guest_memory_mb`), like every plugin instance; deep
+//!   recursion is Boa's own `RangeError` (its call stack is on the heap);
 //! * wall time: the program's signal (the caller's cancellation fused with
 //!   the call's deadline and `timeoutMs`) is read by the epoch callback,
 //!   which traps an endless loop within one tick, and raced by the host,
@@ -160,8 +160,9 @@ impl Interpreter {
         store.set_epoch_deadline(1);
         let settings = code_runner::Settings {
             max_output_bytes: u32::try_from(limits.max_output_bytes).unwrap_or(u32::MAX),
-            // QuickJS's heap stays below the store's cap, so that running
-            // out is an exception the program sees, not a trap.
+            // A hint for an engine with a heap limit of its own (kept below
+            // the store's cap so that running out would be an exception the
+            // program sees); Boa has none, the store's cap is the bound.
             memory_bytes: (limits.memory_bytes as u64).saturating_mul(3) / 4,
         };
         let program = async {

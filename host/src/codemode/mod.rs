@@ -11,7 +11,7 @@
 //! the body, observers — with `code-mode` set and the program's call as
 //! its parent.
 //!
-//! * [`interpreter`] — the QuickJS component (built from `plugins/run-code`
+//! * [`interpreter`] — the Boa component (built from `plugins/run-code`
 //!   by `host/build.rs`), its store, limits and epoch interruption;
 //! * [`nested`] — the host side of `tool-calls`: a batch of calls through
 //!   the scheduler, the nested-call limit, the parent's deadline;

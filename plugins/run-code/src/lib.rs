@@ -1,5 +1,5 @@
-//! The `run_code` interpreter: QuickJS (through `rquickjs`) as a component
-//! of the `code-interpreter` world.
+//! The `run_code` interpreter: Boa (a JavaScript engine written in Rust) as
+//! a component of the `code-interpreter` world.
 //!
 //! One instance runs one program and is dropped: nothing outlives a run.
 //! The program's only way out is the `tool-calls` import; the host serves
@@ -14,9 +14,11 @@
 //! queued waits forever: it is stopped as `stalled`.
 
 use std::cell::RefCell;
-use std::rc::Rc;
+use std::path::Path;
 
-use rquickjs::{Context, Ctx, Function, Module, Object, Runtime, Value};
+use boa_engine::{
+    Context, JsError, JsResult, JsString, JsValue, NativeFunction, Script, Source, js_string,
+};
 
 wit_bindgen::generate!({
     path: "../../wit",
@@ -28,9 +30,14 @@ use toolgate::plugin::tool_calls;
 
 const PRELUDE: &str = include_str!("prelude.js");
 
-/// QuickJS's own stack limit: deep recursion is a catchable `RangeError`
-/// rather than a trap of the whole instance.
-const MAX_STACK_BYTES: usize = 512 * 1024;
+/// How deep JavaScript calls may nest before the program gets a
+/// `RangeError` (Boa's default is 512). Every nested call is a frame on
+/// Boa's own stack, not on the Wasm stack, so this is about the program's
+/// own runaway recursion, not the instance's safety.
+const MAX_RECURSION: usize = 2_000;
+
+/// The name positions are reported under (`program.js:line:column`).
+const PROGRAM: &str = "program.js";
 
 struct Interpreter;
 
@@ -61,6 +68,12 @@ impl Output {
     }
 }
 
+thread_local! {
+    /// The one program's output (an instance runs one program, on one
+    /// thread).
+    static OUTPUT: RefCell<Output> = RefCell::default();
+}
+
 /// Where the program stands after a round of jobs.
 enum State {
     Running,
@@ -69,151 +82,137 @@ enum State {
     BadValue(String),
 }
 
+fn fail(kind: FailureKind, d: Described) -> Failed {
+    OUTPUT.with_borrow(|o| Failed {
+        kind,
+        message: d.message,
+        line: d.line,
+        column: d.column,
+        output: o.text.clone(),
+        output_truncated: o.truncated,
+    })
+}
+
 impl Guest for Interpreter {
     fn run(code: String, settings: Settings) -> Result<Finished, Failed> {
-        let output = Rc::new(RefCell::new(Output {
-            max: settings.max_output_bytes as usize,
-            ..Default::default()
-        }));
-        let fail = |kind, message: String, line, column, output: &Rc<RefCell<Output>>| {
-            let o = output.borrow();
-            Failed {
-                kind,
-                message,
-                line,
-                column,
-                output: o.text.clone(),
-                output_truncated: o.truncated,
-            }
-        };
-        let rt = match Runtime::new() {
-            Ok(rt) => rt,
-            Err(e) => {
-                return Err(fail(
-                    FailureKind::Uncaught,
-                    format!("InternalError: cannot start the interpreter: {e}"),
-                    None,
-                    None,
-                    &output,
-                ));
-            }
-        };
-        if settings.memory_bytes > 0 {
-            rt.set_memory_limit(settings.memory_bytes as usize);
-        }
-        rt.set_max_stack_size(MAX_STACK_BYTES);
-        let ctx = Context::full(&rt).expect("a QuickJS context");
-
-        // The prelude, then the program as a module named `program.js` (so
-        // positions name it), wrapped in an async function so that `await`
-        // and `return` work at its top level. The wrapper adds one line.
-        let started = ctx.with(|ctx| -> Result<(), (FailureKind, Described)> {
-            let internal =
-                |e: &dyn std::fmt::Display| (FailureKind::Uncaught, Described::internal(e));
-            let sink = output.clone();
-            let print = Function::new(ctx.clone(), move |s: String| {
-                sink.borrow_mut().push(&s);
-            })
-            .map_err(|e| internal(&e))?;
-            ctx.globals()
-                .set("__tg_print", print)
-                .map_err(|e| internal(&e))?;
-            ctx.eval::<(), _>(PRELUDE)
-                .map_err(|e| internal(&format!("prelude: {e}")))?;
-            let source = format!("__tg_finish((async () => {{\n{code}\n}})());\n");
-            match Module::evaluate(ctx.clone(), "program.js", source) {
-                Ok(_) => Ok(()),
-                Err(rquickjs::Error::Exception) => {
-                    let e = ctx.catch();
-                    Err((FailureKind::SyntaxError, describe(&ctx, e)))
-                }
-                Err(e) => Err((
-                    FailureKind::SyntaxError,
-                    Described::plain(format!("SyntaxError: {e}")),
-                )),
+        OUTPUT.with_borrow_mut(|o| {
+            *o = Output {
+                max: settings.max_output_bytes as usize,
+                ..Default::default()
             }
         });
-        if let Err((kind, d)) = started {
-            return Err(fail(kind, d.message, d.line, d.column, &output));
+        // `settings.memory_bytes` is not enforced here: Boa has no heap
+        // limit of its own. The store's cap on linear memory (set by the
+        // host) is what stops a program that allocates without end.
+        let mut ctx = Context::default();
+        ctx.runtime_limits_mut().set_recursion_limit(MAX_RECURSION);
+
+        // The prelude, then the program as a strict script named
+        // `program.js` (so positions name it), wrapped in an async function
+        // so that `await` and `return` work at its top level. The wrapper
+        // adds one line.
+        if let Err(e) = start(&mut ctx) {
+            return Err(fail(
+                FailureKind::Uncaught,
+                Described::internal(&format!("prelude: {e}")),
+            ));
+        }
+        let source = format!("\"use strict\"; __tg_finish((async () => {{\n{code}\n}})());\n");
+        let script = match Script::parse(
+            Source::from_bytes(&source).with_path(Path::new(PROGRAM)),
+            None,
+            &mut ctx,
+        ) {
+            Ok(s) => s,
+            Err(e) => return Err(fail(FailureKind::SyntaxError, syntax_error(&e))),
+        };
+        if let Err(e) = script.evaluate(&mut ctx) {
+            return Err(fail(FailureKind::Uncaught, describe(&mut ctx, e)));
         }
 
         loop {
-            // Run every job (promise reactions) until none is left.
-            loop {
-                match rt.execute_pending_job() {
-                    Ok(true) => continue,
-                    Ok(false) => break,
-                    // A job threw past every handler: the prelude's
-                    // reactions catch everything, so this is the
-                    // interpreter's own failure (out of memory).
-                    Err(e) => {
-                        let d = e.0.with(|ctx| describe(&ctx, ctx.catch()));
-                        return Err(fail(
-                            FailureKind::Uncaught,
-                            d.message,
-                            d.line,
-                            d.column,
-                            &output,
-                        ));
-                    }
-                }
+            // Run every job (promise reactions) until none is left. A job
+            // that fails past every handler is an engine limit (the
+            // recursion limit): the prelude's reactions catch the rest.
+            if let Err(e) = ctx.run_jobs() {
+                return Err(fail(FailureKind::Uncaught, describe(&mut ctx, e)));
             }
-            let state = ctx.with(|ctx| state_of(&ctx));
-            match state {
+            match state_of(&mut ctx) {
                 State::Ok(value) => {
-                    let o = output.borrow();
-                    return Ok(Finished {
+                    return Ok(OUTPUT.with_borrow(|o| Finished {
                         output: o.text.clone(),
                         output_truncated: o.truncated,
                         value,
-                    });
+                    }));
                 }
-                State::Threw(d) => {
-                    return Err(fail(
-                        FailureKind::Uncaught,
-                        d.message,
-                        d.line,
-                        d.column,
-                        &output,
-                    ));
-                }
+                State::Threw(d) => return Err(fail(FailureKind::Uncaught, d)),
                 State::BadValue(message) => {
                     return Err(fail(
                         FailureKind::BadValue,
-                        format!("the return value is not JSON: {message}"),
-                        None,
-                        None,
-                        &output,
+                        Described::plain(format!("the return value is not JSON: {message}")),
                     ));
                 }
                 State::Running => {}
             }
-            let requests = ctx.with(|ctx| take(&ctx)).unwrap_or_default();
+            let requests = take(&mut ctx).unwrap_or_default();
             if requests.is_empty() {
                 return Err(fail(
                     FailureKind::Stalled,
-                    "the program waits for a promise that nothing will settle (only tool calls settle promises here: there is no timer or I/O)".into(),
-                    None,
-                    None,
-                    &output,
+                    // Or Boa dropped an engine limit hit after an `await`
+                    // (it resumes the async function and discards the
+                    // error), leaving the program's promise pending.
+                    Described::plain(format!(
+                        "the program waits for a promise that nothing will settle (only tool calls settle promises here: there is no timer or I/O), or it recursed past the interpreter's limit ({MAX_RECURSION} calls deep) after an `await`"
+                    )),
                 ));
             }
             let answers = tool_calls::call_batch(&requests);
             let text = answers_json(&answers);
-            let settled = ctx.with(|ctx| -> rquickjs::Result<()> {
-                let settle: Function = ctx.globals().get("__tg_settle")?;
-                settle.call::<_, ()>((text,))
-            });
-            if let Err(e) = settled {
+            if let Err(e) = call_global(
+                &mut ctx,
+                "__tg_settle",
+                &[JsString::from(text.as_str()).into()],
+            ) {
                 return Err(fail(
                     FailureKind::Uncaught,
-                    format!("InternalError: cannot settle tool calls: {e}"),
-                    None,
-                    None,
-                    &output,
+                    Described::internal(&format!("cannot settle tool calls: {e}")),
                 ));
             }
         }
+    }
+}
+
+/// `__tg_print` (the only native function the program's world has), then
+/// the prelude.
+fn start(ctx: &mut Context) -> JsResult<()> {
+    ctx.register_global_builtin_callable(
+        js_string!("__tg_print"),
+        1,
+        NativeFunction::from_fn_ptr(|_, args, ctx| {
+            let s = args
+                .first()
+                .cloned()
+                .unwrap_or_default()
+                .to_string(ctx)?
+                .to_std_string_escaped();
+            OUTPUT.with_borrow_mut(|o| o.push(&s));
+            Ok(JsValue::undefined())
+        }),
+    )?;
+    ctx.eval(Source::from_bytes(PRELUDE).with_path(Path::new("prelude.js")))?;
+    Ok(())
+}
+
+fn call_global(ctx: &mut Context, name: &str, args: &[JsValue]) -> JsResult<JsValue> {
+    let f = ctx
+        .global_object()
+        .get(JsString::from(name), ctx)?
+        .as_callable();
+    match f {
+        Some(f) => f.call(&JsValue::undefined(), args, ctx),
+        None => Err(boa_engine::JsNativeError::typ()
+            .with_message(format!("{name} is not a function"))
+            .into()),
     }
 }
 
@@ -236,56 +235,137 @@ impl Described {
     fn internal(e: &dyn std::fmt::Display) -> Self {
         Described::plain(format!("InternalError: {e}"))
     }
+}
 
-    fn from_object(o: &Object<'_>) -> Self {
-        Described {
-            message: o
-                .get::<_, String>("message")
-                .unwrap_or_else(|_| "an exception".into()),
-            line: o.get::<_, Option<u32>>("line").ok().flatten(),
-            column: o.get::<_, Option<u32>>("column").ok().flatten(),
+/// A parse error: Boa's message ends with its position in the wrapped
+/// source (`… at line 3, col 5`), one line below the program's own.
+fn syntax_error(e: &JsError) -> Described {
+    let message = e.to_string();
+    let (line, column) = match message.rfind(" at line ") {
+        Some(at) => {
+            let rest = &message[at + " at line ".len()..];
+            let number = |s: &str| {
+                s.chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect::<String>()
+                    .parse::<u32>()
+                    .ok()
+            };
+            let line = number(rest);
+            let column = rest.find("col ").and_then(|c| number(&rest[c + 4..]));
+            (line.map(|l| l.saturating_sub(1).max(1)), column)
         }
+        None => (None, None),
+    };
+    let message = if message.starts_with("SyntaxError") {
+        message
+    } else {
+        format!("SyntaxError: {message}")
+    };
+    Described {
+        message,
+        line,
+        column,
     }
 }
 
-/// `__tg_describe(e)`: the error's name, message and position.
-fn describe<'js>(ctx: &Ctx<'js>, e: Value<'js>) -> Described {
-    let described = ctx
-        .globals()
-        .get::<_, Function>("__tg_describe")
-        .and_then(|f| f.call::<_, Object>((e.clone(),)));
-    match described {
-        Ok(o) => Described::from_object(&o),
+/// `__tg_describe(e)`: the error's name, message and position. An engine
+/// error (a runtime limit: recursion, Boa's stack) has no JavaScript value:
+/// its first line, and the innermost position of the program in its
+/// backtrace, are enough.
+fn describe(ctx: &mut Context, e: JsError) -> Described {
+    let text = e.to_string();
+    let Ok(value) = e.into_opaque(ctx) else {
+        let first = text.lines().next().unwrap_or_default();
+        let first = first.strip_prefix("RuntimeLimitError: ").unwrap_or(first);
+        let (line, column) = program_position(&text);
+        return Described {
+            message: format!("RangeError: {first} (the program recursed too deep)"),
+            line,
+            column,
+        };
+    };
+    match call_global(ctx, "__tg_describe", &[value]) {
+        Ok(o) => described(ctx, &o),
         Err(_) => Described::plain("uncaught exception (it could not be described)".into()),
     }
 }
 
-/// The calls queued since the last round.
-fn take(ctx: &Ctx<'_>) -> rquickjs::Result<Vec<tool_calls::Request>> {
-    let queued: Vec<Object> = ctx.eval("__tg_take()")?;
-    queued
-        .iter()
-        .map(|o| {
-            Ok(tool_calls::Request {
-                name: o.get("name")?,
-                arguments: o.get("arguments")?,
+/// The first `program.js:LINE:COLUMN` in a backtrace, in the program's own
+/// lines (the wrapper adds one).
+fn program_position(text: &str) -> (Option<u32>, Option<u32>) {
+    let Some(at) = text.find("program.js:") else {
+        return (None, None);
+    };
+    let mut parts = text[at + "program.js:".len()..].split(':').map(|p| {
+        p.chars()
+            .take_while(char::is_ascii_digit)
+            .collect::<String>()
+            .parse::<u32>()
+            .ok()
+    });
+    let line = parts.next().flatten().map(|l| l.saturating_sub(1).max(1));
+    (line, parts.next().flatten())
+}
+
+fn described(ctx: &mut Context, o: &JsValue) -> Described {
+    Described {
+        message: get_string(ctx, o, "message").unwrap_or_else(|| "an exception".into()),
+        line: get_u32(ctx, o, "line"),
+        column: get_u32(ctx, o, "column"),
+    }
+}
+
+fn get(ctx: &mut Context, o: &JsValue, key: &str) -> Option<JsValue> {
+    let o = o.as_object()?;
+    let v = o.get(JsString::from(key), ctx).ok()?;
+    (!v.is_undefined()).then_some(v)
+}
+
+fn get_string(ctx: &mut Context, o: &JsValue, key: &str) -> Option<String> {
+    get(ctx, o, key)?
+        .as_string()
+        .map(|s| s.to_std_string_escaped())
+}
+
+fn get_u32(ctx: &mut Context, o: &JsValue, key: &str) -> Option<u32> {
+    let n = get(ctx, o, key)?.as_number()?;
+    (n >= 0.0 && n <= u32::MAX as f64).then_some(n as u32)
+}
+
+/// The calls queued since the last round (`__tg_take()` returns them as
+/// JSON text).
+fn take(ctx: &mut Context) -> Option<Vec<tool_calls::Request>> {
+    let text = call_global(ctx, "__tg_take", &[]).ok()?;
+    let text = text.as_string()?.to_std_string().ok()?;
+    let calls: Vec<serde_json::Value> = serde_json::from_str(&text).ok()?;
+    calls
+        .into_iter()
+        .map(|c| {
+            Some(tool_calls::Request {
+                name: c.get("name")?.as_str()?.to_string(),
+                arguments: c.get("arguments")?.as_str()?.to_string(),
             })
         })
         .collect()
 }
 
-fn state_of(ctx: &Ctx<'_>) -> State {
-    let read = || -> rquickjs::Result<State> {
-        let done: Object = ctx.globals().get("__tg_done")?;
-        let state: String = done.get("state")?;
-        Ok(match state.as_str() {
-            "ok" => State::Ok(done.get::<_, Option<String>>("value")?),
-            "threw" => State::Threw(Described::from_object(&done.get("described")?)),
-            "bad-value" => State::BadValue(done.get("message")?),
-            _ => State::Running,
-        })
-    };
-    read().unwrap_or_else(|e| State::Threw(Described::internal(&e)))
+fn state_of(ctx: &mut Context) -> State {
+    let done = ctx
+        .global_object()
+        .get(js_string!("__tg_done"), ctx)
+        .unwrap_or_default();
+    match get_string(ctx, &done, "state").as_deref() {
+        Some("ok") => State::Ok(get_string(ctx, &done, "value")),
+        Some("threw") => match get(ctx, &done, "described") {
+            Some(d) => State::Threw(described(ctx, &d)),
+            None => State::Threw(Described::plain("an exception".into())),
+        },
+        Some("bad-value") => {
+            State::BadValue(get_string(ctx, &done, "message").unwrap_or_else(|| "not JSON".into()))
+        }
+        _ => State::Running,
+    }
 }
 
 // --- a little JSON, by hand (the interpreter's JSON.stringify writes it) ---

@@ -1,8 +1,8 @@
 // The program's world, set up before it runs. Only `__tg_print` is native
 // (it appends to the output buffer); everything else is plain JavaScript.
 // The host drives the event loop: after every round of jobs it takes the
-// calls queued here (`__tg_take`), runs them as one batch, and settles
-// them (`__tg_settle`).
+// calls queued here (`__tg_take`, as JSON text), runs them as one batch,
+// and settles them (`__tg_settle`).
 (() => {
   "use strict";
   const print = globalThis.__tg_print;
@@ -118,7 +118,7 @@
     value: () => {
       inflight = queued;
       queued = [];
-      return inflight.map((c) => ({ name: c.name, arguments: c.args }));
+      return JSON.stringify(inflight.map((c) => ({ name: c.name, arguments: c.args })));
     },
   });
   Object.defineProperty(globalThis, "__tg_settle", {

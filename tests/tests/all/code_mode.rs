@@ -1,5 +1,5 @@
-//! Code Mode: `run_code` runs a JavaScript program in the QuickJS
-//! component, and every tool call the program makes passes the whole
+//! Code Mode: `run_code` runs a JavaScript program in the interpreter
+//! component (Boa), and every tool call the program makes passes the whole
 //! pipeline as a call of its own.
 //!
 //! The tools here are the `tools` fixture component (`echo`) and native
@@ -237,8 +237,8 @@ fn result_of(record: &CallRecord) -> Value {
 }
 
 /// A program's memory is drawn from the budget of all instances, like a
-/// plugin's: 30 MiB of strings fit its own cap (QuickJS's heap limit is
-/// 48 MiB of the 64 MiB default) but not a 20 MiB host budget.
+/// plugin's: 30 MiB of strings fit its own cap (64 MiB by default) but not
+/// a 20 MiB host budget.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_program_draws_from_the_hosts_memory_budget() {
     let code =
@@ -499,7 +499,8 @@ async fn code_mode_shows_only_run_code_and_refuses_direct_calls() {
 async fn the_program_reaches_nothing_but_its_tools() {
     let f = fixture("").await;
     // No Node/browser globals that reach out, no `require`, no `fetch`;
-    // `std`/`os` (QuickJS's own modules) are not there either.
+    // `std`/`os` (QuickJS's modules, which an engine might add) are not
+    // there either.
     let r = run_code(
         &f.host,
         "h",
@@ -539,8 +540,8 @@ async fn the_program_reaches_nothing_but_its_tools() {
     )
     .await;
     assert!(r.is_error, "{r:?}");
-    // Endless recursion: QuickJS has no stack limit on WASI, so the
-    // instance traps (its stack); the host goes on.
+    // Endless recursion ends as an error (Boa's recursion limit); the host
+    // goes on.
     let r = run_code(
         &f.host,
         "r",
@@ -549,6 +550,100 @@ async fn the_program_reaches_nothing_but_its_tools() {
     .await;
     assert!(r.is_error, "{r:?}");
     let r = run_code(&f.host, "n", "return 'alive';").await;
+    assert_eq!(result_of(&r), json!("alive"));
+}
+
+/// What a pure-Rust engine might open that QuickJS did not: each of these
+/// ends within its deadline or the memory cap, with an error naming why,
+/// and the host serves the next program.
+#[tokio::test(flavor = "multi_thread")]
+async fn hostile_programs_end_with_a_clear_error() {
+    let f = fixture("").await;
+    assert_eq!(
+        result_of(&run_code(&f.host, "warm", "return 0;").await),
+        json!(0)
+    );
+    let with_timeout = |id: &'static str, code: String| {
+        let host = f.host.clone();
+        async move {
+            let started = Instant::now();
+            let r = host
+                .call(
+                    call(id, "run_code", json!({"code": code, "timeoutMs": 2000})),
+                    &TurnOptions::default(),
+                )
+                .await;
+            let took = started.elapsed();
+            assert!(took < Duration::from_secs(10), "{id} took {took:?}");
+            r
+        }
+    };
+    // Runaway recursion: one of Boa's runtime limits (its stack, its
+    // recursion depth) ends the program — an engine limit, which a `catch`
+    // does not swallow — at the program's line.
+    let r = with_timeout(
+        "rec",
+        "function f(n) { return f(n + 1) + 1; }\ntry { f(0); } catch (e) { return 'caught'; }"
+            .into(),
+    )
+    .await;
+    assert_eq!(r.code(), Some("UNCAUGHT_EXCEPTION"), "{r:?}");
+    let e = r.error.as_ref().unwrap();
+    assert!(e.message.contains("recursed too deep"), "{}", e.message);
+    assert!(e.message.len() < 400, "one line: {}", e.message);
+    assert_eq!(e.details.as_ref().unwrap()["line"], 1, "{e:?}");
+    // After an `await`, Boa drops the limit's error and leaves the program
+    // pending: it ends as `STALLED`, and the message says why it may be.
+    let r = with_timeout(
+        "rec-async",
+        "await tools.count();\nconst f = (n) => f(n + 1) + 1;\nreturn f(0);".into(),
+    )
+    .await;
+    assert!(r.is_error, "{r:?}");
+    assert!(r.text().contains("recursed"), "{}", r.text());
+    // Recursion through a native function (each level is Rust stack too).
+    let r = with_timeout(
+        "native-rec",
+        "const f = () => [0].map(f);\nreturn f();".into(),
+    )
+    .await;
+    assert!(r.is_error, "{r:?}");
+    // A program nested deeper than the parser's stack can hold.
+    let r = with_timeout(
+        "parse",
+        format!("return {}1{};", "(".repeat(200_000), ")".repeat(200_000)),
+    )
+    .await;
+    assert!(r.is_error, "{r:?}");
+    // JSON nested as deep.
+    let r = with_timeout(
+        "json",
+        "return JSON.parse('['.repeat(1e6) + ']'.repeat(1e6)).length;".into(),
+    )
+    .await;
+    assert!(r.is_error, "{r:?}");
+    // A string of a gigabyte: refused (a RangeError or the memory cap).
+    let r = with_timeout(
+        "huge",
+        "const s = 'x'.repeat(2 ** 30); return s.length;".into(),
+    )
+    .await;
+    assert!(r.is_error, "{r:?}");
+    assert!(
+        ["UNCAUGHT_EXCEPTION", "TRAPPED"].contains(&r.code().unwrap_or("")),
+        "{r:?}"
+    );
+    // Doubling a string until it no longer fits.
+    let r = with_timeout("double", "let s = 'x'; while (true) s += s;".into()).await;
+    assert!(r.is_error, "{r:?}");
+    // A regular expression that backtracks exponentially: the deadline.
+    let r = with_timeout(
+        "regex",
+        "return /^(a+)+$/.test('a'.repeat(40) + 'b');".into(),
+    )
+    .await;
+    assert_eq!(r.code(), Some("TIMEOUT"), "{r:?}");
+    let r = run_code(&f.host, "after", "return 'alive';").await;
     assert_eq!(result_of(&r), json!("alive"));
 }
 
