@@ -11,6 +11,8 @@
 //!   lines, guest stdout/stderr;
 //! * [`grants`], [`manifest`] — what the operator grants, what the plugin asks;
 //! * [`cache`] — compiled components on disk;
+//! * [`codegen`] — the settings that shape compiled code (shared with the
+//!   build script, which precompiles the built-ins);
 //! * [`builtin`] — the first-party plugins embedded in the binary.
 //!
 //! Dependencies point one way: `store` ← `component` ← `contract` ←
@@ -18,6 +20,7 @@
 
 pub mod builtin;
 pub mod cache;
+pub mod codegen;
 pub mod component;
 pub mod contract;
 pub mod grants;
