@@ -416,19 +416,20 @@ impl ToolgateBuilder {
         });
         let _ = nested_slot.set(Arc::new(WeakHost(Arc::downgrade(&inner))));
         let host = Toolgate { inner };
-        if host.inner.lifecycle.start().await? {
+        let deferred = host.inner.lifecycle.start().await?;
+        if self.watch {
+            host.watch().await?;
+        }
+        if deferred {
             // Plugin files left out to compile: loaded now, in the
-            // background (the host is held weakly: a dropped host stops
-            // nothing in flight, but is not kept alive either).
+            // background (after the watcher read what to watch: the second
+            // pass holds the lifecycle's state while it compiles).
             let weak = Arc::downgrade(&host.inner);
             tokio::spawn(async move {
                 if let Some(inner) = weak.upgrade() {
                     inner.lifecycle.finish_start().await;
                 }
             });
-        }
-        if self.watch {
-            host.watch().await?;
         }
         // MCP servers connect in the background; each listing brings a new
         // generation (the host is held weakly: the bridge stops with it).
@@ -538,7 +539,12 @@ impl Toolgate {
             b.wait_ready(timeout).await;
             // A listing is published by a reload in the background; make
             // sure the generation in force has what the servers listed.
-            if let Err(e) = self.inner.lifecycle.reload(false).await {
+            // While a start's second pass loads plugin files, a reload
+            // would wait for it: publish in the global layer now (the
+            // second pass brings them to every scope).
+            if !*self.inner.lifecycle.settled.borrow() {
+                self.inner.lifecycle.publish_bridged();
+            } else if let Err(e) = self.inner.lifecycle.reload(false).await {
                 tracing::warn!(error = %e, "the bridged tools could not be published");
             }
         }

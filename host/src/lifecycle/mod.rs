@@ -1272,7 +1272,10 @@ impl Lifecycle {
                     });
                 }
                 Decision::Deferred(e) => {
-                    if e.may_be_policy && !pc.is_some_and(|c| c.optional) {
+                    // Even when `optional` (which means: serve without it
+                    // if it does not load): while it loads, it may still
+                    // be a policy that will serve.
+                    if e.may_be_policy {
                         layer.2.push(e.clone());
                     }
                     statuses.push(PluginStatus {
