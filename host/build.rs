@@ -1,5 +1,5 @@
-//! Compiles the first-party plugins in `plugins/` to components and
-//! generates the table that embeds them in the binary.
+//! Compiles the first-party plugins in `plugins/` to components, and those
+//! to machine code, and generates the tables that embed both in the binary.
 
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -39,16 +39,16 @@ fn main() {
         .unwrap();
     }
     table.push_str("];\n");
-    table.push_str(&precompile(&built));
-    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("builtin_plugins.rs");
-    std::fs::write(out, table).unwrap();
+    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    std::fs::write(out.join("builtin_plugins.rs"), table).unwrap();
+    std::fs::write(out.join("precompiled_plugins.rs"), precompile(&built)).unwrap();
     toolchains();
 }
 
 /// Compiles every built-in to machine code, as the host's engine would
 /// (`codegen::configure`), and returns the `PRECOMPILED` table: per
 /// plugin its name, its key (`codegen::key`), its seal (`codegen::seal`)
-/// and the code. See `plugin/builtin.rs` for why and how it is checked.
+/// and the code. See `plugin/precompiled.rs` for why and how it is checked.
 ///
 /// The code is kept in `OUT_DIR` under its key: a build that changes no
 /// built-in compiles nothing. When cross-compiling the table is empty (the
@@ -72,14 +72,14 @@ fn precompile(built: &[toolgate_guest_build::Built]) -> String {
         .unwrap_or_else(|e| panic!("creating the engine to precompile the built-ins: {e:#}"));
     let mut current = Vec::new();
     for b in built {
-        let wasm = std::fs::read(&b.wasm)
-            .unwrap_or_else(|e| panic!("reading {}: {e}", b.wasm.display()));
+        let wasm =
+            std::fs::read(&b.wasm).unwrap_or_else(|e| panic!("reading {}: {e}", b.wasm.display()));
         let key = codegen::key(&engine, &wasm);
         let path = out.join(format!("{}-{key}.cwasm", b.guest.name));
         if !path.exists() {
-            let code = engine.precompile_component(&wasm).unwrap_or_else(|e| {
-                panic!("precompiling the built-in {}: {e:#}", b.guest.name)
-            });
+            let code = engine
+                .precompile_component(&wasm)
+                .unwrap_or_else(|e| panic!("precompiling the built-in {}: {e:#}", b.guest.name));
             let tmp = path.with_extension("tmp");
             std::fs::write(&tmp, &code).unwrap();
             std::fs::rename(&tmp, &path).unwrap();

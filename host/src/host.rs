@@ -719,9 +719,7 @@ impl Toolgate {
         }
         let generation = self.generation_for(&turn.agent_scope);
         let wait = !generation.blocked.is_empty()
-            || names
-                .into_iter()
-                .any(|n| !generation.tools.contains_key(n));
+            || names.into_iter().any(|n| !generation.tools.contains_key(n));
         if wait {
             tokio::select! {
                 _ = settled.wait_for(|s| *s) => {}

@@ -43,7 +43,7 @@
 //!
 //! # Start: built-ins first, plugin files that must compile in the background
 //!
-//! The built-ins are precompiled ([`crate::plugin::builtin`]): loading them
+//! The built-ins are precompiled ([`crate::plugin::precompiled`]): loading them
 //! compiles nothing. A plugin *file* not in the compile cache compiles on
 //! first use, which may take seconds. With background loading on
 //! (`toolgate serve`: [`crate::ToolgateBuilder::background_loading`]), the

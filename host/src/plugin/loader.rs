@@ -239,9 +239,9 @@ pub async fn load(
         let builtin = (source.origin == Origin::Builtin).then(|| source.name.clone());
         tokio::task::spawn_blocking(move || {
             // A built-in's code was compiled with the binary (see
-            // `builtin`): nothing to compile, cache or no cache.
+            // `precompiled`): nothing to compile, cache or no cache.
             if let Some(name) = builtin
-                && let Some(c) = super::builtin::precompiled(&runtime.engine, &name, &bytes)
+                && let Some(c) = super::precompiled::precompiled(&runtime.engine, &name, &bytes)
             {
                 return Ok((c, Provenance::Embedded));
             }
@@ -597,32 +597,4 @@ fn check_spec(
         },
         note,
     ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn builtin(name: &str) -> Arc<[u8]> {
-        super::super::builtin::sources()
-            .0
-            .into_iter()
-            .find(|s| s.name == name)
-            .unwrap_or_else(|| panic!("no built-in `{name}`"))
-            .bytes
-    }
-
-    /// Read from export names alone: a tool provider is tool-only; a
-    /// guard, a wrapper, an observer, a hook may be a policy; bytes that
-    /// do not parse count as a policy (fail closed).
-    #[test]
-    fn tool_only_tells_tool_providers_from_policies_without_compiling() {
-        assert!(tool_only(&builtin("fs-tools")));
-        assert!(tool_only(&builtin("bash")));
-        for policy in ["secrets-guard", "timeout", "audit-log", "ask-destructive"] {
-            assert!(!tool_only(&builtin(policy)), "{policy}");
-        }
-        assert!(!tool_only(b"\0asm\x0d\x00\x01\x00garbage"));
-        assert!(!tool_only(b"not wasm at all"));
-    }
 }

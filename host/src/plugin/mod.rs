@@ -13,7 +13,8 @@
 //! * [`cache`] — compiled components on disk;
 //! * [`codegen`] — the settings that shape compiled code (shared with the
 //!   build script, which precompiles the built-ins);
-//! * [`builtin`] — the first-party plugins embedded in the binary.
+//! * [`builtin`] — the first-party plugins embedded in the binary;
+//! * [`precompiled`] — their machine code, compiled with the binary.
 //!
 //! Dependencies point one way: `store` ← `component` ← `contract` ←
 //! `runtime`, `loader`; none of them reaches back.
@@ -30,6 +31,7 @@ pub mod log;
 pub mod manifest;
 pub mod memory;
 pub mod pipe;
+pub mod precompiled;
 pub mod runtime;
 pub mod store;
 pub mod sync_wasi;

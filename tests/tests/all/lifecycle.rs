@@ -589,7 +589,8 @@ async fn a_scope_configuration_that_cannot_work_is_an_error_naming_it() {
 #[tokio::test(flavor = "multi_thread")]
 async fn background_loading_runs_no_call_before_the_policies_it_is_loading() {
     let dir = PluginDir::new();
-    dir.add("tools", fixtures::TOOLS).add("guard", fixtures::GUARD);
+    dir.add("tools", fixtures::TOOLS)
+        .add("guard", fixtures::GUARD);
     let cache = TempDir::new("background-cache");
     let host = builder(
         &dir,
@@ -604,7 +605,10 @@ async fn background_loading_runs_no_call_before_the_policies_it_is_loading() {
     .await
     .expect("host builds");
     let r = host
-        .call(call("c1", "echo", json!({"text": "hi"})), &TurnOptions::default())
+        .call(
+            call("c1", "echo", json!({"text": "hi"})),
+            &TurnOptions::default(),
+        )
         .await;
     let v = json(&r);
     assert_eq!(v["error"]["code"], "DENIED", "{v}");

@@ -90,11 +90,38 @@ fn setup() -> Setup {
          [plugins.ask]\nvars = { BEHAVIOR = \"ask\", NAME = \"ask\" }\n",
     )
     .unwrap();
-    Setup {
+    let s = Setup {
         work,
         plugins,
         config,
-    }
+    };
+    warm_cache(&s);
+    s
+}
+
+/// The fixtures compiled into the shared cache before the first server
+/// starts: `serve` loads plugin files that are not in the cache after it
+/// answers (see `lifecycle`, "Start"), and these tests expect every tool
+/// listed at once. Same fixtures in every `setup`: once per test binary.
+fn warm_cache(s: &Setup) {
+    static WARM: OnceLock<()> = OnceLock::new();
+    WARM.get_or_init(|| {
+        // `plugins` instead of `serve`: loads everything, prints, exits.
+        let args: Vec<String> = s.args(&[]).into_iter().filter(|a| a != "serve").collect();
+        let out = Command::new(toolgate_bin())
+            .args(&args)
+            .arg("plugins")
+            .current_dir(s.work.path())
+            .env("TOOLGATE_CACHE_DIR", cache_dir())
+            .env("RUST_LOG", "warn")
+            .output()
+            .expect("run toolgate plugins");
+        assert!(
+            out.status.success(),
+            "warming the compile cache failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    });
 }
 
 impl Setup {
@@ -1024,7 +1051,11 @@ fn a_call_never_runs_before_its_policies_are_loaded() {
     f.raw.send(&call(2, "read", json!({"path": "hello.txt"})));
     f.raw.send(&call(3, "list_dir", json!({"path": "."})));
     let (got, _) = answers(&mut f.raw, &[1, 2, 3]);
-    assert_eq!(got[&1]["result"]["serverInfo"]["name"], "toolgate", "{}", got[&1]);
+    assert_eq!(
+        got[&1]["result"]["serverInfo"]["name"], "toolgate",
+        "{}",
+        got[&1]
+    );
     let read = &got[&2]["result"];
     assert_eq!(read["isError"], true, "{read}");
     assert_eq!(error_of(read)["code"], "DENIED", "{read}");
@@ -1046,7 +1077,8 @@ fn a_compiling_third_party_tool_does_not_hold_the_builtins_back() {
     plugins.add("tools", fixtures::TOOLS);
     let mut f = fresh(Some(&plugins), "");
     f.raw.handshake();
-    f.raw.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#);
+    f.raw
+        .send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#);
     f.raw.send(&call(3, "read", json!({"path": "hello.txt"})));
     f.raw.send(&call(4, "echo", json!({"text": "hi"})));
     let (got, mut changed) = answers(&mut f.raw, &[2, 3, 4]);
@@ -1065,7 +1097,8 @@ fn a_compiling_third_party_tool_does_not_hold_the_builtins_back() {
     let echo = &got[&4]["result"];
     assert_eq!(echo["isError"], false, "{echo}");
     assert_eq!(echo["content"][0]["text"], "hi", "{echo}");
-    f.raw.send(r#"{"jsonrpc":"2.0","id":5,"method":"tools/list"}"#);
+    f.raw
+        .send(r#"{"jsonrpc":"2.0","id":5,"method":"tools/list"}"#);
     let (got, more) = answers(&mut f.raw, &[5]);
     changed |= more;
     assert!(
