@@ -1,8 +1,12 @@
-//! Compiles the first-party plugins in `plugins/` to components and
-//! generates the table that embeds them in the binary.
+//! Compiles the first-party plugins in `plugins/` to components, and those
+//! to machine code, and generates the tables that embed both in the binary.
 
 use std::fmt::Write;
 use std::path::PathBuf;
+
+/// The engine settings that shape machine code, shared with the host.
+#[path = "src/plugin/codegen.rs"]
+mod codegen;
 
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
@@ -37,9 +41,71 @@ fn main() {
         .unwrap();
     }
     table.push_str("];\n");
-    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("builtin_plugins.rs");
-    std::fs::write(out, table).unwrap();
+    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    std::fs::write(out.join("builtin_plugins.rs"), table).unwrap();
+    std::fs::write(out.join("precompiled_plugins.rs"), precompile(&built)).unwrap();
     toolchains();
+}
+
+/// Compiles every built-in to machine code, as the host's engine would
+/// (`codegen::configure`), and returns the `PRECOMPILED` table: per
+/// plugin its name, its key (`codegen::key`), its seal (`codegen::seal`)
+/// and the code. See `plugin/precompiled.rs` for why and how it is checked.
+///
+/// The code is kept in `OUT_DIR` under its key: a build that changes no
+/// built-in compiles nothing. When cross-compiling the table is empty (the
+/// build machine's compiler would target the wrong machine) and the host
+/// compiles the built-ins at start, through its compile cache.
+fn precompile(built: &[toolgate_guest_build::Built]) -> String {
+    let mut table = String::from("pub static PRECOMPILED: &[(&str, &str, &str, &[u8])] = &[\n");
+    let host = std::env::var("HOST").unwrap_or_default();
+    let target = std::env::var("TARGET").unwrap_or_default();
+    if host != target {
+        println!(
+            "cargo:warning=cross-compiling ({host} -> {target}): the built-in plugins are compiled at the first start instead of at build time"
+        );
+        table.push_str("];\n");
+        return table;
+    }
+    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    let mut config = wasmtime::Config::new();
+    codegen::configure(&mut config);
+    let engine = wasmtime::Engine::new(&config)
+        .unwrap_or_else(|e| panic!("creating the engine to precompile the built-ins: {e:#}"));
+    let mut current = Vec::new();
+    for b in built {
+        let wasm =
+            std::fs::read(&b.wasm).unwrap_or_else(|e| panic!("reading {}: {e}", b.wasm.display()));
+        let key = codegen::key(&engine, &wasm);
+        let path = out.join(format!("{}-{key}.cwasm", b.guest.name));
+        if !path.exists() {
+            let code = engine
+                .precompile_component(&wasm)
+                .unwrap_or_else(|e| panic!("precompiling the built-in {}: {e:#}", b.guest.name));
+            let tmp = path.with_extension("tmp");
+            std::fs::write(&tmp, &code).unwrap();
+            std::fs::rename(&tmp, &path).unwrap();
+        }
+        let code = std::fs::read(&path).unwrap();
+        current.push(path.clone());
+        writeln!(
+            table,
+            "    ({:?}, {key:?}, {:?}, include_bytes!({:?})),",
+            b.guest.name,
+            codegen::seal(&key, &code),
+            path.display().to_string()
+        )
+        .unwrap();
+    }
+    // What earlier versions of the built-ins left.
+    for entry in std::fs::read_dir(&out).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "cwasm") && !current.contains(&path) {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+    table.push_str("];\n");
+    table
 }
 
 /// Which guest toolchains are present, for the scaffolding tests

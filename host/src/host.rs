@@ -60,6 +60,7 @@ pub struct ToolgateBuilder {
     config_file: Option<ConfigFile>,
     watch: bool,
     watch_options: WatchOptions,
+    background: bool,
 }
 
 impl Default for ToolgateBuilder {
@@ -80,6 +81,7 @@ impl Default for ToolgateBuilder {
             config_file: None,
             watch: false,
             watch_options: WatchOptions::default(),
+            background: false,
         }
     }
 }
@@ -294,6 +296,15 @@ impl ToolgateBuilder {
         self
     }
 
+    /// Build without waiting for plugin files that must be compiled (not in
+    /// the compile cache): they load in the background, and calls wait for
+    /// those that may be policies (default: no, `build` loads everything;
+    /// see [`crate::lifecycle`], "Start").
+    pub fn background_loading(mut self, yes: bool) -> Self {
+        self.background = yes;
+        self
+    }
+
     /// Watch the plugin directories and the configuration file, and reload
     /// when they change (default: no; see [`Toolgate::watch`]).
     pub fn watch(mut self, yes: bool) -> Self {
@@ -406,6 +417,7 @@ impl ToolgateBuilder {
             extra_secrets: self.secrets,
             code_mode: self.code_mode,
             natives,
+            background: self.background,
         };
         let sandbox = self.config.sandbox;
         let bridge_config = self.config.clone();
@@ -440,9 +452,20 @@ impl ToolgateBuilder {
         });
         let _ = nested_slot.set(Arc::new(WeakHost(Arc::downgrade(&inner))));
         let host = Toolgate { inner };
-        host.inner.lifecycle.reload(true).await?;
+        let deferred = host.inner.lifecycle.start().await?;
         if self.watch {
             host.watch().await?;
+        }
+        if deferred {
+            // Plugin files left out to compile: loaded now, in the
+            // background (after the watcher read what to watch: the second
+            // pass holds the lifecycle's state while it compiles).
+            let weak = Arc::downgrade(&host.inner);
+            tokio::spawn(async move {
+                if let Some(inner) = weak.upgrade() {
+                    inner.lifecycle.finish_start().await;
+                }
+            });
         }
         // MCP servers connect in the background; each listing brings a new
         // generation (the host is held weakly: the bridge stops with it).
@@ -552,7 +575,12 @@ impl Toolgate {
             b.wait_ready(timeout).await;
             // A listing is published by a reload in the background; make
             // sure the generation in force has what the servers listed.
-            if let Err(e) = self.inner.lifecycle.reload(false).await {
+            // While a start's second pass loads plugin files, a reload
+            // would wait for it: publish in the global layer now (the
+            // second pass brings them to every scope).
+            if !*self.inner.lifecycle.settled.borrow() {
+                self.inner.lifecycle.publish_bridged();
+            } else if let Err(e) = self.inner.lifecycle.reload(false).await {
                 tracing::warn!(error = %e, "the bridged tools could not be published");
             }
         }
@@ -706,8 +734,34 @@ impl Toolgate {
 
     /// Run one call through the pipeline and commit it (observers notified).
     pub async fn call(&self, call: ToolCall, turn: &TurnOptions) -> CallRecord {
+        self.until_loaded(turn, [call.name.as_str()]).await;
         let generation = self.generation_for(&turn.agent_scope);
         self.call_on(&generation, call, turn).await
+    }
+
+    /// While plugin files left out of the first generation are loading
+    /// (see [`crate::lifecycle`], "Start"): wait for them when the
+    /// generation is blocked (a policy may be among them) or lacks a tool
+    /// called (it may be theirs), or until the turn is cancelled. Returns
+    /// at once otherwise.
+    pub(crate) async fn until_loaded<'a>(
+        &self,
+        turn: &TurnOptions,
+        names: impl IntoIterator<Item = &'a str>,
+    ) {
+        let mut settled = self.inner.lifecycle.settled.subscribe();
+        if *settled.borrow() {
+            return;
+        }
+        let generation = self.generation_for(&turn.agent_scope);
+        let wait = !generation.blocked.is_empty()
+            || names.into_iter().any(|n| !generation.tools.contains_key(n));
+        if wait {
+            tokio::select! {
+                _ = settled.wait_for(|s| *s) => {}
+                _ = turn.cancel.cancelled() => {}
+            }
+        }
     }
 
     /// Run one call against `generation` — one the caller holds, from

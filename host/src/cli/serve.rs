@@ -156,6 +156,9 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
     let mut builder = global
         .builder()?
         .approver(fallback)
+        // Plugin files that must compile load after the built-ins serve:
+        // `initialize` is answered at once (see `lifecycle`, "Start").
+        .background_loading(true)
         .watch(!args.no_watch)
         .watch_options(crate::lifecycle::watch::WatchOptions {
             debounce: std::time::Duration::from_millis(args.watch_debounce_ms),

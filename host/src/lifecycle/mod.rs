@@ -41,6 +41,25 @@
 //! atomically: calls in flight keep the generation they started with.
 //! Reloads are serialized; one asked for while another runs waits for it.
 //!
+//! # Start: built-ins first, plugin files that must compile in the background
+//!
+//! The built-ins are precompiled ([`crate::plugin::precompiled`]): loading them
+//! compiles nothing. A plugin *file* not in the compile cache compiles on
+//! first use, which may take seconds. With background loading on
+//! (`toolgate serve`: [`crate::ToolgateBuilder::background_loading`]), the
+//! first generation serves without such files ([`Lifecycle::start`]) and a
+//! second pass loads them and publishes the complete generation
+//! ([`Lifecycle::finish_start`]), logging how long each compile took. A
+//! call is never run without a policy that is still loading: a file whose
+//! exports name any role but `tool` ([`loader::tool_only`]; one that does
+//! not parse counts as a policy) is listed in the first generation's
+//! `blocked` (which refuses every call), and calls arriving meanwhile wait
+//! for the second pass ([`crate::Toolgate`] waits for
+//! [`Lifecycle::settled`] when its generation is blocked or lacks the
+//! tool called) instead of being refused. A tool-only file holds nothing
+//! back: its tools appear with the second generation (a `tools/list`
+//! client is told the list changed).
+//!
 //! Restart-only settings: `max_parallel_tool_calls`, `policy_timeout_ms`,
 //! `[limits]`, `sandbox` and `sandbox_waive` are read at start; a reload
 //! that sees them changed says so and keeps the values it started with.
@@ -188,6 +207,9 @@ pub(crate) struct Sources {
     /// `ToolgateBuilder::code_mode`: wins over the file at every reload.
     pub code_mode: Option<bool>,
     pub natives: NativePolicies,
+    /// Load plugin files that must be compiled in a second pass, after the
+    /// first generation serves (see the module documentation).
+    pub background: bool,
 }
 
 /// The loader of generations: owns the registry and the lifecycle state.
@@ -213,6 +235,9 @@ pub(crate) struct Lifecycle {
     loading: Mutex<BTreeSet<Key>>,
     generations: std::sync::atomic::AtomicU64,
     events: broadcast::Sender<Arc<ReloadEvent>>,
+    /// `false` while plugin files deferred at start are loading (see
+    /// [`Lifecycle::start`]).
+    pub settled: tokio::sync::watch::Sender<bool>,
 }
 
 /// The candidates of a directory, and the problems of its entries.
@@ -248,6 +273,9 @@ enum Decision {
     Down(Refusal),
     /// A new file still being written: nothing serves yet.
     Pending,
+    /// Left out of a start's first pass (it must compile); why, and
+    /// whether it may be a policy.
+    Deferred(LoadError),
 }
 
 impl Lifecycle {
@@ -276,7 +304,39 @@ impl Lifecycle {
             loading: Mutex::default(),
             generations: std::sync::atomic::AtomicU64::new(0),
             events: broadcast::channel(EVENT_BUFFER).0,
+            settled: tokio::sync::watch::Sender::new(true),
         }
+    }
+
+    /// The first generation. With background loading, plugin files that
+    /// would compile are left out of it (those that may be policies block
+    /// it); then `true` is returned, [`settled`](Self::settled) is `false`
+    /// and [`finish_start`](Self::finish_start) must run.
+    pub async fn start(&self) -> Result<bool, HostError> {
+        let (_, deferred) = self.pass(true, self.sources.background).await?;
+        if deferred > 0 {
+            self.settled.send_replace(false);
+        }
+        Ok(deferred > 0)
+    }
+
+    /// The second pass of a start: load what [`start`](Self::start) left
+    /// out, publish the complete generation, and settle (also when the
+    /// pass fails: the generation in force then still blocks every call
+    /// if a policy is missing).
+    pub async fn finish_start(&self) {
+        let started = std::time::Instant::now();
+        match self.pass(true, false).await {
+            Ok(_) => tracing::info!(
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "the plugins left out of the first generation are loaded"
+            ),
+            Err(e) => tracing::warn!(
+                error = %e,
+                "loading the plugins left out of the first generation failed; the generation in force stays"
+            ),
+        }
+        self.settled.send_replace(true);
     }
 
     /// Subscribe to reload events.
@@ -347,6 +407,12 @@ impl Lifecycle {
 
     /// Load a generation and swap it in.
     pub async fn reload(&self, initial: bool) -> Result<Arc<Registry>, HostError> {
+        self.pass(initial, false).await.map(|(r, _)| r)
+    }
+
+    /// Load a generation and swap it in; `defer`: leave out plugin files
+    /// not in the compile cache. Returns how many were left out.
+    async fn pass(&self, initial: bool, defer: bool) -> Result<(Arc<Registry>, usize), HostError> {
         let mut state = self.state.lock().await;
         let mut problems: Vec<LoadError> = Vec::new();
         let mut config_problem = None;
@@ -551,6 +617,16 @@ impl Lifecycle {
         }
         let decisions = futures::future::join_all(jobs.into_iter().map(
             |(key, candidate, settings, plugin_config, prev, refusal, baseline)| async move {
+                if defer
+                    && settings.is_ok()
+                    && let Some(error) = self.deferred(&key, &candidate)
+                {
+                    self.loading
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&key);
+                    return (key, Decision::Deferred(error));
+                }
                 let d = self
                     .decide(
                         &key,
@@ -606,7 +682,7 @@ impl Lifecycle {
                     r.as_ref()
                 }
                 Decision::Down(r) => Some(r),
-                Decision::Pending => None,
+                Decision::Pending | Decision::Deferred(_) => None,
             };
             if let Some(r) = r {
                 let new = state
@@ -645,7 +721,43 @@ impl Lifecycle {
             "generation {number} serves"
         );
         let _ = self.events.send(Arc::new(event));
-        Ok(registry)
+        let deferred = decisions
+            .iter()
+            .filter(|(_, d)| matches!(d, Decision::Deferred(_)))
+            .count();
+        Ok((registry, deferred))
+    }
+
+    /// Why `candidate` is left out of this pass, if it is: a plugin file
+    /// whose code is not in the compile cache. The reason says whether it
+    /// may be a policy (then it blocks the generation until it is loaded).
+    fn deferred(&self, key: &Key, candidate: &Candidate) -> Option<LoadError> {
+        let Candidate::Source(source, _) = candidate else {
+            return None;
+        };
+        if source.origin == Origin::Builtin {
+            return None;
+        }
+        let cached = self
+            .runtime
+            .cache
+            .as_ref()
+            .is_some_and(|c| c.has_entry(&self.runtime.engine, &source.bytes));
+        if cached {
+            return None;
+        }
+        let tool_only = loader::tool_only(&source.bytes);
+        let mut error = LoadError::new(
+            &key.qualified(),
+            &source.origin,
+            if tool_only {
+                "is still loading (compiling it: it is not in the compile cache); its tools appear when it is ready"
+            } else {
+                "is still loading (compiling it: it is not in the compile cache) and may be a policy: calls wait for it"
+            },
+        );
+        error.may_be_policy = !tool_only;
+        Some(error)
     }
 
     /// The candidates of one directory of one layer.
@@ -1219,6 +1331,26 @@ impl Lifecycle {
                         sha256: None,
                         refused: Some(r.error.message.clone()),
                         refused_sha256: r.sha256.clone(),
+                        cost: Cost::default(),
+                        plugin: None,
+                    });
+                }
+                Decision::Deferred(e) => {
+                    // Even when `optional` (which means: serve without it
+                    // if it does not load): while it loads, it may still
+                    // be a policy that will serve.
+                    if e.may_be_policy {
+                        layer.2.push(e.clone());
+                    }
+                    statuses.push(PluginStatus {
+                        scope: key.scope.clone(),
+                        name: key.name.clone(),
+                        origin: e.origin.clone(),
+                        state: PluginState::Loading,
+                        generation: None,
+                        sha256: None,
+                        refused: None,
+                        refused_sha256: None,
                         cost: Cost::default(),
                         plugin: None,
                     });

@@ -1,6 +1,9 @@
 //! The first-party plugins compiled into the binary (by `host/build.rs`
 //! from `plugins/`), so `toolgate demo` works on a fresh clone with no
 //! plugin directory, and their default grants.
+//!
+//! Their machine code is compiled with the binary too: see
+//! [`super::precompiled`].
 
 use std::path::Path;
 use std::sync::Arc;
@@ -96,5 +99,89 @@ pub fn default_grants(name: &str, workdir: &Path) -> Option<GrantsConfig> {
             })
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::{loader, precompiled};
+
+    fn engine() -> std::sync::Arc<crate::plugin::Runtime> {
+        crate::plugin::Runtime::new(crate::plugin::RuntimeOptions {
+            cache_dir: None,
+            max_instances: 4,
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    fn bytes(name: &str) -> Arc<[u8]> {
+        sources()
+            .0
+            .into_iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("no built-in `{name}`"))
+            .bytes
+    }
+
+    /// Every built-in has precompiled code that this host's engine takes:
+    /// fails when the build script's engine and the host's differ in
+    /// anything that shapes code (a setting made in `runtime.rs` rather
+    /// than in `codegen.rs`, a wasmtime feature only one of them has),
+    /// which would silently send every empty-cache start back to compiling.
+    #[test]
+    fn every_builtin_is_precompiled_for_this_engine() {
+        let runtime = engine();
+        let (sources, problems) = sources();
+        assert!(problems.is_empty(), "{problems:?}");
+        assert!(!sources.is_empty());
+        for s in sources {
+            assert!(
+                precompiled::precompiled(&runtime.engine, &s.name, &s.bytes).is_some(),
+                "built-in `{}` has no precompiled code this engine accepts",
+                s.name
+            );
+        }
+    }
+
+    /// Precompiled code is bound to its component: other bytes under the
+    /// same name are not given it.
+    #[test]
+    fn precompiled_code_is_not_given_to_other_bytes() {
+        let runtime = engine();
+        let (name, wasm, _) = generated::BUILTIN[0];
+        let mut other = wasm.to_vec();
+        // A custom section appended: still a component, other bytes.
+        other.extend_from_slice(&[0, 4, 1, b'x', 0, 0]);
+        assert!(precompiled::precompiled(&runtime.engine, name, &other).is_none());
+        assert!(precompiled::precompiled(&runtime.engine, "no-such-plugin", wasm).is_none());
+    }
+
+    /// Code that changed after it was sealed is not deserialised.
+    #[test]
+    fn a_broken_seal_is_refused() {
+        let runtime = engine();
+        let (name, key, seal, code) = precompiled::entries()[0];
+        let wasm = bytes(name);
+        assert!(precompiled::checked(&runtime.engine, name, &wasm, key, seal, code).is_some());
+        let mut changed = code.to_vec();
+        let middle = changed.len() / 2;
+        changed[middle] ^= 0x40;
+        assert!(precompiled::checked(&runtime.engine, name, &wasm, key, seal, &changed).is_none());
+    }
+
+    /// Read from export names alone: a tool provider is tool-only; a
+    /// guard, a wrapper, an observer, a hook may be a policy; bytes that
+    /// do not parse count as a policy (fail closed).
+    #[test]
+    fn tool_only_tells_tool_providers_from_policies_without_compiling() {
+        assert!(loader::tool_only(&bytes("fs-tools")));
+        assert!(loader::tool_only(&bytes("bash")));
+        for policy in ["secrets-guard", "timeout", "audit-log", "ask-destructive"] {
+            assert!(!loader::tool_only(&bytes(policy)), "{policy}");
+        }
+        assert!(!loader::tool_only(b"\0asm\x0d\x00\x01\x00garbage"));
+        assert!(!loader::tool_only(b"not wasm at all"));
     }
 }

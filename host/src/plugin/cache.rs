@@ -47,7 +47,6 @@
 
 use std::ffi::CString;
 use std::fs::File;
-use std::hash::{Hash, Hasher};
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
@@ -254,12 +253,41 @@ impl CompileCache {
         }
     }
 
+    /// Whether the cache holds an entry for `bytes` (not yet verified: a
+    /// hint that loading them will not compile, nothing is trusted on it).
+    pub fn has_entry(&self, engine: &Engine, bytes: &[u8]) -> bool {
+        let Some((dir, _)) = self.ready() else {
+            return false;
+        };
+        let name = CString::new(format!("{}.tgc", key(engine, bytes))).expect("no NUL");
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        let r = unsafe {
+            libc::fstatat(
+                dir.as_raw_fd(),
+                name.as_ptr(),
+                &mut st,
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        r == 0 && st.st_mode & libc::S_IFMT == libc::S_IFREG
+    }
+
     /// The compiled component for `bytes`: from a verified cache entry, or
     /// freshly compiled (and then stored; a failure to store is only logged).
     pub fn load_or_compile(&self, engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Component> {
+        self.lookup_or_compile(engine, bytes).map(|(c, _)| c)
+    }
+
+    /// [`load_or_compile`](Self::load_or_compile), saying where the code
+    /// came from (and how long compiling took).
+    pub fn lookup_or_compile(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+    ) -> wasmtime::Result<(Component, Provenance)> {
         let name = format!("{}.tgc", key(engine, bytes));
         let Some((dir, mac_key)) = self.ready() else {
-            return Component::new(engine, bytes);
+            return compile(engine, bytes);
         };
         match read_entry(&dir, &name, &mac_key) {
             Ok(Some(code)) => {
@@ -270,7 +298,7 @@ impl CompileCache {
                 // MAC binds the name). `deserialize` copies it into fresh
                 // executable memory and checks the engine compatibility.
                 match unsafe { Component::deserialize(engine, &code) } {
-                    Ok(component) => return Ok(component),
+                    Ok(component) => return Ok((component, Provenance::Cache)),
                     Err(e) => tracing::warn!(
                         entry = %self.inner.dir.join(&name).display(),
                         error = %e,
@@ -284,11 +312,11 @@ impl CompileCache {
                 "compile cache entry not used: {why}; recompiling and replacing it"
             ),
         }
-        let component = Component::new(engine, bytes)?;
+        let (component, provenance) = compile(engine, bytes)?;
         if let Err(e) = store_entry(&dir, &name, &mac_key, &component) {
             tracing::warn!(dir = %self.inner.dir.display(), error = %e, "could not write the compile cache");
         }
-        Ok(component)
+        Ok((component, provenance))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -305,6 +333,24 @@ impl CompileCache {
             State::Refused(_) => None,
         }
     }
+}
+
+/// Where the code of a loaded component came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Provenance {
+    /// Compiled into the binary by the build script (a built-in plugin).
+    Embedded,
+    /// A verified entry of the compile cache.
+    Cache,
+    /// Compiled now, in this long.
+    Compiled(std::time::Duration),
+}
+
+/// Compile `bytes` now, timed.
+pub fn compile(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<(Component, Provenance)> {
+    let started = std::time::Instant::now();
+    let component = Component::new(engine, bytes)?;
+    Ok((component, Provenance::Compiled(started.elapsed())))
 }
 
 fn warn_refused(dir: &Path, why: &str) {
@@ -692,19 +738,7 @@ fn store_entry(
 
 /// Hex SHA-256 over the engine's compatibility hash and the bytes.
 fn key(engine: &Engine, bytes: &[u8]) -> String {
-    struct ShaHasher(Sha256);
-    impl Hasher for ShaHasher {
-        fn finish(&self) -> u64 {
-            0
-        }
-        fn write(&mut self, bytes: &[u8]) {
-            self.0.update(bytes);
-        }
-    }
-    let mut h = ShaHasher(Sha256::new());
-    engine.precompile_compatibility_hash().hash(&mut h);
-    h.0.update(bytes);
-    h.0.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    super::codegen::key(engine, bytes)
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
+use super::cache::Provenance;
 use super::component::{ComponentPlugin, InstanceMode, Origin, Parts};
 use super::contract::{self, ListedTool};
 use super::grants::Grants;
@@ -232,12 +233,22 @@ pub async fn load(
         }
     }
     check_header(&source.bytes).map_err(|m| source.error(m))?;
-    let component = {
+    let (component, provenance) = {
         let runtime = runtime.clone();
         let bytes = source.bytes.clone();
-        tokio::task::spawn_blocking(move || match &runtime.cache {
-            Some(cache) => cache.load_or_compile(&runtime.engine, &bytes),
-            None => wasmtime::component::Component::new(&runtime.engine, &bytes),
+        let builtin = (source.origin == Origin::Builtin).then(|| source.name.clone());
+        tokio::task::spawn_blocking(move || {
+            // A built-in's code was compiled with the binary (see
+            // `precompiled`): nothing to compile, cache or no cache.
+            if let Some(name) = builtin
+                && let Some(c) = super::precompiled::precompiled(&runtime.engine, &name, &bytes)
+            {
+                return Ok((c, Provenance::Embedded));
+            }
+            match &runtime.cache {
+                Some(cache) => cache.lookup_or_compile(&runtime.engine, &bytes),
+                None => super::cache::compile(&runtime.engine, &bytes),
+            }
         })
         .await
         .map_err(|e| source.error(format!("compilation panicked: {e}")))?
@@ -248,6 +259,24 @@ pub async fn load(
             ))
         })?
     };
+    if let Provenance::Compiled(took) = provenance {
+        let ms = took.as_millis() as u64;
+        if took >= SLOW_COMPILE {
+            tracing::warn!(
+                plugin = %source.name,
+                origin = %source.origin,
+                compile_ms = ms,
+                "compiling the plugin took {ms} ms (its first use; the compile cache keeps it for the next start)"
+            );
+        } else {
+            tracing::info!(
+                plugin = %source.name,
+                origin = %source.origin,
+                compile_ms = ms,
+                "compiled the plugin in {ms} ms (not in the compile cache)"
+            );
+        }
+    }
     let shape = contract::inspect(&runtime.engine, &component).map_err(|m| source.error(m))?;
     // From here on the roles are known: a tool-only plugin that fails does
     // not hold the host's policies back.
@@ -335,6 +364,7 @@ pub async fn load(
         plugin = %source.name,
         contract = ?shape.version,
         path = ?path,
+        code = ?provenance,
         elapsed_us = started.elapsed().as_micros() as u64,
         "plugin loaded"
     );
@@ -345,6 +375,44 @@ pub async fn load(
         load_time: started.elapsed(),
     })
 }
+
+/// Whether a component can only be a tool provider, read from the names
+/// of its exports without compiling it (the roles it exports are named
+/// `toolgate:plugin/<role>@<version>`). `false` — it may be a policy —
+/// when it exports any other role of the contract, or when the bytes do
+/// not parse: a plugin still loading that may be a policy must hold the
+/// calls back (see `lifecycle`), one that is only a tool need not.
+pub fn tool_only(bytes: &[u8]) -> bool {
+    use wasmparser::{Parser, Payload};
+    let mut depth = 0usize;
+    for payload in Parser::new(0).parse_all(bytes) {
+        match payload {
+            Err(_) => return false,
+            Ok(Payload::ModuleSection { .. } | Payload::ComponentSection { .. }) => depth += 1,
+            Ok(Payload::End(_)) => depth = depth.saturating_sub(1),
+            Ok(Payload::ComponentExportSection(exports)) if depth == 0 => {
+                for export in exports {
+                    let Ok(export) = export else {
+                        return false;
+                    };
+                    // A name not of the contract: `inspect` ignores it too.
+                    if let Some((pkg, iface, _)) = contract::split_name(export.name.name)
+                        && pkg == contract::PACKAGE
+                        && iface != Role::Tool.interface()
+                    {
+                        return false;
+                    }
+                }
+            }
+            Ok(_) => {}
+        }
+    }
+    true
+}
+
+/// A compile at least this long is logged as a warning (shorter ones at
+/// `info`): the operator sees what a plugin's first use costs the start.
+pub const SLOW_COMPILE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// `budget` in epoch ticks (at least one).
 fn ticks(budget: std::time::Duration, tick: std::time::Duration) -> u32 {

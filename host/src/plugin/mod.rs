@@ -11,13 +11,17 @@
 //!   lines, guest stdout/stderr;
 //! * [`grants`], [`manifest`] — what the operator grants, what the plugin asks;
 //! * [`cache`] — compiled components on disk;
-//! * [`builtin`] — the first-party plugins embedded in the binary.
+//! * [`codegen`] — the settings that shape compiled code (shared with the
+//!   build script, which precompiles the built-ins);
+//! * [`builtin`] — the first-party plugins embedded in the binary;
+//! * [`precompiled`] — their machine code, compiled with the binary.
 //!
 //! Dependencies point one way: `store` ← `component` ← `contract` ←
 //! `runtime`, `loader`; none of them reaches back.
 
 pub mod builtin;
 pub mod cache;
+pub mod codegen;
 pub mod component;
 pub mod contract;
 pub mod grants;
@@ -27,6 +31,7 @@ pub mod log;
 pub mod manifest;
 pub mod memory;
 pub mod pipe;
+pub mod precompiled;
 pub mod runtime;
 pub mod store;
 pub mod sync_wasi;

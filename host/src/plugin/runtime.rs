@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::cache::CompileCache;
 use super::contract::Linkers;
@@ -117,12 +117,9 @@ fn engine_config(options: &RuntimeOptions) -> Config {
         .max_tables_per_component(memory::MAX_TABLES as u32)
         .max_memory_size(options.max_memory_bytes);
     let mut config = Config::new();
-    config
-        .wasm_component_model(true)
-        .concurrency_support(false)
-        .epoch_interruption(true)
-        .cranelift_opt_level(OptLevel::Speed)
-        .parallel_compilation(true)
+    // What shapes the code is set in `codegen`, shared with the build
+    // script that precompiles the built-ins.
+    super::codegen::configure(&mut config)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     config
 }

@@ -189,6 +189,8 @@ impl Arrivals {
 
     /// Wait for the call's turn, prepare, classify, take its slots, admit.
     async fn admit(&self, call: ToolCall, turn: &TurnOptions, token: u64) -> Admission {
+        // Plugins still loading at start that the call may need.
+        self.host.until_loaded(turn, [call.name.as_str()]).await;
         // Arrival order. A call cancelled while it waits here settles at
         // once (materialize sees the cancellation).
         let _admission = tokio::select! {

@@ -168,6 +168,8 @@ impl Toolgate {
         calls: Vec<ToolCall>,
         turn: &TurnOptions,
     ) -> Result<Vec<CallRecord>, SchedulerError> {
+        self.until_loaded(turn, calls.iter().map(|c| c.name.as_str()))
+            .await;
         Turn::new(self, calls, turn).run().await
     }
 }

@@ -580,3 +580,41 @@ async fn a_scope_configuration_that_cannot_work_is_an_error_naming_it() {
         "{e}"
     );
 }
+
+/// Background loading at start (what `toolgate serve` uses): plugin files
+/// not in the compile cache load after the host is built, and a call made
+/// at once — to a tool of one of them, past a guard that is one of them —
+/// waits for them and meets the guard: never run without a policy, never
+/// refused for want of one still loading.
+#[tokio::test(flavor = "multi_thread")]
+async fn background_loading_runs_no_call_before_the_policies_it_is_loading() {
+    let dir = PluginDir::new();
+    dir.add("tools", fixtures::TOOLS)
+        .add("guard", fixtures::GUARD);
+    let cache = TempDir::new("background-cache");
+    let host = builder(
+        &dir,
+        "[plugins.guard]\nvars = { BEHAVIOR = \"deny-tool:echo\", NAME = \"guard\" }\n",
+    )
+    .runtime_options(toolgate::plugin::RuntimeOptions {
+        cache_dir: Some(cache.path().join("c")),
+        ..test_runtime()
+    })
+    .background_loading(true)
+    .build()
+    .await
+    .expect("host builds");
+    let r = host
+        .call(
+            call("c1", "echo", json!({"text": "hi"})),
+            &TurnOptions::default(),
+        )
+        .await;
+    let v = json(&r);
+    assert_eq!(v["error"]["code"], "DENIED", "{v}");
+    assert_eq!(v["error"]["stage"], "guard", "{v}");
+    assert_eq!(v["error"]["decidedBy"], "guard", "{v}");
+    // Both serve now.
+    assert_eq!(status(&host, "guard").unwrap().state, PluginState::Serving);
+    assert_eq!(status(&host, "tools").unwrap().state, PluginState::Serving);
+}

@@ -90,11 +90,38 @@ fn setup() -> Setup {
          [plugins.ask]\nvars = { BEHAVIOR = \"ask\", NAME = \"ask\" }\n",
     )
     .unwrap();
-    Setup {
+    let s = Setup {
         work,
         plugins,
         config,
-    }
+    };
+    warm_cache(&s);
+    s
+}
+
+/// The fixtures compiled into the shared cache before the first server
+/// starts: `serve` loads plugin files that are not in the cache after it
+/// answers (see `lifecycle`, "Start"), and these tests expect every tool
+/// listed at once. Same fixtures in every `setup`: once per test binary.
+fn warm_cache(s: &Setup) {
+    static WARM: OnceLock<()> = OnceLock::new();
+    WARM.get_or_init(|| {
+        // `plugins` instead of `serve`: loads everything, prints, exits.
+        let args: Vec<String> = s.args(&[]).into_iter().filter(|a| a != "serve").collect();
+        let out = Command::new(toolgate_bin())
+            .args(&args)
+            .arg("plugins")
+            .current_dir(s.work.path())
+            .env("TOOLGATE_CACHE_DIR", cache_dir())
+            .env("RUST_LOG", "warn")
+            .output()
+            .expect("run toolgate plugins");
+        assert!(
+            out.status.success(),
+            "warming the compile cache failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    });
 }
 
 impl Setup {
@@ -1361,4 +1388,184 @@ fn no_elicitation_leaves_approval_to_the_host() {
             assert_eq!(first["method"], "elicitation/create", "{first}");
         }
     }
+}
+
+/// A server started the way a new user's first one is: a fresh, empty
+/// compile cache (its own, not the tests' shared one), the built-ins, and
+/// optionally a plugin directory with `config`.
+struct Fresh {
+    raw: Raw,
+    started: Instant,
+    _work: TempDir,
+    _cache: TempDir,
+}
+
+fn fresh(plugins: Option<&PluginDir>, config: &str) -> Fresh {
+    let work = TempDir::new("first-call-work");
+    let cache = TempDir::new("first-call-cache");
+    std::fs::write(work.path().join("hello.txt"), "hello\n").unwrap();
+    std::fs::write(work.path().join("toolgate.toml"), config).unwrap();
+    let mut cmd = Command::new(toolgate_bin());
+    if let Some(p) = plugins {
+        cmd.arg("--plugins").arg(p.path());
+    }
+    cmd.args(["serve", "--no-watch", "--approve", "deny"])
+        .current_dir(work.path())
+        .env("TOOLGATE_CACHE_DIR", cache.path().join("c"))
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let started = Instant::now();
+    let mut child = cmd.spawn().expect("start the server");
+    let stdin = child.stdin.take();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    // Never hang: a server that stays silent is killed, and the read fails.
+    let pid = child.id();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(120));
+        let _ = Command::new("kill").arg(pid.to_string()).status();
+    });
+    Fresh {
+        raw: Raw {
+            child,
+            stdin,
+            stdout,
+        },
+        started,
+        _work: work,
+        _cache: cache,
+    }
+}
+
+/// What a slow first call is allowed (issue 25: 1 s release, 3 s debug;
+/// measured ≈ 60 ms debug, see BENCHMARKS.md "First call on an empty
+/// compile cache"). Compiling the built-ins at start took 4.9 s (debug).
+fn first_call_bound() -> Duration {
+    if cfg!(debug_assertions) {
+        Duration::from_secs(3)
+    } else {
+        Duration::from_secs(1)
+    }
+}
+
+/// The first `tools/call` of a built-in tool, on an empty compile cache,
+/// is answered within the bound of issue 25: the built-ins are compiled
+/// with the binary, nothing is compiled at start.
+#[test]
+fn the_first_call_on_an_empty_compile_cache_is_answered_within_the_bound() {
+    let mut f = fresh(None, "");
+    f.raw.handshake();
+    let initialized = f.started.elapsed();
+    f.raw.send(&call(2, "read", json!({"path": "hello.txt"})));
+    let v = f.raw.answer(2);
+    let first = f.started.elapsed();
+    assert_eq!(v["result"]["isError"], false, "{v}");
+    assert!(
+        v["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("hello")),
+        "{v}"
+    );
+    assert!(
+        first < first_call_bound(),
+        "start -> first call answered took {first:?} (initialize {initialized:?}); the bound is {:?}",
+        first_call_bound()
+    );
+}
+
+/// Read frames until every id of `ids` is answered: the answers by id,
+/// and whether `notifications/tools/list_changed` came meanwhile.
+fn answers(raw: &mut Raw, ids: &[i64]) -> (std::collections::BTreeMap<i64, Value>, bool) {
+    let mut got = std::collections::BTreeMap::new();
+    let mut changed = false;
+    while !ids.iter().all(|id| got.contains_key(id)) {
+        let v = raw.read();
+        if v["method"] == "notifications/tools/list_changed" {
+            changed = true;
+        } else if let Some(id) = v["id"].as_i64() {
+            got.insert(id, v);
+        }
+    }
+    (got, changed)
+}
+
+/// A third-party policy still compiling holds calls back (fail closed):
+/// the first call, sent at once, waits for the guard and is denied by it
+/// — neither run without it nor refused for want of it.
+#[test]
+fn a_call_never_runs_before_its_policies_are_loaded() {
+    let plugins = PluginDir::new();
+    plugins.add("guard", fixtures::GUARD);
+    let mut f = fresh(
+        Some(&plugins),
+        "[plugins.guard]\nvars = { BEHAVIOR = \"deny-tool:read\", NAME = \"guard\" }\n",
+    );
+    // Everything at once: the guard cannot be compiled yet.
+    f.raw.send(INIT);
+    f.raw
+        .send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    f.raw.send(&call(2, "read", json!({"path": "hello.txt"})));
+    f.raw.send(&call(3, "list_dir", json!({"path": "."})));
+    let (got, _) = answers(&mut f.raw, &[1, 2, 3]);
+    assert_eq!(
+        got[&1]["result"]["serverInfo"]["name"], "toolgate",
+        "{}",
+        got[&1]
+    );
+    let read = &got[&2]["result"];
+    assert_eq!(read["isError"], true, "{read}");
+    assert_eq!(error_of(read)["code"], "DENIED", "{read}");
+    assert_eq!(error_of(read)["stage"], "guard", "{read}");
+    assert_eq!(error_of(read)["decidedBy"], "guard", "{read}");
+    // Another tool passes the same guard once it is loaded.
+    let list = &got[&3]["result"];
+    assert_eq!(list["isError"], false, "{list}");
+}
+
+/// A third-party tool provider that must compile does not hold the
+/// built-ins back: `initialize`, `tools/list` and a built-in call are
+/// answered while it compiles; its tools follow with
+/// `notifications/tools/list_changed`, and a call to one of them sent
+/// before it was ready waits for it rather than failing.
+#[test]
+fn a_compiling_third_party_tool_does_not_hold_the_builtins_back() {
+    let plugins = PluginDir::new();
+    plugins.add("tools", fixtures::TOOLS);
+    let mut f = fresh(Some(&plugins), "");
+    f.raw.handshake();
+    f.raw
+        .send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#);
+    f.raw.send(&call(3, "read", json!({"path": "hello.txt"})));
+    f.raw.send(&call(4, "echo", json!({"text": "hi"})));
+    let (got, mut changed) = answers(&mut f.raw, &[2, 3, 4]);
+    let names: Vec<&str> = got[&2]["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"read"), "{names:?}");
+    assert!(
+        !names.contains(&"echo"),
+        "the first listing waited for the third-party plugin to compile: {names:?}"
+    );
+    assert_eq!(got[&3]["result"]["isError"], false, "{}", got[&3]);
+    let echo = &got[&4]["result"];
+    assert_eq!(echo["isError"], false, "{echo}");
+    assert_eq!(echo["content"][0]["text"], "hi", "{echo}");
+    f.raw
+        .send(r#"{"jsonrpc":"2.0","id":5,"method":"tools/list"}"#);
+    let (got, more) = answers(&mut f.raw, &[5]);
+    changed |= more;
+    assert!(
+        got[&5]["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "echo"),
+        "{}",
+        got[&5]
+    );
+    assert!(changed, "the client was told the list changed");
 }
