@@ -43,7 +43,11 @@ fn main() {
     table.push_str("];\n");
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
     std::fs::write(out.join("builtin_plugins.rs"), table).unwrap();
-    std::fs::write(out.join("precompiled_plugins.rs"), precompile(&built)).unwrap();
+    // The interpreter too: Boa is a 6 MB component, seconds of Cranelift
+    // at the first `run_code` otherwise.
+    let mut native = built.clone();
+    native.push(interpreter.clone());
+    std::fs::write(out.join("precompiled_plugins.rs"), precompile(&native)).unwrap();
     toolchains();
 }
 

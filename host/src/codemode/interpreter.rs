@@ -19,9 +19,11 @@
 //!   which traps an endless loop within one tick, and raced by the host,
 //!   which drops a program blocked in a nested call.
 //!
-//! The component is compiled once per host, on first use (through the
-//! compile cache when there is one); every program after that only
-//! instantiates it.
+//! The component's machine code is made with the binary (the build script
+//! precompiles it with the built-in plugins, `plugin::precompiled`) and
+//! deserialised once per host, on first use; only where this engine does
+//! not match the build's is it compiled then (through the compile cache
+//! when there is one). Every program after that only instantiates it.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,6 +45,8 @@ use crate::tool::BodyError;
 
 /// The component, built by `host/build.rs` from `plugins/run-code`.
 pub static COMPONENT: &[u8] = include_bytes!(env!("TOOLGATE_RUN_CODE_WASM"));
+/// Its name in the table of precompiled code (its directory's).
+const INTERPRETER_NAME: &str = "run-code";
 
 /// How long a program's nested calls, cancelled with it, may take to drain
 /// before the program is dropped regardless.
@@ -104,9 +108,20 @@ impl Interpreter {
         self.pre
             .get_or_try_init(|| async {
                 let runtime = self.runtime.clone();
-                let component = tokio::task::spawn_blocking(move || match &runtime.cache {
-                    Some(cache) => cache.load_or_compile(&runtime.engine, COMPONENT),
-                    None => Component::new(&runtime.engine, COMPONENT),
+                // Compiled with the binary (`plugin::precompiled`) where
+                // this engine matches the build's; else compiled here.
+                let component = tokio::task::spawn_blocking(move || {
+                    if let Some(c) = crate::plugin::precompiled::precompiled(
+                        &runtime.engine,
+                        INTERPRETER_NAME,
+                        COMPONENT,
+                    ) {
+                        return Ok(c);
+                    }
+                    match &runtime.cache {
+                        Some(cache) => cache.load_or_compile(&runtime.engine, COMPONENT),
+                        None => Component::new(&runtime.engine, COMPONENT),
+                    }
                 })
                 .await
                 .map_err(|e| BodyError::Internal(format!("compiling the interpreter: {e}")))?

@@ -143,6 +143,15 @@ mod tests {
                 s.name
             );
         }
+        // And the Code Mode interpreter.
+        assert!(
+            precompiled::precompiled(
+                &runtime.engine,
+                "run-code",
+                crate::codemode::interpreter::COMPONENT
+            )
+            .is_some()
+        );
     }
 
     /// Precompiled code is bound to its component: other bytes under the
