@@ -24,6 +24,7 @@ pub mod grants;
 pub mod inline_fs;
 pub mod loader;
 pub mod log;
+pub mod fs_hint;
 pub mod manifest;
 pub mod memory;
 pub mod pipe;
