@@ -761,7 +761,11 @@ fn check_call_fails_when_the_result_is_invalid() {
         try_call(r#"{"name": "fail", "arguments": {"code": "NOPE", "message": "no"}}"#);
     assert_eq!(code, Some(0), "a tool's own error is an answer: {stdout}");
     // --json carries the same verdict.
-    std::fs::write(&call, r#"{"name": "value", "arguments": {"mode": "schema"}}"#).unwrap();
+    std::fs::write(
+        &call,
+        r#"{"name": "value", "arguments": {"mode": "schema"}}"#,
+    )
+    .unwrap();
     let out = toolgate()
         .args(["check", "--json"])
         .arg(&wasm)
@@ -771,7 +775,13 @@ fn check_call_fails_when_the_result_is_invalid() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(j["problems"][0].as_str().unwrap().contains("INVALID_RESULT"), "{j}");
+    assert!(
+        j["problems"][0]
+            .as_str()
+            .unwrap()
+            .contains("INVALID_RESULT"),
+        "{j}"
+    );
 }
 
 /// Issue 33: a component's "No such file" for a path outside every grant
@@ -794,7 +804,13 @@ fn a_missing_file_outside_every_grant_is_called_not_granted() {
             std::fs::write(&path, config).unwrap();
             c.arg("--config").arg(path);
         }
-        let out = c.arg("check").arg(&wasm).arg("--call").arg(&call).output().unwrap();
+        let out = c
+            .arg("check")
+            .arg(&wasm)
+            .arg("--call")
+            .arg(&call)
+            .output()
+            .unwrap();
         (text(&out.stdout), text(&out.stderr))
     };
     let (stdout, stderr) = check(None);
@@ -807,7 +823,10 @@ fn a_missing_file_outside_every_grant_is_called_not_granted() {
         "{stdout}"
     );
     // The host's log line says it too.
-    assert!(stderr.contains("a file access failed: not granted"), "{stderr}");
+    assert!(
+        stderr.contains("a file access failed: not granted"),
+        "{stderr}"
+    );
     // Granted elsewhere: outside every grant, and which grants there are.
     let dir = wasm.parent().unwrap().canonicalize().unwrap();
     let (stdout, _) = check(Some(&format!(
@@ -858,14 +877,15 @@ fn a_misnamed_manifest_is_named_with_the_name_it_needs() {
     std::fs::write(dir.join("plugin.toml"), "priority = 5\n").unwrap();
     // Not manifests: never mentioned.
     std::fs::write(dir.join("Cargo.toml"), "[package]\nname = \"x\"\n").unwrap();
+    std::fs::write(dir.join("empty.toml"), "").unwrap();
     let out = toolgate().arg("check").arg(&wasm).output().unwrap();
     let stdout = text(&out.stdout);
+    assert!(!stdout.contains("empty.toml"), "{stdout}");
     assert!(
         stdout.contains(&format!(
             "{} is not read: no plugin is named `plugin`",
             dir.join("plugin.toml").display()
-        ))
-            && stdout.contains("rename it to my-guard.toml"),
+        )) && stdout.contains("rename it to my-guard.toml"),
         "{stdout}"
     );
     assert!(!stdout.contains("Cargo.toml"), "{stdout}");
@@ -887,5 +907,8 @@ fn a_misnamed_manifest_is_named_with_the_name_it_needs() {
     let out = toolgate().arg("check").arg(&wasm).output().unwrap();
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}");
-    assert!(stdout.contains("the manifest my-guard.toml: priority"), "{stdout}");
+    assert!(
+        stdout.contains("the manifest my-guard.toml: priority"),
+        "{stdout}"
+    );
 }

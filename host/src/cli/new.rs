@@ -1124,9 +1124,13 @@ mod tests {
         let git = super::default_sdk(gone, "https://git.example.org/toolgate").unwrap();
         assert_eq!(git, "{ git = \"https://git.example.org/toolgate\" }");
         for repository in ["", "https://example.invalid/toolgate"] {
-            let e = super::default_sdk(gone, repository).unwrap_err().to_string();
+            let e = super::default_sdk(gone, repository)
+                .unwrap_err()
+                .to_string();
             assert!(
-                e.contains("--sdk-path") && e.contains("--sdk-git") && e.contains("nothing was created"),
+                e.contains("--sdk-path")
+                    && e.contains("--sdk-git")
+                    && e.contains("nothing was created"),
                 "{e}"
             );
         }

@@ -149,10 +149,20 @@ pub fn unclaimed_manifests(entries: &[PathBuf]) -> Vec<LoadError> {
         if plugins.contains(&name) {
             continue;
         }
+        // An empty file parses as a manifest too: only one that says
+        // something counts; the host's configuration never does.
+        let says_something = |m: crate::plugin::manifest::Manifest| {
+            m.description.is_some()
+                || m.priority.is_some()
+                || !m.priorities.is_empty()
+                || m.instances.is_some()
+        };
         let looks_like_one = matches!(name.as_str(), "plugin" | "manifest")
-            || std::fs::read_to_string(toml).is_ok_and(|t| {
-                crate::plugin::manifest::Manifest::parse(&t, &toml.display().to_string()).is_ok()
-            });
+            || (name != "toolgate"
+                && std::fs::read_to_string(toml).is_ok_and(|t| {
+                    crate::plugin::manifest::Manifest::parse(&t, &toml.display().to_string())
+                        .is_ok_and(says_something)
+                }));
         if !looks_like_one {
             continue;
         }

@@ -364,7 +364,9 @@ impl Lease<'_> {
                 let stderr = &instance.store.data().stderr;
                 let mut e = classify(&self.plugin.name, error, stderr);
                 if let InvokeError::Trap { message, hint, .. } = &mut e
-                    && let Some(h) = self.plugin.fs_hint(&format!("{message}\n{}", stderr.tail()))
+                    && let Some(h) = self
+                        .plugin
+                        .fs_hint(&format!("{message}\n{}", stderr.tail()))
                 {
                     *hint = h;
                 }

@@ -187,7 +187,10 @@ mod tests {
     fn an_absolute_path_outside_every_grant() {
         let abs = "[Errno 44] No such file or directory: '/etc/app/conf.toml'";
         let h = hint("reader", &granted("/srv/data", "/data"), abs).unwrap();
-        assert!(h.contains("/etc/app/conf.toml is outside every fs grant"), "{h}");
+        assert!(
+            h.contains("/etc/app/conf.toml is outside every fs grant"),
+            "{h}"
+        );
         assert!(
             h.contains("fs = [{ path = \"/etc/app\", guest = \"/etc/app\""),
             "{h}"
@@ -205,14 +208,7 @@ mod tests {
     #[test]
     fn other_failures_get_nothing() {
         assert!(hint("reader", &Grants::default(), "ValueError: bad").is_none());
-        assert!(
-            hint(
-                "reader",
-                &Grants::default(),
-                "notes.txt: Permission denied"
-            )
-            .is_none()
-        );
+        assert!(hint("reader", &Grants::default(), "notes.txt: Permission denied").is_none());
     }
 
     #[test]

@@ -305,11 +305,7 @@ async fn try_call(
             "the call ended in {} ({}), which a correct {} never causes",
             e.code.as_str(),
             e.message,
-            if stand_in.is_some() {
-                "policy"
-            } else {
-                "tool"
-            }
+            if stand_in.is_some() { "policy" } else { "tool" }
         ));
     }
     if args.json {

@@ -195,7 +195,10 @@ pub fn check(lang: Lang, anyway: bool) -> anyhow::Result<Option<String>> {
     if add_to_path.is_empty() {
         return Ok(None);
     }
-    let dirs: Vec<String> = add_to_path.iter().map(|d| d.display().to_string()).collect();
+    let dirs: Vec<String> = add_to_path
+        .iter()
+        .map(|d| d.display().to_string())
+        .collect();
     Ok(Some(format!(
         "the {} toolchain is installed in {} but not on PATH; before ./build.sh:\n  export PATH=\"{}:$PATH\"",
         super::lang_label(lang),
