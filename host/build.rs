@@ -129,6 +129,8 @@ fn toolchains() {
         "cargo:rustc-env=TOOLGATE_TOOLCHAINS_PATH={}",
         toolchains::path_with(&dir).to_string_lossy()
     );
+    // `toolgate new` looks there for tools not on PATH.
+    println!("cargo:rustc-env=TOOLGATE_TOOLCHAINS_DIR={}", dir.display());
     println!(
         "cargo:rustc-env=TOOLGATE_SCAFFOLD_TARGET={}",
         target.join("scaffold").display()

@@ -72,8 +72,14 @@ c() {
      && [ "$("$root/bin/wit-bindgen" --version 2>/dev/null | awk '{print $2}')" = "$WIT_BINDGEN" ]; then
     return
   fi
-  log "installing wit-bindgen-cli $WIT_BINDGEN (crates.io, C generator only) into $root"
-  cargo install --quiet --locked --root "$root" --no-default-features --features c \
+  # No registry this project reaches ships wit-bindgen prebuilt (PyPI and
+  # npm have no `wit-bindgen` package; its prebuilt binaries are GitHub
+  # releases), so it is compiled once and kept here. `--debug`: generating
+  # bindings takes milliseconds either way, and an unoptimized build takes
+  # a fraction of the time of the release build (measured in
+  # docs/policy-authors.md).
+  log "installing wit-bindgen-cli $WIT_BINDGEN (crates.io, C generator only, compiled once) into $root"
+  cargo install --quiet --locked --debug --root "$root" --no-default-features --features c \
     "wit-bindgen-cli@$WIT_BINDGEN"
 }
 

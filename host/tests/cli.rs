@@ -911,4 +911,189 @@ fn every_global_flag_combines_with_a_configuration_file_the_same_way() {
         assert!(names.contains(&"read".to_string()), "{ctx}: {names:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+/// Issue 33: `check --call` exits non-zero when the tool's result is one
+/// the host cannot accept (INVALID_RESULT) or the component trapped, and
+/// says why; a sound result, or the tool's own error, exits 0.
+#[test]
+fn check_call_fails_when_the_result_is_invalid() {
+    let wasm = built_plugin("fixture_tools.wasm", "tools");
+    let call = wasm.with_file_name("call.json");
+    let try_call = |json: &str| {
+        std::fs::write(&call, json).unwrap();
+        let out = toolgate()
+            .arg("check")
+            .arg(&wasm)
+            .arg("--call")
+            .arg(&call)
+            .output()
+            .unwrap();
+        (out.status.code(), text(&out.stdout))
+    };
+    let (code, stdout) = try_call(r#"{"name": "value", "arguments": {"mode": "schema"}}"#);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains("problem:   the call ended in INVALID_RESULT"),
+        "{stdout}"
+    );
+    let (code, stdout) = try_call(r#"{"name": "crash", "arguments": {}}"#);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(stdout.contains("TRAPPED"), "{stdout}");
+    let (code, stdout) = try_call(r#"{"name": "value", "arguments": {"mode": "valid"}}"#);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(!stdout.contains("problem:"), "{stdout}");
+    let (code, stdout) =
+        try_call(r#"{"name": "fail", "arguments": {"code": "NOPE", "message": "no"}}"#);
+    assert_eq!(code, Some(0), "a tool's own error is an answer: {stdout}");
+    // --json carries the same verdict.
+    std::fs::write(
+        &call,
+        r#"{"name": "value", "arguments": {"mode": "schema"}}"#,
+    )
+    .unwrap();
+    let out = toolgate()
+        .args(["check", "--json"])
+        .arg(&wasm)
+        .arg("--call")
+        .arg(&call)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        j["problems"][0]
+            .as_str()
+            .unwrap()
+            .contains("INVALID_RESULT"),
+        "{j}"
+    );
+}
+
+/// Issue 33: a component's "No such file" for a path outside every grant
+/// says "not granted" and names the grant line to add (here a tool's own
+/// error, as a C or Python author would write it); the same failure inside
+/// a grant is left as it is.
+#[test]
+fn a_missing_file_outside_every_grant_is_called_not_granted() {
+    let wasm = built_plugin("fixture_tools.wasm", "tools");
+    let call = wasm.with_file_name("call.json");
+    std::fs::write(
+        &call,
+        r#"{"name": "fail", "arguments": {"code": "IO", "message": "cannot open /srv/toolgate-nowhere/notes.txt: No such file or directory (os error 44)"}}"#,
+    )
+    .unwrap();
+    let check = |config: Option<&str>| {
+        let mut c = toolgate();
+        if let Some(config) = config {
+            let path = wasm.with_file_name("toolgate.toml");
+            std::fs::write(&path, config).unwrap();
+            c.arg("--config").arg(path);
+        }
+        let out = c
+            .arg("check")
+            .arg(&wasm)
+            .arg("--call")
+            .arg(&call)
+            .output()
+            .unwrap();
+        (text(&out.stdout), text(&out.stderr))
+    };
+    let (stdout, stderr) = check(None);
+    assert!(
+        stdout.contains("not granted: `tools` has no fs grant, so it sees no file at all (/srv/toolgate-nowhere/notes.txt included)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(r#"add fs = [{ path = "/srv/toolgate-nowhere", guest = "/srv/toolgate-nowhere", access = "read-only" }] under [plugins.tools.grants] in toolgate.toml"#),
+        "{stdout}"
+    );
+    // The host's log line says it too.
+    assert!(
+        stderr.contains("a file access failed: not granted"),
+        "{stderr}"
+    );
+    // Granted elsewhere: outside every grant, and which grants there are.
+    let dir = wasm.parent().unwrap().canonicalize().unwrap();
+    let (stdout, _) = check(Some(&format!(
+        "[plugins.tools.grants]\nfs = [{{ path = {:?}, guest = \"/data\", access = \"read-only\" }}]\n",
+        dir.display().to_string()
+    )));
+    assert!(
+        stdout.contains("/srv/toolgate-nowhere/notes.txt is outside every fs grant of `tools`"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("as `/data`"), "{stdout}");
+    // Inside the grant: really absent, no hint.
+    std::fs::write(
+        &call,
+        r#"{"name": "fail", "arguments": {"code": "IO", "message": "cannot open /data/absent.txt: No such file or directory (os error 44)"}}"#,
+    )
+    .unwrap();
+    let (stdout, _) = check(Some(&format!(
+        "[plugins.tools.grants]\nfs = [{{ path = {:?}, guest = \"/data\", access = \"read-only\" }}]\n",
+        dir.display().to_string()
+    )));
+    assert!(stdout.contains("absent.txt"), "{stdout}");
+    assert!(!stdout.contains("not granted"), "{stdout}");
+}
+
+/// Issue 33: `check` names the author's files, never its private copy.
+#[test]
+fn check_names_the_authors_manifest_not_a_temporary_copy() {
+    let wasm = built_plugin("plugin_secrets_guard.wasm", "no-rm");
+    std::fs::write(wasm.with_extension("toml"), "priority = \"high\"\n").unwrap();
+    let out = toolgate().arg("check").arg(&wasm).output().unwrap();
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(!out.status.success(), "{all}");
+    assert!(
+        all.contains(&wasm.with_extension("toml").display().to_string()),
+        "{all}"
+    );
+    assert!(!all.contains("toolgate-check-"), "{all}");
+}
+
+/// Issue 33: a manifest named `plugin.toml` beside `my-guard.wasm` is not
+/// read; `check` and the plugin directory's loader both say so and name
+/// the file it must be.
+#[test]
+fn a_misnamed_manifest_is_named_with_the_name_it_needs() {
+    let wasm = built_plugin("plugin_secrets_guard.wasm", "my-guard");
+    let dir = wasm.parent().unwrap().to_path_buf();
+    std::fs::write(dir.join("plugin.toml"), "priority = 5\n").unwrap();
+    // Not manifests: never mentioned.
+    std::fs::write(dir.join("Cargo.toml"), "[package]\nname = \"x\"\n").unwrap();
+    std::fs::write(dir.join("empty.toml"), "").unwrap();
+    let out = toolgate().arg("check").arg(&wasm).output().unwrap();
+    let stdout = text(&out.stdout);
+    assert!(!stdout.contains("empty.toml"), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "{} is not read: no plugin is named `plugin`",
+            dir.join("plugin.toml").display()
+        )) && stdout.contains("rename it to my-guard.toml"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("Cargo.toml"), "{stdout}");
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    // The directory loader warns the same way.
+    let out = toolgate()
+        .arg("--plugins")
+        .arg(&dir)
+        .arg("tools")
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("plugin.toml is not read") && stderr.contains("rename it to my-guard.toml"),
+        "{stderr}"
+    );
+    // Renamed, it is read, and nothing is said.
+    std::fs::rename(dir.join("plugin.toml"), dir.join("my-guard.toml")).unwrap();
+    let out = toolgate().arg("check").arg(&wasm).output().unwrap();
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("the manifest my-guard.toml: priority"),
+        "{stdout}"
+    );
 }

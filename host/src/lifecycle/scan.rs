@@ -85,13 +85,17 @@ pub struct Found {
 /// The plugin files of `dir`, sorted by name, stamped but not read.
 /// Problems with single entries are reported, not fatal.
 pub fn list(dir: &Path) -> std::io::Result<(Vec<Found>, Vec<LoadError>)> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)?
+    let entries: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    let mut paths: Vec<PathBuf> = entries
+        .iter()
         .filter(|p| is_plugin_file(p))
+        .cloned()
         .collect();
     paths.sort();
     let mut found = Vec::new();
-    let mut problems = Vec::new();
+    let mut problems = unclaimed_manifests(&entries);
     for path in paths {
         let name = path
             .file_stem()
@@ -109,6 +113,84 @@ pub fn list(dir: &Path) -> std::io::Result<(Vec<Found>, Vec<LoadError>)> {
         }
     }
     Ok((found, problems))
+}
+
+/// A plugin's manifest a newcomer might have misnamed: a `.toml` that no
+/// `.wasm` beside it claims (its stem is no plugin's), which either parses
+/// as a manifest or is named `plugin.toml` / `manifest.toml`. Other `.toml`
+/// files (`Cargo.toml`, `pyproject.toml`, a `toolgate.toml`) are not
+/// manifests and are not mentioned. It is never read: a note says so, and
+/// which name it needs.
+pub fn unclaimed_manifests(entries: &[PathBuf]) -> Vec<LoadError> {
+    let stem = |p: &Path| {
+        p.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let plugins: Vec<String> = entries
+        .iter()
+        .filter(|p| is_plugin_file(p))
+        .map(|p| stem(p))
+        .collect();
+    // The plugins that have no manifest of their own: what it may be for.
+    let bare: Vec<&String> = plugins
+        .iter()
+        .filter(|n| {
+            !entries
+                .iter()
+                .any(|p| is_manifest_file(p) && &stem(p) == *n)
+        })
+        .collect();
+    let mut out = Vec::new();
+    let mut tomls: Vec<&PathBuf> = entries.iter().filter(|p| is_manifest_file(p)).collect();
+    tomls.sort();
+    for toml in tomls {
+        let name = stem(toml);
+        if plugins.contains(&name) {
+            continue;
+        }
+        // An empty file parses as a manifest too: only one that says
+        // something counts; the host's configuration never does.
+        let says_something = |m: crate::plugin::manifest::Manifest| {
+            m.description.is_some()
+                || m.priority.is_some()
+                || !m.priorities.is_empty()
+                || m.instances.is_some()
+        };
+        let looks_like_one = matches!(name.as_str(), "plugin" | "manifest")
+            || (name != "toolgate"
+                && std::fs::read_to_string(toml).is_ok_and(|t| {
+                    crate::plugin::manifest::Manifest::parse(&t, &toml.display().to_string())
+                        .is_ok_and(says_something)
+                }));
+        if !looks_like_one {
+            continue;
+        }
+        let what = match bare.as_slice() {
+            [one] => format!("rename it to {one}.toml"),
+            [] => "no plugin here lacks one: remove it, or rename it to PLUGIN.toml beside PLUGIN.wasm".into(),
+            many => format!(
+                "rename it to NAME.toml for the plugin it is for ({})",
+                many.iter()
+                    .map(|n| format!("{n}.toml"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        out.push(LoadError::note(
+            "plugin directory",
+            &crate::plugin::Origin::File(toml.clone()),
+            format!(
+                "{} is not read: no plugin is named `{name}` (a plugin's manifest is NAME.toml beside NAME.wasm); {what}",
+                toml.display()
+            ),
+        ));
+    }
+    out
+}
+
+fn is_manifest_file(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "toml") && !is_hidden(path) && path.is_file()
 }
 
 /// A `.wasm` file that is not hidden.

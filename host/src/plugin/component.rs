@@ -93,13 +93,16 @@ struct Instance {
 #[derive(Debug, thiserror::Error)]
 pub enum InvokeError {
     /// The guest trapped (a panic, an out-of-bounds access, a limit).
-    #[error("{message}{}", stderr_note(.stderr))]
+    #[error("{message}{}{}", stderr_note(.stderr), hint_note(.hint))]
     Trap {
         /// What went wrong, in one line.
         message: String,
         /// The first line of what the guest printed to stderr (its panic
         /// message, usually); the whole tail is logged.
         stderr: String,
+        /// What to do about it, when the host can tell (a file outside
+        /// every grant: [`super::fs_hint`]); empty otherwise.
+        hint: String,
     },
     /// Its signal fired (deadline, cancellation): the epoch callback
     /// stopped it.
@@ -108,6 +111,14 @@ pub enum InvokeError {
     /// The host could not provide an instance.
     #[error("{0}")]
     Host(String),
+}
+
+fn hint_note(hint: &str) -> String {
+    if hint.is_empty() {
+        String::new()
+    } else {
+        format!("; {hint}")
+    }
 }
 
 fn stderr_note(stderr: &str) -> String {
@@ -192,6 +203,14 @@ impl ComponentPlugin {
         }
     }
 
+    /// The hint for a failure that reads "no such file" while the path is
+    /// outside every grant ([`super::fs_hint`]); logged once per failure.
+    pub fn fs_hint(&self, failure: &str) -> Option<String> {
+        let hint = super::fs_hint::hint(&self.name, &self.context.grants, failure)?;
+        tracing::warn!(plugin = %self.name, "a file access failed: {hint}");
+        Some(hint)
+    }
+
     /// Warm instances waiting for a call.
     pub fn idle_instances(&self) -> usize {
         self.idle.lock().unwrap_or_else(|p| p.into_inner()).len()
@@ -273,7 +292,9 @@ impl ComponentPlugin {
             Err(e) => {
                 let stderr = store.data().stderr.clone();
                 return Err(match classify(&self.name, e, &stderr) {
-                    InvokeError::Trap { message, stderr } => InvokeError::Host(format!(
+                    InvokeError::Trap {
+                        message, stderr, ..
+                    } => InvokeError::Host(format!(
                         "cannot instantiate `{}`: {message}{}",
                         self.name,
                         stderr_note(&stderr)
@@ -339,11 +360,18 @@ impl Lease<'_> {
                 self.plugin.give_back(instance);
                 Ok(value)
             }
-            Err(error) => Err(classify(
-                &self.plugin.name,
-                error,
-                &instance.store.data().stderr,
-            )),
+            Err(error) => {
+                let stderr = &instance.store.data().stderr;
+                let mut e = classify(&self.plugin.name, error, stderr);
+                if let InvokeError::Trap { message, hint, .. } = &mut e
+                    && let Some(h) = self
+                        .plugin
+                        .fs_hint(&format!("{message}\n{}", stderr.tail()))
+                {
+                    *hint = h;
+                }
+                Err(e)
+            }
         }
     }
 }
@@ -396,6 +424,7 @@ fn classify(plugin: &str, error: wasmtime::Error, stderr: &TailPipe) -> InvokeEr
     InvokeError::Trap {
         message,
         stderr: crate::budgets::cut(super::log::escape(&short_stderr(&tail)).into_owned(), 512),
+        hint: String::new(),
     }
 }
 

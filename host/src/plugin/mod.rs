@@ -24,6 +24,7 @@ pub mod cache;
 pub mod codegen;
 pub mod component;
 pub mod contract;
+pub mod fs_hint;
 pub mod grants;
 pub mod inline_fs;
 pub mod loader;

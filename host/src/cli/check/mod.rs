@@ -67,14 +67,21 @@ pub struct CheckArgs {
 }
 
 pub async fn run(global: &GlobalArgs, args: CheckArgs) -> anyhow::Result<ExitCode> {
+    use tracing::instrument::WithSubscriber;
     if !args.file.is_file() {
         anyhow::bail!("{} is not a file", args.file.display());
     }
     let dir = tempdir_with(&args.file)?;
+    // The host's log lines name the author's directory, not the private one.
+    let logs = author_logs(global, dir.path(), &author_dir(&args.file));
+    check(global, args, dir).with_subscriber(logs).await
+}
+
+async fn check(global: &GlobalArgs, args: CheckArgs, dir: TempDir) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let host = one_component(global, dir.path(), None, None).await?;
     let load_time = started.elapsed();
-    let report = Report::new(global, &args.file, &host, load_time)?;
+    let report = Report::new(global, &args.file, dir.path(), &host, load_time)?;
     if let Some(call) = &args.call {
         let call = read_call(call)?;
         return try_call(global, &args, dir.path(), &report, call).await;
@@ -288,6 +295,19 @@ async fn try_call(
         timing = Some((n, warm, fresh));
     }
     let decision = describe(&record, &asked, stand_in.is_some());
+    // A check that found a problem fails: a result the host cannot accept,
+    // a trap, a deadline, a host failure — or a problem of the component.
+    let mut failed: Vec<String> = report.problems.clone();
+    if let Some(e) = &record.error
+        && is_violation(e.code.as_str())
+    {
+        failed.push(format!(
+            "the call ended in {} ({}), which a correct {} never causes",
+            e.code.as_str(),
+            e.message,
+            if stand_in.is_some() { "policy" } else { "tool" }
+        ));
+    }
     if args.json {
         let mut out = json!({
             "file": args.file.display().to_string(),
@@ -299,6 +319,7 @@ async fn try_call(
             "asked": asked.iter().map(|(by, q)| json!({"askedBy": by, "question": q})).collect::<Vec<_>>(),
             "record": record,
             "firstCallUs": first.as_micros() as u64,
+            "problems": failed,
         });
         if let Some((n, warm, fresh)) = &timing {
             out["repeat"] = json!({
@@ -334,6 +355,9 @@ async fn try_call(
             "  time:      {} (first call, instance included)",
             human(first)
         );
+        for p in &failed {
+            println!("  problem:   {p}");
+        }
         if let Some((n, warm, fresh)) = &timing {
             println!(
                 "  warm:      median {}, p99 {} per call ({n} calls, a pooled instance)",
@@ -347,7 +371,20 @@ async fn try_call(
             );
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Failure codes no correct component causes on a call it was given: the
+/// host could not accept what it answered, it trapped, it overran its
+/// deadline, or the host failed running it. (A denial, a block, a tool's
+/// own error are answers.) The same list `--conformance` counts as
+/// violations.
+pub(super) fn is_violation(code: &str) -> bool {
+    matches!(code, "TRAPPED" | "INVALID_RESULT" | "TIMEOUT" | "INTERNAL")
 }
 
 /// What the pipeline decided, in one sentence.
@@ -427,19 +464,35 @@ pub(super) struct Report {
 }
 
 impl Report {
+    /// `tmp` is the private directory the component was loaded from (see
+    /// [`tempdir_with`]): messages name the author's directory instead.
     fn new(
         global: &GlobalArgs,
         file: &Path,
+        tmp: &Path,
         host: &Toolgate,
         load_time: Duration,
     ) -> anyhow::Result<Report> {
         let generation = host.generation();
         let info = generation.plugins.first();
-        let problems: Vec<String> = generation
+        let authors = author_dir(file);
+        let mut problems: Vec<String> = generation
             .problems
             .iter()
-            .map(|p| p.message.clone())
+            .map(|p| author_paths(&p.message, tmp, &authors))
             .collect();
+        // A manifest misnamed beside the component is not linked into the
+        // private directory: look for it where the author put it.
+        if !file.with_extension("toml").exists()
+            && let Ok(entries) = std::fs::read_dir(&authors)
+        {
+            let entries: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+            problems.extend(
+                crate::lifecycle::scan::unclaimed_manifests(&entries)
+                    .into_iter()
+                    .map(|p| p.message),
+            );
+        }
         let config = global.load_config()?;
         let name = file
             .file_stem()
@@ -657,7 +710,7 @@ fn async_reason(imports: &Value, roles: &[String]) -> String {
         {
             why.push(format!("it imports `{iface}`"));
         }
-        if i.starts_with("wasi:http") {
+        if i.starts_with("wasi:http") && !why.iter().any(|w| w.contains("wasi:http")) {
             why.push("it imports `wasi:http`".into());
         }
     }
@@ -743,6 +796,86 @@ impl std::fmt::Display for CallPath {
     }
 }
 
+/// The directory the author's file is in, as they named it (`.` for a bare
+/// file name).
+fn author_dir(file: &Path) -> PathBuf {
+    match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// `message` with the private directory `tmp` replaced by the author's.
+fn author_paths(message: &str, tmp: &Path, authors: &Path) -> String {
+    let tmp = tmp.display().to_string();
+    let authors = authors.display().to_string();
+    message.replace(&tmp, &authors)
+}
+
+/// The process's log, as `cli::logging` sets it up, with `tmp` replaced by
+/// `authors` in every line.
+fn author_logs(global: &GlobalArgs, tmp: &Path, authors: &Path) -> tracing::Dispatch {
+    use tracing_subscriber::EnvFilter;
+    let filter =
+        || EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn,rmcp=error"));
+    let writer = Renaming {
+        from: tmp.display().to_string().into(),
+        to: authors.display().to_string().into(),
+    };
+    let fmt = tracing_subscriber::fmt()
+        .with_writer(writer)
+        .with_env_filter(filter());
+    match global.log_format {
+        super::LogFormat::Json => fmt.json().with_current_span(true).finish().into(),
+        super::LogFormat::Text => fmt
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_target(false)
+            .finish()
+            .into(),
+    }
+}
+
+/// Writes log lines to stderr with one path replaced by another.
+#[derive(Clone)]
+struct Renaming {
+    from: Arc<str>,
+    to: Arc<str>,
+}
+
+/// One log line being written (the formatter writes it whole, then drops
+/// the writer).
+struct RenamingLine {
+    names: Renaming,
+    line: Vec<u8>,
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Renaming {
+    type Writer = RenamingLine;
+    fn make_writer(&'a self) -> RenamingLine {
+        RenamingLine {
+            names: self.clone(),
+            line: Vec::new(),
+        }
+    }
+}
+
+impl std::io::Write for RenamingLine {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.line.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for RenamingLine {
+    fn drop(&mut self) {
+        let line = String::from_utf8_lossy(&self.line).replace(&*self.names.from, &self.names.to);
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    }
+}
+
 /// A private directory holding a link to the one file, so the directory
 /// loader (and its manifest handling) checks it exactly as it would load it.
 fn tempdir_with(file: &Path) -> anyhow::Result<TempDir> {
@@ -779,5 +912,23 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    /// A componentize-js component built without `-d http -d fetch-event`
+    /// imports two `wasi:http` interfaces; `check` says so once.
+    #[test]
+    fn the_wasi_http_import_is_named_once() {
+        let imports = json!([
+            "wasi:http/types@0.2.3",
+            "wasi:http/outgoing-handler@0.2.3",
+            "wasi:io/poll@0.2.3"
+        ]);
+        let why = super::async_reason(&imports, &["guard".to_string()]);
+        assert_eq!(why.matches("wasi:http").count(), 1, "{why}");
     }
 }

@@ -421,10 +421,16 @@ impl ToolBody for Tool {
             }),
             Err(f) => {
                 let f = failure_from_wit(f, &plugin.context.budgets, &plugin.limits);
+                // A tool that reports a missing file outside its grants:
+                // say it is not granted, and what to add.
+                let message = match plugin.fs_hint(&f.message) {
+                    Some(hint) => format!("{}; {hint}", f.message),
+                    None => f.message,
+                };
                 Err(BodyError::Failure(ToolFailure {
                     name: f.name,
                     code: f.code,
-                    message: f.message,
+                    message,
                     details: f.details,
                 }))
             }
