@@ -10,8 +10,8 @@
 //!    sandbox's own cgroup (one `write` on a descriptor the parent opened;
 //!    see [`crate::cgroup`]), before anything else can fork.
 //! 1. `setsid()` — a new session and process group, whose id is the child's
-//!    pid; the host later kills the whole group with `killpg`.
-//! 1a. `fork()`: the process the host spawned stays behind as the sandbox's
+//!    pid; the host later kills the whole group with `killpg`. Then
+//!    `fork()`: the process the host spawned stays behind as the sandbox's
 //!    *watcher* ([`watch`]), the new child goes on with the steps below and
 //!    becomes the program. The watcher closes every descriptor but the read
 //!    end of the host's *lifeline* pipe (whose write end only the host holds)
@@ -269,7 +269,7 @@ fn setup(plan: &mut ChildPlan) -> StepResult {
     Ok(())
 }
 
-/// Step 1a: forks. The parent becomes the watcher and never returns; the
+/// Step 1 (the fork): forks. The parent becomes the watcher and never returns; the
 /// child (the program to be) returns and goes on with the setup.
 unsafe fn fork_watcher(plan: &ChildPlan) -> StepResult {
     unsafe {
@@ -303,7 +303,7 @@ unsafe fn fork_watcher(plan: &ChildPlan) -> StepResult {
 /// How often the watcher looks at its program without a pidfd (Linux < 5.3).
 const WATCH_POLL_MS: c_int = 50;
 
-/// The watcher (see step 1a). Async-signal-safe; never returns: it ends
+/// The watcher (see step 1). Async-signal-safe; never returns: it ends
 /// when the host kills the group (after it reported the program's end), or
 /// kills the group itself when the host is gone.
 unsafe fn watch(lifeline: RawFd, cgroup_kill: RawFd, report: RawFd, program: libc::pid_t) -> ! {

@@ -11,7 +11,7 @@
 //!   the seccomp listener and starts the [`crate::supervisor`] task that
 //!   answers fork notifications;
 //! * learns the program's end from the sandbox's *watcher* (the process it
-//!   spawned, which forked the program: see [`crate::child`], step 1a) over
+//!   spawned, which forked the program: see [`crate::child`], step 1) over
 //!   the report socket; the watcher stays alive until the host kills the
 //!   group, so the group id cannot be reused while the host still intends
 //!   to `killpg` it, and a host that dies meanwhile is still seen;
