@@ -188,7 +188,7 @@ pub(crate) struct ChildPlan {
     pub notify: bool,
     /// The sandbox's pids cgroup join file, open for writing (step 0).
     pub cgroup_join: Option<RawFd>,
-    /// The host's lifeline pipe `(read end, write end)` (step 1a).
+    /// The host's lifeline pipe `(read end, write end)` (step 1).
     pub lifeline: (RawFd, RawFd),
     /// The sandbox cgroup's `cgroup.kill`, open for writing (Linux ≥ 5.14).
     pub cgroup_kill: Option<RawFd>,
