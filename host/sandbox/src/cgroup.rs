@@ -299,7 +299,6 @@ impl SandboxCgroup {
     }
 
     /// The cgroup's directory.
-    #[allow(dead_code)]
     pub(crate) fn path(&self) -> &Path {
         &self.path
     }

@@ -10,7 +10,19 @@
 //!    sandbox's own cgroup (one `write` on a descriptor the parent opened;
 //!    see [`crate::cgroup`]), before anything else can fork.
 //! 1. `setsid()` — a new session and process group, whose id is the child's
-//!    pid; the host later kills the whole group with `killpg`.
+//!    pid; the host later kills the whole group with `killpg`. Then
+//!    `fork()`: the process the host spawned stays behind as the sandbox's
+//!    *watcher* ([`watch`]), the new child goes on with the steps below and
+//!    becomes the program. The watcher closes every descriptor but the read
+//!    end of the host's *lifeline* pipe (whose write end only the host holds)
+//!    the cgroup's `cgroup.kill` and the report socket, then waits for the
+//!    program's exit, which it reports to the host (the raw wait status)
+//!    and then stays until the host kills the group, and all along for the
+//!    lifeline's hang-up, which means the host is gone however it died
+//!    (SIGKILL included): then it kills the sandbox's cgroup and process
+//!    group, itself included. The program gets SIGKILL when the watcher dies
+//!    (`PR_SET_PDEATHSIG`, tied to the single-threaded watcher, not to one
+//!    of the host's threads, which come and go).
 //! 2. `unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC)`, then map our own
 //!    uid/gid 1:1. In the new mount namespace the whole tree is made read-only
 //!    and `nosuid` (recursively, private propagation so nothing leaks back to
@@ -72,6 +84,7 @@ pub(crate) enum Step {
     Protect,
     ParentDeath,
     Hide,
+    Watcher,
 }
 
 impl Step {
@@ -101,6 +114,7 @@ impl Step {
             Protect,
             ParentDeath,
             Hide,
+            Watcher,
         ]
         .into_iter()
         .find(|s| *s as u8 == v)
@@ -122,7 +136,10 @@ impl Step {
             Step::BoundingSet => "dropping the capability bounding set (PR_CAPBSET_DROP)",
             Step::Capset => "dropping capabilities (capset)",
             Step::NoNewPrivs => "setting no_new_privs",
-            Step::ParentDeath => "setting the parent-death signal (or the host had already exited)",
+            Step::ParentDeath => {
+                "setting the parent-death signal (or the sandbox's watcher had already exited)"
+            }
+            Step::Watcher => "forking the sandbox's watcher",
             Step::Landlock => "landlock_restrict_self",
             Step::CloseRange => "close_range (marking inherited descriptors close-on-exec)",
             Step::Seccomp => "loading the seccomp filter",
@@ -182,10 +199,10 @@ pub(crate) struct ChildPlan {
     pub notify: bool,
     /// The sandbox's pids cgroup join file, open for writing (step 0).
     pub cgroup_join: Option<RawFd>,
-    /// `Some(host pid)`: the child gets SIGKILL when the host thread that
-    /// spawned it exits (`PR_SET_PDEATHSIG`), and fails if the host is
-    /// already gone (long-running children: MCP stdio servers).
-    pub die_with_parent: Option<libc::pid_t>,
+    /// The host's lifeline pipe `(read end, write end)` (step 1).
+    pub lifeline: (RawFd, RawFd),
+    /// The sandbox cgroup's `cgroup.kill`, open for writing (Linux ≥ 5.14).
+    pub cgroup_kill: Option<RawFd>,
 }
 
 pub(crate) fn errno() -> i32 {
@@ -215,6 +232,7 @@ fn setup(plan: &mut ChildPlan) -> StepResult {
             crate::cgroup::join(fd).map_err(|e| (Step::JoinCgroup, e))?;
         }
         check(Step::Setsid, libc::setsid() as c_long)?;
+        fork_watcher(plan)?;
         if let Some(m) = plan.mounts.as_mut() {
             enter_namespaces(m)?;
             setup_mounts(m)?;
@@ -225,15 +243,6 @@ fn setup(plan: &mut ChildPlan) -> StepResult {
             Step::NoNewPrivs,
             libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) as c_long,
         )?;
-        if let Some(parent) = plan.die_with_parent {
-            check(
-                Step::ParentDeath,
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) as c_long,
-            )?;
-            if libc::getppid() != parent {
-                return Err((Step::ParentDeath, libc::ESRCH));
-            }
-        }
         if let Some(fd) = plan.landlock {
             crate::landlock::restrict_self(fd).map_err(|e| (Step::Landlock, e))?;
         }
@@ -269,6 +278,148 @@ fn setup(plan: &mut ChildPlan) -> StepResult {
         }
     }
     Ok(())
+}
+
+/// Step 1 (the fork): forks. The parent becomes the watcher and never returns; the
+/// child (the program to be) returns and goes on with the setup.
+unsafe fn fork_watcher(plan: &ChildPlan) -> StepResult {
+    unsafe {
+        // Only the host may hold the write end: close it before forking so
+        // that neither the watcher nor the program has it.
+        libc::close(plan.lifeline.1);
+        let watcher = libc::getpid();
+        let pid = libc::fork();
+        if pid < 0 {
+            return Err((Step::Watcher, errno()));
+        }
+        if pid == 0 {
+            check(
+                Step::ParentDeath,
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) as c_long,
+            )?;
+            if libc::getppid() != watcher {
+                return Err((Step::ParentDeath, libc::ESRCH));
+            }
+            return Ok(());
+        }
+        watch(
+            plan.lifeline.0,
+            plan.cgroup_kill.unwrap_or(-1),
+            plan.report_fd,
+            pid,
+        )
+    }
+}
+
+/// How often the watcher looks at its program without a pidfd (Linux < 5.3).
+const WATCH_POLL_MS: c_int = 50;
+
+/// The watcher (see step 1). Async-signal-safe; never returns: it ends
+/// when the host kills the group (after it reported the program's end), or
+/// kills the group itself when the host is gone.
+unsafe fn watch(lifeline: RawFd, cgroup_kill: RawFd, report: RawFd, program: libc::pid_t) -> ! {
+    unsafe {
+        // The host's handlers (inherited across fork) must not run here.
+        for sig in 1..65 {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+        }
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+        // Every other descriptor goes: the stdio pipes (their readers must
+        // see the program's end, not ours), std's exec-error pipe.
+        close_all_except(&mut [lifeline, cgroup_kill, report]);
+        let mut pidfd = libc::syscall(libc::SYS_pidfd_open, program, 0) as c_int;
+        let mut running = true;
+        loop {
+            let mut fds = [
+                libc::pollfd {
+                    fd: lifeline,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: pidfd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            let (n, wait) = match (running, pidfd >= 0) {
+                (true, true) => (2, -1),
+                (true, false) => (1, WATCH_POLL_MS),
+                (false, _) => (1, -1),
+            };
+            libc::poll(fds.as_mut_ptr(), n, wait);
+            if fds[0].revents != 0 {
+                // The host is gone: so is everything it started here.
+                if cgroup_kill >= 0 {
+                    libc::write(cgroup_kill, b"1".as_ptr() as *const c_void, 1);
+                }
+                libc::kill(program, libc::SIGKILL);
+                libc::kill(0, libc::SIGKILL);
+                libc::_exit(128 + libc::SIGKILL);
+            }
+            let mut status: c_int = 0;
+            if running && libc::waitpid(program, &mut status, libc::WNOHANG) == program {
+                // The host kills the rest of the group (and this watcher)
+                // when it reads this; until then the watcher stays, so the
+                // group's id stays taken and the lifeline watched.
+                running = false;
+                if pidfd >= 0 {
+                    libc::close(pidfd);
+                    pidfd = -1;
+                }
+                report_exit(report, status);
+            }
+        }
+    }
+}
+
+fn report_exit(fd: RawFd, status: c_int) {
+    let mut msg = [0u8; 8];
+    msg[0] = b'X';
+    msg[4..8].copy_from_slice(&status.to_le_bytes());
+    unsafe {
+        libc::send(
+            fd,
+            msg.as_ptr() as *const c_void,
+            msg.len(),
+            libc::MSG_NOSIGNAL,
+        );
+    }
+}
+
+/// Closes every descriptor except those in `keep` (negative entries are
+/// ignored). Async-signal-safe.
+unsafe fn close_all_except(keep: &mut [RawFd]) {
+    keep.sort_unstable();
+    let mut from: u32 = 0;
+    for &fd in keep.iter() {
+        if fd < 0 {
+            continue;
+        }
+        let fd = fd as u32;
+        if fd > from {
+            unsafe { close_range(from, fd - 1) };
+        }
+        from = fd + 1;
+    }
+    unsafe { close_range(from, !0u32) };
+}
+
+unsafe fn close_range(first: u32, last: u32) {
+    unsafe {
+        if libc::syscall(libc::SYS_close_range, first, last, 0) < 0 {
+            let last = last.min(1 << 16);
+            let mut fd = first;
+            while fd <= last {
+                libc::close(fd as c_int);
+                fd += 1;
+            }
+        }
+    }
 }
 
 unsafe fn write_file(path: &CStr, data: &[u8], step: Step) -> StepResult {
@@ -688,6 +839,10 @@ pub(crate) enum Report {
     Failed(Step, i32),
     /// The seccomp notification listener.
     Listener(std::os::fd::OwnedFd),
+    /// The program ended with this wait status (from the watcher).
+    Exited(i32),
+    /// The watcher is gone (end of stream).
+    Closed,
     /// Nothing (yet).
     Nothing,
 }
@@ -718,7 +873,7 @@ pub(crate) fn read_report(sock: RawFd) -> io::Result<Report> {
             return Err(e);
         }
         if n == 0 {
-            return Ok(Report::Nothing);
+            return Ok(Report::Closed);
         }
         let mut received: Option<std::os::fd::OwnedFd> = None;
         let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
@@ -740,6 +895,11 @@ pub(crate) fn read_report(sock: RawFd) -> io::Result<Report> {
             let step = Step::from_u8(data[1]).unwrap_or(Step::Setsid);
             let err = i32::from_le_bytes([data[4], data[5], data[6], data[7]]);
             return Ok(Report::Failed(step, err));
+        }
+        if data[0] == b'X' && n >= 8 {
+            return Ok(Report::Exited(i32::from_le_bytes([
+                data[4], data[5], data[6], data[7],
+            ])));
         }
         if let Some(fd) = received {
             return Ok(Report::Listener(fd));

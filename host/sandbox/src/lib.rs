@@ -18,6 +18,7 @@
 //! | capabilities | none in any set (bounding, ambient, permitted, effective, inheritable), securebits locked, `no_new_privs` |
 //! | resource limits | tasks (a pids cgroup per sandbox; host-answered seccomp notification where there is none), address space, file size, CPU, descriptors; no core dumps |
 //! | process group | a new session; on exit, timeout, cancellation, output flood or drop the whole group gets SIGKILL, and `run` returns only when none of it is alive |
+//! | watcher (host death) | the sandbox's first process, forked by the host, never exec'd, outside every other layer: it leads the session, forks the program, reports the program's exit, and holds the read end of the host's *lifeline* pipe (write end in the host only); when the host dies however it dies (SIGKILL, crash, any thread having spawned it) the lifeline hangs up and the watcher kills the whole group (and `cgroup.kill` where cgroup v2 has it); the program has `PR_SET_PDEATHSIG` tied to the single-threaded watcher |
 //! | hygiene | only stdin/stdout/stderr are inherited; the environment is exactly what the caller passes |
 //!
 //! What no layer covers (Landlock ABI ≤ 7 leaves path *metadata* readable):
@@ -70,7 +71,7 @@ pub use kernel::{Capabilities, probe_capabilities};
 pub use policy::{Enforcement, Feature, ResourceLimits, SandboxPolicy};
 pub use protect::{Recovery, recover as recover_watch_journal};
 pub use request::{Output, Program, SpawnRequest, flood_limit};
-pub use spawn::{Sandbox, SandboxedChild};
+pub use spawn::{KillHandle, Sandbox, SandboxedChild};
 
 /// Runs `req` under `policy` with this kernel's capabilities. See [`Sandbox::run`].
 pub async fn run(

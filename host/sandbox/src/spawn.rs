@@ -10,12 +10,14 @@
 //!   until the group is gone, or, where no pids cgroup is available, receives
 //!   the seccomp listener and starts the [`crate::supervisor`] task that
 //!   answers fork notifications;
-//! * watches the child through a pidfd, which reports its exit *without*
-//!   reaping it, so the group id cannot be reused while the host still
-//!   intends to `killpg` it;
+//! * learns the program's end from the sandbox's *watcher* (the process it
+//!   spawned, which forked the program: see [`crate::child`], step 1) over
+//!   the report socket; the watcher stays alive until the host kills the
+//!   group, so the group id cannot be reused while the host still intends
+//!   to `killpg` it, and a host that dies meanwhile is still seen;
 //! * on exit, timeout, cancellation, output flood or drop: `killpg(SIGKILL)`
 //!   the whole group (background jobs and double-forked daemons included: no
-//!   descendant can leave the group), reaps the child, and waits until no
+//!   descendant can leave the group), reaps the watcher, and waits until no
 //!   member of the group is alive.
 
 use std::future::Future;
@@ -114,7 +116,7 @@ impl Sandbox {
         } else {
             Stdio::null()
         };
-        let mut running = self.spawn(&req.program, &req.cwd, &req.env, policy, stdin, false)?;
+        let mut running = self.spawn(&req.program, &req.cwd, &req.env, policy, stdin)?;
         let pgid = running.pgid;
         let stdout = running.child.stdout.take().expect("stdout is piped");
         let stderr = running.child.stderr.take().expect("stderr is piped");
@@ -123,8 +125,9 @@ impl Sandbox {
         let mut out = Output::default();
         let (mut out_done, mut err_done, mut stdin_done) = (false, false, stdin_pipe.is_none());
         let (mut exited, mut killed) = (false, false);
-        // Set only without a pidfd, where waiting for the exit means reaping.
-        let mut reaped: Option<ExitStatus> = None;
+        // The program's end as its watcher reported it (`None`: the watcher
+        // was killed first, by a timeout, a cancellation or a flood).
+        let mut reported: Option<ExitStatus> = None;
 
         {
             let out_fut = read_capped(stdout, req.stdout_cap, pgid);
@@ -141,8 +144,7 @@ impl Sandbox {
                     None => std::future::pending().await,
                 }
             };
-            let pidfd = running.pidfd.take();
-            let exit_fut = leader_exit(pidfd.as_ref(), &mut running.child);
+            let exit_fut = program_exit(&running.report);
             let drain = tokio::time::sleep(Duration::from_secs(365 * 24 * 3600));
             tokio::pin!(
                 out_fut, err_fut, stdin_fut, deadline, exit_fut, drain, cancel
@@ -156,7 +158,7 @@ impl Sandbox {
                     status = &mut exit_fut, if !exited => {
                         exited = true;
                         match status {
-                            Ok(s) => reaped = s,
+                            Ok(s) => reported = s,
                             Err(e) => tracing::warn!(pgid, error = %e, "waiting for the sandboxed process failed"),
                         }
                         // Whatever it left running in the background goes with it.
@@ -201,15 +203,14 @@ impl Sandbox {
                 }
             }
         }
-        let status = match reaped {
-            Some(s) => s,
-            None => running
-                .child
-                .wait()
-                .await
-                .map_err(|e| SpawnError::io(format!("reaping sandboxed process {pgid}"), e))?,
-        };
+        // The group (the watcher included) was killed when the program ended.
+        let watcher = running
+            .child
+            .wait()
+            .await
+            .map_err(|e| SpawnError::io(format!("reaping sandboxed process {pgid}"), e))?;
         running.guard.reaped = true;
+        let status = reported.unwrap_or(watcher);
         if !supervisor::kill_group_and_wait(pgid, KILL_PATIENCE).await {
             tracing::warn!(
                 pgid,
@@ -223,12 +224,10 @@ impl Sandbox {
     }
 
     /// Spawns a long-running sandboxed process with piped stdin, stdout and
-    /// stderr (for MCP stdio servers). Dropping the returned handle kills its
-    /// whole process group. Must be called within a tokio runtime, from a
-    /// thread that lives as long as the child should (a runtime worker, not
-    /// a blocking-pool thread): the child carries a parent-death signal
-    /// (`PR_SET_PDEATHSIG`, SIGKILL) tied to it, so that a host killed
-    /// outright leaves no server behind.
+    /// stderr (for MCP stdio servers and background jobs). Dropping the
+    /// returned handle kills its whole process group. Must be called within
+    /// a tokio runtime. Like every sandbox, it dies with the host however
+    /// the host dies (its watcher sees the host's lifeline close).
     pub fn spawn_piped(
         &self,
         program: Program,
@@ -236,13 +235,12 @@ impl Sandbox {
         env: &[(String, String)],
         policy: &SandboxPolicy,
     ) -> Result<SandboxedChild, SpawnError> {
-        let mut running = self.spawn(&program, cwd.as_ref(), env, policy, Stdio::piped(), true)?;
+        let mut running = self.spawn(&program, cwd.as_ref(), env, policy, Stdio::piped())?;
         Ok(SandboxedChild {
             stdin: running.child.stdin.take(),
             stdout: running.child.stdout.take(),
             stderr: running.child.stderr.take(),
             pgid: running.pgid,
-            pidfd: running.pidfd.take(),
             running,
         })
     }
@@ -254,7 +252,6 @@ impl Sandbox {
         env: &[(String, String)],
         policy: &SandboxPolicy,
         stdin: Stdio,
-        die_with_parent: bool,
     ) -> Result<Running, SpawnError> {
         let mut view = View::new(&self.system, policy)?;
         let missing = enforce::decide(
@@ -315,13 +312,23 @@ impl Sandbox {
             .filter(|_| !lacks(Feature::ProcessLimit));
         let mut cgroup = match limit {
             Some(max) if self.caps.pids_cgroup => {
-                Some(SandboxCgroup::create(max).map_err(|e| {
+                // The watcher is a task of the cgroup too.
+                Some(SandboxCgroup::create(max.saturating_add(1)).map_err(|e| {
                     SpawnError::io(format!("creating a pids cgroup limited to {max} tasks"), e)
                 })?)
             }
             _ => None,
         };
         let notify = limit.is_some() && cgroup.is_none();
+        // Where the kernel has it (Linux ≥ 5.14), the watcher kills the whole
+        // cgroup when the host dies, whatever sessions or groups are in it.
+        let cgroup_kill: Option<OwnedFd> = cgroup.as_ref().and_then(|c| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(c.path().join("cgroup.kill"))
+                .ok()
+                .map(OwnedFd::from)
+        });
         let filter = (!lacks(Feature::Seccomp)).then(|| {
             seccomp::build_filter(FilterOptions {
                 allow_tcp: !policy.tcp_connect_ports.is_empty()
@@ -379,7 +386,8 @@ impl Sandbox {
             seccomp: filter,
             notify,
             cgroup_join: cgroup.as_ref().and_then(|c| c.join_fd()),
-            die_with_parent: die_with_parent.then(|| unsafe { libc::getpid() }),
+            lifeline: lifeline()?,
+            cgroup_kill: cgroup_kill.as_ref().map(|f| f.as_raw_fd()),
         };
 
         let mut cmd = tokio::process::Command::new(&exe);
@@ -400,6 +408,7 @@ impl Sandbox {
         let spawned = cmd.spawn();
         drop(report_child);
         drop(ruleset);
+        drop(cgroup_kill);
         if let Some(c) = cgroup.as_mut() {
             c.joined();
         }
@@ -433,7 +442,12 @@ impl Sandbox {
         if notify {
             match child::read_report(report_parent.as_raw_fd()) {
                 Ok(Report::Listener(listener)) => {
-                    let max = policy.limits.max_processes.unwrap_or(u32::MAX);
+                    // The group's count includes the watcher.
+                    let max = policy
+                        .limits
+                        .max_processes
+                        .unwrap_or(u32::MAX)
+                        .saturating_add(1);
                     guard.supervisor = Some(tokio::spawn(supervisor::enforce_process_limit(
                         listener, pid, max,
                     )));
@@ -450,15 +464,11 @@ impl Sandbox {
                 }
             }
         }
-        let pidfd = if self.caps.pidfd {
-            Some(open_pidfd(pid)?)
-        } else {
-            None
-        };
+        let report = watch_reports(report_parent, pid)?;
         Ok(Running {
             child,
             pgid: pid,
-            pidfd,
+            report,
             guard,
         })
     }
@@ -468,7 +478,8 @@ impl Sandbox {
 struct Running {
     child: Child,
     pgid: i32,
-    pidfd: Option<AsyncFd<OwnedFd>>,
+    /// The report socket: the watcher says here how the program ended.
+    report: AsyncFd<OwnedFd>,
     guard: GroupGuard,
 }
 
@@ -519,7 +530,6 @@ pub struct SandboxedChild {
     /// The child's stderr.
     pub stderr: Option<ChildStderr>,
     pgid: i32,
-    pidfd: Option<AsyncFd<OwnedFd>>,
     running: Running,
 }
 
@@ -536,6 +546,12 @@ impl SandboxedChild {
         }
     }
 
+    /// A handle that kills the whole process group (SIGKILL) while another
+    /// task is in [`Self::wait`]; drop it when `wait` has returned.
+    pub fn kill_handle(&self) -> KillHandle {
+        KillHandle { pgid: self.pgid }
+    }
+
     /// Waits for the child to exit, kills whatever it left in its group,
     /// reaps it, and waits until no member of the group is alive.
     pub async fn wait(&mut self) -> Result<ExitStatus, SpawnError> {
@@ -545,51 +561,62 @@ impl SandboxedChild {
             ));
         }
         let pgid = self.pgid;
-        let reaped = leader_exit(self.pidfd.as_ref(), &mut self.running.child)
+        let reported = program_exit(&self.running.report)
             .await
             .map_err(|e| SpawnError::io(format!("waiting for sandboxed process {pgid}"), e))?;
         supervisor::kill_group(pgid);
-        let status = match reaped {
-            Some(s) => s,
-            None => self
-                .running
-                .child
-                .wait()
-                .await
-                .map_err(|e| SpawnError::io(format!("reaping sandboxed process {pgid}"), e))?,
-        };
+        let watcher = self
+            .running
+            .child
+            .wait()
+            .await
+            .map_err(|e| SpawnError::io(format!("reaping sandboxed process {pgid}"), e))?;
         self.running.guard.reaped = true;
         supervisor::kill_group_and_wait(pgid, KILL_PATIENCE).await;
         self.running.guard.check_watch();
-        Ok(status)
+        Ok(reported.unwrap_or(watcher))
     }
 }
 
-/// Waits until the leader exits. With a pidfd the child is *not* reaped
-/// (returns `None`); without one it falls back to reaping (`Some`).
-async fn leader_exit(
-    pidfd: Option<&AsyncFd<OwnedFd>>,
-    child: &mut Child,
-) -> io::Result<Option<ExitStatus>> {
-    match pidfd {
-        Some(fd) => {
-            let _ready = fd.readable().await?;
-            Ok(None)
+/// Kills a [`SandboxedChild`]'s process group (see
+/// [`SandboxedChild::kill_handle`]).
+#[derive(Clone, Debug)]
+pub struct KillHandle {
+    pgid: i32,
+}
+
+impl KillHandle {
+    /// `killpg(SIGKILL)`: the group's watcher, the program and everything
+    /// they started.
+    pub fn kill(&self) {
+        supervisor::kill_group(self.pgid);
+    }
+}
+
+/// Waits until the program ends: its wait status as the watcher reported
+/// it, or `None` when the watcher is gone without a report (killed with its
+/// group). Nothing is reaped: the watcher, which holds the group's id, is
+/// reaped by the caller once the group was killed.
+async fn program_exit(report: &AsyncFd<OwnedFd>) -> io::Result<Option<ExitStatus>> {
+    loop {
+        let mut guard = report.readable().await?;
+        match child::read_report(report.as_raw_fd())? {
+            Report::Exited(status) => return Ok(Some(ExitStatus::from_raw(status))),
+            Report::Closed => return Ok(None),
+            Report::Nothing => guard.clear_ready(),
+            // Setup messages were read at spawn.
+            Report::Failed(..) | Report::Listener(_) => {}
         }
-        None => child.wait().await.map(Some),
     }
 }
 
-fn open_pidfd(pid: i32) -> Result<AsyncFd<OwnedFd>, SpawnError> {
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        return Err(SpawnError::io(
-            format!("pidfd_open for sandboxed process {pid}"),
-            io::Error::last_os_error(),
-        ));
+/// Registers the report socket with the runtime.
+fn watch_reports(fd: OwnedFd, pid: i32) -> Result<AsyncFd<OwnedFd>, SpawnError> {
+    unsafe {
+        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
     }
-    let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
-    // SAFETY: we own the pidfd and neither replace nor close it while the
+    // SAFETY: we own the socket and neither replace nor close it while the
     // AsyncFd holds it.
     unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }
         .map_err(|e| SpawnError::io(format!("watching sandboxed process {pid}"), e.into()))
@@ -733,6 +760,28 @@ fn exec_error(exe: &Path, e: io::Error) -> SpawnError {
                 .into(),
         },
         _ => SpawnError::io(format!("spawning sandboxed {}", exe.display()), e),
+    }
+}
+
+/// The host's lifeline `(read end, write end)`: a pipe whose write end only
+/// this process holds (close-on-exec; every watcher closes its inherited
+/// copy first thing), so that its read end hangs up exactly when the host
+/// is gone, however it died. Every sandbox's watcher polls the read end.
+fn lifeline() -> Result<(RawFd, RawFd), SpawnError> {
+    static LIFELINE: OnceLock<Result<(OwnedFd, OwnedFd), i32>> = OnceLock::new();
+    let pipe = LIFELINE.get_or_init(|| {
+        let mut fds = [0 as RawFd; 2];
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(child::errno());
+        }
+        Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    });
+    match pipe {
+        Ok((r, w)) => Ok((r.as_raw_fd(), w.as_raw_fd())),
+        Err(e) => Err(SpawnError::io(
+            "creating the host's lifeline pipe",
+            io::Error::from_raw_os_error(*e),
+        )),
     }
 }
 

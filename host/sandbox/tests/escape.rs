@@ -220,6 +220,7 @@ escape_tests!(
     proc_setsid,
     proc_setpgid,
     proc_daemon_survives,
+    proc_host_killed,
     priv_capabilities,
     priv_no_new_privs,
     priv_setuid,

@@ -449,7 +449,7 @@ async fn the_process_limit_is_a_pids_cgroup_of_the_sandboxs_own() {
         std::fs::read_to_string(dir.join("pids.max"))
             .unwrap()
             .trim(),
-        "7"
+        "8" // 7 for the program, 1 for its watcher
     );
     drop(child.stdin.take());
     child.wait().await.unwrap();

@@ -195,12 +195,11 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
     }
     let cancel = turn.cancel.clone();
     let ctrl_c = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!(
-                "toolgate: interrupted; cancelling the turn (running calls are stopped, the rest are not started)"
-            );
-            cancel.cancel();
-        }
+        let signal = super::serve::stop_signal().await;
+        eprintln!(
+            "toolgate: {signal}; cancelling the turn (running calls are stopped, the rest are not started)"
+        );
+        cancel.cancel();
     });
     let mut outcome = Ok(Vec::new());
     for (scope, batch) in turns {

@@ -121,6 +121,32 @@ pub struct ServeArgs {
     workdir: Option<PathBuf>,
 }
 
+/// Waits for Ctrl-C (SIGINT) or SIGTERM, the signals that stop `serve` and
+/// `run` gracefully: calls in flight are cancelled, process groups killed,
+/// then the process exits (see docs/operators.md#stopping). Returns the
+/// signal's name.
+pub(super) async fn stop_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())
+        .map_err(|e| tracing::warn!(error = %e, "cannot watch SIGTERM"))
+        .ok();
+    let term = async {
+        match term.as_mut() {
+            Some(t) => {
+                t.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => match r {
+            Ok(()) => "SIGINT",
+            Err(_) => std::future::pending().await,
+        },
+        _ = term => "SIGTERM",
+    }
+}
+
 fn parse_addr(text: &str) -> Result<SocketAddr, String> {
     if let Ok(port) = text.parse::<u16>() {
         return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
@@ -211,10 +237,13 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
     {
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                tracing::info!("interrupted; cancelling every call and stopping");
-                shutdown.cancel();
-            }
+            let signal = stop_signal().await;
+            tracing::info!(signal, "cancelling every call and stopping");
+            shutdown.cancel();
+            // A second signal does not wait for the graceful stop.
+            let signal = stop_signal().await;
+            eprintln!("toolgate: {signal} again; exiting now");
+            std::process::exit(1);
         });
     }
     match args.http {

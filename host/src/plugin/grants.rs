@@ -132,6 +132,8 @@ impl Authority {
     /// The journal, if any.
     pub fn journal(&self) -> Option<&Path> {
         self.journal.as_deref()
+    }
+
     /// Adds `path` as authority that is also *secret*: a file (or
     /// directory) holding credentials — the host's configuration, with
     /// every MCP server's `env`; a bearer-token file; a key. Like

@@ -7,8 +7,11 @@
 //! `kill`, or when the table is dropped — that is, when the host
 //! ([`crate::Toolgate`]) goes away, or its tokio runtime shuts down (the
 //! task that owns a child is dropped, and dropping a
-//! [`toolgate_sandbox::SandboxedChild`] kills its whole group). No job
-//! survives the host that started it.
+//! [`toolgate_sandbox::SandboxedChild`] kills its whole group) — or when
+//! the host process dies outright, when each sandbox's watcher kills its
+//! group (see `toolgate_sandbox`). No job survives the host that started
+//! it. The timeout and `kill` act on the process group, never wait on the
+//! job's pipes: a job that closes its stdout and stderr is still killed.
 //!
 //! Each job is spawned exactly like a `shell.run` (the same grant check,
 //! working directory, clean environment and sandbox policy); only its life
@@ -288,15 +291,32 @@ impl JobSpace {
             let reading = async {
                 tokio::join!(pump(stdout, &watched.state), pump(stderr, &watched.state));
             };
-            let stopped = tokio::select! {
-                _ = reading => false,
-                _ = watched.stop.cancelled() => true,
-                _ = tokio::time::sleep(timeout) => true,
+            // The process is watched, not its pipes: a job that closes its
+            // stdout and stderr still ends at its timeout or by `kill`.
+            let killer = child.kill_handle();
+            let waiting = child.wait();
+            let deadline = tokio::time::sleep(timeout);
+            tokio::pin!(reading, waiting, deadline);
+            let (mut read, mut stopped) = (false, false);
+            let status = loop {
+                tokio::select! {
+                    status = &mut waiting => break status,
+                    _ = &mut reading, if !read => read = true,
+                    _ = watched.stop.cancelled(), if !stopped => {
+                        stopped = true;
+                        killer.kill();
+                    }
+                    _ = &mut deadline, if !stopped => {
+                        stopped = true;
+                        killer.kill();
+                    }
+                }
             };
-            if stopped {
-                child.kill();
+            if !read {
+                // The group is gone, so are the pipes' writers: what is left
+                // in them is read now.
+                let _ = tokio::time::timeout(Duration::from_secs(2), reading).await;
             }
-            let status = child.wait().await;
             {
                 let mut s = watched.state.lock().unwrap_or_else(|p| p.into_inner());
                 s.ended = Some(Instant::now());

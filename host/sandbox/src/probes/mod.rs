@@ -166,6 +166,8 @@ pub const PROBES: &[&str] = &[
     "spin",
     "flood",
     "daemonize",
+    "daemon_stay",
+    "sandbox_host",
     "set_mode",
     "create_mode",
     "openat2",
@@ -467,6 +469,8 @@ pub fn run_probe(name: &str, args: &[String]) -> ProbeOutcome {
         "spin" => spin(a(0).parse().unwrap_or(30.0)),
         "flood" => flood(a(0).parse().unwrap_or(100 << 20)),
         "daemonize" => daemonize(),
+        "daemon_stay" => daemon_stay(),
+        "sandbox_host" => sandbox_host(a(0), a(1), args.get(2..).unwrap_or(&[])),
         "set_mode" => set_mode(a(0), a(1), a(2)),
         "create_mode" => create_mode(a(0), a(1), a(2)),
         "openat2" => openat2(a(0), a(1)),
@@ -1453,6 +1457,85 @@ fn daemonize() -> ProbeOutcome {
         format!("setsid failed with {}", describe(sid_errno))
     };
     ProbeOutcome::Succeeded(format!("PIDS {child} {grandchild}; {setsid}"))
+}
+
+/// `daemonize`, then stays: prints `PIDS self child daemon; …` at once and
+/// sleeps until killed.
+fn daemon_stay() -> ProbeOutcome {
+    let message = match daemonize() {
+        ProbeOutcome::Succeeded(m) => m,
+        other => return other,
+    };
+    let rest = message.strip_prefix("PIDS ").unwrap_or(&message);
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "PIDS {} {rest}", std::process::id());
+    let _ = out.flush();
+    loop {
+        unsafe { libc::pause() };
+    }
+}
+
+/// A host to be killed (run *outside* the sandbox): spawns `EXE PREFIX…
+/// daemon_stay` in a sandbox granted `GRANTED` read-write (from a thread
+/// that ends right after, so nothing may hang on that thread's life),
+/// passes on its `PIDS …` line, then waits for it forever. The suite kills
+/// this process with SIGKILL and checks that none of those pids survives.
+fn sandbox_host(granted: &str, exe: &str, prefix: &[String]) -> ProbeOutcome {
+    use crate::policy::{ResourceLimits, SandboxPolicy};
+    use crate::request::Program;
+    use tokio::io::AsyncBufReadExt;
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return ProbeOutcome::Inconclusive(format!("tokio runtime: {e}")),
+    };
+    let policy = SandboxPolicy {
+        read_only: vec![exe.into()],
+        read_write: vec![granted.into()],
+        limits: ResourceLimits {
+            max_processes: Some(16),
+            ..ResourceLimits::default()
+        },
+        ..SandboxPolicy::default()
+    };
+    let mut args = prefix.to_vec();
+    args.push("daemon_stay".into());
+    let program = Program::Exec {
+        program: exe.into(),
+        args,
+    };
+    let granted = granted.to_string();
+    rt.block_on(async move {
+        let handle = tokio::runtime::Handle::current();
+        let spawned = std::thread::spawn(move || {
+            let _rt = handle.enter();
+            crate::spawn_piped(program, &granted, &[], &policy)
+        })
+        .join();
+        let mut child = match spawned {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => return ProbeOutcome::Inconclusive(format!("spawn: {e}")),
+            Err(_) => return ProbeOutcome::Inconclusive("the spawning thread panicked".into()),
+        };
+        let Some(stdout) = child.stdout.take() else {
+            return ProbeOutcome::Inconclusive("no stdout".into());
+        };
+        let mut line = String::new();
+        let mut reader = tokio::io::BufReader::new(stdout);
+        let read = reader.read_line(&mut line);
+        match tokio::time::timeout(Duration::from_secs(10), read).await {
+            Ok(Ok(n)) if n > 0 => {}
+            _ => return ProbeOutcome::Inconclusive("the sandboxed daemon said nothing".into()),
+        }
+        let mut out = std::io::stdout().lock();
+        let _ = write!(out, "{line}");
+        let _ = out.flush();
+        drop(out);
+        let _ = child.wait().await;
+        ProbeOutcome::Inconclusive("the sandboxed daemon ended".into())
+    })
 }
 
 fn bpf_map() -> ProbeOutcome {

@@ -57,13 +57,21 @@ pub enum Check {
     /// The attempt may create this path (relative to `granted/`, a protected
     /// path absent at spawn), but after the run nothing may be there.
     StaysAbsent(&'static str),
+    /// Not run in the sandbox by the suite: a host (this binary's
+    /// `sandbox_host` probe, unsandboxed) runs the attempt in its sandbox,
+    /// prints the attempt's `PIDS a b …`, and is killed with SIGKILL. The
+    /// pids must be alive before (the counterpart) and gone after.
+    HostKilled,
 }
 
 impl Check {
     /// Whether an attempt that *worked* is judged by this check rather than
     /// counted as an escape outright.
     fn judges_success(self) -> bool {
-        matches!(self, Check::NoSurvivors | Check::StaysAbsent(_))
+        matches!(
+            self,
+            Check::NoSurvivors | Check::StaysAbsent(_) | Check::HostKilled
+        )
     }
 }
 
@@ -1243,6 +1251,16 @@ pub fn probe_suite() -> Vec<ProbeSpec> {
             None
         )
     });
+    v.push(ProbeSpec {
+        check: Check::HostKilled,
+        ..spec!(
+            "proc_host_killed",
+            "process",
+            "outlive the host: a sandboxed daemon (double fork, setsid tried) and its parent of record, the host killed with SIGKILL",
+            inv!("daemon_stay"),
+            None
+        )
+    });
     v
 }
 
@@ -1344,8 +1362,100 @@ impl EscapeSuite {
         }
     }
 
+    /// Runs a [`Check::HostKilled`] spec (see there).
+    async fn host_killed(&self, spec: &ProbeSpec) -> ProbeReport {
+        let mut report = ProbeReport {
+            name: spec.name,
+            category: spec.category,
+            description: spec.description,
+            attempt: Observation {
+                observed: Observed::Inconclusive,
+                message: String::new(),
+            },
+            counterpart: None,
+            verdict: Verdict::Inconclusive,
+        };
+        let f = &self.fixtures;
+        let mut host = tokio::process::Command::new(&f.probe_exe);
+        host.args(&self.probe_prefix)
+            .arg("sandbox_host")
+            .arg(&f.granted)
+            .arg(&f.probe_exe)
+            .args(&self.probe_prefix)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true);
+        let mut host = match host.spawn() {
+            Ok(h) => h,
+            Err(e) => {
+                report.attempt.message = format!("starting the host: {e}");
+                return report;
+            }
+        };
+        let mut line = String::new();
+        if let Some(out) = host.stdout.take() {
+            use tokio::io::AsyncBufReadExt;
+            let mut out = tokio::io::BufReader::new(out);
+            let _ = tokio::time::timeout(Duration::from_secs(20), out.read_line(&mut line)).await;
+        }
+        let line = line.trim().to_string();
+        let before = survivors(&line).unwrap_or_default();
+        let pids = line.split("PIDS ").nth(1).map(|rest| {
+            rest.split(|c: char| !c.is_ascii_digit())
+                .take_while(|s| !s.is_empty())
+                .count()
+        });
+        // The program and its daemon (the middle process has exited).
+        let ok_before = pids == Some(3) && before.len() == 2;
+        report.counterpart = Some(Observation {
+            observed: if ok_before {
+                Observed::Succeeded
+            } else {
+                Observed::Inconclusive
+            },
+            message: format!("while the host ran: {line:?}, alive {before:?}"),
+        });
+        let _ = host.start_kill();
+        let _ = host.wait().await;
+        if !ok_before {
+            report.attempt.message = "the sandboxed daemon did not start".into();
+            report.verdict = Verdict::CounterpartFailed;
+            return report;
+        }
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let alive = survivors(&line).unwrap_or_default();
+            if alive.is_empty() {
+                report.attempt = Observation {
+                    observed: Observed::Denied,
+                    message: format!("{line} — none alive after the host was killed"),
+                };
+                report.verdict = Verdict::Contained;
+                return report;
+            }
+            if std::time::Instant::now() >= until {
+                for pid in &alive {
+                    unsafe { libc::kill(*pid, libc::SIGKILL) };
+                }
+                report.attempt = Observation {
+                    observed: Observed::Succeeded,
+                    message: format!(
+                        "{line} — still alive 5 s after the host was killed: {alive:?}"
+                    ),
+                };
+                report.verdict = Verdict::Escaped;
+                return report;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Runs one spec: the attempt, then (if it was contained) the counterpart.
     pub async fn run_spec(&self, spec: &ProbeSpec) -> ProbeReport {
+        if spec.check == Check::HostKilled {
+            return self.host_killed(spec).await;
+        }
         let attempt = self.invoke(&spec.attempt).await;
         let mut report = ProbeReport {
             name: spec.name,
@@ -1373,7 +1483,7 @@ impl EscapeSuite {
             return report;
         }
         match spec.check {
-            Check::Outcome => {}
+            Check::Outcome | Check::HostKilled => {}
             Check::NoSurvivors => match survivors(&attempt.message) {
                 None => return report,
                 Some(alive) if !alive.is_empty() => {
