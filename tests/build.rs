@@ -7,13 +7,24 @@
 //! A language whose toolchain is missing sets no `toolchain_<lang>` cfg:
 //! its tests are *ignored* with the reason, never passed. With
 //! `TOOLGATE_REQUIRE_TOOLCHAINS=1` (CI) a missing toolchain fails the build.
+//!
+//! The MCP test client (the Python SDK, PyPI) and the third-party MCP
+//! servers (npm, PyPI) that the serve and bridge tests run are installed
+//! here too, under `<target>/tmp` (`tests/mcp/setup-*.sh`, reused when
+//! present), and probed: a missing one sets no `has_mcp_client` /
+//! `has_mcp_servers` cfg, and its tests are ignored with the reason
+//! (`toolgate_guest_build::needs`; under CI they fail). With
+//! `TOOLGATE_NO_TOOLCHAIN_INSTALL` set this build installs nothing and only
+//! probes.
 
 use std::fmt::Write;
 use std::path::PathBuf;
 
+use toolgate_guest_build::needs::Probes;
 use toolgate_guest_build::toolchains::{self, Lang};
 
 fn main() {
+    let started = std::time::SystemTime::now();
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
     let workspace = manifest_dir.parent().unwrap().to_path_buf();
     // The fixtures, and the first-party plugins (as PLUGIN_*): both are built
@@ -55,6 +66,9 @@ fn main() {
         .unwrap();
     }
     consts.push_str(&other_languages(&workspace));
+    let mut probes = Probes::new();
+    mcp(&manifest_dir, started, &mut probes);
+    probes.finish();
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
     std::fs::write(out.join("fixtures.rs"), consts).unwrap();
 }
@@ -152,4 +166,76 @@ fn other_languages(workspace: &std::path::Path) -> String {
         .unwrap();
     }
     out
+}
+
+/// Install (unless `TOOLGATE_NO_TOOLCHAIN_INSTALL`) and probe the MCP test
+/// client and servers: the `has_mcp_client` and `has_mcp_servers` cfgs.
+///
+/// Each is watched through the marker its script writes last (the copy of
+/// `requirements.txt` / `servers.txt`): removing the install, or running the
+/// script by hand, probes again on the next build. A failed install leaves an
+/// empty marker (which the script does not take for an install) so that an
+/// offline machine does not retry on every build.
+fn mcp(manifest_dir: &std::path::Path, started: std::time::SystemTime, probes: &mut Probes) {
+    let install = std::env::var_os("TOOLGATE_NO_TOOLCHAIN_INSTALL").is_none();
+    let tmp = toolgate_guest_build::host_target_dir().join("tmp");
+    let scripts = manifest_dir.join("mcp");
+    for f in [
+        "setup-venv.sh",
+        "setup-servers.sh",
+        "requirements.txt",
+        "servers.txt",
+    ] {
+        println!("cargo:rerun-if-changed={}", scripts.join(f).display());
+    }
+    let setup = |script: &str, dir: &std::path::Path, marker: &str| -> Result<(), String> {
+        let mut c = std::process::Command::new("bash");
+        c.arg(scripts.join(script));
+        if !install {
+            c.arg("--check");
+        }
+        let out = c
+            .arg(dir)
+            .output()
+            .map_err(|e| format!("cannot run bash: {e}"))?;
+        let marker = dir.join(marker);
+        if !out.status.success() && !marker.exists() {
+            let _ = std::fs::create_dir_all(dir);
+            let _ = std::fs::write(&marker, "");
+        }
+        // Our own install is no change to probe again for: date the marker
+        // before this run started (cargo compares it with that time).
+        if let Ok(f) = std::fs::File::options().write(true).open(&marker) {
+            let _ = f.set_modified(started - std::time::Duration::from_secs(2));
+        }
+        println!("cargo:rerun-if-changed={}", marker.display());
+        if out.status.success() {
+            Ok(())
+        } else {
+            let err = String::from_utf8_lossy(&out.stderr);
+            Err(err
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("failed")
+                .trim()
+                .to_string())
+        }
+    };
+    let client = setup("setup-venv.sh", &tmp.join("mcp-venv"), ".requirements").map_err(|why| {
+        format!("the MCP Python SDK (PyPI) is not installed: {why}; run `bash tests/mcp/setup-venv.sh target/tmp/mcp-venv` (needs python3 with venv, and PyPI)")
+    });
+    probes.need("mcp_client", client);
+    let servers = setup("setup-servers.sh", &tmp.join("mcp-servers"), ".servers")
+        .and_then(|()| {
+            let node = std::process::Command::new("node").arg("--version").output();
+            match node {
+                Ok(o) if o.status.success() => Ok(()),
+                _ => Err("node is not on PATH (the npm server runs on it)".to_string()),
+            }
+        })
+        .map_err(|why| {
+            format!("the MCP servers of tests/mcp/servers.txt are not installed: {why}; run `bash tests/mcp/setup-servers.sh target/tmp/mcp-servers` (needs node/npm and PyPI)")
+        });
+    probes.need("mcp_servers", servers);
 }

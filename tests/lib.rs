@@ -8,6 +8,10 @@ use serde_json::Value;
 use toolgate::plugin::RuntimeOptions;
 use toolgate::{CallRecord, HostConfig, ToolCall, Toolgate, ToolgateBuilder, TurnOptions};
 
+/// Tests that need something from outside cargo: ignored with the reason
+/// where the build found it missing, failed under CI (see the module).
+pub use toolgate_guest_build::needs;
+
 /// Paths of the fixture components.
 pub mod fixtures {
     include!(concat!(env!("OUT_DIR"), "/fixtures.rs"));
@@ -119,6 +123,25 @@ pub async fn run(host: &Toolgate, name: &str, arguments: Value) -> CallRecord {
 /// The record as the JSON a client would see.
 pub fn json(record: &CallRecord) -> Value {
     serde_json::to_value(record).expect("records serialize")
+}
+
+/// The `toolgate` binary of this build (`target/<profile>/toolgate`, beside
+/// the test binary's `deps/`). `cargo test` at the top builds it;
+/// `cargo test -p toolgate-tests` alone does not rebuild it, so a missing one
+/// fails with the command that builds it.
+pub fn toolgate_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>")
+        .join("toolgate");
+    assert!(
+        bin.is_file(),
+        "{} is missing: build it first (`cargo build -p toolgate`; `cargo test` at the top builds it)",
+        bin.display()
+    );
+    bin
 }
 
 pub mod gate;

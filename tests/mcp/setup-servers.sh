@@ -3,8 +3,11 @@
 # target directory): DIR/npm (npm install --prefix) and DIR/time-venv (a
 # Python venv). Reused while servers.txt is unchanged. Exits non-zero, saying
 # which registry failed, when one cannot be reached.
-#   tests/mcp/setup-servers.sh DIR
+#   tests/mcp/setup-servers.sh [--check] DIR
+# With --check it installs nothing: exit 0 when the servers are ready, 1 if not.
 set -euo pipefail
+check=0
+if [ "${1:-}" = --check ]; then check=1; shift; fi
 dir="$1"
 here="$(cd "$(dirname "$0")" && pwd)"
 list="$here/servers.txt"
@@ -12,6 +15,10 @@ if cmp -s "$list" "$dir/.servers" \
     && [ -x "$dir/npm/node_modules/.bin/mcp-server-everything" ] \
     && [ -x "$dir/time-venv/bin/mcp-server-time" ]; then
     exit 0
+fi
+if [ "$check" = 1 ]; then
+    echo "the MCP servers of $list are not installed in $dir" >&2
+    exit 1
 fi
 rm -rf "$dir"
 mkdir -p "$dir/npm"

@@ -7,10 +7,15 @@
 //! builds), and the host embeds or references the resulting `.wasm` files.
 //! The `rust-toolchain.toml` at the workspace root lists the target, so
 //! rustup installs it on first use.
+//!
+//! [`needs`] is the other half of what the test crates' build scripts do:
+//! probing what a test needs from outside cargo, so that a test that cannot
+//! run is ignored with the reason (and fails under CI) instead of passing.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+pub mod needs;
 pub mod toolchains;
 
 /// The target every guest is built for.

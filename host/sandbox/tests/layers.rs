@@ -3,9 +3,14 @@
 //! kernel without it) to show that the others still hold what they are
 //! responsible for, and that the switched-off layer is the one closing the
 //! remaining holes — i.e. no layer is dead weight.
+//!
+//! A test whose layers this kernel lacks is ignored with the reason (the
+//! build probes the kernel: `build.rs`, `toolgate_guest_build::needs`), and
+//! fails if it finds them gone at run time.
 
 use std::collections::BTreeSet;
 
+use toolgate_guest_build::needs;
 use toolgate_sandbox::probes::{EscapeSuite, ProbeReport, Verdict, probe_suite};
 use toolgate_sandbox::{Capabilities, Enforcement, Feature, Sandbox, probe_capabilities};
 
@@ -31,19 +36,26 @@ fn suite_without(caps: Capabilities, waive: &[Feature]) -> EscapeSuite {
     .unwrap()
 }
 
+toolgate_guest_build::ci_test!();
+
 /// Without the read-only mount view, Landlock alone still confines file
 /// contents, creation, removal, renames, links, reads and execution — but
 /// not metadata: that is what the mount view is for.
 #[tokio::test]
+#[cfg_attr(
+    not(has_landlock_abi3),
+    ignore = "needs Landlock ABI 3 (Linux >= 6.2 with Landlock on); `toolgate sandbox check` shows the ABI"
+)]
 async fn landlock_alone_confines_contents_but_not_metadata() {
     let real = probe_capabilities();
-    if !real.fs || !real.fs_truncate {
-        println!(
-            "SKIPPED: this kernel has no Landlock ABI 3 ({:?})",
-            real.landlock_abi
-        );
-        return;
-    }
+    needs::expect(
+        "landlock_abi3",
+        if real.fs && real.fs_truncate {
+            Ok(())
+        } else {
+            Err(format!("Landlock ABI {:?}", real.landlock_abi))
+        },
+    );
     let suite = suite_without(
         Capabilities {
             mount_isolation: false,
@@ -110,15 +122,20 @@ async fn landlock_alone_confines_contents_but_not_metadata() {
 /// abstract sockets; UDP, pathname UNIX sockets, TCP Fast Open and setuid
 /// modes are what seccomp adds.
 #[tokio::test]
+#[cfg_attr(
+    not(has_landlock_abi6),
+    ignore = "needs Landlock ABI 6 (Linux >= 6.12 with Landlock on); `toolgate sandbox check` shows the ABI"
+)]
 async fn landlock_alone_confines_ports_signals_and_ptrace() {
     let real = probe_capabilities();
-    if !real.tcp || !real.scope_signals || !real.scope_abstract_unix {
-        println!(
-            "SKIPPED: this kernel lacks Landlock ABI 6 ({:?})",
-            real.landlock_abi
-        );
-        return;
-    }
+    needs::expect(
+        "landlock_abi6",
+        if real.tcp && real.scope_signals && real.scope_abstract_unix {
+            Ok(())
+        } else {
+            Err(format!("Landlock ABI {:?}", real.landlock_abi))
+        },
+    );
     let suite = suite_without(
         Capabilities {
             seccomp: false,
@@ -166,12 +183,23 @@ async fn landlock_alone_confines_ports_signals_and_ptrace() {
 /// still stop writes outside the grants and every non-TCP socket — but
 /// reads are open: Landlock is the only confidentiality layer.
 #[tokio::test]
+#[cfg_attr(
+    not(has_userns_seccomp),
+    ignore = "needs user + mount namespaces and seccomp (unprivileged user namespaces allowed); `toolgate sandbox check` lists what is missing"
+)]
 async fn without_landlock_writes_and_sockets_still_hold() {
     let real = probe_capabilities();
-    if !real.mount_isolation || !real.seccomp {
-        println!("SKIPPED: this kernel lacks user namespaces or seccomp");
-        return;
-    }
+    needs::expect(
+        "userns_seccomp",
+        if real.mount_isolation && real.seccomp {
+            Ok(())
+        } else {
+            Err(format!(
+                "mount isolation {}, seccomp {}",
+                real.mount_isolation, real.seccomp
+            ))
+        },
+    );
     let suite = EscapeSuite::with_sandbox(
         PROBE.as_ref(),
         &std::env::temp_dir(),

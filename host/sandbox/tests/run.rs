@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use toolgate_guest_build::needs;
 use toolgate_sandbox::{
     Capabilities, Enforcement, Feature, Output, Program, ResourceLimits, Sandbox, SandboxPolicy,
     SpawnError, SpawnRequest, probe_capabilities, run, spawn_piped,
@@ -49,9 +50,11 @@ impl Drop for Scratch {
     }
 }
 
-/// Whether this kernel can enforce every layer (else the test prints
-/// SKIPPED and returns: a strict spawn would be refused).
-fn full_kernel() -> bool {
+/// Every layer, as the crate's own probe sees it now (the build probed
+/// for `has_full_kernel`; a test it did not ignore fails when a layer is
+/// gone: a strict spawn would be refused, and a test that did not run does
+/// not pass).
+fn full_kernel() -> Result<(), String> {
     let c = probe_capabilities();
     let ok = c.fs
         && c.fs_truncate
@@ -61,19 +64,22 @@ fn full_kernel() -> bool {
         && c.seccomp
         && (c.pids_cgroup || c.seccomp_user_notif)
         && c.mount_isolation;
-    if !ok {
-        println!("SKIPPED: this kernel cannot enforce every sandbox layer: {c:?}");
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "this kernel cannot enforce every sandbox layer: {c:?}"
+        ))
     }
-    ok
 }
 
 macro_rules! require_full_kernel {
     () => {
-        if !full_kernel() {
-            return;
-        }
+        needs::expect("full_kernel", full_kernel())
     };
 }
+
+toolgate_guest_build::ci_test!();
 
 async fn run_ok(req: SpawnRequest, policy: &SandboxPolicy) -> Output {
     run(req, policy, std::future::pending())
@@ -112,6 +118,10 @@ async fn wait_dead(pids: &[i32], patience: Duration) -> Vec<i32> {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
 async fn shell_output_exit_code_and_stderr() {
     require_full_kernel!();
     let s = Scratch::new("basic");
@@ -132,6 +142,10 @@ async fn shell_output_exit_code_and_stderr() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
 async fn exec_resolves_bare_names_within_the_view() {
     require_full_kernel!();
     let s = Scratch::new("exec");
@@ -178,6 +192,10 @@ async fn exec_resolves_bare_names_within_the_view() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
 async fn stdin_is_fed_then_closed_and_defaults_to_dev_null() {
     require_full_kernel!();
     let s = Scratch::new("stdin");
@@ -191,6 +209,10 @@ async fn stdin_is_fed_then_closed_and_defaults_to_dev_null() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
 async fn environment_is_exactly_what_the_caller_passes() {
     require_full_kernel!();
     let s = Scratch::new("env");
@@ -207,6 +229,10 @@ async fn environment_is_exactly_what_the_caller_passes() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
 async fn timeout_kills_the_whole_group() {
     require_full_kernel!();
     let s = Scratch::new("timeout");
@@ -231,6 +257,10 @@ async fn timeout_kills_the_whole_group() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
 async fn background_jobs_die_when_the_program_exits() {
     require_full_kernel!();
     let s = Scratch::new("background");
@@ -244,6 +274,10 @@ async fn background_jobs_die_when_the_program_exits() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
 async fn cancellation_kills_the_group() {
     require_full_kernel!();
     let s = Scratch::new("cancel");
@@ -263,6 +297,10 @@ async fn cancellation_kills_the_group() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
 async fn dropping_the_run_future_kills_the_group() {
     require_full_kernel!();
     let s = Scratch::new("drop");
@@ -283,6 +321,10 @@ async fn dropping_the_run_future_kills_the_group() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
 async fn output_beyond_the_cap_is_drained_and_dropped() {
     require_full_kernel!();
     let s = Scratch::new("cap");
@@ -305,6 +347,10 @@ async fn output_beyond_the_cap_is_drained_and_dropped() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
 async fn absurd_output_kills_the_group() {
     require_full_kernel!();
     let s = Scratch::new("flood");
@@ -324,6 +370,10 @@ async fn absurd_output_kills_the_group() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
 async fn a_shell_fork_bomb_is_bounded_and_the_host_survives() {
     require_full_kernel!();
     let s = Scratch::new("forkbomb");
@@ -351,6 +401,10 @@ async fn a_shell_fork_bomb_is_bounded_and_the_host_survives() {
 /// lines with "Cannot fork". Runs in batches of five to add the scheduling
 /// pressure of parallel tool calls.
 #[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
 async fn pipelines_never_fail_to_fork_under_the_default_limits() {
     require_full_kernel!();
     let s = Scratch::new("pipelines");
@@ -389,12 +443,24 @@ async fn pipelines_never_fail_to_fork_under_the_default_limits() {
 /// own, limited to its `max_processes`, and the cgroup is gone once `run`
 /// has returned.
 #[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
 async fn the_process_limit_is_a_pids_cgroup_of_the_sandboxs_own() {
     require_full_kernel!();
-    if !probe_capabilities().pids_cgroup {
-        println!(
-            "SKIPPED: no writable pids cgroup here (the notification fallback is tested below)"
-        );
+    // Whether this process may create a pids cgroup depends on how it runs
+    // (delegation, container), not only on the kernel: known at run time only.
+    let pids = if probe_capabilities().pids_cgroup {
+        Ok(())
+    } else {
+        Err("no pids cgroup this process may create and join (the seccomp fallback is tested below)".into())
+    };
+    if !needs::present_or_skip(
+        "pids_cgroup",
+        pids,
+        "run as root or in a delegated cgroup v2 subtree (systemd-run --user --scope -p Delegate=yes)",
+    ) {
         return;
     }
     let s = Scratch::new("cgroup");
@@ -465,12 +531,21 @@ async fn the_process_limit_is_a_pids_cgroup_of_the_sandboxs_own() {
 /// Without a pids cgroup the limit falls back to seccomp notification
 /// answered by the host: a fork bomb still hits the limit.
 #[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
 async fn without_a_pids_cgroup_the_notification_fallback_bounds_a_fork_bomb() {
     require_full_kernel!();
-    if !probe_capabilities().seccomp_user_notif {
-        println!("SKIPPED: no seccomp user notification on this kernel");
-        return;
-    }
+    // `has_full_kernel` includes seccomp user notification.
+    needs::expect(
+        "full_kernel",
+        if probe_capabilities().seccomp_user_notif {
+            Ok(())
+        } else {
+            Err("no seccomp user notification on this kernel".into())
+        },
+    );
     let sandbox = Sandbox::with_capabilities(toolgate_sandbox::Capabilities {
         pids_cgroup: false,
         ..probe_capabilities()
@@ -492,6 +567,10 @@ async fn without_a_pids_cgroup_the_notification_fallback_bounds_a_fork_bomb() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
 async fn the_process_limit_is_per_sandbox_not_per_user() {
     require_full_kernel!();
     let a = Scratch::new("limit-a");
@@ -507,6 +586,10 @@ async fn the_process_limit_is_per_sandbox_not_per_user() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
 async fn requests_outside_the_grants_are_refused() {
     require_full_kernel!();
     let s = Scratch::new("refuse");
@@ -541,6 +624,10 @@ async fn requests_outside_the_grants_are_refused() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
 async fn an_unenforceable_policy_is_refused_unless_waived() {
     require_full_kernel!();
     let s = Scratch::new("strict");
@@ -607,6 +694,10 @@ impl Write for Captured {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
 async fn best_effort_runs_and_warns_on_every_spawn() {
     require_full_kernel!();
     let s = Scratch::new("besteffort");
@@ -648,6 +739,10 @@ async fn best_effort_runs_and_warns_on_every_spawn() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
 async fn spawn_piped_talks_and_dropping_it_kills_the_group() {
     require_full_kernel!();
     let s = Scratch::new("piped");
@@ -671,6 +766,10 @@ async fn spawn_piped_talks_and_dropping_it_kills_the_group() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
 async fn spawn_piped_wait_reaps_and_cleans_up() {
     require_full_kernel!();
     let s = Scratch::new("piped-wait");
@@ -690,6 +789,10 @@ async fn spawn_piped_wait_reaps_and_cleans_up() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
 async fn limits_apply_inside() {
     require_full_kernel!();
     let s = Scratch::new("limits");
@@ -705,6 +808,10 @@ async fn limits_apply_inside() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
 async fn a_read_only_grant_inside_a_read_write_one_stays_read_only() {
     require_full_kernel!();
     let s = Scratch::new("nested");
@@ -734,6 +841,10 @@ async fn a_read_only_grant_inside_a_read_write_one_stays_read_only() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
 async fn relative_cwd_is_invalid() {
     require_full_kernel!();
     let s = Scratch::new("relcwd");
@@ -745,6 +856,10 @@ async fn relative_cwd_is_invalid() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
 async fn a_real_setuid_copy_cannot_be_made_but_a_normal_chmod_works() {
     require_full_kernel!();
     let s = Scratch::new("setuid");
@@ -784,6 +899,10 @@ async fn a_real_setuid_copy_cannot_be_made_but_a_normal_chmod_works() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
 async fn a_protected_symlink_is_restored_and_its_target_stays_read_only() {
     require_full_kernel!();
     let s = Scratch::new("protected-link");
@@ -828,6 +947,10 @@ async fn a_protected_symlink_is_restored_and_its_target_stays_read_only() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
 async fn a_protected_directory_wins_over_a_grant_nested_in_it() {
     require_full_kernel!();
     let s = Scratch::new("protected-nested");
@@ -845,6 +968,10 @@ async fn a_protected_directory_wins_over_a_grant_nested_in_it() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
 async fn protected_paths_in_a_grant_need_the_mount_view_even_when_it_is_waived() {
     require_full_kernel!();
     let s = Scratch::new("protected-view");

@@ -7,8 +7,10 @@
 //! reconnected, list changes, slow and dead servers, no orphans, streamable
 //! HTTP, and `toolgate serve` re-exporting bridged tools.
 //!
-//! Without a registry the tests say so and are skipped (under CI they fail:
-//! `.ci/run` installs the servers first).
+//! The build of this crate installs the servers (`build.rs`); where it
+//! cannot (no node/npm, no registry), the tests that need them are ignored
+//! with the reason (`has_mcp_servers`), and fail under CI (`.ci/run`
+//! installs them first).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -21,39 +23,33 @@ use toolgate::approval::{AllowAll, DenyAll};
 use toolgate::bridge::State;
 use toolgate::content::Content;
 use toolgate::{Toolgate, TurnOptions};
-use toolgate_tests::{PluginDir, TempDir, call, fixtures};
+use toolgate_tests::{PluginDir, TempDir, call, fixtures, needs, toolgate_bin};
 
-/// The installed servers, or `None` (with the reason printed) when a
-/// registry cannot be reached. Under CI a missing server is a failure.
-fn servers() -> Option<PathBuf> {
+/// The installed servers. The build installed them (or found them missing
+/// and ignored the tests that call this: `has_mcp_servers`); gone now, the
+/// test fails.
+fn servers() -> PathBuf {
     static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let found = DIR.get_or_init(|| {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mcp-servers");
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/setup-servers.sh");
         let out = Command::new("bash")
             .arg(&script)
+            .arg("--check")
             .arg(&dir)
             .output()
             .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
         if !out.status.success() {
             return Err(format!(
-                "{} failed (are npm and PyPI reachable?): {}",
+                "{}; run `bash {} {}`",
+                String::from_utf8_lossy(&out.stderr).trim(),
                 script.display(),
-                String::from_utf8_lossy(&out.stderr)
+                dir.display()
             ));
         }
         Ok(dir)
     });
-    match found {
-        Ok(d) => Some(d.clone()),
-        Err(why) if std::env::var_os("CI").is_some() => {
-            panic!("the MCP servers are missing under CI: {why}")
-        }
-        Err(why) => {
-            eprintln!("SKIPPED: the MCP servers could not be installed: {why}");
-            None
-        }
-    }
+    needs::expect("mcp_servers", found.clone())
 }
 
 fn everything_bin(dir: &Path) -> PathBuf {
@@ -113,8 +109,12 @@ async fn run(host: &Toolgate, name: &str, args: Value) -> toolgate::CallRecord {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(has_mcp_servers),
+    ignore = "needs the MCP servers of tests/mcp/servers.txt (node/npm and PyPI): run `bash tests/mcp/setup-servers.sh target/tmp/mcp-servers`"
+)]
 async fn stdio_servers_list_and_call_every_content_kind() {
-    let Some(dir) = servers() else { return };
+    let dir = servers();
     let plugins = PluginDir::new();
     let host = host_with(&plugins, &stdio_config(&dir, "list-and-call"), None).await;
     let names: Vec<String> = host.tools().into_iter().map(|t| t.name).collect();
@@ -250,8 +250,12 @@ async fn stdio_servers_list_and_call_every_content_kind() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(has_mcp_servers),
+    ignore = "needs the MCP servers of tests/mcp/servers.txt (node/npm and PyPI): run `bash tests/mcp/setup-servers.sh target/tmp/mcp-servers`"
+)]
 async fn a_guard_denies_one_bridged_tool_and_a_hook_asks() {
-    let Some(dir) = servers() else { return };
+    let dir = servers();
     let plugins = PluginDir::new();
     plugins
         .add("guard", fixtures::GUARD)
@@ -300,8 +304,12 @@ fn tapped_config(dir: &Path, log_dir: &Path, extra: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(has_mcp_servers),
+    ignore = "needs the MCP servers of tests/mcp/servers.txt (node/npm and PyPI): run `bash tests/mcp/setup-servers.sh target/tmp/mcp-servers`"
+)]
 async fn a_deadline_shorter_than_the_work_is_forwarded_as_a_cancellation() {
-    let Some(dir) = servers() else { return };
+    let dir = servers();
     let logs = TempDir::new("bridge-wire");
     let config = format!(
         "{}[tools.mcp__everything__trigger-long-running-operation]\ntimeout_ms = 400\n",
@@ -363,8 +371,12 @@ fn processes_with(marker: &str) -> Vec<i32> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(has_mcp_servers),
+    ignore = "needs the MCP servers of tests/mcp/servers.txt (node/npm and PyPI): run `bash tests/mcp/setup-servers.sh target/tmp/mcp-servers`"
+)]
 async fn a_killed_server_fails_its_calls_naming_it_and_is_reconnected() {
-    let Some(dir) = servers() else { return };
+    let dir = servers();
     let plugins = PluginDir::new();
     let host = host_with(&plugins, &stdio_config(&dir, "kill-me"), None).await;
     let before = status(&host, "everything");
@@ -409,8 +421,12 @@ fn kill(pid: u32) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(has_mcp_servers),
+    ignore = "needs the MCP servers of tests/mcp/servers.txt (node/npm and PyPI): run `bash tests/mcp/setup-servers.sh target/tmp/mcp-servers`"
+)]
 async fn a_list_change_swaps_in_a_new_generation_and_calls_in_flight_keep_theirs() {
-    let Some(dir) = servers() else { return };
+    let dir = servers();
     let plugins = PluginDir::new();
     let host = host_with(&plugins, &stdio_config(&dir, "list-change"), None).await;
     // server-everything registers its client-dependent tools after the
@@ -454,8 +470,12 @@ async fn a_list_change_swaps_in_a_new_generation_and_calls_in_flight_keep_theirs
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(has_mcp_servers),
+    ignore = "needs the MCP servers of tests/mcp/servers.txt (node/npm and PyPI): run `bash tests/mcp/setup-servers.sh target/tmp/mcp-servers`"
+)]
 async fn a_slow_or_dead_server_holds_no_one_back() {
-    let Some(dir) = servers() else { return };
+    let dir = servers();
     let plugins = PluginDir::new();
     let config = format!(
         "[mcp.servers.dead]\ncommand = \"false\"\n\
@@ -505,21 +525,6 @@ async fn a_slow_or_dead_server_holds_no_one_back() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-fn toolgate_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("current exe");
-    let bin = exe
-        .parent()
-        .and_then(Path::parent)
-        .unwrap()
-        .join("toolgate");
-    assert!(
-        bin.is_file(),
-        "{} is missing: build it first (`cargo build -p toolgate`)",
-        bin.display()
-    );
-    bin
 }
 
 /// A raw line-delimited JSON-RPC client of `toolgate serve`.
@@ -588,8 +593,12 @@ impl Raw {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_mcp_servers),
+    ignore = "needs the MCP servers of tests/mcp/servers.txt (node/npm and PyPI): run `bash tests/mcp/setup-servers.sh target/tmp/mcp-servers`"
+)]
 fn serve_re_exports_bridged_tools_and_a_killed_host_leaves_no_server() {
-    let Some(dir) = servers() else { return };
+    let dir = servers();
     let work = TempDir::new("bridge-serve");
     let marker = format!("bridge-orphan-{}", std::process::id());
     let config = work.path().join("toolgate.toml");
@@ -658,8 +667,12 @@ fn serve_re_exports_bridged_tools_and_a_killed_host_leaves_no_server() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_mcp_servers),
+    ignore = "needs the MCP servers of tests/mcp/servers.txt (node/npm and PyPI): run `bash tests/mcp/setup-servers.sh target/tmp/mcp-servers`"
+)]
 fn plugins_lists_servers_with_state_tool_count_and_last_error() {
-    let Some(dir) = servers() else { return };
+    let dir = servers();
     let work = TempDir::new("bridge-plugins");
     let config = work.path().join("toolgate.toml");
     std::fs::write(
@@ -709,8 +722,12 @@ fn free_port() -> u16 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(has_mcp_servers),
+    ignore = "needs the MCP servers of tests/mcp/servers.txt (node/npm and PyPI): run `bash tests/mcp/setup-servers.sh target/tmp/mcp-servers`"
+)]
 async fn a_streamable_http_server_is_bridged() {
-    let Some(dir) = servers() else { return };
+    let dir = servers();
     let port = free_port();
     // Killed when dropped, so a failed assertion leaves no server behind.
     let _server = Killed(
@@ -795,11 +812,15 @@ fn bad_server_configuration_is_refused_with_its_path() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_mcp_servers),
+    ignore = "needs the MCP servers of tests/mcp/servers.txt (node/npm and PyPI): run `bash tests/mcp/setup-servers.sh target/tmp/mcp-servers`"
+)]
 fn a_server_reaching_for_the_hosts_authority_is_confined() {
     // The stdio server runs in the sandbox: the default grant is the
     // working directory read-only; the host's configuration stays
     // read-only even under a read-write grant of its directory.
-    let Some(dir) = servers() else { return };
+    let dir = servers();
     let work = TempDir::new("bridge-confined");
     let config = work.path().join("toolgate.toml");
     let log = work.path().join("logs");
@@ -861,10 +882,12 @@ fn hostile_config(python: &Path, work: &Path) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(has_mcp_client),
+    ignore = "needs the MCP Python SDK from PyPI (its python runs the hostile server): run `bash tests/mcp/setup-venv.sh target/tmp/mcp-venv`"
+)]
 async fn a_hostile_server_fails_closed_and_the_host_keeps_serving() {
-    let Some(python) = super::serve::python() else {
-        return;
-    };
+    let python = super::serve::python();
     let work = TempDir::new("bridge-hostile");
     let plugins = PluginDir::new();
     let config = hostile_config(&python, work.path());

@@ -627,6 +627,62 @@ async fn a_fifo_listed_as_a_directory_is_refused_at_once() {
     assert_eq!(r.text(), "pipe,plain.txt", "{r:?}");
 }
 
+/// A component that opens a FIFO itself leaves a host thread blocked in
+/// `open` for good; the call ends at its deadline and the `toolgate`
+/// process still exits (the runtime's shutdown is bounded).
+#[test]
+fn a_thread_stuck_on_a_fifo_does_not_keep_the_process_alive() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let t = Tree::new("fifo-stuck");
+    let plugins = PluginDir::new();
+    plugins.add("probe", fixtures::PROBE);
+    mkfifo(&t.join("pipe"));
+    t.write(
+        "toolgate.toml",
+        "[plugins.probe.grants]\nfs = [{ path = \".\", access = \"read-only\" }]\n\
+         [tools.fs]\ntimeout_ms = 300\n",
+    );
+    let mut child = Command::new(toolgate_tests::toolgate_bin())
+        .current_dir(&t.path)
+        .env(
+            "TOOLGATE_CACHE_DIR",
+            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-compile-cache"),
+        )
+        .env_remove("RUST_LOG")
+        .args(["--plugins", plugins.path().to_str().unwrap(), "run", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("toolgate starts");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"[{"id": "a", "name": "fs", "arguments": {"op": "read", "path": "pipe"}}]"#)
+        .unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "toolgate was still running after 60 s; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let took = started.elapsed();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["error"]["code"], "TIMEOUT", "{v}");
+    println!("exited {took:?} after start, with a thread still blocked on the FIFO");
+}
+
 // ---- 6. .git ---------------------------------------------------------------
 
 fn git(dir: &Path, args: &[&str]) -> String {
