@@ -43,7 +43,7 @@ pub fn default_dir() -> Option<PathBuf> {
     std::env::var_os(STATE_DIR_ENV)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
-        .or_else(|| xdg_dir())
+        .or_else(xdg_dir)
 }
 
 /// Every place a start of this user's host could keep its state (the
@@ -239,7 +239,7 @@ pub fn read_authority(
     };
     let exposed = recover(j)?.exposed;
     let canonical = canonical_name(path);
-    if exposed.iter().any(|p| *p == canonical) {
+    if exposed.contains(&canonical) {
         return Err(AuthorityError::Exposed {
             path: path.to_path_buf(),
         });

@@ -874,6 +874,7 @@ fn every_global_flag_combines_with_a_configuration_file_the_same_way() {
         assert!(names.contains(&"read".to_string()), "{ctx}: {names:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
+}
 
 /// Issue 33: `check --call` exits non-zero when the tool's result is one
 /// the host cannot accept (INVALID_RESULT) or the component trapped, and
@@ -881,7 +882,7 @@ fn every_global_flag_combines_with_a_configuration_file_the_same_way() {
 #[test]
 fn check_call_fails_when_the_result_is_invalid() {
     let wasm = built_plugin("fixture_tools.wasm", "tools");
-    let call = wasm.with_file_name("call.json");
+    let call = wasm.with_file_name("call-invalid.json");
     let try_call = |json: &str| {
         std::fs::write(&call, json).unwrap();
         let out = toolgate()
@@ -939,7 +940,7 @@ fn check_call_fails_when_the_result_is_invalid() {
 #[test]
 fn a_missing_file_outside_every_grant_is_called_not_granted() {
     let wasm = built_plugin("fixture_tools.wasm", "tools");
-    let call = wasm.with_file_name("call.json");
+    let call = wasm.with_file_name("call-not-granted.json");
     std::fs::write(
         &call,
         r#"{"name": "fail", "arguments": {"code": "IO", "message": "cannot open /srv/toolgate-nowhere/notes.txt: No such file or directory (os error 44)"}}"#,

@@ -90,6 +90,17 @@ impl<'a> View<'a> {
         }
         view.hidden.sort_by_key(|(p, _)| p.components().count());
         view.hidden.dedup();
+        // A path beneath a hidden directory is hidden by that directory's
+        // mask already — and no longer there to mount over once it is in
+        // place (the mask is an empty file system): drop it.
+        let dirs: Vec<PathBuf> = view
+            .hidden
+            .iter()
+            .filter(|(_, dir)| *dir)
+            .map(|(p, _)| p.clone())
+            .collect();
+        view.hidden
+            .retain(|(p, _)| !dirs.iter().any(|d| p != d && p.starts_with(d)));
         let depth = |p: &PathBuf| p.components().count();
         for v in [&mut view.protected, &mut view.pins] {
             v.sort_by_key(depth);

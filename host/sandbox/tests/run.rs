@@ -1011,3 +1011,33 @@ async fn protected_paths_in_a_grant_need_the_mount_view_even_when_it_is_waived()
         .unwrap();
     assert_eq!(text(&out.stdout), "ran\n");
 }
+
+/// A hidden file inside a hidden directory (the serve token in the state
+/// directory): the directory's mask covers it, and the spawn runs (it used
+/// to fail its setup — nothing left to mount over under the empty mask —
+/// and never answer).
+#[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
+async fn a_hidden_file_inside_a_hidden_directory_is_masked_once() {
+    let s = Scratch::new("hidden-nested");
+    let state = s.0.join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(state.join("token"), "secret").unwrap();
+    let mut policy = s.policy();
+    policy.hidden = vec![state.clone(), state.join("token")];
+    let mut req = s.shell("cat state/token; echo twin > ok.txt; cat ok.txt");
+    req.timeout = Some(std::time::Duration::from_secs(10));
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        run(req, &policy, std::future::pending()),
+    )
+    .await
+    .expect("the spawn answers")
+    .expect("the spawn runs");
+    let stdout = text(&out.stdout);
+    assert!(!stdout.contains("secret"), "{stdout}");
+    assert!(stdout.contains("twin"), "{stdout} / {}", text(&out.stderr));
+}

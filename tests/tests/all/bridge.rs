@@ -1066,10 +1066,12 @@ fn nosy_script(work: &Path) -> String {
 /// through `/proc`; it reads the other files of the directory, and each
 /// server has its own `env`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(has_mcp_client),
+    ignore = "needs the MCP Python SDK from PyPI: run `bash tests/mcp/setup-venv.sh target/tmp/mcp-venv`"
+)]
 async fn a_bridged_server_sees_only_its_own_secrets() {
-    let Some(python) = super::serve::python() else {
-        return;
-    };
+    let python = super::serve::python();
     let work = TempDir::new("bridge-nosy");
     let script = nosy_script(work.path());
     std::fs::write(work.path().join("notes.txt"), "legit notes\n").unwrap();
@@ -1154,10 +1156,12 @@ fn peak_rss(pid: u32) -> u64 {
 /// read — each naming its limit — in bounded memory; an ordinary server
 /// beside them connects.
 #[test]
+#[cfg_attr(
+    not(has_mcp_client),
+    ignore = "needs the MCP Python SDK from PyPI: run `bash tests/mcp/setup-venv.sh target/tmp/mcp-venv`"
+)]
 fn endless_huge_or_crowded_listings_are_cut_off_in_bounded_memory() {
-    let Some(python) = super::serve::python() else {
-        return;
-    };
+    let python = super::serve::python();
     let work = TempDir::new("bridge-paging");
     let script = nosy_script(work.path());
     let python = python.display().to_string();

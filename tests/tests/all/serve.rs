@@ -1170,8 +1170,12 @@ fn http_refuses_another_local_user_without_the_token() {
 /// The Python SDK without the token is refused; with it (the header it is
 /// given), served — `python_sdk_over_http` runs the whole scenario so.
 #[test]
+#[cfg_attr(
+    not(has_mcp_client),
+    ignore = "needs the MCP Python SDK from PyPI: run `bash tests/mcp/setup-venv.sh target/tmp/mcp-venv`"
+)]
 fn python_sdk_over_http_needs_the_token() {
-    let Some(python) = python() else { return };
+    let python = python();
     let s = setup();
     let server = HttpServer::start(&s, &[]);
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/client.py");
