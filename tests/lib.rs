@@ -147,3 +147,30 @@ pub fn toolgate_bin() -> PathBuf {
 pub mod gate;
 pub mod native;
 pub mod stack;
+
+/// A working directory for one test (canonical), removed on drop.
+pub struct Tree {
+    _dir: TempDir,
+    /// The directory (canonical).
+    pub path: PathBuf,
+}
+
+impl Tree {
+    pub fn new(tag: &str) -> Tree {
+        let dir = TempDir::new(tag);
+        let path = dir.path().canonicalize().unwrap();
+        Tree { _dir: dir, path }
+    }
+    pub fn join(&self, p: &str) -> PathBuf {
+        self.path.join(p)
+    }
+    /// Writes `text` at `p`, making its directories.
+    pub fn write(&self, p: &str, text: &str) {
+        let path = self.join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    pub fn read(&self, p: &str) -> String {
+        std::fs::read_to_string(self.join(p)).unwrap()
+    }
+}

@@ -174,8 +174,9 @@ pub fn main() -> ExitCode {
 
 impl GlobalArgs {
     /// The configuration: `--config`, else `./toolgate.toml` if present.
-    /// Read as the host reads it ([`crate::state::read_authority`]): a
-    /// file a live sandboxed run could have created is refused.
+    /// Read as the host reads it (`lifecycle::read_config`, through
+    /// [`crate::state::read_authority`]): a file a live sandboxed run could
+    /// have created is refused.
     fn load_config(&self) -> anyhow::Result<HostConfig> {
         let (path, required) = match &self.config {
             Some(path) => (path.clone(), true),
@@ -185,19 +186,8 @@ impl GlobalArgs {
             Some(d) => Some(crate::state::StateDir::open(d)?.journal()),
             None => None,
         };
-        match crate::state::read_authority(&path, journal.as_deref())? {
-            Some(text) => {
-                let mut c = HostConfig::parse(&text, &path.display().to_string())?;
-                c.source = Some(path);
-                Ok(c)
-            }
-            None if required => Err(crate::config::ConfigError::Read {
-                path,
-                source: std::io::Error::from(std::io::ErrorKind::NotFound),
-            }
-            .into()),
-            None => Ok(HostConfig::default()),
-        }
+        let file = crate::lifecycle::ConfigFile { path, required };
+        Ok(crate::lifecycle::read_config(&file, journal.as_deref())?.unwrap_or_default())
     }
 
     fn runtime_options(&self) -> RuntimeOptions {

@@ -1342,31 +1342,9 @@ impl Lifecycle {
                     if e.may_be_policy {
                         layer.2.push(e.clone());
                     }
-                    statuses.push(PluginStatus {
-                        scope: key.scope.clone(),
-                        name: key.name.clone(),
-                        origin: e.origin.clone(),
-                        state: PluginState::Loading,
-                        generation: None,
-                        sha256: None,
-                        refused: None,
-                        refused_sha256: None,
-                        cost: Cost::default(),
-                        plugin: None,
-                    });
+                    statuses.push(loading_status(key, e.origin.clone()));
                 }
-                Decision::Pending => statuses.push(PluginStatus {
-                    scope: key.scope.clone(),
-                    name: key.name.clone(),
-                    origin: String::new(),
-                    state: PluginState::Loading,
-                    generation: None,
-                    sha256: None,
-                    refused: None,
-                    refused_sha256: None,
-                    cost: Cost::default(),
-                    plugin: None,
-                }),
+                Decision::Pending => statuses.push(loading_status(key, String::new())),
             }
         }
         let (placed, layer_problems, blocked) = layers.remove("").unwrap_or_default();
@@ -1499,6 +1477,22 @@ pub(crate) fn read_config(
         }
         .into()),
         None => Ok(None),
+    }
+}
+
+/// The status of a plugin still loading.
+fn loading_status(key: &Key, origin: String) -> PluginStatus {
+    PluginStatus {
+        scope: key.scope.clone(),
+        name: key.name.clone(),
+        origin,
+        state: PluginState::Loading,
+        generation: None,
+        sha256: None,
+        refused: None,
+        refused_sha256: None,
+        cost: Cost::default(),
+        plugin: None,
     }
 }
 

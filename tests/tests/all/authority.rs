@@ -12,7 +12,7 @@
 //!    directory, and every cache location (in use or not) and the state
 //!    directory are out of reach of `bash`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,24 +21,7 @@ use serde_json::json;
 use toolgate::Toolgate;
 use toolgate::pipeline::approval::AllowAll;
 use toolgate::plugin::RuntimeOptions;
-use toolgate_tests::{TempDir, run, test_runtime};
-
-/// A working directory for one test (canonical), removed on drop.
-struct Tree {
-    _dir: TempDir,
-    path: PathBuf,
-}
-
-impl Tree {
-    fn new(tag: &str) -> Tree {
-        let dir = TempDir::new(tag);
-        let path = dir.path().canonicalize().unwrap();
-        Tree { _dir: dir, path }
-    }
-    fn join(&self, p: &str) -> PathBuf {
-        self.path.join(p)
-    }
-}
+use toolgate_tests::{Tree, run, test_runtime, toolgate_bin};
 
 /// Names in `dir` that start with `prefix`.
 fn named(dir: &Path, prefix: &str) -> Vec<String> {
@@ -149,21 +132,6 @@ async fn a_configuration_planted_by_a_background_job_is_never_obeyed() {
         !serving(&h, "secrets-guard"),
         "the operator's file is obeyed"
     );
-}
-
-fn toolgate_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("current exe");
-    let bin = exe
-        .parent()
-        .and_then(Path::parent)
-        .unwrap()
-        .join("toolgate");
-    assert!(
-        bin.is_file(),
-        "{} is missing: build it first (`cargo build -p toolgate`)",
-        bin.display()
-    );
-    bin
 }
 
 /// `toolgate` in `dir` with its own cache and state (no HOME of the

@@ -20,32 +20,7 @@ use toolgate::pipeline::approval::AllowAll;
 use toolgate::plugin::RuntimeOptions;
 use toolgate::plugin::cache::CompileCache;
 use toolgate::{CallRecord, HostConfig, Toolgate};
-use toolgate_tests::{PluginDir, TempDir, fixtures, host, run, test_runtime};
-
-/// A working directory for one test (canonical), removed on drop.
-struct Tree {
-    _dir: TempDir,
-    path: PathBuf,
-}
-
-impl Tree {
-    fn new(tag: &str) -> Tree {
-        let dir = TempDir::new(tag);
-        let path = dir.path().canonicalize().unwrap();
-        Tree { _dir: dir, path }
-    }
-    fn join(&self, p: &str) -> PathBuf {
-        self.path.join(p)
-    }
-    fn write(&self, p: &str, text: &str) {
-        let path = self.join(p);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-    fn read(&self, p: &str) -> String {
-        std::fs::read_to_string(self.join(p)).unwrap()
-    }
-}
+use toolgate_tests::{PluginDir, Tree, fixtures, host, run, test_runtime};
 
 /// The built-in plugins with their default grants on `workdir`, an
 /// approver that allows (bash asks), and the configuration at `config` if
