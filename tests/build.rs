@@ -27,35 +27,36 @@ fn main() {
     let started = std::time::SystemTime::now();
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
     let workspace = manifest_dir.parent().unwrap().to_path_buf();
-    // The fixtures, and the first-party plugins (as PLUGIN_*): both are built
-    // into the same guest target directory, so nothing is compiled twice.
-    // A new fixture directory must be picked up too, not only changes to the
-    // ones found last time.
+    // The fixtures, and the first-party plugins (as PLUGIN_*), built into
+    // the host's guest target directory. The plugins are built exactly as
+    // the host's build script builds them (`plugins()`, one invocation of
+    // their own): built with the fixtures, feature unification gave them
+    // other bytes, so each build script rebuilt and overwrote the other's.
+    // A new fixture directory must be picked up too, not only changes to
+    // the ones found last time.
     println!(
         "cargo:rerun-if-changed={}",
         manifest_dir.join("fixtures").display()
     );
+    let mut plugins =
+        toolgate_guest_build::build(&workspace, &toolgate_guest_build::plugins(&workspace));
+    // The Code Mode interpreter is no plugin: the host embeds it.
+    plugins.retain(|b| b.guest.name != "run-code");
     let fixtures = toolgate_guest_build::discover(&manifest_dir.join("fixtures"));
-    let mut plugins = toolgate_guest_build::discover(&workspace.join("plugins"));
-    // The Code Mode interpreter is no plugin: the host builds and embeds it.
-    plugins.retain(|g| g.name != "run-code");
     let rust_examples = toolgate_guest_build::discover(&workspace.join("examples"));
-    let all: Vec<_> = fixtures
+    let others: Vec<_> = fixtures
         .iter()
-        .chain(plugins.iter())
         .chain(rust_examples.iter())
         .cloned()
         .collect();
-    let built = toolgate_guest_build::build(&workspace, &all);
+    let others = toolgate_guest_build::build(&workspace, &others);
     let mut consts = String::new();
-    for (i, b) in built.iter().enumerate() {
-        let prefix = if i < fixtures.len() {
-            ""
-        } else if i < fixtures.len() + plugins.len() {
-            "PLUGIN_"
-        } else {
-            "EXAMPLE_"
-        };
+    let prefixed = others[..fixtures.len()]
+        .iter()
+        .map(|b| ("", b))
+        .chain(plugins.iter().map(|b| ("PLUGIN_", b)))
+        .chain(others[fixtures.len()..].iter().map(|b| ("EXAMPLE_", b)));
+    for (prefix, b) in prefixed {
         let name = format!("{prefix}{}", b.guest.name.to_uppercase().replace('-', "_"));
         writeln!(
             consts,

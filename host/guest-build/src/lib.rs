@@ -42,6 +42,14 @@ pub struct Built {
     pub wasm: PathBuf,
 }
 
+/// The first-party plugins (every guest under `plugins/`, the Code Mode
+/// interpreter included), as both build scripts build them: always this
+/// set in one invocation, so that feature unification gives the same
+/// bytes and the second build is a no-op.
+pub fn plugins(workspace: &Path) -> Vec<Guest> {
+    discover(&workspace.join("plugins"))
+}
+
 /// Every directory under `parent` that holds a Cargo.toml, sorted.
 pub fn discover(parent: &Path) -> Vec<Guest> {
     // A new guest directory changes the parent: build again.
