@@ -48,8 +48,17 @@
 //!    last: a low `RLIMIT_NOFILE` must not stop step 8 from getting a
 //!    descriptor while the host's (close-on-exec) descriptors are still open.
 //!
+//! 10. `execve` itself, here rather than in std (which would call it next):
+//!    a failed exec is then a failed step like the others.
+//!
 //! If a step fails, the child writes `(step, errno)` to the report socket so
 //! the host can say which step failed, and `spawn` fails with that errno.
+//! It also writes one byte to the *setup pipe* it shares with the watcher
+//! only (close-on-exec: a successful exec closes it unwritten). std's
+//! `spawn` waits for the process it forked — the watcher — when the child
+//! reports a failure; a watcher that stayed for its host, as it does after
+//! a program ran, would hang that `spawn` for ever. Seeing the byte after
+//! the program's end, the watcher exits instead.
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -85,6 +94,7 @@ pub(crate) enum Step {
     ParentDeath,
     Hide,
     Watcher,
+    Exec,
 }
 
 impl Step {
@@ -115,6 +125,7 @@ impl Step {
             ParentDeath,
             Hide,
             Watcher,
+            Exec,
         ]
         .into_iter()
         .find(|s| *s as u8 == v)
@@ -140,6 +151,7 @@ impl Step {
                 "setting the parent-death signal (or the sandbox's watcher had already exited)"
             }
             Step::Watcher => "forking the sandbox's watcher",
+            Step::Exec => "executing the program (execve)",
             Step::Landlock => "landlock_restrict_self",
             Step::CloseRange => "close_range (marking inherited descriptors close-on-exec)",
             Step::Seccomp => "loading the seccomp filter",
@@ -203,6 +215,62 @@ pub(crate) struct ChildPlan {
     pub lifeline: (RawFd, RawFd),
     /// The sandbox cgroup's `cgroup.kill`, open for writing (Linux ≥ 5.14).
     pub cgroup_kill: Option<RawFd>,
+    /// What to execute (step 10).
+    pub exec: ExecPlan,
+    /// The write end of the setup pipe to the watcher, once forked (-1
+    /// before): a failed step writes a byte to it.
+    pub setup_failed: RawFd,
+}
+
+/// The program, its arguments and its environment, as `execve` takes them:
+/// null-terminated arrays of pointers into the strings, built by the parent
+/// (the child must not allocate).
+pub(crate) struct ExecPlan {
+    path: CString,
+    _strings: Vec<CString>,
+    /// `argv` then `envp`, each null-terminated, as addresses (so that the
+    /// plan is `Send`); they point into `_strings`, whose buffers do not
+    /// move when the plan does.
+    pointers: Vec<usize>,
+    envp_at: usize,
+}
+
+impl ExecPlan {
+    /// `argv[0]` is `path`, as std would pass it.
+    pub(crate) fn new(path: CString, args: Vec<CString>, env: Vec<CString>) -> ExecPlan {
+        let argc = args.len() + 1;
+        let mut strings = Vec::with_capacity(argc + env.len());
+        strings.push(path.clone());
+        strings.extend(args);
+        strings.extend(env);
+        let mut pointers = Vec::with_capacity(strings.len() + 2);
+        for (i, s) in strings.iter().enumerate() {
+            if i == argc {
+                pointers.push(0);
+            }
+            pointers.push(s.as_ptr() as usize);
+        }
+        if strings.len() == argc {
+            pointers.push(0);
+        }
+        pointers.push(0);
+        ExecPlan {
+            path,
+            _strings: strings,
+            pointers,
+            envp_at: argc + 1,
+        }
+    }
+
+    /// Replaces this process; returns only on failure, with errno.
+    unsafe fn execve(&self) -> i32 {
+        unsafe {
+            let argv = self.pointers.as_ptr() as *const *const libc::c_char;
+            let envp = self.pointers[self.envp_at..].as_ptr() as *const *const libc::c_char;
+            libc::execve(self.path.as_ptr(), argv, envp);
+        }
+        errno()
+    }
 }
 
 pub(crate) fn errno() -> i32 {
@@ -215,12 +283,16 @@ fn check(step: Step, r: c_long) -> StepResult {
     if r < 0 { Err((step, errno())) } else { Ok(()) }
 }
 
-/// Runs the plan in the child. Async-signal-safe.
+/// Runs the plan in the child, ending in `execve`: returns only on failure.
+/// Async-signal-safe.
 pub(crate) fn run_in_child(plan: &mut ChildPlan) -> io::Result<()> {
     match setup(plan) {
         Ok(()) => Ok(()),
         Err((step, err)) => {
             report_failure(plan.report_fd, step, err);
+            if plan.setup_failed >= 0 {
+                unsafe { libc::write(plan.setup_failed, b"F".as_ptr() as *const c_void, 1) };
+            }
             Err(io::Error::from_raw_os_error(err))
         }
     }
@@ -276,23 +348,29 @@ fn setup(plan: &mut ChildPlan) -> StepResult {
         for (res, lim) in &plan.rlimits {
             check(Step::Rlimit, libc::setrlimit(*res, lim) as c_long)?;
         }
+        Err((Step::Exec, plan.exec.execve()))
     }
-    Ok(())
 }
 
 /// Step 1 (the fork): forks. The parent becomes the watcher and never returns; the
 /// child (the program to be) returns and goes on with the setup.
-unsafe fn fork_watcher(plan: &ChildPlan) -> StepResult {
+unsafe fn fork_watcher(plan: &mut ChildPlan) -> StepResult {
     unsafe {
         // Only the host may hold the write end: close it before forking so
         // that neither the watcher nor the program has it.
         libc::close(plan.lifeline.1);
+        let mut setup = [-1 as c_int; 2];
+        if libc::pipe2(setup.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+            return Err((Step::Watcher, errno()));
+        }
         let watcher = libc::getpid();
         let pid = libc::fork();
         if pid < 0 {
             return Err((Step::Watcher, errno()));
         }
         if pid == 0 {
+            libc::close(setup[0]);
+            plan.setup_failed = setup[1];
             check(
                 Step::ParentDeath,
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) as c_long,
@@ -302,10 +380,12 @@ unsafe fn fork_watcher(plan: &ChildPlan) -> StepResult {
             }
             return Ok(());
         }
+        libc::close(setup[1]);
         watch(
             plan.lifeline.0,
             plan.cgroup_kill.unwrap_or(-1),
             plan.report_fd,
+            setup[0],
             pid,
         )
     }
@@ -317,7 +397,13 @@ const WATCH_POLL_MS: c_int = 50;
 /// The watcher (see step 1). Async-signal-safe; never returns: it ends
 /// when the host kills the group (after it reported the program's end), or
 /// kills the group itself when the host is gone.
-unsafe fn watch(lifeline: RawFd, cgroup_kill: RawFd, report: RawFd, program: libc::pid_t) -> ! {
+unsafe fn watch(
+    lifeline: RawFd,
+    cgroup_kill: RawFd,
+    report: RawFd,
+    setup: RawFd,
+    program: libc::pid_t,
+) -> ! {
     unsafe {
         // The host's handlers (inherited across fork) must not run here.
         for sig in 1..65 {
@@ -330,7 +416,7 @@ unsafe fn watch(lifeline: RawFd, cgroup_kill: RawFd, report: RawFd, program: lib
         libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
         // Every other descriptor goes: the stdio pipes (their readers must
         // see the program's end, not ours), std's exec-error pipe.
-        close_all_except(&mut [lifeline, cgroup_kill, report]);
+        close_all_except(&mut [lifeline, cgroup_kill, report, setup]);
         let mut pidfd = libc::syscall(libc::SYS_pidfd_open, program, 0) as c_int;
         let mut running = true;
         loop {
@@ -363,6 +449,13 @@ unsafe fn watch(lifeline: RawFd, cgroup_kill: RawFd, report: RawFd, program: lib
             }
             let mut status: c_int = 0;
             if running && libc::waitpid(program, &mut status, libc::WNOHANG) == program {
+                // The program is gone, so is the setup pipe's write end: a
+                // byte means its setup (or exec) failed, and std's `spawn`
+                // in the host is waiting for this process to end.
+                let mut byte = 0u8;
+                if libc::read(setup, &mut byte as *mut u8 as *mut c_void, 1) == 1 {
+                    libc::_exit(127);
+                }
                 // The host kills the rest of the group (and this watcher)
                 // when it reads this; until then the watcher stays, so the
                 // group's id stays taken and the lifeline watched.

@@ -36,7 +36,7 @@ use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 use tokio::task::JoinHandle;
 
 use crate::cgroup::SandboxCgroup;
-use crate::child::{self, ChildPlan, Report};
+use crate::child::{self, ChildPlan, ExecPlan, Report};
 use crate::enforce;
 use crate::error::SpawnError;
 use crate::kernel::{Capabilities, probe_capabilities};
@@ -388,13 +388,15 @@ impl Sandbox {
             cgroup_join: cgroup.as_ref().and_then(|c| c.join_fd()),
             lifeline: lifeline()?,
             cgroup_kill: cgroup_kill.as_ref().map(|f| f.as_raw_fd()),
+            exec: exec_plan(&exe, &args, env)?,
+            setup_failed: -1,
         };
 
+        // The child executes the program itself, from `plan.exec` (see
+        // `child`): std's own exec, with its arguments and environment,
+        // never runs.
         let mut cmd = tokio::process::Command::new(&exe);
-        cmd.args(&args)
-            .env_clear()
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .current_dir(&cwd)
+        cmd.current_dir(&cwd)
             .stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -418,6 +420,9 @@ impl Sandbox {
                 // The listener may precede the failure report (rlimits come last).
                 for _ in 0..4 {
                     match child::read_report(report_parent.as_raw_fd()) {
+                        Ok(Report::Failed(child::Step::Exec, errno)) => {
+                            return Err(exec_error(&exe, io::Error::from_raw_os_error(errno)));
+                        }
                         Ok(Report::Failed(step, errno)) => {
                             return Err(SpawnError::Setup {
                                 step: step.describe(),
@@ -745,6 +750,26 @@ fn fd_limit() -> libc::c_int {
     };
     unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut cur) };
     cur.rlim_cur.min(1 << 20) as libc::c_int
+}
+
+/// What the child executes: `exe` with `args`, and exactly `env` (a name
+/// given twice keeps its last value; sorted by name, as std passes it).
+fn exec_plan(
+    exe: &Path,
+    args: &[String],
+    env: &[(String, String)],
+) -> Result<ExecPlan, SpawnError> {
+    let env: std::collections::BTreeMap<&str, &str> =
+        env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    Ok(ExecPlan::new(
+        cstring(exe.as_os_str().as_bytes(), "program path")?,
+        args.iter()
+            .map(|a| cstring(a.as_bytes(), "an argument"))
+            .collect::<Result<_, _>>()?,
+        env.into_iter()
+            .map(|(k, v)| cstring(format!("{k}={v}").as_bytes(), "the environment"))
+            .collect::<Result<_, _>>()?,
+    ))
 }
 
 fn exec_error(exe: &Path, e: io::Error) -> SpawnError {

@@ -1041,3 +1041,45 @@ async fn a_hidden_file_inside_a_hidden_directory_is_masked_once() {
     assert!(!stdout.contains("secret"), "{stdout}");
     assert!(stdout.contains("twin"), "{stdout} / {}", text(&out.stderr));
 }
+
+/// A setup step that fails after the sandbox's watcher is forked (here
+/// `chdir` into a working directory that the sandbox hides, and an exec
+/// whose interpreter is missing) fails the spawn at once, naming the step:
+/// the watcher learns of the failure and exits instead of staying for a
+/// program that never ran (std's spawn waits for it: this hung the host's
+/// thread for ever).
+#[tokio::test]
+#[cfg_attr(
+    not(has_full_kernel),
+    ignore = "needs every sandbox layer (Landlock ABI 6, seccomp with user notification, user namespaces): Linux >= 6.12 with Landlock on; `toolgate sandbox check` lists what is missing"
+)]
+async fn a_setup_or_exec_failure_after_the_watcher_fork_fails_fast() {
+    let s = Scratch::new("late-failure");
+    let hidden = s.0.join("hidden");
+    std::fs::create_dir_all(hidden.join("inside")).unwrap();
+    let mut policy = s.policy();
+    policy.hidden = vec![hidden.clone()];
+    let mut req = SpawnRequest::new(Program::Shell("echo ran".into()), hidden.join("inside"));
+    req.timeout = Some(Duration::from_secs(10));
+    let started = std::time::Instant::now();
+    let out = tokio::time::timeout(
+        Duration::from_secs(20),
+        run(req, &policy, std::future::pending()),
+    )
+    .await
+    .expect("the spawn answers instead of hanging");
+    let err = out.expect_err("a working directory the sandbox hides cannot be entered");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains("working directory") || msg.contains("chdir"),
+        "{msg}"
+    );
+    // The legitimate twin: the same policy, a visible working directory.
+    let out = run_ok(s.shell("echo ran"), &policy).await;
+    assert_eq!(text(&out.stdout), "ran\n");
+}
