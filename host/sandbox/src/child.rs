@@ -49,7 +49,7 @@
 //!    descriptor while the host's (close-on-exec) descriptors are still open.
 //!
 //! 10. `execve` itself, here rather than in std (which would call it next):
-//!    a failed exec is then a failed step like the others.
+//!     a failed exec is then a failed step like the others.
 //!
 //! If a step fails, the child writes `(step, errno)` to the report socket so
 //! the host can say which step failed, and `spawn` fails with that errno.
