@@ -124,8 +124,11 @@ impl Setup {
         cmd.args(self.args(extra))
             .current_dir(self.work.path())
             .env("TOOLGATE_CACHE_DIR", cache_dir())
-            // Where `serve --http` makes its token (never the real home).
+            // Where `serve --http` makes its token (never the real home;
+            // not the caller's `TOOLGATE_STATE_DIR` either, which would
+            // win over this).
             .env("XDG_STATE_HOME", self.state_dir())
+            .env_remove("TOOLGATE_STATE_DIR")
             .env("RUST_LOG", "warn");
         cmd
     }
