@@ -138,7 +138,7 @@ pub fn toolgate_bin() -> PathBuf {
         .join("toolgate");
     assert!(
         bin.is_file(),
-        "{} is missing: build it first (`cargo build -p toolgate`; `cargo test` at the top builds it)",
+        "{} is missing: build it first (`cargo build -p toolgate-cli`; `cargo test` at the top builds it)",
         bin.display()
     );
     bin

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::ApproveMode;
-use crate::pipeline::approval::{AllowAll, DenyAll};
-use crate::pipeline::{ApprovalAnswer, ApprovalRequest, Approver};
+use toolgate::pipeline::approval::{AllowAll, DenyAll};
+use toolgate::pipeline::{ApprovalAnswer, ApprovalRequest, Approver};
 
 /// The approver `--approve` (or the terminal) asks for. `None`: no approval
 /// service, so `ask` denies.
@@ -42,7 +42,7 @@ impl Approver for TerminalApprover {
         // (no terminal escape sequences), the lines kept.
         let shown = |s: &str| {
             s.lines()
-                .map(|l| crate::plugin::log::escape(l).into_owned())
+                .map(|l| toolgate::plugin::log::escape(l).into_owned())
                 .collect::<Vec<_>>()
                 .join("\n")
         };

@@ -19,10 +19,10 @@ use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 
 use super::GlobalArgs;
-use crate::call::ToolCall;
-use crate::outcome::CallRecord;
-use crate::pipeline::{ApprovalAnswer, ApprovalRequest, Approver};
-use crate::turn::TurnOptions;
+use toolgate::call::ToolCall;
+use toolgate::outcome::CallRecord;
+use toolgate::pipeline::{ApprovalAnswer, ApprovalRequest, Approver};
+use toolgate::turn::TurnOptions;
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {

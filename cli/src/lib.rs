@@ -23,9 +23,9 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::HostConfig;
-use crate::host::{Toolgate, ToolgateBuilder};
-use crate::plugin::RuntimeOptions;
+use toolgate::HostConfig;
+use toolgate::host::{Toolgate, ToolgateBuilder};
+use toolgate::plugin::RuntimeOptions;
 
 /// How long the process waits, after a command is done, for work still
 /// running on the runtime's blocking threads (a WASI file operation stuck on
@@ -175,19 +175,19 @@ pub fn main() -> ExitCode {
 impl GlobalArgs {
     /// The configuration: `--config`, else `./toolgate.toml` if present.
     /// Read as the host reads it (`lifecycle::read_config`, through
-    /// [`crate::state::read_authority`]): a file a live sandboxed run could
+    /// [`toolgate::state::read_authority`]): a file a live sandboxed run could
     /// have created is refused.
     fn load_config(&self) -> anyhow::Result<HostConfig> {
         let (path, required) = match &self.config {
             Some(path) => (path.clone(), true),
             None => (PathBuf::from(DEFAULT_CONFIG), false),
         };
-        let journal = match crate::state::default_dir() {
-            Some(d) => Some(crate::state::StateDir::open(d)?.journal()),
+        let journal = match toolgate::state::default_dir() {
+            Some(d) => Some(toolgate::state::StateDir::open(d)?.journal()),
             None => None,
         };
-        let file = crate::lifecycle::ConfigFile { path, required };
-        Ok(crate::lifecycle::read_config(&file, journal.as_deref())?.unwrap_or_default())
+        let file = toolgate::lifecycle::ConfigFile { path, required };
+        Ok(toolgate::lifecycle::read_config(&file, journal.as_deref())?.unwrap_or_default())
     }
 
     fn runtime_options(&self) -> RuntimeOptions {

@@ -2,5 +2,5 @@
 //! binary edge (anyhow errors, exit codes).
 
 fn main() -> std::process::ExitCode {
-    toolgate::cli::main()
+    toolgate_cli::main()
 }

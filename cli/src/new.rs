@@ -104,10 +104,10 @@ impl Kind {
 
 /// The contract, as this binary speaks it.
 const WIT: &[(&str, &str)] = &[
-    ("types.wit", include_str!("../../../wit/types.wit")),
-    ("roles.wit", include_str!("../../../wit/roles.wit")),
-    ("seams.wit", include_str!("../../../wit/seams.wit")),
-    ("worlds.wit", include_str!("../../../wit/worlds.wit")),
+    ("types.wit", include_str!("../../wit/types.wit")),
+    ("roles.wit", include_str!("../../wit/roles.wit")),
+    ("seams.wit", include_str!("../../wit/seams.wit")),
+    ("worlds.wit", include_str!("../../wit/worlds.wit")),
 ];
 
 /// `wasi:cli/environment`, where the host puts a plugin's settings (for

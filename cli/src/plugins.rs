@@ -9,7 +9,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::GlobalArgs;
-use crate::policy::PolicySource;
+use toolgate::policy::PolicySource;
 
 #[derive(Args, Debug)]
 pub struct PluginsArgs {
@@ -62,9 +62,9 @@ pub async fn run(global: &GlobalArgs, args: PluginsArgs) -> anyhow::Result<ExitC
             format!("{}@{}", s.name, s.scope)
         };
         let state = match s.state {
-            crate::registry::PluginState::Serving => "serving",
-            crate::registry::PluginState::Refused => "refused",
-            crate::registry::PluginState::Loading => "loading",
+            toolgate::registry::PluginState::Serving => "serving",
+            toolgate::registry::PluginState::Refused => "refused",
+            toolgate::registry::PluginState::Loading => "loading",
         };
         println!(
             "  {:<18} {:<8} gen {:<4} sha256 {}  load {:.1} ms  {} KiB, {} idle instance(s) of up to {} MiB",

@@ -9,11 +9,11 @@ use clap::Args;
 use serde_json::json;
 
 use super::GlobalArgs;
-use crate::call::ToolCall;
-use crate::content::Content;
-use crate::outcome::{CallError, CallRecord, ErrorCode, Outcome, Stage};
-use crate::turn::TurnOptions;
 use serde_json::Value;
+use toolgate::call::ToolCall;
+use toolgate::content::Content;
+use toolgate::outcome::{CallError, CallRecord, ErrorCode, Outcome, Stage};
+use toolgate::turn::TurnOptions;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {

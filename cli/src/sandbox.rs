@@ -192,7 +192,7 @@ const PLANTED: &str = "a sandboxed command with write access to the working dire
 
 /// The planted-configuration case: `Ok(what happened)` when contained.
 async fn planted_configuration(dir: &std::path::Path) -> Result<String, String> {
-    use crate::state::{AuthorityError, StateDir, read_authority};
+    use toolgate::state::{AuthorityError, StateDir, read_authority};
     use toolgate_sandbox::{Program, SandboxPolicy, SpawnRequest};
     let work = dir.join("work");
     std::fs::create_dir_all(&work).map_err(|e| format!("cannot set up {}: {e}", work.display()))?;

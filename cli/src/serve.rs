@@ -1,5 +1,5 @@
 //! `toolgate serve`: the host as an MCP server, over stdio (default) or
-//! streamable HTTP (`--http ADDR`). See [`crate::mcp`].
+//! streamable HTTP (`--http ADDR`). See [`toolgate::mcp`].
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -12,12 +12,12 @@ use rmcp::service::serve_server_with_ct;
 use tokio_util::sync::CancellationToken;
 
 use super::{ApproveMode, GlobalArgs};
-use crate::mcp::http::{self, HttpOptions};
-use crate::mcp::stdio::StdioTransport;
-use crate::mcp::{Limits, ToolgateServer};
-use crate::pipeline::Approver;
-use crate::pipeline::approval::{AllowAll, DenyAll};
-use crate::scheduler::Arrivals;
+use toolgate::mcp::http::{self, HttpOptions};
+use toolgate::mcp::stdio::StdioTransport;
+use toolgate::mcp::{Limits, ToolgateServer};
+use toolgate::pipeline::Approver;
+use toolgate::pipeline::approval::{AllowAll, DenyAll};
+use toolgate::scheduler::Arrivals;
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -58,13 +58,13 @@ pub struct ServeArgs {
 
     /// Largest JSON-RPC message accepted, in bytes (a stdio line, an HTTP
     /// body).
-    #[arg(long, value_name = "BYTES", default_value_t = crate::mcp::DEFAULT_MAX_MESSAGE_BYTES)]
+    #[arg(long, value_name = "BYTES", default_value_t = toolgate::mcp::DEFAULT_MAX_MESSAGE_BYTES)]
     max_message_bytes: usize,
 
     /// Tool calls waiting or running at once, per scheduler (each session
     /// has one; stateless requests share one); beyond, a call is refused
     /// with an error.
-    #[arg(long, value_name = "N", default_value_t = crate::scheduler::arrivals::DEFAULT_MAX_QUEUED)]
+    #[arg(long, value_name = "N", default_value_t = toolgate::scheduler::arrivals::DEFAULT_MAX_QUEUED)]
     max_queued_calls: usize,
 
     /// HTTP sessions alive at once.
@@ -87,12 +87,12 @@ pub struct ServeArgs {
 
     /// Time an HTTP client may take to send a request body, in
     /// milliseconds (408 after).
-    #[arg(long, value_name = "MS", default_value_t = crate::mcp::DEFAULT_BODY_TIMEOUT.as_millis() as u64)]
+    #[arg(long, value_name = "MS", default_value_t = toolgate::mcp::DEFAULT_BODY_TIMEOUT.as_millis() as u64)]
     body_timeout_ms: u64,
 
     /// An HTTP session that sends no request besides `initialize` and
     /// `ping` is closed after this many milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = crate::mcp::DEFAULT_SESSION_UNUSED_IDLE.as_millis() as u64)]
+    #[arg(long, value_name = "MS", default_value_t = toolgate::mcp::DEFAULT_SESSION_UNUSED_IDLE.as_millis() as u64)]
     unused_session_idle_ms: u64,
 
     /// Most concurrency-safe calls running at once.
@@ -107,7 +107,7 @@ pub struct ServeArgs {
 
     /// Quiet period of the watcher, in milliseconds: a reload starts after
     /// no change for this long.
-    #[arg(long, value_name = "MS", default_value_t = crate::lifecycle::watch::DEFAULT_DEBOUNCE.as_millis() as u64)]
+    #[arg(long, value_name = "MS", default_value_t = toolgate::lifecycle::watch::DEFAULT_DEBOUNCE.as_millis() as u64)]
     watch_debounce_ms: u64,
 
     /// The agent scope of this server's client: it sees, and calls, what
@@ -186,7 +186,7 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
         // `initialize` is answered at once (see `lifecycle`, "Start").
         .background_loading(true)
         .watch(!args.no_watch)
-        .watch_options(crate::lifecycle::watch::WatchOptions {
+        .watch_options(toolgate::lifecycle::watch::WatchOptions {
             debounce: std::time::Duration::from_millis(args.watch_debounce_ms),
             ..Default::default()
         });
@@ -216,11 +216,11 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
         max_connections: args.max_connections.max(1),
         max_sessions_per_client: args
             .max_sessions_per_client
-            .unwrap_or(crate::mcp::client_share(args.max_sessions))
+            .unwrap_or(toolgate::mcp::client_share(args.max_sessions))
             .max(1),
         max_connections_per_client: args
             .max_connections_per_client
-            .unwrap_or(crate::mcp::client_share(args.max_connections))
+            .unwrap_or(toolgate::mcp::client_share(args.max_connections))
             .max(1),
         body_timeout: std::time::Duration::from_millis(args.body_timeout_ms.max(1)),
         session_unused_idle: std::time::Duration::from_millis(args.unused_session_idle_ms.max(1)),
@@ -288,7 +288,7 @@ async fn serve_stdio(
     // `closed` fires when the client goes away; it is the parent of every
     // request's cancellation token, so all its calls stop at once.
     let closed = shutdown.child_token();
-    let (input, output) = crate::mcp::stdio::stdio();
+    let (input, output) = toolgate::mcp::stdio::stdio();
     let transport = StdioTransport::new(input, output, limits, closed.clone());
     let running = match serve_server_with_ct(server, transport, closed.clone()).await {
         Ok(r) => r,

@@ -8,7 +8,7 @@
 # (../shared/tools/mcp_bench_raw.py, the one the serve figures use). Rounds
 # alternate (direct) and (bridged), so machine noise falls on both alike.
 #
-#   cargo build --release -p toolgate
+#   cargo build --release -p toolgate-cli
 #   tests/mcp/setup-servers.sh target/tmp/mcp-servers
 #   tests/mcp/bench-bridge.sh [ROUNDS]       # MCP_BENCH=path/to/mcp_bench_raw.py to override
 set -euo pipefail

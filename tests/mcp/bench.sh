@@ -8,7 +8,7 @@
 #       hook, one finalizer, one observer), Wasm components, pooled instances.
 # Rounds alternate (a) and (b), so machine noise falls on both alike.
 #
-#   cargo build --release -p toolgate
+#   cargo build --release -p toolgate-cli
 #   cargo test -p toolgate-tests --no-run      # builds the fixture components
 #   tests/mcp/bench.sh [ROUNDS]                # MCP_BENCH=path/to/mcp_bench_raw.py to override
 set -euo pipefail

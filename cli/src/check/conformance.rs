@@ -30,10 +30,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::{Report, human, stats};
-use crate::call::ToolCall;
-use crate::host::Toolgate;
-use crate::turn::TurnOptions;
-use crate::{CallInfo, CallRecord};
+use toolgate::call::ToolCall;
+use toolgate::host::Toolgate;
+use toolgate::turn::TurnOptions;
+use toolgate::{CallInfo, CallRecord};
 
 /// The name of the stand-in tool policies are exercised on.
 pub const STAND_IN: &str = "conformance_probe";
@@ -129,7 +129,7 @@ pub async fn run(host: &Toolgate, plugin: &str) -> Vec<Finding> {
             .def
             .meta
             .features
-            .contains(crate::tool::Features::CLASSIFIER)
+            .contains(toolgate::tool::Features::CLASSIFIER)
         {
             let info = Arc::new(CallInfo::new(
                 0,
@@ -142,7 +142,7 @@ pub async fn run(host: &Toolgate, plugin: &str) -> Vec<Finding> {
             let started = Instant::now();
             let answer = entry.body.is_concurrency_safe(&info).await;
             let took = started.elapsed();
-            let budget = crate::budgets::Budgets::default().classify_timeout;
+            let budget = toolgate::budgets::Budgets::default().classify_timeout;
             findings.push(Finding {
                 export: format!("tool/{tool} is-concurrency-safe"),
                 input: "generated valid arguments".into(),
@@ -213,12 +213,12 @@ async fn direct(
         meta,
     ));
     let outcome = Arc::new(match &record.error {
-        None => crate::Outcome::Success {
+        None => toolgate::Outcome::Success {
             value,
             content: record.content.clone(),
             meta: None,
         },
-        Some(e) => crate::Outcome::Failure {
+        Some(e) => toolgate::Outcome::Failure {
             error: e.clone(),
             content: record.content.clone(),
         },
@@ -271,7 +271,7 @@ fn judge_policy(
     plugin: &str,
     took: Duration,
 ) -> Finding {
-    let budgets = crate::budgets::Budgets::default();
+    let budgets = toolgate::budgets::Budgets::default();
     let mut status = "ok";
     let detail = match &record.error {
         Some(e)
@@ -350,7 +350,7 @@ fn judge_tool(tool: &str, label: &str, record: &CallRecord, took: Duration) -> F
 }
 
 fn short(s: &str) -> String {
-    crate::budgets::cut(s.replace('\n', " "), 300)
+    toolgate::budgets::cut(s.replace('\n', " "), 300)
 }
 
 /// A value the schema accepts (the first choice of every alternative).

@@ -25,16 +25,16 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use super::GlobalArgs;
-use crate::approval::{ApprovalAnswer, ApprovalRequest, Approver};
-use crate::call::{ToolCall, ToolMeta};
-use crate::config::InstanceMode;
-use crate::host::{Toolgate, ToolgateBuilder};
-use crate::plugin::manifest::{DEFAULT_PRIORITY, Manifest};
-use crate::plugin::{CallPath, contract};
-use crate::policy::Role;
-use crate::tool::{Annotations, BodyContext, BodyError, Features, ToolBody, ToolDefinition};
-use crate::turn::TurnOptions;
-use crate::{CallInfo, CallRecord, Content};
+use toolgate::approval::{ApprovalAnswer, ApprovalRequest, Approver};
+use toolgate::call::{ToolCall, ToolMeta};
+use toolgate::config::InstanceMode;
+use toolgate::host::{Toolgate, ToolgateBuilder};
+use toolgate::plugin::contract;
+use toolgate::plugin::manifest::{DEFAULT_PRIORITY, Manifest};
+use toolgate::policy::Role;
+use toolgate::tool::{Annotations, BodyContext, BodyError, Features, ToolBody, ToolDefinition};
+use toolgate::turn::TurnOptions;
+use toolgate::{CallInfo, CallRecord, Content};
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
@@ -165,7 +165,7 @@ impl ToolBody for StandIn {
     }
     async fn execute(&self, call: &Arc<CallInfo>, _ctx: BodyContext) -> Result<Value, BodyError> {
         if let Some(message) = call.arguments.get("fail").and_then(Value::as_str) {
-            return Err(BodyError::Failure(crate::tool::ToolFailure {
+            return Err(BodyError::Failure(toolgate::tool::ToolFailure {
                 name: "StandInFailure".into(),
                 code: "STAND_IN_FAILURE".into(),
                 message: message.into(),
@@ -194,7 +194,7 @@ impl ToolBody for StandIn {
 /// deny, as a non-interactive host would).
 pub(super) struct Recorder {
     pub asked: Mutex<Vec<(String, String)>>,
-    answer: Option<crate::cli::ApproveMode>,
+    answer: Option<crate::ApproveMode>,
 }
 
 #[async_trait]
@@ -208,7 +208,7 @@ impl Approver for Recorder {
             .unwrap_or_else(|p| p.into_inner())
             .push((request.asked_by.clone(), request.prompt.clone()));
         match self.answer {
-            Some(crate::cli::ApproveMode::Allow) => ApprovalAnswer::Approve,
+            Some(crate::ApproveMode::Allow) => ApprovalAnswer::Approve,
             _ => ApprovalAnswer::Deny("`toolgate check` approves only with --approve allow".into()),
         }
     }
@@ -488,7 +488,7 @@ impl Report {
         {
             let entries: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
             problems.extend(
-                crate::lifecycle::scan::unclaimed_manifests(&entries)
+                toolgate::lifecycle::scan::unclaimed_manifests(&entries)
                     .into_iter()
                     .map(|p| p.message),
             );
@@ -706,7 +706,7 @@ fn async_reason(imports: &Value, roles: &[String]) -> String {
     for i in &imports {
         if let Some((pkg, iface, _)) = contract::split_name(i)
             && pkg == contract::PACKAGE
-            && !crate::plugin::contract::v0_2::imports::SYNC_INTERFACES.contains(&iface)
+            && !toolgate::plugin::contract::v0_2::imports::SYNC_INTERFACES.contains(&iface)
         {
             why.push(format!("it imports `{iface}`"));
         }
@@ -756,7 +756,7 @@ fn grants_needed(imports: &[String], plugin: &str) -> Vec<String> {
 fn priority_source(
     role: Role,
     plugin: &str,
-    config: &crate::HostConfig,
+    config: &toolgate::HostConfig,
     manifest: Option<&Manifest>,
 ) -> String {
     if let Some(p) = config.plugins.get(plugin) {
@@ -779,21 +779,6 @@ fn priority_source(
         }
     }
     format!("the default ({DEFAULT_PRIORITY}): neither the configuration nor a manifest sets it")
-}
-
-impl CallPath {
-    fn label(self) -> &'static str {
-        match self {
-            CallPath::Sync => "sync",
-            CallPath::Async => "async",
-        }
-    }
-}
-
-impl std::fmt::Display for CallPath {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.label())
-    }
 }
 
 /// The directory the author's file is in, as they named it (`.` for a bare

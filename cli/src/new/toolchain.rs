@@ -15,7 +15,7 @@ use super::Lang;
 
 /// The script that installs the guest toolchains (its pins are the ones
 /// the examples and the tests are built with).
-const SCRIPT: &str = include_str!("../../../../scripts/toolchains.sh");
+const SCRIPT: &str = include_str!("../../../scripts/toolchains.sh");
 
 /// The script in the checkout this binary was built from.
 const BUILT_FROM_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/toolchains.sh");

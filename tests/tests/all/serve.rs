@@ -5,7 +5,7 @@
 //!
 //! The binary is the one `cargo test` builds for the `toolgate` package
 //! (`target/<profile>/toolgate`); `cargo test -p toolgate-tests` alone does
-//! not rebuild it, so build it first (`cargo build -p toolgate`).
+//! not rebuild it, so build it first (`cargo build -p toolgate-cli`).
 //!
 //! The build of this crate installs the venv (`build.rs`); where it cannot,
 //! the tests that need it are ignored with the reason (`has_mcp_client`),
