@@ -17,14 +17,17 @@ use toolgate::turn::TurnOptions;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// A JSON array of calls: [{"id": "...", "name": "...", "arguments": {...}}]
-    /// (`arguments` may also be a string holding the JSON object, as OpenAI's
-    /// API sends it). `-` reads standard input. A malformed call is answered
-    /// with an INVALID_ARGS record at its place; the others run.
+    /// A JSON array of calls: [{"id": "...", "name": "...", "arguments": {...},
+    /// "scope": "..."}] (`arguments` may also be a string holding the JSON
+    /// object, as OpenAI's API sends it; `scope`, optional, is the agent scope
+    /// of that call, default `--scope`). `-` reads standard input. A malformed
+    /// call is answered with an INVALID_ARGS record at its place; the others
+    /// run.
     #[arg(value_name = "FILE|-")]
     input: PathBuf,
 
-    /// The agent scope the calls come from.
+    /// The agent scope of the calls that name none (a call's own `scope`
+    /// wins; consecutive calls of one scope run as one turn).
     #[arg(long, default_value = "")]
     scope: String,
 
@@ -207,7 +210,7 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
             agent_scope: scope,
             ..turn.clone()
         };
-        match host.try_execute_tool_calls(batch, &turn).await {
+        match host.execute_tool_calls(batch, &turn).await {
             Ok(records) => {
                 if let Ok(all) = &mut outcome {
                     all.extend(records);
