@@ -34,9 +34,12 @@ bench-guards:
     cargo build --release -p toolgate-cli
     scripts/bench-guards.sh
 
-# Benchmarks (figures go to BENCHMARKS.md).
+# Benchmarks (figures go to BENCHMARKS.md): the schema validator, the
+# pipeline per call, the scheduler's overhead.
 bench:
-    cargo bench -p toolgate
+    cargo bench -p toolgate-schema
+    cargo bench -p toolgate-tests --bench pipeline
+    cargo bench -p toolgate-tests --bench scheduler
 
 # The file tools against rg and cat (BENCHMARKS.md, "Tool catalog"); needs rg.
 bench-catalog:
