@@ -9,12 +9,12 @@
 #     pooled instance and on a fresh instance per call
 #     (`toolgate check --call --repeat N`).
 # Usage: scripts/bench-guards.sh [N]   (default 2000 calls)
-# Needs: cargo build --release -p toolgate, and scripts/toolchains.sh.
+# Needs: cargo build --release -p toolgate-cli, and scripts/toolchains.sh.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 n="${1:-2000}"
 tg="$here/target/release/toolgate"
-[ -x "$tg" ] || { echo "build it first: cargo build --release -p toolgate" >&2; exit 1; }
+[ -x "$tg" ] || { echo "build it first: cargo build --release -p toolgate-cli" >&2; exit 1; }
 tc="${TOOLGATE_TOOLCHAINS:-$here/target/toolchains}"
 export PATH="$tc/python/bin:$tc/js/node_modules/.bin:$tc/cargo/bin:$PATH"
 work="$here/target/bench-guards"

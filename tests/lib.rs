@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use toolgate::plugin::RuntimeOptions;
@@ -138,7 +139,7 @@ pub fn toolgate_bin() -> PathBuf {
         .join("toolgate");
     assert!(
         bin.is_file(),
-        "{} is missing: build it first (`cargo build -p toolgate`; `cargo test` at the top builds it)",
+        "{} is missing: build it first (`cargo build -p toolgate-cli`; `cargo test` at the top builds it)",
         bin.display()
     );
     bin
@@ -147,6 +148,56 @@ pub fn toolgate_bin() -> PathBuf {
 pub mod gate;
 pub mod native;
 pub mod stack;
+
+/// Polls `f` (every 10 ms) until it holds or `limit` passes; whether it
+/// held.
+pub async fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// [`eventually`], failing the test with `what` if `f` never held.
+pub async fn wait_for(limit: Duration, what: &str, f: impl FnMut() -> bool) {
+    assert!(eventually(limit, f).await, "timed out waiting for: {what}");
+}
+
+/// A live process found by [`processes_with`].
+#[derive(Clone, Debug)]
+pub struct Process {
+    pub pid: i32,
+    /// Its arguments, joined by spaces.
+    pub cmdline: String,
+}
+
+/// The live processes (not zombies, not this test process) whose command
+/// line contains `marker`.
+pub fn processes_with(marker: &str) -> Vec<Process> {
+    let me = std::process::id() as i32;
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| *pid != me)
+        .filter_map(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if !cmdline.contains(marker) {
+                return None;
+            }
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let state = stat[stat.rfind(')')? + 1..].split_whitespace().next()?;
+            (state != "Z" && state != "X").then_some(Process { pid, cmdline })
+        })
+        .collect()
+}
 
 /// A working directory for one test (canonical), removed on drop.
 pub struct Tree {

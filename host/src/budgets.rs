@@ -140,17 +140,25 @@ impl Default for Budgets {
 
 /// Cut `s` to at most `max` bytes (on a character boundary), saying how
 /// much was cut. Returns `s` unchanged when it fits.
+///
+/// The note (`… [cut by the host: N bytes, limit M]`) is inside the `max`
+/// bytes, not added to them; when `max` is too small for the note, the
+/// text is cut to `max` bytes without it.
 pub fn cut(mut s: String, max: usize) -> String {
     if s.len() <= max {
         return s;
     }
-    let total = s.len();
-    let mut end = max.saturating_sub(64).min(total);
+    let note = format!("… [cut by the host: {} bytes, limit {max}]", s.len());
+    let (keep, note) = match max.checked_sub(note.len()) {
+        Some(keep) => (keep, note),
+        None => (max, String::new()),
+    };
+    let mut end = keep;
     while !s.is_char_boundary(end) {
         end -= 1;
     }
     s.truncate(end);
-    s.push_str(&format!("… [cut by the host: {total} bytes, limit {max}]"));
+    s.push_str(&note);
     s
 }
 
@@ -161,9 +169,41 @@ mod tests {
     #[test]
     fn cut_keeps_short_strings_and_marks_long_ones() {
         assert_eq!(cut("short".into(), 100), "short");
-        let long = "é".repeat(1000);
-        let c = cut(long, 200);
-        assert!(c.len() <= 200 + 64, "{}", c.len());
-        assert!(c.contains("2000 bytes, limit 200"), "{c}");
+        assert_eq!(cut("exact".into(), 5), "exact");
+        let c = cut("é".repeat(1000), 200);
+        assert!((199..=200).contains(&c.len()), "{c}"); // 2-byte characters
+        assert!(
+            c.ends_with("… [cut by the host: 2000 bytes, limit 200]"),
+            "{c}"
+        );
+        assert!(c.starts_with("éé"), "{c}");
+    }
+
+    /// "At most `max` bytes" holds for every `max`, with 1- to 4-byte
+    /// characters: the note counts against the limit; a limit too small
+    /// for the note cuts the text alone; what is kept is a prefix, at most
+    /// three bytes (a partial character) shorter than the room it had.
+    #[test]
+    fn cut_never_returns_more_than_max_bytes() {
+        for unit in ["a", "é", "€", "🦀"] {
+            let s = unit.repeat(100);
+            for max in 0..s.len() {
+                let c = cut(s.clone(), max);
+                assert!(c.len() <= max, "{unit} max {max}: {} bytes", c.len());
+                assert!(
+                    c.len() + 3 >= max,
+                    "{unit} max {max}: only {} bytes",
+                    c.len()
+                );
+                let note = format!("… [cut by the host: {} bytes, limit {max}]", s.len());
+                let kept = c.strip_suffix(note.as_str()).unwrap_or(&c);
+                assert!(s.starts_with(kept), "{unit} max {max}: {c}");
+                assert_eq!(
+                    c.len() != kept.len(),
+                    max >= note.len(),
+                    "{unit} max {max}: {c}"
+                );
+            }
+        }
     }
 }

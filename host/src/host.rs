@@ -1,7 +1,7 @@
 //! [`Toolgate`]: the host an embedder (or the CLI) builds and calls.
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), toolgate::HostError> {
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use toolgate::{Toolgate, ToolCall, TurnOptions};
 //! let host = Toolgate::builder().plugin_dir("plugins").build().await?;
 //! let records = host
@@ -9,7 +9,7 @@
 //!         vec![ToolCall::new("1", "read", serde_json::json!({"path": "README.md"}))],
 //!         &TurnOptions::default(),
 //!     )
-//!     .await;
+//!     .await?;
 //! println!("{}", serde_json::to_string_pretty(&records).unwrap());
 //! # Ok(()) }
 //! ```
@@ -522,7 +522,7 @@ impl codemode::NestedCalls for WeakHost {
     ) -> Result<Vec<CallRecord>, String> {
         let inner = self.0.upgrade().ok_or("the host has shut down")?;
         Toolgate { inner }
-            .try_execute_tool_calls(calls, turn)
+            .execute_tool_calls(calls, turn)
             .await
             .map_err(|e| e.to_string())
     }

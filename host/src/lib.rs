@@ -14,7 +14,6 @@ pub mod bindings;
 pub mod bridge;
 pub mod budgets;
 pub mod call;
-pub mod cli;
 pub mod codemode;
 pub mod config;
 pub mod content;

@@ -87,7 +87,7 @@ async fn scheduled(host: &Toolgate, name: &str, args: &Value, runs: usize) -> Du
         let calls = batch(name, args.clone());
         let started = Instant::now();
         let records = host
-            .try_execute_tool_calls(calls, &TurnOptions::default())
+            .execute_tool_calls(calls, &TurnOptions::default())
             .await
             .expect("no scheduler failure");
         times.push(started.elapsed());

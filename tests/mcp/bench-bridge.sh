@@ -5,10 +5,10 @@
 #             sandbox (`[mcp.servers.everything]`, no policies), tool
 #             `mcp__everything__echo`;
 # both driven by the same raw newline-delimited JSON-RPC client
-# (../shared/tools/mcp_bench_raw.py, the one the serve figures use). Rounds
+# (tests/mcp/mcp_bench_raw.py, the one the serve figures use). Rounds
 # alternate (direct) and (bridged), so machine noise falls on both alike.
 #
-#   cargo build --release -p toolgate
+#   cargo build --release -p toolgate-cli
 #   tests/mcp/setup-servers.sh target/tmp/mcp-servers
 #   tests/mcp/bench-bridge.sh [ROUNDS]       # MCP_BENCH=path/to/mcp_bench_raw.py to override
 set -euo pipefail
@@ -17,7 +17,7 @@ target="${CARGO_TARGET_DIR:-$root/target}"
 bin="$target/release/toolgate"
 servers="$target/tmp/mcp-servers"
 js="$servers/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
-client="${MCP_BENCH:-$root/../shared/tools/mcp_bench_raw.py}"
+client="${MCP_BENCH:-$root/tests/mcp/mcp_bench_raw.py}"
 rounds="${1:-3}"
 for f in "$bin" "$client" "$js"; do
     [ -e "$f" ] || { echo "missing: $f (see the header of $0)" >&2; exit 1; }

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # `tools/call` round trips through `toolgate serve` (release build) for the
 # no-op Wasm `echo` fixture, measured with the raw stdio MCP client of
-# ../shared/tools/mcp_bench_raw.py (the one the anchor was measured with):
+# tests/mcp/mcp_bench_raw.py (the one the anchor was measured with):
 #   (a) no policies at all (no built-ins either);
 #   (b) the six-policy stack of the pipeline benchmark (tests/benches/pipeline.rs:
 #       one pre-execute hook, two guards, the timeout wrapper, one post-execute
 #       hook, one finalizer, one observer), Wasm components, pooled instances.
 # Rounds alternate (a) and (b), so machine noise falls on both alike.
 #
-#   cargo build --release -p toolgate
+#   cargo build --release -p toolgate-cli
 #   cargo test -p toolgate-tests --no-run      # builds the fixture components
 #   tests/mcp/bench.sh [ROUNDS]                # MCP_BENCH=path/to/mcp_bench_raw.py to override
 set -euo pipefail
@@ -16,7 +16,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 target="${CARGO_TARGET_DIR:-$root/target}"
 bin="$target/release/toolgate"
 guests="$target/guests/wasm32-wasip2/guest"
-client="${MCP_BENCH:-$root/../shared/tools/mcp_bench_raw.py}"
+client="${MCP_BENCH:-$root/tests/mcp/mcp_bench_raw.py}"
 rounds="${1:-3}"
 for f in "$bin" "$client" "$guests/fixture_tools.wasm"; do
     [ -e "$f" ] || { echo "missing: $f (see the header of $0)" >&2; exit 1; }

@@ -322,7 +322,7 @@ pub(crate) fn join(fd: RawFd) -> Result<(), i32> {
     if n == 1 {
         Ok(())
     } else if n < 0 {
-        Err(crate::child::errno())
+        Err(crate::sys::errno())
     } else {
         Err(libc::EIO)
     }
@@ -405,13 +405,13 @@ pub(crate) fn probe() -> bool {
             if r == 0 {
                 libc::_exit(0);
             }
-            libc::_exit(if r < 0 && crate::child::errno() == libc::EAGAIN {
+            libc::_exit(if r < 0 && crate::sys::errno() == libc::EAGAIN {
                 0
             } else {
                 1
             });
         }
-        crate::child::wait_exit_ok(pid)
+        crate::sys::wait_exit_ok(pid)
     };
     cg.joined();
     ok

@@ -66,6 +66,8 @@ use std::os::fd::RawFd;
 
 use libc::{c_int, c_long, c_void, sock_filter};
 
+use crate::sys::{errno, wait_exit_ok};
+
 /// A step of the child's setup, named in errors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -271,10 +273,6 @@ impl ExecPlan {
         }
         errno()
     }
-}
-
-pub(crate) fn errno() -> i32 {
-    unsafe { *libc::__errno_location() }
 }
 
 type StepResult = Result<(), (Step, i32)>;
@@ -1044,19 +1042,4 @@ pub(crate) fn probe_mount_isolation() -> bool {
         }
         wait_exit_ok(pid)
     }
-}
-
-/// Waits for child `pid` of a probe; whether it exited with status 0.
-pub(crate) fn wait_exit_ok(pid: libc::pid_t) -> bool {
-    let mut status = 0;
-    loop {
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if r == pid {
-            break;
-        }
-        if r < 0 && errno() != libc::EINTR {
-            return false;
-        }
-    }
-    libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
 }

@@ -247,6 +247,6 @@ pub(crate) fn restrict_self(ruleset: RawFd) -> Result<(), i32> {
     if r == 0 {
         Ok(())
     } else {
-        Err(crate::child::errno())
+        Err(crate::sys::errno())
     }
 }

@@ -42,8 +42,9 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The [`probes`] module holds the escape attempts and the suite that checks
-//! them (`toolgate sandbox check`).
+//! The `probes` module (cargo feature `probes`, which the `toolgate` CLI
+//! enables) holds the escape attempts and the suite that checks them
+//! (`toolgate sandbox check`).
 
 #![warn(missing_docs)]
 
@@ -54,12 +55,14 @@ mod error;
 mod kernel;
 mod landlock;
 mod policy;
+#[cfg(feature = "probes")]
 pub mod probes;
 mod protect;
 mod request;
 mod seccomp;
 mod spawn;
 mod supervisor;
+mod sys;
 pub mod system_paths;
 mod view;
 

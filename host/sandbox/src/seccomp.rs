@@ -614,7 +614,7 @@ pub(crate) fn load(prog: &[sock_filter], listener: bool) -> Result<i32, i32> {
         )
     };
     if r < 0 {
-        Err(crate::child::errno())
+        Err(crate::sys::errno())
     } else {
         Ok(r as i32)
     }

@@ -797,7 +797,7 @@ fn lifeline() -> Result<(RawFd, RawFd), SpawnError> {
     let pipe = LIFELINE.get_or_init(|| {
         let mut fds = [0 as RawFd; 2];
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(child::errno());
+            return Err(crate::sys::errno());
         }
         Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
     });

@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! /** Read a file. */
-//! read_file(args: { path: string; offset?: integer; limit?: integer }): Promise<any>
+//! read(args: { path: string; offset?: number | null; limit?: number | null }): Promise<any>
 //! ```
 
 use serde_json::Value;

@@ -1461,7 +1461,7 @@ fn unknown_plugins(config: &HostConfig, layers: &[(String, Vec<(Key, Candidate)>
 /// (keep what is in force).
 /// Read through [`crate::state::read_authority`]: a file that a live
 /// sandboxed run could have created is refused, not obeyed.
-pub(crate) fn read_config(
+pub fn read_config(
     file: &ConfigFile,
     journal: Option<&Path>,
 ) -> Result<Option<HostConfig>, HostError> {

@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 use crate::tool::{Annotations, ModelTool, ToolDefinition};
 
 /// The shapes of `toolgate tools`.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum ToolsFormat {
     /// `[{name, description, parameters}]`.
     Json,

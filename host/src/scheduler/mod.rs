@@ -56,7 +56,7 @@
 //! traps instead — or a native policy that panics): no new call is
 //! dispatched, the calls that started are drained, the prefix before the
 //! failed call is still committed, and nothing is fabricated for the failed
-//! call or those after it. [`Toolgate::try_execute_tool_calls`] reports the
+//! call or those after it. [`Toolgate::execute_tool_calls`] reports the
 //! first failure as a [`SchedulerError`].
 //!
 //! Calls that do not come as a turn — an MCP client sends `tools/call`
@@ -142,28 +142,13 @@ pub struct SchedulerError {
 }
 
 impl Toolgate {
-    /// Run the calls of one model turn; one record per call, in model order.
+    /// Run the calls of one model turn: one record per call, in model
+    /// order — a call that fails is a record with its error, not an `Err`.
     ///
-    /// # Panics
-    ///
-    /// If the scheduler itself fails (a bug in the host or in a native tool
-    /// or policy: a task that panicked); use
-    /// [`try_execute_tool_calls`](Toolgate::try_execute_tool_calls) to
-    /// handle that case.
+    /// `Err` only when the scheduler itself fails (a bug in the host or in a
+    /// native tool or policy: a task that panicked): the error says which
+    /// call, and carries the records committed before it.
     pub async fn execute_tool_calls(
-        &self,
-        calls: Vec<ToolCall>,
-        turn: &TurnOptions,
-    ) -> Vec<CallRecord> {
-        match self.try_execute_tool_calls(calls, turn).await {
-            Ok(records) => records,
-            Err(error) => panic!("{error}"),
-        }
-    }
-
-    /// Run the calls of one model turn; one record per call, in model order,
-    /// or the first scheduler failure.
-    pub async fn try_execute_tool_calls(
         &self,
         calls: Vec<ToolCall>,
         turn: &TurnOptions,

@@ -15,13 +15,13 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 use toolgate::Toolgate;
 use toolgate::pipeline::approval::AllowAll;
 use toolgate::plugin::RuntimeOptions;
-use toolgate_tests::{Tree, run, test_runtime, toolgate_bin};
+use toolgate_tests::{Tree, run, test_runtime, toolgate_bin, wait_for};
 
 /// Names in `dir` that start with `prefix`.
 fn named(dir: &Path, prefix: &str) -> Vec<String> {
@@ -33,15 +33,6 @@ fn named(dir: &Path, prefix: &str) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// Poll `f` every 20 ms until it holds; panics after `limit`.
-async fn eventually(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < limit, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 fn serving(h: &Toolgate, plugin: &str) -> bool {
@@ -83,7 +74,7 @@ async fn a_configuration_planted_by_a_background_job_is_never_obeyed() {
         .find(|w| w.starts_with("job-"))
         .map(|w| w.trim_end_matches('.').to_string())
         .unwrap_or_else(|| panic!("no job id in {text}"));
-    eventually(Duration::from_secs(10), "the job plants the file", || {
+    wait_for(Duration::from_secs(10), "the job plants the file", || {
         config.exists()
     })
     .await;
@@ -117,7 +108,7 @@ async fn a_configuration_planted_by_a_background_job_is_never_obeyed() {
     // The job ends: what it planted is moved aside.
     let r = run(&h, "job_kill", json!({ "id": job })).await;
     assert!(!r.is_error, "{r:?}");
-    eventually(
+    wait_for(
         Duration::from_secs(10),
         "the planted file is moved aside",
         || !config.exists(),
@@ -175,7 +166,7 @@ async fn a_host_killed_while_a_planted_file_stands_leaves_it_to_the_next_start()
         .spawn()
         .expect("start toolgate run");
     let config = work.join("toolgate.toml");
-    eventually(
+    wait_for(
         Duration::from_secs(120),
         "the command plants the file",
         || config.exists(),

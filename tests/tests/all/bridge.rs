@@ -23,7 +23,9 @@ use toolgate::approval::{AllowAll, DenyAll};
 use toolgate::bridge::State;
 use toolgate::content::Content;
 use toolgate::{Toolgate, TurnOptions};
-use toolgate_tests::{PluginDir, TempDir, call, fixtures, needs, toolgate_bin};
+use toolgate_tests::{
+    PluginDir, TempDir, call, fixtures, needs, processes_with, toolgate_bin, wait_for,
+};
 
 /// The installed servers. The build installed them (or found them missing
 /// and ignored the tests that call this: `has_mcp_servers`); gone now, the
@@ -85,15 +87,6 @@ async fn host_with(plugins: &PluginDir, config: &str, approver: Option<bool>) ->
     let host = b.build().await.expect("host builds");
     host.wait_for_mcp(Duration::from_secs(60)).await;
     host
-}
-
-/// Wait until `f` holds (polling), at most `limit`.
-async fn eventually(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < limit, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 fn status(host: &Toolgate, name: &str) -> toolgate::bridge::ServerStatus {
@@ -355,21 +348,6 @@ async fn a_deadline_shorter_than_the_work_is_forwarded_as_a_cancellation() {
     assert_eq!(r.text(), "Echo: after");
 }
 
-fn processes_with(marker: &str) -> Vec<i32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            if text.contains(marker)
-                && let Ok(pid) = entry.file_name().to_string_lossy().parse()
-            {
-                found.push(pid);
-            }
-        }
-    }
-    found
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     not(has_mcp_servers),
@@ -400,7 +378,7 @@ async fn a_killed_server_fails_its_calls_naming_it_and_is_reconnected() {
     assert_eq!(r.code(), Some("MCP_UNAVAILABLE"), "{r:?}");
     assert!(r.error.as_ref().unwrap().message.contains("`everything`"));
     // Reconnected with backoff; the tools work again, from a new listing.
-    eventually(Duration::from_secs(30), "a reconnect", || {
+    wait_for(Duration::from_secs(30), "a reconnect", || {
         let s = status(&host, "everything");
         s.state == State::Connected && s.connects == 2
     })
@@ -432,7 +410,7 @@ async fn a_list_change_swaps_in_a_new_generation_and_calls_in_flight_keep_theirs
     // server-everything registers its client-dependent tools after the
     // handshake and announces it with notifications/tools/list_changed:
     // the bridge lists again, a new generation of its tools.
-    eventually(Duration::from_secs(10), "a second listing", || {
+    wait_for(Duration::from_secs(10), "a second listing", || {
         status(&host, "everything").listings >= 2
     })
     .await;
@@ -453,7 +431,7 @@ async fn a_list_change_swaps_in_a_new_generation_and_calls_in_flight_keep_theirs
     tokio::time::sleep(Duration::from_millis(200)).await;
     let time_pid = status(&host, "time").pid.unwrap();
     kill(time_pid);
-    eventually(Duration::from_secs(30), "the time server back", || {
+    wait_for(Duration::from_secs(30), "the time server back", || {
         status(&host, "time").connects == 2
     })
     .await;
@@ -490,7 +468,7 @@ async fn a_slow_or_dead_server_holds_no_one_back() {
         .expect("host builds");
     // build() does not wait for any server.
     assert!(started.elapsed() < Duration::from_secs(10));
-    eventually(Duration::from_secs(30), "everything's tools", || {
+    wait_for(Duration::from_secs(30), "everything's tools", || {
         host.tools()
             .iter()
             .any(|t| t.name == "mcp__everything__echo")
@@ -498,7 +476,7 @@ async fn a_slow_or_dead_server_holds_no_one_back() {
     .await;
     assert!(started.elapsed() < Duration::from_secs(40));
     assert_eq!(status(&host, "slow").state, State::Connecting);
-    eventually(Duration::from_secs(10), "the dead server's error", || {
+    wait_for(Duration::from_secs(10), "the dead server's error", || {
         status(&host, "dead").last_error.is_some()
     })
     .await;
@@ -648,13 +626,7 @@ fn serve_re_exports_bridged_tools_and_a_killed_host_leaves_no_server() {
     raw.child.wait().unwrap();
     let start = Instant::now();
     loop {
-        let alive: Vec<i32> = processes_with(&marker)
-            .into_iter()
-            .filter(|pid| {
-                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-                !stat.contains(") Z")
-            })
-            .collect();
+        let alive: Vec<i32> = processes_with(&marker).into_iter().map(|p| p.pid).collect();
         if alive.is_empty() {
             break;
         }
@@ -963,7 +935,7 @@ async fn a_hostile_server_fails_closed_and_the_host_keeps_serving() {
     assert_eq!(r.code(), Some("TIMEOUT"), "{r:?}");
     assert!(started.elapsed() < Duration::from_secs(3));
     let log = work.path().join("cancelled.jsonl");
-    eventually(
+    wait_for(
         Duration::from_secs(5),
         "the server saw the cancellation",
         || std::fs::read_to_string(&log).is_ok_and(|t| t.contains("deadline exceeded")),
@@ -979,7 +951,7 @@ async fn a_hostile_server_fails_closed_and_the_host_keeps_serving() {
         r.error.as_ref().unwrap().message.contains("`hostile`"),
         "{r:?}"
     );
-    eventually(Duration::from_secs(30), "a reconnect", || {
+    wait_for(Duration::from_secs(30), "a reconnect", || {
         let s = status(&host, "hostile");
         s.state == State::Connected && s.connects == 2
     })
@@ -988,7 +960,7 @@ async fn a_hostile_server_fails_closed_and_the_host_keeps_serving() {
 
     // A server that never answers `tools/list`: no tools, retried, the
     // reason shown.
-    eventually(Duration::from_secs(30), "mute's listing timing out", || {
+    wait_for(Duration::from_secs(30), "mute's listing timing out", || {
         status(&host, "mute")
             .last_error
             .is_some_and(|e| e.contains("tools/list did not answer within 4000 ms"))

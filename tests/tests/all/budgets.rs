@@ -122,7 +122,8 @@ async fn every_export_that_loops_is_stopped_at_its_budget() {
             ],
             &TurnOptions::default(),
         )
-        .await;
+        .await
+        .expect("no scheduler failure");
     assert!(records.iter().all(|r| !r.is_error), "{records:?}");
     assert!(started.elapsed() < limit, "{:?}", started.elapsed());
 }
@@ -302,7 +303,10 @@ async fn instances_share_one_memory_budget() {
     let calls = (0..4)
         .map(|i| ToolCall::new(format!("m{i}"), "hostile", json!({})))
         .collect();
-    let records = h.execute_tool_calls(calls, &TurnOptions::default()).await;
+    let records = h
+        .execute_tool_calls(calls, &TurnOptions::default())
+        .await
+        .expect("no scheduler failure");
     let over: Vec<_> = records.iter().filter(|r| r.is_error).collect();
     assert!(!over.is_empty(), "all four fit in the budget? {records:?}");
     assert!(over.len() < 4, "{records:?}");

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolgate::CallRecord;
-use toolgate_tests::{PluginDir, TempDir, fixtures, host, run};
+use toolgate_tests::{PluginDir, TempDir, fixtures, host, processes_with, run};
 
 /// A small world on disk: a directory to grant, a secret outside it, and
 /// symlinks planted inside the grant that point out of it.
@@ -550,19 +550,6 @@ async fn seam_timeouts_and_output_caps_hold() {
     .await);
     assert_eq!(v["stdout_truncated"], true);
     assert_eq!(v["stdout"].as_str().unwrap().len(), 1024);
-}
-
-/// Processes whose command line contains `marker`.
-fn processes_with(marker: &str) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| String::from_utf8_lossy(&c).contains(marker))
-                .unwrap_or(false)
-        })
-        .collect()
 }
 
 #[tokio::test]

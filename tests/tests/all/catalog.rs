@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use toolgate::pipeline::{ApprovalAnswer, ApprovalRequest, Approver};
 use toolgate::tool::CallCard;
 use toolgate::{CallRecord, ToolCall, Toolgate, TurnOptions};
-use toolgate_tests::{TempDir, test_runtime};
+use toolgate_tests::{TempDir, processes_with, test_runtime, wait_for};
 
 /// Approves everything and keeps the cards it was shown.
 #[derive(Default)]
@@ -91,6 +91,19 @@ impl Bench {
             ..TurnOptions::default()
         };
         self.host.call(ToolCall::new("c1", tool, args), &turn).await
+    }
+
+    /// `job_output` of job `id`, polled (every 20 ms, at most 10 s) until
+    /// `done` holds for it.
+    async fn job_output_until(&self, id: &str, done: impl Fn(&str) -> bool) -> String {
+        let end = Instant::now() + Duration::from_secs(10);
+        loop {
+            let t = ok(&self.call("job_output", json!({"id": id})).await);
+            if done(&t) || Instant::now() >= end {
+                return t;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 }
 
@@ -776,19 +789,6 @@ async fn bash_keeps_head_and_tail_of_long_output() {
     assert!(e.len() < 13_000, "{}", e.len());
 }
 
-/// Processes whose command line contains `marker`.
-fn processes_with(marker: &str) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| String::from_utf8_lossy(&c).contains(marker))
-                .unwrap_or(false)
-        })
-        .collect()
-}
-
 async fn gone(marker: &str) -> bool {
     for _ in 0..100 {
         if processes_with(marker).is_empty() {
@@ -817,9 +817,8 @@ async fn background_jobs_start_stream_and_die() {
         .next()
         .unwrap()
         .to_string();
-    tokio::time::sleep(Duration::from_millis(900)).await;
-    let r = b.call("job_output", json!({"id": id})).await;
-    let t = ok(&r);
+    // Until the third tick is out (the job keeps running after it).
+    let t = b.job_output_until(&id, |t| t.contains("tick 3\n")).await;
     assert!(t.starts_with("tick 1\ntick 2\ntick 3\n"), "{t}");
     assert!(t.contains("running"), "{t}");
     // Incremental: from the offset it gave, nothing new yet.
@@ -870,8 +869,7 @@ async fn background_jobs_start_stream_and_die() {
         .next()
         .unwrap()
         .to_string();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let t = ok(&b.call("job_output", json!({"id": id})).await);
+    let t = b.job_output_until(&id, |t| t.contains("exited")).await;
     assert!(t.contains("done\n") && t.contains("exited 4"), "{t}");
 }
 
@@ -884,9 +882,11 @@ async fn no_job_outlives_the_host() {
             json!({"command": "sleep 42.17 & sleep 42.18", "run_in_background": true}),
         )
         .await);
-    tokio::time::sleep(Duration::from_millis(300)).await;
     // The shell and its two sleeps.
-    assert!(processes_with("42.1").len() >= 2, "the job did not start");
+    wait_for(Duration::from_secs(10), "the job's two sleeps", || {
+        processes_with("42.1").len() >= 2
+    })
+    .await;
     assert_eq!(b.host.running_jobs(), 1);
     drop(b);
     assert!(gone("42.1").await, "a job outlived the host");

@@ -204,7 +204,8 @@ async fn a_batch_comes_back_in_model_order() {
         .collect();
     let records = host
         .execute_tool_calls(calls, &TurnOptions::default())
-        .await;
+        .await
+        .expect("no scheduler failure");
     let texts: Vec<_> = records.iter().map(|r| (r.id.clone(), r.text())).collect();
     assert_eq!(
         texts,

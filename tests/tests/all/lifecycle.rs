@@ -9,13 +9,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use toolgate::lifecycle::watch::WatchOptions;
 use toolgate::{PluginState, PluginStatus, Toolgate, TurnOptions};
-use toolgate_tests::{PluginDir, TempDir, builder, call, fixtures, json, test_runtime};
+use toolgate_tests::{PluginDir, TempDir, builder, call, eventually, fixtures, json, test_runtime};
 
 fn sha(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
@@ -33,18 +33,6 @@ fn status(host: &Toolgate, name: &str) -> Option<PluginStatus> {
     host.plugin_status()
         .into_iter()
         .find(|s| s.scope.is_empty() && s.name == name)
-}
-
-/// Poll `f` every 5 ms until it holds or `timeout` passes.
-async fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + timeout;
-    while Instant::now() < end {
-        if f() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    f()
 }
 
 /// Replace `NAME.wasm` the way editors and deploy tools do: write a hidden

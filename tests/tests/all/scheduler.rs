@@ -152,7 +152,8 @@ async fn parallel_calls_overlap_up_to_the_pool_size_and_never_beyond() {
             s.coord.release(id, Verdict::Go);
         }
     })
-    .await;
+    .await
+    .expect("no scheduler failure");
     assert_eq!(
         outcomes(&records),
         expect(&[
@@ -200,7 +201,8 @@ async fn an_exclusive_call_never_overlaps_anything() {
         s.coord.release("p3", Verdict::Go);
         s.coord.release("p4", Verdict::Go);
     })
-    .await;
+    .await
+    .expect("no scheduler failure");
     assert_eq!(
         outcomes(&records),
         expect(&[
@@ -238,7 +240,8 @@ async fn results_commit_in_model_order_when_later_calls_finish_first() {
         assert_eq!(s.seen(), expect(&[("g0", "OK"), ("g1", "OK")]));
         s.coord.release("g2", Verdict::Go);
     })
-    .await;
+    .await
+    .expect("no scheduler failure");
     let in_order = expect(&[("g0", "OK"), ("g1", "OK"), ("g2", "OK"), ("g3", "OK")]);
     assert_eq!(outcomes(&records), in_order);
     assert_eq!(s.seen(), in_order);
@@ -274,7 +277,8 @@ async fn a_call_that_becomes_exclusive_mid_turn_drains_the_pool_and_waits_at_the
         watch.expect(w("finish", 1, 4)).await;
         s.coord.release("d", Verdict::Go);
     })
-    .await;
+    .await
+    .expect("no scheduler failure");
     assert_eq!(
         outcomes(&records),
         expect(&[("a", "OK"), ("b", "OK"), ("c", "OK"), ("d", "OK")])
@@ -308,7 +312,8 @@ async fn a_call_that_becomes_parallel_mid_turn_takes_a_slot() {
         s.coord.release("c", Verdict::Go);
         s.coord.release("d", Verdict::Go);
     })
-    .await;
+    .await
+    .expect("no scheduler failure");
     assert_eq!(
         outcomes(&records),
         expect(&[("a", "OK"), ("b", "OK"), ("c", "OK"), ("d", "OK")])
@@ -331,7 +336,8 @@ async fn a_hot_reload_mid_turn_is_seen_by_the_calls_after_it() {
         s.host.reload().await.expect("reload");
         s.coord.release("g0", Verdict::Go);
     })
-    .await;
+    .await
+    .expect("no scheduler failure");
     assert_eq!(outcomes(&records), expect(&[("g0", "OK"), ("e1", "OK")]));
     assert_eq!(records[1].text(), "after the reload");
 }
@@ -439,7 +445,8 @@ async fn policies_run_in_model_order_and_may_wait_while_bodies_run() {
             s.coord.release(id, Verdict::Go);
         }
     })
-    .await;
+    .await
+    .expect("no scheduler failure");
     assert_eq!(approvals.asked(), ["g0", "g1", "g2"]);
     assert_eq!(
         outcomes(&records),
@@ -463,7 +470,8 @@ async fn cancelled_calls_that_were_not_dispatched_end_aborted_before_dispatch() 
         s.coord.arrived("a1").await;
         turn.cancel.cancel();
     })
-    .await;
+    .await
+    .expect("no scheduler failure");
     assert_eq!(
         outcomes(&records),
         expect(&[
@@ -487,7 +495,8 @@ async fn cancelled_calls_that_were_not_dispatched_end_aborted_before_dispatch() 
         s.coord.arrived("b0").await;
         turn.cancel.cancel();
     })
-    .await;
+    .await
+    .expect("no scheduler failure");
     assert_eq!(
         outcomes(&records),
         expect(&[
@@ -521,7 +530,8 @@ async fn a_call_waiting_for_approval_when_the_turn_is_cancelled_is_aborted_befor
         // Nobody answers g1's approval; the cancellation does not wait for it.
         turn.cancel.cancel();
     })
-    .await;
+    .await
+    .expect("no scheduler failure");
     assert_eq!(
         outcomes(&records),
         expect(&[("g0", "ABORTED"), ("g1", "ABORTED_BEFORE_DISPATCH")])
@@ -551,7 +561,8 @@ async fn a_started_call_that_succeeded_is_aborted_once_the_turn_has_drained() {
         turn.cancel.cancel();
         s.coord.until(Event::Dropped("g1".into())).await;
     })
-    .await;
+    .await
+    .expect("no scheduler failure");
     let expected = expect(&[("g0", "OK"), ("g1", "ABORTED"), ("g2", "ABORTED")]);
     assert_eq!(outcomes(&records), expected);
     assert_eq!(s.seen(), expected, "observers see what is returned");
@@ -586,7 +597,8 @@ async fn a_started_call_that_failed_keeps_its_own_error_when_the_turn_is_cancell
         watch.expect(w("finish", 1, 2)).await;
         turn.cancel.cancel();
     })
-    .await;
+    .await
+    .expect("no scheduler failure");
     assert_eq!(
         outcomes(&records),
         expect(&[("g0", "ABORTED"), ("g1", "GATE_FAILED")])
@@ -616,7 +628,8 @@ async fn a_cancelled_body_that_computes_forever_is_interrupted() {
         turn.cancel.cancel();
         s.coord.until(Event::Dropped("g0".into())).await;
     })
-    .await;
+    .await
+    .expect("no scheduler failure");
     assert_eq!(
         outcomes(&records),
         expect(&[("g0", "ABORTED"), ("g1", "ABORTED")])
@@ -629,7 +642,8 @@ async fn a_cancelled_body_that_computes_forever_is_interrupted() {
             s.coord.release("g2", Verdict::Go);
         },
     )
-    .await;
+    .await
+    .expect("no scheduler failure");
     assert_eq!(outcomes(&records), expect(&[("g2", "OK")]));
 }
 
@@ -654,7 +668,8 @@ async fn a_classifier_that_traps_makes_its_call_exclusive() {
         watch.expect(w("finish", 1, 3)).await;
         s.coord.release("g2", Verdict::Go);
     })
-    .await;
+    .await
+    .expect("no scheduler failure");
     assert_eq!(
         outcomes(&records),
         expect(&[("g0", "OK"), ("t", "OK"), ("g2", "OK")])
@@ -680,7 +695,8 @@ async fn a_classifier_that_does_not_answer_in_time_makes_its_call_exclusive() {
         watch.expect(w("finish", 1, 3)).await;
         s.coord.release("g2", Verdict::Go);
     })
-    .await;
+    .await
+    .expect("no scheduler failure");
     assert_eq!(
         outcomes(&records),
         expect(&[("g0", "OK"), ("h", "OK"), ("g2", "OK")])
@@ -728,7 +744,8 @@ async fn only_a_declared_classifier_can_make_a_call_parallel() {
         s.coord.release("d1", Verdict::Go);
         s.coord.release("d2", Verdict::Go);
     })
-    .await;
+    .await
+    .expect("no scheduler failure");
     assert_eq!(
         outcomes(&records),
         expect(&[("u0", "OK"), ("d1", "OK"), ("d2", "OK")])
@@ -752,7 +769,8 @@ async fn a_call_refused_at_materialize_takes_no_slot_and_keeps_its_place() {
         s.coord.release("g2", Verdict::Go);
         s.coord.release("g0", Verdict::Go);
     })
-    .await;
+    .await
+    .expect("no scheduler failure");
     assert_eq!(
         outcomes(&records),
         expect(&[
@@ -779,7 +797,7 @@ async fn a_scheduler_failure_stops_dispatch_drains_and_fabricates_nothing() {
         gate("g2", "parallel"),
         gate("g3", "parallel"),
     ];
-    let result = drive(s.host.try_execute_tool_calls(calls, &turn), async {
+    let result = drive(s.host.execute_tool_calls(calls, &turn), async {
         watch.expect(w("slot", 2, 2)).await;
         // b1's task panics: a slot is free, but nothing new is dispatched;
         // g0, which started, is drained.
@@ -817,7 +835,7 @@ async fn a_panic_in_a_call_running_alone_is_a_scheduler_failure_too() {
         ToolCall::new("b1", "boom", json!({"id": "b1"})),
         gate("g2", "parallel"),
     ];
-    let result = drive(s.host.try_execute_tool_calls(calls, &turn), async {
+    let result = drive(s.host.execute_tool_calls(calls, &turn), async {
         watch.expect(w("barrier", 1, 1)).await;
         s.coord.release("g0", Verdict::Go);
     })

@@ -5,7 +5,7 @@
 //!
 //! The binary is the one `cargo test` builds for the `toolgate` package
 //! (`target/<profile>/toolgate`); `cargo test -p toolgate-tests` alone does
-//! not rebuild it, so build it first (`cargo build -p toolgate`).
+//! not rebuild it, so build it first (`cargo build -p toolgate-cli`).
 //!
 //! The build of this crate installs the venv (`build.rs`); where it cannot,
 //! the tests that need it are ignored with the reason (`has_mcp_client`),
@@ -147,17 +147,11 @@ fn cache_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("serve-compile-cache")
 }
 
-/// Processes whose command line contains `marker`.
-fn processes_with(marker: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            if text.contains(marker) && !text.contains("client.py") {
-                found.push(format!("{}: {text}", entry.file_name().to_string_lossy()));
-            }
-        }
-    }
+/// Processes whose command line contains `marker`, but for the MCP client
+/// (whose arguments name it).
+fn servers_with(marker: &str) -> Vec<toolgate_tests::Process> {
+    let mut found = toolgate_tests::processes_with(marker);
+    found.retain(|p| !p.cmdline.contains("client.py"));
     found
 }
 
@@ -274,7 +268,7 @@ fn check_report(r: &Value, mode: &str) {
 fn assert_no_orphans(marker: &str) {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let left = processes_with(marker);
+        let left = servers_with(marker);
         if left.is_empty() {
             return;
         }
@@ -650,7 +644,7 @@ fn http_ending_a_session_cancels_its_calls() {
     let (head, _stream) = open_request(&addr, &post(&addr, &with, &long));
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     let started = Instant::now();
-    while processes_with(&format!("sleep {marker}")).is_empty() {
+    while servers_with(&format!("sleep {marker}")).is_empty() {
         assert!(
             started.elapsed() < Duration::from_secs(10),
             "the call never started"

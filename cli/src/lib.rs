@@ -1,0 +1,269 @@
+//! The `toolgate` command line.
+//!
+//! Exit codes: 0 when the command did its job (a batch that ran is a
+//! success even if calls in it failed — their failures are in the output);
+//! 1 when a host-level problem stopped it (unreadable file, malformed
+//! batch, a plugin that does not load in `check`); 2 for usage errors
+//! (clap's own code).
+
+mod approve;
+mod check;
+mod demo;
+mod logging;
+mod new;
+mod plugins;
+mod run;
+mod sandbox;
+mod serve;
+pub mod tools;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use toolgate::HostConfig;
+use toolgate::host::{Toolgate, ToolgateBuilder};
+use toolgate::plugin::RuntimeOptions;
+
+/// How long the process waits, after a command is done, for work still
+/// running on the runtime's blocking threads (a WASI file operation stuck on
+/// a FIFO, say): then it exits anyway. Calls have their own deadlines; this
+/// only keeps a thread the host can no longer interrupt from keeping the
+/// process alive.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// The configuration file read when `--config` is not given.
+pub const DEFAULT_CONFIG: &str = "toolgate.toml";
+
+/// A WebAssembly host for AI-agent tool calls: every tool and every policy
+/// is a component, every call passes a nine-point pipeline.
+#[derive(Parser, Debug)]
+#[command(name = "toolgate", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    global: GlobalArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Options every command accepts.
+#[derive(Args, Debug, Clone)]
+pub struct GlobalArgs {
+    /// Load every *.wasm in DIR (after the built-ins; same plugin name replaces
+    /// a built-in). Repeatable.
+    #[arg(long = "plugins", value_name = "DIR", global = true)]
+    plugin_dirs: Vec<PathBuf>,
+
+    /// Do not load the built-in plugins.
+    #[arg(long, global = true)]
+    no_default_plugins: bool,
+
+    /// Operator configuration (grants, priorities, limits). Default:
+    /// ./toolgate.toml if it exists. Either way, and even while it does not
+    /// exist, ./toolgate.toml is out of reach of what the host runs.
+    #[arg(long, value_name = "FILE", global = true)]
+    config: Option<PathBuf>,
+
+    /// Who answers a hook's `ask`: prompt on the terminal (default when stdin
+    /// is a terminal), or always allow/deny (default deny when not
+    /// interactive). `serve`: allow or deny (default deny), for clients that
+    /// cannot answer an elicitation themselves.
+    #[arg(long, value_enum, value_name = "MODE", global = true)]
+    approve: Option<ApproveMode>,
+
+    /// Log format on stderr. Filter with RUST_LOG (default: warn,rmcp=error).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    log_format: LogFormat,
+
+    /// Do not read or write the compiled-component cache.
+    #[arg(long, global = true)]
+    no_compile_cache: bool,
+
+    /// Code Mode (as `code_mode = true` in the configuration): the model
+    /// sees only `run_code`, a JavaScript program whose tool calls each pass
+    /// the pipeline; direct calls to other tools are refused.
+    #[arg(long, global = true)]
+    code_mode: bool,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ApproveMode {
+    Prompt,
+    Allow,
+    Deny,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print the tools as the model sees them (name, description, parameters).
+    Tools(tools::ToolsArgs),
+    /// Run a batch of tool calls from a JSON file (or - for stdin) and print
+    /// the results in the same order.
+    Run(run::RunArgs),
+    /// Load one component and report its roles, tools, WIT version and every
+    /// problem found.
+    Check(check::CheckArgs),
+    /// List the loaded plugins, their roles and the order of every policy chain.
+    Plugins(plugins::PluginsArgs),
+    /// Run a short scripted batch on the built-in plugins and show what each
+    /// stage decided.
+    Demo(demo::DemoArgs),
+    /// The process sandbox: `toolgate sandbox check` reports what this kernel
+    /// enforces and runs the escape probes.
+    Sandbox(sandbox::SandboxArgs),
+    /// Serve the tools over MCP (stdio, or streamable HTTP with --http):
+    /// every call of the client passes the pipeline.
+    Serve(serve::ServeArgs),
+    /// Create a project for a tool or policy (Rust, Python, JavaScript or C)
+    /// that builds to a component on the first try.
+    New(new::NewArgs),
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    // `toolgate __probe NAME ARGS…`: one escape probe, run inside the sandbox
+    // by `toolgate sandbox check`. Nothing else (no runtime, no logging).
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("__probe") {
+        let code = toolgate_sandbox::probes::probe_main(args.into_iter().skip(2));
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
+    let cli = Cli::parse();
+    let transcript = matches!(cli.command, Command::Demo(_)).then(demo::Transcript::default);
+    logging::init(cli.global.log_format, transcript.clone());
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("toolgate: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Tools(a) => tools::run(&cli.global, a).await,
+            Command::Run(a) => run::run(&cli.global, a).await,
+            Command::Check(a) => check::run(&cli.global, a).await,
+            Command::Plugins(a) => plugins::run(&cli.global, a).await,
+            Command::Demo(a) => demo::run(&cli.global, a, transcript.unwrap_or_default()).await,
+            Command::Sandbox(a) => sandbox::run(&cli.global, a).await,
+            Command::Serve(a) => serve::run(&cli.global, a).await,
+            Command::New(a) => new::run(a),
+        }
+    });
+    // Not `drop(runtime)`, which waits for every blocking thread forever.
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("toolgate: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+impl GlobalArgs {
+    /// The configuration: `--config`, else `./toolgate.toml` if present.
+    /// Read as the host reads it (`lifecycle::read_config`, through
+    /// [`toolgate::state::read_authority`]): a file a live sandboxed run could
+    /// have created is refused.
+    fn load_config(&self) -> anyhow::Result<HostConfig> {
+        let (path, required) = match &self.config {
+            Some(path) => (path.clone(), true),
+            None => (PathBuf::from(DEFAULT_CONFIG), false),
+        };
+        let journal = match toolgate::state::default_dir() {
+            Some(d) => Some(toolgate::state::StateDir::open(d)?.journal()),
+            None => None,
+        };
+        let file = toolgate::lifecycle::ConfigFile { path, required };
+        Ok(toolgate::lifecycle::read_config(&file, journal.as_deref())?.unwrap_or_default())
+    }
+
+    fn runtime_options(&self) -> RuntimeOptions {
+        let mut options = RuntimeOptions::default();
+        if self.no_compile_cache {
+            options.cache_dir = None;
+        }
+        options
+    }
+
+    /// A builder with everything the global options say.
+    fn builder(&self) -> anyhow::Result<ToolgateBuilder> {
+        // `./toolgate.toml` is what a start without `--config` obeys, so it
+        // is authority even when absent (or when this start reads another),
+        // and secret (a configuration holds MCP servers' credentials).
+        // The file is read by the host itself (at start, and again at every
+        // reload): `--config` must exist, ./toolgate.toml may not.
+        let (path, required) = match &self.config {
+            Some(path) => (path.clone(), true),
+            None => (PathBuf::from(DEFAULT_CONFIG), false),
+        };
+        let mut b = Toolgate::builder()
+            .config_file(path, required)
+            .runtime_options(self.runtime_options())
+            .builtin_plugins(!self.no_default_plugins)
+            .secret_path(
+                DEFAULT_CONFIG,
+                "the host's default configuration (./toolgate.toml)",
+            );
+        for dir in &self.plugin_dirs {
+            b = b.plugin_dir(dir);
+        }
+        if let Some(approver) = approve::approver(self.approve) {
+            b = b.approver(approver);
+        }
+        if self.code_mode {
+            b = b.code_mode(true);
+        }
+        Ok(b)
+    }
+
+    /// Build the host and report (on stderr) plugins that did not load.
+    async fn host(&self) -> anyhow::Result<Toolgate> {
+        let host = self.builder()?.build().await?;
+        // A one-shot command wants the MCP servers' tools: wait for their
+        // first attempts (each bounded by its connect timeout).
+        host.wait_for_mcp(host.mcp_connect_timeout()).await;
+        report_problems(&host);
+        Ok(host)
+    }
+}
+
+fn report_problems(host: &Toolgate) {
+    for p in host.problems() {
+        eprintln!("toolgate: warning: {p}");
+    }
+}
+
+/// Stop a command that would run calls when a plugin that might be a policy
+/// did not load (the generation would refuse every call anyway).
+fn refuse_if_blocked(host: &Toolgate) -> anyhow::Result<()> {
+    let blocked = &host.generation().blocked;
+    if blocked.is_empty() {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "no calls are run: {} did not load and might be a policy ({}); fix it, or mark it `optional = true` under [plugins.NAME] in the configuration to run without it",
+        blocked
+            .iter()
+            .map(|p| format!("`{}`", p.plugin))
+            .collect::<Vec<_>>()
+            .join(", "),
+        blocked
+            .iter()
+            .map(|p| p.origin.clone())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}

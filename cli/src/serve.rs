@@ -1,0 +1,304 @@
+//! `toolgate serve`: the host as an MCP server, over stdio (default) or
+//! streamable HTTP (`--http ADDR`). See [`toolgate::mcp`].
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use rmcp::service::serve_server_with_ct;
+use tokio_util::sync::CancellationToken;
+
+use super::{ApproveMode, GlobalArgs};
+use toolgate::mcp::http::{self, HttpOptions};
+use toolgate::mcp::stdio::StdioTransport;
+use toolgate::mcp::{Limits, ToolgateServer};
+use toolgate::pipeline::Approver;
+use toolgate::pipeline::approval::{AllowAll, DenyAll};
+use toolgate::scheduler::Arrivals;
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Serve streamable HTTP at ADDR (`127.0.0.1:8080`; a bare port binds
+    /// 127.0.0.1) on the path /mcp, instead of stdio.
+    #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
+    http: Option<SocketAddr>,
+
+    /// The file holding the bearer token HTTP clients must send
+    /// (`Authorization: Bearer <token>`); made, with a new token, when it
+    /// does not exist. Default: serve-token in the state directory
+    /// ($TOOLGATE_STATE_DIR, else $XDG_STATE_HOME/toolgate, else
+    /// ~/.local/state/toolgate). Hidden from everything the host runs.
+    #[arg(long, value_name = "FILE", requires = "http")]
+    token_file: Option<PathBuf>,
+
+    /// Serve HTTP without a bearer token: any local user can then call the
+    /// tools as you. Loopback only; warned at every start.
+    #[arg(long, requires = "http", conflicts_with = "token_file")]
+    no_auth: bool,
+
+    /// Never ask the client to approve (MCP elicitation): every `ask` is
+    /// answered by --approve. Use it when the client is not trusted to
+    /// approve its own calls.
+    #[arg(long)]
+    no_elicitation: bool,
+
+    /// Also accept this `Host` header over HTTP (e.g. the name clients use
+    /// for a non-loopback bind). Repeatable.
+    #[arg(long, value_name = "HOST", requires = "http")]
+    allow_host: Vec<String>,
+
+    /// Accept requests carrying this `Origin` header over HTTP (e.g.
+    /// `http://localhost:3000`). None by default: browser pages are refused.
+    /// Repeatable.
+    #[arg(long, value_name = "ORIGIN", requires = "http")]
+    allow_origin: Vec<String>,
+
+    /// Largest JSON-RPC message accepted, in bytes (a stdio line, an HTTP
+    /// body).
+    #[arg(long, value_name = "BYTES", default_value_t = toolgate::mcp::DEFAULT_MAX_MESSAGE_BYTES)]
+    max_message_bytes: usize,
+
+    /// Tool calls waiting or running at once, per scheduler (each session
+    /// has one; stateless requests share one); beyond, a call is refused
+    /// with an error.
+    #[arg(long, value_name = "N", default_value_t = toolgate::scheduler::arrivals::DEFAULT_MAX_QUEUED)]
+    max_queued_calls: usize,
+
+    /// HTTP sessions alive at once.
+    #[arg(long, value_name = "N", default_value_t = Limits::default().max_sessions)]
+    max_sessions: usize,
+
+    /// HTTP connections open at once.
+    #[arg(long, value_name = "N", default_value_t = Limits::default().max_connections)]
+    max_connections: usize,
+
+    /// HTTP connections one client (a local user; a remote address) may
+    /// hold at once. Default: a quarter of --max-connections.
+    #[arg(long, value_name = "N")]
+    max_connections_per_client: Option<usize>,
+
+    /// HTTP sessions one client may hold at once. Default: a quarter of
+    /// --max-sessions.
+    #[arg(long, value_name = "N")]
+    max_sessions_per_client: Option<usize>,
+
+    /// Time an HTTP client may take to send a request body, in
+    /// milliseconds (408 after).
+    #[arg(long, value_name = "MS", default_value_t = toolgate::mcp::DEFAULT_BODY_TIMEOUT.as_millis() as u64)]
+    body_timeout_ms: u64,
+
+    /// An HTTP session that sends no request besides `initialize` and
+    /// `ping` is closed after this many milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = toolgate::mcp::DEFAULT_SESSION_UNUSED_IDLE.as_millis() as u64)]
+    unused_session_idle_ms: u64,
+
+    /// Most concurrency-safe calls running at once.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    max_parallel: Option<u16>,
+
+    /// Do not watch the plugin directories and the configuration file
+    /// (by default a change is loaded while serving: see
+    /// docs/operators.md#hot-reload).
+    #[arg(long)]
+    no_watch: bool,
+
+    /// Quiet period of the watcher, in milliseconds: a reload starts after
+    /// no change for this long.
+    #[arg(long, value_name = "MS", default_value_t = toolgate::lifecycle::watch::DEFAULT_DEBOUNCE.as_millis() as u64)]
+    watch_debounce_ms: u64,
+
+    /// The agent scope of this server's client: it sees, and calls, what
+    /// that scope may use (see `[scopes]` in the configuration).
+    #[arg(long, value_name = "SCOPE", default_value = "")]
+    scope: String,
+
+    /// The directory the built-in tools are granted (default: the current
+    /// directory, i.e. wherever the client starts the server).
+    #[arg(long, value_name = "DIR")]
+    workdir: Option<PathBuf>,
+}
+
+/// Waits for Ctrl-C (SIGINT) or SIGTERM, the signals that stop `serve` and
+/// `run` gracefully: calls in flight are cancelled, process groups killed,
+/// then the process exits (see docs/operators.md#stopping). Returns the
+/// signal's name.
+pub(super) async fn stop_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())
+        .map_err(|e| tracing::warn!(error = %e, "cannot watch SIGTERM"))
+        .ok();
+    let term = async {
+        match term.as_mut() {
+            Some(t) => {
+                t.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => match r {
+            Ok(()) => "SIGINT",
+            Err(_) => std::future::pending().await,
+        },
+        _ = term => "SIGTERM",
+    }
+}
+
+fn parse_addr(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    text.parse()
+        .map_err(|e| format!("`{text}` is not an address such as 127.0.0.1:8080 or a port: {e}"))
+}
+
+pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCode> {
+    // stdin carries the protocol (stdio) and nobody watches a terminal
+    // (HTTP): a hook's `ask` goes to the client when it can answer
+    // elicitations, else to --approve allow|deny (default deny).
+    let fallback: Arc<dyn Approver> = match global.approve {
+        Some(ApproveMode::Allow) => Arc::new(AllowAll),
+        Some(ApproveMode::Deny) | None => Arc::new(DenyAll),
+        Some(ApproveMode::Prompt) => bail!(
+            "--approve prompt cannot be used with `serve`: stdin carries the protocol; \
+             use --approve allow|deny (a client that supports elicitation is asked itself)"
+        ),
+    };
+    // Before anything starts: a bad token file stops here.
+    let token = match (args.http, args.no_auth) {
+        (None, _) | (Some(_), true) => None,
+        (Some(_), false) => {
+            let path = match &args.token_file {
+                Some(path) => path.clone(),
+                None => http::default_token_path()?,
+            };
+            let (token, made) = http::load_or_create_token(&path)?;
+            Some((token, path, made))
+        }
+    };
+    let mut builder = global
+        .builder()?
+        .approver(fallback)
+        // Plugin files that must compile load after the built-ins serve:
+        // `initialize` is answered at once (see `lifecycle`, "Start").
+        .background_loading(true)
+        .watch(!args.no_watch)
+        .watch_options(toolgate::lifecycle::watch::WatchOptions {
+            debounce: std::time::Duration::from_millis(args.watch_debounce_ms),
+            ..Default::default()
+        });
+    if let Some((_, path, _)) = &token {
+        // Whoever reads it can call every tool: nothing the host runs may.
+        builder = builder.secret_path(path, "the HTTP bearer token of `serve`");
+    }
+    if let Some(n) = args.max_parallel {
+        builder = builder.max_parallel(n.into());
+    }
+    if let Some(dir) = &args.workdir {
+        let dir = dir
+            .canonicalize()
+            .with_context(|| format!("--workdir {}: not a directory", dir.display()))?;
+        builder = builder.workdir(dir);
+    }
+    let host = builder.build().await?;
+    // Clients list tools right after connecting: give the MCP servers
+    // their first attempt (each bounded by its connect timeout).
+    host.wait_for_mcp(host.mcp_connect_timeout()).await;
+    super::report_problems(&host);
+    let limits = Limits {
+        max_message_bytes: args.max_message_bytes.max(1024),
+        max_queued_calls: args.max_queued_calls.max(1),
+        max_in_flight: args.max_queued_calls.max(1) + 16,
+        max_sessions: args.max_sessions.max(1),
+        max_connections: args.max_connections.max(1),
+        max_sessions_per_client: args
+            .max_sessions_per_client
+            .unwrap_or(toolgate::mcp::client_share(args.max_sessions))
+            .max(1),
+        max_connections_per_client: args
+            .max_connections_per_client
+            .unwrap_or(toolgate::mcp::client_share(args.max_connections))
+            .max(1),
+        body_timeout: std::time::Duration::from_millis(args.body_timeout_ms.max(1)),
+        session_unused_idle: std::time::Duration::from_millis(args.unused_session_idle_ms.max(1)),
+        ..Limits::default()
+    };
+    let arrivals = Arc::new(Arrivals::new(host.clone(), limits.max_queued_calls));
+    let server = ToolgateServer::new(host, arrivals)
+        .with_scope(&args.scope)
+        .with_elicitation(!args.no_elicitation);
+    if args.no_elicitation {
+        tracing::info!("--no-elicitation: every `ask` is answered by --approve, never the client");
+    }
+    let shutdown = CancellationToken::new();
+    {
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let signal = stop_signal().await;
+            tracing::info!(signal, "cancelling every call and stopping");
+            shutdown.cancel();
+            // A second signal does not wait for the graceful stop.
+            let signal = stop_signal().await;
+            eprintln!("toolgate: {signal} again; exiting now");
+            std::process::exit(1);
+        });
+    }
+    match args.http {
+        None => serve_stdio(server, limits, shutdown).await,
+        Some(addr) => {
+            let options = HttpOptions {
+                token: token.as_ref().map(|(t, _, _)| t.clone()),
+                allow_hosts: args.allow_host,
+                allow_origins: args.allow_origin,
+            };
+            let listener = http::bind(addr, options).await?;
+            let bound = listener.local_addr()?;
+            // The lines an operator (or a test) needs: where to connect, and
+            // where the token is (never the token: stderr may be a log).
+            eprintln!("toolgate: serving MCP at http://{bound}{}", http::PATH);
+            match &token {
+                Some((_, path, made)) => eprintln!(
+                    "toolgate: clients send `Authorization: Bearer <token>`; the token is in {}{}",
+                    path.display(),
+                    if *made { " (made now)" } else { "" }
+                ),
+                None => {
+                    eprintln!(
+                        "toolgate: WARNING: --no-auth: no bearer token; every local user can call these tools as you"
+                    );
+                    tracing::warn!(
+                        "--no-auth: no bearer token; every local user can call these tools as you"
+                    );
+                }
+            }
+            listener.serve(server, limits, shutdown).await;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+async fn serve_stdio(
+    server: ToolgateServer,
+    limits: Limits,
+    shutdown: CancellationToken,
+) -> anyhow::Result<ExitCode> {
+    // `closed` fires when the client goes away; it is the parent of every
+    // request's cancellation token, so all its calls stop at once.
+    let closed = shutdown.child_token();
+    let (input, output) = toolgate::mcp::stdio::stdio();
+    let transport = StdioTransport::new(input, output, limits, closed.clone());
+    let running = match serve_server_with_ct(server, transport, closed.clone()).await {
+        Ok(r) => r,
+        Err(e) => {
+            // The client left or spoke nonsense before the handshake.
+            tracing::warn!(error = %e, "the MCP session did not start");
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
+    let reason = running.waiting().await;
+    tracing::info!(?reason, "the MCP session ended");
+    Ok(ExitCode::SUCCESS)
+}
