@@ -2,7 +2,7 @@
 # Issue 25's "done when", as a command: in a private mount namespace where
 # no C compiler for wasm exists (clang, lld and LLVM masked, the WASI
 # headers and libc masked), a fresh clone of this repository's HEAD
-#   1. runs the README's first command (`cargo run -p toolgate -- demo`),
+#   1. runs the README's first command (`cargo run -p toolgate-cli -- demo`),
 #   2. runs a `run_code` program with `toolgate --code-mode run`,
 #   3. scaffolds a Rust guard with `toolgate new` and builds it as generated,
 #   4. runs the README's second command (`cargo test`) unless --no-test.
@@ -75,7 +75,7 @@ cd "$clone"
 export TOOLGATE_STATE_DIR="$work/state" TOOLGATE_CACHE_DIR="$work/cache"
 export CARGO_TARGET_DIR="$clone/target"
 
-step "cargo run -p toolgate -- demo" cargo run -q -p toolgate -- demo >"$work/demo.out"
+step "cargo run -p toolgate-cli -- demo" cargo run -q -p toolgate-cli -- demo >"$work/demo.out"
 tail -n 3 "$work/demo.out"
 tg="$clone/target/debug/toolgate"
 
