@@ -55,6 +55,7 @@ pub mod bindings {
 pub mod bulk_read;
 mod call;
 mod content;
+mod error;
 pub mod files;
 pub mod jobs;
 pub mod kv;
@@ -82,5 +83,6 @@ pub use policy::{
 };
 pub use schema::Schema;
 pub use settings::setting;
-pub use tool::{Tool, ToolError};
+pub use error::ToolError;
+pub use tool::Tool;
 pub use toolgate_sdk_macros::{Schema, export};
