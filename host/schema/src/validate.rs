@@ -597,6 +597,7 @@ fn allowed_list(node: &Node) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::violation::summarize;
     use serde_json::json;
 
     fn schema(s: Value) -> Schema {
