@@ -42,6 +42,25 @@ pub enum ResultHandle {
     Vacant,
 }
 
+/// What a guest's `bulk-read.batch` handle stands for: a batch of reads
+/// running on a blocking thread (`seams::files`), or its results once
+/// taken.
+pub struct PendingRead(pub Option<tokio::task::JoinHandle<ReadResults>>);
+
+/// What a batch read: per path, the file's bytes or a sentence for the
+/// guest.
+pub type ReadResults = Vec<Result<Vec<u8>, String>>;
+
+impl PendingRead {
+    /// Its results (empty after the first time).
+    pub async fn wait(&mut self) -> Result<ReadResults, tokio::task::JoinError> {
+        match self.0.take() {
+            Some(handle) => handle.await,
+            None => Ok(Vec::new()),
+        }
+    }
+}
+
 /// `toolgate:plugin@0.2.x` (the WIT in `wit/` is 0.2.2; 0.2.0 and 0.2.1 guests are
 /// served by the linker's semver matching).
 pub mod v0_2 {
@@ -63,7 +82,7 @@ pub mod v0_2 {
         with: {
             "toolgate:plugin/types.call": super::CallHandle,
             "toolgate:plugin/types.call-result": super::ResultHandle,
-            "toolgate:plugin/bulk-read.batch": crate::seams::files::PendingRead,
+            "toolgate:plugin/bulk-read.batch": super::PendingRead,
         },
         additional_derives: [PartialEq],
     });

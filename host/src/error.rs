@@ -32,3 +32,10 @@ impl HostError {
         HostError::Engine(format!("{e:#}"))
     }
 }
+
+/// A guest called a host function where the contract does not allow it
+/// (a chain's `next` outside its hook, a handle outside its call), or a
+/// seam it was not granted: the call traps with this message.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Misuse(pub String);

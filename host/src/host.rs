@@ -26,17 +26,18 @@ use crate::call::ToolCall;
 use crate::codemode;
 use crate::config::{HostConfig, SandboxMode};
 use crate::error::HostError;
+use crate::grants::enforcement;
 use crate::lifecycle::watch::{self, Reloader, WatchOptions, Watcher};
 use crate::lifecycle::{ConfigFile, Key, Lifecycle, ReloadEvent, Sources};
 use crate::outcome::CallRecord;
 use crate::pipeline::{self, Approver, PipelineSettings};
 use crate::plugin::cache::CompileCache;
-use crate::plugin::grants::enforcement;
 use crate::plugin::{LoadError, Runtime, RuntimeOptions, loader};
 use crate::policy::{
     ExecuteAroundHook, Finalizer, Guard, PostExecuteHook, PreExecuteHook, ResultObserver,
 };
 use crate::registry::{Generation, Native, NativePolicies, PluginState, PluginStatus, Registry};
+use crate::scheduler::{self, SchedulerError};
 use crate::tool::{ModelTool, ToolBody, ToolDefinition, ToolEntry};
 use crate::turn::TurnOptions;
 
@@ -138,7 +139,7 @@ impl ToolgateBuilder {
     /// a configuration, a token or key file: besides, nothing the host runs
     /// may *read* it (the sandbox masks it, component preopens and
     /// `bulk-read` refuse it; see
-    /// [`Authority::add_secret`](crate::plugin::grants::Authority::add_secret)).
+    /// [`Authority::add_secret`](crate::grants::Authority::add_secret)).
     /// The configuration file the host reads, the compile cache's key and
     /// the MCP servers' `bearer_token_file`s are secret without this.
     pub fn secret_path(mut self, path: impl Into<PathBuf>, what: impl Into<String>) -> Self {
@@ -441,7 +442,7 @@ impl ToolgateBuilder {
                 origin: bridge_config.origin(),
             },
         );
-        let _ = lifecycle.bridge.set(bridge);
+        lifecycle.set_bridge(bridge);
         let inner = Arc::new(Inner {
             lifecycle,
             max_parallel,
@@ -470,7 +471,7 @@ impl ToolgateBuilder {
         // MCP servers connect in the background; each listing brings a new
         // generation (the host is held weakly: the bridge stops with it).
         let weak = Arc::downgrade(&host.inner);
-        if let Some(bridge) = host.inner.lifecycle.bridge.get() {
+        if let Some(bridge) = host.inner.lifecycle.bridge() {
             bridge.start(Arc::new(move || {
                 if let Some(inner) = weak.upgrade() {
                     Toolgate { inner }.publish_bridged();
@@ -528,6 +529,29 @@ impl codemode::NestedCalls for WeakHost {
     }
 }
 
+/// The scheduler's view of the host (see [`scheduler::Dispatch`]).
+impl scheduler::Dispatch for Toolgate {
+    fn generation_for(&self, scope: &str) -> Arc<Generation> {
+        self.inner.lifecycle.generation_for(scope)
+    }
+
+    fn settings(&self) -> &PipelineSettings {
+        self.inner.lifecycle.settings()
+    }
+
+    fn next_token(&self) -> u64 {
+        self.inner.tokens.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn max_parallel(&self) -> usize {
+        self.inner.max_parallel
+    }
+
+    fn settled(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.inner.lifecycle.settled()
+    }
+}
+
 /// The host: plugins, policies, pipeline and scheduler.
 #[derive(Clone)]
 pub struct Toolgate {
@@ -542,27 +566,26 @@ impl Toolgate {
     /// The generation new calls with no agent scope run against (the
     /// global layer).
     pub fn generation(&self) -> Arc<Generation> {
-        self.inner.lifecycle.registry.load().global.clone()
+        self.inner.lifecycle.global()
     }
 
     /// The generation new calls from `scope` run against: the view of the
     /// deepest configured scope that contains it, else the global layer
     /// (see [`crate::registry::scopes`]).
     pub fn generation_for(&self, scope: &str) -> Arc<Generation> {
-        self.inner.lifecycle.registry.load().view(scope).clone()
+        self.inner.lifecycle.generation_for(scope)
     }
 
     /// Every layer, resolved, as of now.
     pub fn registry(&self) -> Arc<Registry> {
-        self.inner.lifecycle.registry.load_full()
+        self.inner.lifecycle.registry()
     }
 
     /// The MCP servers and where each stands.
     pub fn mcp_servers(&self) -> Vec<crate::bridge::ServerStatus> {
         self.inner
             .lifecycle
-            .bridge
-            .get()
+            .bridge()
             .map(|b| b.status())
             .unwrap_or_default()
     }
@@ -571,14 +594,14 @@ impl Toolgate {
     /// at most `timeout` (servers connect in the background; a one-shot
     /// command wants their tools).
     pub async fn wait_for_mcp(&self, timeout: Duration) {
-        if let Some(b) = self.inner.lifecycle.bridge.get() {
+        if let Some(b) = self.inner.lifecycle.bridge() {
             b.wait_ready(timeout).await;
             // A listing is published by a reload in the background; make
             // sure the generation in force has what the servers listed.
             // While a start's second pass loads plugin files, a reload
             // would wait for it: publish in the global layer now (the
             // second pass brings them to every scope).
-            if !*self.inner.lifecycle.settled.borrow() {
+            if !*self.inner.lifecycle.settled().borrow() {
                 self.inner.lifecycle.publish_bridged();
             } else if let Err(e) = self.inner.lifecycle.reload(false).await {
                 tracing::warn!(error = %e, "the bridged tools could not be published");
@@ -590,8 +613,7 @@ impl Toolgate {
     pub fn mcp_connect_timeout(&self) -> Duration {
         self.inner
             .lifecycle
-            .bridge
-            .get()
+            .bridge()
             .map(|b| b.connect_timeout())
             .unwrap_or_default()
     }
@@ -619,7 +641,7 @@ impl Toolgate {
     /// `run_code` alone, declaring the others.
     pub fn tools(&self) -> Vec<ModelTool> {
         let all = self.generation().model_tools();
-        if self.inner.lifecycle.settings.code_mode {
+        if self.inner.lifecycle.settings().code_mode {
             codemode::signatures::project(&all)
         } else {
             all
@@ -628,7 +650,7 @@ impl Toolgate {
 
     /// Code Mode is on for every turn.
     pub fn code_mode(&self) -> bool {
-        self.inner.lifecycle.settings.code_mode
+        self.inner.lifecycle.settings().code_mode
     }
 
     /// The model-facing projection of every tool a call from `scope` may use.
@@ -707,17 +729,17 @@ impl Toolgate {
 
     /// The engine and linker.
     pub fn runtime(&self) -> &Arc<Runtime> {
-        &self.inner.lifecycle.runtime
+        self.inner.lifecycle.runtime()
     }
 
     /// The compile cache, if one was configured (see
     /// [`CompileCache::refusal`] for whether it is in use).
     pub fn compile_cache(&self) -> Option<&CompileCache> {
-        self.inner.lifecycle.runtime.cache.as_ref()
+        self.inner.lifecycle.runtime().cache.as_ref()
     }
 
     pub fn settings(&self) -> &PipelineSettings {
-        &self.inner.lifecycle.settings
+        self.inner.lifecycle.settings()
     }
 
     pub fn max_parallel(&self) -> usize {
@@ -734,34 +756,24 @@ impl Toolgate {
 
     /// Run one call through the pipeline and commit it (observers notified).
     pub async fn call(&self, call: ToolCall, turn: &TurnOptions) -> CallRecord {
-        self.until_loaded(turn, [call.name.as_str()]).await;
+        scheduler::until_loaded(self, turn, [call.name.as_str()]).await;
         let generation = self.generation_for(&turn.agent_scope);
         self.call_on(&generation, call, turn).await
     }
 
-    /// While plugin files left out of the first generation are loading
-    /// (see [`crate::lifecycle`], "Start"): wait for them when the
-    /// generation is blocked (a policy may be among them) or lacks a tool
-    /// called (it may be theirs), or until the turn is cancelled. Returns
-    /// at once otherwise.
-    pub(crate) async fn until_loaded<'a>(
+    /// Run the calls of one model turn: one record per call, in model
+    /// order (see [`crate::scheduler`]) — a call that fails is a record
+    /// with its error, not an `Err`.
+    ///
+    /// `Err` only when the scheduler itself fails (a bug in the host or in a
+    /// native tool or policy: a task that panicked): the error says which
+    /// call, and carries the records committed before it.
+    pub async fn execute_tool_calls(
         &self,
+        calls: Vec<ToolCall>,
         turn: &TurnOptions,
-        names: impl IntoIterator<Item = &'a str>,
-    ) {
-        let mut settled = self.inner.lifecycle.settled.subscribe();
-        if *settled.borrow() {
-            return;
-        }
-        let generation = self.generation_for(&turn.agent_scope);
-        let wait = !generation.blocked.is_empty()
-            || names.into_iter().any(|n| !generation.tools.contains_key(n));
-        if wait {
-            tokio::select! {
-                _ = settled.wait_for(|s| *s) => {}
-                _ = turn.cancel.cancelled() => {}
-            }
-        }
+    ) -> Result<Vec<CallRecord>, SchedulerError> {
+        scheduler::run_turn(self, calls, turn).await
     }
 
     /// Run one call against `generation` — one the caller holds, from
@@ -792,6 +804,7 @@ impl Toolgate {
     pub async fn shutdown(&self) {
         self.inner
             .lifecycle
+            .seams()
             .jobs
             .shutdown(Duration::from_secs(5))
             .await
@@ -799,7 +812,7 @@ impl Toolgate {
 
     /// Background jobs running now, all plugins and scopes.
     pub fn running_jobs(&self) -> usize {
-        self.inner.lifecycle.jobs.running()
+        self.inner.lifecycle.seams().jobs.running()
     }
 
     /// Load what changed and swap the new generation in atomically (see

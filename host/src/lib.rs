@@ -18,6 +18,7 @@ pub mod codemode;
 pub mod config;
 pub mod content;
 pub mod error;
+pub mod grants;
 pub mod host;
 pub mod lifecycle;
 pub mod mcp;

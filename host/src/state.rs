@@ -10,7 +10,7 @@
 //! else `$XDG_STATE_HOME/toolgate`, else `~/.local/state/toolgate`, created
 //! `0700`, owned by the host's user, every ancestor checked like the
 //! cache's. The directory is authority (no grant may write it; see
-//! [`crate::plugin::grants::Authority`]).
+//! [`crate::grants::Authority`]).
 //!
 //! # Authority that does not exist yet
 //!

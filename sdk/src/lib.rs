@@ -55,6 +55,7 @@ pub mod bindings {
 pub mod bulk_read;
 mod call;
 mod content;
+mod error;
 pub mod files;
 pub mod jobs;
 pub mod kv;
@@ -75,6 +76,7 @@ pub use bindings::toolgate::plugin::types::{
 };
 pub use call::Call;
 pub use content::Content;
+pub use error::ToolError;
 pub use outcome::Outcome;
 pub use policy::{
     ExecChain, ExecuteAroundHook, Finalizer, Guard, PostChain, PostDecision, PostExecuteHook,
@@ -82,5 +84,5 @@ pub use policy::{
 };
 pub use schema::Schema;
 pub use settings::setting;
-pub use tool::{Tool, ToolError};
+pub use tool::Tool;
 pub use toolgate_sdk_macros::{Schema, export};

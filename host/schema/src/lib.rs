@@ -70,8 +70,10 @@ mod limits;
 mod pointer;
 mod snapshot;
 mod validate;
+mod violation;
 
 pub use compile::{CompileError, MAX_VALUE_DEPTH, Schema};
 pub use limits::{Limits, MAX_SAFE_INTEGER};
 pub use snapshot::{Position, SnapshotError, SnapshotErrorKind, check_value, parse, parse_bytes};
-pub use validate::{MAX_VIOLATIONS, Violation, summarize};
+pub use validate::MAX_VIOLATIONS;
+pub use violation::{Violation, summarize};

@@ -13,58 +13,19 @@
 //! ([`parse`](crate::parse) or [`check_value`](crate::check_value)) first,
 //! as the host does for every call.
 
-use std::fmt;
-
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::compile::{Additional, Node, NodeId, ROOT_NODE, Schema};
 use crate::describe;
 use crate::eq::json_eq;
 use crate::pointer::{PathArena, ROOT, Segment};
+use crate::violation::Violation;
 
 /// Most violations reported for one call; the rest are counted, not listed.
 pub const MAX_VIOLATIONS: usize = 32;
 
 /// Longest list of values or names quoted in `expected`, in characters.
 const MAX_LIST_CHARS: usize = 600;
-
-/// One way the arguments fail their schema.
-///
-/// ```
-/// # use toolgate_schema::Violation;
-/// let v = Violation { path: "/limit".into(), expected: "integer".into(), got: "string \"ten\"".into() };
-/// assert_eq!(v.to_string(), "/limit: expected integer, got string \"ten\"");
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Violation {
-    /// JSON pointer to the offending value (`""` is the arguments object).
-    pub path: String,
-    /// What the schema wants there.
-    pub expected: String,
-    /// What the call sent, shortened.
-    pub got: String,
-}
-
-impl fmt::Display for Violation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let path = if self.path.is_empty() {
-            "(arguments)"
-        } else {
-            &self.path
-        };
-        write!(f, "{path}: expected {}, got {}", self.expected, self.got)
-    }
-}
-
-/// One line for a log or an error text: `"/a: expected …; /b: expected …"`.
-pub fn summarize(violations: &[Violation]) -> String {
-    violations
-        .iter()
-        .map(Violation::to_string)
-        .collect::<Vec<_>>()
-        .join("; ")
-}
 
 impl Schema {
     /// Validates an instance, returning every violation (at most
@@ -636,6 +597,7 @@ fn allowed_list(node: &Node) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::violation::summarize;
     use serde_json::json;
 
     fn schema(s: Value) -> Schema {

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use toolgate_sandbox::{Program, SandboxPolicy};
 
 use crate::config::{GrantsConfig, McpServerConfig};
-use crate::plugin::grants::{Authority, resolve_grants};
+use crate::grants::{Authority, resolve_grants};
 
 /// The `PATH` a server gets when its configuration sets none.
 pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";

@@ -53,7 +53,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::budgets::Budgets;
 use crate::config::{HostConfig, McpServerConfig};
-use crate::plugin::grants::Authority;
+use crate::grants::Authority;
 use crate::plugin::{LoadError, log::escape};
 use crate::registry::Generation;
 use crate::tool::ToolEntry;

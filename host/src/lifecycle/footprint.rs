@@ -27,30 +27,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::config::PluginConfig;
+pub use crate::grants::Capability;
+use crate::grants::Grants;
 use crate::plugin::contract::split_name;
 use crate::plugin::manifest::DEFAULT_PRIORITY;
-use crate::plugin::{ComponentPlugin, Grants, Manifest};
+use crate::plugin::store::StoreData;
+use crate::plugin::{ComponentPlugin, Manifest};
 use crate::policy::Role;
-
-/// Something an import reaches for that a grant has to give.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Capability {
-    /// `wasi:sockets/*`, `wasi:http/*`.
-    Network,
-    /// `wasi:filesystem/*`.
-    FileSystem,
-    /// `wasi:cli/environment`.
-    Environment,
-    /// The `shell` seam.
-    Shell,
-    /// The `subprocess` seam.
-    Subprocess,
-    /// The `kv` seam.
-    Kv,
-    /// The `files` seam (writes through a read-write grant).
-    Files,
-}
 
 impl Capability {
     /// The capability an imported interface reaches for, if any (clocks,
@@ -61,53 +44,11 @@ impl Capability {
             ("wasi:sockets" | "wasi:http", _) => Some(Capability::Network),
             ("wasi:filesystem", _) => Some(Capability::FileSystem),
             ("wasi:cli", "environment") => Some(Capability::Environment),
-            (crate::plugin::contract::PACKAGE, "shell") => Some(Capability::Shell),
-            (crate::plugin::contract::PACKAGE, "subprocess") => Some(Capability::Subprocess),
-            (crate::plugin::contract::PACKAGE, "kv") => Some(Capability::Kv),
-            // Background jobs are shell commands: the shell grant covers them.
-            (crate::plugin::contract::PACKAGE, "jobs") => Some(Capability::Shell),
-            (crate::plugin::contract::PACKAGE, "files") => Some(Capability::Files),
-            // Batched reads of the preopened grants: the file system.
-            (crate::plugin::contract::PACKAGE, "bulk-read") => Some(Capability::FileSystem),
+            // A seam: what its grant gives (`seams::all`).
+            (crate::plugin::contract::PACKAGE, iface) => {
+                crate::seams::find::<StoreData>(iface).map(|s| s.capability)
+            }
             _ => None,
-        }
-    }
-
-    /// Does `grants` give it?
-    pub fn granted(self, grants: &Grants) -> bool {
-        match self {
-            Capability::Network => !grants.network.is_empty(),
-            Capability::FileSystem => grants.fs.iter().any(|g| g.preopen),
-            Capability::Environment => !grants.env.is_empty(),
-            Capability::Shell => grants.shell,
-            Capability::Subprocess => !grants.subprocess.is_empty(),
-            Capability::Kv => grants.kv,
-            Capability::Files => grants.fs.iter().any(|g| g.writable),
-        }
-    }
-
-    /// What to write in `[plugins.NAME.grants]` to grant it.
-    pub fn grant_line(self) -> &'static str {
-        match self {
-            Capability::Network => "network = [\"host:port\"]",
-            Capability::FileSystem => "fs = [{ path = \"DIR\", access = \"read-only\" }]",
-            Capability::Environment => "env = [\"NAME\"] (or vars = { NAME = \"value\" })",
-            Capability::Shell => "shell = true",
-            Capability::Subprocess => "subprocess = [\"PROGRAM\"]",
-            Capability::Kv => "kv = true",
-            Capability::Files => "fs = [{ path = \"DIR\", access = \"read-write\" }]",
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Capability::Network => "network",
-            Capability::FileSystem => "file system",
-            Capability::Environment => "environment",
-            Capability::Shell => "shell",
-            Capability::Subprocess => "subprocess",
-            Capability::Kv => "kv",
-            Capability::Files => "files",
         }
     }
 }

@@ -64,6 +64,8 @@
 //! `[limits]`, `sandbox` and `sandbox_waive` are read at start; a reload
 //! that sees them changed says so and keeps the values it started with.
 
+mod authority;
+mod decide;
 pub mod footprint;
 pub mod scan;
 pub mod watch;
@@ -71,7 +73,6 @@ pub mod watch;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use tokio::sync::broadcast;
@@ -79,21 +80,15 @@ use tokio::sync::broadcast;
 use crate::config::{HostConfig, PluginConfig};
 use crate::error::HostError;
 use crate::pipeline::PipelineSettings;
-use crate::plugin::cache::CompileCache;
-use crate::plugin::grants::{Authority, resolve_grants};
-use crate::plugin::manifest::DEFAULT_PRIORITY;
 use crate::plugin::{
-    ComponentPlugin, InstanceMode, LoadError, LoadSettings, Loaded, LoadedTool, Manifest, Origin,
-    PluginSource, Runtime, builtin, loader,
+    ComponentPlugin, LoadError, LoadSettings, LoadedTool, Origin, PluginSource, Runtime, builtin,
+    loader,
 };
-use crate::policy::Role;
-use crate::registry::scopes::{self, ScopeRules};
-use crate::registry::{
-    self, Cost, Generation, NativePolicies, Placed, PluginState, PluginStatus, Registry,
-};
-use crate::seams::jobs::JobTable;
-use crate::seams::kv::KvStore;
-use footprint::{Consent, Footprint};
+use crate::registry::layers::{self, Entry, EntryState};
+use crate::registry::{self, Cost, Generation, NativePolicies, Registry};
+use crate::seams::HostSeams;
+use decide::{Decision, Plan};
+use footprint::Footprint;
 use scan::{Read, Stamp};
 use toolgate_sandbox::Enforcement;
 
@@ -213,19 +208,24 @@ pub(crate) struct Sources {
 }
 
 /// The loader of generations: owns the registry and the lifecycle state.
+///
+/// A reload runs in three phases, each with its own type: [`Scan`] (the
+/// configuration and every layer's candidates), [`Plan`] (each plugin's
+/// settings and what it had), [`Decision`] (what serves), then the commit
+/// (the next state, the registry assembled by [`registry::layers`], the
+/// swap, the event). Its state is private: the host asks through methods.
 pub(crate) struct Lifecycle {
-    pub runtime: Arc<Runtime>,
-    pub enforcement: Enforcement,
-    pub settings: PipelineSettings,
-    pub sources: Sources,
-    pub registry: ArcSwap<Registry>,
-    pub kv: Arc<KvStore>,
-    /// The `jobs` seam's table: every background job; dropping it (with
-    /// the host) kills them all.
-    pub jobs: Arc<JobTable>,
+    runtime: Arc<Runtime>,
+    enforcement: Enforcement,
+    settings: PipelineSettings,
+    sources: Sources,
+    registry: ArcSwap<Registry>,
+    /// The seams' host-wide state (the kv store, the job table: dropping
+    /// it with the host kills every background job).
+    seams: HostSeams,
     /// External MCP servers' tools, merged into the global layer of every
     /// generation (set once, right after construction).
-    pub bridge: std::sync::OnceLock<crate::bridge::Bridge>,
+    bridge: std::sync::OnceLock<crate::bridge::Bridge>,
     /// Held while a registry is stored, so that publishing a bridged
     /// listing (which starts from the registry in force) never stores over
     /// a reload's newer one.
@@ -237,14 +237,11 @@ pub(crate) struct Lifecycle {
     events: broadcast::Sender<Arc<ReloadEvent>>,
     /// `false` while plugin files deferred at start are loading (see
     /// [`Lifecycle::start`]).
-    pub settled: tokio::sync::watch::Sender<bool>,
+    settled: tokio::sync::watch::Sender<bool>,
 }
 
 /// The candidates of a directory, and the problems of its entries.
 type Found = (Vec<(Key, Candidate)>, Vec<LoadError>);
-
-/// One layer being assembled: what serves, its problems, and what blocks it.
-type LayerParts = (Vec<Placed>, Vec<LoadError>, Vec<LoadError>);
 
 /// A plugin found for the next generation, before deciding.
 // One per plugin per reload, moved once: not worth a box.
@@ -260,22 +257,25 @@ enum Candidate {
     Failed(LoadError),
 }
 
-/// What serves for a plugin in the next generation.
-enum Decision {
-    Serve {
-        serving: Arc<Serving>,
-        /// Loaded by this reload (not kept from an earlier generation).
-        fresh: bool,
-        /// The update refused while this version keeps serving.
-        refused: Option<Refusal>,
-    },
-    /// Nothing serves.
-    Down(Refusal),
-    /// A new file still being written: nothing serves yet.
-    Pending,
-    /// Left out of a start's first pass (it must compile); why, and
-    /// whether it may be a policy.
-    Deferred(LoadError),
+/// What the scan phase found: the configuration in force, every layer's
+/// candidates, and the problems so far.
+struct Scan {
+    config: Arc<HostConfig>,
+    /// The configuration file could not be used (the previous one stays).
+    config_problem: Option<String>,
+    /// Per layer (`""` first, then each scope), its candidates.
+    layers: Vec<(String, Vec<(Key, Candidate)>)>,
+    problems: Vec<LoadError>,
+}
+
+impl Refusal {
+    /// The refusal as the registry reads it.
+    fn view(&self) -> layers::Refused<'_> {
+        layers::Refused {
+            error: &self.error,
+            sha256: self.sha256.as_deref(),
+        }
+    }
 }
 
 impl Lifecycle {
@@ -293,8 +293,7 @@ impl Lifecycle {
             settings,
             sources,
             registry: ArcSwap::from_pointee(Registry::global_only(placeholder, Vec::new())),
-            kv: Arc::default(),
-            jobs: Arc::default(),
+            seams: HostSeams::default(),
             bridge: std::sync::OnceLock::new(),
             swap: Mutex::default(),
             state: tokio::sync::Mutex::new(State {
@@ -337,6 +336,49 @@ impl Lifecycle {
             ),
         }
         self.settled.send_replace(true);
+    }
+
+    /// The registry in force.
+    pub fn registry(&self) -> Arc<Registry> {
+        self.registry.load_full()
+    }
+
+    /// The generation a call from `scope` sees now.
+    pub fn generation_for(&self, scope: &str) -> Arc<Generation> {
+        self.registry.load().view(scope).clone()
+    }
+
+    /// The global layer's generation now.
+    pub fn global(&self) -> Arc<Generation> {
+        self.registry.load().global.clone()
+    }
+
+    pub fn runtime(&self) -> &Arc<Runtime> {
+        &self.runtime
+    }
+
+    pub fn settings(&self) -> &PipelineSettings {
+        &self.settings
+    }
+
+    /// The seams' host-wide state.
+    pub fn seams(&self) -> &HostSeams {
+        &self.seams
+    }
+
+    /// Set the bridge (once, right after construction).
+    pub fn set_bridge(&self, bridge: crate::bridge::Bridge) {
+        let _ = self.bridge.set(bridge);
+    }
+
+    pub fn bridge(&self) -> Option<&crate::bridge::Bridge> {
+        self.bridge.get()
+    }
+
+    /// Whether the plugin files left out of a start's first pass are
+    /// loaded (see the module documentation), as a receiver to wait on.
+    pub fn settled(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.settled.subscribe()
     }
 
     /// Subscribe to reload events.
@@ -412,12 +454,32 @@ impl Lifecycle {
 
     /// Load a generation and swap it in; `defer`: leave out plugin files
     /// not in the compile cache. Returns how many were left out.
+    ///
+    /// The phases: [`scan`](Self::scan) → [`plan`](Self::plan) →
+    /// [`decide_all`](Self::decide_all) (and, on a reload, clashes) →
+    /// [`commit`](Self::commit).
     async fn pass(&self, initial: bool, defer: bool) -> Result<(Arc<Registry>, usize), HostError> {
         let mut state = self.state.lock().await;
+        let mut scan = self.scan(&mut state, initial)?;
+        let number = self
+            .generations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        let plans = self.plan(&mut scan, &state);
+        let mut decisions = self.decide_all(plans, defer, number).await;
+        if !initial {
+            self.refuse_clashes(&mut decisions, &state, number).await;
+        }
+        Ok(self.commit(&mut state, scan, decisions, number))
+    }
+
+    /// Scan: read the configuration again (a file that does not parse
+    /// keeps the previous configuration in force) and list every layer's
+    /// candidates. At start, an unreadable directory or configuration
+    /// naming no plugin is an error; on a reload, a problem reported.
+    fn scan(&self, state: &mut State, initial: bool) -> Result<Scan, HostError> {
         let mut problems: Vec<LoadError> = Vec::new();
         let mut config_problem = None;
-        // The configuration: read again (a file that does not parse keeps
-        // the previous configuration in force).
         if !initial && let Some(file) = &self.sources.config_file {
             let journal = self.runtime.state.as_ref().map(|s| s.journal());
             match read_config(file, journal.as_deref()) {
@@ -443,13 +505,7 @@ impl Lifecycle {
             }
         }
         let config = state.config.clone();
-        let authority = self.authority(&config);
-        let number = self
-            .generations
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            + 1;
-
-        // Every layer's candidates, and the settings of each.
+        // Every layer's candidates.
         let mut layers: Vec<(String, Vec<(Key, Candidate)>)> = Vec::new();
         let mut global = Vec::new();
         let mut unreadable: Vec<PathBuf> = Vec::new();
@@ -469,7 +525,7 @@ impl Lifecycle {
             }
         }
         for dir in &self.sources.plugin_dirs {
-            match self.candidates(dir, "", &state) {
+            match self.candidates(dir, "", state) {
                 Ok((found, p)) => {
                     problems.extend(p);
                     for (k, c) in found {
@@ -493,7 +549,7 @@ impl Lifecycle {
             let mut own = Vec::new();
             for d in &scope.plugin_dirs {
                 let dir = scope_dir(&config, d);
-                match self.candidates(&dir, name, &state) {
+                match self.candidates(&dir, name, state) {
                     Ok((found, p)) => {
                         problems.extend(p);
                         for (k, c) in found {
@@ -540,14 +596,26 @@ impl Lifecycle {
             }));
         }
         problems.extend(unknown.into_iter().map(|m| config_note(&config, m)));
+        Ok(Scan {
+            config,
+            config_problem,
+            layers,
+            problems,
+        })
+    }
 
-        // Decide every plugin, loading in parallel what must be loaded.
-        let mut jobs = Vec::new();
+    /// Plan: resolve each candidate's settings (its grants first: the
+    /// compile cache must lie outside all of them before the first
+    /// component is read from it) and gather what the decision reads.
+    fn plan(&self, scan: &mut Scan, state: &State) -> Vec<Plan> {
+        let config = scan.config.clone();
+        let authority = self.authority(&config);
+        let mut plans = Vec::new();
         let mut cache_grants: Vec<(PathBuf, String)> = Vec::new();
         let mut key_grants: Vec<(PathBuf, String)> = Vec::new();
         {
             let mut loading = self.loading.lock().unwrap_or_else(|p| p.into_inner());
-            for (_, layer) in &layers {
+            for (_, layer) in &scan.layers {
                 for (key, candidate) in layer {
                     if matches!(candidate, Candidate::Source(..)) {
                         loading.insert(key.clone());
@@ -555,13 +623,13 @@ impl Lifecycle {
                 }
             }
         }
-        for (_, layer) in layers.iter_mut() {
+        for (_, layer) in scan.layers.iter_mut() {
             for (key, candidate) in layer.drain(..) {
                 let plugin_config = plugin_config(&config, &key).cloned();
                 if plugin_config.as_ref().and_then(|c| c.enabled) == Some(false) {
                     continue;
                 }
-                let settings = self.load_settings(&key, &config, &authority, &candidate, &state);
+                let settings = self.load_settings(&key, &config, &authority, &candidate, state);
                 if let Ok(s) = &settings {
                     let g = &s.grants;
                     let whose = format!("plugin `{}`", key.qualified());
@@ -593,18 +661,15 @@ impl Lifecycle {
                         );
                     }
                 }
-                let prev = state.serving.get(&key).cloned();
-                let refusal = state.refused.get(&key).cloned();
-                let baseline = state.baselines.get(&key).cloned();
-                jobs.push((
+                plans.push(Plan {
+                    prev: state.serving.get(&key).cloned(),
+                    refusal: state.refused.get(&key).cloned(),
+                    baseline: state.baselines.get(&key).cloned(),
                     key,
                     candidate,
                     settings,
                     plugin_config,
-                    prev,
-                    refusal,
-                    baseline,
-                ));
+                });
             }
         }
         // Every grant first: the compile cache must lie outside all of
@@ -615,50 +680,48 @@ impl Lifecycle {
                 key_grants.iter().map(|(p, w)| (p.as_path(), w.as_str())),
             );
         }
-        let decisions = futures::future::join_all(jobs.into_iter().map(
-            |(key, candidate, settings, plugin_config, prev, refusal, baseline)| async move {
-                if defer
-                    && settings.is_ok()
-                    && let Some(error) = self.deferred(&key, &candidate)
-                {
-                    self.loading
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .remove(&key);
-                    return (key, Decision::Deferred(error));
-                }
-                let d = self
-                    .decide(
-                        &key,
-                        candidate,
-                        settings,
-                        plugin_config,
-                        prev,
-                        refusal,
-                        baseline,
-                        number,
-                    )
-                    .await;
-                self.loading
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&key);
-                (key, d)
-            },
-        ))
-        .await;
-        let mut decisions: Vec<(Key, Decision)> = decisions;
-        if !initial {
-            self.refuse_clashes(&mut decisions, &state, number).await;
-        }
+        plans
+    }
 
+    /// Decide every plugin, loading in parallel what must be loaded.
+    async fn decide_all(&self, plans: Vec<Plan>, defer: bool, number: u64) -> Vec<(Key, Decision)> {
+        futures::future::join_all(plans.into_iter().map(|plan| async move {
+            let key = plan.key.clone();
+            let decision = if defer
+                && plan.settings.is_ok()
+                && let Some(error) = self.deferred(&key, &plan.candidate)
+            {
+                Decision::Deferred(error)
+            } else {
+                self.decide(plan, number).await
+            };
+            self.loading
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&key);
+            (key, decision)
+        }))
+        .await
+    }
+
+    /// Commit: the next state (what serves, what was refused, the
+    /// baselines of what was loaded), the registry assembled and swapped
+    /// in, the event sent. Returns the registry and how many plugins were
+    /// left out (deferred).
+    fn commit(
+        &self,
+        state: &mut State,
+        scan: Scan,
+        decisions: Vec<(Key, Decision)>,
+        number: u64,
+    ) -> (Arc<Registry>, usize) {
         // The next state.
         let mut event = ReloadEvent {
             generation: number,
             loaded: Vec::new(),
             removed: Vec::new(),
             refused: Vec::new(),
-            config_problem,
+            config_problem: scan.config_problem,
         };
         let mut serving = BTreeMap::new();
         let mut refused = BTreeMap::new();
@@ -701,14 +764,13 @@ impl Lifecycle {
                 event.removed.push(key.qualified());
             }
         }
-        for p in &problems {
+        for p in &scan.problems {
             warn(p);
         }
         state.serving = serving;
         state.refused = refused;
 
-        let registry = self.assemble(number, &config, &decisions, problems);
-        let registry = Arc::new(registry);
+        let registry = Arc::new(self.assemble(number, &scan.config, &decisions, scan.problems));
         {
             let _swap = self.swap.lock().unwrap_or_else(|p| p.into_inner());
             self.registry.store(registry.clone());
@@ -725,7 +787,7 @@ impl Lifecycle {
             .iter()
             .filter(|(_, d)| matches!(d, Decision::Deferred(_)))
             .count();
-        Ok((registry, deferred))
+        (registry, deferred)
     }
 
     /// Why `candidate` is left out of this pass, if it is: a plugin file
@@ -785,591 +847,59 @@ impl Lifecycle {
         Ok((out, problems))
     }
 
-    /// Decide what serves for one plugin.
-    #[allow(clippy::too_many_arguments)]
-    async fn decide(
-        &self,
-        key: &Key,
-        candidate: Candidate,
-        settings: Result<LoadSettings, LoadError>,
-        plugin_config: Option<PluginConfig>,
-        prev: Option<Arc<Serving>>,
-        refusal: Option<Refusal>,
-        baseline: Option<Footprint>,
-        number: u64,
-    ) -> Decision {
-        let settings = match settings {
-            Ok(s) => s,
-            Err(error) => {
-                let r = Refusal {
-                    stamp: None,
-                    settings_config: plugin_config,
-                    error,
-                    sha256: None,
-                };
-                return match prev {
-                    Some(p) => Decision::Serve {
-                        serving: p,
-                        fresh: false,
-                        refused: Some(r),
-                    },
-                    None => Decision::Down(r),
-                };
-            }
-        };
-        match candidate {
-            Candidate::Unchanged => {
-                let p = prev.expect("unchanged means serving");
-                if same_settings(&p.settings, &settings) {
-                    return Decision::Serve {
-                        serving: p,
-                        fresh: false,
-                        refused: None,
-                    };
-                }
-                match self
-                    .load(key, p.source.clone(), p.stamp, &settings, number)
-                    .await
-                {
-                    Ok(s) => Decision::Serve {
-                        serving: Arc::new(s),
-                        fresh: true,
-                        refused: None,
-                    },
-                    Err(error) => Decision::Down(Refusal {
-                        stamp: Some(p.stamp),
-                        settings_config: plugin_config,
-                        sha256: Some(p.sha256.clone()),
-                        error,
-                    }),
-                }
-            }
-            Candidate::Keep => match prev {
-                Some(p) => Decision::Serve {
-                    serving: p,
-                    fresh: false,
-                    refused: refusal,
-                },
-                None => Decision::Pending,
-            },
-            Candidate::Failed(error) => {
-                let r = Refusal {
-                    stamp: None,
-                    settings_config: plugin_config,
-                    error,
-                    sha256: None,
-                };
-                self.fall_back(key, prev, &settings, r, number).await
-            }
-            Candidate::Source(source, stamp) => {
-                // The same refused file under the same configuration: not
-                // tried (nor reported) again.
-                if let Some(r) = refusal
-                    && r.stamp == Some(stamp)
-                    && r.settings_config == plugin_config
-                    && prev
-                        .as_ref()
-                        .is_none_or(|p| same_settings(&p.settings, &settings))
-                {
-                    return match prev {
-                        Some(p) => Decision::Serve {
-                            serving: p,
-                            fresh: false,
-                            refused: Some(r),
-                        },
-                        None => Decision::Down(r),
-                    };
-                }
-                let sha256 = source.sha256();
-                let origin = source.origin.clone();
-                let refuse = |error: LoadError| Refusal {
-                    stamp: Some(stamp),
-                    settings_config: plugin_config.clone(),
-                    sha256: Some(sha256.clone()),
-                    error,
-                };
-                let loaded = match self.load(key, source, stamp, &settings, number).await {
-                    Ok(s) => s,
-                    Err(e) => {
-                        return self
-                            .fall_back(key, prev, &settings, refuse(e), number)
-                            .await;
-                    }
-                };
-                // Built-ins ship with the binary: only files are updates.
-                let is_update = (prev.is_some() || baseline.is_some()) && origin != Origin::Builtin;
-                if is_update {
-                    if let Some(rejected) = rejected_tools(&loaded.notes) {
-                        let e = LoadError::new(&key.qualified(), &origin, rejected);
-                        return self
-                            .fall_back(key, prev, &settings, refuse(e), number)
-                            .await;
-                    }
-                    if let Some(before) = &baseline {
-                        let consent = Consent {
-                            grants: &settings.grants,
-                            config: plugin_config.as_ref(),
-                            pinned: plugin_config
-                                .as_ref()
-                                .and_then(|c| c.sha256.as_deref())
-                                .is_some_and(|pin| pin.eq_ignore_ascii_case(&sha256)),
-                            table: &key.table(),
-                        };
-                        let now = Footprint::of(&loaded.plugin, &loaded.source.manifest);
-                        if let Some(why) = footprint::escalation(before, &now, &consent) {
-                            let e = LoadError::new(
-                                &key.qualified(),
-                                &origin,
-                                format!(
-                                    "its update asks for more than the version it replaces: {why}"
-                                ),
-                            );
-                            return self
-                                .fall_back(key, prev, &settings, refuse(e), number)
-                                .await;
-                        }
-                    }
-                }
-                Decision::Serve {
-                    serving: Arc::new(loaded),
-                    fresh: true,
-                    refused: None,
-                }
-            }
-        }
-    }
-
-    /// An update was refused: the previous version keeps serving, under
-    /// the settings in force (instantiated again if they changed).
-    async fn fall_back(
-        &self,
-        key: &Key,
-        prev: Option<Arc<Serving>>,
-        settings: &LoadSettings,
-        mut refusal: Refusal,
-        number: u64,
-    ) -> Decision {
-        let Some(p) = prev else {
-            return Decision::Down(refusal);
-        };
-        if same_settings(&p.settings, settings) {
-            refusal.error.may_be_policy = false;
-            return Decision::Serve {
-                serving: p,
-                fresh: false,
-                refused: Some(refusal),
-            };
-        }
-        match self
-            .load(key, p.source.clone(), p.stamp, settings, number)
-            .await
-        {
-            Ok(s) => {
-                refusal.error.may_be_policy = false;
-                Decision::Serve {
-                    serving: Arc::new(s),
-                    fresh: true,
-                    refused: Some(refusal),
-                }
-            }
-            Err(e) => {
-                refusal.error.message = format!(
-                    "{}; and the version that served does not load under the new configuration either: {}",
-                    refusal.error.message, e.message
-                );
-                refusal.error.may_be_policy |= e.may_be_policy;
-                Decision::Down(refusal)
-            }
-        }
-    }
-
-    /// Load one version.
-    async fn load(
-        &self,
-        key: &Key,
-        source: PluginSource,
-        stamp: Stamp,
-        settings: &LoadSettings,
-        number: u64,
-    ) -> Result<Serving, LoadError> {
-        let sha256 = source.sha256();
-        let qualified = key.qualified();
-        let fix = |mut e: LoadError| {
-            if !key.scope.is_empty() {
-                e.message = e.message.replace(
-                    &format!("[plugins.{qualified}"),
-                    &format!("[{}", key.path()),
-                );
-            }
-            e
-        };
-        let loaded: Loaded = loader::load(&self.runtime, source.clone(), settings)
-            .await
-            .map_err(fix)?;
-        Ok(Serving {
-            stamp,
-            sha256,
-            settings: settings.clone(),
-            plugin: loaded.plugin,
-            tools: loaded.tools,
-            notes: loaded.problems.into_iter().map(fix).collect(),
-            generation: number,
-            load_us: loaded.load_time.as_micros() as u64,
-            source,
-        })
-    }
-
-    /// On a reload, a new version that claims a tool name another plugin
-    /// of its layer serves is refused (the name stays with the plugin that
-    /// had it); at start, a later plugin overrides an earlier one.
-    async fn refuse_clashes(&self, decisions: &mut [(Key, Decision)], state: &State, number: u64) {
-        let mut providers: BTreeMap<(String, String), Vec<Key>> = BTreeMap::new();
-        for (key, d) in decisions.iter() {
-            if let Decision::Serve { serving, .. } = d {
-                for t in &serving.tools {
-                    providers
-                        .entry((key.scope.clone(), t.def.name.clone()))
-                        .or_default()
-                        .push(key.clone());
-                }
-            }
-        }
-        for (key, d) in decisions.iter_mut() {
-            let Decision::Serve {
-                serving,
-                fresh: true,
-                ..
-            } = d
-            else {
-                continue;
-            };
-            let prev = state.serving.get(key);
-            let had = |name: &str| prev.is_some_and(|p| p.tools.iter().any(|t| t.def.name == name));
-            let clash: Vec<String> = serving
-                .tools
-                .iter()
-                .map(|t| t.def.name.clone())
-                .filter(|name| !had(name))
-                .filter(|name| {
-                    providers
-                        .get(&(key.scope.clone(), name.clone()))
-                        .is_some_and(|p| p.len() > 1)
-                })
-                .collect();
-            if clash.is_empty() {
-                continue;
-            }
-            let others: Vec<String> = clash
-                .iter()
-                .flat_map(|name| {
-                    providers[&(key.scope.clone(), name.clone())]
-                        .iter()
-                        .filter(|k| *k != key)
-                        .map(move |k| format!("`{name}` of `{}`", k.qualified()))
-                })
-                .collect();
-            let error = LoadError::new(
-                &key.qualified(),
-                &serving.source.origin,
-                format!(
-                    "its update adds tools whose names another plugin serves ({}); rename them, or remove the other plugin first",
-                    others.join(", ")
-                ),
-            );
-            let refusal = Refusal {
-                stamp: Some(serving.stamp),
-                settings_config: None,
-                sha256: Some(serving.sha256.clone()),
-                error,
-            };
-            let settings = serving.settings.clone();
-            *d = self
-                .fall_back(
-                    key,
-                    state.serving.get(key).cloned(),
-                    &settings,
-                    refusal,
-                    number,
-                )
-                .await;
-        }
-    }
-
-    /// Resolve what one plugin is granted and how it runs.
-    fn load_settings(
-        &self,
-        key: &Key,
-        config: &HostConfig,
-        authority: &Authority,
-        candidate: &Candidate,
-        state: &State,
-    ) -> Result<LoadSettings, LoadError> {
-        let plugin_config = plugin_config(config, key);
-        let origin_path = match candidate {
-            Candidate::Source(s, _) => s.origin.clone(),
-            Candidate::Failed(_) => Origin::Builtin,
-            _ => state
-                .serving
-                .get(key)
-                .map(|s| s.source.origin.clone())
-                .unwrap_or(Origin::Builtin),
-        };
-        let manifest_instances = match candidate {
-            Candidate::Source(s, _) => s.manifest.instances,
-            _ => state
-                .serving
-                .get(key)
-                .and_then(|s| s.source.manifest.instances),
-        };
-        let (grants_config, grant_source) = match plugin_config.and_then(|c| c.grants.clone()) {
-            Some(g) => (
-                Some(g),
-                format!("{}: [{}.grants]", config.origin(), key.path()),
-            ),
-            None => match origin_path {
-                Origin::Builtin if key.scope.is_empty() => (
-                    builtin::default_grants(&key.name, &self.sources.workdir),
-                    "built-in default".to_string(),
-                ),
-                _ => (
-                    None,
-                    format!("none (no [{}.grants] in the configuration)", key.path()),
-                ),
-            },
-        };
-        let mut grants = resolve_grants(
-            grants_config,
-            grant_source,
-            &self.sources.workdir,
-            &self.enforcement,
-            authority,
-        )
-        .map_err(|message| LoadError::new(&key.qualified(), &origin_path, message))?;
-        if let Some(c) = plugin_config {
-            grants
-                .env
-                .extend(c.vars.iter().map(|(k, v)| (k.clone(), v.clone())));
-        }
-        let mode = plugin_config
-            .and_then(|c| c.instances)
-            .or(manifest_instances)
-            .unwrap_or_default();
-        Ok(LoadSettings {
-            grants: Arc::new(grants),
-            mode,
-            limits: self.settings.limits,
-            budgets: self.settings.budgets,
-            kv: self.kv.clone(),
-            jobs: self.jobs.clone(),
-            sha256: plugin_config.and_then(|c| c.sha256.clone()),
-            max_idle: if mode == InstanceMode::Fresh { 0 } else { 16 },
-            tool_timeouts: config
-                .tools
-                .iter()
-                .filter_map(|(name, t)| t.timeout_ms.map(|ms| (name.clone(), ms)))
-                .collect(),
-        })
-    }
-
-    /// Everything the host reads as authority (see [`Authority`]).
-    pub(crate) fn authority(&self, config: &HostConfig) -> Authority {
-        let mut a = Authority::default();
-        // The configuration holds credentials (MCP servers' `env`,
-        // headers): secret, not only protected.
-        if let Some(path) = &config.source {
-            a.add_secret(path, "the host's configuration");
-        }
-        if let Some(file) = &self.sources.config_file {
-            a.add_secret(&file.path, "the host's configuration");
-        }
-        for (path, what) in &self.sources.extra_authority {
-            a.add(path, what.clone());
-        }
-        for (path, what) in &self.sources.extra_secrets {
-            a.add_secret(path, what.clone());
-        }
-        for (name, server) in &config.mcp.servers {
-            if let Some(file) = &server.bearer_token_file {
-                a.add_secret(
-                    file,
-                    format!("the bearer token file of MCP server `{name}`"),
-                );
-            }
-        }
-        let mut dirs = self.sources.plugin_dirs.clone();
-        for scope in config.scopes.values() {
-            dirs.extend(scope.plugin_dirs.iter().map(|d| scope_dir(config, d)));
-        }
-        for dir in &dirs {
-            a.add(dir, "a plugin directory (components and manifests)");
-            // A component or manifest may be a symlink to a file elsewhere:
-            // that file is read as a plugin too.
-            for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-                let path = entry.path();
-                let plugin_file = path.extension().is_some_and(|e| e == "wasm" || e == "toml");
-                if plugin_file && entry.file_type().is_ok_and(|t| t.is_symlink()) {
-                    a.add(
-                        &path,
-                        format!("a plugin file linked from {}", dir.display()),
-                    );
-                }
-            }
-        }
-        // Every place a cache or the state could be on *any* start, in use
-        // now or not: a grant that reaches an unused one today could plant
-        // something there for a start that uses it.
-        for dir in self
-            .runtime
-            .options
-            .cache_dir
-            .clone()
-            .into_iter()
-            .chain(CompileCache::candidate_dirs())
-        {
-            a.add(dir, "a compile cache (native code the host runs)");
-        }
-        for dir in self
-            .runtime
-            .options
-            .state_dir
-            .clone()
-            .into_iter()
-            .chain(crate::state::candidate_dirs())
-        {
-            // Hidden, not only read-only: it holds the compile cache's key
-            // (which signs native code) and the server's token.
-            a.add_secret(
-                dir,
-                "a state directory of the host (the compile cache's key, the serve token, the journal of protected paths)",
-            );
-        }
-        a.set_journal(self.runtime.state.as_ref().map(|s| s.journal()));
-        if let Ok(exe) = std::env::current_exe() {
-            a.add(exe, "the host's executable");
-        }
-        a
-    }
-
-    /// The registry of the decisions: every layer's generation, every
-    /// scope's view, every plugin's status.
+    /// The registry of the decisions ([`registry::layers`]), the bridge's
+    /// tools merged into the global layer.
     fn assemble(
         &self,
         number: u64,
         config: &HostConfig,
         decisions: &[(Key, Decision)],
-        mut problems: Vec<LoadError>,
+        problems: Vec<LoadError>,
     ) -> Registry {
-        // Places in the chains: the operator's, else what the manifest
-        // proposes — within limits for plugin files (see `manifest_floors`).
-        let floors = manifest_floors(decisions);
-        let mut statuses = Vec::new();
-        let mut layers: BTreeMap<String, LayerParts> = BTreeMap::new();
-        layers.entry(String::new()).or_default();
-        for name in config.scopes.keys() {
-            layers.entry(name.clone()).or_default();
-        }
-        for (key, d) in decisions {
-            let layer = layers.entry(key.scope.clone()).or_default();
-            let pc = plugin_config(config, key);
-            match d {
-                Decision::Serve {
-                    serving: s,
-                    refused,
-                    ..
-                } => {
-                    let (priorities, notes) =
-                        priorities(&s.plugin, &s.source.manifest, pc, &floors);
-                    layer.1.extend(notes);
-                    layer.1.extend(s.notes.iter().cloned());
-                    if let Some(r) = refused {
-                        let mut e = r.error.clone();
-                        e.may_be_policy = false;
-                        e.message = format!(
-                            "{} — the update was refused; the version loaded in generation {} keeps serving",
-                            e.message, s.generation
-                        );
-                        layer.1.push(e);
-                    }
-                    layer.0.push(Placed {
-                        loaded: Loaded {
-                            plugin: s.plugin.clone(),
-                            tools: s.tools.clone(),
-                            problems: Vec::new(),
-                            load_time: Duration::from_micros(s.load_us),
-                        },
-                        priorities,
-                    });
-                    statuses.push(PluginStatus {
-                        scope: key.scope.clone(),
-                        name: key.name.clone(),
-                        origin: s.source.origin.to_string(),
-                        state: PluginState::Serving,
-                        generation: Some(s.generation),
-                        sha256: Some(s.sha256.clone()),
-                        refused: refused.as_ref().map(|r| r.error.message.clone()),
-                        refused_sha256: refused.as_ref().and_then(|r| r.sha256.clone()),
+        let entries: Vec<Entry<'_>> = decisions
+            .iter()
+            .map(|(key, d)| Entry {
+                scope: &key.scope,
+                name: &key.name,
+                config: plugin_config(config, key),
+                state: match d {
+                    Decision::Serve {
+                        serving: s,
+                        refused,
+                        ..
+                    } => EntryState::Serving(layers::Serving {
+                        plugin: &s.plugin,
+                        tools: &s.tools,
+                        manifest: &s.source.manifest,
+                        notes: &s.notes,
+                        generation: s.generation,
+                        sha256: &s.sha256,
                         cost: Cost {
                             component_bytes: s.source.bytes.len() as u64,
                             load_us: s.load_us,
                             idle_instances: 0,
                             memory_mb: s.settings.grants.memory_bytes >> 20,
                         },
-                        plugin: Some(s.plugin.clone()),
-                    });
+                        refused: refused.as_ref().map(Refusal::view),
+                    }),
+                    Decision::Down(r) => EntryState::Down(r.view()),
+                    Decision::Deferred(e) => EntryState::Loading(Some(e)),
+                    Decision::Pending => EntryState::Loading(None),
+                },
+            })
+            .collect();
+        layers::assemble(
+            number,
+            config,
+            &entries,
+            &self.sources.natives,
+            problems,
+            |global| {
+                if let Some(bridge) = self.bridge.get() {
+                    crate::bridge::merge(global, bridge);
                 }
-                Decision::Down(r) => {
-                    layer.1.push(r.error.clone());
-                    if r.error.may_be_policy && !pc.is_some_and(|c| c.optional) {
-                        layer.2.push(r.error.clone());
-                    }
-                    statuses.push(PluginStatus {
-                        scope: key.scope.clone(),
-                        name: key.name.clone(),
-                        origin: r.error.origin.clone(),
-                        state: PluginState::Refused,
-                        generation: None,
-                        sha256: None,
-                        refused: Some(r.error.message.clone()),
-                        refused_sha256: r.sha256.clone(),
-                        cost: Cost::default(),
-                        plugin: None,
-                    });
-                }
-                Decision::Deferred(e) => {
-                    // Even when `optional` (which means: serve without it
-                    // if it does not load): while it loads, it may still
-                    // be a policy that will serve.
-                    if e.may_be_policy {
-                        layer.2.push(e.clone());
-                    }
-                    statuses.push(loading_status(key, e.origin.clone()));
-                }
-                Decision::Pending => statuses.push(loading_status(key, String::new())),
-            }
-        }
-        let (placed, layer_problems, blocked) = layers.remove("").unwrap_or_default();
-        problems.extend(layer_problems);
-        let mut global = registry::assemble(number, placed, &self.sources.natives, problems);
-        global.blocked = blocked;
-        if let Some(bridge) = self.bridge.get() {
-            crate::bridge::merge(&mut global, bridge);
-        }
-        let mut registry = Registry::global_only(global, statuses);
-        for (name, scope) in &config.scopes {
-            let (placed, layer_problems, blocked) = layers.remove(name).unwrap_or_default();
-            let mut own =
-                registry::assemble(number, placed, &NativePolicies::default(), layer_problems);
-            own.blocked = blocked;
-            let rules = ScopeRules::new(scope.allow.as_deref(), &scope.deny)
-                .expect("checked when the configuration was read");
-            let parent = match name.rsplit_once('/') {
-                Some((parent, _)) => registry.view(parent).clone(),
-                None => registry.global.clone(),
-            };
-            let view = scopes::compose(&parent, own, &rules);
-            registry.add_scope(name, view);
-        }
-        registry
+            },
+        )
     }
 }
 
@@ -1480,22 +1010,6 @@ pub fn read_config(
     }
 }
 
-/// The status of a plugin still loading.
-fn loading_status(key: &Key, origin: String) -> PluginStatus {
-    PluginStatus {
-        scope: key.scope.clone(),
-        name: key.name.clone(),
-        origin,
-        state: PluginState::Loading,
-        generation: None,
-        sha256: None,
-        refused: None,
-        refused_sha256: None,
-        cost: Cost::default(),
-        plugin: None,
-    }
-}
-
 /// Settings read only at start that differ between `a` and `b`.
 fn restart_only(a: &HostConfig, b: &HostConfig) -> Vec<&'static str> {
     let mut out = Vec::new();
@@ -1521,96 +1035,4 @@ fn restart_only(a: &HostConfig, b: &HostConfig) -> Vec<&'static str> {
         out.push("code_mode / run_code");
     }
     out
-}
-
-/// Two load settings that load the same plugin the same way.
-fn same_settings(a: &LoadSettings, b: &LoadSettings) -> bool {
-    *a.grants == *b.grants
-        && a.mode == b.mode
-        && a.sha256 == b.sha256
-        && a.tool_timeouts == b.tool_timeouts
-        && a.max_idle == b.max_idle
-}
-
-/// Tools of an update that the host did not register (a schema the
-/// compiler rejects, a bad name): on an update, that refuses it.
-fn rejected_tools(notes: &[LoadError]) -> Option<String> {
-    let rejected: Vec<&str> = notes
-        .iter()
-        .filter(|n| n.message.contains(loader::TOOL_NOT_REGISTERED))
-        .map(|n| n.message.as_str())
-        .collect();
-    (!rejected.is_empty()).then(|| {
-        format!(
-            "its update has tools the host does not accept: {}",
-            rejected.join("; ")
-        )
-    })
-}
-
-/// For each policy role, the lowest priority a plugin *file's own manifest*
-/// may propose: just after the built-in policies of that role. A third
-/// party's manifest may say where it would like to go, but a place outside
-/// the built-in wrappers and guards (before the timeout wrapper, say) is
-/// the operator's to give, in `[plugins.NAME]`.
-fn manifest_floors(decisions: &[(Key, Decision)]) -> BTreeMap<Role, i32> {
-    let mut floors = BTreeMap::new();
-    for (_, d) in decisions {
-        let Decision::Serve { serving: s, .. } = d else {
-            continue;
-        };
-        if s.plugin.origin != Origin::Builtin {
-            continue;
-        }
-        for role in &s.plugin.roles {
-            let p = s
-                .source
-                .manifest
-                .priority(*role)
-                .unwrap_or(DEFAULT_PRIORITY);
-            let floor = floors.entry(*role).or_insert(p + 1);
-            *floor = (*floor).max(p + 1);
-        }
-    }
-    floors
-}
-
-/// The priority of each role of `plugin`: the operator's, else its
-/// manifest's (raised to the floor for plugin files, with a note).
-fn priorities(
-    plugin: &ComponentPlugin,
-    manifest: &Manifest,
-    config: Option<&PluginConfig>,
-    floors: &BTreeMap<Role, i32>,
-) -> (BTreeMap<Role, i32>, Vec<LoadError>) {
-    let mut out = BTreeMap::new();
-    let mut notes = Vec::new();
-    for role in Role::ALL {
-        let from_config =
-            config.and_then(|c| c.priorities.get(role.as_str()).copied().or(c.priority));
-        if let Some(p) = from_config {
-            out.insert(role, p);
-            continue;
-        }
-        let Some(mut p) = manifest.priority(role) else {
-            continue;
-        };
-        if plugin.origin != Origin::Builtin
-            && plugin.roles.contains(&role)
-            && let Some(floor) = floors.get(&role)
-            && p < *floor
-        {
-            notes.push(LoadError::note(
-                &plugin.name,
-                &plugin.origin,
-                format!(
-                    "its manifest asks for priority {p} in the {role} chain, before the built-in policies; placed at {floor} instead (only the operator can place it earlier: `priority` under [plugins.{}])",
-                    plugin.name
-                ),
-            ));
-            p = *floor;
-        }
-        out.insert(role, p);
-    }
-    (out, notes)
 }

@@ -265,10 +265,7 @@ impl ComponentPlugin {
             InvokeError::Host(format!("cannot {what} `{}`: {e}", self.name))
         };
         let stderr = TailPipe::new(self.context.budgets.stderr_tail_bytes);
-        let wasi = self
-            .context
-            .grants
-            .wasi_ctx(stderr.clone())
+        let wasi = super::store::wasi_ctx(&self.context.grants, stderr.clone())
             .map_err(|e| host("apply the grants of", &e))?;
         let mut store = Store::new(
             &self.engine,

@@ -20,7 +20,7 @@
 //! `PermissionError`, no clearer to the author; the text hint needs no
 //! change to what a component sees.)
 
-use super::grants::Grants;
+use crate::grants::Grants;
 
 /// Does `text` report a missing file (`ENOENT`, WASI errno 44)?
 pub fn mentions_enoent(text: &str) -> bool {
@@ -56,7 +56,7 @@ pub fn hint(plugin: &str, grants: &Grants, text: &str) -> Option<String> {
     }
     let preopens: Vec<_> = grants.fs.iter().filter(|g| g.preopen).collect();
     let path = named_path(text);
-    let seen = |g: &super::grants::FsGrant| {
+    let seen = |g: &crate::grants::FsGrant| {
         format!(
             "{} as `{}`{}",
             g.host.display(),
@@ -147,8 +147,8 @@ pub fn hint(plugin: &str, grants: &Grants, text: &str) -> Option<String> {
 mod tests {
     use std::path::PathBuf;
 
-    use super::super::grants::{FsGrant, Grants};
     use super::hint;
+    use crate::grants::{FsGrant, Grants};
 
     fn granted(host: &str, guest: &str) -> Grants {
         Grants {

@@ -190,7 +190,7 @@ fn request(
 ///
 /// Whatever opens, a file or directory that is (or lies inside) one of the
 /// `hidden` paths — the host's secrets, see
-/// [`crate::plugin::grants::Authority::add_secret`] — is closed again and
+/// [`crate::grants::Authority::add_secret`] — is closed again and
 /// refused with `access`, however the path led there.
 async fn open_at(
     dir: &Dir,
@@ -202,7 +202,7 @@ async fn open_at(
 ) -> Result<Descriptor, ErrorCode> {
     let requested = std::path::PathBuf::from(&path);
     let secret = |file: &std::fs::File| {
-        crate::plugin::grants::check_hidden(hidden, std::os::fd::AsFd::as_fd(file), &requested)
+        crate::grants::check_hidden(hidden, std::os::fd::AsFd::as_fd(file), &requested)
             .map_err(|_| ErrorCode::Access)
     };
     let Request {

@@ -20,16 +20,15 @@ use serde_json::Value;
 use super::cache::Provenance;
 use super::component::{ComponentPlugin, InstanceMode, Origin, Parts};
 use super::contract::{self, ListedTool};
-use super::grants::Grants;
 use super::log::{GuestLog, escape};
 use super::manifest::Manifest;
 use super::runtime::Runtime;
-use super::store::PluginContext;
+use super::store::{PluginContext, StoreData};
 use crate::budgets::{Budgets, cut};
 use crate::call::{CallSignal, ToolMeta};
+use crate::grants::Grants;
 use crate::policy::Role;
-use crate::seams::jobs::JobTable;
-use crate::seams::kv::KvStore;
+use crate::seams::HostSeams;
 use crate::tool::ToolDefinition;
 
 /// A plugin that could not be loaded (or a tool of it that could not be
@@ -108,10 +107,9 @@ pub struct LoadSettings {
     pub sha256: Option<String>,
     /// Per-tool timeout overrides from the operator.
     pub tool_timeouts: std::collections::BTreeMap<String, u32>,
-    /// The host's key-value store (the plugin gets its namespace if granted).
-    pub kv: Arc<KvStore>,
-    /// The host's job table (the plugin gets its view if granted the shell).
-    pub jobs: Arc<JobTable>,
+    /// The host-wide seam state (the plugin gets its share of what it is
+    /// granted).
+    pub seams: HostSeams,
 }
 
 /// A tool as checked at load.
@@ -311,11 +309,7 @@ pub async fn load(
             settings.budgets.log_lines_per_second,
             settings.budgets.max_log_line_bytes,
         ),
-        kv: settings.grants.kv.then(|| settings.kv.space(name.clone())),
-        jobs: settings
-            .grants
-            .shell
-            .then(|| settings.jobs.space(name.clone())),
+        seams: settings.seams.for_plugin(&name, &settings.grants),
         memory: runtime.memory.clone(),
         policy_ticks: ticks(settings.budgets.policy_timeout, runtime.options.epoch_tick),
     });
@@ -431,32 +425,17 @@ fn check_seams(
     grants: &Grants,
 ) -> Result<(), LoadError> {
     for seam in &shape.seams {
-        let (granted, line) = match seam.as_str() {
-            "shell" => (grants.shell, "shell = true"),
-            "subprocess" => (
-                !grants.subprocess.is_empty(),
-                "subprocess = [\"<program>\", ...]",
-            ),
-            "kv" => (grants.kv, "kv = true"),
-            // Background jobs are shell commands: the shell grant covers them.
-            "jobs" => (grants.shell, "shell = true"),
-            "files" => (
-                grants.fs.iter().any(|g| g.writable),
-                "fs = [{ path = \".\", access = \"read-write\", spawn_only = true }]",
-            ),
-            // Reads what the preopens give anyway, in batches.
-            "bulk-read" => (
-                grants.fs.iter().any(|g| g.preopen),
-                "fs = [{ path = \".\", access = \"read-only\" }]",
-            ),
-            _ => (false, "(unknown seam)"),
+        let line = match crate::seams::find::<StoreData>(seam) {
+            Some(s) => match (s.granted)(grants) {
+                Ok(()) => continue,
+                Err(line) => line,
+            },
+            None => "(unknown seam)",
         };
-        if !granted {
-            return Err(source.error(format!(
-                "imports the `{seam}` seam, which is not granted (grant: {}); to grant it, add `{line}` under [plugins.{}.grants] in toolgate.toml",
-                grants.source, source.name
-            )));
-        }
+        return Err(source.error(format!(
+            "imports the `{seam}` seam, which is not granted (grant: {}); to grant it, add `{line}` under [plugins.{}.grants] in toolgate.toml",
+            grants.source, source.name
+        )));
     }
     Ok(())
 }

@@ -9,7 +9,8 @@
 //! * [`sync_wasi`] — the WASI of the synchronous path (nothing waits);
 //! * [`memory`], [`log`], [`pipe`] — the instance memory budget, guest log
 //!   lines, guest stdout/stderr;
-//! * [`grants`], [`manifest`] — what the operator grants, what the plugin asks;
+//! * [`manifest`] — what the plugin asks (what the operator grants is
+//!   [`crate::grants`]);
 //! * [`cache`] — compiled components on disk;
 //! * [`codegen`] — the settings that shape compiled code (shared with the
 //!   build script, which precompiles the built-ins);
@@ -25,7 +26,6 @@ pub mod codegen;
 pub mod component;
 pub mod contract;
 pub mod fs_hint;
-pub mod grants;
 pub mod inline_fs;
 pub mod loader;
 pub mod log;
@@ -38,7 +38,6 @@ pub mod store;
 pub mod sync_wasi;
 
 pub use component::{CallPath, ComponentPlugin, ContractVersion, InstanceMode, Origin};
-pub use grants::{FsGrant, Grants};
 pub use loader::{LoadError, LoadSettings, Loaded, LoadedTool, PluginSource};
 pub use manifest::Manifest;
 pub use runtime::{Runtime, RuntimeOptions};

@@ -12,22 +12,21 @@
 use std::sync::{Arc, Mutex};
 
 use wasmtime::component::{Resource, ResourceTable};
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtxView, WasiHttpView};
 
-use super::grants::Grants;
 use super::log::GuestLog;
 use super::memory::{MemoryBudget, MemoryLimiter};
 use super::pipe::TailPipe;
 use crate::bindings::{CallHandle, ResultHandle};
 use crate::budgets::Budgets;
 use crate::call::{CallInfo, CallSignal, Interrupt};
+use crate::grants::Grants;
 use crate::outcome::Outcome;
 use crate::policy::{ExecNext, PostDecision, PostNext, PreDecision, PreNext};
 use crate::seams::http::HttpState;
-use crate::seams::jobs::JobSpace;
-use crate::seams::kv::KvSpace;
 use crate::seams::process::Requester;
+use crate::seams::{PluginSeams, SeamCtx, SeamHost, StoreSeams};
 use crate::tool::DeferredContexts;
 
 /// What every instance of one plugin shares.
@@ -38,10 +37,8 @@ pub struct PluginContext {
     pub budgets: Budgets,
     /// The plugin's log (escaped, rate-limited).
     pub log: GuestLog,
-    /// Its namespace of the host's key-value store, if granted.
-    pub kv: Option<KvSpace>,
-    /// Its view of the host's job table, if granted the shell.
-    pub jobs: Option<JobSpace>,
+    /// Its share of the host-wide seam state (what it is granted of it).
+    pub seams: PluginSeams,
     /// The host-wide budget its instances' memory is drawn from.
     pub memory: Arc<MemoryBudget>,
     /// Its policy budget in epoch ticks (the synchronous path counts ticks
@@ -122,8 +119,8 @@ pub struct StoreData {
     pub(crate) http: HttpState,
     /// Host handles (calls, results) in the table now.
     handles: usize,
-    /// `bulk-read` batches held or still reading.
-    pub(crate) reads: crate::seams::files::ReadSlots,
+    /// The seams' state of this instance.
+    pub(crate) seams: StoreSeams,
     /// The handles this instance lends its guest for each call, refilled
     /// per call (no table entry made and dropped on every call).
     lent_call: Option<u32>,
@@ -157,7 +154,7 @@ impl StoreData {
             scope: CallScope::default(),
             stderr,
             handles: 0,
-            reads: Default::default(),
+            seams: StoreSeams::default(),
             lent_call: None,
             lent_result: None,
         }
@@ -271,6 +268,20 @@ impl StoreData {
     }
 }
 
+impl SeamHost for StoreData {
+    fn seams(&mut self) -> SeamCtx<'_> {
+        SeamCtx {
+            plugin: &self.plugin.name,
+            grants: &self.plugin.grants,
+            shared: &self.plugin.seams,
+            state: &mut self.seams,
+            table: &mut self.table,
+            call: self.scope.call.as_deref(),
+            signal: self.scope.signal.as_ref(),
+        }
+    }
+}
+
 impl WasiHttpView for StoreData {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
         WasiHttpCtxView {
@@ -295,3 +306,41 @@ impl WasiView for StoreData {
 #[derive(Debug, thiserror::Error)]
 #[error("interrupted by the host: {0:?}")]
 pub struct Interrupted(pub Interrupt);
+
+/// A WASI context giving exactly `grants`: the granted preopens, variables
+/// and TCP destinations, nothing else.
+pub(crate) fn wasi_ctx(grants: &Grants, stderr: TailPipe) -> anyhow::Result<WasiCtx> {
+    let mut b = WasiCtx::builder();
+    b.stdout(TailPipe::sink());
+    b.stderr(stderr);
+    for g in grants.fs.iter().filter(|g| g.preopen) {
+        let perms = if g.writable {
+            FsPerms::ReadWrite
+        } else {
+            FsPerms::ReadOnly
+        };
+        b.preopened_dir(&g.host, &g.guest, perms).map_err(|e| {
+            anyhow::anyhow!("cannot open granted directory {}: {e}", g.host.display())
+        })?;
+    }
+    b.envs(&grants.env);
+    if !grants.network.is_empty() {
+        let allowed = grants.network.clone();
+        b.allow_tcp(true);
+        b.allow_udp(false);
+        b.socket_addr_check(move |addr, usage| {
+            use wasmtime_wasi::sockets::SocketAddrUse;
+            let ok = match usage {
+                // Outgoing connections to granted destinations only.
+                SocketAddrUse::TcpConnect => allowed.contains(&addr),
+                // The implicit bind of a client socket (any local
+                // address, an ephemeral port) is what a connect needs.
+                SocketAddrUse::TcpBind => addr.ip().is_unspecified() && addr.port() == 0,
+                // No serving, no UDP.
+                _ => false,
+            };
+            Box::pin(async move { ok })
+        });
+    }
+    Ok(b.build())
+}

@@ -7,6 +7,7 @@
 //! started with (an `Arc`) until it ends, so a reload never changes the
 //! tools, chains or finalizers of a call in flight.
 
+pub mod layers;
 pub mod scopes;
 pub mod status;
 
@@ -16,10 +17,11 @@ pub use status::{Cost, PluginState, PluginStatus};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::grants::Grants;
 use crate::plugin::contract::Adapters;
 use crate::plugin::manifest::DEFAULT_PRIORITY;
 use crate::plugin::{
-    CallPath, ComponentPlugin, ContractVersion, Grants, InstanceMode, LoadError, Loaded, Origin,
+    CallPath, ComponentPlugin, ContractVersion, InstanceMode, LoadError, Loaded, Origin,
 };
 use crate::policy::{
     Chain, ExecuteAroundHook, Finalizer, Guard, Listener, PolicySource, PostExecuteHook,

@@ -1,7 +1,7 @@
 //! The scheduler for calls that arrive one by one (an MCP client's
 //! `tools/call` requests, several in flight), under the rules of a turn.
 //!
-//! Why not [`Toolgate::execute_tool_calls`]: a turn is a list known in
+//! Why not [`crate::Toolgate::execute_tool_calls`]: a turn is a list known in
 //! advance, committed in model order. A server learns of a call when its
 //! request arrives, must answer each request as soon as its call is done (a
 //! fast call never waits for a slow one before it), and must let calls that
@@ -15,7 +15,7 @@
 //! * **Mode**, asked just before the call would run, exactly as in a turn
 //!   ([`super::classify`]: only an exact `true` in time is parallel).
 //! * **Rolling pool**: a parallel call holds one of
-//!   [`Toolgate::max_parallel`] slots (a fair semaphore) while its body
+//!   [`crate::Toolgate::max_parallel`] slots (a fair semaphore) while its body
 //!   runs; the next call takes a slot as soon as one frees up.
 //! * **Barrier**: an exclusive call holds *every* slot. It waits, holding
 //!   the admission lock (so nothing that arrives after it starts), until the
@@ -52,9 +52,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use futures::FutureExt;
 use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore};
 
-use super::{Mode, SchedulerFault, aborted_after_completion, classify, panic_message};
+use super::{Dispatch, Mode, SchedulerFault, aborted_after_completion, classify, panic_message};
 use crate::call::ToolCall;
-use crate::host::Toolgate;
 use crate::outcome::CallRecord;
 use crate::pipeline::{self, Finished, Prepared};
 use crate::registry::Generation;
@@ -80,7 +79,7 @@ pub enum ArrivalsError {
 
 /// Schedules calls as they arrive: see the module docs.
 pub struct Arrivals {
-    host: Toolgate,
+    host: Arc<dyn Dispatch>,
     /// Policies run one call at a time, in arrival order.
     admission: Mutex<()>,
     /// The rolling pool: a parallel call holds one slot, an exclusive call
@@ -114,12 +113,12 @@ impl Drop for Inside<'_> {
 type Slots = OwnedSemaphorePermit;
 
 impl Arrivals {
-    /// A scheduler for `host`'s calls, with a pool of
-    /// [`Toolgate::max_parallel`] and room for `max_queued` calls.
-    pub fn new(host: Toolgate, max_queued: usize) -> Self {
+    /// A scheduler for `host`'s calls (a [`crate::Toolgate`]), with a pool
+    /// of its `max_parallel` and room for `max_queued` calls.
+    pub fn new(host: impl Dispatch, max_queued: usize) -> Self {
         let pool = u32::try_from(host.max_parallel().max(1)).unwrap_or(u32::MAX >> 4);
         Arrivals {
-            host,
+            host: Arc::new(host),
             admission: Mutex::new(()),
             slots: Arc::new(Semaphore::new(pool as usize)),
             pool,
@@ -190,7 +189,7 @@ impl Arrivals {
     /// Wait for the call's turn, prepare, classify, take its slots, admit.
     async fn admit(&self, call: ToolCall, turn: &TurnOptions, token: u64) -> Admission {
         // Plugins still loading at start that the call may need.
-        self.host.until_loaded(turn, [call.name.as_str()]).await;
+        super::until_loaded(&*self.host, turn, [call.name.as_str()]).await;
         // Arrival order. A call cancelled while it waits here settles at
         // once (materialize sees the cancellation).
         let _admission = tokio::select! {

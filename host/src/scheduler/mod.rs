@@ -24,7 +24,7 @@
 //!   call that runs alone runs in the scheduler's own task — there is nothing
 //!   else to do meanwhile, and it saves two thread hand-offs per call.
 //!
-//! Parallel calls share a rolling pool of [`Toolgate::max_parallel`] slots: a
+//! Parallel calls share a rolling pool of [`crate::Toolgate::max_parallel`] slots: a
 //! slot that frees up is refilled with the next call. An exclusive call is
 //! an ordered barrier: the pool drains (nothing new starts), the call is
 //! prepared and classified again with nothing running, admitted and run
@@ -56,7 +56,7 @@
 //! traps instead — or a native policy that panics): no new call is
 //! dispatched, the calls that started are drained, the prefix before the
 //! failed call is still committed, and nothing is fabricated for the failed
-//! call or those after it. [`Toolgate::execute_tool_calls`] reports the
+//! call or those after it. [`crate::Toolgate::execute_tool_calls`] reports the
 //! first failure as a [`SchedulerError`].
 //!
 //! Calls that do not come as a turn — an MCP client sends `tools/call`
@@ -75,9 +75,8 @@ use tokio::task::{Id, JoinSet};
 use crate::call::Features;
 use crate::call::ToolCall;
 use crate::content::Content;
-use crate::host::Toolgate;
 use crate::outcome::{CallError, CallRecord, ErrorCode, Stage};
-use crate::pipeline::{self, Finished, Prepared};
+use crate::pipeline::{self, Finished, PipelineSettings, Prepared};
 use crate::registry::Generation;
 use crate::turn::TurnOptions;
 
@@ -141,22 +140,57 @@ pub struct SchedulerError {
     pub total: usize,
 }
 
-impl Toolgate {
-    /// Run the calls of one model turn: one record per call, in model
-    /// order — a call that fails is a record with its error, not an `Err`.
-    ///
-    /// `Err` only when the scheduler itself fails (a bug in the host or in a
-    /// native tool or policy: a task that panicked): the error says which
-    /// call, and carries the records committed before it.
-    pub async fn execute_tool_calls(
-        &self,
-        calls: Vec<ToolCall>,
-        turn: &TurnOptions,
-    ) -> Result<Vec<CallRecord>, SchedulerError> {
-        self.until_loaded(turn, calls.iter().map(|c| c.name.as_str()))
-            .await;
-        Turn::new(self, calls, turn).run().await
+/// What the scheduler needs of the host, and nothing more: the generation
+/// a call runs against, the pipeline's settings, a token per call, the
+/// size of the pool, and whether plugins are still loading. The host
+/// ([`crate::Toolgate`]) implements it; the scheduler never names the
+/// host, so dependencies point one way (the host calls the scheduler).
+pub trait Dispatch: Send + Sync + 'static {
+    /// The generation a call from `scope` runs against, now.
+    fn generation_for(&self, scope: &str) -> Arc<Generation>;
+    fn settings(&self) -> &PipelineSettings;
+    /// A token unique to one call (it keys the call's instances).
+    fn next_token(&self) -> u64;
+    /// Parallel calls at most (the pool).
+    fn max_parallel(&self) -> usize;
+    /// `true` once the plugin files a start left out are loaded (see
+    /// [`crate::lifecycle`], "Start"); else it turns `true` when they are.
+    fn settled(&self) -> tokio::sync::watch::Receiver<bool>;
+}
+
+/// While plugin files left out of the first generation are loading (see
+/// [`crate::lifecycle`], "Start"): wait for them when the generation is
+/// blocked (a policy may be among them) or lacks a tool called (it may be
+/// theirs), or until the turn is cancelled. Returns at once otherwise.
+pub async fn until_loaded<'a, H: Dispatch + ?Sized>(
+    host: &H,
+    turn: &TurnOptions,
+    names: impl IntoIterator<Item = &'a str>,
+) {
+    let mut settled = host.settled();
+    if *settled.borrow() {
+        return;
     }
+    let generation = host.generation_for(&turn.agent_scope);
+    let wait = !generation.blocked.is_empty()
+        || names.into_iter().any(|n| !generation.tools.contains_key(n));
+    if wait {
+        tokio::select! {
+            _ = settled.wait_for(|s| *s) => {}
+            _ = turn.cancel.cancelled() => {}
+        }
+    }
+}
+
+/// Run the calls of one model turn on `host`; one record per call, in
+/// model order, or the first scheduler failure.
+pub async fn run_turn<H: Dispatch + Clone>(
+    host: &H,
+    calls: Vec<ToolCall>,
+    turn: &TurnOptions,
+) -> Result<Vec<CallRecord>, SchedulerError> {
+    until_loaded(host, turn, calls.iter().map(|c| c.name.as_str())).await;
+    Turn::new(host, calls, turn).run().await
 }
 
 /// Why the scheduler is waiting for a running call to finish (logged at
@@ -208,8 +242,8 @@ enum Step {
 }
 
 /// The state of one turn.
-struct Turn<'a> {
-    host: &'a Toolgate,
+struct Turn<'a, H> {
+    host: &'a H,
     turn: &'a TurnOptions,
     pool: usize,
     /// The calls not yet taken by `step`.
@@ -231,8 +265,8 @@ struct Turn<'a> {
     failure: Option<(usize, SchedulerFault)>,
 }
 
-impl<'a> Turn<'a> {
-    fn new(host: &'a Toolgate, calls: Vec<ToolCall>, turn: &'a TurnOptions) -> Self {
+impl<'a, H: Dispatch + Clone> Turn<'a, H> {
+    fn new(host: &'a H, calls: Vec<ToolCall>, turn: &'a TurnOptions) -> Self {
         let n = calls.len();
         Turn {
             host,

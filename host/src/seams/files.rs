@@ -7,7 +7,7 @@
 //! read-write preopen of a working directory would hand a component the
 //! host's configuration (`./toolgate.toml`, even when absent), its plugin
 //! directories and `.git` — which is why such a grant is refused at load
-//! (see [`crate::plugin::grants`]). A grant marked `spawn_only = true` is
+//! (see [`crate::grants`]). A grant marked `spawn_only = true` is
 //! not preopened; this seam writes beneath it the way the sandbox lets
 //! spawned processes write: everywhere except the protected paths.
 //!
@@ -29,6 +29,11 @@
 //! time in those hand-offs. Here a batch of files is one host call, read
 //! on one blocking thread. Every open is non-blocking (a file swapped for a
 //! FIFO is refused, never waited on) and only regular files are read.
+//!
+//! The seams as units (see [`crate::seams`]): `files` granted by a
+//! read-write grant ([`files`]), `bulk-read` by a preopened one
+//! ([`bulk_read`]); per instance, the batches in [`ReadSlots`]; the 0.2
+//! interfaces implemented on [`FilesView`].
 
 use std::fs::File;
 use std::io::Write;
@@ -37,7 +42,157 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::plugin::grants::{FsGrant, Grants};
+use wasmtime::component::{HasData, Resource, ResourceTable};
+
+use super::{Seam, SeamCtx, SeamHost};
+use crate::bindings::v0_2::toolgate::plugin as wit;
+use crate::error::Misuse;
+use crate::grants::Capability;
+use crate::grants::{FsGrant, Grants};
+
+pub use crate::bindings::{PendingRead, ReadResults};
+
+/// The `files` seam: whole-file writes, granted by a read-write grant.
+pub fn files<T: SeamHost>() -> Seam<T> {
+    Seam {
+        interface: "files",
+        capability: Capability::Files,
+        sync: false,
+        granted: |g| {
+            if g.fs.iter().any(|g| g.writable) {
+                Ok(())
+            } else {
+                Err("fs = [{ path = \".\", access = \"read-write\", spawn_only = true }]")
+            }
+        },
+        link: |linker| {
+            wit::files::add_to_linker::<T, FilesView<'static>>(linker, |t| {
+                FilesView::new(t.seams())
+            })
+        },
+    }
+}
+
+/// The `bulk-read` seam: it reads what the preopens give anyway, in
+/// batches, so a preopened grant covers it.
+pub fn bulk_read<T: SeamHost>() -> Seam<T> {
+    Seam {
+        interface: "bulk-read",
+        // Batched reads of the preopened grants: the file system.
+        capability: Capability::FileSystem,
+        sync: false,
+        granted: |g| {
+            if g.fs.iter().any(|g| g.preopen) {
+                Ok(())
+            } else {
+                Err("fs = [{ path = \".\", access = \"read-only\" }]")
+            }
+        },
+        link: |linker| {
+            wit::bulk_read::add_to_linker::<T, FilesView<'static>>(linker, |t| {
+                FilesView::new(t.seams())
+            })
+        },
+    }
+}
+
+/// What the `files` and `bulk-read` interfaces see of a store: the
+/// plugin's grant, its batches, the table the batches' handles live in.
+pub struct FilesView<'a> {
+    plugin: &'a str,
+    grants: &'a Grants,
+    reads: &'a mut ReadSlots,
+    table: &'a mut ResourceTable,
+}
+
+impl<'a> FilesView<'a> {
+    pub fn new(ctx: SeamCtx<'a>) -> Self {
+        FilesView {
+            plugin: ctx.plugin,
+            grants: ctx.grants,
+            reads: &mut ctx.state.reads,
+            table: ctx.table,
+        }
+    }
+}
+
+impl HasData for FilesView<'static> {
+    type Data<'a> = FilesView<'a>;
+}
+
+impl wit::files::Host for FilesView<'_> {
+    fn write(&mut self, path: String, contents: Vec<u8>) -> wasmtime::Result<Result<u64, String>> {
+        let written = write(self.grants, &path, &contents);
+        match &written {
+            Ok(n) => {
+                tracing::info!(plugin = %self.plugin, path = %path, bytes = n, "file written")
+            }
+            Err(why) => {
+                tracing::info!(plugin = %self.plugin, path = %path, "file write refused: {why}")
+            }
+        }
+        Ok(written)
+    }
+}
+
+impl wit::bulk_read::Host for FilesView<'_> {
+    async fn read(
+        &mut self,
+        paths: Vec<String>,
+        limits: wit::bulk_read::ReadLimits,
+    ) -> wasmtime::Result<Vec<Result<Vec<u8>, String>>> {
+        let fs = self.grants.fs.clone();
+        let hidden = self.grants.sandbox.hidden.clone();
+        let asked = paths.len();
+        // One hand-off to a blocking thread for the whole batch.
+        let read = tokio::task::spawn_blocking(move || {
+            read(
+                &fs,
+                &hidden,
+                &paths,
+                limits.max_file_bytes,
+                limits.max_total_bytes,
+            )
+        })
+        .await?;
+        tracing::debug!(plugin = %self.plugin, asked, read = read.len(), "bulk read");
+        Ok(read)
+    }
+}
+
+impl wit::bulk_read::HostBatch for FilesView<'_> {
+    async fn start(
+        &mut self,
+        paths: Vec<String>,
+        limits: wit::bulk_read::ReadLimits,
+    ) -> wasmtime::Result<Resource<PendingRead>> {
+        let pending = self
+            .reads
+            .start(
+                self.grants.fs.clone(),
+                self.grants.sandbox.hidden.clone(),
+                paths,
+                limits.max_file_bytes,
+                limits.max_total_bytes,
+            )
+            .await
+            .map_err(|e| Misuse(format!("plugin `{}` misused `bulk-read`: {e}", self.plugin)))?;
+        Ok(self.table.push(pending)?)
+    }
+
+    async fn wait(
+        &mut self,
+        batch: Resource<PendingRead>,
+    ) -> wasmtime::Result<Vec<Result<Vec<u8>, String>>> {
+        Ok(self.table.get_mut(&batch)?.wait().await?)
+    }
+
+    fn drop(&mut self, batch: Resource<PendingRead>) -> wasmtime::Result<()> {
+        let batch = self.table.delete(batch)?;
+        self.reads.release(batch);
+        Ok(())
+    }
+}
 
 /// Largest write: 16 MiB.
 pub const MAX_WRITE_BYTES: usize = 16 << 20;
@@ -197,27 +352,9 @@ pub const MAX_READ_FILE_BYTES: u64 = 16 << 20;
 /// Bytes one `bulk-read.read` call returns at most: 32 MiB.
 pub const MAX_READ_TOTAL_BYTES: u64 = 32 << 20;
 
-/// What [`read`] returns: per path, the file's bytes or a sentence for the
-/// guest.
-pub type ReadResults = Vec<Result<Vec<u8>, String>>;
-
 /// Batches one instance may have reading or held at once
 /// (`bulk-read.batch`).
 pub const MAX_PENDING_READS: usize = 2;
-
-/// A `bulk-read.batch`: a [`read`] running on a blocking thread, or its
-/// results once taken.
-pub struct PendingRead(Option<tokio::task::JoinHandle<ReadResults>>);
-
-impl PendingRead {
-    /// Its results (empty after the first time).
-    pub async fn wait(&mut self) -> Result<ReadResults, tokio::task::JoinError> {
-        match self.0.take() {
-            Some(handle) => handle.await,
-            None => Ok(Vec::new()),
-        }
-    }
-}
 
 /// A third batch was started while two are held.
 #[derive(Debug, thiserror::Error)]
@@ -340,7 +477,7 @@ impl<'g> Roots<'g> {
 /// after [`MAX_READ_PATHS`] paths, but always returns at least one result
 /// for a non-empty `paths`. Each result is the file's bytes or a sentence
 /// for the guest. A file that is (or lies inside) one of the `hidden` paths
-/// (the host's secrets, see [`crate::plugin::grants::Authority::add_secret`])
+/// (the host's secrets, see [`crate::grants::Authority::add_secret`])
 /// is refused, however the path leads there. Blocks (reads files): call it
 /// off the async runtime.
 pub fn read(
@@ -399,7 +536,7 @@ fn read_one(
         }
         _ => format!("cannot open `{path}`: {e}"),
     })?;
-    crate::plugin::grants::check_hidden(hidden, file.as_fd(), &rel).map_err(|_| {
+    crate::grants::check_hidden(hidden, file.as_fd(), &rel).map_err(|_| {
         format!(
             "`{path}` cannot be read: it holds the host's secrets (its configuration or a credential file), which no plugin may read"
         )

@@ -23,6 +23,11 @@
 //! [`MAX_KEPT`] jobs remembered (the oldest finished ones are forgotten
 //! first), and the last `output_kb` bytes of output kept per job (the
 //! plugin's `spawn_limits.output_kb`, 1 MiB by default).
+//!
+//! The seam as a unit (see [`crate::seams`]): granted by the shell grant
+//! (`shell = true`: a job is a shell command; [`seam`]); host-wide state
+//! [`JobTable`], per plugin [`JobSpace`]; the 0.2 `jobs` interface
+//! implemented on [`JobsView`].
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,8 +37,115 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 use toolgate_sandbox::Program;
+use wasmtime::component::HasData;
 
 use super::process::{Options, Requester, SpawnError, request, spawn_error};
+use super::{Seam, SeamCtx, SeamHost};
+use crate::bindings::v0_2::toolgate::plugin::jobs as wit;
+use crate::error::Misuse;
+use crate::grants::Capability;
+
+/// The `jobs` seam: background jobs are shell commands, so the shell grant
+/// covers them.
+pub fn seam<T: SeamHost>() -> Seam<T> {
+    Seam {
+        interface: "jobs",
+        // Background jobs are shell commands.
+        capability: Capability::Shell,
+        sync: false,
+        granted: |g| if g.shell { Ok(()) } else { Err("shell = true") },
+        link: |linker| {
+            wit::add_to_linker::<T, JobsView<'static>>(linker, |t| JobsView::new(t.seams()))
+        },
+    }
+}
+
+/// What the `jobs` interface sees of a store: the plugin's view of the
+/// table (if granted), the scope of the call, who asks.
+pub struct JobsView<'a> {
+    space: Option<&'a JobSpace>,
+    scope: &'a str,
+    who: Requester<'a>,
+}
+
+impl<'a> JobsView<'a> {
+    pub fn new(ctx: SeamCtx<'a>) -> Self {
+        JobsView {
+            space: ctx.shared.jobs.as_ref(),
+            scope: ctx.call.map_or("", |c| c.agent_scope.as_str()),
+            who: Requester::new(ctx),
+        }
+    }
+
+    fn space(&self) -> wasmtime::Result<&'a JobSpace> {
+        self.space.ok_or_else(|| {
+            Misuse(format!(
+                "plugin `{}` is not granted the shell, which the jobs seam needs (`shell = true` in its grants)",
+                self.who.plugin
+            ))
+            .into()
+        })
+    }
+}
+
+impl HasData for JobsView<'static> {
+    type Data<'a> = JobsView<'a>;
+}
+
+impl From<JobInfo> for wit::JobInfo {
+    fn from(i: JobInfo) -> Self {
+        wit::JobInfo {
+            id: i.id,
+            command: i.command,
+            running: i.running,
+            exit_code: i.exit_code,
+            signal: i.signal,
+            killed: i.killed,
+            elapsed_ms: i.elapsed.as_millis() as u64,
+            output_bytes: i.output_bytes,
+        }
+    }
+}
+
+impl wit::Host for JobsView<'_> {
+    fn start(
+        &mut self,
+        command: String,
+        options: wit::Options,
+    ) -> wasmtime::Result<Result<wit::JobInfo, wit::SpawnError>> {
+        let started = self
+            .space()?
+            .start(self.who, self.scope, command, options.into());
+        Ok(started.map(Into::into).map_err(Into::into))
+    }
+
+    fn list(&mut self) -> wasmtime::Result<Vec<wit::JobInfo>> {
+        let space = self.space()?;
+        Ok(space.list(self.scope).into_iter().map(Into::into).collect())
+    }
+
+    fn output(
+        &mut self,
+        id: String,
+        since: u64,
+    ) -> wasmtime::Result<Result<wit::JobOutput, String>> {
+        let space = self.space()?;
+        let max = self.who.grants.output_cap.max(1);
+        Ok(space
+            .output(self.scope, &id, since, max)
+            .map(|o| wit::JobOutput {
+                info: o.info.into(),
+                data: o.data,
+                next: o.next,
+                skipped: o.skipped,
+            }))
+    }
+
+    async fn kill(&mut self, id: String) -> wasmtime::Result<Result<wit::JobInfo, String>> {
+        let space = self.space()?;
+        Ok(space.kill(self.scope, &id).await.map(Into::into))
+    }
+}
 
 /// A job's life when the request gives no timeout: 30 minutes.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);

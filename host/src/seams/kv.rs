@@ -12,9 +12,83 @@
 //! Every size is capped: a key ≤ [`MAX_KEY_BYTES`], a value ≤
 //! [`MAX_VALUE_BYTES`], a plugin's keys and values together ≤
 //! [`QUOTA_BYTES`].
+//!
+//! The seam as a unit (see [`crate::seams`]): granted by `kv = true`
+//! ([`seam`]); host-wide state [`KvStore`], per plugin [`KvSpace`]; the
+//! 0.2 `kv` interface implemented on [`KvView`]. It never waits, so a
+//! component importing it may take the synchronous path.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
+
+use wasmtime::component::HasData;
+
+use super::{Seam, SeamCtx, SeamHost};
+use crate::bindings::v0_2::toolgate::plugin::kv as wit;
+use crate::error::Misuse;
+use crate::grants::Capability;
+
+/// The `kv` seam: granted by `kv = true`; never waits.
+pub fn seam<T: SeamHost>() -> Seam<T> {
+    Seam {
+        interface: "kv",
+        capability: Capability::Kv,
+        sync: true,
+        granted: |g| if g.kv { Ok(()) } else { Err("kv = true") },
+        link: |linker| wit::add_to_linker::<T, KvView<'static>>(linker, |t| KvView::new(t.seams())),
+    }
+}
+
+/// What the `kv` interface sees of a store: the plugin's namespace (if
+/// granted) and the scope of the call being served.
+pub struct KvView<'a> {
+    plugin: &'a str,
+    space: Option<&'a KvSpace>,
+    scope: &'a str,
+}
+
+impl<'a> KvView<'a> {
+    pub fn new(ctx: SeamCtx<'a>) -> Self {
+        KvView {
+            plugin: ctx.plugin,
+            space: ctx.shared.kv.as_ref(),
+            scope: ctx.call.map_or("", |c| c.agent_scope.as_str()),
+        }
+    }
+
+    fn space(&self) -> wasmtime::Result<&'a KvSpace> {
+        self.space.ok_or_else(|| {
+            Misuse(format!(
+                "plugin `{}` is not granted the kv seam (`kv = true` in its grants)",
+                self.plugin
+            ))
+            .into()
+        })
+    }
+}
+
+impl HasData for KvView<'static> {
+    type Data<'a> = KvView<'a>;
+}
+
+impl wit::Host for KvView<'_> {
+    fn get(&mut self, key: String) -> wasmtime::Result<Option<Vec<u8>>> {
+        Ok(self.space()?.get(self.scope, &key))
+    }
+
+    fn set(&mut self, key: String, value: Vec<u8>) -> wasmtime::Result<Result<(), String>> {
+        Ok(self.space()?.set(self.scope, key, value))
+    }
+
+    fn delete(&mut self, key: String) -> wasmtime::Result<()> {
+        self.space()?.delete(self.scope, &key);
+        Ok(())
+    }
+
+    fn keys(&mut self, prefix: String) -> wasmtime::Result<Vec<String>> {
+        Ok(self.space()?.keys(self.scope, &prefix))
+    }
+}
 
 /// Longest key.
 pub const MAX_KEY_BYTES: usize = 256;

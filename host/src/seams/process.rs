@@ -11,14 +11,65 @@
 //! The process runs under the call's signal: the deadline and the caller's
 //! cancellation kill its whole process group, and so does dropping the
 //! call (the pipeline drops a body that outlives its deadline).
+//!
+//! The seams as units (see [`crate::seams`]): `shell` granted by
+//! `shell = true` ([`shell_seam`]), `subprocess` by a list of programs
+//! ([`subprocess_seam`]); no state of their own; the 0.2 interfaces
+//! implemented on [`Requester`], the view of a store they need.
 
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use toolgate_sandbox::{Program, SpawnRequest};
+use wasmtime::component::{HasData, Linker};
 
+use super::{Seam, SeamCtx, SeamHost};
+use crate::bindings::v0_2::toolgate::plugin as wit;
 use crate::call::CallSignal;
-use crate::plugin::grants::Grants;
+use crate::grants::Capability;
+use crate::grants::Grants;
+
+/// The `shell` seam: granted by `shell = true`.
+pub fn shell_seam<T: SeamHost>() -> Seam<T> {
+    Seam {
+        interface: "shell",
+        capability: Capability::Shell,
+        sync: false,
+        granted: |g| if g.shell { Ok(()) } else { Err("shell = true") },
+        link: |linker| {
+            wit::shell::add_to_linker::<T, Requester<'static>>(linker, |t| {
+                Requester::new(t.seams())
+            })
+        },
+    }
+}
+
+/// The `subprocess` seam: granted by a list of programs.
+pub fn subprocess_seam<T: SeamHost>() -> Seam<T> {
+    Seam {
+        interface: "subprocess",
+        capability: Capability::Subprocess,
+        sync: false,
+        granted: |g| {
+            if g.subprocess.is_empty() {
+                Err("subprocess = [\"<program>\", ...]")
+            } else {
+                Ok(())
+            }
+        },
+        link: |linker| {
+            wit::subprocess::add_to_linker::<T, Requester<'static>>(linker, |t| {
+                Requester::new(t.seams())
+            })
+        },
+    }
+}
+
+/// The `process` interface: the types the process seams share (no
+/// functions; linked once, with every seam).
+pub fn add_types_to_linker<T: SeamHost>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    wit::process::add_to_linker::<T, Requester<'static>>(linker, |t| Requester::new(t.seams()))
+}
 
 /// The `PATH` a spawned process gets.
 pub const SANDBOX_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
@@ -62,11 +113,89 @@ pub enum SpawnError {
     Failed(String),
 }
 
-/// Who asks: the plugin, its grant, and the signal of the call it serves.
+/// Who asks: the plugin, its grant, and the signal of the call it serves
+/// (the process seams' view of a store).
+#[derive(Clone, Copy)]
 pub struct Requester<'a> {
     pub plugin: &'a str,
     pub grants: &'a Grants,
     pub signal: Option<&'a CallSignal>,
+}
+
+impl<'a> Requester<'a> {
+    pub fn new(ctx: SeamCtx<'a>) -> Self {
+        Requester {
+            plugin: ctx.plugin,
+            grants: ctx.grants,
+            signal: ctx.signal,
+        }
+    }
+}
+
+impl HasData for Requester<'static> {
+    type Data<'a> = Requester<'a>;
+}
+
+impl wit::process::Host for Requester<'_> {}
+
+impl wit::shell::Host for Requester<'_> {
+    async fn run(
+        &mut self,
+        command: String,
+        options: wit::process::Options,
+    ) -> wasmtime::Result<Result<wit::process::Output, wit::process::SpawnError>> {
+        let ran = shell(*self, command, options.into()).await;
+        Ok(ran.map(Into::into).map_err(Into::into))
+    }
+}
+
+impl wit::subprocess::Host for Requester<'_> {
+    async fn run(
+        &mut self,
+        program: String,
+        args: Vec<String>,
+        options: wit::process::Options,
+    ) -> wasmtime::Result<Result<wit::process::Output, wit::process::SpawnError>> {
+        let ran = subprocess(*self, program, args, options.into()).await;
+        Ok(ran.map(Into::into).map_err(Into::into))
+    }
+}
+
+impl From<wit::process::Options> for Options {
+    fn from(o: wit::process::Options) -> Self {
+        Options {
+            workdir: o.workdir,
+            stdin: o.stdin,
+            env: o.env,
+            timeout_ms: o.timeout_ms,
+        }
+    }
+}
+
+impl From<Output> for wit::process::Output {
+    fn from(o: Output) -> Self {
+        wit::process::Output {
+            exit_code: o.exit_code,
+            signal: o.signal,
+            stdout: o.stdout,
+            stderr: o.stderr,
+            stdout_truncated: o.stdout_truncated,
+            stderr_truncated: o.stderr_truncated,
+            timed_out: o.timed_out,
+        }
+    }
+}
+
+impl From<SpawnError> for wit::process::SpawnError {
+    fn from(e: SpawnError) -> Self {
+        use wit::process::SpawnError as W;
+        match e {
+            SpawnError::NotGranted(m) => W::NotGranted(m),
+            SpawnError::SandboxUnavailable(m) => W::SandboxUnavailable(m),
+            SpawnError::InvalidRequest(m) => W::InvalidRequest(m),
+            SpawnError::Failed(m) => W::Failed(m),
+        }
+    }
 }
 
 /// `shell.run`: `/bin/sh -c COMMAND` in the sandbox.

@@ -137,21 +137,6 @@ fn check_dimensions(data: &[u8], mime: &str, shown: &str) -> Result<(), ToolErro
     Ok(())
 }
 
-/// The image type of a file, from its first bytes.
-pub fn sniff(head: &[u8]) -> Option<&'static str> {
-    if head.starts_with(b"\x89PNG\r\n\x1a\n") {
-        Some("image/png")
-    } else if head.starts_with(&[0xff, 0xd8, 0xff]) {
-        Some("image/jpeg")
-    } else if head.starts_with(b"GIF87a") || head.starts_with(b"GIF89a") {
-        Some("image/gif")
-    } else if head.len() >= 12 && &head[0..4] == b"RIFF" && &head[8..12] == b"WEBP" {
-        Some("image/webp")
-    } else {
-        None
-    }
-}
-
 /// Show an image file (PNG, JPEG, GIF or WebP, up to 5 MiB and 8192 pixels
 /// a side) to the model.
 /// The path is relative to the working directory.
@@ -188,12 +173,12 @@ fn load(path: &str) -> Result<(String, Vec<u8>, &'static str), ToolError> {
         ));
     }
     let data = fs::read(&p)?;
-    let Some(mime) = sniff(&data) else {
+    let Some(mime) = crate::kind::sniff(&data) else {
         return Err(ToolError::new(
             "UNSUPPORTED_TYPE",
             format!(
                 "`{shown}` is not a PNG, JPEG, GIF or WebP image{}",
-                if crate::read::binary_kind(&data).is_none() {
+                if crate::kind::binary_kind(&data).is_none() {
                     " (it looks like text: use read)"
                 } else {
                     ""

@@ -22,6 +22,7 @@
 mod glob;
 mod grep;
 mod image;
+mod kind;
 mod list;
 mod paths;
 mod read;

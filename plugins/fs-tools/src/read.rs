@@ -19,8 +19,6 @@ pub const DEFAULT_LIMIT: u64 = 2000;
 pub const MAX_LINE_CHARS: usize = 2000;
 /// Bytes of numbered text one call returns at most.
 pub const MAX_OUTPUT_BYTES: usize = 256 * 1024;
-/// Bytes looked at for a NUL byte (the binary test, as git and ripgrep do).
-const SNIFF_BYTES: usize = 8192;
 
 /// Read a text file. Returns its lines numbered from 1 (`cat -n` style:
 /// number, tab, line). By default up to 2000 lines from the start; for a
@@ -57,18 +55,6 @@ pub struct FileText {
     cut_lines: u64,
 }
 
-/// What the first bytes of a file say it is, when it is not text.
-pub fn binary_kind(head: &[u8]) -> Option<&'static str> {
-    if let Some(mime) = crate::image::sniff(head) {
-        return Some(mime);
-    }
-    let sniff = &head[..head.len().min(SNIFF_BYTES)];
-    if sniff.contains(&0) {
-        return Some("binary");
-    }
-    None
-}
-
 impl Tool for Read {
     const NAME: &'static str = "read";
     type Output = FileText;
@@ -81,10 +67,10 @@ impl Tool for Read {
         let limit = self.limit.unwrap_or(DEFAULT_LIMIT).max(1);
         let mut file = File::open(&path)
             .map_err(|e| ToolError::from(e).with_details(serde_json::json!({"path": shown})))?;
-        let mut head = vec![0; SNIFF_BYTES];
+        let mut head = vec![0; crate::kind::SNIFF_BYTES];
         let n = read_full(&mut file, &mut head)?;
         head.truncate(n);
-        match binary_kind(&head) {
+        match crate::kind::binary_kind(&head) {
             Some("binary") => {
                 return Err(ToolError::new(
                     "BINARY_FILE",

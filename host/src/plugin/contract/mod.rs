@@ -23,9 +23,9 @@ use wasmtime::Engine;
 use wasmtime::component::{Component, InstancePre, Linker};
 
 use super::component::{CallPath, ComponentPlugin, ContractVersion, ExportLoader, InvokeError};
-use super::grants::Grants;
 use super::store::StoreData;
 use crate::call::{Annotations, CallSignal, Features};
+use crate::grants::Grants;
 use crate::policy::{
     ExecuteAroundHook, Finalizer, Guard, PostExecuteHook, PreExecuteHook, ResultObserver, Role,
 };
@@ -37,9 +37,6 @@ pub const PACKAGE: &str = "toolgate:plugin";
 pub const CURRENT: &str = "0.2.2";
 /// The versions this host serves (any patch of each).
 pub const SUPPORTED: &[&str] = &["0.1", "0.2"];
-
-/// The seams a component may import, by interface name; each needs a grant.
-pub const SEAMS: &[&str] = &["shell", "subprocess", "kv", "jobs", "files", "bulk-read"];
 
 /// `toolgate:plugin/guard@0.1.0` → (`toolgate:plugin`, `guard`, `0.1.0`).
 pub fn split_name(name: &str) -> Option<(&str, &str, Option<&str>)> {
@@ -77,8 +74,7 @@ pub struct Shape {
     pub imports: Vec<String>,
     /// The `toolgate:plugin` interfaces imported (without package and version).
     pub contract_imports: Vec<String>,
-    /// The seams among them (`shell`, `subprocess`, `kv`, `jobs`, `files`,
-    /// `bulk-read`).
+    /// The seams among them ([`crate::seams::all`]).
     pub seams: Vec<String>,
 }
 
@@ -149,7 +145,7 @@ pub fn inspect(engine: &Engine, component: &Component) -> Result<Shape, String> 
             && note_version(name, version, &mut problems)
         {
             contract_imports.push(iface.to_string());
-            if SEAMS.contains(&iface) {
+            if crate::seams::find::<StoreData>(iface).is_some() {
                 seams.push(iface.to_string());
             }
         }
@@ -200,7 +196,7 @@ pub fn call_path(shape: &Shape, grants: &Grants) -> CallPath {
     let waits_for_nothing = shape
         .contract_imports
         .iter()
-        .all(|i| v0_2::imports::SYNC_INTERFACES.contains(&i.as_str()));
+        .all(|i| v0_2::imports::is_sync(i));
     let wasi_only_basic = shape.imports.iter().all(|name| {
         split_name(name).is_some_and(|(pkg, _, _)| {
             pkg == PACKAGE
@@ -243,10 +239,12 @@ impl Linkers {
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut full)?;
         v0_1::imports::add_to_linker(&mut full)?;
         v0_2::imports::add_to_linker(&mut full)?;
+        crate::seams::add_to_linker(&mut full, false)?;
         let mut sync = Linker::new(engine);
         super::sync_wasi::add_to_linker(&mut sync)?;
         v0_2::imports::add_sync_to_linker(&mut sync)?;
         v0_2::imports::add_sync_chains_to_linker(&mut sync)?;
+        crate::seams::add_to_linker(&mut sync, true)?;
         Ok(Linkers { full, sync })
     }
 
@@ -316,8 +314,7 @@ fn stub_unprovided(linker: &mut Linker<StoreData>, component: &Component) -> was
     }
     for (name, ext) in component.component_type().imports(&engine) {
         let provided = split_name(name).is_some_and(|(pkg, iface, _)| {
-            SYNC_PACKAGES.contains(&pkg)
-                || (pkg == PACKAGE && v0_2::imports::SYNC_INTERFACES.contains(&iface))
+            SYNC_PACKAGES.contains(&pkg) || (pkg == PACKAGE && v0_2::imports::is_sync(iface))
         });
         let ComponentItem::ComponentInstance(instance) = ext.ty else {
             continue;

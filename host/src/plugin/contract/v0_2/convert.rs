@@ -287,37 +287,18 @@ pub fn post_decision_from_wit(
     })
 }
 
+/// The `process` seam's options (the conversion is the seam's own:
+/// `seams::process`).
 pub fn options_from_wit(o: wit_process::Options) -> process::Options {
-    process::Options {
-        workdir: o.workdir,
-        stdin: o.stdin,
-        env: o.env,
-        timeout_ms: o.timeout_ms,
-    }
+    o.into()
 }
 
+/// What a process seam did, as the guest sees it (the conversion is the
+/// seam's own: `seams::process`).
 pub fn spawned_to_wit(
     r: Result<process::Output, process::SpawnError>,
 ) -> Result<wit_process::Output, wit_process::SpawnError> {
-    match r {
-        Ok(o) => Ok(wit_process::Output {
-            exit_code: o.exit_code,
-            signal: o.signal,
-            stdout: o.stdout,
-            stderr: o.stderr,
-            stdout_truncated: o.stdout_truncated,
-            stderr_truncated: o.stderr_truncated,
-            timed_out: o.timed_out,
-        }),
-        Err(e) => Err(match e {
-            process::SpawnError::NotGranted(m) => wit_process::SpawnError::NotGranted(m),
-            process::SpawnError::SandboxUnavailable(m) => {
-                wit_process::SpawnError::SandboxUnavailable(m)
-            }
-            process::SpawnError::InvalidRequest(m) => wit_process::SpawnError::InvalidRequest(m),
-            process::SpawnError::Failed(m) => wit_process::SpawnError::Failed(m),
-        }),
-    }
+    r.map(Into::into).map_err(Into::into)
 }
 
 #[cfg(test)]

@@ -3,7 +3,8 @@
 //! The call and result handles read from what the pipeline lent the store
 //! for this call, copying only the field asked for. Imports that never wait
 //! are synchronous (and so available on the synchronous path); the
-//! waterfalls' `next` and the process seams are async.
+//! waterfalls' `next` are async. The seams' imports are each seam's own
+//! ([`crate::seams`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,8 +12,8 @@ use std::time::Duration;
 use wasmtime::component::{HasSelf, Linker, Resource};
 
 use super::convert::{
-    annotations_to_wit, content_to_wit, failure_to_wit, options_from_wit, post_decision_to_wit,
-    pre_decision_to_wit, spawned_to_wit, text_of,
+    annotations_to_wit, content_to_wit, failure_to_wit, post_decision_to_wit, pre_decision_to_wit,
+    text_of,
 };
 use crate::bindings::v0_2::toolgate::plugin as imports;
 use crate::bindings::v0_2::wit;
@@ -22,21 +23,17 @@ use crate::call::CallSignal;
 use crate::outcome::Outcome;
 use crate::plugin::log::Level;
 use crate::plugin::store::{Slot, StoreData};
-use crate::seams::files::PendingRead;
-use crate::seams::process;
 
-/// A host function was called where the contract does not allow it.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct Misuse(pub String);
+pub use crate::error::Misuse;
 
-/// Add the imports every path can use (none of them waits).
+/// Add the imports every path can use (none of them waits): the call and
+/// result handles, log, cancellation. The seams are linked from their own
+/// list ([`crate::seams::add_to_linker`]).
 pub fn add_sync_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     type D = HasSelf<StoreData>;
     imports::types::add_to_linker::<StoreData, D>(linker, |d| d)?;
     imports::log::add_to_linker::<StoreData, D>(linker, |d| d)?;
     imports::cancellation::add_to_linker::<StoreData, D>(linker, |d| d)?;
-    imports::kv::add_to_linker::<StoreData, D>(linker, |d| d)?;
     Ok(())
 }
 
@@ -132,29 +129,29 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     imports::pre_execute_chain::add_to_linker::<StoreData, D>(linker, |d| d)?;
     imports::execute_chain::add_to_linker::<StoreData, D>(linker, |d| d)?;
     imports::post_execute_chain::add_to_linker::<StoreData, D>(linker, |d| d)?;
-    imports::process::add_to_linker::<StoreData, D>(linker, |d| d)?;
-    imports::shell::add_to_linker::<StoreData, D>(linker, |d| d)?;
-    imports::subprocess::add_to_linker::<StoreData, D>(linker, |d| d)?;
-    imports::jobs::add_to_linker::<StoreData, D>(linker, |d| d)?;
-    imports::files::add_to_linker::<StoreData, D>(linker, |d| d)?;
-    imports::bulk_read::add_to_linker::<StoreData, D>(linker, |d| d)?;
     Ok(())
 }
 
 /// The interfaces of [`add_sync_to_linker`] and
-/// [`add_sync_chains_to_linker`], by name: a component that imports no other
-/// `toolgate:plugin` interface may take the synchronous path.
+/// [`add_sync_chains_to_linker`], by name; with the seams that never wait
+/// ([`is_sync`]), what a component may import and take the synchronous
+/// path.
 pub const SYNC_INTERFACES: &[&str] = &[
     "types",
     "log",
     "cancellation",
-    "kv",
     "pre-execute-chain",
     "post-execute-chain",
 ];
 
+/// Whether the synchronous path's linker provides `interface` (of
+/// `toolgate:plugin`).
+pub fn is_sync(interface: &str) -> bool {
+    SYNC_INTERFACES.contains(&interface)
+        || crate::seams::find::<StoreData>(interface).is_some_and(|s| s.sync)
+}
+
 impl imports::types::Host for StoreData {}
-impl imports::process::Host for StoreData {}
 
 impl StoreData {
     fn call_info(&self, call: &Resource<CallHandle>) -> wasmtime::Result<&crate::CallInfo> {
@@ -376,47 +373,6 @@ impl imports::cancellation::Host for StoreData {
     }
 }
 
-impl StoreData {
-    /// The kv namespace and the scope of the call being served.
-    fn kv(&self) -> wasmtime::Result<(&crate::seams::kv::KvSpace, &str)> {
-        let space = self.plugin.kv.as_ref().ok_or_else(|| {
-            Misuse(format!(
-                "plugin `{}` is not granted the kv seam (`kv = true` in its grants)",
-                self.plugin.name
-            ))
-        })?;
-        let scope = self
-            .scope
-            .call
-            .as_ref()
-            .map_or("", |c| c.agent_scope.as_str());
-        Ok((space, scope))
-    }
-}
-
-impl imports::kv::Host for StoreData {
-    fn get(&mut self, key: String) -> wasmtime::Result<Option<Vec<u8>>> {
-        let (space, scope) = self.kv()?;
-        Ok(space.get(scope, &key))
-    }
-
-    fn set(&mut self, key: String, value: Vec<u8>) -> wasmtime::Result<Result<(), String>> {
-        let (space, scope) = self.kv()?;
-        Ok(space.set(scope, key, value))
-    }
-
-    fn delete(&mut self, key: String) -> wasmtime::Result<()> {
-        let (space, scope) = self.kv()?;
-        space.delete(scope, &key);
-        Ok(())
-    }
-
-    fn keys(&mut self, prefix: String) -> wasmtime::Result<Vec<String>> {
-        let (space, scope) = self.kv()?;
-        Ok(space.keys(scope, &prefix))
-    }
-}
-
 impl imports::deferred_context::Host for StoreData {
     fn add(&mut self, context: String) -> wasmtime::Result<()> {
         let Some(sink) = &self.scope.deferred else {
@@ -504,187 +460,5 @@ impl imports::post_execute_chain::Host for StoreData {
             }
             Slot::Running => Err(Misuse("`post-execute-chain.next` re-entered".into()).into()),
         }
-    }
-}
-
-impl imports::shell::Host for StoreData {
-    async fn run(
-        &mut self,
-        command: String,
-        options: imports::process::Options,
-    ) -> wasmtime::Result<Result<imports::process::Output, imports::process::SpawnError>> {
-        let ran = process::shell(self.requester(), command, options_from_wit(options)).await;
-        Ok(spawned_to_wit(ran))
-    }
-}
-
-impl imports::subprocess::Host for StoreData {
-    async fn run(
-        &mut self,
-        program: String,
-        args: Vec<String>,
-        options: imports::process::Options,
-    ) -> wasmtime::Result<Result<imports::process::Output, imports::process::SpawnError>> {
-        let ran =
-            process::subprocess(self.requester(), program, args, options_from_wit(options)).await;
-        Ok(spawned_to_wit(ran))
-    }
-}
-
-impl StoreData {
-    /// The job table view and the scope of the call being served.
-    fn jobs(&self) -> wasmtime::Result<(crate::seams::jobs::JobSpace, String)> {
-        let space = self.plugin.jobs.clone().ok_or_else(|| {
-            Misuse(format!(
-                "plugin `{}` is not granted the shell, which the jobs seam needs (`shell = true` in its grants)",
-                self.plugin.name
-            ))
-        })?;
-        let scope = self
-            .scope
-            .call
-            .as_ref()
-            .map_or(String::new(), |c| c.agent_scope.clone());
-        Ok((space, scope))
-    }
-}
-
-fn job_info_to_wit(i: crate::seams::jobs::JobInfo) -> imports::jobs::JobInfo {
-    imports::jobs::JobInfo {
-        id: i.id,
-        command: i.command,
-        running: i.running,
-        exit_code: i.exit_code,
-        signal: i.signal,
-        killed: i.killed,
-        elapsed_ms: i.elapsed.as_millis() as u64,
-        output_bytes: i.output_bytes,
-    }
-}
-
-impl imports::jobs::Host for StoreData {
-    fn start(
-        &mut self,
-        command: String,
-        options: imports::process::Options,
-    ) -> wasmtime::Result<Result<imports::jobs::JobInfo, imports::process::SpawnError>> {
-        let (space, scope) = self.jobs()?;
-        let started = space.start(self.requester(), &scope, command, options_from_wit(options));
-        Ok(match started {
-            Ok(info) => Ok(job_info_to_wit(info)),
-            Err(e) => Err(spawned_to_wit(Err(e)).expect_err("an error stays an error")),
-        })
-    }
-
-    fn list(&mut self) -> wasmtime::Result<Vec<imports::jobs::JobInfo>> {
-        let (space, scope) = self.jobs()?;
-        Ok(space
-            .list(&scope)
-            .into_iter()
-            .map(job_info_to_wit)
-            .collect())
-    }
-
-    fn output(
-        &mut self,
-        id: String,
-        since: u64,
-    ) -> wasmtime::Result<Result<imports::jobs::JobOutput, String>> {
-        let (space, scope) = self.jobs()?;
-        let max = self.plugin.grants.output_cap.max(1);
-        Ok(space
-            .output(&scope, &id, since, max)
-            .map(|o| imports::jobs::JobOutput {
-                info: job_info_to_wit(o.info),
-                data: o.data,
-                next: o.next,
-                skipped: o.skipped,
-            }))
-    }
-
-    async fn kill(
-        &mut self,
-        id: String,
-    ) -> wasmtime::Result<Result<imports::jobs::JobInfo, String>> {
-        let (space, scope) = self.jobs()?;
-        Ok(space.kill(&scope, &id).await.map(job_info_to_wit))
-    }
-}
-
-impl imports::files::Host for StoreData {
-    fn write(&mut self, path: String, contents: Vec<u8>) -> wasmtime::Result<Result<u64, String>> {
-        let written = crate::seams::files::write(&self.plugin.grants, &path, &contents);
-        match &written {
-            Ok(n) => {
-                tracing::info!(plugin = %self.plugin.name, path = %path, bytes = n, "file written")
-            }
-            Err(why) => {
-                tracing::info!(plugin = %self.plugin.name, path = %path, "file write refused: {why}")
-            }
-        }
-        Ok(written)
-    }
-}
-
-impl imports::bulk_read::Host for StoreData {
-    async fn read(
-        &mut self,
-        paths: Vec<String>,
-        limits: imports::bulk_read::ReadLimits,
-    ) -> wasmtime::Result<Vec<Result<Vec<u8>, String>>> {
-        let grants = self.plugin.grants.clone();
-        let asked = paths.len();
-        // One hand-off to a blocking thread for the whole batch.
-        let read = tokio::task::spawn_blocking(move || {
-            crate::seams::files::read(
-                &grants.fs,
-                &grants.sandbox.hidden,
-                &paths,
-                limits.max_file_bytes,
-                limits.max_total_bytes,
-            )
-        })
-        .await?;
-        tracing::debug!(plugin = %self.plugin.name, asked, read = read.len(), "bulk read");
-        Ok(read)
-    }
-}
-
-impl imports::bulk_read::HostBatch for StoreData {
-    async fn start(
-        &mut self,
-        paths: Vec<String>,
-        limits: imports::bulk_read::ReadLimits,
-    ) -> wasmtime::Result<Resource<PendingRead>> {
-        let pending = self
-            .reads
-            .start(
-                self.plugin.grants.fs.clone(),
-                self.plugin.grants.sandbox.hidden.clone(),
-                paths,
-                limits.max_file_bytes,
-                limits.max_total_bytes,
-            )
-            .await
-            .map_err(|e| {
-                Misuse(format!(
-                    "plugin `{}` misused `bulk-read`: {e}",
-                    self.plugin.name
-                ))
-            })?;
-        Ok(self.table.push(pending)?)
-    }
-
-    async fn wait(
-        &mut self,
-        batch: Resource<PendingRead>,
-    ) -> wasmtime::Result<Vec<Result<Vec<u8>, String>>> {
-        Ok(self.table.get_mut(&batch)?.wait().await?)
-    }
-
-    fn drop(&mut self, batch: Resource<PendingRead>) -> wasmtime::Result<()> {
-        let batch = self.table.delete(batch)?;
-        self.reads.release(batch);
-        Ok(())
     }
 }

@@ -1,5 +1,9 @@
 //! What the operator grants one plugin: no ambient authority.
 //!
+//! A top-level module: the seams ([`crate::seams`]) read a grant, the
+//! plugin loader ([`crate::plugin`]) hands one to each plugin, and neither
+//! is imported from here.
+//!
 //! A component's imports say what it would like; the grant says what it
 //! gets. By default: no preopened directories, no environment variables, no
 //! network, no shell or subprocess seam, a memory cap. Grants come from the
@@ -33,9 +37,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use toolgate_sandbox::{Enforcement, Feature, ResourceLimits, SandboxPolicy};
-use wasmtime_wasi::{FsPerms, WasiCtx};
 
-use super::pipe::TailPipe;
 use crate::config::{FsAccess, GrantsConfig, HostConfig, SandboxMode};
 use crate::error::HostError;
 
@@ -71,7 +73,7 @@ pub struct AuthorityPath {
 /// Everything the host reads as authority: no grant may reach it.
 ///
 /// ```
-/// use toolgate::plugin::grants::Authority;
+/// use toolgate::grants::Authority;
 /// let mut a = Authority::default();
 /// a.add("/etc/toolgate/toolgate.toml", "the host's configuration");
 /// assert_eq!(a.paths()[0].what, "the host's configuration");
@@ -144,7 +146,7 @@ impl Authority {
     /// ([`Grants::hides`]), whatever grant covers it.
     ///
     /// ```
-    /// use toolgate::plugin::grants::Authority;
+    /// use toolgate::grants::Authority;
     /// let mut a = Authority::default();
     /// a.add_secret("/etc/toolgate/toolgate.toml", "the host's configuration");
     /// assert_eq!(a.paths().len(), 1);
@@ -254,42 +256,63 @@ impl Default for Grants {
     }
 }
 
-impl Grants {
-    /// A WASI context giving exactly this grant.
-    pub fn wasi_ctx(&self, stderr: TailPipe) -> anyhow::Result<WasiCtx> {
-        let mut b = WasiCtx::builder();
-        b.stdout(TailPipe::sink());
-        b.stderr(stderr);
-        for g in self.fs.iter().filter(|g| g.preopen) {
-            let perms = if g.writable {
-                FsPerms::ReadWrite
-            } else {
-                FsPerms::ReadOnly
-            };
-            b.preopened_dir(&g.host, &g.guest, perms).map_err(|e| {
-                anyhow::anyhow!("cannot open granted directory {}: {e}", g.host.display())
-            })?;
+/// Something an import reaches for that a grant has to give.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Capability {
+    /// `wasi:sockets/*`, `wasi:http/*`.
+    Network,
+    /// `wasi:filesystem/*`.
+    FileSystem,
+    /// `wasi:cli/environment`.
+    Environment,
+    /// The `shell` seam.
+    Shell,
+    /// The `subprocess` seam.
+    Subprocess,
+    /// The `kv` seam.
+    Kv,
+    /// The `files` seam (writes through a read-write grant).
+    Files,
+}
+
+impl Capability {
+    /// Does `grants` give it?
+    pub fn granted(self, grants: &Grants) -> bool {
+        match self {
+            Capability::Network => !grants.network.is_empty(),
+            Capability::FileSystem => grants.fs.iter().any(|g| g.preopen),
+            Capability::Environment => !grants.env.is_empty(),
+            Capability::Shell => grants.shell,
+            Capability::Subprocess => !grants.subprocess.is_empty(),
+            Capability::Kv => grants.kv,
+            Capability::Files => grants.fs.iter().any(|g| g.writable),
         }
-        b.envs(&self.env);
-        if !self.network.is_empty() {
-            let allowed = self.network.clone();
-            b.allow_tcp(true);
-            b.allow_udp(false);
-            b.socket_addr_check(move |addr, usage| {
-                use wasmtime_wasi::sockets::SocketAddrUse;
-                let ok = match usage {
-                    // Outgoing connections to granted destinations only.
-                    SocketAddrUse::TcpConnect => allowed.contains(&addr),
-                    // The implicit bind of a client socket (any local
-                    // address, an ephemeral port) is what a connect needs.
-                    SocketAddrUse::TcpBind => addr.ip().is_unspecified() && addr.port() == 0,
-                    // No serving, no UDP.
-                    _ => false,
-                };
-                Box::pin(async move { ok })
-            });
+    }
+
+    /// What to write in `[plugins.NAME.grants]` to grant it.
+    pub fn grant_line(self) -> &'static str {
+        match self {
+            Capability::Network => "network = [\"host:port\"]",
+            Capability::FileSystem => "fs = [{ path = \"DIR\", access = \"read-only\" }]",
+            Capability::Environment => "env = [\"NAME\"] (or vars = { NAME = \"value\" })",
+            Capability::Shell => "shell = true",
+            Capability::Subprocess => "subprocess = [\"PROGRAM\"]",
+            Capability::Kv => "kv = true",
+            Capability::Files => "fs = [{ path = \"DIR\", access = \"read-write\" }]",
         }
-        Ok(b.build())
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Capability::Network => "network",
+            Capability::FileSystem => "file system",
+            Capability::Environment => "environment",
+            Capability::Shell => "shell",
+            Capability::Subprocess => "subprocess",
+            Capability::Kv => "kv",
+            Capability::Files => "files",
+        }
     }
 }
 
