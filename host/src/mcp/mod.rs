@@ -31,9 +31,11 @@
 //! default; `toolgate serve` exposes every one as a flag.
 
 pub mod approval;
+pub mod exact;
 pub mod http;
 pub mod peer;
 pub mod projection;
+pub mod quiet;
 pub mod server;
 pub mod session;
 pub mod stdio;

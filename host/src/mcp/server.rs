@@ -41,8 +41,8 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use rmcp::ErrorData;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
-    Implementation, InputRequiredResult, ListToolsResult, LoggingLevel,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, ErrorCode, Implementation, InputRequiredResult, ListToolsResult, LoggingLevel,
     LoggingMessageNotificationParam, MetaObject, PaginatedRequestParams, ProgressNotificationParam,
     ProgressToken, ProtocolVersion, ResourceContents, ServerCapabilities, ServerConfig,
     SetLevelRequestParams, Tool,
@@ -339,6 +339,27 @@ impl ServerHandler for ToolgateServer {
         Ok(ListToolsResult::with_all_items(
             self.mcp_tools().as_ref().clone(),
         ))
+    }
+
+    /// A method the SDK does not know, or one it knows whose params did not
+    /// decode (it then arrives here): `-32602` saying what is wrong for the
+    /// latter, "method not found: X" for the former.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        Err(
+            super::exact::invalid_params(&request.method, request.params.as_ref()).unwrap_or_else(
+                || {
+                    ErrorData::new(
+                        ErrorCode::METHOD_NOT_FOUND,
+                        format!("method not found: {}", request.method),
+                        None,
+                    )
+                },
+            ),
+        )
     }
 
     async fn set_level(
