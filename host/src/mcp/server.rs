@@ -45,9 +45,9 @@ use rmcp::model::{
     CustomResult, ErrorCode, Implementation, InputRequiredResult, ListToolsResult, LoggingLevel,
     LoggingMessageNotificationParam, MetaObject, PaginatedRequestParams, ProgressNotificationParam,
     ProgressToken, ProtocolVersion, ResourceContents, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, Tool,
+    ServerNotification, SetLevelRequestParams, SubscriptionFilter, Tool,
 };
-use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer};
+use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
@@ -360,6 +360,52 @@ impl ServerHandler for ToolgateServer {
                 },
             ),
         )
+    }
+
+    /// `subscriptions/listen` (2026-07-28): tool list changes only (this
+    /// server has neither prompts nor resources of its own).
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::new();
+        accepted.tools_list_changed = requested.tools_list_changed.filter(|wanted| *wanted);
+        Some(accepted)
+    }
+
+    /// One `subscriptions/listen` stream: a `notifications/tools/list_changed`
+    /// on it whenever the tools this scope sees change (a reload, a bridged
+    /// server's new listing), until the client cancels it (closes the
+    /// stream, or `notifications/cancelled`) or the session ends.
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
+        use tokio::sync::broadcast::error::RecvError;
+        if subscription.accepted().tools_list_changed != Some(true) {
+            subscription.cancelled().await;
+            return Ok(());
+        }
+        let mut events = self.host.subscribe();
+        let mut seen = self.host.generation_for(&self.scope).tools_digest;
+        loop {
+            tokio::select! {
+                _ = subscription.cancelled() => return Ok(()),
+                _ = self.closed.cancelled() => return Ok(()),
+                event = events.recv() => {
+                    if let Err(RecvError::Closed) = event {
+                        return Ok(());
+                    }
+                }
+            }
+            let now = self.host.generation_for(&self.scope).tools_digest;
+            if now == seen {
+                continue;
+            }
+            seen = now;
+            let changed = ServerNotification::ToolListChangedNotification(Default::default());
+            if let Err(e) = subscription.sink().send(changed).await {
+                tracing::debug!(error = %e, "a subscription's client is gone");
+                return Ok(());
+            }
+        }
     }
 
     async fn set_level(
