@@ -320,10 +320,17 @@ struct HttpServer {
     token: Option<String>,
     /// The line after the address: where the token is, or the warning.
     auth_line: String,
+    /// Its stderr after those lines, so far.
+    log: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 impl HttpServer {
     fn start(s: &Setup, extra: &[&str]) -> HttpServer {
+        Self::start_env(s, extra, &[])
+    }
+
+    /// [`HttpServer::start`] with more environment (`RUST_LOG`).
+    fn start_env(s: &Setup, extra: &[&str], env: &[(&str, &str)]) -> HttpServer {
         let mut args = vec!["--http", "127.0.0.1:0"];
         args.extend_from_slice(extra);
         if !args.contains(&"--approve") {
@@ -331,6 +338,7 @@ impl HttpServer {
         }
         let mut child = s
             .command(&args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -360,16 +368,22 @@ impl HttpServer {
                     .trim()
                     .to_string()
             });
-        // Keep draining stderr so the server never blocks on it.
+        // Keep draining stderr so the server never blocks on it; kept.
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let kept = log.clone();
         std::thread::spawn(move || {
-            let mut sink = String::new();
-            let _ = stderr.read_to_string(&mut sink);
+            let mut line = String::new();
+            while stderr.read_line(&mut line).unwrap_or(0) > 0 {
+                kept.lock().unwrap().push_str(&line);
+                line.clear();
+            }
         });
         HttpServer {
             child,
             url,
             token,
             auth_line,
+            log,
         }
     }
 
@@ -1989,5 +2003,56 @@ fn letter_python_sdk_listens_for_tool_list_changes() {
                 .contains(&json!("which_version")),
             "{transport}: {report}"
         );
+    }
+}
+
+/// Issue 27, item 9: a 2026-07-28 client cancels a call by closing its
+/// POST's response stream; the SDK's "failed to send pending response
+/// during drain" that follows is an expected event, logged at debug, never
+/// as an error.
+#[test]
+fn a_cancel_by_closing_the_stream_is_not_logged_as_an_error() {
+    let s = setup();
+    let server = HttpServer::start_env(
+        &s,
+        &["--approve", "allow"],
+        &[("RUST_LOG", "warn,rmcp=error,toolgate::mcp=debug")],
+    );
+    let addr = server.addr();
+    let marker = marker(40);
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
+        "name": "bash", "arguments": {"command": format!("sleep {marker}")},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}}}})
+    .to_string();
+    let extra = format!(
+        "{}MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: bash\r\n",
+        server.auth()
+    );
+    // The answer's head comes with its first event: nothing is read.
+    let mut stream = TcpStream::connect(&addr).unwrap();
+    stream
+        .write_all(post(&addr, &extra, &body).as_bytes())
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes_with(&format!("sleep {marker}")).is_empty() {
+        assert!(Instant::now() < deadline, "the call never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The client closes the stream: the call is cancelled.
+    drop(stream);
+    assert_no_orphans(&format!("sleep {marker}"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let log = server.log.lock().unwrap().clone();
+        if log.contains("its client had closed the stream") {
+            assert!(!log.contains("ERROR"), "{log}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the drain event never came (at debug): {log}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
