@@ -834,7 +834,11 @@ mod tests {
                 .message
                 .contains("does not name a definition")
         );
-        assert!(err(json!({"$id": "x"})).message.contains("local references"));
+        assert!(
+            err(json!({"$id": "x"}))
+                .message
+                .contains("local references")
+        );
     }
 
     #[test]
@@ -1059,10 +1063,18 @@ mod tests {
 
     #[test]
     fn references_that_would_loop_or_explode_are_refused() {
-        let e = err(json!({"$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}}, "items": {"$ref": "#/$defs/A"}}));
+        let e = err(
+            json!({"$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}}, "items": {"$ref": "#/$defs/A"}}),
+        );
         assert!(e.message.contains("refers to itself"), "{e}");
-        assert!(err(json!({"$ref": "#"})).message.contains("refers to itself"));
-        let e = err(json!({"$defs": {"A": {"oneOf": [{"$ref": "#/$defs/A"}, {"type": "null"}]}}, "items": {"$ref": "#/$defs/A"}}));
+        assert!(
+            err(json!({"$ref": "#"}))
+                .message
+                .contains("refers to itself")
+        );
+        let e = err(
+            json!({"$defs": {"A": {"oneOf": [{"$ref": "#/$defs/A"}, {"type": "null"}]}}, "items": {"$ref": "#/$defs/A"}}),
+        );
         assert!(e.message.contains("never end"), "{e}");
         // 2^20 checks of one value from a few lines of schema.
         let mut defs = serde_json::Map::new();
@@ -1077,11 +1089,21 @@ mod tests {
         assert!(e.message.contains("at most 10000"), "{e}");
         // Unknown targets, remote ones, definitions below the root,
         // constraints next to a reference.
-        assert!(err(json!({"$ref": "#/$defs/none"})).message.contains("does not name"));
-        assert!(err(json!({"$ref": "other.json#/x"})).message.contains("does not name"));
+        assert!(
+            err(json!({"$ref": "#/$defs/none"}))
+                .message
+                .contains("does not name")
+        );
+        assert!(
+            err(json!({"$ref": "other.json#/x"}))
+                .message
+                .contains("does not name")
+        );
         let e = err(json!({"properties": {"a": {"$defs": {}}}}));
         assert!(e.message.contains("at the root only"), "{e}");
-        let e = err(json!({"$defs": {"A": {}}, "properties": {"a": {"$ref": "#/$defs/A", "type": "string"}}}));
+        let e = err(
+            json!({"$defs": {"A": {}}, "properties": {"a": {"$ref": "#/$defs/A", "type": "string"}}}),
+        );
         assert!(e.message.contains("next to `type`"), "{e}");
     }
 
@@ -1089,7 +1111,10 @@ mod tests {
     fn a_long_reference_chain_is_stack_safe() {
         let mut defs = serde_json::Map::new();
         for i in 0..50_000 {
-            defs.insert(format!("D{i}"), json!({"$ref": format!("#/$defs/D{}", i + 1)}));
+            defs.insert(
+                format!("D{i}"),
+                json!({"$ref": format!("#/$defs/D{}", i + 1)}),
+            );
         }
         defs.insert("D50000".into(), json!({"type": "string"}));
         let schema =

@@ -1,4 +1,5 @@
-//! The MCP handler: `tools/list`, `tools/call`, `logging/setLevel`.
+//! The MCP handler: `tools/list`, `tools/call`, `logging/setLevel`,
+//! `subscriptions/listen`.
 //!
 //! The protocol itself (handshake, version negotiation — every revision the
 //! SDK knows, the newest included —, request dispatch, cancellation tokens,
@@ -28,6 +29,13 @@
 //!   reload refused (the previous version keeps serving) is sent as a log
 //!   message (`warning`, logger `toolgate/lifecycle`) when the client asked
 //!   for that level.
+//!
+//! * `subscriptions/listen` (2026-07-28, where the session-less client has
+//!   no other channel): tool list changes, the same ones, on the stream of
+//!   the listen request, until the client cancels it.
+//! * a method the SDK does not know, or a known one whose params do not
+//!   decode: "method not found: X", or `-32602` naming what is wrong
+//!   ([`super::exact`]).
 //!
 //! MCP logging is deprecated by the newest revision (SEP-2577) but is what
 //! clients of the older ones use; it is served until the SDK drops it.
