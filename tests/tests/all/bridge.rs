@@ -1274,7 +1274,9 @@ fn run_waits_for_bridged_servers_and_a_failed_one_fails_only_its_calls() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let records = v.as_array().unwrap_or_else(|| v["results"].as_array().unwrap());
+    let records = v
+        .as_array()
+        .unwrap_or_else(|| v["results"].as_array().unwrap());
     let by = |id: &str| records.iter().find(|r| r["id"] == id).cloned().unwrap();
     let time = by("1");
     assert_eq!(time["isError"], false, "{time}\n{stderr}");
