@@ -36,6 +36,8 @@ pub fn init(format: LogFormat, transcript: Option<Transcript>) {
     let transcript = transcript
         .map(|t| t.with_filter(Targets::new().with_target("toolgate", tracing::Level::DEBUG)));
     let _ = tracing_subscriber::registry()
+        // Expected events the MCP SDK logs as errors, at debug instead.
+        .with(crate::mcp::quiet::layer())
         .with(fmt)
         .with(transcript)
         .try_init();

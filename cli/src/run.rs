@@ -179,6 +179,10 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
         builder = builder.max_parallel(n.into());
     }
     let host = builder.build().await?;
+    // The batch may call bridged tools: wait for the MCP servers' first
+    // attempts (each bounded by its `connect_timeout_ms`); one that fails
+    // is reported below, and only its calls fail.
+    host.wait_for_mcp(host.mcp_connect_timeout()).await;
     super::report_problems(&host);
     super::refuse_if_blocked(&host)?;
     let parsed = parse_batch(&text, &origin, &host.settings().limits)?;

@@ -7,6 +7,15 @@
 //! are parent links, turned into a JSON pointer only when an error is
 //! reported, so a deep schema costs linear, not quadratic, memory.
 //!
+//! References: `$ref` to a definition of the root (`#/$defs/NAME`,
+//! `#/definitions/NAME`) or to the root itself (`#`), recursive ones
+//! included, as pydantic-based servers emit them. A definition is compiled
+//! once, into one node; a reference is an edge to it, so a recursive schema
+//! is a cycle in the arena, which the validator walks only as deep as the
+//! value goes. What could loop without descending into the value (a
+//! reference to itself, a `oneOf` cycle) is refused, and so is a `oneOf`
+//! fan-out that references multiply past [`MAX_BRANCH_WORK`].
+//!
 //! Strictness is the point: a keyword we do not enforce is rejected, not
 //! skipped, so that a tool author never believes a constraint holds when it
 //! does not. A few schemas that can never be satisfied are rejected too.
@@ -24,6 +33,13 @@ use crate::pointer::{PathArena, ROOT, Segment};
 /// Deepest `const`/`enum` value a schema may hold. Those values are cloned
 /// and compared by `serde_json`, which recurses; this bound keeps that safe.
 pub const MAX_VALUE_DEPTH: usize = 128;
+
+/// Most subschemas one value is checked against without descending into it
+/// (a node and its `oneOf` branches, transitively), for a schema with
+/// references: sharing a definition lets a small schema ask for
+/// exponentially many checks (`A = oneOf[B, B]`, `B = oneOf[C, C]`, …).
+/// Without references this is bounded by the schema's size.
+pub const MAX_BRANCH_WORK: u64 = 10_000;
 
 /// Properties at which a node gets a hash index (below, a scan is faster).
 const INDEX_PROPERTIES_FROM: usize = 12;
@@ -82,7 +98,7 @@ pub(crate) enum Additional {
 }
 
 /// One compiled subschema.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Node {
     /// The `false` schema.
     pub(crate) rejects_all: bool,
@@ -172,6 +188,8 @@ impl Schema {
             nodes: Vec::new(),
             node_paths: Vec::new(),
             paths: PathArena::new(),
+            defs: HashMap::new(),
+            refs: Vec::new(),
         }
         .run(schema)
     }
@@ -204,6 +222,10 @@ struct Compiler<'s> {
     /// Path (in `paths`) of each node, for post-pass errors.
     node_paths: Vec<u32>,
     paths: PathArena<'s>,
+    /// The root's definitions by reference (`#/$defs/NAME`).
+    defs: HashMap<String, NodeId>,
+    /// Nodes that are a `$ref`, with its target, resolved after the walk.
+    refs: Vec<(NodeId, &'s str)>,
 }
 
 impl<'s> Compiler<'s> {
@@ -227,6 +249,7 @@ impl<'s> Compiler<'s> {
                 }
             }
         }
+        self.link()?;
         self.finish()
     }
 
@@ -414,10 +437,62 @@ impl<'s> Compiler<'s> {
                     }
                 }
                 "default" => {}
+                "$defs" | "definitions" => {
+                    if id != ROOT_NODE {
+                        return Err(bad(
+                            self,
+                            "definitions are supported at the root only (where `#/$defs/NAME` finds them)",
+                        ));
+                    }
+                    let Value::Object(defs) = value else {
+                        return Err(self.error(
+                            path,
+                            kw,
+                            format!("`{keyword}` must be an object of schemas"),
+                        ));
+                    };
+                    for (name, sub) in defs {
+                        let sub_path =
+                            self.child_path(path, &[Segment::Key(keyword), Segment::Key(name)]);
+                        let child = self.alloc(sub_path);
+                        let escaped = name.replace('~', "~0").replace('/', "~1");
+                        self.defs.insert(format!("#/{keyword}/{escaped}"), child);
+                        children.push((sub, child, sub_path));
+                    }
+                }
+                "$ref" => {
+                    let Value::String(target) = value else {
+                        return Err(bad(self, "`$ref` must be a string"));
+                    };
+                    let constraint = map.keys().find(|k| {
+                        !matches!(
+                            k.as_str(),
+                            "$ref"
+                                | "title"
+                                | "description"
+                                | "$comment"
+                                | "default"
+                                | "examples"
+                                | "$schema"
+                                | "$defs"
+                                | "definitions"
+                        )
+                    });
+                    if let Some(other) = constraint {
+                        return Err(self.error(
+                            path,
+                            kw,
+                            format!(
+                                "`$ref` next to `{other}` is not supported: move `{other}` into the definition"
+                            ),
+                        ));
+                    }
+                    self.refs.push((id, target.as_str()));
+                }
                 other => {
                     let hint = match other {
-                        "$ref" | "$defs" | "definitions" | "$id" | "$anchor" | "$dynamicRef" => {
-                            " (references are not supported: inline the schema)"
+                        "$id" | "$anchor" | "$dynamicRef" => {
+                            " (only local references are supported: `$ref` to `#`, `#/$defs/NAME` or `#/definitions/NAME`)"
                         }
                         "anyOf" => " (use `oneOf` with alternatives that do not overlap)",
                         "allOf" => " (merge the schemas into one)",
@@ -456,6 +531,144 @@ impl<'s> Compiler<'s> {
                 format!("`{keyword}` value{inner}: {}", e.kind),
             )
         })
+    }
+
+    /// Resolves every `$ref`: each node that is a reference is replaced,
+    /// wherever it is a child, by the node it ends at; then checks that
+    /// nothing loops on one value (see the module docs).
+    fn link(&mut self) -> Result<(), CompileError> {
+        if self.refs.is_empty() {
+            return Ok(());
+        }
+        let n = self.nodes.len();
+        let mut alias: Vec<Option<NodeId>> = vec![None; n];
+        for &(id, target) in &self.refs {
+            let resolved = if target == "#" {
+                Some(ROOT_NODE)
+            } else {
+                self.defs.get(target).copied()
+            };
+            let Some(to) = resolved else {
+                return Err(self.error(
+                    self.node_paths[id as usize],
+                    Some("$ref"),
+                    format!(
+                        "`$ref` {} does not name a definition of this schema (local references only: `#`, `#/$defs/NAME`, `#/definitions/NAME`)",
+                        describe::quote(target)
+                    ),
+                ));
+            };
+            alias[id as usize] = Some(to);
+        }
+        // Where each node ends after following references, memoized: each
+        // node is walked once. A walk that meets itself is a reference to
+        // itself.
+        const UNKNOWN: NodeId = NodeId::MAX;
+        const WALKING: NodeId = NodeId::MAX - 1;
+        let mut end: Vec<NodeId> = vec![UNKNOWN; n];
+        let mut walk: Vec<usize> = Vec::new();
+        for start in 0..n {
+            let mut at = start;
+            let found = loop {
+                match end[at] {
+                    WALKING => {
+                        return Err(self.error(
+                            self.node_paths[start],
+                            Some("$ref"),
+                            "`$ref` refers to itself through references only: no schema is ever reached".into(),
+                        ));
+                    }
+                    UNKNOWN => {}
+                    known => break known,
+                }
+                match alias[at] {
+                    Some(next) => {
+                        end[at] = WALKING;
+                        walk.push(at);
+                        at = next as usize;
+                    }
+                    None => {
+                        end[at] = at as NodeId;
+                        break at as NodeId;
+                    }
+                }
+            };
+            for visited in walk.drain(..) {
+                end[visited] = found;
+            }
+        }
+        let map = |id: &mut NodeId| *id = end[*id as usize];
+        for node in &mut self.nodes {
+            node.properties.iter_mut().for_each(|(_, id)| map(id));
+            node.items.iter_mut().for_each(map);
+            node.one_of.iter_mut().for_each(map);
+            if let Additional::Schema(id) = &mut node.additional {
+                map(id);
+            }
+        }
+        if end[ROOT_NODE as usize] != ROOT_NODE {
+            self.nodes[ROOT_NODE as usize] = self.nodes[end[ROOT_NODE as usize] as usize].clone();
+        }
+        self.check_branch_work()
+    }
+
+    /// `oneOf` edges check the same value again: they must not form a
+    /// cycle, and the checks one value can cause stay within
+    /// [`MAX_BRANCH_WORK`]. Iterative (post-order over the `oneOf` graph).
+    fn check_branch_work(&self) -> Result<(), CompileError> {
+        const NEW: u8 = 0;
+        const OPEN: u8 = 1;
+        const DONE: u8 = 2;
+        let n = self.nodes.len();
+        let mut state = vec![NEW; n];
+        let mut work = vec![0u64; n];
+        for start in 0..n {
+            if state[start] != NEW {
+                continue;
+            }
+            // (node, next branch to visit)
+            let mut stack: Vec<(usize, usize)> = vec![(start, 0)];
+            state[start] = OPEN;
+            while let Some(top) = stack.len().checked_sub(1) {
+                let (at, next) = stack[top];
+                let branches = &self.nodes[at].one_of;
+                if let Some(&branch) = branches.get(next) {
+                    stack[top].1 += 1;
+                    let b = branch as usize;
+                    match state[b] {
+                        NEW => {
+                            state[b] = OPEN;
+                            stack.push((b, 0));
+                        }
+                        OPEN => {
+                            return Err(self.error(
+                                self.node_paths[at],
+                                Some("oneOf"),
+                                "a `oneOf` branch refers back to this schema (through `$ref`) without descending into the value: checking would never end".into(),
+                            ));
+                        }
+                        _ => {}
+                    }
+                } else {
+                    let total = branches
+                        .iter()
+                        .fold(1u64, |t, b| t.saturating_add(work[*b as usize]));
+                    if total > MAX_BRANCH_WORK {
+                        return Err(self.error(
+                            self.node_paths[at],
+                            Some("oneOf"),
+                            format!(
+                                "through `$ref`, this `oneOf` checks one value against {total} subschemas or more; at most {MAX_BRANCH_WORK} are allowed"
+                            ),
+                        ));
+                    }
+                    work[at] = total;
+                    state[at] = DONE;
+                    stack.pop();
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Checks that need whole nodes, then freezes the arena.
@@ -564,7 +777,6 @@ mod tests {
     #[test]
     fn rejects_each_unsupported_keyword_with_its_pointer() {
         for keyword in [
-            "$ref",
             "pattern",
             "format",
             "allOf",
@@ -586,8 +798,6 @@ mod tests {
             "if",
             "then",
             "else",
-            "$defs",
-            "definitions",
             "nullable",
             "prefixItems",
             "unevaluatedProperties",
@@ -619,7 +829,16 @@ mod tests {
             err(json!({"anyOf": []})).to_string(),
             "unsupported keyword `anyOf` (use `oneOf` with alternatives that do not overlap) at the root"
         );
-        assert!(err(json!({"$ref": "#/x"})).message.contains("inline"));
+        assert!(
+            err(json!({"$ref": "#/x"}))
+                .message
+                .contains("does not name a definition")
+        );
+        assert!(
+            err(json!({"$id": "x"}))
+                .message
+                .contains("local references")
+        );
     }
 
     #[test]
@@ -792,5 +1011,115 @@ mod tests {
         let s = Schema::compile(&json!({})).unwrap();
         let t = s.clone();
         assert!(Arc::ptr_eq(&s.nodes, &t.nodes));
+    }
+
+    #[test]
+    fn local_references_recursive_ones_too() {
+        // What pydantic emits for nested models (FastMCP, mcp-server-time).
+        let schema = Schema::compile(&json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "$defs": {
+                "Node": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string"},
+                        "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}},
+                    },
+                    "required": ["name"],
+                    "additionalProperties": false,
+                },
+                "Color": {"enum": ["red", "green"]},
+            },
+            "properties": {
+                "tree": {"$ref": "#/$defs/Node", "description": "the root"},
+                "color": {"$ref": "#/$defs/Color", "default": "red"},
+                "again": {"$ref": "#"},
+            },
+            "additionalProperties": false,
+        }))
+        .unwrap();
+        let good = json!({"tree": {"name": "a", "children": [{"name": "b", "children": [{"name": "c"}]}]}, "color": "red", "again": {"color": "green"}});
+        assert!(schema.validate(&good).is_ok());
+        let bad = json!({"tree": {"name": "a", "children": [{"name": 5}]}, "color": "blue", "again": {"x": 1}});
+        let violations = schema.validate(&bad).unwrap_err();
+        let paths: Vec<&str> = violations.iter().map(|v| v.path.as_str()).collect();
+        assert!(paths.contains(&"/tree/children/0/name"), "{paths:?}");
+        assert!(paths.contains(&"/color"), "{paths:?}");
+        assert!(paths.contains(&"/again/x"), "{paths:?}");
+        // `definitions`, a root that is a reference (pydantic v1).
+        let v1 = Schema::compile(&json!({
+            "$ref": "#/definitions/M",
+            "definitions": {"M": {"type": "object", "properties": {"n": {"type": "integer"}}}},
+        }))
+        .unwrap();
+        assert!(v1.validate(&json!({"n": 1})).is_ok());
+        assert!(v1.validate(&json!({"n": "x"})).is_err());
+        assert!(v1.validate(&json!(3)).is_err());
+        // A name with `/` and `~`, escaped in the pointer.
+        Schema::compile(&json!({"$defs": {"a/b~c": {}}, "items": {"$ref": "#/$defs/a~1b~0c"}}))
+            .unwrap();
+    }
+
+    #[test]
+    fn references_that_would_loop_or_explode_are_refused() {
+        let e = err(
+            json!({"$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}}, "items": {"$ref": "#/$defs/A"}}),
+        );
+        assert!(e.message.contains("refers to itself"), "{e}");
+        assert!(
+            err(json!({"$ref": "#"}))
+                .message
+                .contains("refers to itself")
+        );
+        let e = err(
+            json!({"$defs": {"A": {"oneOf": [{"$ref": "#/$defs/A"}, {"type": "null"}]}}, "items": {"$ref": "#/$defs/A"}}),
+        );
+        assert!(e.message.contains("never end"), "{e}");
+        // 2^20 checks of one value from a few lines of schema.
+        let mut defs = serde_json::Map::new();
+        for i in 0..20 {
+            defs.insert(
+                format!("D{i}"),
+                json!({"oneOf": [{"$ref": format!("#/$defs/D{}", i + 1)}, {"$ref": format!("#/$defs/D{}", i + 1)}]}),
+            );
+        }
+        defs.insert("D20".into(), json!({"type": "string"}));
+        let e = err(json!({"$defs": defs, "items": {"$ref": "#/$defs/D0"}}));
+        assert!(e.message.contains("at most 10000"), "{e}");
+        // Unknown targets, remote ones, definitions below the root,
+        // constraints next to a reference.
+        assert!(
+            err(json!({"$ref": "#/$defs/none"}))
+                .message
+                .contains("does not name")
+        );
+        assert!(
+            err(json!({"$ref": "other.json#/x"}))
+                .message
+                .contains("does not name")
+        );
+        let e = err(json!({"properties": {"a": {"$defs": {}}}}));
+        assert!(e.message.contains("at the root only"), "{e}");
+        let e = err(
+            json!({"$defs": {"A": {}}, "properties": {"a": {"$ref": "#/$defs/A", "type": "string"}}}),
+        );
+        assert!(e.message.contains("next to `type`"), "{e}");
+    }
+
+    #[test]
+    fn a_long_reference_chain_is_stack_safe() {
+        let mut defs = serde_json::Map::new();
+        for i in 0..50_000 {
+            defs.insert(
+                format!("D{i}"),
+                json!({"$ref": format!("#/$defs/D{}", i + 1)}),
+            );
+        }
+        defs.insert("D50000".into(), json!({"type": "string"}));
+        let schema =
+            Schema::compile(&json!({"$defs": defs, "items": {"$ref": "#/$defs/D0"}})).unwrap();
+        assert!(schema.validate(&json!(["x"])).is_ok());
+        assert!(schema.validate(&json!([1])).is_err());
     }
 }

@@ -28,7 +28,10 @@
 //! `required`, `additionalProperties` (boolean or schema), `items` (a single
 //! schema), `enum`, `const`, `oneOf`. Annotations (accepted, not enforced):
 //! `description`, `title`, `default`, `examples`, `$schema`, `$comment`.
-//! `true` and `false` are schemas too. Everything else — `$ref`, `pattern`,
+//! `true` and `false` are schemas too. Local references: `$ref` to `#`,
+//! `#/$defs/NAME` or `#/definitions/NAME` (the root's definitions,
+//! recursive ones included; a reference may carry annotations, not
+//! constraints). Everything else — remote `$ref`, `$id`, `pattern`,
 //! `format`, `allOf`, `anyOf`, `minimum`, … — is a [`CompileError`].
 //!
 //! Numbers follow the JSON Schema rules: a number with a zero fraction

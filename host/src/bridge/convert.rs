@@ -342,7 +342,7 @@ mod tests {
                 json!({"name": "bad", "description": "d", "inputSchema": {"type": "object", "properties": {"n": {"type": "number", "minimum": 1}}}}),
             ),
             tool(
-                json!({"name": "out", "description": "d", "inputSchema": {"type": "object"}, "outputSchema": {"type": "object", "properties": {"r": {"$ref": "#/$defs/x"}}, "$defs": {"x": {}}}}),
+                json!({"name": "out", "description": "d", "inputSchema": {"type": "object"}, "outputSchema": {"type": "object", "properties": {"r": {"type": "number", "exclusiveMinimum": 0}}}}),
             ),
             tool(json!({"name": "a.b", "inputSchema": {"type": "object"}})),
         ];
@@ -371,6 +371,51 @@ mod tests {
         assert!(listed[1].output.is_none());
         // No description: one is made up naming the server.
         assert!(listed[2].def.description.contains("`s`"));
+    }
+
+    /// What pydantic-based servers list (FastMCP, `mcp-server-time`):
+    /// `$schema`, `$defs`, recursive references. Registered, checked, and
+    /// listed exactly as given.
+    #[test]
+    fn schemas_with_local_references_register_and_pass_through_unchanged() {
+        let input = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "$defs": {"Node": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/Node"}}}, "additionalProperties": false}},
+            "properties": {"tree": {"$ref": "#/$defs/Node"}},
+            "required": ["tree"],
+            "additionalProperties": false,
+        });
+        let output = json!({"type": "object", "properties": {"t": {"$ref": "#/definitions/T"}}, "definitions": {"T": {"type": "string"}}});
+        let tools = vec![tool(
+            json!({"name": "refs", "description": "d", "inputSchema": input, "outputSchema": output}),
+        )];
+        let timeouts = BTreeMap::new();
+        let filter = Filter {
+            allow: None,
+            deny: &[],
+            tool_timeouts: &timeouts,
+            timeout_ms: None,
+        };
+        let (listed, notes) = listing("s", tools, &filter, &Budgets::default());
+        assert!(notes.is_empty(), "{notes:?}");
+        let refs = &listed[0];
+        assert_eq!(refs.def.parameters, input);
+        assert_eq!(refs.def.output_schema.as_ref(), Some(&output));
+        assert!(refs.output.is_some());
+        assert!(
+            refs.parameters
+                .validate(&json!({"tree": {"kids": [{"kids": []}]}}))
+                .is_ok()
+        );
+        let bad = refs
+            .parameters
+            .validate(&json!({"tree": {"kids": [{"x": 1}]}}))
+            .unwrap_err();
+        assert_eq!(bad[0].path, "/tree/kids/0/x", "{bad:?}");
+        // The MCP listing shows the schema as the server gave it.
+        let shown = crate::mcp::projection::mcp_tool(&refs.def);
+        assert_eq!(Value::Object((*shown.input_schema).clone()), input);
     }
 
     #[test]

@@ -19,9 +19,15 @@
 //!   `127.0.0.1` under a name the attacker controls. So the `Host` header
 //!   must name this server (by default `localhost`, `127.0.0.1`, `[::1]` or
 //!   the bound address; more with `--allow-host`), and an `Origin` header,
-//!   which browsers send, must be in the allowlist (by default none: a
-//!   browser page cannot talk to the server at all; `--allow-origin` adds
-//!   one). Both answer 403.
+//!   which browsers send, must be a loopback one (`http(s)://localhost`,
+//!   `127.0.0.1`, `[::1]`, any port: a page served from this machine, as
+//!   the spec requires a local server to accept; it still needs the token)
+//!   or in the allowlist (`--allow-origin`). Both answer 403.
+//! * **The letter of the protocol** ([`super::exact`]): bad JSON and bad
+//!   JSON-RPC get 400 with a JSON-RPC error (`-32700`, `-32600`), a batch
+//!   is split in a 2025-03-26 session and refused elsewhere, `DELETE` of an
+//!   unknown session is 404 and of a live one 204, and the SDK's error
+//!   messages are said exactly.
 //! * **Bounds**: connections at once ([`Limits::max_connections`]; more are
 //!   closed on accept), sessions at once ([`Limits::max_sessions`]; a
 //!   request that would open one more gets 503 with `Retry-After`), idle
@@ -59,13 +65,29 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
+use serde_json::{Value, json};
+
 use super::Limits;
+use super::exact;
 use super::peer::{self, Client};
 use super::server::{Slot, ToolgateServer};
 use super::session::Sessions;
 
 /// The path the MCP endpoint is served at.
 pub const PATH: &str = "/mcp";
+
+/// Origins always accepted: a page served from this machine (the
+/// Inspector's web UI, a local app), on any port, as the spec asks of a
+/// local server. Every other origin needs `--allow-origin`.
+pub const LOOPBACK_ORIGINS: [&str; 6] = [
+    "http://localhost:*",
+    "http://127.0.0.1:*",
+    "http://[::1]:*",
+    "https://localhost:*",
+    "https://127.0.0.1:*",
+    "https://[::1]:*",
+];
 
 /// Largest request head (request line and headers) accepted.
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
@@ -345,7 +367,12 @@ impl Listener {
         hosts.extend(self.options.allow_hosts.iter().cloned());
         let config = StreamableHttpServerConfig::default()
             .with_allowed_hosts(hosts)
-            .with_allowed_origins(self.options.allow_origins.clone())
+            .with_allowed_origins(
+                LOOPBACK_ORIGINS
+                    .iter()
+                    .map(|o| o.to_string())
+                    .chain(self.options.allow_origins.iter().cloned()),
+            )
             .enforce_origin_validation()
             .with_max_request_body_bytes(limits.max_message_bytes)
             .with_cancellation_token(shutdown.child_token());
@@ -366,7 +393,7 @@ impl Listener {
                     )),
                 }
             },
-            Arc::new(sessions),
+            Arc::new(sessions.clone()),
             config,
         );
         let token: Option<Arc<[u8]>> = self.options.token.as_deref().map(|t| t.as_bytes().into());
@@ -409,6 +436,7 @@ impl Listener {
                 service: service.clone(),
                 token: token.clone(),
                 sessions: session_shares.clone(),
+                known: sessions.clone(),
                 client,
                 limits,
             };
@@ -478,6 +506,9 @@ struct Route {
     service: StreamableHttpService<ToolgateServer, Sessions>,
     token: Option<Arc<[u8]>>,
     sessions: Arc<Shares>,
+    /// The sessions themselves (the service's manager, shared), to tell an
+    /// unknown session from a live one.
+    known: Sessions,
     client: Client,
     limits: Limits,
 }
@@ -561,13 +592,234 @@ impl Route {
         } else {
             None
         };
+        // The letter of the protocol (`exact`): bad JSON and bad JSON-RPC
+        // are 400 with a JSON-RPC error, a batch is split (2025-03-26) or
+        // refused, ending an unknown session is 404, a real one 204.
+        let is_json = parts
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+        // The SDK's own DNS-rebinding check comes first (403), as it would
+        // without this layer.
+        if let Some(refused) = self.rebinding_refused(&parts).await {
+            return refused;
+        }
+        if parts.method == http::Method::POST && is_json {
+            match exact::check_body(&body) {
+                exact::Body::Message => {}
+                exact::Body::Refused(response) => return response,
+                exact::Body::Batch(items) => return self.batch(parts, items).await,
+            }
+        }
+        let session = parts
+            .headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(SessionId::from);
+        let deleting = parts.method == http::Method::DELETE;
+        if deleting
+            && let Some(id) = &session
+            && !self.known.has_session(id).await.unwrap_or(false)
+        {
+            return exact::error_response(
+                StatusCode::NOT_FOUND,
+                None,
+                rmcp::ErrorData::invalid_request(
+                    "no such session: it ended, or was never opened; open one with `initialize`",
+                    None,
+                ),
+            );
+        }
         let request = Request::from_parts(parts, Full::new(body));
         // Host and Origin are checked by the service (403), with the lists
         // configured in `serve`.
-        OPENING
+        let response = OPENING
             .scope(Mutex::new(opening), self.service.handle(request))
-            .await
+            .await;
+        if deleting && response.status() == StatusCode::ACCEPTED {
+            // The session is ended (the SDK says 202, the spec 200 or 204).
+            let mut response = response;
+            *response.status_mut() = StatusCode::NO_CONTENT;
+            return response;
+        }
+        exact_errors(response).await
     }
+
+    /// The SDK's DNS-rebinding check (`Host`, `Origin`; configured in
+    /// `serve`) on this request's head: its 403 when it refuses. Asked with
+    /// the method `OPTIONS`, which the SDK answers 405 at once once the
+    /// check passes, so the check has one source, the SDK's.
+    async fn rebinding_refused(&self, parts: &http::request::Parts) -> Option<Response<Body>> {
+        let mut probe = Request::new(Full::new(Bytes::new()));
+        *probe.method_mut() = http::Method::OPTIONS;
+        *probe.uri_mut() = parts.uri.clone();
+        *probe.headers_mut() = parts.headers.clone();
+        let answer = self.service.handle(probe).await;
+        (answer.status() == StatusCode::FORBIDDEN).then_some(answer)
+    }
+
+    /// A JSON-RPC batch: allowed in a 2025-03-26 session, where each of its
+    /// messages is handled as if posted alone (concurrently, in the same
+    /// session) and the answers come back together as one JSON array; a
+    /// clear `-32600` elsewhere.
+    async fn batch(&self, parts: http::request::Parts, items: Vec<Value>) -> Response<Body> {
+        let version = parts
+            .headers
+            .get("mcp-protocol-version")
+            .and_then(|v| v.to_str().ok());
+        let refuse = |why: String| {
+            exact::error_response(
+                StatusCode::BAD_REQUEST,
+                None,
+                rmcp::ErrorData::invalid_request(why, None),
+            )
+        };
+        if let Err(why) =
+            exact::batch_allowed(parts.headers.contains_key("mcp-session-id"), version)
+        {
+            return refuse(why);
+        }
+        if items.is_empty() {
+            return refuse("an empty JSON-RPC batch".into());
+        }
+        if items.len() > exact::MAX_BATCH {
+            return refuse(format!(
+                "a JSON-RPC batch of {} messages; at most {} are accepted",
+                items.len(),
+                exact::MAX_BATCH
+            ));
+        }
+        let answers = items.into_iter().map(|item| {
+            let parts = parts.clone();
+            async move {
+                if serde_json::from_value::<rmcp::model::ClientJsonRpcMessage>(item.clone())
+                    .is_err()
+                {
+                    let error = exact::invalid_message(&item);
+                    return vec![
+                        json!({"jsonrpc": "2.0", "id": exact::id_of(&item), "error": error}),
+                    ];
+                }
+                let id = exact::id_of(&item);
+                let request = Request::from_parts(parts, Full::new(Bytes::from(item.to_string())));
+                let response = OPENING
+                    .scope(Mutex::new(None), self.service.handle(request))
+                    .await;
+                collect_answers(response, id).await
+            }
+        });
+        let answers: Vec<Value> = futures::future::join_all(answers)
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
+        if answers.is_empty() {
+            // Notifications and responses only.
+            let mut response = Response::new(Full::new(Bytes::new()).boxed());
+            *response.status_mut() = StatusCode::ACCEPTED;
+            return response;
+        }
+        let mut response =
+            Response::new(Full::new(Bytes::from(Value::Array(answers).to_string())).boxed());
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        response
+    }
+}
+
+/// The answers (responses and errors) in one message's HTTP response: the
+/// JSON body, or the `data:` of its SSE events, each [`exact::exact`];
+/// an HTTP error without a JSON-RPC body becomes a `-32600` for `id`.
+async fn collect_answers(response: Response<Body>, id: Option<Value>) -> Vec<Value> {
+    let status = response.status();
+    let sse = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    let Ok(collected) = response.into_body().collect().await;
+    let bytes = collected.to_bytes();
+    let messages: Vec<Value> = if sse {
+        String::from_utf8_lossy(&bytes)
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str(d.trim()).ok())
+            .collect()
+    } else {
+        serde_json::from_slice(&bytes).ok().into_iter().collect()
+    };
+    let mut answers: Vec<Value> = messages
+        .into_iter()
+        .filter(|m| m.get("result").is_some() || m.get("error").is_some())
+        .map(|mut m| {
+            if let Some(fixed) = exact::rewrite_json(m.to_string().as_bytes())
+                && let Ok(v) = serde_json::from_slice(&fixed)
+            {
+                m = v;
+            }
+            m
+        })
+        .collect();
+    if answers.is_empty() && !status.is_success() && id.is_some() {
+        let text = String::from_utf8_lossy(&bytes).trim().to_string();
+        answers.push(json!({"jsonrpc": "2.0", "id": id, "error": rmcp::ErrorData::invalid_request(text, None)}));
+    }
+    answers
+}
+
+/// The SDK's answer with its errors said exactly ([`exact`]): a JSON body
+/// rewritten whole (it is one message, and its length changes), an SSE
+/// stream event by event as it goes.
+async fn exact_errors(response: Response<Body>) -> Response<Body> {
+    let (mut parts, body) = response.into_parts();
+    let content_type = parts
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .map(|v| v.as_bytes().to_vec())
+        .unwrap_or_default();
+    let body = if content_type.starts_with(b"text/event-stream") {
+        body.map_frame(|frame| frame.map_data(exact::rewrite_sse))
+            .boxed()
+    } else if content_type.starts_with(b"application/json") {
+        let Ok(collected) = body.collect().await;
+        let bytes = collected.to_bytes();
+        match exact::rewrite_json(&bytes) {
+            Some(fixed) => {
+                parts.headers.remove(http::header::CONTENT_LENGTH);
+                Full::new(Bytes::from(fixed)).boxed()
+            }
+            None => Full::new(bytes).boxed(),
+        }
+    } else if parts.status.is_client_error() && parts.status != StatusCode::FORBIDDEN {
+        // The SDK's refusals in plain text (no session id, an unknown
+        // session, a missing Accept): the same status, a JSON-RPC body.
+        let Ok(collected) = body.collect().await;
+        let text = String::from_utf8_lossy(&collected.to_bytes())
+            .trim()
+            .to_string();
+        let message = if text.contains("Session ID is required") {
+            "the session is not initialized: send `initialize` first (every later request \
+             carries its Mcp-Session-Id), or, on the stateless revision (2026-07-28), give \
+             each request its `_meta` fields"
+                .to_string()
+        } else {
+            text
+        };
+        parts.headers.remove(http::header::CONTENT_LENGTH);
+        let error = rmcp::ErrorData::invalid_request(message, None);
+        let json = json!({"jsonrpc": "2.0", "id": null, "error": error});
+        parts.headers.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        Full::new(Bytes::from(json.to_string())).boxed()
+    } else {
+        body
+    };
+    Response::from_parts(parts, body)
 }
 
 /// 401: the header RFC 6750 asks for, a JSON-RPC error for MCP clients,

@@ -1,4 +1,5 @@
-//! The MCP handler: `tools/list`, `tools/call`, `logging/setLevel`.
+//! The MCP handler: `tools/list`, `tools/call`, `logging/setLevel`,
+//! `subscriptions/listen`.
 //!
 //! The protocol itself (handshake, version negotiation — every revision the
 //! SDK knows, the newest included —, request dispatch, cancellation tokens,
@@ -29,6 +30,13 @@
 //!   message (`warning`, logger `toolgate/lifecycle`) when the client asked
 //!   for that level.
 //!
+//! * `subscriptions/listen` (2026-07-28, where the session-less client has
+//!   no other channel): tool list changes, the same ones, on the stream of
+//!   the listen request, until the client cancels it.
+//! * a method the SDK does not know, or a known one whose params do not
+//!   decode: "method not found: X", or `-32602` naming what is wrong
+//!   ([`super::exact`]).
+//!
 //! MCP logging is deprecated by the newest revision (SEP-2577) but is what
 //! clients of the older ones use; it is served until the SDK drops it.
 #![allow(deprecated)]
@@ -41,13 +49,13 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use rmcp::ErrorData;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
-    Implementation, InputRequiredResult, ListToolsResult, LoggingLevel,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, ErrorCode, Implementation, InputRequiredResult, ListToolsResult, LoggingLevel,
     LoggingMessageNotificationParam, MetaObject, PaginatedRequestParams, ProgressNotificationParam,
     ProgressToken, ProtocolVersion, ResourceContents, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, Tool,
+    ServerNotification, SetLevelRequestParams, SubscriptionFilter, Tool,
 };
-use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer};
+use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
@@ -339,6 +347,73 @@ impl ServerHandler for ToolgateServer {
         Ok(ListToolsResult::with_all_items(
             self.mcp_tools().as_ref().clone(),
         ))
+    }
+
+    /// A method the SDK does not know, or one it knows whose params did not
+    /// decode (it then arrives here): `-32602` saying what is wrong for the
+    /// latter, "method not found: X" for the former.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        Err(
+            super::exact::invalid_params(&request.method, request.params.as_ref()).unwrap_or_else(
+                || {
+                    ErrorData::new(
+                        ErrorCode::METHOD_NOT_FOUND,
+                        format!("method not found: {}", request.method),
+                        None,
+                    )
+                },
+            ),
+        )
+    }
+
+    /// `subscriptions/listen` (2026-07-28): tool list changes only (this
+    /// server has neither prompts nor resources of its own).
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::new();
+        accepted.tools_list_changed = requested.tools_list_changed.filter(|wanted| *wanted);
+        Some(accepted)
+    }
+
+    /// One `subscriptions/listen` stream: a `notifications/tools/list_changed`
+    /// on it whenever the tools this scope sees change (a reload, a bridged
+    /// server's new listing), until the client cancels it (closes the
+    /// stream, or `notifications/cancelled`) or the session ends.
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
+        use tokio::sync::broadcast::error::RecvError;
+        if subscription.accepted().tools_list_changed != Some(true) {
+            subscription.cancelled().await;
+            return Ok(());
+        }
+        let mut events = self.host.subscribe();
+        let mut seen = self.host.generation_for(&self.scope).tools_digest;
+        loop {
+            tokio::select! {
+                _ = subscription.cancelled() => return Ok(()),
+                _ = self.closed.cancelled() => return Ok(()),
+                event = events.recv() => {
+                    if let Err(RecvError::Closed) = event {
+                        return Ok(());
+                    }
+                }
+            }
+            let now = self.host.generation_for(&self.scope).tools_digest;
+            if now == seen {
+                continue;
+            }
+            seen = now;
+            let changed = ServerNotification::ToolListChangedNotification(Default::default());
+            if let Err(e) = subscription.sink().send(changed).await {
+                tracing::debug!(error = %e, "a subscription's client is gone");
+                return Ok(());
+            }
+        }
     }
 
     async fn set_level(

@@ -35,7 +35,8 @@ use tokio_util::sync::CancellationToken;
 pub struct SessionGone(pub CancellationToken);
 
 /// The SDK's in-memory session manager, whose transports announce their end
-/// and whose unused sessions end early.
+/// and whose unused sessions end early. Clones share the sessions.
+#[derive(Clone)]
 pub struct Sessions {
     inner: Arc<LocalSessionManager>,
     unused_idle: Duration,

@@ -217,8 +217,11 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for StdioTrans
 
     fn send(
         &mut self,
-        item: TxJsonRpcMessage<RoleServer>,
+        mut item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        if let JsonRpcMessage::Error(e) = &mut item {
+            super::exact::exact(&mut e.error);
+        }
         // The request counts as in flight until its answer is in the
         // output queue: answers waiting for room count too, so a client
         // that does not read cannot make answers pile up.
@@ -303,13 +306,16 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for StdioTrans
                 Err(e) => {
                     let (id, error) = match serde_json::from_slice::<Value>(&line) {
                         Err(_) => (None, ErrorData::parse_error(format!("not JSON: {e}"), None)),
-                        Ok(v) => (
-                            id_of(&v),
+                        Ok(Value::Array(_)) => (
+                            None,
                             ErrorData::invalid_request(
-                                format!("not a valid JSON-RPC 2.0 / MCP message: {e}"),
+                                "JSON-RPC batches are not accepted over stdio (only the \
+                                 2025-03-26 revision has them, and only its HTTP sessions \
+                                 take them here); send one message per line",
                                 None,
                             ),
                         ),
+                        Ok(v) => (id_of(&v), super::exact::invalid_message(&v)),
                     };
                     tracing::debug!(error = %error.message, "bad frame");
                     // A notification (no id) that is malformed is dropped

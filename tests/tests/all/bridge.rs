@@ -1204,3 +1204,59 @@ fn endless_huge_or_crowded_listings_are_cut_off_in_bounded_memory() {
     println!("peak RSS of the host: {} MiB", peak >> 20);
     assert!(peak < 400 << 20, "the host peaked at {} MiB", peak >> 20);
 }
+
+/// Issue 27, item 7: `toolgate run` waits for the configured MCP servers
+/// (each bounded by its `connect_timeout_ms`) before the batch starts, so a
+/// bridged call in the batch runs; a server that cannot start is reported
+/// on stderr, and only its own calls fail.
+#[test]
+#[cfg_attr(
+    not(has_mcp_servers),
+    ignore = "needs the MCP servers of tests/mcp/servers.txt (node/npm and PyPI): run `bash tests/mcp/setup-servers.sh target/tmp/mcp-servers`"
+)]
+fn run_waits_for_bridged_servers_and_a_failed_one_fails_only_its_calls() {
+    let dir = servers();
+    let work = TempDir::new("bridge-run");
+    let config = work.path().join("toolgate.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp.servers.time]\ncommand = {:?}\nargs = [\"--local-timezone\", \"Etc/UTC\"]\n\
+             [mcp.servers.broken]\ncommand = \"false\"\nconnect_timeout_ms = 3000\n",
+            time_bin(&dir).display().to_string()
+        ),
+    )
+    .unwrap();
+    let batch = json!([
+        {"id": "1", "name": "mcp__time__get_current_time", "arguments": {"timezone": "Etc/UTC"}},
+        {"id": "2", "name": "mcp__broken__anything", "arguments": {}},
+        {"id": "3", "name": "todo_write", "arguments": {"todos": []}},
+    ]);
+    let calls = work.path().join("calls.json");
+    std::fs::write(&calls, batch.to_string()).unwrap();
+    let out = Command::new(toolgate_bin())
+        .args(["--config"])
+        .arg(&config)
+        .args(["--approve", "allow", "run", "--compact"])
+        .arg(&calls)
+        .current_dir(work.path())
+        .env("TOOLGATE_CACHE_DIR", work.path().join("cache"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let records = v
+        .as_array()
+        .unwrap_or_else(|| v["results"].as_array().unwrap());
+    let by = |id: &str| records.iter().find(|r| r["id"] == id).cloned().unwrap();
+    let time = by("1");
+    assert_eq!(time["isError"], false, "{time}\n{stderr}");
+    assert!(time.to_string().contains("Etc/UTC"), "{time}");
+    assert_eq!(by("2")["error"]["code"], "UNKNOWN_TOOL", "{v}");
+    assert_eq!(by("3")["isError"], false, "{v}");
+    assert!(
+        stderr.contains("broken") && stderr.contains("cannot be started"),
+        "the failed server is reported: {stderr}"
+    );
+}

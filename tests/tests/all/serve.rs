@@ -317,10 +317,17 @@ struct HttpServer {
     token: Option<String>,
     /// The line after the address: where the token is, or the warning.
     auth_line: String,
+    /// Its stderr after those lines, so far.
+    log: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 impl HttpServer {
     fn start(s: &Setup, extra: &[&str]) -> HttpServer {
+        Self::start_env(s, extra, &[])
+    }
+
+    /// [`HttpServer::start`] with more environment (`RUST_LOG`).
+    fn start_env(s: &Setup, extra: &[&str], env: &[(&str, &str)]) -> HttpServer {
         let mut args = vec!["--http", "127.0.0.1:0"];
         args.extend_from_slice(extra);
         if !args.contains(&"--approve") {
@@ -328,6 +335,7 @@ impl HttpServer {
         }
         let mut child = s
             .command(&args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -357,16 +365,22 @@ impl HttpServer {
                     .trim()
                     .to_string()
             });
-        // Keep draining stderr so the server never blocks on it.
+        // Keep draining stderr so the server never blocks on it; kept.
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let kept = log.clone();
         std::thread::spawn(move || {
-            let mut sink = String::new();
-            let _ = stderr.read_to_string(&mut sink);
+            let mut line = String::new();
+            while stderr.read_line(&mut line).unwrap_or(0) > 0 {
+                kept.lock().unwrap().push_str(&line);
+                line.clear();
+            }
         });
         HttpServer {
             child,
             url,
             token,
             auth_line,
+            log,
         }
     }
 
@@ -495,9 +509,9 @@ fn http_refuses_forbidden_host_and_origin_and_unauthenticated_binds() {
         403
     );
     assert_eq!(
-        server.raw(&post(&addr, &format!("Origin: http://{addr}\r\n"), INIT)),
+        server.raw(&post(&addr, "Origin: http://other.example:8080\r\n", INIT)),
         403,
-        "no Origin is allowed unless --allow-origin says so"
+        "no foreign Origin is allowed unless --allow-origin says so"
     );
     // Another path.
     let other = post(&addr, "", INIT).replace("POST /mcp", "POST /other");
@@ -1558,4 +1572,484 @@ fn a_compiling_third_party_tool_does_not_hold_the_builtins_back() {
         got[&5]
     );
     assert!(changed, "the client was told the list changed");
+}
+
+// ---- The letter of the protocol (issue 27) --------------------------------
+
+/// A raw HTTP exchange read to its end (`Connection: close`): the status,
+/// the head, the body.
+fn exchange(addr: &str, request: &str) -> (u16, String, String) {
+    let (head, mut reader) = open_request(addr, request);
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let mut body = Vec::new();
+    let _ = reader.read_to_end(&mut body);
+    (status, head, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// The JSON-RPC messages of a body: a JSON one, or an SSE stream's `data:`.
+fn messages(body: &str) -> Vec<Value> {
+    if let Ok(v) = serde_json::from_str::<Value>(body) {
+        return vec![v];
+    }
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str(d.trim()).ok())
+        .collect()
+}
+
+fn request(method: &str, extra: &str, body: &str) -> String {
+    post("127.0.0.1", extra, body).replacen("POST", method, 1)
+}
+
+/// Issue 27, items 2-5: bad input over HTTP gets 400 and a JSON-RPC error
+/// (not rmcp's 415 in plain text); a batch is answered in a 2025-03-26
+/// session and refused with a clear -32600 elsewhere; `tools/call` without
+/// `name` is -32602 naming it; an unknown method says "method not found:
+/// X"; a request outside a session says it is not initialized; `DELETE` is
+/// 404 for an unknown session and 204 for a live one. The server serves on.
+#[test]
+fn http_answers_bad_input_with_exact_json_rpc_errors() {
+    let s = setup();
+    let server = HttpServer::start(&s, &["--approve", "allow"]);
+    let addr = server.addr();
+    let auth = server.auth();
+    let send = |method: &str, extra: &str, body: &str| {
+        let (status, head, body) =
+            exchange(&addr, &request(method, &format!("{auth}{extra}"), body));
+        (status, head, messages(&body))
+    };
+    let error_of = |answer: &[Value]| {
+        answer
+            .first()
+            .map(|m| m["error"].clone())
+            .unwrap_or_default()
+    };
+
+    // Not JSON; JSON that is not JSON-RPC 2.0; not an object.
+    let (status, head, answer) = send("POST", "", "{not json");
+    assert_eq!(status, 400, "{head}");
+    assert!(
+        header(&head, "content-type")
+            .unwrap()
+            .starts_with("application/json")
+    );
+    assert_eq!(error_of(&answer)["code"], -32700, "{answer:?}");
+    let (status, _, answer) = send("POST", "", r#"{"jsonrpc":"1.0","id":7,"method":"ping"}"#);
+    assert_eq!(status, 400);
+    assert_eq!(error_of(&answer)["code"], -32600, "{answer:?}");
+    assert_eq!(answer[0]["id"], 7, "the id is kept: {answer:?}");
+    assert!(
+        error_of(&answer)["message"]
+            .as_str()
+            .unwrap()
+            .contains("jsonrpc")
+    );
+    let (status, _, answer) = send("POST", "", "42");
+    assert_eq!(
+        (status, error_of(&answer)["code"].clone()),
+        (400, json!(-32600))
+    );
+
+    // A batch outside a session (initialize is never batched).
+    let (status, _, answer) = send("POST", "", &format!("[{INIT}]"));
+    assert_eq!(status, 400);
+    assert_eq!(error_of(&answer)["code"], -32600);
+    assert!(
+        error_of(&answer)["message"]
+            .as_str()
+            .unwrap()
+            .contains("2025-03-26 session"),
+        "{answer:?}"
+    );
+
+    // A request outside any session: not initialized.
+    let (status, _, answer) = send(
+        "POST",
+        "MCP-Protocol-Version: 2025-06-18\r\n",
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+    );
+    assert_eq!(status, 400);
+    assert!(
+        error_of(&answer)["message"]
+            .as_str()
+            .unwrap()
+            .contains("not initialized"),
+        "{answer:?}"
+    );
+
+    // A 2025-03-26 session: batches are part of that revision.
+    let init = |version: &str| {
+        let body = INIT.replace("2025-06-18", version);
+        let (status, head, _) = exchange(&addr, &request("POST", &auth, &body));
+        assert_eq!(status, 200, "{head}");
+        let id = header(&head, "mcp-session-id").unwrap().to_string();
+        let sid = format!("Mcp-Session-Id: {id}\r\n");
+        let (status, _, _) = send(
+            "POST",
+            &sid,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        );
+        assert_eq!(status, 202);
+        sid
+    };
+    let old = init("2025-03-26");
+    let batch = format!(
+        "[{},{},{},{},{}]",
+        r#"{"jsonrpc":"2.0","id":10,"method":"ping"}"#,
+        call(11, "echo", json!({"text": "in a batch"})),
+        r#"{"jsonrpc":"2.0","id":12,"method":"no/such"}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}"#,
+        r#"{"jsonrpc":"1.0","id":13}"#
+    );
+    let (status, head, answer) = send("POST", &old, &batch);
+    assert_eq!(status, 200, "{head}");
+    let answers = answer[0]
+        .as_array()
+        .unwrap_or_else(|| panic!("an array: {answer:?}"));
+    let by_id = |id: i64| {
+        answers
+            .iter()
+            .find(|a| a["id"] == id)
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        answers.len(),
+        4,
+        "one answer per request, none for a notification: {answers:?}"
+    );
+    assert_eq!(by_id(10)["result"], json!({}));
+    assert_eq!(
+        by_id(11)["result"]["structuredContent"],
+        json!({"text": "in a batch"})
+    );
+    assert_eq!(by_id(12)["error"]["message"], "method not found: no/such");
+    assert_eq!(by_id(13)["error"]["code"], -32600);
+    // An empty batch, an oversized one.
+    let (status, _, answer) = send("POST", &old, "[]");
+    assert_eq!(
+        (status, error_of(&answer)["code"].clone()),
+        (400, json!(-32600))
+    );
+    let many = format!(
+        "[{}]",
+        vec![r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#; 65].join(",")
+    );
+    let (status, _, answer) = send("POST", &old, &many);
+    assert_eq!(status, 400);
+    assert!(
+        error_of(&answer)["message"]
+            .as_str()
+            .unwrap()
+            .contains("at most 64")
+    );
+
+    // A later revision: no batches, and said so.
+    let new = init("2025-06-18");
+    let versioned = format!("{new}MCP-Protocol-Version: 2025-06-18\r\n");
+    let (status, _, answer) = send(
+        "POST",
+        &versioned,
+        r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+    );
+    assert_eq!(status, 400);
+    assert!(
+        error_of(&answer)["message"]
+            .as_str()
+            .unwrap()
+            .contains("not part of protocol revision 2025-06-18"),
+        "{answer:?}"
+    );
+
+    // tools/call without a name; an unknown method.
+    let (_, _, answer) = send(
+        "POST",
+        &versioned,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"arguments":{}}}"#,
+    );
+    let error = answer
+        .iter()
+        .find(|m| m["id"] == 3)
+        .map(|m| m["error"].clone())
+        .unwrap_or_default();
+    assert_eq!(error["code"], -32602, "{answer:?}");
+    assert!(
+        error["message"].as_str().unwrap().contains("`name`"),
+        "{error}"
+    );
+    let (_, _, answer) = send(
+        "POST",
+        &versioned,
+        r#"{"jsonrpc":"2.0","id":4,"method":"foo/bar"}"#,
+    );
+    let error = answer
+        .iter()
+        .find(|m| m["id"] == 4)
+        .map(|m| m["error"].clone())
+        .unwrap_or_default();
+    assert_eq!(error["code"], -32601, "{answer:?}");
+    assert_eq!(error["message"], "method not found: foo/bar");
+
+    // DELETE: a live session 204, then (ended) 404, an unknown one 404.
+    let (status, _, _) = send("DELETE", &versioned, "");
+    assert_eq!(status, 204);
+    let (status, _, answer) = send("DELETE", &versioned, "");
+    assert_eq!(status, 404);
+    assert_eq!(error_of(&answer)["code"], -32600, "{answer:?}");
+    let (status, _, _) = send("DELETE", "Mcp-Session-Id: no-such-session\r\n", "");
+    assert_eq!(status, 404);
+
+    // Served on: the old session still answers, a new one opens.
+    let (_, _, answer) = send("POST", &old, r#"{"jsonrpc":"2.0","id":20,"method":"ping"}"#);
+    assert!(
+        answer
+            .iter()
+            .any(|m| m["id"] == 20 && m.get("result").is_some()),
+        "{answer:?}"
+    );
+    init("2025-06-18");
+}
+
+/// Issue 27, item 6: an `Origin` on this machine (localhost, 127.0.0.1,
+/// [::1], any port, http or https) is accepted, as the spec requires of a
+/// local server; other origins and hosts are still refused.
+#[test]
+fn http_accepts_loopback_origins_and_refuses_foreign_ones() {
+    let s = setup();
+    let server = HttpServer::start(&s, &[]);
+    let addr = server.addr();
+    for origin in [
+        "http://localhost:5173",
+        "http://127.0.0.1:9",
+        "http://[::1]:6274",
+        "https://localhost",
+        &format!("http://{addr}"),
+    ] {
+        assert_eq!(
+            server.raw(&post(&addr, &format!("Origin: {origin}\r\n"), INIT)),
+            200,
+            "{origin}"
+        );
+    }
+    for origin in [
+        "http://evil.example",
+        "http://localhost.evil.example:5173",
+        "http://127.0.0.1.nip.io",
+        "null",
+    ] {
+        assert_eq!(
+            server.raw(&post(&addr, &format!("Origin: {origin}\r\n"), INIT)),
+            403,
+            "{origin}"
+        );
+    }
+    assert_eq!(server.raw(&post("evil.example", "", INIT)), 403);
+    // Refused before the body is looked at: garbage from a foreign origin
+    // is 403, not 400.
+    assert_eq!(
+        server.raw(&post(&addr, "Origin: http://evil.example\r\n", "{not json")),
+        403
+    );
+}
+
+/// Issue 27, items 4-5 over stdio: before `initialize` a request is told
+/// the session is not initialized; after it, `tools/call` without `name` is
+/// -32602 naming it, an unknown method "method not found: X", a batch a
+/// clear -32600.
+#[test]
+fn stdio_errors_say_exactly_what_is_wrong() {
+    let s = setup();
+    let mut raw = Raw::start(&s, &[]);
+    raw.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#);
+    let v = raw.answer(2);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("the session is not initialized"),
+        "{v}"
+    );
+    raw.handshake();
+    raw.send(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{}}"#);
+    let v = raw.answer(3);
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("`name`"),
+        "{v}"
+    );
+    raw.send(r#"{"jsonrpc":"2.0","id":4,"method":"no/such"}"#);
+    assert_eq!(
+        raw.answer(4)["error"]["message"],
+        "method not found: no/such"
+    );
+    raw.send(r#"[{"jsonrpc":"2.0","id":5,"method":"ping"}]"#);
+    let v = raw.read();
+    assert_eq!(v["error"]["code"], -32600, "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("batches"),
+        "{v}"
+    );
+    raw.send(r#"{"jsonrpc":"2.0","id":6,"method":"ping"}"#);
+    assert!(raw.answer(6).get("result").is_some());
+}
+
+fn run_letter(python: &Path, args: &[String], ready: impl FnOnce()) -> Value {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/letter.py");
+    let mut child = Command::new(python)
+        .arg(&script)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run letter.py");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut ready = Some(ready);
+    let mut last = String::new();
+    loop {
+        let mut line = String::new();
+        if stdout.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        if line.trim() == "listening"
+            && let Some(ready) = ready.take()
+        {
+            ready();
+        } else if !line.trim().is_empty() {
+            last = line;
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "letter.py failed: {last}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&last).unwrap_or_else(|e| panic!("letter.py's report ({e}): {last}"))
+}
+
+/// Issue 27, item 3: the Python SDK ends its session with `DELETE` and
+/// gets 204, so it no longer warns "Session termination failed: 202".
+#[test]
+#[cfg_attr(
+    not(has_mcp_client),
+    ignore = "needs the MCP Python SDK from PyPI: run `bash tests/mcp/setup-venv.sh target/tmp/mcp-venv`"
+)]
+fn letter_python_sdk_ends_its_session_without_a_warning() {
+    let python = python();
+    let s = setup();
+    let server = HttpServer::start(&s, &[]);
+    let mut args = vec!["close".to_string()];
+    args.extend(server.client_target());
+    let report = run_letter(&python, &args, || {});
+    assert_eq!(report["protocol"], "2025-11-25", "{report}");
+    assert!(report["tools"].as_u64().unwrap() > 0, "{report}");
+    assert_eq!(report["warnings"], json!([]), "{report}");
+}
+
+/// Issue 27, item 1: a 2026-07-28 client (the Python SDK's default mode)
+/// hears through `subscriptions/listen` that the tool list changed, over
+/// HTTP and over stdio.
+#[test]
+#[cfg_attr(
+    not(has_mcp_client),
+    ignore = "needs the MCP Python SDK from PyPI: run `bash tests/mcp/setup-venv.sh target/tmp/mcp-venv`"
+)]
+fn letter_python_sdk_listens_for_tool_list_changes() {
+    let python = python();
+    for transport in ["http", "stdio"] {
+        let s = setup();
+        let server;
+        let mut args = vec!["listen".to_string()];
+        let extra = ["--approve", "allow", "--watch-debounce-ms", "20"];
+        if transport == "http" {
+            server = Some(HttpServer::start(&s, &extra));
+            args.extend(server.as_ref().unwrap().client_target());
+        } else {
+            server = None;
+            args.extend([
+                "--cwd".to_string(),
+                s.work.path().display().to_string(),
+                "--env".to_string(),
+                format!("TOOLGATE_CACHE_DIR={}", cache_dir().display()),
+                "--stdio".to_string(),
+                toolgate_bin().display().to_string(),
+            ]);
+            args.extend(s.args(&extra));
+        }
+        let dir = s.plugins.path().to_path_buf();
+        let report = run_letter(&python, &args, || {
+            let tmp = dir.join(".v.wasm.part");
+            std::fs::write(&tmp, std::fs::read(fixtures::VERSIONED_1).unwrap()).unwrap();
+            std::fs::rename(&tmp, dir.join("v.wasm")).unwrap();
+        });
+        drop(server);
+        assert_eq!(report["protocol"], "2026-07-28", "{transport}: {report}");
+        assert_eq!(
+            report["honored"]["toolsListChanged"], true,
+            "{transport}: {report}"
+        );
+        assert_eq!(report["event"], "ToolsListChanged", "{transport}: {report}");
+        assert!(
+            report["tools"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("which_version")),
+            "{transport}: {report}"
+        );
+    }
+}
+
+/// Issue 27, item 9: a 2026-07-28 client cancels a call by closing its
+/// POST's response stream; the SDK's "failed to send pending response
+/// during drain" that follows is an expected event, logged at debug, never
+/// as an error.
+#[test]
+fn a_cancel_by_closing_the_stream_is_not_logged_as_an_error() {
+    let s = setup();
+    let server = HttpServer::start_env(
+        &s,
+        &["--approve", "allow"],
+        &[("RUST_LOG", "warn,rmcp=error,toolgate::mcp=debug")],
+    );
+    let addr = server.addr();
+    let marker = marker(40);
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
+        "name": "bash", "arguments": {"command": format!("sleep {marker}")},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}}}})
+    .to_string();
+    let extra = format!(
+        "{}MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: bash\r\n",
+        server.auth()
+    );
+    // The answer's head comes with its first event: nothing is read.
+    let mut stream = TcpStream::connect(&addr).unwrap();
+    stream
+        .write_all(post(&addr, &extra, &body).as_bytes())
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes_with(&format!("sleep {marker}")).is_empty() {
+        assert!(Instant::now() < deadline, "the call never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The client closes the stream: the call is cancelled.
+    drop(stream);
+    assert_no_orphans(&format!("sleep {marker}"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let log = server.log.lock().unwrap().clone();
+        if log.contains("its client had closed the stream") {
+            assert!(!log.contains("ERROR"), "{log}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the drain event never came (at debug): {log}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

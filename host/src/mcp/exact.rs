@@ -1,0 +1,323 @@
+//! The letter of the protocol where the SDK's own answers fall short.
+//!
+//! A gateway is judged on its errors as much as on its results: a client
+//! library that gets a `415` in plain text for a typo in its JSON, or
+//! `-32601 "tools/call"` for a call without a `name`, cannot tell its user
+//! what went wrong. The SDK (`rmcp`) answers these cases loosely, so this
+//! module checks and rewrites at our edges, the same way for both
+//! transports:
+//!
+//! * [`check_body`] — an HTTP body that is not JSON is a JSON-RPC parse
+//!   error (`-32700`), JSON that is not a JSON-RPC 2.0 message an invalid
+//!   request (`-32600`), both with HTTP 400 and a JSON-RPC error body
+//!   ([`error_response`]), as stdio answers them. A JSON array is a batch:
+//!   the caller decides whether this session may send one
+//!   ([`batch_allowed`]).
+//! * [`exact`] — an error the SDK made, said precisely: `-32601` names the
+//!   method as "method not found: X"; the SDK's "request _meta is missing"
+//!   for a request that came before `initialize` says the session is not
+//!   initialized (or, on the stateless revision, which `_meta` fields the
+//!   request lacks). [`rewrite_json`] applies it to a JSON-RPC message in
+//!   bytes (an HTTP JSON body, an SSE event's data).
+//! * [`invalid_params`] — a request for a method the SDK knows whose params
+//!   do not deserialize (the SDK then treats it as an unknown, custom
+//!   method) is `-32602` with the decoding error, which names what is
+//!   missing.
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use http::{Response, StatusCode};
+use http_body_util::{BodyExt, Full, combinators::BoxBody};
+use rmcp::model::{ClientJsonRpcMessage, ErrorCode, ErrorData};
+use serde_json::{Value, json};
+
+/// Most messages in one JSON-RPC batch (a 2025-03-26 session); a longer
+/// batch is refused whole with `-32600`. Each message is a request of its
+/// own for the session's limits (`--max-queued-calls`).
+pub const MAX_BATCH: usize = 64;
+
+/// The SDK's message for a request without the per-request `_meta` of the
+/// stateless revision, which is also what a request before `initialize`
+/// gets.
+const META_MISSING: &str = "request _meta is missing or has malformed required fields: ";
+
+/// An error said precisely (see the module docs). Idempotent.
+pub fn exact(error: &mut ErrorData) {
+    if error.code == ErrorCode::METHOD_NOT_FOUND && !error.message.starts_with("method not found") {
+        error.message = format!("method not found: {}", error.message).into();
+    } else if error.code == ErrorCode::INVALID_PARAMS
+        && let Some(at) = error.message.find(META_MISSING)
+    {
+        let missing = &error.message[at + META_MISSING.len()..];
+        error.message = format!(
+            "the session is not initialized: send `initialize` first, or (the stateless \
+             revision, 2026-07-28) give every request its `_meta` fields; missing: {missing}"
+        )
+        .into();
+    }
+}
+
+/// [`exact`] applied to one JSON-RPC message in bytes; `None` when there is
+/// nothing to change (the bytes are not an error message, or already
+/// exact).
+pub fn rewrite_json(bytes: &[u8]) -> Option<Vec<u8>> {
+    // Cheap test first: most messages are results.
+    if !contains(bytes, b"\"error\"") {
+        return None;
+    }
+    let mut value: Value = serde_json::from_slice(bytes).ok()?;
+    let changed = match &mut value {
+        Value::Array(items) => items
+            .iter_mut()
+            .map(rewrite_value)
+            .fold(false, |a, b| a | b),
+        v => rewrite_value(v),
+    };
+    changed.then(|| value.to_string().into_bytes())
+}
+
+fn rewrite_value(value: &mut Value) -> bool {
+    let Some(error) = value.get_mut("error") else {
+        return false;
+    };
+    let Ok(mut data) = serde_json::from_value::<ErrorData>(error.clone()) else {
+        return false;
+    };
+    let before = data.message.clone();
+    exact(&mut data);
+    if data.message == before {
+        return false;
+    }
+    *error = serde_json::to_value(&data).unwrap_or(Value::Null);
+    true
+}
+
+/// [`rewrite_json`] on every `data:` line of an SSE chunk.
+pub fn rewrite_sse(chunk: Bytes) -> Bytes {
+    if !contains(&chunk, b"\"error\"") {
+        return chunk;
+    }
+    let Ok(text) = std::str::from_utf8(&chunk) else {
+        return chunk;
+    };
+    let mut out = String::with_capacity(text.len() + 32);
+    let mut changed = false;
+    for line in text.split_inclusive('\n') {
+        if let Some(data) = line.strip_prefix("data: ")
+            && let Some(new) = rewrite_json(data.trim_end().as_bytes())
+        {
+            out.push_str("data: ");
+            out.push_str(&String::from_utf8_lossy(&new));
+            out.push('\n');
+            changed = true;
+        } else {
+            out.push_str(line);
+        }
+    }
+    if changed { Bytes::from(out) } else { chunk }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// What an HTTP body holds, as far as the layer in front of the SDK cares.
+pub enum Body {
+    /// One JSON-RPC message the SDK can read: passed on as it is.
+    Message,
+    /// A JSON array: a batch (its items unchecked).
+    Batch(Vec<Value>),
+    /// Not JSON, or not a JSON-RPC message: this answer (400).
+    Refused(Response<BoxBody<Bytes, Infallible>>),
+}
+
+/// Check a POST body (see the module docs).
+pub fn check_body(bytes: &[u8]) -> Body {
+    // The fast path: what the SDK will parse anyway.
+    if serde_json::from_slice::<ClientJsonRpcMessage>(bytes).is_ok() {
+        return Body::Message;
+    }
+    match serde_json::from_slice::<Value>(bytes) {
+        Err(e) => Body::Refused(error_response(
+            StatusCode::BAD_REQUEST,
+            None,
+            ErrorData::parse_error(format!("not JSON: {e}"), None),
+        )),
+        Ok(Value::Array(items)) => Body::Batch(items),
+        Ok(value) => {
+            let error = invalid_message(&value);
+            Body::Refused(error_response(
+                StatusCode::BAD_REQUEST,
+                id_of(&value),
+                error,
+            ))
+        }
+    }
+}
+
+/// Why `value` is not a JSON-RPC 2.0 message, as an invalid request.
+pub fn invalid_message(value: &Value) -> ErrorData {
+    let why = match value {
+        Value::Object(o) if o.get("jsonrpc") != Some(&json!("2.0")) => {
+            "`jsonrpc` must be \"2.0\"".to_string()
+        }
+        Value::Object(o) if !o.contains_key("method") && !o.contains_key("id") => {
+            "neither a request, a notification nor a response (no `method`, no `id`)".to_string()
+        }
+        Value::Object(o) if o.get("method").is_some_and(|m| !m.is_string()) => {
+            "`method` must be a string".to_string()
+        }
+        Value::Object(_) => {
+            let e = serde_json::from_value::<ClientJsonRpcMessage>(value.clone())
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            format!("not a valid MCP message: {e}")
+        }
+        _ => "a JSON-RPC message is an object".to_string(),
+    };
+    ErrorData::invalid_request(format!("invalid JSON-RPC 2.0 request: {why}"), None)
+}
+
+/// The id of something that looked like a request, for an error answer
+/// (a string or a number; anything else is answered with a null id).
+pub fn id_of(value: &Value) -> Option<Value> {
+    value
+        .get("id")
+        .filter(|id| id.is_string() || id.is_number())
+        .cloned()
+}
+
+/// A JSON-RPC error as an HTTP response.
+pub fn error_response(
+    status: StatusCode,
+    id: Option<Value>,
+    error: ErrorData,
+) -> Response<BoxBody<Bytes, Infallible>> {
+    let body = json!({"jsonrpc": "2.0", "id": id, "error": error});
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// Batches belong to the 2025-03-26 revision only (later ones removed
+/// them): accepted in a session whose requests carry that version, or
+/// none (a 2025-03-26 client sends no `MCP-Protocol-Version` header; every
+/// later one must). `Err`: why not, for a `-32600`.
+pub fn batch_allowed(session: bool, version: Option<&str>) -> Result<(), String> {
+    if !session {
+        return Err(
+            "JSON-RPC batches are accepted only inside a 2025-03-26 session \
+             (initialize is never batched); send one message per request"
+                .into(),
+        );
+    }
+    match version {
+        None | Some("2025-03-26") => Ok(()),
+        Some(v) => Err(format!(
+            "JSON-RPC batches are not part of protocol revision {v} (only 2025-03-26 has \
+             them); send one message per request"
+        )),
+    }
+}
+
+/// The MCP methods whose params the SDK decodes into a type: when they do
+/// not decode, the request reaches the handler as an unknown method. `Some`:
+/// the `-32602` it deserves, naming what is wrong (the decoding error says
+/// which field is missing or mistyped).
+pub fn invalid_params(method: &str, params: Option<&Value>) -> Option<ErrorData> {
+    use rmcp::model as m;
+    let params = params.cloned().unwrap_or(Value::Null);
+    fn decode<T: serde::de::DeserializeOwned>(params: Value) -> Option<String> {
+        serde_json::from_value::<T>(params)
+            .err()
+            .map(|e| e.to_string())
+    }
+    let why = match method {
+        "tools/call" => decode::<m::CallToolRequestParams>(params),
+        "initialize" => decode::<m::InitializeRequestParams>(params),
+        #[allow(deprecated)]
+        "logging/setLevel" => decode::<m::SetLevelRequestParams>(params),
+        "resources/read" => decode::<m::ReadResourceRequestParams>(params),
+        "resources/subscribe" => decode::<m::SubscribeRequestParams>(params),
+        "resources/unsubscribe" => decode::<m::UnsubscribeRequestParams>(params),
+        "prompts/get" => decode::<m::GetPromptRequestParams>(params),
+        "completion/complete" => decode::<m::CompleteRequestParams>(params),
+        "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list" => {
+            decode::<Option<m::PaginatedRequestParams>>(params)
+        }
+        _ => return None,
+    };
+    Some(ErrorData::invalid_params(
+        format!(
+            "invalid params for {method}: {}",
+            why.unwrap_or_else(|| "they do not match the method's schema".into())
+        ),
+        None,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn method_not_found_names_the_method_once() {
+        let mut e = ErrorData::new(ErrorCode::METHOD_NOT_FOUND, "foo/bar", None);
+        exact(&mut e);
+        assert_eq!(e.message, "method not found: foo/bar");
+        exact(&mut e);
+        assert_eq!(e.message, "method not found: foo/bar");
+    }
+
+    #[test]
+    fn uninitialized_says_so() {
+        let mut e = ErrorData::invalid_params(
+            format!("Invalid params: {META_MISSING}io.modelcontextprotocol/protocolVersion"),
+            None,
+        );
+        exact(&mut e);
+        assert!(
+            e.message.starts_with("the session is not initialized"),
+            "{}",
+            e.message
+        );
+        assert!(
+            e.message
+                .ends_with("missing: io.modelcontextprotocol/protocolVersion")
+        );
+    }
+
+    #[test]
+    fn bodies_are_classified() {
+        assert!(matches!(check_body(b"{not json"), Body::Refused(r) if r.status() == 400));
+        assert!(matches!(
+            check_body(br#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#),
+            Body::Refused(r) if r.status() == 400
+        ));
+        assert!(matches!(check_body(b"[1,2]"), Body::Batch(v) if v.len() == 2));
+        assert!(matches!(
+            check_body(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
+            Body::Message
+        ));
+        let e = invalid_params("tools/call", Some(&json!({}))).unwrap();
+        assert!(e.message.contains("`name`"), "{}", e.message);
+        assert!(invalid_params("foo/bar", None).is_none());
+    }
+
+    #[test]
+    fn sse_events_are_rewritten() {
+        let chunk = Bytes::from(
+            "data: {\"jsonrpc\":\"2.0\",\"id\":3,\"error\":{\"code\":-32601,\"message\":\"x/y\"}}\nid: 1/1\n\n",
+        );
+        let out = rewrite_sse(chunk);
+        let text = std::str::from_utf8(&out).unwrap();
+        assert!(text.contains("method not found: x/y"), "{text}");
+        assert!(text.ends_with("id: 1/1\n\n"), "{text}");
+    }
+}
