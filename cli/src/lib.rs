@@ -12,6 +12,7 @@ mod demo;
 mod logging;
 mod new;
 mod plugins;
+mod quiet;
 mod run;
 mod sandbox;
 mod serve;

@@ -37,7 +37,7 @@ pub fn init(format: LogFormat, transcript: Option<Transcript>) {
         .map(|t| t.with_filter(Targets::new().with_target("toolgate", tracing::Level::DEBUG)));
     let _ = tracing_subscriber::registry()
         // Expected events the MCP SDK logs as errors, at debug instead.
-        .with(crate::mcp::quiet::layer())
+        .with(crate::quiet::layer())
         .with(fmt)
         .with(transcript)
         .try_init();

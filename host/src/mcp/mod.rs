@@ -29,8 +29,9 @@
 //!
 //! * [`exact`] — the letter of the protocol where the SDK answers loosely:
 //!   JSON-RPC errors for bad HTTP bodies, batches (2025-03-26 only), exact
-//!   error messages, on both transports. [`quiet`] logs the SDK's expected
-//!   events (a cancel by closing a stream) at debug, not as errors.
+//!   error messages, on both transports. (The CLI's logging, `quiet.rs`
+//!   in `toolgate-cli`, logs the SDK's expected events — a cancel by
+//!   closing a stream — at debug, not as errors.)
 //!
 //! Limits are in [`Limits`], each with the threat it answers and its
 //! default; `toolgate serve` exposes every one as a flag.
@@ -40,7 +41,6 @@ pub mod exact;
 pub mod http;
 pub mod peer;
 pub mod projection;
-pub mod quiet;
 pub mod server;
 pub mod session;
 pub mod stdio;
