@@ -477,6 +477,7 @@ impl<'a> Turn<'a> {
             if cancelled && !finished.record.is_error {
                 finished.record = aborted_after_completion(finished.record);
             }
+            self.host.record(&mut finished, &generation);
             let notified = AssertUnwindSafe(pipeline::result::notify(
                 &generation.policies.observers,
                 finished,
