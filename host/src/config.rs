@@ -627,9 +627,9 @@ fn schema() -> serde_json::Value {
                     "enabled": {"type": "boolean"},
                     "path": {"type": "string"},
                     "sync": {"enum": ["always", "batch", "none"]},
-                    "sync_interval_ms": {"type": "integer", "minimum": 1},
-                    "checkpoint_every": {"type": "integer", "minimum": 1},
-                    "rotate_mb": {"type": "integer", "minimum": 1},
+                    "sync_interval_ms": {"type": "integer"},
+                    "checkpoint_every": {"type": "integer"},
+                    "rotate_mb": {"type": "integer"},
                     "signing_key": {"type": "string"},
                     "on_failure": {"enum": ["fail-closed", "continue"]},
                     "arguments": {"enum": ["full", "digest"]}
@@ -743,6 +743,16 @@ impl HostConfig {
                 "/run_code/memory_mb: {} is more than one instance can have ({MAX_INSTANCE_MEMORY_MB} MiB)",
                 r.memory_mb.unwrap_or_default()
             ));
+        }
+        let a = &config.audit;
+        for (key, value) in [
+            ("sync_interval_ms", a.sync_interval_ms),
+            ("checkpoint_every", a.checkpoint_every),
+            ("rotate_mb", a.rotate_mb),
+        ] {
+            if value == Some(0) {
+                problems.push(format!("/audit/{key}: expected 1 or more, got 0"));
+            }
         }
         let l = &config.limits;
         for (key, value) in [

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use toolgate::scheduler::Arrivals;
-use toolgate::{HostConfig, Toolgate, ToolCall, TurnOptions};
+use toolgate::{HostConfig, ToolCall, Toolgate, TurnOptions};
 use toolgate_tests::{PluginDir, TempDir, fixtures, test_runtime};
 
 const VARIANTS: [&str; 4] = ["off", "none", "batch", "always"];
@@ -90,7 +90,10 @@ async fn main() {
                     let turn = TurnOptions::default();
                     for i in (w..calls).step_by(16) {
                         let r = arrivals
-                            .run(ToolCall::new(format!("p{i}"), "echo", json!({"text": "x"})), &turn)
+                            .run(
+                                ToolCall::new(format!("p{i}"), "echo", json!({"text": "x"})),
+                                &turn,
+                            )
                             .await
                             .unwrap();
                         assert!(!r.is_error);

@@ -143,9 +143,11 @@ impl AuditConfig {
             return Ok(None);
         }
         let in_state = |file: &str| {
-            state.map(|s| s.join(file)).ok_or_else(|| AuditError::NoPath {
-                what: file.to_string(),
-            })
+            state
+                .map(|s| s.join(file))
+                .ok_or_else(|| AuditError::NoPath {
+                    what: file.to_string(),
+                })
         };
         let path = match &self.path {
             Some(p) => p.clone(),
@@ -153,16 +155,20 @@ impl AuditConfig {
         };
         let signing_key = match &self.signing_key {
             Some(p) => p.clone(),
-            None => in_state(DEFAULT_KEY_FILE)
-                .unwrap_or_else(|_| path.with_extension("key")),
+            None => in_state(DEFAULT_KEY_FILE).unwrap_or_else(|_| path.with_extension("key")),
         };
         Ok(Some(AuditSettings {
             path,
             sync: self.sync.unwrap_or_default(),
             sync_interval: Duration::from_millis(
-                self.sync_interval_ms.unwrap_or(DEFAULT_SYNC_INTERVAL_MS).max(1),
+                self.sync_interval_ms
+                    .unwrap_or(DEFAULT_SYNC_INTERVAL_MS)
+                    .max(1),
             ),
-            checkpoint_every: self.checkpoint_every.unwrap_or(DEFAULT_CHECKPOINT_EVERY).max(1),
+            checkpoint_every: self
+                .checkpoint_every
+                .unwrap_or(DEFAULT_CHECKPOINT_EVERY)
+                .max(1),
             rotate_bytes: self.rotate_mb.unwrap_or(DEFAULT_ROTATE_MB).max(1) << 20,
             signing_key,
             on_failure: self.on_failure.unwrap_or_default(),
@@ -174,7 +180,9 @@ impl AuditConfig {
 /// Why the record cannot be opened or written.
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
-    #[error("cannot {what} the audit record {path}: {source} (set [audit] path, or fix the file system)")]
+    #[error(
+        "cannot {what} the audit record {path}: {source} (set [audit] path, or fix the file system)"
+    )]
     Io {
         path: PathBuf,
         what: String,
@@ -232,10 +240,17 @@ impl Audit {
         let key = CheckpointKey::load_or_create(&settings.signing_key)?;
         let instance = {
             let mut b = [0u8; 8];
-            b.copy_from_slice(&chain::sha256(
-                format!("{}-{}-{:?}", std::process::id(), now_ms(), std::thread::current().id())
+            b.copy_from_slice(
+                &chain::sha256(
+                    format!(
+                        "{}-{}-{:?}",
+                        std::process::id(),
+                        now_ms(),
+                        std::thread::current().id()
+                    )
                     .as_bytes(),
-            )[..8]);
+                )[..8],
+            );
             chain::hex(&b)
         };
         let start = json!({
@@ -340,9 +355,10 @@ impl Audit {
             .iter()
             .map(|d| {
                 let mut v = serde_json::to_value(d).unwrap_or(Value::Null);
-                if let (Some(o), Some(id)) =
-                    (v.as_object_mut(), d.plugin.as_ref().and_then(|p| ids.get(p)))
-                {
+                if let (Some(o), Some(id)) = (
+                    v.as_object_mut(),
+                    d.plugin.as_ref().and_then(|p| ids.get(p)),
+                ) {
                     o.insert("pluginSha256".into(), json!(id.sha256));
                     o.insert("pluginVersion".into(), json!(id.version));
                 }
@@ -398,7 +414,9 @@ fn unrecorded(record: &CallRecord, e: &AuditError) -> CallRecord {
         name: record.name.clone(),
         is_error: true,
         content: vec![Content::Text(message.clone())],
-        error: Some(CallError::new(ErrorCode::Internal, Stage::Result, message).decided_by("audit")),
+        error: Some(
+            CallError::new(ErrorCode::Internal, Stage::Result, message).decided_by("audit"),
+        ),
         meta: None,
         structured_content: None,
         additional_contexts: Vec::new(),

@@ -136,28 +136,48 @@ pub fn verify(files: &[PathBuf], options: &VerifyOptions) -> Result<Report, Read
         let at = format!("{} line {}", files[line.file].display(), line.number);
         let want = expected.unwrap_or(1);
         let Some(v) = parse(line) else {
-            broken(&mut report, want, format!("{at} is not a JSON record (record {want} was changed or cut)"));
+            broken(
+                &mut report,
+                want,
+                format!("{at} is not a JSON record (record {want} was changed or cut)"),
+            );
             return Ok(report);
         };
         let Some(seq) = v["seq"].as_u64() else {
-            broken(&mut report, want, format!("{at} has no seq (record {want} was changed)"));
+            broken(
+                &mut report,
+                want,
+                format!("{at} has no seq (record {want} was changed)"),
+            );
             return Ok(report);
         };
         if expected.is_some() && seq != want {
-            let next_is_want = lines.get(i + 1).and_then(parse).and_then(|n| n["seq"].as_u64())
+            let next_is_want = lines
+                .get(i + 1)
+                .and_then(parse)
+                .and_then(|n| n["seq"].as_u64())
                 == Some(want);
             let why = if next_is_want {
                 format!("{at} holds record {seq} where {want} belongs: records were reordered")
             } else if seq > want {
-                format!("record {want} is missing ({at} holds {seq} right after {}): records were deleted", want - 1)
+                format!(
+                    "record {want} is missing ({at} holds {seq} right after {}): records were deleted",
+                    want - 1
+                )
             } else {
-                format!("{at} holds record {seq} where {want} belongs: records were duplicated or reordered")
+                format!(
+                    "{at} holds record {seq} where {want} belongs: records were duplicated or reordered"
+                )
             };
             broken(&mut report, want, why);
             return Ok(report);
         }
         let Some(prev) = v["prev"].as_str().and_then(chain::unhex::<32>) else {
-            broken(&mut report, seq, format!("{at} (record {seq}) has no valid prev"));
+            broken(
+                &mut report,
+                seq,
+                format!("{at} (record {seq}) has no valid prev"),
+            );
             return Ok(report);
         };
         let linked = match prev_hash {
@@ -176,9 +196,21 @@ pub fn verify(files: &[PathBuf], options: &VerifyOptions) -> Result<Report, Read
                 .and_then(|n| n["prev"].as_str().and_then(chain::unhex::<32>))
                 .is_some_and(|p| p == this_hash);
             let (bad, why) = if next_links && seq > 1 {
-                (seq - 1, format!("record {} was changed: its hash is not the prev of record {seq} ({at})", seq - 1))
+                (
+                    seq - 1,
+                    format!(
+                        "record {} was changed: its hash is not the prev of record {seq} ({at})",
+                        seq - 1
+                    ),
+                )
             } else {
-                (seq, format!("record {seq} ({at}) was changed: it does not link to record {}", seq.saturating_sub(1)))
+                (
+                    seq,
+                    format!(
+                        "record {seq} ({at}) was changed: it does not link to record {}",
+                        seq.saturating_sub(1)
+                    ),
+                )
             };
             broken(&mut report, bad, why);
             return Ok(report);
@@ -186,11 +218,19 @@ pub fn verify(files: &[PathBuf], options: &VerifyOptions) -> Result<Report, Read
         let kind = v["kind"].as_str().unwrap_or("").to_string();
         if matches!(kind.as_str(), "checkpoint" | "rotate" | "shutdown") {
             let Some((unsigned, sig)) = chain::split_sig(&line.text) else {
-                broken(&mut report, seq, format!("checkpoint {seq} ({at}) has no signature in place"));
+                broken(
+                    &mut report,
+                    seq,
+                    format!("checkpoint {seq} ({at}) has no signature in place"),
+                );
                 return Ok(report);
             };
             let Some(public) = v["key"].as_str().and_then(chain::unhex::<32>) else {
-                broken(&mut report, seq, format!("checkpoint {seq} ({at}) names no key"));
+                broken(
+                    &mut report,
+                    seq,
+                    format!("checkpoint {seq} ({at}) names no key"),
+                );
                 return Ok(report);
             };
             if let Some(pinned) = options.key
@@ -208,7 +248,13 @@ pub fn verify(files: &[PathBuf], options: &VerifyOptions) -> Result<Report, Read
                 return Ok(report);
             }
             if !key::verify(&public, unsigned.as_bytes(), &sig) {
-                broken(&mut report, seq, format!("checkpoint {seq} ({at}): the signature does not verify (the checkpoint was changed)"));
+                broken(
+                    &mut report,
+                    seq,
+                    format!(
+                        "checkpoint {seq} ({at}): the signature does not verify (the checkpoint was changed)"
+                    ),
+                );
                 return Ok(report);
             }
             let hex_key = chain::hex(&public);
@@ -227,7 +273,9 @@ pub fn verify(files: &[PathBuf], options: &VerifyOptions) -> Result<Report, Read
             let why = if kind == "rotate" {
                 format!("{at}: records follow the rotate checkpoint {seq} in its file")
             } else {
-                format!("{at}: the file ends at record {seq} without its rotate checkpoint (its tail was cut)")
+                format!(
+                    "{at}: the file ends at record {seq} without its rotate checkpoint (its tail was cut)"
+                )
             };
             broken(&mut report, seq + u64::from(kind != "rotate"), why);
             return Ok(report);
@@ -256,12 +304,19 @@ pub fn verify(files: &[PathBuf], options: &VerifyOptions) -> Result<Report, Read
     } else if !report.clean_end && !options.allow_open {
         let next = expected.unwrap_or(1);
         let why = format!(
-                "the record ends at {} without a shutdown checkpoint ({} record(s) after the last signed checkpoint{}): \
+            "the record ends at {} without a shutdown checkpoint ({} record(s) after the last signed checkpoint{}): \
                  records after it were cut, or the host is still running or was killed (--allow-open accepts an open end)",
-                if next > 1 { format!("record {}", next - 1) } else { "its start".to_string() },
-                report.unsigned_tail,
-                report.last_checkpoint.map(|s| format!(", record {s}")).unwrap_or_default()
-            );
+            if next > 1 {
+                format!("record {}", next - 1)
+            } else {
+                "its start".to_string()
+            },
+            report.unsigned_tail,
+            report
+                .last_checkpoint
+                .map(|s| format!(", record {s}"))
+                .unwrap_or_default()
+        );
         broken(&mut report, next, why);
     }
     Ok(report)

@@ -171,13 +171,17 @@ impl Writer {
         if let Some(dir) = path.parent()
             && !dir.as_os_str().is_empty()
         {
-            std::fs::create_dir_all(dir).map_err(|e| io_error(dir, "create the directory of", e))?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| io_error(dir, "create the directory of", e))?;
         }
         let mut file = open_append(&path).map_err(|e| io_error(&path, "open", e))?;
         let (last, partial) = {
             let clone = file.try_clone().map_err(|e| io_error(&path, "lock", e))?;
             let _lock = Flock::take(clone).map_err(|e| io_error(&path, "lock", e))?;
-            let len = file.metadata().map_err(|e| io_error(&path, "stat", e))?.len();
+            let len = file
+                .metadata()
+                .map_err(|e| io_error(&path, "stat", e))?
+                .len();
             let (last, partial) =
                 read_tail(&mut file, len).map_err(|e| io_error(&path, "read the end of", e))?;
             if partial > 0 {
@@ -187,7 +191,10 @@ impl Writer {
             }
             (last, partial)
         };
-        let end = file.metadata().map_err(|e| io_error(&path, "stat", e))?.len();
+        let end = file
+            .metadata()
+            .map_err(|e| io_error(&path, "stat", e))?
+            .len();
         let (seq, prev, last_kind) = last.unwrap_or((0, GENESIS, String::new()));
         let writer = Arc::new(Writer {
             queue: Mutex::new(Queue {
@@ -334,9 +341,7 @@ impl Writer {
             .write_all(buf.as_bytes())
             .map_err(|e| io_error(path, "write to", e))?;
         if sync || rotate {
-            io.file
-                .sync_data()
-                .map_err(|e| io_error(path, "sync", e))?;
+            io.file.sync_data().map_err(|e| io_error(path, "sync", e))?;
         }
         io.end += buf.len() as u64;
         if rotate {
@@ -401,7 +406,11 @@ impl Writer {
     /// appended since this one last wrote.
     fn catch_up(&self, io: &mut Io) -> Result<(), AuditError> {
         let path = &self.settings.path;
-        let len = io.file.metadata().map_err(|e| io_error(path, "stat", e))?.len();
+        let len = io
+            .file
+            .metadata()
+            .map_err(|e| io_error(path, "stat", e))?
+            .len();
         if len == io.end {
             return Ok(());
         }

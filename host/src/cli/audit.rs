@@ -187,12 +187,20 @@ fn parse_time(text: &str) -> anyhow::Result<u64> {
     if let Ok(ms) = text.parse::<u64>() {
         return Ok(ms);
     }
-    let bad = || anyhow::anyhow!("`{text}`: expected 2026-12-02T13:00:00Z or milliseconds since the epoch");
+    let bad = || {
+        anyhow::anyhow!("`{text}`: expected 2026-12-02T13:00:00Z or milliseconds since the epoch")
+    };
     let t = text.strip_suffix('Z').ok_or_else(bad)?;
     let (date, time) = t.split_once('T').ok_or_else(bad)?;
-    let d: Vec<i64> = date.split('-').map(|p| p.parse().map_err(|_| bad())).collect::<Result<_, _>>()?;
+    let d: Vec<i64> = date
+        .split('-')
+        .map(|p| p.parse().map_err(|_| bad()))
+        .collect::<Result<_, _>>()?;
     let (time, frac) = time.split_once('.').unwrap_or((time, "0"));
-    let h: Vec<i64> = time.split(':').map(|p| p.parse().map_err(|_| bad())).collect::<Result<_, _>>()?;
+    let h: Vec<i64> = time
+        .split(':')
+        .map(|p| p.parse().map_err(|_| bad()))
+        .collect::<Result<_, _>>()?;
     if d.len() != 3 || h.len() != 3 {
         return Err(bad());
     }
@@ -238,7 +246,11 @@ fn run_show(a: ShowArgs) -> anyhow::Result<ExitCode> {
     files.sort_by_key(|p| {
         std::fs::read_to_string(p)
             .ok()
-            .and_then(|t| t.lines().next().and_then(|l| serde_json::from_str::<Value>(l).ok()))
+            .and_then(|t| {
+                t.lines()
+                    .next()
+                    .and_then(|l| serde_json::from_str::<Value>(l).ok())
+            })
             .and_then(|v| v["seq"].as_u64())
             .unwrap_or(u64::MAX)
     });
@@ -268,7 +280,18 @@ fn run_show(a: ShowArgs) -> anyhow::Result<ExitCode> {
                 && a.decision.as_deref().is_none_or(|d| {
                     kind == "call"
                         && match d {
-                            "allowed" => code.is_none() || !matches!(code, Some("DENIED" | "UNKNOWN_TOOL" | "INVALID_ARGS" | "ABORTED_BEFORE_DISPATCH")),
+                            "allowed" => {
+                                code.is_none()
+                                    || !matches!(
+                                        code,
+                                        Some(
+                                            "DENIED"
+                                                | "UNKNOWN_TOOL"
+                                                | "INVALID_ARGS"
+                                                | "ABORTED_BEFORE_DISPATCH"
+                                        )
+                                    )
+                            }
                             "denied" => code == Some("DENIED"),
                             _ => v["result"]["isError"] == true,
                         }
@@ -288,13 +311,29 @@ fn run_show(a: ShowArgs) -> anyhow::Result<ExitCode> {
                     format!(
                         "{} [{}] {}{}",
                         v["tool"].as_str().unwrap_or("?"),
-                        v["scope"].as_str().filter(|s| !s.is_empty()).unwrap_or("global"),
+                        v["scope"]
+                            .as_str()
+                            .filter(|s| !s.is_empty())
+                            .unwrap_or("global"),
                         code.unwrap_or("ok"),
-                        if by.is_empty() { String::new() } else { format!(" by {by}") }
+                        if by.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" by {by}")
+                        }
                     )
                 }
-                "start" => format!("host started (pid {}, instance {})", v["pid"], v["inst"].as_str().unwrap_or("")),
-                "reload" => format!("reload → generation {}: {} change(s), {} refused", v["generation"], v["changed"].as_array().map_or(0, |c| c.len()), v["refused"].as_array().map_or(0, |c| c.len())),
+                "start" => format!(
+                    "host started (pid {}, instance {})",
+                    v["pid"],
+                    v["inst"].as_str().unwrap_or("")
+                ),
+                "reload" => format!(
+                    "reload → generation {}: {} change(s), {} refused",
+                    v["generation"],
+                    v["changed"].as_array().map_or(0, |c| c.len()),
+                    v["refused"].as_array().map_or(0, |c| c.len())
+                ),
                 other => other.to_string(),
             };
             writeln!(out, "{seq:>8}  {}  {kind:<10} {summary}", format_time(ts))?;

@@ -101,7 +101,11 @@ async fn replay(global: &GlobalArgs, args: ReplayArgs) -> anyhow::Result<ExitCod
     files.sort_by_key(|p| {
         std::fs::read_to_string(p)
             .ok()
-            .and_then(|t| t.lines().next().and_then(|l| serde_json::from_str::<Value>(l).ok()))
+            .and_then(|t| {
+                t.lines()
+                    .next()
+                    .and_then(|l| serde_json::from_str::<Value>(l).ok())
+            })
             .and_then(|v| v["seq"].as_u64())
             .unwrap_or(u64::MAX)
     });
@@ -111,7 +115,11 @@ async fn replay(global: &GlobalArgs, args: ReplayArgs) -> anyhow::Result<ExitCod
             .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", f.display()))?;
         for (i, line) in text.lines().enumerate() {
             let v: Value = serde_json::from_str(line).map_err(|e| {
-                anyhow::anyhow!("{} line {}: not a record ({e}); run `toolgate audit verify`", f.display(), i + 1)
+                anyhow::anyhow!(
+                    "{} line {}: not a record ({e}); run `toolgate audit verify`",
+                    f.display(),
+                    i + 1
+                )
             })?;
             if v["kind"] == "call" && v["parent"].is_null() {
                 calls.push(v);
@@ -160,13 +168,23 @@ async fn replay(global: &GlobalArgs, args: ReplayArgs) -> anyhow::Result<ExitCod
             match pipeline::prepare(&generation, settings, tc, &turn, host.next_token()) {
                 Err(early) => {
                     let e = early.record.error.clone();
-                    (false, early.decisions, e.as_ref().map(|e| e.stage.as_str().to_string()), e.and_then(|e| e.decided_by))
+                    (
+                        false,
+                        early.decisions,
+                        e.as_ref().map(|e| e.stage.as_str().to_string()),
+                        e.and_then(|e| e.decided_by),
+                    )
                 }
                 Ok(prepared) => match pipeline::admit(prepared, settings, &turn).await {
                     Ok(admitted) => (true, admitted.decisions().to_vec(), None, None),
                     Err(denied) => {
                         let e = denied.record.error.clone();
-                        (false, denied.decisions, e.as_ref().map(|e| e.stage.as_str().to_string()), e.and_then(|e| e.decided_by))
+                        (
+                            false,
+                            denied.decisions,
+                            e.as_ref().map(|e| e.stage.as_str().to_string()),
+                            e.and_then(|e| e.decided_by),
+                        )
                     }
                 },
             };
@@ -189,7 +207,8 @@ async fn replay(global: &GlobalArgs, args: ReplayArgs) -> anyhow::Result<ExitCod
                 "decidedBy": if now_allowed { before_by } else { after_by },
             }));
         } else if before_by != after_by {
-            redecided.push(json!({"seq": seq, "tool": tool, "before": before_by, "after": after_by}));
+            redecided
+                .push(json!({"seq": seq, "tool": tool, "before": before_by, "after": after_by}));
         }
     }
     let report = json!({
@@ -207,14 +226,19 @@ async fn replay(global: &GlobalArgs, args: ReplayArgs) -> anyhow::Result<ExitCod
         for c in report["changes"].as_array().into_iter().flatten() {
             println!(
                 "changed   #{:<8} {:<24} {} → {} ({})",
-                c["seq"], c["tool"].as_str().unwrap_or(""), c["before"].as_str().unwrap_or(""),
-                c["after"].as_str().unwrap_or(""), c["decidedBy"].as_str().unwrap_or("")
+                c["seq"],
+                c["tool"].as_str().unwrap_or(""),
+                c["before"].as_str().unwrap_or(""),
+                c["after"].as_str().unwrap_or(""),
+                c["decidedBy"].as_str().unwrap_or("")
             );
         }
         for c in report["redecisions"].as_array().into_iter().flatten() {
             println!(
                 "redecided #{:<8} {:<24} {} → {}",
-                c["seq"], c["tool"].as_str().unwrap_or(""), c["before"].as_str().unwrap_or(""),
+                c["seq"],
+                c["tool"].as_str().unwrap_or(""),
+                c["before"].as_str().unwrap_or(""),
                 c["after"].as_str().unwrap_or("")
             );
         }

@@ -156,10 +156,13 @@ impl Decision {
 
 /// The plugin of the listener named `by` in `chain`, if it is a component's.
 fn plugin_of<P: ?Sized>(chain: &crate::policy::Chain<P>, by: &str) -> Option<String> {
-    chain.iter().find(|l| l.name == by).and_then(|l| match &l.source {
-        crate::policy::PolicySource::Component { plugin } => Some(plugin.clone()),
-        crate::policy::PolicySource::Native => None,
-    })
+    chain
+        .iter()
+        .find(|l| l.name == by)
+        .and_then(|l| match &l.source {
+            crate::policy::PolicySource::Component { plugin } => Some(plugin.clone()),
+            crate::policy::PolicySource::Native => None,
+        })
 }
 
 /// What a call carries from one step to the next: the generation it holds
@@ -399,17 +402,11 @@ async fn policy_stages(
         if Some(&g.name) == denier.as_ref() {
             let reason = checked.as_ref().err().map(|e| e.message.as_str());
             decisions.push(
-                Decision::new(Stage::Guard, &g.name, plugin, "deny")
-                    .because(reason.unwrap_or("")),
+                Decision::new(Stage::Guard, &g.name, plugin, "deny").because(reason.unwrap_or("")),
             );
             break;
         }
-        decisions.push(Decision::new(
-            Stage::Guard,
-            &g.name,
-            plugin,
-            "pass",
-        ));
+        decisions.push(Decision::new(Stage::Guard, &g.name, plugin, "pass"));
     }
     checked.map_err(Outcome::failure)
 }

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 use toolgate::audit::verify::{Report, VerifyOptions, verify};
-use toolgate::{HostConfig, Toolgate, ToolCall, TurnOptions};
+use toolgate::{HostConfig, ToolCall, Toolgate, TurnOptions};
 use toolgate_tests::{PluginDir, TempDir, fixtures, test_runtime, toolgate_bin};
 
 /// The records of a file, parsed.
@@ -87,7 +87,11 @@ fn run_records_10000_calls_in_model_order_and_verifies_intact() {
     let dir = TempDir::new("audit-run");
     let plugins = PluginDir::new();
     plugins.add("tools", fixtures::TOOLS);
-    std::fs::write(dir.path().join("toolgate.toml"), audit_config(dir.path(), "")).unwrap();
+    std::fs::write(
+        dir.path().join("toolgate.toml"),
+        audit_config(dir.path(), ""),
+    )
+    .unwrap();
     std::fs::write(dir.path().join("calls.json"), echo_batch(10_000)).unwrap();
     let out = toolgate(dir.path())
         .arg("--no-default-plugins")
@@ -96,7 +100,11 @@ fn run_records_10000_calls_in_model_order_and_verifies_intact() {
         .args(["run", "--compact", "calls.json"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let results: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(results.len(), 10_000);
     assert!(results.iter().all(|r| r["isError"] == false));
@@ -150,7 +158,9 @@ async fn recording_host(dir: &Path, plugins: &PluginDir, every: u64, extra: &str
 /// denying `fail`.
 async fn sample(dir: &Path, n: usize) -> PathBuf {
     let plugins = PluginDir::new();
-    plugins.add("tools", fixtures::TOOLS).add("guard", fixtures::GUARD);
+    plugins
+        .add("tools", fixtures::TOOLS)
+        .add("guard", fixtures::GUARD);
     let host = recording_host(
         dir,
         &plugins,
@@ -161,13 +171,19 @@ async fn sample(dir: &Path, n: usize) -> PathBuf {
     let calls = (0..n)
         .map(|i| {
             if i % 10 == 3 {
-                ToolCall::new(format!("c{i}"), "fail", json!({"code": "X", "message": "m"}))
+                ToolCall::new(
+                    format!("c{i}"),
+                    "fail",
+                    json!({"code": "X", "message": "m"}),
+                )
             } else {
                 ToolCall::new(format!("c{i}"), "echo", json!({"text": format!("t{i}")}))
             }
         })
         .collect();
-    let got = host.execute_tool_calls(calls, &TurnOptions::default()).await;
+    let got = host
+        .execute_tool_calls(calls, &TurnOptions::default())
+        .await;
     assert_eq!(got.len(), n);
     host.shutdown().await;
     dir.join("audit.jsonl")
@@ -212,11 +228,20 @@ async fn every_kind_of_tampering_is_detected_and_located() {
     .unwrap();
     assert_eq!(denied["result"]["code"], "DENIED");
     assert_eq!(denied["result"]["decidedBy"], "guard");
-    let last = denied["decisions"].as_array().unwrap().last().unwrap().clone();
+    let last = denied["decisions"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
     assert_eq!(last["stage"], "guard");
     assert_eq!(last["verdict"], "deny");
     assert_eq!(last["plugin"], "guard");
-    assert_eq!(last["pluginSha256"].as_str().map(str::len), Some(64), "{last}");
+    assert_eq!(
+        last["pluginSha256"].as_str().map(str::len),
+        Some(64),
+        "{last}"
+    );
 
     let seq_of = |i: usize| -> u64 {
         serde_json::from_str::<Value>(&clean[i]).unwrap()["seq"]
@@ -237,7 +262,10 @@ async fn every_kind_of_tampering_is_detected_and_located() {
     assert_eq!(broken(&check(&t)), seq_of(i), "a changed byte is located");
 
     // One byte changed in a checkpoint: its signature fails.
-    let cp = clean.iter().position(|l| l.contains("\"kind\":\"checkpoint\"")).unwrap();
+    let cp = clean
+        .iter()
+        .position(|l| l.contains("\"kind\":\"checkpoint\""))
+        .unwrap();
     let mut t = clean.clone();
     t[cp] = t[cp].replacen("\"ts\":", "\"ts\":1", 1);
     assert_eq!(broken(&check(&t)), seq_of(cp));
@@ -260,7 +288,11 @@ async fn every_kind_of_tampering_is_detected_and_located() {
     let t = clean[..=cp].to_vec();
     let r = check(&t);
     assert_eq!(broken(&r), seq_of(cp) + 1, "{r:?}");
-    assert_eq!(r.records, seq_of(cp), "the prefix up to the checkpoint verifies");
+    assert_eq!(
+        r.records,
+        seq_of(cp),
+        "the prefix up to the checkpoint verifies"
+    );
 
     // Rewritten and re-signed with another key: the pinned key catches it.
     let other = dir.path().join("other");
@@ -293,99 +325,174 @@ async fn rotation_continues_the_chain_across_files() {
         let calls = (0..100)
             .map(|i| ToolCall::new(format!("r{round}c{i}"), "echo", json!({"text": big})))
             .collect();
-        host.execute_tool_calls(calls, &TurnOptions::default()).await;
+        host.execute_tool_calls(calls, &TurnOptions::default())
+            .await;
     }
     host.shutdown().await;
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("audit.jsonl"))
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("audit.jsonl")
+        })
         .collect();
-    assert!(files.len() >= 2, "rotated: {files:?}");
+    assert!(files.len() >= 3, "rotated twice: {files:?}");
     // Given in any order, verified in chain order.
     files.reverse();
     let report = verify(&files, &pinned(&dir.path().join("audit.key"))).unwrap();
     assert!(report.intact, "{report:?}");
     let calls: usize = files.iter().map(|f| calls_of(&records(f)).len()).sum();
     assert_eq!(calls, 600);
-    // A rotated file missing from the set is a break.
-    let mut missing = files.clone();
-    missing.sort();
-    missing.remove(1);
-    assert!(!verify(&missing, &VerifyOptions::default()).unwrap().intact);
+    // A rotated file missing from the middle of the set is a break.
+    let current = dir.path().join("audit.jsonl");
+    let mut chain: Vec<PathBuf> = files.iter().filter(|f| **f != current).cloned().collect();
+    chain.sort();
+    chain.push(current);
+    let gone = chain.remove(1);
+    let r = verify(&chain, &VerifyOptions::default()).unwrap();
+    assert!(!r.intact, "{} left out: {r:?}", gone.display());
 }
 
-/// Run `toolgate run` with `n` echo calls under a file-size limit of
-/// `blocks` × 512 bytes (SIGXFSZ ignored, so writes fail with EFBIG).
+/// `toolgate run` with its record on a 48 KiB tmpfs (its own mount
+/// namespace, `unshare -Urm`): the disk fills up mid-batch.
 #[test]
 fn a_full_disk_fails_calls_closed() {
+    let probe = Command::new("unshare")
+        .args(["-Urm", "true"])
+        .status()
+        .map_err(|e| e.to_string())
+        .and_then(|s| {
+            if s.success() {
+                Ok(())
+            } else {
+                Err(format!("`unshare -Urm true` failed: {s}"))
+            }
+        });
+    if !toolgate_tests::needs::present_or_skip(
+        "mount_namespace",
+        probe,
+        "install util-linux and allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1)",
+    ) {
+        return;
+    }
     let dir = TempDir::new("audit-full");
     let plugins = PluginDir::new();
     plugins.add("tools", fixtures::TOOLS);
-    std::fs::write(dir.path().join("toolgate.toml"), audit_config(dir.path(), "")).unwrap();
-    std::fs::write(dir.path().join("calls.json"), echo_batch(300)).unwrap();
-    // The key first (its file is tiny, but made under no limit).
+    let small = dir.path().join("small");
+    std::fs::create_dir_all(&small).unwrap();
     let key = dir.path().join("audit.key");
+    std::fs::write(
+        dir.path().join("toolgate.toml"),
+        format!(
+            "[audit]\npath = \"{}\"\nsigning_key = \"{}\"\n",
+            small.join("audit.jsonl").display(),
+            key.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("calls.json"), echo_batch(300)).unwrap();
     let out = toolgate(dir.path())
         .args(["audit", "keygen"])
         .arg(&key)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let script = format!(
-        "ulimit -f 64; trap '' XFSZ; exec {} --no-default-plugins --no-compile-cache --plugins {} run --compact calls.json",
-        toolgate_bin().display(),
-        plugins.path().display()
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
-    let out = Command::new("sh")
-        .args(["-c", &script])
+    let script = format!(
+        "mount -t tmpfs -o size=48k tmpfs {small} && {bin} --no-default-plugins --plugins {plugins} run --compact calls.json > out.json; \
+         code=$?; cp {small}/audit.jsonl kept.jsonl; exit $code",
+        small = small.display(),
+        bin = toolgate_bin().display(),
+        plugins = plugins.path().display()
+    );
+    let out = Command::new("unshare")
+        .args(["-Urm", "sh", "-c", &script])
         .current_dir(dir.path())
         .env("TOOLGATE_STATE_DIR", dir.path().join("state"))
-        .env("RUST_LOG", "warn")
+        .env("TOOLGATE_CACHE_DIR", dir.path().join("cache"))
+        .env("RUST_LOG", "error")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let results: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results: Vec<Value> =
+        serde_json::from_slice(&std::fs::read(dir.path().join("out.json")).unwrap()).unwrap();
     assert_eq!(results.len(), 300);
     let first_failed = results
         .iter()
         .position(|r| r["isError"] == true)
-        .expect("32 KiB cannot hold 300 records: some call must fail");
+        .expect("48 KiB cannot hold 300 records: some call must fail");
     assert!(first_failed > 5, "the first records fit: {first_failed}");
     for r in &results[first_failed..] {
-        assert_eq!(r["error"]["code"], "INTERNAL", "{r}");
+        assert_eq!(
+            r["error"]["code"], "INTERNAL",
+            "fails closed, and stays closed: {r}"
+        );
         assert!(
-            r["error"]["message"].as_str().unwrap().contains("audit record could not be written"),
+            r["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("audit record could not be written"),
             "{r}"
         );
     }
-    // Every call answered with a success is in the record, before the cut.
-    let file = dir.path().join("audit.jsonl");
-    let text = std::fs::read_to_string(&file).unwrap();
-    let recorded: Vec<Value> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|r| r["kind"] == "call")
-        .collect();
-    assert!(recorded.len() >= first_failed, "{} < {first_failed}", recorded.len());
-    let open = VerifyOptions {
-        key: Some(public_key(&key)),
-        allow_open: true,
-    };
-    let report = verify(&[file.clone()], &open).unwrap();
-    assert!(report.records >= first_failed as u64, "{report:?}");
+    // Every call answered with its result is in the record.
+    let kept = dir.path().join("kept.jsonl");
+    let report = verify(
+        &[kept.clone()],
+        &VerifyOptions {
+            key: Some(public_key(&key)),
+            allow_open: true,
+        },
+    )
+    .unwrap();
+    assert!(report.intact, "{report:?}");
+    let recorded = calls_of(&records_prefix(&kept)).len();
+    assert!(recorded >= first_failed, "{recorded} < {first_failed}");
 
-    // The next start (no limit) cuts the partial line and goes on.
+    // The next start, with room, cuts the partial line off and goes on.
+    std::fs::write(
+        dir.path().join("next.toml"),
+        format!(
+            "[audit]\npath = \"{}\"\nsigning_key = \"{}\"\n",
+            kept.display(),
+            key.display()
+        ),
+    )
+    .unwrap();
     let out = toolgate(dir.path())
         .arg("--no-default-plugins")
         .arg("--plugins")
         .arg(plugins.path())
-        .args(["run", "--compact", "calls.json"])
+        .args(["--config", "next.toml", "run", "--compact", "calls.json"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let report = verify(&[file], &pinned(&key)).unwrap();
-    assert!(report.intact, "{report:?}");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = verify(&[kept.clone()], &pinned(&key)).unwrap();
+    assert!(report.intact && report.clean_end, "{report:?}");
+}
+
+/// The complete records of a file (a partial last line left out).
+fn records_prefix(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .split_inclusive('\n')
+        .filter(|l| l.ends_with('\n'))
+        .map(|l| serde_json::from_str(l.trim_end()).unwrap())
+        .collect()
 }
 
 /// A stdio server for the kill test.
@@ -428,7 +535,10 @@ impl Server {
     fn answer(&mut self, id: i64) -> Value {
         loop {
             let mut line = String::new();
-            assert!(self.stdout.read_line(&mut line).unwrap() > 0, "server closed");
+            assert!(
+                self.stdout.read_line(&mut line).unwrap() > 0,
+                "server closed"
+            );
             let v: Value = serde_json::from_str(&line).unwrap();
             if v["id"] == id {
                 return v;
@@ -446,7 +556,10 @@ impl Server {
             let mut answered = std::collections::HashSet::new();
             while answered.len() < (end - next) as usize {
                 let mut line = String::new();
-                assert!(self.stdout.read_line(&mut line).unwrap() > 0, "server closed");
+                assert!(
+                    self.stdout.read_line(&mut line).unwrap() > 0,
+                    "server closed"
+                );
                 let v: Value = serde_json::from_str(&line).unwrap();
                 if let Some(id) = v["id"].as_i64() {
                     assert_eq!(v["result"]["isError"], false, "{v}");
@@ -469,7 +582,11 @@ fn serve_records_10000_calls_and_a_killed_host_leaves_a_verifiable_prefix() {
     let dir = TempDir::new("audit-serve");
     let plugins = PluginDir::new();
     plugins.add("tools", fixtures::TOOLS);
-    std::fs::write(dir.path().join("toolgate.toml"), audit_config(dir.path(), "")).unwrap();
+    std::fs::write(
+        dir.path().join("toolgate.toml"),
+        audit_config(dir.path(), ""),
+    )
+    .unwrap();
     let file = dir.path().join("audit.jsonl");
     let key = dir.path().join("audit.key");
 
@@ -481,7 +598,11 @@ fn serve_records_10000_calls_and_a_killed_host_leaves_a_verifiable_prefix() {
     assert_eq!(calls.len(), 10_000, "every answered call is recorded, once");
     let mut ids: Vec<i64> = calls
         .iter()
-        .map(|c| c["arguments"]["text"].as_str().unwrap()[1..].parse().unwrap())
+        .map(|c| {
+            c["arguments"]["text"].as_str().unwrap()[1..]
+                .parse()
+                .unwrap()
+        })
         .collect();
     ids.sort();
     assert_eq!(ids, (1..=10_000).collect::<Vec<_>>());
@@ -512,22 +633,23 @@ fn serve_records_10000_calls_and_a_killed_host_leaves_a_verifiable_prefix() {
     server.calls(30_000, 10, 4);
     server.stop();
     let all = records(&file);
-    let restart = all
-        .iter()
-        .rev()
-        .find(|r| r["kind"] == "start")
-        .unwrap();
+    let restart = all.iter().rev().find(|r| r["kind"] == "start").unwrap();
     assert_eq!(restart["previous"]["clean"], false, "{restart}");
     let report = verify(&[file], &pinned(&key)).unwrap();
     assert!(report.intact && report.clean_end, "{report:?}");
-    assert_eq!(report.unclean_restarts, vec![restart["seq"].as_u64().unwrap()]);
+    assert_eq!(
+        report.unclean_restarts,
+        vec![restart["seq"].as_u64().unwrap()]
+    );
 }
 
 #[test]
 fn replay_against_a_stricter_policy_set_reports_exactly_the_calls_that_change() {
     let dir = TempDir::new("audit-replay");
     let plugins = PluginDir::new();
-    plugins.add("tools", fixtures::TOOLS).add("guard", fixtures::GUARD);
+    plugins
+        .add("tools", fixtures::TOOLS)
+        .add("guard", fixtures::GUARD);
     let guard = |behavior: &str| {
         format!("[plugins.guard]\nvars = {{ BEHAVIOR = \"{behavior}\", NAME = \"guard\" }}\n")
     };
@@ -544,14 +666,25 @@ fn replay_against_a_stricter_policy_set_reports_exactly_the_calls_that_change() 
             _ => json!({"id": format!("c{i}"), "name": "echo", "arguments": {"text": "x"}}),
         })
         .collect();
-    std::fs::write(dir.path().join("calls.json"), serde_json::to_string(&calls).unwrap()).unwrap();
+    std::fs::write(
+        dir.path().join("calls.json"),
+        serde_json::to_string(&calls).unwrap(),
+    )
+    .unwrap();
     let with = |args: &[&str]| {
         let mut cmd = toolgate(dir.path());
-        cmd.arg("--no-default-plugins").arg("--plugins").arg(plugins.path()).args(args);
+        cmd.arg("--no-default-plugins")
+            .arg("--plugins")
+            .arg(plugins.path())
+            .args(args);
         cmd.output().unwrap()
     };
     let out = with(&["run", "--compact", "calls.json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let file = dir.path().join("audit.jsonl");
     let fail_seqs: Vec<u64> = calls_of(&records(&file))
         .iter()
@@ -562,7 +695,12 @@ fn replay_against_a_stricter_policy_set_reports_exactly_the_calls_that_change() 
 
     let file_arg = file.display().to_string();
     let out = with(&["--config", "strict.toml", "replay", "--json", &file_arg]);
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["calls"], 30);
     assert_eq!(report["changed"], 10, "{report}");
@@ -580,7 +718,12 @@ fn replay_against_a_stricter_policy_set_reports_exactly_the_calls_that_change() 
     assert_eq!(changed, fail_seqs);
 
     let out = with(&["--config", "same.toml", "replay", "--json", &file_arg]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["changed"], 0, "{report}");
     assert_eq!(report["redecided"], 0, "{report}");
