@@ -215,13 +215,15 @@ struct PluginId {
     version: String,
 }
 
+type PluginIds = Arc<std::collections::HashMap<String, PluginId>>;
+
 /// The host's audit record (cheap to clone).
 #[derive(Clone)]
 pub struct Audit {
     writer: Arc<writer::Writer>,
     settings: Arc<AuditSettings>,
     /// Plugin digests by name, for the generation last seen.
-    plugins: Arc<Mutex<(u64, Arc<std::collections::HashMap<String, PluginId>>)>>,
+    plugins: Arc<Mutex<(u64, PluginIds)>>,
 }
 
 impl std::fmt::Debug for Audit {
@@ -319,11 +321,7 @@ impl Audit {
         self.writer.close()
     }
 
-    fn plugin_ids(
-        &self,
-        generation: &Generation,
-        host: &crate::Toolgate,
-    ) -> Arc<std::collections::HashMap<String, PluginId>> {
+    fn plugin_ids(&self, generation: &Generation, host: &crate::Toolgate) -> PluginIds {
         let mut cached = self.plugins.lock().unwrap_or_else(|p| p.into_inner());
         if cached.0 != generation.number {
             let mut map = std::collections::HashMap::new();

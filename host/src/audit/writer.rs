@@ -119,9 +119,11 @@ fn open_append(path: &Path) -> std::io::Result<File> {
         .open(path)
 }
 
-/// The file's last complete line (seq, hash, kind) and the length of a
-/// partial line after it.
-fn read_tail(file: &mut File, len: u64) -> std::io::Result<(Option<(u64, [u8; 32], String)>, u64)> {
+/// A file's last record: its seq, hash and kind.
+type Last = Option<(u64, [u8; 32], String)>;
+
+/// The file's last complete line and the length of a partial line after it.
+fn read_tail(file: &mut File, len: u64) -> std::io::Result<(Last, u64)> {
     if len == 0 {
         return Ok((None, 0));
     }

@@ -127,7 +127,11 @@ fn run_records_10000_calls_in_model_order_and_verifies_intact() {
     let checkpoints = all.iter().filter(|r| r["kind"] == "checkpoint").count();
     assert_eq!(checkpoints, all.len() / 1001);
 
-    let report = verify(&[file.clone()], &pinned(&dir.path().join("audit.key"))).unwrap();
+    let report = verify(
+        std::slice::from_ref(&file),
+        &pinned(&dir.path().join("audit.key")),
+    )
+    .unwrap();
     assert!(report.intact, "{report:?}");
     assert_eq!(report.records, all.len() as u64);
     assert!(report.clean_end);
@@ -215,7 +219,7 @@ async fn every_kind_of_tampering_is_detected_and_located() {
     let key = dir.path().join("audit.key");
     let clean = lines(&file);
     let opts = pinned(&key);
-    let report = verify(&[file.clone()], &opts).unwrap();
+    let report = verify(std::slice::from_ref(&file), &opts).unwrap();
     assert!(report.intact, "{report:?}");
 
     // What the record says about a denied call: the guard, its plugin, why.
@@ -251,7 +255,7 @@ async fn every_kind_of_tampering_is_detected_and_located() {
     let tampered = dir.path().join("tampered.jsonl");
     let check = |lines: &[String]| {
         write_lines(&tampered, lines);
-        verify(&[tampered.clone()], &opts).unwrap()
+        verify(std::slice::from_ref(&tampered), &opts).unwrap()
     };
 
     // One byte changed (inside a record's arguments).
@@ -298,7 +302,7 @@ async fn every_kind_of_tampering_is_detected_and_located() {
     let other = dir.path().join("other");
     std::fs::create_dir_all(&other).unwrap();
     let forged = sample(&other, 10).await;
-    let r = verify(&[forged.clone()], &opts).unwrap();
+    let r = verify(std::slice::from_ref(&forged), &opts).unwrap();
     assert!(!r.intact && r.reason.unwrap().contains("pinned key"));
     assert!(verify(&[forged], &VerifyOptions::default()).unwrap().intact);
 
@@ -306,7 +310,7 @@ async fn every_kind_of_tampering_is_detected_and_located() {
     let mut t = clean.clone();
     t.swap(120, 121);
     write_lines(&tampered, &t);
-    let (code, json) = cli_verify(dir.path(), &[tampered.clone()], &[]);
+    let (code, json) = cli_verify(dir.path(), std::slice::from_ref(&tampered), &[]);
     assert_eq!(code, 1, "{json}");
     assert_eq!(json["intact"], false);
     assert_eq!(json["firstBroken"], seq_of(120));
@@ -448,7 +452,7 @@ fn a_full_disk_fails_calls_closed() {
     // Every call answered with its result is in the record.
     let kept = dir.path().join("kept.jsonl");
     let report = verify(
-        &[kept.clone()],
+        std::slice::from_ref(&kept),
         &VerifyOptions {
             key: Some(public_key(&key)),
             allow_open: true,
@@ -481,7 +485,7 @@ fn a_full_disk_fails_calls_closed() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let report = verify(&[kept.clone()], &pinned(&key)).unwrap();
+    let report = verify(std::slice::from_ref(&kept), &pinned(&key)).unwrap();
     assert!(report.intact && report.clean_end, "{report:?}");
 }
 
@@ -606,7 +610,7 @@ fn serve_records_10000_calls_and_a_killed_host_leaves_a_verifiable_prefix() {
         .collect();
     ids.sort();
     assert_eq!(ids, (1..=10_000).collect::<Vec<_>>());
-    let report = verify(&[file.clone()], &pinned(&key)).unwrap();
+    let report = verify(std::slice::from_ref(&file), &pinned(&key)).unwrap();
     assert!(report.intact && report.clean_end, "{report:?}");
 
     // kill -9 after 500 answered calls: they are all in the file (each
@@ -619,12 +623,12 @@ fn serve_records_10000_calls_and_a_killed_host_leaves_a_verifiable_prefix() {
         key: Some(public_key(&key)),
         allow_open: true,
     };
-    let report = verify(&[file.clone()], &open).unwrap();
+    let report = verify(std::slice::from_ref(&file), &open).unwrap();
     assert!(report.intact && !report.clean_end, "{report:?}");
     let killed = calls_of(&records(&file)).len();
     assert_eq!(killed, 10_500);
     // Without --allow-open, the unclean end is reported.
-    let report = verify(&[file.clone()], &pinned(&key)).unwrap();
+    let report = verify(std::slice::from_ref(&file), &pinned(&key)).unwrap();
     assert!(!report.intact);
     assert_eq!(report.first_broken, Some(report.records + 1));
 
