@@ -348,55 +348,109 @@ impl Audit {
         let info = &f.info;
         let record = &f.record;
         let ids = self.plugin_ids(generation, host);
-        let decisions: Vec<Value> = f
-            .decisions
-            .iter()
-            .map(|d| {
-                let mut v = serde_json::to_value(d).unwrap_or(Value::Null);
-                if let (Some(o), Some(id)) = (
-                    v.as_object_mut(),
-                    d.plugin.as_ref().and_then(|p| ids.get(p)),
-                ) {
-                    o.insert("pluginSha256".into(), json!(id.sha256));
-                    o.insert("pluginVersion".into(), json!(id.version));
-                }
-                v
-            })
-            .collect();
-        let arguments_digest = chain::hex(&chain::sha256(info.arguments_json().as_bytes()));
         let full = self.settings.arguments == ArgumentsMode::Full;
-        let result_digest = chain::hex(&chain::sha256(
-            serde_json::to_string(record).unwrap_or_default().as_bytes(),
-        ));
+        // The result's digest, serialised straight into the hasher.
+        let mut hasher = HashWriter(sha2::Sha256::default());
+        let _ = serde_json::to_writer(&mut hasher, record);
         let error = record.error.as_ref();
-        json!({
-            "v": SCHEMA_VERSION,
-            "kind": "call",
-            "ts": now_ms(),
-            "inst": self.writer.instance(),
-            "token": info.token,
-            "callId": info.call_id,
-            "tool": info.tool_name,
-            "provider": info.tool.provider,
-            "scope": info.agent_scope,
-            "parent": info.parent_id,
-            "codeMode": info.code_mode,
-            "generation": generation.number,
-            "arguments": if full { (*info.arguments).clone() } else { Value::Null },
-            "argumentsSha256": arguments_digest,
-            "replayable": full,
-            "decisions": decisions,
-            "result": {
-                "isError": record.is_error,
-                "code": error.map(|e| e.code.as_str()),
-                "stage": error.map(|e| e.stage.as_str()),
-                "decidedBy": error.and_then(|e| e.decided_by.as_deref()),
-                "sha256": result_digest,
+        let body = CallBody {
+            v: SCHEMA_VERSION,
+            kind: "call",
+            ts: now_ms(),
+            inst: self.writer.instance(),
+            token: info.token,
+            call_id: &info.call_id,
+            tool: &info.tool_name,
+            provider: &info.tool.provider,
+            scope: &info.agent_scope,
+            parent: info.parent_id.as_deref(),
+            code_mode: info.code_mode,
+            generation: generation.number,
+            arguments: full.then_some(&*info.arguments),
+            arguments_sha256: chain::hex(&chain::sha256(info.arguments_json().as_bytes())),
+            replayable: full,
+            decisions: f
+                .decisions
+                .iter()
+                .map(|d| {
+                    let id = d.plugin.as_ref().and_then(|p| ids.get(p));
+                    DecisionBody {
+                        decision: d,
+                        plugin_sha256: id.and_then(|i| i.sha256.as_deref()),
+                        plugin_version: id.map(|i| i.version.as_str()),
+                    }
+                })
+                .collect(),
+            result: ResultBody {
+                is_error: record.is_error,
+                code: error.map(|e| e.code.as_str()),
+                stage: error.map(|e| e.stage.as_str()),
+                decided_by: error.and_then(|e| e.decided_by.as_deref()),
+                sha256: chain::hex(&sha2::Digest::finalize(hasher.0)),
             },
-            "elapsedUs": f.elapsed_us,
-        })
-        .to_string()
+            elapsed_us: f.elapsed_us,
+        };
+        serde_json::to_string(&body).unwrap_or_default()
     }
+}
+
+/// Feeds what is written into a SHA-256.
+struct HashWriter(sha2::Sha256);
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        sha2::Digest::update(&mut self.0, buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A `call` record's body (see docs/audit.md), serialised without an
+/// intermediate JSON tree.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CallBody<'a> {
+    v: u32,
+    kind: &'static str,
+    ts: u64,
+    inst: &'a str,
+    token: u64,
+    call_id: &'a str,
+    tool: &'a str,
+    provider: &'a str,
+    scope: &'a str,
+    parent: Option<&'a str>,
+    code_mode: bool,
+    generation: u64,
+    arguments: Option<&'a Value>,
+    arguments_sha256: String,
+    replayable: bool,
+    decisions: Vec<DecisionBody<'a>>,
+    result: ResultBody<'a>,
+    elapsed_us: u64,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DecisionBody<'a> {
+    #[serde(flatten)]
+    decision: &'a crate::pipeline::Decision,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    plugin_sha256: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    plugin_version: Option<&'a str>,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ResultBody<'a> {
+    is_error: bool,
+    code: Option<&'a str>,
+    stage: Option<&'a str>,
+    decided_by: Option<&'a str>,
+    sha256: String,
 }
 
 /// The result of a call whose record could not be written.

@@ -102,6 +102,33 @@ impl Flock {
     }
 }
 
+/// Holds `flock(LOCK_EX)` on the writer's own descriptor until dropped.
+struct RawFlock(std::os::fd::RawFd);
+
+impl RawFlock {
+    fn take(file: &File) -> std::io::Result<Self> {
+        let fd = file.as_raw_fd();
+        loop {
+            // SAFETY: a valid open file descriptor, kept open by the caller
+            // for as long as this value lives.
+            if unsafe { libc::flock(fd, libc::LOCK_EX) } == 0 {
+                return Ok(RawFlock(fd));
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+}
+
+impl Drop for RawFlock {
+    fn drop(&mut self) {
+        // SAFETY: see `take`.
+        unsafe { libc::flock(self.0, libc::LOCK_UN) };
+    }
+}
+
 impl Drop for Flock {
     fn drop(&mut self) {
         // SAFETY: a valid open file descriptor.
@@ -312,17 +339,28 @@ impl Writer {
     fn write_batch(&self, batch: Vec<String>, sync: bool) -> Result<(), AuditError> {
         let path = &self.settings.path;
         let mut io = lock(&self.io);
-        // The file this host holds may have been rotated away by another
-        // host between looking and locking: look again under the lock.
-        let _flock = loop {
-            self.reopen_if_moved(&mut io)?;
-            let clone = io.file.try_clone().map_err(|e| io_error(path, "lock", e))?;
-            let flock = Flock::take(clone).map_err(|e| io_error(path, "lock", e))?;
-            if self.is_current(&io)? {
+        // Under the lock, the file's length tells whether another host
+        // wrote since: if not, this file is still the current one (another
+        // host rotates only after appending its rotate checkpoint here), and
+        // this host's last record is the last one — one fstat, no path
+        // lookup, on the common path.
+        let flock = loop {
+            let flock = RawFlock::take(&io.file).map_err(|e| io_error(path, "lock", e))?;
+            let len = io
+                .file
+                .metadata()
+                .map_err(|e| io_error(path, "stat", e))?
+                .len();
+            if len == io.end {
                 break flock;
             }
+            if self.is_current(&io)? {
+                self.catch_up(&mut io)?;
+                break flock;
+            }
+            drop(flock);
+            self.reopen_if_moved(&mut io)?;
         };
-        self.catch_up(&mut io)?;
         let mut buf = String::with_capacity(batch.iter().map(|b| b.len() + 80).sum());
         for body in &batch {
             if let Some(kind) = body.strip_prefix(CHECKPOINT_MARKER) {
@@ -347,7 +385,11 @@ impl Writer {
         }
         io.end += buf.len() as u64;
         if rotate {
+            // Closing the rotated file's descriptor releases the lock.
+            std::mem::forget(flock);
             self.rotate(&mut io)?;
+        } else {
+            drop(flock);
         }
         Ok(())
     }
