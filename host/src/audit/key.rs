@@ -81,10 +81,16 @@ impl CheckpointKey {
     }
 
     /// Read the key at `path`, making a new one there first if there is
-    /// no file.
+    /// no file. Hosts starting at once agree on one key: it is put in
+    /// place whole, by a link that fails when another host's is there.
     pub fn load_or_create(path: &Path) -> Result<Self, KeyError> {
         if !path.exists() {
-            Self::generate(path)?;
+            match Self::generate(path) {
+                Ok(key) => return Ok(key),
+                Err(KeyError::Write { source, .. })
+                    if source.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
         }
         Self::load(path)
     }
@@ -97,16 +103,24 @@ impl CheckpointKey {
         let key = CheckpointKey {
             key: SigningKey::from_bytes(&seed),
         };
-        let write = |p: &Path, text: String, mode: u32| {
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(mode)
-                .open(p)?;
-            f.write_all(text.as_bytes())?;
-            f.sync_all()?;
-            // `mode` is masked by the umask at creation: set it exactly.
-            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
+        // Written aside, then linked into place: nobody ever reads half a key.
+        let write = |p: &Path, text: String, mode: u32| -> std::io::Result<()> {
+            let aside = PathBuf::from(format!("{}.{}.tmp", p.display(), std::process::id()));
+            let _ = std::fs::remove_file(&aside);
+            let written = (|| {
+                let mut f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(mode)
+                    .open(&aside)?;
+                f.write_all(text.as_bytes())?;
+                // `mode` is masked by the umask at creation: set it exactly.
+                std::fs::set_permissions(&aside, std::fs::Permissions::from_mode(mode))?;
+                f.sync_all()?;
+                std::fs::hard_link(&aside, p)
+            })();
+            let _ = std::fs::remove_file(&aside);
+            written
         };
         write(path, format!("{}\n", hex(&seed)), 0o600).map_err(|source| KeyError::Write {
             path: path.into(),
