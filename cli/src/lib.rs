@@ -7,12 +7,14 @@
 //! (clap's own code).
 
 mod approve;
+mod audit;
 mod check;
 mod demo;
 mod logging;
 mod new;
 mod plugins;
 mod quiet;
+mod replay;
 mod run;
 mod sandbox;
 mod serve;
@@ -126,6 +128,14 @@ enum Command {
     /// Create a project for a tool or policy (Rust, Python, JavaScript or C)
     /// that builds to a component on the first try.
     New(new::NewArgs),
+    /// The audit record: `verify` its chain and signatures, `show` records,
+    /// `keygen` a signing key.
+    Audit(audit::AuditArgs),
+    /// Re-decide the calls of an audit record under the policy set given
+    /// (--plugins, --config, --no-default-plugins), without running any
+    /// tool: report the calls whose outcome changes. Exit 0 none, 1 some,
+    /// 2 on error.
+    Replay(replay::ReplayArgs),
 }
 
 /// Entry point of the binary.
@@ -160,6 +170,8 @@ pub fn main() -> ExitCode {
             Command::Sandbox(a) => sandbox::run(&cli.global, a).await,
             Command::Serve(a) => serve::run(&cli.global, a).await,
             Command::New(a) => new::run(a),
+            Command::Audit(a) => audit::run(a),
+            Command::Replay(a) => replay::run(&cli.global, a).await,
         }
     });
     // Not `drop(runtime)`, which waits for every blocking thread forever.

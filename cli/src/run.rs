@@ -174,7 +174,8 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
             .with_context(|| format!("cannot read {}", args.input.display()))?;
         (s, args.input.display().to_string())
     };
-    let mut builder = global.builder()?;
+    // The calls are recorded unless `[audit] enabled = false`.
+    let mut builder = global.builder()?.audit_by_default(true);
     if let Some(n) = args.max_parallel {
         builder = builder.max_parallel(n.into());
     }

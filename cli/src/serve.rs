@@ -181,6 +181,7 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
     };
     let mut builder = global
         .builder()?
+        .audit_by_default(true)
         .approver(fallback)
         // Plugin files that must compile load after the built-ins serve:
         // `initialize` is answered at once (see `lifecycle`, "Start").
@@ -226,6 +227,8 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
         session_unused_idle: std::time::Duration::from_millis(args.unused_session_idle_ms.max(1)),
         ..Limits::default()
     };
+    // Closed (its shutdown checkpoint signed) when serving ends.
+    let audit = host.audit().cloned();
     let arrivals = Arc::new(Arrivals::new(host.clone(), limits.max_queued_calls));
     let server = ToolgateServer::new(host, arrivals)
         .with_scope(&args.scope)
@@ -246,6 +249,22 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
             std::process::exit(1);
         });
     }
+    let served = serve_until_stopped(args, server, limits, shutdown, token).await;
+    if let Some(audit) = audit
+        && let Err(e) = audit.close()
+    {
+        eprintln!("toolgate: {e}");
+    }
+    served
+}
+
+async fn serve_until_stopped(
+    args: ServeArgs,
+    server: ToolgateServer,
+    limits: Limits,
+    shutdown: CancellationToken,
+    token: Option<(String, PathBuf, bool)>,
+) -> anyhow::Result<ExitCode> {
     match args.http {
         None => serve_stdio(server, limits, shutdown).await,
         Some(addr) => {

@@ -71,6 +71,17 @@
 //! max_output_kb = 64               # printed output kept (the rest is cut, and said so)
 //! memory_mb = 64                   # the interpreter's heap
 //! timeout_ms = 30000               # wall time of one program (a call's `timeoutMs` may shorten it)
+//!
+//! [audit]                          # the audit record (docs/audit.md); on by default for `toolgate`
+//! enabled = true
+//! path = "audit.jsonl"             # default: in the state directory
+//! sync = "batch"                   # or "always" | "none": when records reach the disk
+//! sync_interval_ms = 200           # "batch": the longest a written record waits for fdatasync
+//! checkpoint_every = 1000          # records between signed checkpoints
+//! rotate_mb = 64                   # the file moves aside at this size; the chain goes on
+//! signing_key = "audit.key"        # Ed25519 seed, 64 hex digits, mode 0600 (`toolgate audit keygen`)
+//! on_failure = "fail-closed"       # or "continue": a call whose record cannot be written still returns
+//! arguments = "full"               # or "digest": only the arguments' SHA-256 (not replayable)
 //! ```
 
 use std::collections::BTreeMap;
@@ -150,6 +161,9 @@ pub struct HostConfig {
     /// The `run_code` interpreter's limits.
     #[serde(default)]
     pub run_code: RunCodeConfig,
+    /// The audit record (see [`crate::audit`]).
+    #[serde(default)]
+    pub audit: crate::audit::AuditConfig,
     /// The file this came from (for messages).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -606,6 +620,21 @@ fn schema() -> serde_json::Value {
                     "timeout_ms": {"type": "integer"}
                 },
                 "additionalProperties": false
+            },
+            "audit": {
+                "type": "object",
+                "properties": {
+                    "enabled": {"type": "boolean"},
+                    "path": {"type": "string"},
+                    "sync": {"enum": ["always", "batch", "none"]},
+                    "sync_interval_ms": {"type": "integer"},
+                    "checkpoint_every": {"type": "integer"},
+                    "rotate_mb": {"type": "integer"},
+                    "signing_key": {"type": "string"},
+                    "on_failure": {"enum": ["fail-closed", "continue"]},
+                    "arguments": {"enum": ["full", "digest"]}
+                },
+                "additionalProperties": false
             }
         },
         "additionalProperties": false
@@ -714,6 +743,16 @@ impl HostConfig {
                 "/run_code/memory_mb: {} is more than one instance can have ({MAX_INSTANCE_MEMORY_MB} MiB)",
                 r.memory_mb.unwrap_or_default()
             ));
+        }
+        let a = &config.audit;
+        for (key, value) in [
+            ("sync_interval_ms", a.sync_interval_ms),
+            ("checkpoint_every", a.checkpoint_every),
+            ("rotate_mb", a.rotate_mb),
+        ] {
+            if value == Some(0) {
+                problems.push(format!("/audit/{key}: expected 1 or more, got 0"));
+            }
         }
         let l = &config.limits;
         for (key, value) in [

@@ -15,6 +15,8 @@ pub enum HostError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     State(#[from] crate::state::StateError),
+    #[error(transparent)]
+    Audit(#[from] crate::audit::AuditError),
     #[error("the configuration is not obeyed: {0}")]
     Authority(#[from] crate::state::AuthorityError),
     #[error("tool `{tool}`: {message}")]

@@ -62,6 +62,8 @@ pub struct ToolgateBuilder {
     watch: bool,
     watch_options: WatchOptions,
     background: bool,
+    audit_by_default: bool,
+    without_audit: bool,
 }
 
 impl Default for ToolgateBuilder {
@@ -83,11 +85,28 @@ impl Default for ToolgateBuilder {
             watch: false,
             watch_options: WatchOptions::default(),
             background: false,
+            audit_by_default: false,
+            without_audit: false,
         }
     }
 }
 
 impl ToolgateBuilder {
+    /// Keep the audit record unless `[audit] enabled = false` (the
+    /// `toolgate` binary does; an embedder's host keeps one only when its
+    /// configuration has an `[audit]` table). See [`crate::audit`].
+    pub fn audit_by_default(mut self, yes: bool) -> Self {
+        self.audit_by_default = yes;
+        self
+    }
+
+    /// Keep no audit record, whatever the configuration says (`toolgate
+    /// replay`: re-deciding recorded calls is not a call).
+    pub fn without_audit(mut self) -> Self {
+        self.without_audit = true;
+        self
+    }
+
     /// Engine settings (epoch tick, pool size, compile cache).
     pub fn runtime_options(mut self, options: RuntimeOptions) -> Self {
         self.runtime = options;
@@ -347,6 +366,14 @@ impl ToolgateBuilder {
         if let Some(t) = self.policy_timeout {
             budgets.policy_timeout = t;
         }
+        let audit = match self
+            .config
+            .audit
+            .resolve(self.audit_by_default, self.runtime.state_dir.as_deref())?
+        {
+            Some(settings) if !self.without_audit => Some(crate::audit::Audit::open(settings)?),
+            _ => None,
+        };
         let mut runtime_options = self.runtime;
         runtime_options.guest_memory_bytes = budgets.guest_memory_bytes;
         let runtime = Runtime::new(runtime_options)?;
@@ -450,10 +477,14 @@ impl ToolgateBuilder {
             tokens: AtomicU64::new(1),
             watcher: Mutex::new(None),
             watch_options: self.watch_options,
+            audit,
         });
         let _ = nested_slot.set(Arc::new(WeakHost(Arc::downgrade(&inner))));
         let host = Toolgate { inner };
         let deferred = host.inner.lifecycle.start().await?;
+        if let Some(audit) = &host.inner.audit {
+            record_reloads(&host, audit.clone());
+        }
         if self.watch {
             host.watch().await?;
         }
@@ -497,6 +528,72 @@ struct Inner {
     tokens: AtomicU64,
     watcher: Mutex<Option<Watcher>>,
     watch_options: WatchOptions,
+    audit: Option<crate::audit::Audit>,
+}
+
+/// Record the plugins of the first generation, then every reload (old →
+/// new digests, refusals, a configuration not obeyed) as host events.
+fn record_reloads(host: &Toolgate, audit: crate::audit::Audit) {
+    use std::collections::BTreeMap;
+    let digests = |host: &Toolgate| -> BTreeMap<String, Option<String>> {
+        host.plugin_status()
+            .into_iter()
+            .map(|s| {
+                let name = if s.scope.is_empty() {
+                    s.name
+                } else {
+                    format!("{}@{}", s.name, s.scope)
+                };
+                (name, s.sha256)
+            })
+            .collect()
+    };
+    let mut before = digests(host);
+    let _ = audit.event(
+        "plugins",
+        serde_json::json!({ "generation": host.generation().number, "plugins": before }),
+    );
+    let mut events = host.subscribe();
+    let weak = Arc::downgrade(&host.inner);
+    tokio::spawn(async move {
+        loop {
+            let event = match events.recv().await {
+                Ok(e) => e,
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    let _ = audit.event("reload", serde_json::json!({ "missedEvents": n }));
+                    continue;
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            };
+            let Some(inner) = weak.upgrade() else { return };
+            let after = digests(&Toolgate { inner });
+            let changed: Vec<_> = after
+                .iter()
+                .filter(|(name, new)| before.get(*name) != Some(*new))
+                .map(|(name, new)| {
+                    serde_json::json!({ "plugin": name, "old": before.get(name).cloned().flatten(), "new": new })
+                })
+                .chain(before.keys().filter(|n| !after.contains_key(*n)).map(|name| {
+                    serde_json::json!({ "plugin": name, "old": before[name], "new": null })
+                }))
+                .collect();
+            let refused: Vec<_> = event
+                .refused
+                .iter()
+                .map(|e| serde_json::json!({ "plugin": e.plugin, "reason": e.to_string() }))
+                .collect();
+            let _ = audit.event(
+                "reload",
+                serde_json::json!({
+                    "generation": event.generation,
+                    "changed": changed,
+                    "refused": refused,
+                    "configProblem": event.config_problem,
+                }),
+            );
+            before = after;
+        }
+    });
 }
 
 impl Reloader for Inner {
@@ -549,6 +646,10 @@ impl scheduler::Dispatch for Toolgate {
 
     fn settled(&self) -> tokio::sync::watch::Receiver<bool> {
         self.inner.lifecycle.settled()
+    }
+
+    fn record(&self, finished: &mut pipeline::Finished, generation: &Generation) {
+        Toolgate::record(self, finished, generation)
     }
 }
 
@@ -750,7 +851,10 @@ impl Toolgate {
         self.inner.sandbox
     }
 
-    pub(crate) fn next_token(&self) -> u64 {
+    /// A token unique to one call of this host (it keys the call's
+    /// instances): for code that drives [`pipeline::prepare`] itself, as
+    /// `toolgate replay` does.
+    pub fn next_token(&self) -> u64 {
         self.inner.tokens.fetch_add(1, Ordering::Relaxed)
     }
 
@@ -787,8 +891,9 @@ impl Toolgate {
         turn: &TurnOptions,
     ) -> CallRecord {
         let settings = self.settings();
-        let finished =
+        let mut finished =
             pipeline::run_call(generation, settings, call, turn, self.next_token()).await;
+        self.record(&mut finished, generation);
         pipeline::result::notify(
             &generation.policies.observers,
             finished,
@@ -807,7 +912,25 @@ impl Toolgate {
             .seams()
             .jobs
             .shutdown(Duration::from_secs(5))
-            .await
+            .await;
+        if let Some(audit) = &self.inner.audit
+            && let Err(e) = audit.close()
+        {
+            tracing::error!(error = %e, "the audit record's shutdown checkpoint could not be written");
+        }
+    }
+
+    /// The audit record, when one is kept.
+    pub fn audit(&self) -> Option<&crate::audit::Audit> {
+        self.inner.audit.as_ref()
+    }
+
+    /// Write a committed call's audit record, before its result is
+    /// returned (or observers see it). See [`crate::audit::Audit::commit`].
+    pub(crate) fn record(&self, finished: &mut pipeline::Finished, generation: &Generation) {
+        if let Some(audit) = &self.inner.audit {
+            audit.commit(finished, generation, self);
+        }
     }
 
     /// Background jobs running now, all plugins and scopes.

@@ -10,6 +10,7 @@
 #![recursion_limit = "256"]
 
 pub mod approval;
+pub mod audit;
 pub mod bindings;
 pub mod bridge;
 pub mod budgets;

@@ -79,6 +79,16 @@ impl Lifecycle {
                 "a state directory of the host (the compile cache's key, the serve token, the journal of protected paths)",
             );
         }
+        // The audit record and its key, wherever configured: a grant that
+        // could write them could rewrite the record (or sign a forged one).
+        for (path, what) in [
+            (&config.audit.path, "the audit record"),
+            (&config.audit.signing_key, "the audit record's signing key"),
+        ] {
+            if let Some(path) = path {
+                a.add_secret(path, what);
+            }
+        }
         a.set_journal(self.runtime.state.as_ref().map(|s| s.journal()));
         if let Ok(exe) = std::env::current_exe() {
             a.add(exe, "the host's executable");

@@ -72,6 +72,8 @@ pub fn run(
             ),
             info,
             span: tracing::Span::none(),
+            decisions: Vec::new(),
+            elapsed_us: 0,
         }))
     };
 

@@ -47,7 +47,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::budgets::Budgets;
 use crate::call::{CallInfo, CallSignal, ToolCall};
-use crate::outcome::{CallRecord, Outcome};
+use crate::outcome::{CallRecord, Outcome, Stage};
 use crate::policy::PreDecision;
 use crate::registry::Generation;
 use crate::tool::{DeferredContexts, ToolEntry};
@@ -111,6 +111,58 @@ pub struct Finished {
     pub record: CallRecord,
     /// The call's tracing span: the commit (observers) is logged in it too.
     pub span: tracing::Span,
+    /// Every policy decision on its way in, in order (the audit record's
+    /// `decisions`); empty for a call refused at materialize.
+    pub decisions: Vec<Decision>,
+    /// From materialize to the frozen record, in microseconds.
+    pub elapsed_us: u64,
+}
+
+/// One decision of stage B (pre-execute, approval, a guard), as the audit
+/// record keeps it: who decided, what, why.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Decision {
+    pub stage: String,
+    /// The listener, guard or approver that decided (`default`: no
+    /// pre-execute listener did).
+    pub decided_by: String,
+    /// The plugin the deciding policy belongs to (none: native or host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<String>,
+    /// `allow`, `deny`, `ask` (pre-execute); `approve`, `deny` (approval);
+    /// `pass`, `deny` (a guard).
+    pub verdict: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Decision {
+    fn new(stage: Stage, by: &str, plugin: Option<String>, verdict: &str) -> Self {
+        Decision {
+            stage: stage.as_str().to_string(),
+            decided_by: by.to_string(),
+            plugin,
+            verdict: verdict.to_string(),
+            reason: None,
+        }
+    }
+
+    fn because(mut self, reason: &str) -> Self {
+        self.reason = Some(reason.to_string());
+        self
+    }
+}
+
+/// The plugin of the listener named `by` in `chain`, if it is a component's.
+fn plugin_of<P: ?Sized>(chain: &crate::policy::Chain<P>, by: &str) -> Option<String> {
+    chain
+        .iter()
+        .find(|l| l.name == by)
+        .and_then(|l| match &l.source {
+            crate::policy::PolicySource::Component { plugin } => Some(plugin.clone()),
+            crate::policy::PolicySource::Native => None,
+        })
 }
 
 /// What a call carries from one step to the next: the generation it holds
@@ -124,6 +176,8 @@ struct Held {
     /// The turn's own approver, for the calls a body makes in turn (Code
     /// Mode): they are asked about where the call itself would be.
     approver: Option<Arc<dyn Approver>>,
+    /// Stage B's decisions, once it ran.
+    decisions: Vec<Decision>,
 }
 
 impl Held {
@@ -136,7 +190,9 @@ impl Held {
             outcome,
             Vec::new(),
         );
-        finish(self.info, record, self.span, self.started)
+        let mut finished = finish(self.info, record, self.span, self.started);
+        finished.decisions = self.decisions;
+        finished
     }
 }
 
@@ -170,6 +226,11 @@ impl Prepared {
 impl Admitted {
     pub fn info(&self) -> &Arc<CallInfo> {
         &self.0.info
+    }
+
+    /// What stage B decided, in order.
+    pub fn decisions(&self) -> &[Decision] {
+        &self.0.decisions
     }
 
     /// The generation the call holds until it ends.
@@ -229,6 +290,7 @@ pub fn prepare(
             span,
             started,
             approver: turn.approver.clone(),
+            decisions: Vec::new(),
         })),
         Err(early) => Err(finish(early.info, early.record, span, started)),
     }
@@ -243,13 +305,15 @@ pub async fn admit(
     settings: &PipelineSettings,
     turn: &TurnOptions,
 ) -> Result<Admitted, Finished> {
-    let held = prepared.0;
+    let mut held = prepared.0;
     let span = held.span.clone();
+    let mut decisions = Vec::new();
     let decided = tokio::select! {
         biased;
         _ = turn.cancel.cancelled() => Err(materialize::aborted_before_dispatch(&held.info)),
-        decided = policy_stages(&held, settings, turn).instrument(span) => decided,
+        decided = policy_stages(&held, settings, turn, &mut decisions).instrument(span) => decided,
     };
+    held.decisions = decisions;
     match decided {
         // Cancelled while in its policies (a policy on the synchronous path
         // cannot be dropped, but the epoch callback stops it): it was never
@@ -267,14 +331,21 @@ async fn policy_stages(
     held: &Held,
     settings: &PipelineSettings,
     turn: &TurnOptions,
+    decisions: &mut Vec<Decision>,
 ) -> Result<(), Outcome> {
     let info = &held.info;
     let policies = &held.generation.policies;
     let decided = pre_execute::run(&policies.pre_execute, info, settings.policy_timeout()).await;
+    let plugin = plugin_of(&policies.pre_execute, &decided.by);
+    let stage = Stage::PreExecute;
     match decided.decision {
-        PreDecision::Allow => {}
-        PreDecision::Deny(reason) => return Err(pre_execute::denied(&decided.by, reason)),
+        PreDecision::Allow => decisions.push(Decision::new(stage, &decided.by, plugin, "allow")),
+        PreDecision::Deny(reason) => {
+            decisions.push(Decision::new(stage, &decided.by, plugin, "deny").because(&reason));
+            return Err(pre_execute::denied(&decided.by, reason));
+        }
         PreDecision::Ask(prompt) => {
+            decisions.push(Decision::new(stage, &decided.by, plugin, "ask").because(&prompt));
             // The turn's own approver (a served client's) wins over the host's.
             let approver = turn.approver.as_ref().or(settings.approver.as_ref());
             // The tool's card for the person asked (a diff, say), within
@@ -300,14 +371,44 @@ async fn policy_stages(
             } else {
                 None
             };
-            approval::run(approver, info, prompt, &decided.by, card)
-                .await
-                .map_err(Outcome::failure)?;
+            let answered = approval::run(approver, info, prompt, &decided.by, card).await;
+            let stage = Stage::Approval;
+            match &answered {
+                Ok(()) => decisions.push(Decision::new(
+                    stage,
+                    approver.map(|a| a.name()).unwrap_or("approval"),
+                    None,
+                    "approve",
+                )),
+                Err(e) => decisions.push(
+                    Decision::new(
+                        stage,
+                        e.decided_by.as_deref().unwrap_or("approval"),
+                        None,
+                        "deny",
+                    )
+                    .because(&e.message),
+                ),
+            }
+            answered.map_err(Outcome::failure)?;
         }
     }
-    guard::run(&policies.guards, info, settings.policy_timeout())
-        .await
-        .map_err(Outcome::failure)
+    let checked = guard::run(&policies.guards, info, settings.policy_timeout()).await;
+    // Every guard before the one that denied passed (the chain stops at
+    // the first reason).
+    let denier = checked.as_ref().err().and_then(|e| e.decided_by.clone());
+    for g in policies.guards.iter() {
+        let plugin = plugin_of(&policies.guards, &g.name);
+        if Some(&g.name) == denier.as_ref() {
+            let reason = checked.as_ref().err().map(|e| e.message.as_str());
+            decisions.push(
+                Decision::new(Stage::Guard, &g.name, plugin, "deny").because(reason.unwrap_or("")),
+            );
+            break;
+        }
+        decisions.push(Decision::new(Stage::Guard, &g.name, plugin, "pass"));
+    }
+    checked.map_err(Outcome::failure)
 }
 
 /// Step 3, stages C–E up to the frozen record: the execute waterfall and the
@@ -325,6 +426,7 @@ pub async fn complete(
         span,
         started,
         approver,
+        decisions,
     } = admitted.0;
     let record = async {
         let policies = &generation.policies;
@@ -371,7 +473,9 @@ pub async fn complete(
     }
     .instrument(span.clone())
     .await;
-    finish(info, record, span, started)
+    let mut finished = finish(info, record, span, started);
+    finished.decisions = decisions;
+    finished
 }
 
 fn finish(
@@ -380,14 +484,21 @@ fn finish(
     span: tracing::Span,
     started: Instant,
 ) -> Finished {
+    let elapsed_us = started.elapsed().as_micros() as u64;
     span.in_scope(|| {
         tracing::info!(
             stage = "result",
             is_error = record.is_error,
             code = record.code().unwrap_or(""),
-            elapsed_us = started.elapsed().as_micros() as u64,
+            elapsed_us,
             "call finished"
         )
     });
-    Finished { info, record, span }
+    Finished {
+        info,
+        record,
+        span,
+        decisions: Vec::new(),
+        elapsed_us,
+    }
 }

@@ -25,14 +25,26 @@ pub async fn notify(
     if chain.is_empty() {
         return finished;
     }
-    let Finished { info, record, span } = finished;
+    let Finished {
+        info,
+        record,
+        span,
+        decisions,
+        elapsed_us,
+    } = finished;
     let record = Arc::new(record);
     notify_all(chain, &info, &record, budget)
         .instrument(span.clone())
         .await;
     // The observers are done: nobody else holds the record now.
     let record = Arc::try_unwrap(record).unwrap_or_else(|shared| (*shared).clone());
-    Finished { info, record, span }
+    Finished {
+        info,
+        record,
+        span,
+        decisions,
+        elapsed_us,
+    }
 }
 
 async fn notify_all(

@@ -156,6 +156,10 @@ pub trait Dispatch: Send + Sync + 'static {
     /// `true` once the plugin files a start left out are loaded (see
     /// [`crate::lifecycle`], "Start"); else it turns `true` when they are.
     fn settled(&self) -> tokio::sync::watch::Receiver<bool>;
+    /// Write a committed call's audit record before its result is returned
+    /// or observers see it (see [`crate::audit`]); a write that fails turns
+    /// `finished` into the fail-closed error.
+    fn record(&self, finished: &mut crate::pipeline::Finished, generation: &Generation);
 }
 
 /// While plugin files left out of the first generation are loading (see
@@ -496,6 +500,7 @@ impl<'a, H: Dispatch + Clone> Turn<'a, H> {
             if cancelled && !finished.record.is_error {
                 finished.record = aborted_after_completion(finished.record);
             }
+            self.host.record(&mut finished, &generation);
             let notified = AssertUnwindSafe(pipeline::result::notify(
                 &generation.policies.observers,
                 finished,

@@ -1,6 +1,7 @@
 //! The integration tests, in one binary (linking wasmtime once).
 
 mod arrivals;
+mod audit;
 mod authority;
 mod bridge;
 mod budgets;

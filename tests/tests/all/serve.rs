@@ -2032,7 +2032,7 @@ fn a_cancel_by_closing_the_stream_is_not_logged_as_an_error() {
         .write_all(post(&addr, &extra, &body).as_bytes())
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
-    while processes_with(&format!("sleep {marker}")).is_empty() {
+    while toolgate_tests::processes_with(&format!("sleep {marker}")).is_empty() {
         assert!(Instant::now() < deadline, "the call never started");
         std::thread::sleep(Duration::from_millis(50));
     }

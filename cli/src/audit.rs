@@ -1,0 +1,356 @@
+//! `toolgate audit`: verify the record, show it, make a signing key.
+//!
+//! Exit codes of `verify`: 0 only when every file is intact (chain,
+//! signatures, and a clean end unless `--allow-open`); 1 when a record is
+//! broken or missing (the first one is named); 2 when a file cannot be read.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use serde_json::Value;
+
+use toolgate::audit::{self, CheckpointKey, verify};
+
+#[derive(Args, Debug)]
+pub struct AuditArgs {
+    #[command(subcommand)]
+    command: AuditCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum AuditCommand {
+    /// Check the hash chain and the checkpoint signatures of a record (its
+    /// rotated files in any order) and name the first broken record. Exit
+    /// status 0 only when intact.
+    Verify(VerifyArgs),
+    /// Print records, filtered (by tool, scope, decision, time, kind).
+    Show(ShowArgs),
+    /// Make an Ed25519 signing key for `[audit] signing_key` (FILE, mode
+    /// 0600) and its public key (FILE.pub); prints the public key.
+    Keygen(KeygenArgs),
+}
+
+#[derive(Args, Debug)]
+struct VerifyArgs {
+    /// The record's files (default: audit.jsonl in the state directory).
+    #[arg(value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// The public key every checkpoint must be signed with: 64 hex digits
+    /// or a file holding them (KEY.pub). Without it, a record rewritten
+    /// and re-signed with another key is not detected.
+    #[arg(long, value_name = "KEY")]
+    key: Option<String>,
+    /// Accept a record that does not end with a shutdown checkpoint (the
+    /// file of a host still running).
+    #[arg(long)]
+    allow_open: bool,
+    /// Print {"intact", "records", "firstBroken", "reason", …} as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct ShowArgs {
+    /// The record's files (default: audit.jsonl in the state directory).
+    #[arg(value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// Only calls of this tool.
+    #[arg(long)]
+    tool: Option<String>,
+    /// Only calls from this agent scope ("" = global).
+    #[arg(long)]
+    scope: Option<String>,
+    /// Only calls with this outcome: `allowed` (ran), `denied` (a policy
+    /// refused it), `error` (any failure).
+    #[arg(long, value_name = "OUTCOME")]
+    decision: Option<String>,
+    /// Only records of this kind (call, start, plugins, reload, checkpoint,
+    /// rotate, shutdown).
+    #[arg(long)]
+    kind: Option<String>,
+    /// Only records at or after this time: RFC 3339 UTC
+    /// (2026-12-02T13:00:00Z) or milliseconds since the epoch.
+    #[arg(long, value_name = "TIME")]
+    since: Option<String>,
+    /// Only records before this time (as --since).
+    #[arg(long, value_name = "TIME")]
+    until: Option<String>,
+    /// Print the records themselves (JSON Lines).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct KeygenArgs {
+    /// Where to write the key (refused if it exists).
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+}
+
+pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
+    match args.command {
+        AuditCommand::Verify(a) => run_verify(a),
+        AuditCommand::Show(a) => run_show(a),
+        AuditCommand::Keygen(a) => {
+            let key = CheckpointKey::generate(&a.file)?;
+            println!("{}", key.public_hex());
+            eprintln!(
+                "wrote {} (secret, mode 0600) and {} (public); set [audit] signing_key = \"{}\"",
+                a.file.display(),
+                audit::key::public_path(&a.file).display(),
+                a.file.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn default_files(files: Vec<PathBuf>) -> anyhow::Result<Vec<PathBuf>> {
+    if !files.is_empty() {
+        return Ok(files);
+    }
+    let dir = toolgate::state::default_dir().ok_or_else(|| {
+        anyhow::anyhow!("name the record's file(s): no state directory (set TOOLGATE_STATE_DIR)")
+    })?;
+    Ok(vec![dir.join(audit::DEFAULT_FILE)])
+}
+
+fn run_verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
+    let files = default_files(a.files)?;
+    let key = match &a.key {
+        Some(k) => Some(audit::key::parse_public(k).map_err(|e| anyhow::anyhow!("--key: {e}"))?),
+        None => None,
+    };
+    let options = verify::VerifyOptions {
+        key,
+        allow_open: a.allow_open,
+    };
+    let report = match verify::verify(&files, &options) {
+        Ok(r) => r,
+        Err(e) => {
+            if a.json {
+                println!(
+                    "{}",
+                    serde_json::json!({"intact": false, "records": 0, "firstBroken": null, "reason": e.to_string()})
+                );
+            } else {
+                eprintln!("toolgate: {e}");
+            }
+            return Ok(ExitCode::from(2));
+        }
+    };
+    if a.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else if report.intact {
+        println!(
+            "intact: {} record(s), {} signed checkpoint(s){}{}",
+            report.records,
+            report.checkpoints,
+            if report.clean_end {
+                ", ends with a shutdown checkpoint".to_string()
+            } else {
+                format!(", open end ({} record(s) unsigned)", report.unsigned_tail)
+            },
+            if report.unclean_restarts.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; the host did not stop cleanly before record(s) {:?}",
+                    report.unclean_restarts
+                )
+            }
+        );
+        if key.is_none() {
+            println!(
+                "note: signed by {} (pin the key with --key to detect a re-signed record)",
+                report.keys.join(", ")
+            );
+        }
+    } else {
+        println!(
+            "BROKEN at record {}: {}\n{} record(s) before it verified",
+            report.first_broken.unwrap_or(0),
+            report.reason.as_deref().unwrap_or(""),
+            report.records
+        );
+    }
+    Ok(if report.intact {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Milliseconds since the epoch from RFC 3339 UTC or a number.
+fn parse_time(text: &str) -> anyhow::Result<u64> {
+    if let Ok(ms) = text.parse::<u64>() {
+        return Ok(ms);
+    }
+    let bad = || {
+        anyhow::anyhow!("`{text}`: expected 2026-12-02T13:00:00Z or milliseconds since the epoch")
+    };
+    let t = text.strip_suffix('Z').ok_or_else(bad)?;
+    let (date, time) = t.split_once('T').ok_or_else(bad)?;
+    let d: Vec<i64> = date
+        .split('-')
+        .map(|p| p.parse().map_err(|_| bad()))
+        .collect::<Result<_, _>>()?;
+    let (time, frac) = time.split_once('.').unwrap_or((time, "0"));
+    let h: Vec<i64> = time
+        .split(':')
+        .map(|p| p.parse().map_err(|_| bad()))
+        .collect::<Result<_, _>>()?;
+    if d.len() != 3 || h.len() != 3 {
+        return Err(bad());
+    }
+    let ms: i64 = format!("{frac:0<3}")[..3].parse().map_err(|_| bad())?;
+    let days = days_from_civil(d[0], d[1], d[2]);
+    Ok((((days * 24 + h[0]) * 60 + h[1]) * 60 + h[2]) as u64 * 1000 + ms as u64)
+}
+
+/// Days since 1970-01-01 (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146097 + doe - 719468
+}
+
+/// RFC 3339 UTC with milliseconds.
+fn format_time(ms: u64) -> String {
+    let secs = (ms / 1000) as i64;
+    let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
+    let z = days + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        ms % 1000
+    )
+}
+
+fn run_show(a: ShowArgs) -> anyhow::Result<ExitCode> {
+    let mut files = default_files(a.files)?;
+    files.sort_by_key(|p| {
+        std::fs::read_to_string(p)
+            .ok()
+            .and_then(|t| {
+                t.lines()
+                    .next()
+                    .and_then(|l| serde_json::from_str::<Value>(l).ok())
+            })
+            .and_then(|v| v["seq"].as_u64())
+            .unwrap_or(u64::MAX)
+    });
+    let since = a.since.as_deref().map(parse_time).transpose()?;
+    let until = a.until.as_deref().map(parse_time).transpose()?;
+    if let Some(d) = &a.decision
+        && !matches!(d.as_str(), "allowed" | "denied" | "error")
+    {
+        anyhow::bail!("--decision: expected allowed, denied or error, got `{d}`");
+    }
+    let mut out = std::io::stdout().lock();
+    for file in &files {
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", file.display()))?;
+        for line in text.lines() {
+            let Ok(v) = serde_json::from_str::<Value>(line) else {
+                continue;
+            };
+            let kind = v["kind"].as_str().unwrap_or("");
+            let ts = v["ts"].as_u64().unwrap_or(0);
+            let code = v["result"]["code"].as_str();
+            let keep = a.kind.as_deref().is_none_or(|k| k == kind)
+                && a.tool.as_deref().is_none_or(|t| v["tool"] == t)
+                && a.scope.as_deref().is_none_or(|s| v["scope"] == s)
+                && since.is_none_or(|s| ts >= s)
+                && until.is_none_or(|u| ts < u)
+                && a.decision.as_deref().is_none_or(|d| {
+                    kind == "call"
+                        && match d {
+                            "allowed" => {
+                                code.is_none()
+                                    || !matches!(
+                                        code,
+                                        Some(
+                                            "DENIED"
+                                                | "UNKNOWN_TOOL"
+                                                | "INVALID_ARGS"
+                                                | "ABORTED_BEFORE_DISPATCH"
+                                        )
+                                    )
+                            }
+                            "denied" => code == Some("DENIED"),
+                            _ => v["result"]["isError"] == true,
+                        }
+                });
+            if !keep {
+                continue;
+            }
+            use std::io::Write;
+            if a.json {
+                writeln!(out, "{line}")?;
+                continue;
+            }
+            let seq = v["seq"].as_u64().unwrap_or(0);
+            let summary = match kind {
+                "call" => {
+                    let by = v["result"]["decidedBy"].as_str().unwrap_or("");
+                    format!(
+                        "{} [{}] {}{}",
+                        v["tool"].as_str().unwrap_or("?"),
+                        v["scope"]
+                            .as_str()
+                            .filter(|s| !s.is_empty())
+                            .unwrap_or("global"),
+                        code.unwrap_or("ok"),
+                        if by.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" by {by}")
+                        }
+                    )
+                }
+                "start" => format!(
+                    "host started (pid {}, instance {})",
+                    v["pid"],
+                    v["inst"].as_str().unwrap_or("")
+                ),
+                "reload" => format!(
+                    "reload → generation {}: {} change(s), {} refused",
+                    v["generation"],
+                    v["changed"].as_array().map_or(0, |c| c.len()),
+                    v["refused"].as_array().map_or(0, |c| c.len())
+                ),
+                other => other.to_string(),
+            };
+            writeln!(out, "{seq:>8}  {}  {kind:<10} {summary}", format_time(ts))?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_round_trip() {
+        let ms = parse_time("2026-12-02T13:00:00.250Z").unwrap();
+        assert_eq!(format_time(ms), "2026-12-02T13:00:00.250Z");
+        assert_eq!(parse_time("1970-01-01T00:00:01Z").unwrap(), 1000);
+        assert!(parse_time("yesterday").is_err());
+    }
+}

@@ -1,0 +1,323 @@
+//! `toolgate audit verify`: check the chain and the signatures of one or
+//! more files of a record, and name the first broken record.
+//!
+//! How each kind of tampering shows:
+//!
+//! | tampering | what breaks | reported record |
+//! | --- | --- | --- |
+//! | a byte changed in a record | its hash: the next record's `prev` no longer matches | the changed record |
+//! | a byte changed in a `prev` | that record's link | that record |
+//! | a byte changed in a checkpoint | its signature | the checkpoint |
+//! | a record deleted | the sequence: a number is missing | the missing number |
+//! | two records swapped | the sequence | the first out of place |
+//! | the tail cut | the end: no `shutdown` checkpoint last | the first missing number |
+//! | everything rewritten and re-signed | the key differs from the one pinned with `--key` | the first checkpoint |
+//!
+//! A cut tail looks like a host killed mid-run (the record cannot tell
+//! them apart): both end without a `shutdown` checkpoint, and both are
+//! reported; `--allow-open` accepts such an end (a live host's file).
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::chain::{self, GENESIS};
+use super::key;
+
+/// What to check beyond the chain.
+#[derive(Clone, Debug, Default)]
+pub struct VerifyOptions {
+    /// The public key every checkpoint must be signed with.
+    pub key: Option<[u8; 32]>,
+    /// Accept a record that does not end with a `shutdown` checkpoint.
+    pub allow_open: bool,
+}
+
+/// The verdict (`--json` prints it).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub intact: bool,
+    /// Records verified (the intact prefix, when broken).
+    pub records: u64,
+    /// The first record that is broken or missing.
+    pub first_broken: Option<u64>,
+    pub reason: Option<String>,
+    /// The files, in chain order.
+    pub files: Vec<PathBuf>,
+    /// Signed checkpoints verified, and the last one's seq.
+    pub checkpoints: u64,
+    pub last_checkpoint: Option<u64>,
+    /// Records after the last signed checkpoint.
+    pub unsigned_tail: u64,
+    /// The public keys that signed checkpoints.
+    pub keys: Vec<String>,
+    /// The record ends with a `shutdown` checkpoint.
+    pub clean_end: bool,
+    /// `start` records after a host that did not shut down cleanly.
+    pub unclean_restarts: Vec<u64>,
+    /// Bytes of a partial last line (a write cut short).
+    pub partial_tail_bytes: u64,
+}
+
+/// Why files could not be read at all.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read {path}: {source}")]
+pub struct ReadError {
+    pub path: PathBuf,
+    #[source]
+    pub source: std::io::Error,
+}
+
+struct Line {
+    file: usize,
+    number: usize,
+    text: String,
+}
+
+/// Read the lines of `path`; returns the length of a partial last line
+/// (no newline: a write cut short), which is not among them.
+fn read_lines(path: &Path, file: usize, out: &mut Vec<Line>) -> Result<u64, ReadError> {
+    let bytes = std::fs::read(path).map_err(|source| ReadError {
+        path: path.into(),
+        source,
+    })?;
+    let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    if complete > 0 {
+        // Without the final newline: the pieces are exactly the lines.
+        for (i, line) in bytes[..complete - 1].split(|&b| b == b'\n').enumerate() {
+            out.push(Line {
+                file,
+                number: i + 1,
+                text: String::from_utf8_lossy(line).into_owned(),
+            });
+        }
+    }
+    Ok((bytes.len() - complete) as u64)
+}
+
+fn first_seq(path: &Path) -> u64 {
+    std::fs::File::open(path)
+        .ok()
+        .and_then(|f| {
+            let mut first = String::new();
+            std::io::BufReader::new(f).read_line(&mut first).ok()?;
+            serde_json::from_str::<Value>(&first).ok()?["seq"].as_u64()
+        })
+        .unwrap_or(u64::MAX)
+}
+
+/// Verify `files` (in any order: they are put in chain order by their
+/// first record).
+pub fn verify(files: &[PathBuf], options: &VerifyOptions) -> Result<Report, ReadError> {
+    let mut files = files.to_vec();
+    files.sort_by_key(|p| first_seq(p));
+    let mut lines = Vec::new();
+    let mut partial = 0;
+    for (i, f) in files.iter().enumerate() {
+        partial = read_lines(f, i, &mut lines)?;
+    }
+    let mut report = Report {
+        files: files.clone(),
+        ..Report::default()
+    };
+    let broken = |report: &mut Report, seq: u64, reason: String| {
+        report.intact = false;
+        report.first_broken = Some(seq);
+        report.reason = Some(reason);
+    };
+    let mut expected: Option<u64> = None;
+    let mut prev_hash: Option<[u8; 32]> = None;
+    let mut last_kind = String::new();
+    let parse = |l: &Line| serde_json::from_str::<Value>(&l.text).ok();
+    for (i, line) in lines.iter().enumerate() {
+        let at = format!("{} line {}", files[line.file].display(), line.number);
+        let want = expected.unwrap_or(1);
+        let Some(v) = parse(line) else {
+            broken(
+                &mut report,
+                want,
+                format!("{at} is not a JSON record (record {want} was changed or cut)"),
+            );
+            return Ok(report);
+        };
+        let Some(seq) = v["seq"].as_u64() else {
+            broken(
+                &mut report,
+                want,
+                format!("{at} has no seq (record {want} was changed)"),
+            );
+            return Ok(report);
+        };
+        if expected.is_some() && seq != want {
+            let next_is_want = lines
+                .get(i + 1)
+                .and_then(parse)
+                .and_then(|n| n["seq"].as_u64())
+                == Some(want);
+            let why = if next_is_want {
+                format!("{at} holds record {seq} where {want} belongs: records were reordered")
+            } else if seq > want {
+                format!(
+                    "record {want} is missing ({at} holds {seq} right after {}): records were deleted",
+                    want - 1
+                )
+            } else {
+                format!(
+                    "{at} holds record {seq} where {want} belongs: records were duplicated or reordered"
+                )
+            };
+            broken(&mut report, want, why);
+            return Ok(report);
+        }
+        let Some(prev) = v["prev"].as_str().and_then(chain::unhex::<32>) else {
+            broken(
+                &mut report,
+                seq,
+                format!("{at} (record {seq}) has no valid prev"),
+            );
+            return Ok(report);
+        };
+        let linked = match prev_hash {
+            Some(h) => prev == h,
+            // The first record given: a new chain starts at 1 from
+            // GENESIS; a later file alone continues one not given.
+            None => seq != 1 || prev == GENESIS,
+        };
+        if !linked {
+            // Either the record before changed (then this one's successor
+            // still links to this one) or this one's prev did.
+            let this_hash = chain::sha256(line.text.as_bytes());
+            let next_links = lines
+                .get(i + 1)
+                .and_then(parse)
+                .and_then(|n| n["prev"].as_str().and_then(chain::unhex::<32>))
+                .is_some_and(|p| p == this_hash);
+            let (bad, why) = if next_links && seq > 1 {
+                (
+                    seq - 1,
+                    format!(
+                        "record {} was changed: its hash is not the prev of record {seq} ({at})",
+                        seq - 1
+                    ),
+                )
+            } else {
+                (
+                    seq,
+                    format!(
+                        "record {seq} ({at}) was changed: it does not link to record {}",
+                        seq.saturating_sub(1)
+                    ),
+                )
+            };
+            broken(&mut report, bad, why);
+            return Ok(report);
+        }
+        let kind = v["kind"].as_str().unwrap_or("").to_string();
+        if matches!(kind.as_str(), "checkpoint" | "rotate" | "shutdown") {
+            let Some((unsigned, sig)) = chain::split_sig(&line.text) else {
+                broken(
+                    &mut report,
+                    seq,
+                    format!("checkpoint {seq} ({at}) has no signature in place"),
+                );
+                return Ok(report);
+            };
+            let Some(public) = v["key"].as_str().and_then(chain::unhex::<32>) else {
+                broken(
+                    &mut report,
+                    seq,
+                    format!("checkpoint {seq} ({at}) names no key"),
+                );
+                return Ok(report);
+            };
+            if let Some(pinned) = options.key
+                && pinned != public
+            {
+                broken(
+                    &mut report,
+                    seq,
+                    format!(
+                        "checkpoint {seq} ({at}) is signed with key {}, not the pinned key {}: the record was re-signed by someone else",
+                        chain::hex(&public),
+                        chain::hex(&pinned)
+                    ),
+                );
+                return Ok(report);
+            }
+            if !key::verify(&public, unsigned.as_bytes(), &sig) {
+                broken(
+                    &mut report,
+                    seq,
+                    format!(
+                        "checkpoint {seq} ({at}): the signature does not verify (the checkpoint was changed)"
+                    ),
+                );
+                return Ok(report);
+            }
+            let hex_key = chain::hex(&public);
+            if !report.keys.contains(&hex_key) {
+                report.keys.push(hex_key);
+            }
+            report.checkpoints += 1;
+            report.last_checkpoint = Some(seq);
+            report.unsigned_tail = 0;
+        } else {
+            report.unsigned_tail += 1;
+        }
+        // A rotated file ends with its `rotate` checkpoint; only there.
+        let last_of_file = lines.get(i + 1).is_none_or(|n| n.file != line.file);
+        if (kind == "rotate") != (last_of_file && line.file + 1 < files.len()) {
+            let why = if kind == "rotate" {
+                format!("{at}: records follow the rotate checkpoint {seq} in its file")
+            } else {
+                format!(
+                    "{at}: the file ends at record {seq} without its rotate checkpoint (its tail was cut)"
+                )
+            };
+            broken(&mut report, seq + u64::from(kind != "rotate"), why);
+            return Ok(report);
+        }
+        if kind == "start" && v["previous"]["clean"] == Value::Bool(false) {
+            report.unclean_restarts.push(seq);
+        }
+        prev_hash = Some(chain::sha256(line.text.as_bytes()));
+        expected = Some(seq + 1);
+        last_kind = kind;
+        report.records += 1;
+    }
+    report.clean_end = last_kind == "shutdown" && partial == 0;
+    report.partial_tail_bytes = partial;
+    report.intact = true;
+    if partial > 0 && !options.allow_open {
+        let next = expected.unwrap_or(1);
+        broken(
+            &mut report,
+            next,
+            format!(
+                "the record ends with a partial line of {partial} byte(s) where record {next} was being written \
+                 (a crash or a full disk; the next start of the host cuts it off and says so)"
+            ),
+        );
+    } else if !report.clean_end && !options.allow_open {
+        let next = expected.unwrap_or(1);
+        let why = format!(
+            "the record ends at {} without a shutdown checkpoint ({} record(s) after the last signed checkpoint{}): \
+                 records after it were cut, or the host is still running or was killed (--allow-open accepts an open end)",
+            if next > 1 {
+                format!("record {}", next - 1)
+            } else {
+                "its start".to_string()
+            },
+            report.unsigned_tail,
+            report
+                .last_checkpoint
+                .map(|s| format!(", record {s}"))
+                .unwrap_or_default()
+        );
+        broken(&mut report, next, why);
+    }
+    Ok(report)
+}

@@ -1,0 +1,561 @@
+//! The writer: group commit, checkpoints, rotation, continuing the chain.
+//!
+//! Every caller serialises its record's body itself, then queues it and
+//! waits until it is in the file. Whoever finds no write in progress
+//! becomes the *leader*: it takes every body queued so far, numbers and
+//! links them (see [`super::chain`]), adds a checkpoint where one is due,
+//! and writes them with one `write(2)` (and, with `sync = "always"`, one
+//! `fdatasync`) — so a burst of calls costs one system call, not one each.
+//! With `sync = "batch"` a flusher thread runs `fdatasync` every
+//! `sync_interval_ms`.
+//!
+//! Several hosts may share one file (the default path is per user): the
+//! leader holds an exclusive `flock` on the file while it writes, and
+//! first reads the file's last line again when another host appended
+//! since (or reopens the path when another host rotated it), so every
+//! host extends the same chain.
+//!
+//! A failed write (a full disk, a removed directory) is sticky: every
+//! later call fails (closed, unless the operator chose `on_failure =
+//! "continue"`) until the host restarts; the next start cuts a partial last
+//! line off and says so in its `start` record.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::chain::{self, GENESIS};
+use super::key::CheckpointKey;
+use super::{AuditError, AuditSettings, SyncMode};
+
+/// A queued body that asks for a checkpoint (a body is JSON: never this).
+const CHECKPOINT_MARKER: &str = "\u{0}checkpoint:";
+
+/// The most bytes of a file's tail read to find its last record.
+const MAX_TAIL_READ: u64 = 1 << 20;
+
+/// What callers share.
+struct Queue {
+    pending: Vec<String>,
+    /// Tickets handed out / written / synced to the disk.
+    queued: u64,
+    written: u64,
+    synced: u64,
+    writing: bool,
+    failed: Option<String>,
+    closed: bool,
+}
+
+/// What only the leader touches.
+struct Io {
+    file: File,
+    /// Where the file ends, as far as this host knows.
+    end: u64,
+    /// The last record's seq and hash.
+    seq: u64,
+    prev: [u8; 32],
+    since_checkpoint: u64,
+}
+
+pub(crate) struct Writer {
+    queue: Mutex<Queue>,
+    done: Condvar,
+    io: Mutex<Io>,
+    settings: AuditSettings,
+    key: CheckpointKey,
+    instance: String,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn io_error(path: &Path, what: &str, e: std::io::Error) -> AuditError {
+    AuditError::Io {
+        path: path.to_path_buf(),
+        what: what.to_string(),
+        source: e,
+    }
+}
+
+/// Holds `flock(LOCK_EX)` on a file (a descriptor of it) until dropped.
+struct Flock(File);
+
+impl Flock {
+    fn take(file: File) -> std::io::Result<Self> {
+        loop {
+            // SAFETY: a valid open file descriptor.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                return Ok(Flock(file));
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// Holds `flock(LOCK_EX)` on the writer's own descriptor until dropped.
+struct RawFlock(std::os::fd::RawFd);
+
+impl RawFlock {
+    fn take(file: &File) -> std::io::Result<Self> {
+        let fd = file.as_raw_fd();
+        loop {
+            // SAFETY: a valid open file descriptor, kept open by the caller
+            // for as long as this value lives.
+            if unsafe { libc::flock(fd, libc::LOCK_EX) } == 0 {
+                return Ok(RawFlock(fd));
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+}
+
+impl Drop for RawFlock {
+    fn drop(&mut self) {
+        // SAFETY: see `take`.
+        unsafe { libc::flock(self.0, libc::LOCK_UN) };
+    }
+}
+
+impl Drop for Flock {
+    fn drop(&mut self) {
+        // SAFETY: a valid open file descriptor.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+fn open_append(path: &Path) -> std::io::Result<File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .read(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// A file's last record: its seq, hash and kind.
+type Last = Option<(u64, [u8; 32], String)>;
+
+/// The file's last complete line and the length of a partial line after it.
+fn read_tail(file: &mut File, len: u64) -> std::io::Result<(Last, u64)> {
+    if len == 0 {
+        return Ok((None, 0));
+    }
+    let start = len.saturating_sub(MAX_TAIL_READ);
+    file.seek(SeekFrom::Start(start))?;
+    let mut buf = Vec::with_capacity((len - start) as usize);
+    Read::by_ref(file).take(len - start).read_to_end(&mut buf)?;
+    let complete = match buf.iter().rposition(|&b| b == b'\n') {
+        Some(i) => i + 1,
+        None => 0,
+    };
+    let partial = (buf.len() - complete) as u64;
+    let body = &buf[..complete.saturating_sub(1)];
+    let line = match body.iter().rposition(|&b| b == b'\n') {
+        Some(i) => &body[i + 1..],
+        None => body,
+    };
+    if line.is_empty() {
+        return Ok((None, partial));
+    }
+    let parsed: serde_json::Value = serde_json::from_slice(line).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("its last record is not JSON ({e}); run `toolgate audit verify` on it"),
+        )
+    })?;
+    let seq = parsed["seq"].as_u64().ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "its last record has no seq; run `toolgate audit verify` on it",
+        )
+    })?;
+    let kind = parsed["kind"].as_str().unwrap_or("").to_string();
+    Ok((Some((seq, chain::sha256(line), kind)), partial))
+}
+
+impl Writer {
+    /// Open (or create) the file, continue its chain, and write the
+    /// `start` record.
+    pub(crate) fn open(
+        settings: AuditSettings,
+        key: CheckpointKey,
+        instance: String,
+        start: serde_json::Value,
+    ) -> Result<Arc<Writer>, AuditError> {
+        let path = settings.path.clone();
+        if let Some(dir) = path.parent()
+            && !dir.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| io_error(dir, "create the directory of", e))?;
+        }
+        let mut file = open_append(&path).map_err(|e| io_error(&path, "open", e))?;
+        let (last, partial) = {
+            let clone = file.try_clone().map_err(|e| io_error(&path, "lock", e))?;
+            let _lock = Flock::take(clone).map_err(|e| io_error(&path, "lock", e))?;
+            let len = file
+                .metadata()
+                .map_err(|e| io_error(&path, "stat", e))?
+                .len();
+            let (last, partial) =
+                read_tail(&mut file, len).map_err(|e| io_error(&path, "read the end of", e))?;
+            if partial > 0 {
+                // A line cut short by a crash or a full disk: not a record.
+                file.set_len(len - partial)
+                    .map_err(|e| io_error(&path, "cut the partial last line of", e))?;
+            }
+            (last, partial)
+        };
+        let end = file
+            .metadata()
+            .map_err(|e| io_error(&path, "stat", e))?
+            .len();
+        let (seq, prev, last_kind) = last.unwrap_or((0, GENESIS, String::new()));
+        let writer = Arc::new(Writer {
+            queue: Mutex::new(Queue {
+                pending: Vec::new(),
+                queued: 0,
+                written: 0,
+                synced: 0,
+                writing: false,
+                failed: None,
+                closed: false,
+            }),
+            done: Condvar::new(),
+            io: Mutex::new(Io {
+                file,
+                end,
+                seq,
+                prev,
+                since_checkpoint: 0,
+            }),
+            settings,
+            key,
+            instance,
+        });
+        let mut start = start;
+        if let Some(o) = start.as_object_mut() {
+            o.insert(
+                "previous".into(),
+                if seq == 0 {
+                    json!(null)
+                } else {
+                    json!({
+                        "seq": seq,
+                        "kind": last_kind,
+                        // Anything but a shutdown checkpoint last: a host
+                        // was killed (or is still running, sharing the file).
+                        "clean": last_kind == "shutdown",
+                    })
+                },
+            );
+            o.insert("discardedPartialBytes".into(), json!(partial));
+        }
+        writer.append(start.to_string(), true)?;
+        if writer.settings.sync == SyncMode::Batch {
+            let weak = Arc::downgrade(&writer);
+            let interval = writer.settings.sync_interval;
+            std::thread::Builder::new()
+                .name("audit-flush".into())
+                .spawn(move || flusher(weak, interval))
+                .map_err(|e| io_error(&writer.settings.path, "start the flusher of", e))?;
+        }
+        Ok(writer)
+    }
+
+    pub(crate) fn public_key(&self) -> String {
+        self.key.public_hex()
+    }
+
+    pub(crate) fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    /// Queue `body` (a JSON object) and wait until it is written (and
+    /// synced, when `sync_now` or `sync = "always"`).
+    pub(crate) fn append(&self, body: String, sync_now: bool) -> Result<(), AuditError> {
+        let always = sync_now || self.settings.sync == SyncMode::Always;
+        let mut q = lock(&self.queue);
+        if let Some(e) = &q.failed {
+            return Err(AuditError::Failed(e.clone()));
+        }
+        if q.closed {
+            return Err(AuditError::Failed("the audit record is closed".into()));
+        }
+        q.pending.push(body);
+        q.queued += 1;
+        let ticket = q.queued;
+        loop {
+            let reached = if always { q.synced } else { q.written };
+            if reached >= ticket {
+                return Ok(());
+            }
+            if let Some(e) = &q.failed {
+                return Err(AuditError::Failed(e.clone()));
+            }
+            if !q.writing {
+                q.writing = true;
+                let batch = std::mem::take(&mut q.pending);
+                let upto = q.queued;
+                drop(q);
+                let result = self.write_batch(batch, always);
+                q = lock(&self.queue);
+                q.writing = false;
+                match result {
+                    Ok(()) => {
+                        q.written = upto;
+                        if always {
+                            q.synced = upto;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "the audit record could not be written");
+                        q.failed = Some(e.to_string());
+                    }
+                }
+                self.done.notify_all();
+            } else {
+                q = self.done.wait(q).unwrap_or_else(|p| p.into_inner());
+            }
+        }
+    }
+
+    /// Number, link, write (and sync) a batch; checkpoint and rotate where
+    /// due. Runs in the leader only.
+    fn write_batch(&self, batch: Vec<String>, sync: bool) -> Result<(), AuditError> {
+        let path = &self.settings.path;
+        let mut io = lock(&self.io);
+        // Under the lock, the file's length tells whether another host
+        // wrote since: if not, this file is still the current one (another
+        // host rotates only after appending its rotate checkpoint here), and
+        // this host's last record is the last one — one fstat, no path
+        // lookup, on the common path.
+        let flock = loop {
+            let flock = RawFlock::take(&io.file).map_err(|e| io_error(path, "lock", e))?;
+            let len = io
+                .file
+                .metadata()
+                .map_err(|e| io_error(path, "stat", e))?
+                .len();
+            if len == io.end {
+                break flock;
+            }
+            if self.is_current(&io)? {
+                self.catch_up(&mut io)?;
+                break flock;
+            }
+            drop(flock);
+            self.reopen_if_moved(&mut io)?;
+        };
+        let mut buf = String::with_capacity(batch.iter().map(|b| b.len() + 80).sum());
+        for body in &batch {
+            if let Some(kind) = body.strip_prefix(CHECKPOINT_MARKER) {
+                self.push_checkpoint(&mut io, &mut buf, kind);
+                continue;
+            }
+            self.push(&mut io, &mut buf, body);
+            io.since_checkpoint += 1;
+            if io.since_checkpoint >= self.settings.checkpoint_every {
+                self.push_checkpoint(&mut io, &mut buf, "checkpoint");
+            }
+        }
+        let rotate = io.end + buf.len() as u64 >= self.settings.rotate_bytes;
+        if rotate {
+            self.push_checkpoint(&mut io, &mut buf, "rotate");
+        }
+        (&io.file)
+            .write_all(buf.as_bytes())
+            .map_err(|e| io_error(path, "write to", e))?;
+        if sync || rotate {
+            io.file.sync_data().map_err(|e| io_error(path, "sync", e))?;
+        }
+        io.end += buf.len() as u64;
+        if rotate {
+            // Closing the rotated file's descriptor releases the lock.
+            std::mem::forget(flock);
+            self.rotate(&mut io)?;
+        } else {
+            drop(flock);
+        }
+        Ok(())
+    }
+
+    fn push(&self, io: &mut Io, buf: &mut String, body: &str) {
+        let line = chain::splice(io.seq + 1, &io.prev, body);
+        io.seq += 1;
+        io.prev = chain::sha256(line.as_bytes());
+        buf.push_str(&line);
+        buf.push('\n');
+    }
+
+    /// A signed checkpoint: `kind` is `checkpoint`, `rotate` or `shutdown`.
+    fn push_checkpoint(&self, io: &mut Io, buf: &mut String, kind: &str) {
+        let body = json!({
+            "v": super::SCHEMA_VERSION,
+            "kind": kind,
+            "ts": super::now_ms(),
+            "inst": self.instance,
+            "key": self.key.public_hex(),
+        })
+        .to_string();
+        let unsigned = chain::splice(io.seq + 1, &io.prev, &body);
+        let line = chain::append_sig(&unsigned, &self.key.sign(unsigned.as_bytes()));
+        io.seq += 1;
+        io.prev = chain::sha256(line.as_bytes());
+        io.since_checkpoint = 0;
+        buf.push_str(&line);
+        buf.push('\n');
+    }
+
+    /// Whether the file this host holds is still the one at the path.
+    fn is_current(&self, io: &Io) -> Result<bool, AuditError> {
+        let path = &self.settings.path;
+        let ours = io.file.metadata().map_err(|e| io_error(path, "stat", e))?;
+        Ok(std::fs::symlink_metadata(path)
+            .is_ok_and(|m| m.ino() == ours.ino() && m.dev() == ours.dev()))
+    }
+
+    /// Reopen the path if another host rotated the file away.
+    fn reopen_if_moved(&self, io: &mut Io) -> Result<(), AuditError> {
+        if self.is_current(io)? {
+            return Ok(());
+        }
+        let path = &self.settings.path;
+        if std::fs::symlink_metadata(path).is_err() {
+            return Err(AuditError::Failed(format!(
+                "{} was removed while the host was writing it; restart the host to start a new file",
+                path.display()
+            )));
+        }
+        io.file = open_append(path).map_err(|e| io_error(path, "reopen", e))?;
+        io.end = u64::MAX; // read its tail under the lock
+        Ok(())
+    }
+
+    /// Under the lock: read the last record again if another host
+    /// appended since this one last wrote.
+    fn catch_up(&self, io: &mut Io) -> Result<(), AuditError> {
+        let path = &self.settings.path;
+        let len = io
+            .file
+            .metadata()
+            .map_err(|e| io_error(path, "stat", e))?
+            .len();
+        if len == io.end {
+            return Ok(());
+        }
+        let (last, partial) =
+            read_tail(&mut io.file, len).map_err(|e| io_error(path, "read the end of", e))?;
+        if partial > 0 {
+            return Err(AuditError::Failed(format!(
+                "{} ends with a partial line (another host failed mid-write); restart to repair it",
+                path.display()
+            )));
+        }
+        let (seq, prev, _) = last.unwrap_or((0, GENESIS, String::new()));
+        io.seq = seq;
+        io.prev = prev;
+        io.end = len;
+        Ok(())
+    }
+
+    /// Move the full file aside as `PATH.<last seq, 12 digits>` and start
+    /// a new one at `PATH` (its first record links to the last one here).
+    fn rotate(&self, io: &mut Io) -> Result<(), AuditError> {
+        let path = &self.settings.path;
+        let aside = rotated_name(path, io.seq);
+        std::fs::rename(path, &aside).map_err(|e| io_error(path, "rotate", e))?;
+        io.file = open_append(path).map_err(|e| io_error(path, "create", e))?;
+        io.end = 0;
+        if let Some(dir) = path.parent() {
+            let _ = File::open(dir).and_then(|d| d.sync_all());
+        }
+        tracing::info!(file = %aside.display(), "audit record rotated");
+        Ok(())
+    }
+
+    /// Sync what was written so far (the flusher, and the shutdown).
+    fn sync_written(&self) {
+        let upto = lock(&self.queue).written;
+        let synced = {
+            let io = lock(&self.io);
+            // A clone of the descriptor: fdatasync without holding up the
+            // leader for long.
+            io.file.try_clone()
+        };
+        if let Ok(f) = synced
+            && f.sync_data().is_ok()
+        {
+            let mut q = lock(&self.queue);
+            if q.synced < upto {
+                q.synced = upto;
+            }
+        }
+    }
+
+    /// Write the signed `shutdown` checkpoint and sync. Later appends fail.
+    pub(crate) fn close(&self) -> Result<(), AuditError> {
+        {
+            let q = lock(&self.queue);
+            if q.closed || q.failed.is_some() {
+                return Ok(());
+            }
+        }
+        // Through the queue, so that it comes after every record queued.
+        let result = self.append_checkpoint("shutdown");
+        lock(&self.queue).closed = true;
+        result
+    }
+
+    /// A checkpoint through the queue, after every record queued before
+    /// it: a marker the leader turns into the signed line.
+    fn append_checkpoint(&self, kind: &str) -> Result<(), AuditError> {
+        self.append(format!("{CHECKPOINT_MARKER}{kind}"), true)
+    }
+}
+
+/// The name a rotated file gets.
+pub(crate) fn rotated_name(path: &Path, last_seq: u64) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(format!(".{last_seq:012}"));
+    PathBuf::from(s)
+}
+
+fn flusher(writer: Weak<Writer>, interval: Duration) {
+    let mut last = Instant::now();
+    loop {
+        std::thread::sleep(interval.saturating_sub(last.elapsed()));
+        last = Instant::now();
+        let Some(w) = writer.upgrade() else { return };
+        {
+            let q = lock(&w.queue);
+            if q.closed || q.failed.is_some() {
+                return;
+            }
+            if q.synced >= q.written {
+                continue;
+            }
+        }
+        w.sync_written();
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}

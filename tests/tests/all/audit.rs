@@ -1,0 +1,741 @@
+//! The audit record (issue 28): every call recorded, in order, before its
+//! result is returned; tampering of each kind detected and located; a
+//! full disk fails calls closed; a killed host leaves a verifiable prefix
+//! and the next start continues the chain, saying so.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+use toolgate::audit::verify::{Report, VerifyOptions, verify};
+use toolgate::{HostConfig, ToolCall, Toolgate, TurnOptions};
+use toolgate_tests::{PluginDir, TempDir, fixtures, test_runtime, toolgate_bin};
+
+/// The records of a file, parsed.
+fn records(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn calls_of(records: &[Value]) -> Vec<&Value> {
+    records.iter().filter(|r| r["kind"] == "call").collect()
+}
+
+fn public_key(key: &Path) -> [u8; 32] {
+    let mut p = key.as_os_str().to_owned();
+    p.push(".pub");
+    toolgate::audit::key::parse_public(&PathBuf::from(p).display().to_string()).unwrap()
+}
+
+fn pinned(key: &Path) -> VerifyOptions {
+    VerifyOptions {
+        key: Some(public_key(key)),
+        allow_open: false,
+    }
+}
+
+/// The configuration of a record at `dir/audit.jsonl`, key `dir/audit.key`.
+fn audit_config(dir: &Path, extra: &str) -> String {
+    format!(
+        "[audit]\npath = \"{}\"\nsigning_key = \"{}\"\n{extra}",
+        dir.join("audit.jsonl").display(),
+        dir.join("audit.key").display()
+    )
+}
+
+/// A command for the `toolgate` binary with its state and cache in `dir`.
+fn toolgate(dir: &Path) -> Command {
+    let mut cmd = Command::new(toolgate_bin());
+    cmd.current_dir(dir)
+        .env("TOOLGATE_STATE_DIR", dir.join("state"))
+        .env("TOOLGATE_CACHE_DIR", dir.join("cache"))
+        .env("RUST_LOG", "warn");
+    cmd
+}
+
+fn echo_batch(n: usize) -> String {
+    let calls: Vec<Value> = (0..n)
+        .map(|i| json!({"id": format!("c{i}"), "name": "echo", "arguments": {"text": format!("t{i}")}}))
+        .collect();
+    serde_json::to_string(&calls).unwrap()
+}
+
+/// `toolgate audit verify --json` on `files`: (exit code, report).
+fn cli_verify(dir: &Path, files: &[PathBuf], extra: &[&str]) -> (i32, Value) {
+    let out = toolgate(dir)
+        .args(["audit", "verify", "--json"])
+        .args(extra)
+        .args(files)
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "verify printed no JSON ({e}): {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), report)
+}
+
+#[test]
+fn run_records_10000_calls_in_model_order_and_verifies_intact() {
+    let dir = TempDir::new("audit-run");
+    let plugins = PluginDir::new();
+    plugins.add("tools", fixtures::TOOLS);
+    std::fs::write(
+        dir.path().join("toolgate.toml"),
+        audit_config(dir.path(), ""),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("calls.json"), echo_batch(10_000)).unwrap();
+    let out = toolgate(dir.path())
+        .arg("--no-default-plugins")
+        .arg("--plugins")
+        .arg(plugins.path())
+        .args(["run", "--compact", "calls.json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(results.len(), 10_000);
+    assert!(results.iter().all(|r| r["isError"] == false));
+
+    let file = dir.path().join("audit.jsonl");
+    let all = records(&file);
+    let calls = calls_of(&all);
+    assert_eq!(calls.len(), 10_000, "one record per call");
+    for (i, c) in calls.iter().enumerate() {
+        assert_eq!(c["callId"], format!("c{i}"), "model order");
+        assert_eq!(c["tool"], "echo");
+        assert_eq!(c["arguments"]["text"], format!("t{i}"));
+        assert_eq!(c["result"]["isError"], false);
+    }
+    let seqs: Vec<u64> = all.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=all.len() as u64).collect::<Vec<_>>());
+    assert_eq!(all[0]["kind"], "start");
+    assert_eq!(all.last().unwrap()["kind"], "shutdown");
+    // Checkpoints every 1000 records (the default), plus the shutdown.
+    let checkpoints = all.iter().filter(|r| r["kind"] == "checkpoint").count();
+    assert_eq!(checkpoints, all.len() / 1001);
+
+    let report = verify(
+        std::slice::from_ref(&file),
+        &pinned(&dir.path().join("audit.key")),
+    )
+    .unwrap();
+    assert!(report.intact, "{report:?}");
+    assert_eq!(report.records, all.len() as u64);
+    assert!(report.clean_end);
+    let (code, json) = cli_verify(dir.path(), &[file], &[]);
+    assert_eq!(code, 0, "{json}");
+    assert_eq!(json["intact"], true);
+    assert_eq!(json["firstBroken"], Value::Null);
+}
+
+/// A host (library) recording to `dir`, with checkpoints every `every`.
+async fn recording_host(dir: &Path, plugins: &PluginDir, every: u64, extra: &str) -> Toolgate {
+    let config = format!(
+        "{}{}",
+        audit_config(dir, &format!("checkpoint_every = {every}\n")),
+        extra
+    );
+    Toolgate::builder()
+        .runtime_options(test_runtime())
+        .builtin_plugins(false)
+        .plugin_dir(plugins.path())
+        .config(HostConfig::parse(&config, "test config").unwrap())
+        .build()
+        .await
+        .expect("host builds")
+}
+
+/// A clean record of `n` calls (checkpoints every 100), with the guard
+/// denying `fail`.
+async fn sample(dir: &Path, n: usize) -> PathBuf {
+    let plugins = PluginDir::new();
+    plugins
+        .add("tools", fixtures::TOOLS)
+        .add("guard", fixtures::GUARD);
+    let host = recording_host(
+        dir,
+        &plugins,
+        100,
+        "[plugins.guard]\nvars = { BEHAVIOR = \"deny-tool:fail\", NAME = \"guard\" }\n",
+    )
+    .await;
+    let calls = (0..n)
+        .map(|i| {
+            if i % 10 == 3 {
+                ToolCall::new(
+                    format!("c{i}"),
+                    "fail",
+                    json!({"code": "X", "message": "m"}),
+                )
+            } else {
+                ToolCall::new(format!("c{i}"), "echo", json!({"text": format!("t{i}")}))
+            }
+        })
+        .collect();
+    let got = host
+        .execute_tool_calls(calls, &TurnOptions::default())
+        .await
+        .expect("no scheduler failure");
+    assert_eq!(got.len(), n);
+    host.shutdown().await;
+    dir.join("audit.jsonl")
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn write_lines(path: &Path, lines: &[String]) {
+    let mut text = lines.join("\n");
+    text.push('\n');
+    std::fs::write(path, text).unwrap();
+}
+
+fn broken(report: &Report) -> u64 {
+    assert!(!report.intact, "tampering went unseen: {report:?}");
+    report.first_broken.expect("a broken record is named")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_of_tampering_is_detected_and_located() {
+    let dir = TempDir::new("audit-tamper");
+    let file = sample(dir.path(), 500).await;
+    let key = dir.path().join("audit.key");
+    let clean = lines(&file);
+    let opts = pinned(&key);
+    let report = verify(std::slice::from_ref(&file), &opts).unwrap();
+    assert!(report.intact, "{report:?}");
+
+    // What the record says about a denied call: the guard, its plugin, why.
+    let denied: Value = serde_json::from_str(
+        clean
+            .iter()
+            .find(|l| l.contains("\"callId\":\"c3\""))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(denied["result"]["code"], "DENIED");
+    assert_eq!(denied["result"]["decidedBy"], "guard");
+    let last = denied["decisions"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["stage"], "guard");
+    assert_eq!(last["verdict"], "deny");
+    assert_eq!(last["plugin"], "guard");
+    assert_eq!(
+        last["pluginSha256"].as_str().map(str::len),
+        Some(64),
+        "{last}"
+    );
+
+    let seq_of = |i: usize| -> u64 {
+        serde_json::from_str::<Value>(&clean[i]).unwrap()["seq"]
+            .as_u64()
+            .unwrap()
+    };
+    let tampered = dir.path().join("tampered.jsonl");
+    let check = |lines: &[String]| {
+        write_lines(&tampered, lines);
+        verify(std::slice::from_ref(&tampered), &opts).unwrap()
+    };
+
+    // One byte changed (inside a record's arguments).
+    let mut t = clean.clone();
+    let i = 250;
+    assert!(t[i].contains("\"t"), "{}", t[i]);
+    t[i] = t[i].replacen("\"t", "\"T", 1);
+    assert_eq!(broken(&check(&t)), seq_of(i), "a changed byte is located");
+
+    // One byte changed in a checkpoint: its signature fails.
+    let cp = clean
+        .iter()
+        .position(|l| l.contains("\"kind\":\"checkpoint\""))
+        .unwrap();
+    let mut t = clean.clone();
+    t[cp] = t[cp].replacen("\"ts\":", "\"ts\":1", 1);
+    assert_eq!(broken(&check(&t)), seq_of(cp));
+
+    // A record deleted.
+    let mut t = clean.clone();
+    t.remove(300);
+    let r = check(&t);
+    assert_eq!(broken(&r), seq_of(300), "{r:?}");
+    assert!(r.reason.unwrap().contains("missing"));
+
+    // Two records swapped.
+    let mut t = clean.clone();
+    t.swap(120, 121);
+    let r = check(&t);
+    assert_eq!(broken(&r), seq_of(120), "{r:?}");
+    assert!(r.reason.unwrap().contains("reordered"));
+
+    // The tail cut right after a checkpoint: no shutdown checkpoint.
+    let t = clean[..=cp].to_vec();
+    let r = check(&t);
+    assert_eq!(broken(&r), seq_of(cp) + 1, "{r:?}");
+    assert_eq!(
+        r.records,
+        seq_of(cp),
+        "the prefix up to the checkpoint verifies"
+    );
+
+    // Rewritten and re-signed with another key: the pinned key catches it.
+    let other = dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let forged = sample(&other, 10).await;
+    let r = verify(std::slice::from_ref(&forged), &opts).unwrap();
+    assert!(!r.intact && r.reason.unwrap().contains("pinned key"));
+    assert!(verify(&[forged], &VerifyOptions::default()).unwrap().intact);
+
+    // The command line: exit 1, and the JSON names the record.
+    let mut t = clean.clone();
+    t.swap(120, 121);
+    write_lines(&tampered, &t);
+    let (code, json) = cli_verify(dir.path(), std::slice::from_ref(&tampered), &[]);
+    assert_eq!(code, 1, "{json}");
+    assert_eq!(json["intact"], false);
+    assert_eq!(json["firstBroken"], seq_of(120));
+    assert!(json["reason"].as_str().unwrap().contains("reordered"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotation_continues_the_chain_across_files() {
+    let dir = TempDir::new("audit-rotate");
+    let plugins = PluginDir::new();
+    plugins.add("tools", fixtures::TOOLS);
+    let host = recording_host(dir.path(), &plugins, 50, "rotate_mb = 1\n").await;
+    // Records of ~4 KiB arguments: 1 MiB is a few hundred of them.
+    let big = "x".repeat(4096);
+    for round in 0..6 {
+        let calls = (0..100)
+            .map(|i| ToolCall::new(format!("r{round}c{i}"), "echo", json!({"text": big})))
+            .collect();
+        host.execute_tool_calls(calls, &TurnOptions::default())
+            .await
+            .expect("no scheduler failure");
+    }
+    host.shutdown().await;
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("audit.jsonl")
+        })
+        .collect();
+    assert!(files.len() >= 3, "rotated twice: {files:?}");
+    // Given in any order, verified in chain order.
+    files.reverse();
+    let report = verify(&files, &pinned(&dir.path().join("audit.key"))).unwrap();
+    assert!(report.intact, "{report:?}");
+    let calls: usize = files.iter().map(|f| calls_of(&records(f)).len()).sum();
+    assert_eq!(calls, 600);
+    // A rotated file missing from the middle of the set is a break.
+    let current = dir.path().join("audit.jsonl");
+    let mut chain: Vec<PathBuf> = files.iter().filter(|f| **f != current).cloned().collect();
+    chain.sort();
+    chain.push(current);
+    let gone = chain.remove(1);
+    let r = verify(&chain, &VerifyOptions::default()).unwrap();
+    assert!(!r.intact, "{} left out: {r:?}", gone.display());
+}
+
+/// `toolgate run` with its record on a 48 KiB tmpfs (its own mount
+/// namespace, `unshare -Urm`): the disk fills up mid-batch.
+#[test]
+fn a_full_disk_fails_calls_closed() {
+    let probe = Command::new("unshare")
+        .args(["-Urm", "true"])
+        .status()
+        .map_err(|e| e.to_string())
+        .and_then(|s| {
+            if s.success() {
+                Ok(())
+            } else {
+                Err(format!("`unshare -Urm true` failed: {s}"))
+            }
+        });
+    if !toolgate_tests::needs::present_or_skip(
+        "mount_namespace",
+        probe,
+        "install util-linux and allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1)",
+    ) {
+        return;
+    }
+    let dir = TempDir::new("audit-full");
+    let plugins = PluginDir::new();
+    plugins.add("tools", fixtures::TOOLS);
+    let small = dir.path().join("small");
+    std::fs::create_dir_all(&small).unwrap();
+    let key = dir.path().join("audit.key");
+    std::fs::write(
+        dir.path().join("toolgate.toml"),
+        format!(
+            "[audit]\npath = \"{}\"\nsigning_key = \"{}\"\n",
+            small.join("audit.jsonl").display(),
+            key.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("calls.json"), echo_batch(300)).unwrap();
+    let out = toolgate(dir.path())
+        .args(["audit", "keygen"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let script = format!(
+        "mount -t tmpfs -o size=48k tmpfs {small} && {bin} --no-default-plugins --plugins {plugins} run --compact calls.json > out.json; \
+         code=$?; cp {small}/audit.jsonl kept.jsonl; exit $code",
+        small = small.display(),
+        bin = toolgate_bin().display(),
+        plugins = plugins.path().display()
+    );
+    let out = Command::new("unshare")
+        .args(["-Urm", "sh", "-c", &script])
+        .current_dir(dir.path())
+        .env("TOOLGATE_STATE_DIR", dir.path().join("state"))
+        .env("TOOLGATE_CACHE_DIR", dir.path().join("cache"))
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results: Vec<Value> =
+        serde_json::from_slice(&std::fs::read(dir.path().join("out.json")).unwrap()).unwrap();
+    assert_eq!(results.len(), 300);
+    let first_failed = results
+        .iter()
+        .position(|r| r["isError"] == true)
+        .expect("48 KiB cannot hold 300 records: some call must fail");
+    assert!(first_failed > 5, "the first records fit: {first_failed}");
+    for r in &results[first_failed..] {
+        assert_eq!(
+            r["error"]["code"], "INTERNAL",
+            "fails closed, and stays closed: {r}"
+        );
+        assert!(
+            r["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("audit record could not be written"),
+            "{r}"
+        );
+    }
+    // Every call answered with its result is in the record.
+    let kept = dir.path().join("kept.jsonl");
+    let report = verify(
+        std::slice::from_ref(&kept),
+        &VerifyOptions {
+            key: Some(public_key(&key)),
+            allow_open: true,
+        },
+    )
+    .unwrap();
+    assert!(report.intact, "{report:?}");
+    let recorded = calls_of(&records_prefix(&kept)).len();
+    assert!(recorded >= first_failed, "{recorded} < {first_failed}");
+
+    // The next start, with room, cuts the partial line off and goes on.
+    std::fs::write(
+        dir.path().join("next.toml"),
+        format!(
+            "[audit]\npath = \"{}\"\nsigning_key = \"{}\"\n",
+            kept.display(),
+            key.display()
+        ),
+    )
+    .unwrap();
+    let out = toolgate(dir.path())
+        .arg("--no-default-plugins")
+        .arg("--plugins")
+        .arg(plugins.path())
+        .args(["--config", "next.toml", "run", "--compact", "calls.json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = verify(std::slice::from_ref(&kept), &pinned(&key)).unwrap();
+    assert!(report.intact && report.clean_end, "{report:?}");
+}
+
+/// The complete records of a file (a partial last line left out).
+fn records_prefix(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .split_inclusive('\n')
+        .filter(|l| l.ends_with('\n'))
+        .map(|l| serde_json::from_str(l.trim_end()).unwrap())
+        .collect()
+}
+
+/// A stdio server for the kill test.
+struct Server {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl Server {
+    fn start(dir: &Path, plugins: &PluginDir) -> Server {
+        let mut child = toolgate(dir)
+            .arg("--no-default-plugins")
+            .arg("--plugins")
+            .arg(plugins.path())
+            .args(["serve", "--no-watch", "--approve", "deny"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut s = Server {
+            child,
+            stdin,
+            stdout,
+        };
+        s.send(&json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}).to_string());
+        s.answer(0);
+        s.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        s
+    }
+    fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+    fn answer(&mut self, id: i64) -> Value {
+        loop {
+            let mut line = String::new();
+            assert!(
+                self.stdout.read_line(&mut line).unwrap() > 0,
+                "server closed"
+            );
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    }
+    /// `n` echo calls from `from`, `window` in flight at a time.
+    fn calls(&mut self, from: i64, n: i64, window: i64) {
+        let mut next = from;
+        while next < from + n {
+            let end = (next + window).min(from + n);
+            for id in next..end {
+                self.send(&json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"echo","arguments":{"text":format!("t{id}")}}}).to_string());
+            }
+            let mut answered = std::collections::HashSet::new();
+            while answered.len() < (end - next) as usize {
+                let mut line = String::new();
+                assert!(
+                    self.stdout.read_line(&mut line).unwrap() > 0,
+                    "server closed"
+                );
+                let v: Value = serde_json::from_str(&line).unwrap();
+                if let Some(id) = v["id"].as_i64() {
+                    assert_eq!(v["result"]["isError"], false, "{v}");
+                    answered.insert(id);
+                }
+            }
+            next = end;
+        }
+    }
+    /// Close stdin and wait for a clean exit.
+    fn stop(mut self) {
+        drop(self.stdin.take());
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "{status}");
+    }
+}
+
+#[test]
+fn serve_records_10000_calls_and_a_killed_host_leaves_a_verifiable_prefix() {
+    let dir = TempDir::new("audit-serve");
+    let plugins = PluginDir::new();
+    plugins.add("tools", fixtures::TOOLS);
+    std::fs::write(
+        dir.path().join("toolgate.toml"),
+        audit_config(dir.path(), ""),
+    )
+    .unwrap();
+    let file = dir.path().join("audit.jsonl");
+    let key = dir.path().join("audit.key");
+
+    let mut server = Server::start(dir.path(), &plugins);
+    server.calls(1, 10_000, 64);
+    server.stop();
+    let all = records(&file);
+    let calls = calls_of(&all);
+    assert_eq!(calls.len(), 10_000, "every answered call is recorded, once");
+    let mut ids: Vec<i64> = calls
+        .iter()
+        .map(|c| {
+            c["arguments"]["text"].as_str().unwrap()[1..]
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    ids.sort();
+    assert_eq!(ids, (1..=10_000).collect::<Vec<_>>());
+    let report = verify(std::slice::from_ref(&file), &pinned(&key)).unwrap();
+    assert!(report.intact && report.clean_end, "{report:?}");
+
+    // kill -9 after 500 answered calls: they are all in the file (each
+    // was written before its answer), and the prefix verifies.
+    let mut server = Server::start(dir.path(), &plugins);
+    server.calls(20_000, 500, 16);
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    let open = VerifyOptions {
+        key: Some(public_key(&key)),
+        allow_open: true,
+    };
+    let report = verify(std::slice::from_ref(&file), &open).unwrap();
+    assert!(report.intact && !report.clean_end, "{report:?}");
+    let killed = calls_of(&records(&file)).len();
+    assert_eq!(killed, 10_500);
+    // Without --allow-open, the unclean end is reported.
+    let report = verify(std::slice::from_ref(&file), &pinned(&key)).unwrap();
+    assert!(!report.intact);
+    assert_eq!(report.first_broken, Some(report.records + 1));
+
+    // The next start continues the chain and says the last one was unclean.
+    let mut server = Server::start(dir.path(), &plugins);
+    server.calls(30_000, 10, 4);
+    server.stop();
+    let all = records(&file);
+    let restart = all.iter().rev().find(|r| r["kind"] == "start").unwrap();
+    assert_eq!(restart["previous"]["clean"], false, "{restart}");
+    let report = verify(&[file], &pinned(&key)).unwrap();
+    assert!(report.intact && report.clean_end, "{report:?}");
+    assert_eq!(
+        report.unclean_restarts,
+        vec![restart["seq"].as_u64().unwrap()]
+    );
+}
+
+#[test]
+fn replay_against_a_stricter_policy_set_reports_exactly_the_calls_that_change() {
+    let dir = TempDir::new("audit-replay");
+    let plugins = PluginDir::new();
+    plugins
+        .add("tools", fixtures::TOOLS)
+        .add("guard", fixtures::GUARD);
+    let guard = |behavior: &str| {
+        format!("[plugins.guard]\nvars = {{ BEHAVIOR = \"{behavior}\", NAME = \"guard\" }}\n")
+    };
+    std::fs::write(
+        dir.path().join("toolgate.toml"),
+        audit_config(dir.path(), &guard("deny-tool:crash")),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("same.toml"), guard("deny-tool:crash")).unwrap();
+    std::fs::write(dir.path().join("strict.toml"), guard("deny-tool:fail")).unwrap();
+    let calls: Vec<Value> = (0..30)
+        .map(|i| match i % 3 {
+            0 => json!({"id": format!("c{i}"), "name": "fail", "arguments": {"code": "X", "message": "m"}}),
+            _ => json!({"id": format!("c{i}"), "name": "echo", "arguments": {"text": "x"}}),
+        })
+        .collect();
+    std::fs::write(
+        dir.path().join("calls.json"),
+        serde_json::to_string(&calls).unwrap(),
+    )
+    .unwrap();
+    let with = |args: &[&str]| {
+        let mut cmd = toolgate(dir.path());
+        cmd.arg("--no-default-plugins")
+            .arg("--plugins")
+            .arg(plugins.path())
+            .args(args);
+        cmd.output().unwrap()
+    };
+    let out = with(&["run", "--compact", "calls.json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = dir.path().join("audit.jsonl");
+    let fail_seqs: Vec<u64> = calls_of(&records(&file))
+        .iter()
+        .filter(|c| c["tool"] == "fail")
+        .map(|c| c["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(fail_seqs.len(), 10);
+
+    let file_arg = file.display().to_string();
+    let out = with(&["--config", "strict.toml", "replay", "--json", &file_arg]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["calls"], 30);
+    assert_eq!(report["changed"], 10, "{report}");
+    let changed: Vec<u64> = report["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            assert_eq!(c["tool"], "fail");
+            assert_eq!(c["before"], "allowed");
+            assert_eq!(c["after"], "denied");
+            c["seq"].as_u64().unwrap()
+        })
+        .collect();
+    assert_eq!(changed, fail_seqs);
+
+    let out = with(&["--config", "same.toml", "replay", "--json", &file_arg]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["changed"], 0, "{report}");
+    assert_eq!(report["redecided"], 0, "{report}");
+    // Replaying ran no tool and recorded nothing.
+    assert_eq!(calls_of(&records(&file)).len(), 30);
+    // An unreadable record is an error, not a verdict.
+    let out = with(&["replay", "missing.jsonl"]);
+    assert_eq!(out.status.code(), Some(2));
+}
