@@ -163,7 +163,7 @@ pub struct HostConfig {
     pub run_code: RunCodeConfig,
     /// The audit record (see [`crate::audit`]).
     #[serde(default)]
-    pub audit: crate::audit::AuditConfig,
+    pub audit: AuditConfig,
     /// The file this came from (for messages).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -1078,4 +1078,57 @@ pub mod scope_names {
             .map(|g| g.compile_matcher())
             .map_err(|e| format!("`{pattern}` is not a glob: {e}"))
     }
+}
+
+/// When records reach the disk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SyncMode {
+    /// Synced before the result returns.
+    Always,
+    /// Written before the result returns, synced every interval.
+    #[default]
+    Batch,
+    /// Written before the result returns, synced by the kernel.
+    None,
+}
+
+/// What a call does when its record cannot be written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnFailure {
+    /// The call fails (`INTERNAL`), and every later one.
+    #[default]
+    FailClosed,
+    /// The call's result is returned; the failure is logged.
+    Continue,
+}
+
+/// How a call's arguments are kept.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ArgumentsMode {
+    /// The arguments themselves.
+    #[default]
+    Full,
+    /// Only their SHA-256 (the record says the call is not replayable).
+    Digest,
+}
+
+/// `[audit]` in the configuration (resolved by [`crate::audit`]).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditConfig {
+    /// `false`: no record. Default: on for the `toolgate` binary.
+    pub enabled: Option<bool>,
+    /// The file (default: `audit.jsonl` in the state directory).
+    pub path: Option<PathBuf>,
+    pub sync: Option<SyncMode>,
+    pub sync_interval_ms: Option<u64>,
+    pub checkpoint_every: Option<u64>,
+    pub rotate_mb: Option<u64>,
+    /// The Ed25519 key file (default: `audit.key` in the state directory).
+    pub signing_key: Option<PathBuf>,
+    pub on_failure: Option<OnFailure>,
+    pub arguments: Option<ArgumentsMode>,
 }

@@ -15,8 +15,10 @@ pub enum HostError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     State(#[from] crate::state::StateError),
+    /// The audit record could not be opened (a `crate::audit::AuditError`;
+    /// boxed so that this module names nothing of the audit).
     #[error(transparent)]
-    Audit(#[from] crate::audit::AuditError),
+    Audit(Box<dyn std::error::Error + Send + Sync + 'static>),
     #[error("the configuration is not obeyed: {0}")]
     Authority(#[from] crate::state::AuthorityError),
     #[error("tool `{tool}`: {message}")]

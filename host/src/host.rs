@@ -929,7 +929,12 @@ impl Toolgate {
     /// returned (or observers see it). See [`crate::audit::Audit::commit`].
     pub(crate) fn record(&self, finished: &mut pipeline::Finished, generation: &Generation) {
         if let Some(audit) = &self.inner.audit {
-            audit.commit(finished, generation, self);
+            audit.commit(finished, generation, &|| {
+                self.plugin_status()
+                    .into_iter()
+                    .map(|s| (s.name, s.sha256))
+                    .collect()
+            });
         }
     }
 

@@ -36,7 +36,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::content::Content;
@@ -60,58 +59,9 @@ pub const DEFAULT_ROTATE_MB: u64 = 64;
 /// `sync = "batch"`: the most time a written record waits for `fdatasync`.
 pub const DEFAULT_SYNC_INTERVAL_MS: u64 = 200;
 
-/// When records reach the disk.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SyncMode {
-    /// Synced before the result returns.
-    Always,
-    /// Written before the result returns, synced every interval.
-    #[default]
-    Batch,
-    /// Written before the result returns, synced by the kernel.
-    None,
-}
-
-/// What a call does when its record cannot be written.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum OnFailure {
-    /// The call fails (`INTERNAL`), and every later one.
-    #[default]
-    FailClosed,
-    /// The call's result is returned; the failure is logged.
-    Continue,
-}
-
-/// How a call's arguments are kept.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ArgumentsMode {
-    /// The arguments themselves.
-    #[default]
-    Full,
-    /// Only their SHA-256 (the record says the call is not replayable).
-    Digest,
-}
-
-/// `[audit]` in the configuration.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AuditConfig {
-    /// `false`: no record. Default: on for the `toolgate` binary.
-    pub enabled: Option<bool>,
-    /// The file (default: `audit.jsonl` in the state directory).
-    pub path: Option<PathBuf>,
-    pub sync: Option<SyncMode>,
-    pub sync_interval_ms: Option<u64>,
-    pub checkpoint_every: Option<u64>,
-    pub rotate_mb: Option<u64>,
-    /// The Ed25519 key file (default: `audit.key` in the state directory).
-    pub signing_key: Option<PathBuf>,
-    pub on_failure: Option<OnFailure>,
-    pub arguments: Option<ArgumentsMode>,
-}
+// The `[audit]` keys are configuration types (in `config`, which names
+// nothing of the audit); their resolution is here.
+pub use crate::config::{ArgumentsMode, AuditConfig, OnFailure, SyncMode};
 
 /// `[audit]` resolved.
 #[derive(Clone, Debug)]
@@ -200,6 +150,12 @@ pub enum AuditError {
     Failed(String),
 }
 
+impl From<AuditError> for crate::error::HostError {
+    fn from(e: AuditError) -> Self {
+        crate::error::HostError::Audit(Box::new(e))
+    }
+}
+
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -286,8 +242,16 @@ impl Audit {
     /// Record a committed call, before its result is returned. When the
     /// record cannot be written the call's result becomes an `INTERNAL`
     /// failure (unless `on_failure = "continue"`).
-    pub fn commit(&self, finished: &mut Finished, generation: &Generation, host: &crate::Toolgate) {
-        let body = self.call_body(finished, generation, host);
+    ///
+    /// `digests` lists the plugins' SHA-256 by name; it is asked only when
+    /// `generation` is not the one last recorded.
+    pub fn commit(
+        &self,
+        finished: &mut Finished,
+        generation: &Generation,
+        digests: &dyn Fn() -> Vec<(String, Option<String>)>,
+    ) {
+        let body = self.call_body(finished, generation, digests);
         if let Err(e) = self.writer.append(body, false) {
             match self.settings.on_failure {
                 OnFailure::Continue => {
@@ -321,7 +285,11 @@ impl Audit {
         self.writer.close()
     }
 
-    fn plugin_ids(&self, generation: &Generation, host: &crate::Toolgate) -> PluginIds {
+    fn plugin_ids(
+        &self,
+        generation: &Generation,
+        digests: &dyn Fn() -> Vec<(String, Option<String>)>,
+    ) -> PluginIds {
         let mut cached = self.plugins.lock().unwrap_or_else(|p| p.into_inner());
         if cached.0 != generation.number {
             let mut map = std::collections::HashMap::new();
@@ -334,9 +302,9 @@ impl Audit {
                     },
                 );
             }
-            for s in host.plugin_status() {
-                if let Some(id) = map.get_mut(&s.name) {
-                    id.sha256 = s.sha256.clone();
+            for (name, sha256) in digests() {
+                if let Some(id) = map.get_mut(&name) {
+                    id.sha256 = sha256;
                 }
             }
             *cached = (generation.number, Arc::new(map));
@@ -344,10 +312,15 @@ impl Audit {
         cached.1.clone()
     }
 
-    fn call_body(&self, f: &Finished, generation: &Generation, host: &crate::Toolgate) -> String {
+    fn call_body(
+        &self,
+        f: &Finished,
+        generation: &Generation,
+        digests: &dyn Fn() -> Vec<(String, Option<String>)>,
+    ) -> String {
         let info = &f.info;
         let record = &f.record;
-        let ids = self.plugin_ids(generation, host);
+        let ids = self.plugin_ids(generation, digests);
         let full = self.settings.arguments == ArgumentsMode::Full;
         // The result's digest, serialised straight into the hasher.
         let mut hasher = HashWriter(sha2::Sha256::default());

@@ -985,8 +985,17 @@ async fn job_timeouts_end_jobs() {
         .unwrap()
         .to_string();
     assert!(gone("43.9").await, "the job outlived its timeout");
-    let t = ok(&b.call("job_output", json!({"id": id})).await);
-    assert!(t.contains("killed"), "{t}");
+    // The table says so once the job's waiter has reaped the group (just
+    // after the processes are gone): wait for that, within a bound.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let t = ok(&b.call("job_output", json!({"id": id})).await);
+        if t.contains("killed") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{t}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
 
 // ---- todo_write ----------------------------------------------------------
