@@ -243,17 +243,7 @@ fn format_time(ms: u64) -> String {
 
 fn run_show(a: ShowArgs) -> anyhow::Result<ExitCode> {
     let mut files = default_files(a.files)?;
-    files.sort_by_key(|p| {
-        std::fs::read_to_string(p)
-            .ok()
-            .and_then(|t| {
-                t.lines()
-                    .next()
-                    .and_then(|l| serde_json::from_str::<Value>(l).ok())
-            })
-            .and_then(|v| v["seq"].as_u64())
-            .unwrap_or(u64::MAX)
-    });
+    verify::chain_order(&mut files);
     let since = a.since.as_deref().map(parse_time).transpose()?;
     let until = a.until.as_deref().map(parse_time).transpose()?;
     if let Some(d) = &a.decision

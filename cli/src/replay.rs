@@ -98,17 +98,7 @@ pub async fn run(global: &GlobalArgs, args: ReplayArgs) -> anyhow::Result<ExitCo
 
 async fn replay(global: &GlobalArgs, args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let mut files = args.files.clone();
-    files.sort_by_key(|p| {
-        std::fs::read_to_string(p)
-            .ok()
-            .and_then(|t| {
-                t.lines()
-                    .next()
-                    .and_then(|l| serde_json::from_str::<Value>(l).ok())
-            })
-            .and_then(|v| v["seq"].as_u64())
-            .unwrap_or(u64::MAX)
-    });
+    toolgate::audit::verify::chain_order(&mut files);
     let mut calls = Vec::new();
     for f in &files {
         let text = std::fs::read_to_string(f)

@@ -109,11 +109,18 @@ fn first_seq(path: &Path) -> u64 {
         .unwrap_or(u64::MAX)
 }
 
+/// Puts the files of one record (a rotated chain) in chain order: by the
+/// `seq` of each one's first line, read once per file; unreadable ones
+/// last.
+pub fn chain_order(files: &mut [PathBuf]) {
+    files.sort_by_cached_key(|p| first_seq(p));
+}
+
 /// Verify `files` (in any order: they are put in chain order by their
 /// first record).
 pub fn verify(files: &[PathBuf], options: &VerifyOptions) -> Result<Report, ReadError> {
     let mut files = files.to_vec();
-    files.sort_by_key(|p| first_seq(p));
+    chain_order(&mut files);
     let mut lines = Vec::new();
     let mut partial = 0;
     for (i, f) in files.iter().enumerate() {
