@@ -15,7 +15,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 target="${CARGO_TARGET_DIR:-$root/target}"
 bin="$target/${PROFILE:-release}/toolgate"
 guests="$target/guests/wasm32-wasip2/guest"
-client="${MCP_BENCH:-$root/../shared/tools/mcp_bench_raw.py}"
+client="${MCP_BENCH:-$root/tests/mcp/mcp_bench_raw.py}"
 rounds="${1:-3}"
 for f in "$bin" "$client" "$guests/fixture_tools.wasm"; do
     [ -e "$f" ] || { echo "missing: $f (see the header of $0)" >&2; exit 1; }
