@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use toolgate::HostConfig;
 use toolgate::host::{Toolgate, ToolgateBuilder};
@@ -147,7 +147,12 @@ pub fn main() -> ExitCode {
         let code = toolgate_sandbox::probes::probe_main(args.into_iter().skip(2));
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
-    let cli = Cli::parse();
+    let matches = hide_ignored_options(Cli::command()).get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    warn_ignored_options(&matches);
     let transcript = matches!(cli.command, Command::Demo(_)).then(demo::Transcript::default);
     logging::init(cli.global.log_format, transcript.clone());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -181,6 +186,79 @@ pub fn main() -> ExitCode {
         Err(e) => {
             eprintln!("toolgate: {e:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// The global options that build a host, by their ids, and the commands
+/// that build none (or always the same one) and so ignore them. Their help
+/// does not show those options; given anyway, they draw a warning.
+const IGNORED_OPTIONS: &[(&str, &[&str])] = &[
+    ("new", HOST_OPTIONS),
+    ("audit", HOST_OPTIONS),
+    ("sandbox", HOST_OPTIONS),
+    // `check` loads the one component it is given, never the built-ins.
+    ("check", &["no_default_plugins"]),
+];
+
+const HOST_OPTIONS: &[&str] = &[
+    "plugin_dirs",
+    "no_default_plugins",
+    "config",
+    "approve",
+    "no_compile_cache",
+    "code_mode",
+];
+
+/// `cmd` with [`IGNORED_OPTIONS`] hidden from the help of the commands
+/// that ignore them (and of their subcommands).
+fn hide_ignored_options(mut cmd: clap::Command) -> clap::Command {
+    // Global options reach the subcommands when the command is built.
+    cmd.build();
+    for (name, ids) in IGNORED_OPTIONS {
+        cmd = cmd.mut_subcommand(name, |sub| hide_options(sub, ids));
+    }
+    cmd
+}
+
+fn hide_options(cmd: clap::Command, ids: &[&str]) -> clap::Command {
+    // `mut_args` keeps every argument in its place: a built command's keys
+    // point at places (`mut_arg` would move the argument to the end).
+    let mut cmd = cmd.mut_args(|a| {
+        let hide = a.is_hide_set() || ids.iter().any(|id| a.get_id() == id);
+        a.hide(hide)
+    });
+    let subs: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .collect();
+    for sub in subs {
+        cmd = cmd.mut_subcommand(sub, |s| hide_options(s, ids));
+    }
+    cmd
+}
+
+/// Warn about an option given to a command that ignores it.
+fn warn_ignored_options(matches: &clap::ArgMatches) {
+    let Some((name, sub)) = matches.subcommand() else {
+        return;
+    };
+    let Some((_, ids)) = IGNORED_OPTIONS.iter().find(|(n, _)| *n == name) else {
+        return;
+    };
+    for id in *ids {
+        // Global options are parsed wherever they appear, and found in the
+        // innermost matches.
+        let mut m = sub;
+        while let Some((_, inner)) = m.subcommand() {
+            m = inner;
+        }
+        let given = [matches, sub, m]
+            .iter()
+            .any(|m| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine));
+        if given {
+            let flag = format!("--{}", id.replace('_', "-")).replace("--plugin-dirs", "--plugins");
+            eprintln!("toolgate: warning: {flag} does nothing for `toolgate {name}` (ignored)");
         }
     }
 }

@@ -367,6 +367,65 @@ fn every_command_has_help() {
     }
 }
 
+/// A command's help shows the global options it uses, not those it ignores;
+/// an ignored option given anyway draws a warning that names it.
+#[test]
+fn help_shows_only_the_global_options_a_command_uses() {
+    let help = |cmd: &[&str]| {
+        let out = toolgate().args(cmd).arg("--help").output().unwrap();
+        assert!(out.status.success(), "{cmd:?}");
+        text(&out.stdout)
+    };
+    for cmd in [&["run"][..], &["serve"], &["tools"], &["replay"]] {
+        let h = help(cmd);
+        for flag in ["--plugins", "--config", "--approve", "--no-default-plugins"] {
+            assert!(h.contains(flag), "{cmd:?} help lacks {flag}:\n{h}");
+        }
+    }
+    for cmd in [
+        &["new"][..],
+        &["audit"],
+        &["audit", "verify"],
+        &["sandbox", "check"],
+    ] {
+        let h = help(cmd);
+        for flag in [
+            "--plugins",
+            "--config",
+            "--approve",
+            "--no-default-plugins",
+            "--code-mode",
+        ] {
+            assert!(
+                !h.contains(flag),
+                "{cmd:?} help shows {flag}, which it ignores:\n{h}"
+            );
+        }
+        assert!(h.contains("--log-format"), "{cmd:?}: {h}");
+    }
+    let h = help(&["check"]);
+    assert!(
+        h.contains("--config") && !h.contains("--no-default-plugins"),
+        "{h}"
+    );
+    // Given anyway: a warning, and the command still runs.
+    let out = toolgate()
+        .args([
+            "audit",
+            "verify",
+            "--config",
+            "x.toml",
+            "/nonexistent/audit.jsonl",
+        ])
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("--config does nothing for `toolgate audit`"),
+        "{err}"
+    );
+}
+
 #[test]
 fn json_logs_carry_the_call_and_stage() {
     let mut c = toolgate();

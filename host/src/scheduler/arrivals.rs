@@ -87,6 +87,11 @@ pub struct Arrivals {
     slots: Arc<Semaphore>,
     pool: u32,
     inside: AtomicUsize,
+    /// Calls waiting for slots (the pool is full, or draining for an
+    /// exclusive call).
+    waiting: AtomicUsize,
+    /// Calls whose body runs (they hold their slots).
+    running: AtomicUsize,
     max_queued: usize,
 }
 
@@ -95,13 +100,22 @@ impl std::fmt::Debug for Arrivals {
         f.debug_struct("Arrivals")
             .field("pool", &self.pool)
             .field("inside", &self.inside.load(Ordering::Relaxed))
+            .field("waiting", &self.waiting.load(Ordering::Relaxed))
+            .field("running", &self.running.load(Ordering::Relaxed))
             .field("max_queued", &self.max_queued)
             .finish()
     }
 }
 
-/// Counts a call inside the scheduler until dropped.
+/// Counts a call in one of the scheduler's states until dropped.
 struct Inside<'a>(&'a AtomicUsize);
+
+impl<'a> Inside<'a> {
+    fn enter(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Inside(count)
+    }
+}
 
 impl Drop for Inside<'_> {
     fn drop(&mut self) {
@@ -123,6 +137,8 @@ impl Arrivals {
             slots: Arc::new(Semaphore::new(pool as usize)),
             pool,
             inside: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
+            running: AtomicUsize::new(0),
             max_queued: max_queued.max(1),
         }
     }
@@ -135,6 +151,18 @@ impl Arrivals {
     /// Calls inside the scheduler right now (waiting or running).
     pub fn inside(&self) -> usize {
         self.inside.load(Ordering::Relaxed)
+    }
+
+    /// Of those, the calls waiting for a slot: the pool is full, or
+    /// draining for an exclusive call. (A call behind an exclusive one
+    /// waits for admission instead, and is in neither count.)
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
+    /// Of those, the calls whose body runs.
+    pub fn running(&self) -> usize {
+        self.running.load(Ordering::Relaxed)
     }
 
     /// Run one call through the pipeline under the scheduler's rules, and
@@ -169,9 +197,11 @@ impl Arrivals {
             Admission::Early(finished, generation) => (*finished, generation),
             Admission::Run(admitted, generation, slots) => {
                 let settings = self.host.settings();
+                let running = Inside::enter(&self.running);
                 let done = AssertUnwindSafe(pipeline::complete(admitted, settings, &turn.cancel))
                     .catch_unwind()
                     .await;
+                drop(running);
                 drop(slots);
                 match done {
                     Ok(finished) => (finished, generation),
@@ -271,6 +301,10 @@ impl Arrivals {
 
     /// `n` slots, unless the call is cancelled first.
     async fn acquire(&self, n: u32, turn: &TurnOptions) -> Option<Slots> {
+        if let Ok(slots) = self.slots.clone().try_acquire_many_owned(n) {
+            return Some(slots);
+        }
+        let _waiting = Inside::enter(&self.waiting);
         tokio::select! {
             biased;
             permit = self.slots.clone().acquire_many_owned(n) => permit.ok(),

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use toolgate::scheduler::{Arrivals, ArrivalsError};
 use toolgate::{CallRecord, ToolCall, TurnOptions};
 use toolgate_tests::gate::{Coordinator, Verdict};
-use toolgate_tests::{PluginDir, builder, fixtures};
+use toolgate_tests::{PluginDir, builder, fixtures, wait_for};
 
 const HANG_GUARD: Duration = Duration::from_secs(60);
 
@@ -68,10 +68,18 @@ impl Setup {
         task
     }
 
-    /// Give the scheduler time to do what it should not (start a call it
-    /// must hold back); the coordinator would record it as a violation.
-    async fn settle(&self) {
-        tokio::time::sleep(Duration::from_millis(150)).await;
+    /// Wait until the scheduler holds back what it must: `running` bodies
+    /// run, `waiting` calls wait for a slot, and `inside` calls in all.
+    /// The state is stable (only a release changes it), so what the
+    /// coordinator sees next is what the scheduler decided, not a race.
+    async fn holds(&self, running: usize, waiting: usize, inside: usize) {
+        let a = &self.arrivals;
+        wait_for(
+            HANG_GUARD,
+            &format!("{running} running, {waiting} waiting for a slot, {inside} inside"),
+            || a.running() == running && a.waiting() == waiting && a.inside() == inside,
+        )
+        .await;
     }
 }
 
@@ -99,7 +107,8 @@ async fn calls_that_arrive_overlap_in_a_rolling_pool_and_answer_as_they_finish()
     }
     s.coord.arrived("a").await;
     s.coord.arrived("b").await;
-    s.settle().await;
+    // c waits for a slot, d for c (arrival order).
+    s.holds(2, 1, 4).await;
     assert_eq!(s.coord.in_flight().len(), 2, "the pool holds two");
     // b finishes first and is answered at once, while a still runs.
     s.coord.release("b", Verdict::Go);
@@ -139,14 +148,15 @@ async fn an_exclusive_arrival_is_a_barrier_in_arrival_order() {
         .submit(gate("p3", "parallel"), CancellationToken::new())
         .await;
     // x waits for the pool to drain; p3, behind it, does not overtake it.
-    s.settle().await;
+    s.holds(2, 1, 4).await;
     let mut running = s.coord.in_flight();
     running.sort();
     assert_eq!(running, ["p0", "p1"]);
     s.coord.release("p0", Verdict::Go);
     s.coord.release("p1", Verdict::Go);
     s.coord.arrived("x").await;
-    s.settle().await;
+    // x holds every slot: p3 waits for one.
+    s.holds(1, 1, 2).await;
     assert_eq!(s.coord.in_flight(), ["x"], "x runs alone");
     s.coord.release("x", Verdict::Go);
     s.coord.arrived("p3").await;

@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use toolgate::{CallRecord, ToolCall, Toolgate, TurnOptions};
+use toolgate::policy::{ExecNext, ExecuteAroundHook};
+use toolgate::{CallInfo, CallRecord, Outcome, PolicyError, ToolCall, Toolgate, TurnOptions};
 use toolgate_tests::{PluginDir, builder, fixtures, host, run};
 
 /// Tight budgets, so a misbehaving export is stopped quickly.
@@ -132,7 +133,15 @@ async fn every_export_that_loops_is_stopped_at_its_budget() {
 // single-threaded runtime would see its timers late (every 61 polls).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancellation_reaches_a_body_that_ignores_it() {
-    let (h, _d) = hostile("execute:loop", "").await;
+    let dir = PluginDir::new();
+    dir.add("hostile", fixtures::HOSTILE);
+    let config = format!("{LIMITS}\n[plugins.hostile]\nvars = {{ MODE = \"execute:loop\" }}\n");
+    let entering = Arc::new(tokio::sync::Notify::new());
+    let h = builder(&dir, &config)
+        .execute_around("entering", 0, Entering(entering.clone()))
+        .build()
+        .await
+        .expect("host builds");
     let turn = TurnOptions::default();
     let cancel = turn.cancel.clone();
     let h2 = h.clone();
@@ -141,11 +150,31 @@ async fn cancellation_reaches_a_body_that_ignores_it() {
         h2.call(ToolCall::new("c", "hostile", json!({})), &turn)
             .await
     });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Cancel once the call has passed every stage before the body, so
+    // that it is the body (which never returns) that must be stopped.
+    tokio::time::timeout(Duration::from_secs(10), entering.notified())
+        .await
+        .expect("the call reaches its body");
     cancel.cancel();
     let r = running.await.unwrap();
     assert_eq!(r.code(), Some("ABORTED"), "{r:?}");
     assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+/// An execute-around hook that says when the call enters the rest of the
+/// chain (the body, here).
+struct Entering(Arc<tokio::sync::Notify>);
+
+#[async_trait::async_trait]
+impl ExecuteAroundHook for Entering {
+    async fn around_execute(
+        &self,
+        _call: &Arc<CallInfo>,
+        next: ExecNext,
+    ) -> Result<Outcome, PolicyError> {
+        self.0.notify_one();
+        Ok(next.run(None).await)
+    }
 }
 
 #[tokio::test]
