@@ -640,7 +640,9 @@ mod tests {
     /// kept underneath, for the log and for callers.
     #[test]
     fn an_unreadable_file_keeps_its_io_error() {
-        let e = read_source(Path::new("/nonexistent-toolgate-dir/p.wasm")).unwrap_err();
+        let Err(e) = read_source(Path::new("/nonexistent-toolgate-dir/p.wasm")) else {
+            panic!("a file that does not exist was read");
+        };
         assert!(e.message.starts_with("cannot read the file: "), "{e}");
         assert_eq!(e.kind, LoadErrorKind::Other);
         let io = e
