@@ -486,7 +486,7 @@ impl ToolBody for NativeGate {
                 message: format!("{id}: verdict {v}"),
                 details: None,
             })),
-            Err(e) => Err(BodyError::Internal(e.to_string())),
+            Err(e) => Err(BodyError::Internal(toolgate::Cause::new(e))),
         }
     }
 

@@ -102,13 +102,23 @@ pub mod code_mode {
     });
 }
 
-/// `toolgate:plugin@0.1.0` (frozen).
+/// `toolgate:plugin@0.1.0` (frozen), an adapter of 0.2. The `process`
+/// interface, the same in both, *is* 0.2's (`with:`), so the 0.1 `shell`
+/// and `subprocess` take and return 0.2's types. The other interfaces are
+/// generated: their names carry the version the linker matches (a
+/// remapped interface is linked under its own, 0.2 name), and bindgen
+/// remaps single types only when they are resources, which 0.1 has none
+/// of. Their host methods call the 0.2 ones, converting by `From`
+/// (`plugin::contract::v0_1`).
 pub mod v0_1 {
     wasmtime::component::bindgen!({
         world: "host",
         path: "../wit/v0.1.0",
         imports: { default: async | trappable },
         exports: { default: async },
+        with: {
+            "toolgate:plugin/process": super::v0_2::toolgate::plugin::process,
+        },
         additional_derives: [PartialEq],
     });
 

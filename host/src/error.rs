@@ -5,10 +5,17 @@ use std::path::PathBuf;
 
 use crate::config::ConfigError;
 
+/// Why the host (or a command) cannot go on.
+///
+/// Where a variant keeps the error it was made from as its `source()`,
+/// its message does not repeat it: the command line prints the whole chain
+/// (`{:#}`), once.
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
-    #[error("the WebAssembly engine could not be set up: {0}")]
-    Engine(String),
+    /// wasmtime refused the engine's configuration, or the linker could
+    /// not be built.
+    #[error("the WebAssembly engine could not be set up")]
+    Engine(#[source] wasmtime::Error),
     #[error("plugin directory {path}: {message}")]
     PluginDir { path: PathBuf, message: String },
     #[error(transparent)]
@@ -26,15 +33,9 @@ pub enum HostError {
     #[error("grant for plugin `{plugin}`: {message}")]
     Grant { plugin: String, message: String },
     #[error(
-        "cannot watch the plugin directories and the configuration: {0} (run without watching, e.g. `toolgate serve --no-watch`, and reload by restarting)"
+        "cannot watch the plugin directories and the configuration (run without watching, e.g. `toolgate serve --no-watch`, and reload by restarting)"
     )]
     Watch(#[source] notify::Error),
-}
-
-impl HostError {
-    pub(crate) fn engine(e: impl std::fmt::Display) -> Self {
-        HostError::Engine(format!("{e:#}"))
-    }
 }
 
 /// A guest called a host function where the contract does not allow it

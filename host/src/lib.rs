@@ -15,6 +15,7 @@ pub mod bindings;
 pub mod bridge;
 pub mod budgets;
 pub mod call;
+pub mod cause;
 pub mod codemode;
 pub mod config;
 pub mod content;
@@ -35,6 +36,7 @@ pub mod tool;
 pub mod turn;
 
 pub use call::{CallInfo, CallSignal, ToolCall};
+pub use cause::Cause;
 pub use config::HostConfig;
 pub use content::Content;
 pub use error::HostError;

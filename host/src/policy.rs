@@ -36,6 +36,7 @@ use async_trait::async_trait;
 use futures::future::BoxFuture;
 
 use crate::call::{CallInfo, CallSignal};
+use crate::cause::Cause;
 use crate::content::Content;
 use crate::outcome::{CallRecord, Outcome};
 
@@ -141,17 +142,23 @@ pub enum PostDecision {
 /// A policy could not decide. The pipeline turns this into a denial (pre,
 /// guard), an error result (around, post), or a logged no-op (finalizer,
 /// observer) — never into an allow.
+///
+/// The message is what the pipeline shows; the error underneath (a guest
+/// trap, a refused answer) is kept as the `source()` ([`Cause`]).
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum PolicyError {
+    /// Guest code trapped (or could not be run): the cause is the
+    /// component's `InvokeError`, with the wasmtime error under it.
     #[error("trapped: {0}")]
-    Trapped(String),
+    Trapped(#[source] Cause),
     #[error("timed out after {0} ms")]
     TimedOut(u64),
     /// The call's signal fired while the policy ran (cancellation, deadline).
     #[error("interrupted: {0:?}")]
     Interrupted(crate::call::Interrupt),
+    /// The policy's answer broke a limit or was not acceptable JSON.
     #[error("returned an unacceptable answer: {0}")]
-    Invalid(String),
+    Invalid(#[source] Cause),
     #[error("{0}")]
     Failed(String),
 }

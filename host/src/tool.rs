@@ -14,6 +14,7 @@ use serde_json::Value;
 use crate::approval::Approver;
 pub use crate::call::{Annotations, Features, ToolMeta};
 use crate::call::{CallInfo, CallSignal, Interrupt};
+use crate::cause::Cause;
 use crate::content::Content;
 use crate::outcome::Outcome;
 
@@ -95,18 +96,18 @@ pub enum BodyError {
     /// The tool reported a failure of its own.
     #[error("{}: {}", .0.code, .0.message)]
     Failure(ToolFailure),
-    /// Guest code trapped.
+    /// Guest code trapped (the cause: the component's `InvokeError`).
     #[error("trapped: {0}")]
-    Trapped(String),
+    Trapped(#[source] Cause),
     /// The call's signal fired inside the body (epoch interruption).
     #[error("interrupted: {0:?}")]
     Interrupted(Interrupt),
     /// The tool returned something the host cannot accept.
     #[error("invalid result: {0}")]
-    InvalidResult(String),
+    InvalidResult(#[source] Cause),
     /// The host failed (instantiation, resources).
     #[error("internal: {0}")]
-    Internal(String),
+    Internal(#[source] Cause),
 }
 
 /// Runs calls of one or more tools.

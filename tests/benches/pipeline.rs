@@ -90,7 +90,7 @@ async fn ask_process(role: &str, call: &Arc<CallInfo>) -> Result<serde_json::Val
     if !status.success() {
         return Err(PolicyError::Failed(format!("hook exited with {status}")));
     }
-    serde_json::from_str(&out).map_err(|e| PolicyError::Invalid(e.to_string()))
+    serde_json::from_str(&out).map_err(|e| PolicyError::Invalid(toolgate::Cause::new(e)))
 }
 
 struct Proc(&'static str);

@@ -175,10 +175,13 @@ impl ToolBody for BridgedTools {
             return Err(session.unavailable(false));
         }
         let raw = self.raw.get(&call.tool_name).ok_or_else(|| {
-            BodyError::Internal(format!(
-                "`{}` is not a tool of this listing of `{}`",
-                call.tool_name, session.server
-            ))
+            BodyError::Internal(
+                format!(
+                    "`{}` is not a tool of this listing of `{}`",
+                    call.tool_name, session.server
+                )
+                .into(),
+            )
         })?;
         let mut params = CallToolRequestParams::new(raw.clone());
         params.arguments = match call.arguments.as_ref() {
@@ -195,7 +198,7 @@ impl ToolBody for BridgedTools {
             Err(ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
                 return Err(session.unavailable(false));
             }
-            Err(e) => return Err(BodyError::Internal(e.to_string())),
+            Err(e) => return Err(BodyError::Internal(crate::Cause::new(e))),
         };
         let mut guard = CancelOnDrop {
             peer: session.peer.clone(),
@@ -246,7 +249,7 @@ impl ToolBody for BridgedTools {
                 return Err(BodyError::InvalidResult(format!(
                     "the MCP server `{}` answered tools/call with something other than a result (tasks and input requests are not supported)",
                     session.server
-                )));
+                ).into()));
             }
         };
         if result.is_error == Some(true) {
@@ -266,8 +269,8 @@ impl ToolBody for BridgedTools {
                 Some(json!({"server": session.server})),
             ));
         }
-        let content =
-            convert::content(result.content, &self.budgets).map_err(BodyError::InvalidResult)?;
+        let content = convert::content(result.content, &self.budgets)
+            .map_err(|m| BodyError::InvalidResult(m.into()))?;
         let value = match result.structured_content {
             Some(v) => v,
             None => serde_json::to_value(&content).unwrap_or(Value::Null),

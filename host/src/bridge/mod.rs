@@ -270,6 +270,7 @@ impl Bridge {
                     origin: origin.clone(),
                     message,
                     may_be_policy: false,
+                    ..LoadError::default()
                 })
             };
             for n in &st.notes {
@@ -306,6 +307,7 @@ pub fn merge(generation: &mut Generation, bridge: &Bridge) {
                     taken.def.meta.provider
                 ),
                 may_be_policy: false,
+                ..LoadError::default()
             });
             continue;
         }

@@ -124,19 +124,17 @@ impl Interpreter {
                     }
                 })
                 .await
-                .map_err(|e| BodyError::Internal(format!("compiling the interpreter: {e}")))?
-                .map_err(|e| BodyError::Internal(format!("compiling the interpreter: {e:#}")))?;
+                .map_err(|e| Setup::failed("compiling the interpreter", e.into()))?
+                .map_err(|e| Setup::failed("compiling the interpreter", e))?;
                 let mut linker = Linker::<CodeStore>::new(&self.engine);
                 wasmtime_wasi::p2::add_to_linker_async(&mut linker)
-                    .map_err(|e| BodyError::Internal(format!("linking WASI: {e:#}")))?;
+                    .map_err(|e| Setup::failed("linking WASI", e))?;
                 CodeInterpreter::add_to_linker::<CodeStore, HasSelf<CodeStore>>(&mut linker, |s| s)
-                    .map_err(|e| BodyError::Internal(format!("linking tool-calls: {e:#}")))?;
+                    .map_err(|e| Setup::failed("linking tool-calls", e))?;
                 linker
                     .instantiate_pre(&component)
                     .and_then(CodeInterpreterPre::new)
-                    .map_err(|e| {
-                        BodyError::Internal(format!("the interpreter does not link: {e:#}"))
-                    })
+                    .map_err(|e| Setup::failed("the interpreter does not link", e))
             })
             .await
     }
@@ -219,10 +217,7 @@ impl Interpreter {
                 if let Some(i) = signal.fired() {
                     return Err(BodyError::Interrupted(i));
                 }
-                Err(BodyError::Trapped(format!(
-                    "the interpreter stopped: {}",
-                    error.root_cause()
-                )))
+                Err(BodyError::Trapped(crate::Cause::new(Crashed(error))))
             }
         }
     }
@@ -321,4 +316,26 @@ impl crate::bindings::code_mode::toolgate::plugin::tool_calls::Host for CodeStor
 /// Sizes for the README and BENCHMARKS: the component's bytes.
 pub fn component_size() -> usize {
     COMPONENT.len()
+}
+
+/// The interpreter trapped: its root cause is what the model reads; the
+/// whole error (the guest's backtrace) is kept as the source.
+#[derive(Debug, thiserror::Error)]
+#[error("the interpreter stopped: {}", .0.root_cause())]
+struct Crashed(#[source] wasmtime::Error);
+
+/// A step of preparing the interpreter that failed (a host failure, not
+/// the program's): the step, and the error kept as the source.
+#[derive(Debug, thiserror::Error)]
+#[error("{step}: {source:#}")]
+struct Setup {
+    step: &'static str,
+    #[source]
+    source: wasmtime::Error,
+}
+
+impl Setup {
+    fn failed(step: &'static str, source: wasmtime::Error) -> BodyError {
+        BodyError::Internal(crate::Cause::new(Setup { step, source }))
+    }
 }

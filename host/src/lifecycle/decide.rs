@@ -12,7 +12,8 @@ use super::{Candidate, Key, Lifecycle, Refusal, Serving, State, plugin_config};
 use crate::config::{HostConfig, PluginConfig};
 use crate::grants::{Authority, resolve_grants};
 use crate::plugin::{
-    InstanceMode, LoadError, LoadSettings, Loaded, Origin, PluginSource, builtin, loader,
+    InstanceMode, LoadError, LoadErrorKind, LoadSettings, Loaded, Origin, PluginSource, builtin,
+    loader,
 };
 
 /// One plugin to decide, with everything the decision reads.
@@ -454,7 +455,7 @@ fn same_settings(a: &LoadSettings, b: &LoadSettings) -> bool {
 fn rejected_tools(notes: &[LoadError]) -> Option<String> {
     let rejected: Vec<&str> = notes
         .iter()
-        .filter(|n| n.message.contains(loader::TOOL_NOT_REGISTERED))
+        .filter(|n| n.kind == LoadErrorKind::ToolNotRegistered)
         .map(|n| n.message.as_str())
         .collect();
     (!rejected.is_empty()).then(|| {

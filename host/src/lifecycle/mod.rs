@@ -932,6 +932,7 @@ fn config_note(config: &HostConfig, message: String) -> LoadError {
         origin: config.origin(),
         message,
         may_be_policy: false,
+        ..LoadError::default()
     }
 }
 

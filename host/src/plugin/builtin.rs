@@ -11,6 +11,7 @@ use std::sync::Arc;
 use super::component::Origin;
 use super::loader::{LoadError, PluginSource};
 use super::manifest::Manifest;
+use crate::cause::Cause;
 use crate::config::{FsAccess, FsGrantConfig, GrantsConfig};
 
 mod generated {
@@ -38,7 +39,8 @@ pub fn sources() -> (Vec<PluginSource>, Vec<LoadError>) {
                 manifest,
                 manifest_error: None,
             }),
-            Err(e) => problems.push(LoadError::new(name, &Origin::Builtin, e.to_string())),
+            Err(e) => problems
+                .push(LoadError::new(name, &Origin::Builtin, e.to_string()).because(Cause::new(e))),
         }
     }
     (sources, problems)

@@ -90,12 +90,18 @@ struct Instance {
 }
 
 /// Why a call into a component did not return normally.
+///
+/// The message is one line, for the model and the operator; the wasmtime
+/// error it was read from is kept whole as the `source()` — its chain holds
+/// the host's own cause where there is one ([`MemoryError`],
+/// [`TooManyHandles`], a `Misuse`) and the guest's backtrace, for the log
+/// and for callers that downcast.
 #[derive(Debug, thiserror::Error)]
 pub enum InvokeError {
     /// The guest trapped (a panic, an out-of-bounds access, a limit).
     #[error("{message}{}{}", stderr_note(.stderr), hint_note(.hint))]
     Trap {
-        /// What went wrong, in one line.
+        /// What went wrong, in one line (read from `source`).
         message: String,
         /// The first line of what the guest printed to stderr (its panic
         /// message, usually); the whole tail is logged.
@@ -103,14 +109,24 @@ pub enum InvokeError {
         /// What to do about it, when the host can tell (a file outside
         /// every grant: [`super::fs_hint`]); empty otherwise.
         hint: String,
+        /// The error the call failed with.
+        #[source]
+        source: wasmtime::Error,
     },
     /// Its signal fired (deadline, cancellation): the epoch callback
     /// stopped it.
     #[error("interrupted: {0:?}")]
     Interrupted(Interrupt),
-    /// The host could not provide an instance.
-    #[error("{0}")]
-    Host(String),
+    /// The host could not provide an instance: what it was doing for which
+    /// plugin, the failure in one line, and the error itself.
+    #[error("cannot {doing} `{plugin}`: {detail}")]
+    Host {
+        doing: &'static str,
+        plugin: String,
+        detail: String,
+        #[source]
+        source: wasmtime::Error,
+    },
 }
 
 fn hint_note(hint: &str) -> String {
@@ -261,12 +277,21 @@ impl ComponentPlugin {
     }
 
     async fn instantiate(&self, scope: CallScope) -> Result<Instance, InvokeError> {
-        let host = |what: &str, e: &dyn std::fmt::Display| {
-            InvokeError::Host(format!("cannot {what} `{}`: {e}", self.name))
-        };
+        let host =
+            |doing: &'static str, detail: String, source: wasmtime::Error| InvokeError::Host {
+                doing,
+                plugin: self.name.clone(),
+                detail,
+                source,
+            };
         let stderr = TailPipe::new(self.context.budgets.stderr_tail_bytes);
-        let wasi = super::store::wasi_ctx(&self.context.grants, stderr.clone())
-            .map_err(|e| host("apply the grants of", &e))?;
+        let wasi = super::store::wasi_ctx(&self.context.grants, stderr.clone()).map_err(|e| {
+            host(
+                "apply the grants of",
+                e.to_string(),
+                wasmtime::Error::from_anyhow(e),
+            )
+        })?;
         let mut store = Store::new(
             &self.engine,
             StoreData::new(self.context.clone(), wasi, stderr),
@@ -290,18 +315,21 @@ impl ComponentPlugin {
                 let stderr = store.data().stderr.clone();
                 return Err(match classify(&self.name, e, &stderr) {
                     InvokeError::Trap {
-                        message, stderr, ..
-                    } => InvokeError::Host(format!(
-                        "cannot instantiate `{}`: {message}{}",
-                        self.name,
-                        stderr_note(&stderr)
-                    )),
+                        message,
+                        stderr,
+                        source,
+                        ..
+                    } => host(
+                        "instantiate",
+                        format!("{message}{}", stderr_note(&stderr)),
+                        source,
+                    ),
                     other => other,
                 });
             }
         };
         let exports = (self.exports)(&mut store, &instance)
-            .map_err(|e| host("look up the exports of", &format!("{e:#}")))?;
+            .map_err(|e| host("look up the exports of", format!("{e:#}"), e))?;
         Ok(Instance { store, exports })
     }
 }
@@ -422,6 +450,7 @@ fn classify(plugin: &str, error: wasmtime::Error, stderr: &TailPipe) -> InvokeEr
         message,
         stderr: crate::budgets::cut(super::log::escape(&short_stderr(&tail)).into_owned(), 512),
         hint: String::new(),
+        source: error,
     }
 }
 
@@ -479,6 +508,34 @@ mod tests {
         assert_eq!(m.matches("wasm trap").count(), 1, "{m}");
         assert!(m.starts_with("wasm trap: "), "{m}");
         assert!(message(Trap::StackOverflow).contains("stack overflow"));
+    }
+
+    /// The host's own cause stays in the trap's source, under the one line
+    /// the model reads, whatever wasmtime wrapped around it.
+    #[test]
+    fn a_trap_keeps_its_source() {
+        use super::MemoryError;
+        let error = wasmtime::Error::from(MemoryError::OverCap {
+            plugin: "p".into(),
+            desired: 1 << 30,
+            cap: 1 << 20,
+            setting: "`[limits] guest_memory_mb`",
+        })
+        .context("error while executing at wasm backtrace:\n    0: 0x1 - f");
+        let e = classify("p", error, &TailPipe::new(64));
+        let InvokeError::Trap { message, .. } = &e else {
+            panic!("not a trap: {e:?}");
+        };
+        assert!(message.starts_with("plugin `p` asked for"), "{message}");
+        assert!(!e.to_string().contains("backtrace"), "{e}");
+        let mut chain = std::iter::successors(std::error::Error::source(&e), |e| e.source());
+        assert!(
+            chain.any(|c| matches!(
+                c.downcast_ref::<MemoryError>(),
+                Some(MemoryError::OverCap { cap, .. }) if *cap == 1 << 20
+            )),
+            "the MemoryError is not in the chain of {e:?}"
+        );
     }
 
     #[test]

@@ -26,6 +26,7 @@ use super::runtime::Runtime;
 use super::store::{PluginContext, StoreData};
 use crate::budgets::{Budgets, cut};
 use crate::call::{CallSignal, ToolMeta};
+use crate::cause::Cause;
 use crate::grants::Grants;
 use crate::policy::Role;
 use crate::seams::HostSeams;
@@ -33,7 +34,13 @@ use crate::tool::ToolDefinition;
 
 /// A plugin that could not be loaded (or a tool of it that could not be
 /// registered, or something the host adjusted), and why.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, thiserror::Error)]
+///
+/// `message` is the report's sentence (what the operator reads in
+/// `toolgate plugins`, the log and the reload events, what to do
+/// included); the error it was made from, when there is one (an I/O error,
+/// a compile error, a guest's trap), is kept as the `source()`, and what a
+/// caller branches on is the [`LoadErrorKind`], not the words.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, thiserror::Error)]
 #[error("plugin `{plugin}` ({origin}): {message}")]
 pub struct LoadError {
     pub plugin: String,
@@ -45,6 +52,24 @@ pub struct LoadError {
     /// from running calls unless the operator marked it `optional`.
     #[serde(skip)]
     pub may_be_policy: bool,
+    /// What kind of problem, for the code that treats kinds differently.
+    #[serde(skip)]
+    pub kind: LoadErrorKind,
+    /// The error underneath `message`, if any.
+    #[serde(skip)]
+    pub source: Option<Cause>,
+}
+
+/// What kind of problem a [`LoadError`] reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LoadErrorKind {
+    /// The plugin did not load, or something about it was adjusted or is
+    /// worth saying.
+    #[default]
+    Other,
+    /// A tool it lists was not registered (a bad name, a schema the
+    /// compiler rejects): a reload refuses an update with such a tool.
+    ToolNotRegistered,
 }
 
 impl LoadError {
@@ -55,6 +80,15 @@ impl LoadError {
             origin: origin.to_string(),
             message: message.into(),
             may_be_policy: true,
+            ..LoadError::default()
+        }
+    }
+
+    /// The same report, keeping `source` as the error underneath it.
+    pub fn because(self, source: impl Into<Cause>) -> Self {
+        LoadError {
+            source: Some(source.into()),
+            ..self
         }
     }
 
@@ -77,7 +111,7 @@ pub struct PluginSource {
     pub manifest: Manifest,
     /// Why its manifest is not acceptable, if it is not: reported once the
     /// component's roles are known (so the failure is classified right).
-    pub manifest_error: Option<String>,
+    pub manifest_error: Option<Cause>,
 }
 
 impl PluginSource {
@@ -161,20 +195,21 @@ pub fn read_source(path: &Path) -> Result<PluginSource, LoadError> {
             "the file name `{name}` is not a valid plugin name (use letters, digits, `-` and `_`)"
         )));
     }
-    let bytes = std::fs::read(path).map_err(|e| err(format!("cannot read the file: {e}")))?;
+    let bytes =
+        std::fs::read(path).map_err(|e| err(format!("cannot read the file: {e}")).because(e))?;
     let manifest_path = path.with_extension("toml");
     let (manifest, manifest_error) = if manifest_path.exists() {
         match std::fs::read_to_string(&manifest_path) {
             Err(e) => (
                 Manifest::default(),
-                Some(format!(
-                    "cannot read its manifest {}: {e}",
-                    manifest_path.display()
-                )),
+                Some(Cause::new(ManifestUnreadable {
+                    path: manifest_path.clone(),
+                    source: e,
+                })),
             ),
             Ok(text) => match Manifest::parse(&text, &manifest_path.display().to_string()) {
                 Ok(m) => (m, None),
-                Err(e) => (Manifest::default(), Some(e.to_string())),
+                Err(e) => (Manifest::default(), Some(Cause::new(e))),
             },
         }
     } else {
@@ -187,6 +222,15 @@ pub fn read_source(path: &Path) -> Result<PluginSource, LoadError> {
         manifest,
         manifest_error,
     })
+}
+
+/// A manifest that exists but cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read its manifest {}: {source}", path.display())]
+struct ManifestUnreadable {
+    path: PathBuf,
+    #[source]
+    source: std::io::Error,
 }
 
 fn valid_plugin_name(name: &str) -> bool {
@@ -249,12 +293,18 @@ pub async fn load(
             }
         })
         .await
-        .map_err(|e| source.error(format!("compilation panicked: {e}")))?
         .map_err(|e| {
-            source.error(format!(
-                "is not a valid component: {}",
-                first_line(&format!("{e:#}"))
-            ))
+            source
+                .error(format!("compilation panicked: {e}"))
+                .because(Cause::new(e))
+        })?
+        .map_err(|e| {
+            source
+                .error(format!(
+                    "is not a valid component: {}",
+                    first_line(&format!("{e:#}"))
+                ))
+                .because(e)
         })?
     };
     if let Provenance::Compiled(took) = provenance {
@@ -283,8 +333,8 @@ pub async fn load(
         may_be_policy: !tool_only,
         ..e
     };
-    if let Some(m) = &source.manifest_error {
-        return Err(fail(source.error(m.clone())));
+    if let Some(e) = &source.manifest_error {
+        return Err(fail(source.error(e.to_string()).because(e.clone())));
     }
     check_seams(&source, &shape, &settings.grants).map_err(fail)?;
     let path = contract::call_path(&shape, &settings.grants);
@@ -292,10 +342,14 @@ pub async fn load(
         .linkers
         .instantiate_pre(&component, path)
         .map_err(|e| {
-            fail(source.error(format!(
-                "imports something this host does not provide: {}",
-                first_line(&format!("{e:#}"))
-            )))
+            fail(
+                source
+                    .error(format!(
+                        "imports something this host does not provide: {}",
+                        first_line(&format!("{e:#}"))
+                    ))
+                    .because(e),
+            )
         })?;
     let exports =
         contract::export_loader(&shape, &component, &pre).map_err(|m| fail(source.error(m)))?;
@@ -339,7 +393,9 @@ pub async fn load(
             super::component::InvokeError::Interrupted(_) => source.error(format!(
                 "{what} did not finish within the load budget ({budget_ms} ms, `[limits] load_timeout_ms`)"
             )),
-            other => source.error(format!("{what} failed: {other}")),
+            other => source
+                .error(format!("{what} failed: {other}"))
+                .because(Cause::new(other)),
         })
     };
     let (tools, problems) = if shape.roles.contains(&Role::Tool) {
@@ -480,20 +536,18 @@ fn check_tools(
                 }
                 tools.push(t)
             }
-            Err(m) => problems.push(LoadError::note(
-                &source.name,
-                &source.origin,
-                format!("tool `{shown}` {TOOL_NOT_REGISTERED} {m}"),
-            )),
+            Err(m) => problems.push(LoadError {
+                kind: LoadErrorKind::ToolNotRegistered,
+                ..LoadError::note(
+                    &source.name,
+                    &source.origin,
+                    format!("tool `{shown}` is not registered: {m}"),
+                )
+            }),
         }
     }
     (tools, problems)
 }
-
-/// The words of the note on a listed tool that was not registered (a bad
-/// name, a schema the compiler rejects): how a reload tells such a note
-/// from an adjustment, to refuse the update.
-pub const TOOL_NOT_REGISTERED: &str = "is not registered:";
 
 /// Tool names: what every model API accepts.
 pub fn valid_tool_name(name: &str) -> bool {
@@ -576,4 +630,28 @@ fn check_spec(
         },
         note,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The report says what happened; the I/O error it was made from is
+    /// kept underneath, for the log and for callers.
+    #[test]
+    fn an_unreadable_file_keeps_its_io_error() {
+        let Err(e) = read_source(Path::new("/nonexistent-toolgate-dir/p.wasm")) else {
+            panic!("a file that does not exist was read");
+        };
+        assert!(e.message.starts_with("cannot read the file: "), "{e}");
+        assert_eq!(e.kind, LoadErrorKind::Other);
+        let io = e
+            .source
+            .as_ref()
+            .and_then(|c| c.downcast_ref::<std::io::Error>())
+            .expect("the io::Error is kept");
+        assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+        let source = std::error::Error::source(&e).expect("a source()");
+        assert!(source.downcast_ref::<std::io::Error>().is_some());
+    }
 }

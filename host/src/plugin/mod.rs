@@ -38,6 +38,6 @@ pub mod store;
 pub mod sync_wasi;
 
 pub use component::{CallPath, ComponentPlugin, ContractVersion, InstanceMode, Origin};
-pub use loader::{LoadError, LoadSettings, Loaded, LoadedTool, PluginSource};
+pub use loader::{LoadError, LoadErrorKind, LoadSettings, Loaded, LoadedTool, PluginSource};
 pub use manifest::Manifest;
 pub use runtime::{Runtime, RuntimeOptions};

@@ -73,8 +73,8 @@ pub struct Runtime {
 
 impl Runtime {
     pub fn new(options: RuntimeOptions) -> Result<Arc<Runtime>, HostError> {
-        let engine = Engine::new(&engine_config(&options)).map_err(HostError::engine)?;
-        let linkers = Linkers::new(&engine).map_err(HostError::engine)?;
+        let engine = Engine::new(&engine_config(&options)).map_err(HostError::Engine)?;
+        let linkers = Linkers::new(&engine).map_err(HostError::Engine)?;
         let state = match &options.state_dir {
             Some(d) => Some(crate::state::StateDir::open(d)?),
             None => None,

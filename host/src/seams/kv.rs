@@ -76,8 +76,12 @@ impl wit::Host for KvView<'_> {
         Ok(self.space()?.get(self.scope, &key))
     }
 
+    /// A refusal is the guest's to handle: the WIT gives it the sentence.
     fn set(&mut self, key: String, value: Vec<u8>) -> wasmtime::Result<Result<(), String>> {
-        Ok(self.space()?.set(self.scope, key, value))
+        Ok(self
+            .space()?
+            .set(self.scope, key, value)
+            .map_err(|e| e.to_string()))
     }
 
     fn delete(&mut self, key: String) -> wasmtime::Result<()> {
@@ -96,6 +100,19 @@ pub const MAX_KEY_BYTES: usize = 256;
 pub const MAX_VALUE_BYTES: usize = 1 << 20;
 /// Bytes of keys and values one plugin may hold, all scopes together.
 pub const QUOTA_BYTES: usize = 4 << 20;
+
+/// Why `set` refused: which limit, with the numbers.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum KvError {
+    #[error("a key must be 1 to {MAX_KEY_BYTES} bytes (this one is {len})")]
+    KeySize { len: usize },
+    #[error("a value may be at most {MAX_VALUE_BYTES} bytes (this one is {len})")]
+    ValueSize { len: usize },
+    #[error(
+        "the plugin's store would hold {total} bytes, more than its quota of {QUOTA_BYTES}; delete keys first"
+    )]
+    Quota { total: usize },
+}
 
 #[derive(Default)]
 struct Space {
@@ -143,28 +160,23 @@ impl KvSpace {
     }
 
     /// Store `value` under `key` in `scope`; `Err` says which limit it broke.
-    pub fn set(&self, scope: &str, key: String, value: Vec<u8>) -> Result<(), String> {
+    pub fn set(&self, scope: &str, key: String, value: Vec<u8>) -> Result<(), KvError> {
         if key.is_empty() || key.len() > MAX_KEY_BYTES {
-            return Err(format!(
-                "a key must be 1 to {MAX_KEY_BYTES} bytes (this one is {})",
-                key.len()
-            ));
+            return Err(KvError::KeySize { len: key.len() });
         }
         if value.len() > MAX_VALUE_BYTES {
-            return Err(format!(
-                "a value may be at most {MAX_VALUE_BYTES} bytes (this one is {})",
-                value.len()
-            ));
+            return Err(KvError::ValueSize { len: value.len() });
         }
         self.with(|s| {
             let k = (scope.to_string(), key);
-            let old = s.entries.get(&k).map_or(0, |v| k.0.len() + k.1.len() + v.len());
+            let old = s
+                .entries
+                .get(&k)
+                .map_or(0, |v| k.0.len() + k.1.len() + v.len());
             let new = k.0.len() + k.1.len() + value.len();
             let total = s.bytes - old + new;
             if total > QUOTA_BYTES {
-                return Err(format!(
-                    "the plugin's store would hold {total} bytes, more than its quota of {QUOTA_BYTES}; delete keys first"
-                ));
+                return Err(KvError::Quota { total });
             }
             s.bytes = total;
             s.entries.insert(k, value);
@@ -213,10 +225,15 @@ mod tests {
         assert_eq!(a.keys("agent/1", "k2"), vec!["k2"]);
         a.delete("agent/1", "k");
         assert_eq!(a.keys("agent/1", ""), vec!["k2"]);
-        assert!(a.set("s", "x".repeat(300), vec![]).is_err());
-        assert!(
-            a.set("s", "big".into(), vec![0; MAX_VALUE_BYTES + 1])
-                .is_err()
+        assert_eq!(
+            a.set("s", "x".repeat(300), vec![]),
+            Err(KvError::KeySize { len: 300 })
+        );
+        assert_eq!(
+            a.set("s", "big".into(), vec![0; MAX_VALUE_BYTES + 1]),
+            Err(KvError::ValueSize {
+                len: MAX_VALUE_BYTES + 1
+            })
         );
         for i in 0..3 {
             a.set("s", format!("v{i}"), vec![0; MAX_VALUE_BYTES])
@@ -225,7 +242,15 @@ mod tests {
         let e = a
             .set("s", "v5".into(), vec![0; MAX_VALUE_BYTES])
             .unwrap_err();
-        assert!(e.contains("quota"), "{e}");
+        assert!(
+            matches!(e, KvError::Quota { total } if total > QUOTA_BYTES),
+            "{e}"
+        );
+        // The guest reads the limit and what to do.
+        assert!(
+            e.to_string().contains("quota of 4194304; delete keys"),
+            "{e}"
+        );
         // Replacing a value frees its old bytes.
         a.set("s", "v0".into(), vec![]).unwrap();
         a.set("s", "v5".into(), vec![0; 1000]).unwrap();

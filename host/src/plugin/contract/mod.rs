@@ -6,8 +6,9 @@
 //!   the result are resources; components that import nothing that can wait
 //!   are called without a fiber.
 //! * [`v0_1`] — `toolgate:plugin@0.1.x`, kept for the components third
-//!   parties built against it; it behaves as it always did, implemented on
-//!   top of the 0.2 conversions.
+//!   parties built against it; it behaves as it always did, as an adapter
+//!   of 0.2: the types the two share are 0.2's, its imports call the 0.2
+//!   ones, its answers convert to 0.2's (`From`) and are checked there.
 //!
 //! A component names one version throughout; mixing versions, or naming
 //! one this host does not speak, is refused with both the version found and
@@ -394,39 +395,31 @@ pub struct ListedTool {
     pub features: Features,
 }
 
-/// Call `list-tools` under `signal`.
+/// Call `list-tools` under `signal` (a 0.1 `tool-spec` as a 0.2 one).
 pub async fn list_tools(
     plugin: &ComponentPlugin,
     signal: CallSignal,
 ) -> Result<Vec<ListedTool>, InvokeError> {
-    Ok(match plugin.contract {
-        ContractVersion::V0_2 => v0_2::list_tools(plugin, signal)
-            .await?
-            .into_iter()
-            .map(|s| ListedTool {
-                name: s.name,
-                description: s.description,
-                parameters: s.parameters,
-                output_schema: s.output_schema,
-                timeout_ms: s.timeout_ms,
-                annotations: v0_2::convert::annotations_from_wit(s.annotations),
-                features: v0_2::convert::features_from_wit(s.features),
-            })
-            .collect(),
+    let specs = match plugin.contract {
+        ContractVersion::V0_2 => v0_2::list_tools(plugin, signal).await?,
         ContractVersion::V0_1 => v0_1::roles::list_tools(plugin, signal)
             .await?
             .into_iter()
-            .map(|s| ListedTool {
-                name: s.name,
-                description: s.description,
-                parameters: s.parameters,
-                output_schema: s.output_schema,
-                timeout_ms: s.timeout_ms,
-                annotations: v0_1::convert::annotations_from_wit(s.annotations),
-                features: v0_1::convert::features_from_wit(s.features),
-            })
+            .map(Into::into)
             .collect(),
-    })
+    };
+    Ok(specs
+        .into_iter()
+        .map(|s| ListedTool {
+            name: s.name,
+            description: s.description,
+            parameters: s.parameters,
+            output_schema: s.output_schema,
+            timeout_ms: s.timeout_ms,
+            annotations: v0_2::convert::annotations_from_wit(s.annotations),
+            features: v0_2::convert::features_from_wit(s.features),
+        })
+        .collect())
 }
 
 /// The plugin's role adapters, for the registry.

@@ -1,22 +1,149 @@
-//! Host types ↔ `toolgate:plugin@0.1.0` types (frozen contract).
+//! `toolgate:plugin@0.1.0` types ↔ their 0.2 counterparts, and the few
+//! host → 0.1 conversions 0.2 has no counterpart for (the call as a record,
+//! a result as a value, a recorded result).
 //!
-//! Same rules as the 0.2 conversions: total toward the guest, checked
-//! against the budgets from the guest. 0.1 content has no audio or link
-//! blocks: toward a 0.1 guest they become a text block describing them.
+//! Every 0.1 type converts to and from its 0.2 twin by `From`; the host's
+//! own conversions are 0.2's ([`latest`]). 0.1 → 0.2 is total (0.1 content
+//! is a subset), and every guest answer then goes through the 0.2 checks
+//! (budgets, limits, shapes). 0.2 → 0.1 loses what 0.1 cannot say: an
+//! audio or link block becomes a text block describing it.
 
 use serde_json::Value;
 
-use crate::bindings::v0_1::toolgate::plugin::process as wit_process;
+use crate::bindings::v0_1::toolgate::plugin::log as log1;
 use crate::bindings::v0_1::wit;
-use crate::budgets::{Budgets, cut};
-use crate::call::{CallInfo, CallSignal, Features};
-use crate::content::{Content, ContentError, ResourceContents};
+use crate::bindings::v0_2::toolgate::plugin::log as log2;
+use crate::bindings::v0_2::wit as w2;
+use crate::budgets::Budgets;
+use crate::call::{CallInfo, CallSignal};
+use crate::content::{Content, ContentError};
 use crate::outcome::{CallError, CallRecord, Outcome};
-use crate::plugin::contract::v0_2::convert as latest;
+use crate::plugin::contract::v0_2::convert::{self as latest, map_flags};
 use crate::policy::{PostDecision, PreDecision};
-use crate::seams::process;
 
-pub use latest::{GuestFailure, shape_code};
+pub use latest::AnswerError;
+
+/// The same-named fields (or cases) of a record (or enum) of one version,
+/// in the other.
+macro_rules! same_fields {
+    ($from:ty => $to:ty { $($field:ident),* }) => {
+        impl From<$from> for $to {
+            fn from(x: $from) -> Self {
+                Self { $($field: x.$field.into()),* }
+            }
+        }
+    };
+}
+
+macro_rules! same_cases {
+    ($from:ty => $to:ty { $($case:ident $(($x:ident))?),* }) => {
+        impl From<$from> for $to {
+            fn from(x: $from) -> Self {
+                type A = $from;
+                match x { $(A::$case $(($x))? => Self::$case $(($x.into()))?),* }
+            }
+        }
+    };
+}
+
+same_fields!(wit::Image => w2::Media { data, mime_type });
+same_fields!(w2::Media => wit::Image { data, mime_type });
+same_cases!(wit::ResourceContents => w2::ResourceContents { Text(t), Blob(b) });
+same_cases!(w2::ResourceContents => wit::ResourceContents { Text(t), Blob(b) });
+same_fields!(wit::EmbeddedResource => w2::EmbeddedResource { uri, mime_type, contents });
+same_fields!(w2::EmbeddedResource => wit::EmbeddedResource { uri, mime_type, contents });
+same_fields!(wit::ToolFailure => w2::ToolFailure { name, code, message, details });
+same_fields!(w2::ToolFailure => wit::ToolFailure { name, code, message, details });
+same_cases!(wit::PreDecision => w2::PreDecision { Allow, Deny(r), Ask(p) });
+same_cases!(w2::PreDecision => wit::PreDecision { Allow, Deny(r), Ask(p) });
+same_cases!(log1::Level => log2::Level { Trace, Debug, Info, Warn, Error });
+
+impl From<wit::ToolAnnotations> for w2::ToolAnnotations {
+    fn from(a: wit::ToolAnnotations) -> Self {
+        map_flags!(a, wit::ToolAnnotations => w2::ToolAnnotations, [READ_ONLY, DESTRUCTIVE, IDEMPOTENT, OPEN_WORLD])
+    }
+}
+
+impl From<wit::ToolFeatures> for w2::ToolFeatures {
+    fn from(f: wit::ToolFeatures) -> Self {
+        map_flags!(f, wit::ToolFeatures => w2::ToolFeatures, [CLASSIFIER, FINALIZER, PRESENT_CALL, PRESENT_RESULT])
+    }
+}
+
+same_fields!(wit::ToolSpec => w2::ToolSpec {
+    name, description, parameters, output_schema, timeout_ms, annotations, features
+});
+
+impl From<wit::ContentBlock> for w2::ContentBlock {
+    fn from(b: wit::ContentBlock) -> Self {
+        match b {
+            wit::ContentBlock::Text(t) => w2::ContentBlock::Text(t),
+            wit::ContentBlock::Image(i) => w2::ContentBlock::Image(i.into()),
+            wit::ContentBlock::Json(j) => w2::ContentBlock::Json(j),
+            wit::ContentBlock::Resource(r) => w2::ContentBlock::Resource(r.into()),
+        }
+    }
+}
+
+impl From<w2::ContentBlock> for wit::ContentBlock {
+    fn from(b: w2::ContentBlock) -> Self {
+        match b {
+            w2::ContentBlock::Text(t) => wit::ContentBlock::Text(t),
+            w2::ContentBlock::Image(i) => wit::ContentBlock::Image(i.into()),
+            w2::ContentBlock::Audio(a) => {
+                wit::ContentBlock::Text(format!("[audio: {}, {} bytes]", a.mime_type, a.data.len()))
+            }
+            w2::ContentBlock::Json(j) => wit::ContentBlock::Json(j),
+            w2::ContentBlock::Resource(r) => wit::ContentBlock::Resource(r.into()),
+            w2::ContentBlock::Link(l) => {
+                wit::ContentBlock::Text(format!("[link: {} <{}>]", l.name, l.uri))
+            }
+        }
+    }
+}
+
+/// Content blocks of one version, in the other.
+fn blocks<A, B: From<A>>(blocks: Vec<A>) -> Vec<B> {
+    blocks.into_iter().map(Into::into).collect()
+}
+
+impl From<wit::ToolResult> for w2::ToolResult {
+    fn from(r: wit::ToolResult) -> Self {
+        match r {
+            wit::ToolResult::Success(s) => w2::ToolResult::Success(w2::Success {
+                value: s.value,
+                content: blocks(s.content),
+                meta: s.meta,
+            }),
+            wit::ToolResult::Failure(f) => w2::ToolResult::Failure(w2::Failure {
+                error: f.error.into(),
+                content: blocks(f.content),
+            }),
+        }
+    }
+}
+
+impl From<w2::PostDecision> for wit::PostDecision {
+    fn from(d: w2::PostDecision) -> Self {
+        match d {
+            w2::PostDecision::Accept => wit::PostDecision::Accept,
+            w2::PostDecision::AcceptValue(v) => wit::PostDecision::AcceptValue(v),
+            w2::PostDecision::AcceptContent(c) => wit::PostDecision::AcceptContent(blocks(c)),
+            w2::PostDecision::Block(f) => wit::PostDecision::Block(f),
+        }
+    }
+}
+
+impl From<wit::PostDecision> for w2::PostDecision {
+    fn from(d: wit::PostDecision) -> Self {
+        match d {
+            wit::PostDecision::Accept => w2::PostDecision::Accept,
+            wit::PostDecision::AcceptValue(v) => w2::PostDecision::AcceptValue(v),
+            wit::PostDecision::AcceptContent(c) => w2::PostDecision::AcceptContent(blocks(c)),
+            wit::PostDecision::Block(f) => w2::PostDecision::Block(f),
+        }
+    }
+}
 
 /// The 0.1 call record, with the deadline as seen now.
 pub fn call_info(call: &CallInfo, signal: Option<&CallSignal>) -> wit::CallInfo {
@@ -31,7 +158,7 @@ pub fn call_info(call: &CallInfo, signal: Option<&CallSignal>) -> wit::CallInfo 
             .map(|d| d.as_millis() as u64),
         code_mode: call.code_mode,
         tool_timeout_ms: call.tool.timeout_ms,
-        tool_annotations: latest::map_flags!(
+        tool_annotations: map_flags!(
             call.tool.annotations,
             crate::call::Annotations => wit::ToolAnnotations,
             [READ_ONLY, DESTRUCTIVE, IDEMPOTENT, OPEN_WORLD]
@@ -39,104 +166,21 @@ pub fn call_info(call: &CallInfo, signal: Option<&CallSignal>) -> wit::CallInfo 
     }
 }
 
-pub fn features_from_wit(f: wit::ToolFeatures) -> Features {
-    latest::map_flags!(f, wit::ToolFeatures => Features, [CLASSIFIER, FINALIZER, PRESENT_CALL, PRESENT_RESULT])
+/// Host content as a 0.1 guest sees it.
+pub fn content_to_wit(content: &[Content]) -> Vec<wit::ContentBlock> {
+    blocks(latest::content_to_wit(content))
 }
 
-pub fn annotations_from_wit(a: wit::ToolAnnotations) -> crate::call::Annotations {
-    latest::map_flags!(
-        a,
-        wit::ToolAnnotations => crate::call::Annotations,
-        [READ_ONLY, DESTRUCTIVE, IDEMPOTENT, OPEN_WORLD]
-    )
-}
-
-pub fn content_to_wit(blocks: &[Content]) -> Vec<wit::ContentBlock> {
-    blocks
-        .iter()
-        .map(|b| match b {
-            Content::Text(t) => wit::ContentBlock::Text(t.clone()),
-            Content::Image { data, mime_type } => wit::ContentBlock::Image(wit::Image {
-                data: data.clone(),
-                mime_type: mime_type.clone(),
-            }),
-            Content::Audio { data, mime_type } => {
-                wit::ContentBlock::Text(format!("[audio: {mime_type}, {} bytes]", data.len()))
-            }
-            Content::Json(v) => wit::ContentBlock::Json(v.to_string()),
-            Content::Resource {
-                uri,
-                mime_type,
-                contents,
-            } => wit::ContentBlock::Resource(wit::EmbeddedResource {
-                uri: uri.clone(),
-                mime_type: mime_type.clone(),
-                contents: match contents {
-                    ResourceContents::Text(t) => wit::ResourceContents::Text(t.clone()),
-                    ResourceContents::Blob(b) => wit::ResourceContents::Blob(b.clone()),
-                },
-            }),
-            Content::Link(l) => wit::ContentBlock::Text(format!("[link: {} <{}>]", l.name, l.uri)),
-        })
-        .collect()
-}
-
-/// 0.1 guest content, checked like 0.2 content.
+/// 0.1 guest content, checked as 0.2 content is.
 pub fn content_from_wit(
     blocks: Vec<wit::ContentBlock>,
     budgets: &Budgets,
     limits: &toolgate_schema::Limits,
 ) -> Result<Vec<Content>, ContentError> {
-    use crate::bindings::v0_2::wit as w2;
-    let latest: Vec<w2::ContentBlock> = blocks
-        .into_iter()
-        .map(|b| match b {
-            wit::ContentBlock::Text(t) => w2::ContentBlock::Text(t),
-            wit::ContentBlock::Image(i) => w2::ContentBlock::Image(w2::Media {
-                data: i.data,
-                mime_type: i.mime_type,
-            }),
-            wit::ContentBlock::Json(j) => w2::ContentBlock::Json(j),
-            wit::ContentBlock::Resource(r) => w2::ContentBlock::Resource(w2::EmbeddedResource {
-                uri: r.uri,
-                mime_type: r.mime_type,
-                contents: match r.contents {
-                    wit::ResourceContents::Text(t) => w2::ResourceContents::Text(t),
-                    wit::ResourceContents::Blob(b) => w2::ResourceContents::Blob(b),
-                },
-            }),
-        })
-        .collect();
-    latest::content_from_wit(latest, budgets, limits)
+    latest::content_from_wit(self::blocks(blocks), budgets, limits)
 }
 
-pub fn failure_to_wit(error: &CallError) -> wit::ToolFailure {
-    wit::ToolFailure {
-        name: error.name.clone(),
-        code: error.code.as_str().to_string(),
-        message: error.message.clone(),
-        details: error.details.as_ref().map(Value::to_string),
-    }
-}
-
-pub fn failure_from_wit(
-    f: wit::ToolFailure,
-    budgets: &Budgets,
-    limits: &toolgate_schema::Limits,
-) -> GuestFailure {
-    latest::failure_from_wit(
-        crate::bindings::v0_2::wit::ToolFailure {
-            name: f.name,
-            code: f.code,
-            message: f.message,
-            details: f.details,
-        },
-        budgets,
-        limits,
-    )
-}
-
-/// A result as 0.1 policies see it.
+/// A result as 0.1 policies see it (a value; 0.2 lends a handle).
 pub fn outcome_to_wit(o: &Outcome) -> wit::ToolResult {
     match o {
         Outcome::Success {
@@ -155,6 +199,25 @@ pub fn outcome_to_wit(o: &Outcome) -> wit::ToolResult {
     }
 }
 
+/// A host failure as a 0.1 guest sees it.
+fn failure_to_wit(error: &CallError) -> wit::ToolFailure {
+    latest::failure_to_wit(error).into()
+}
+
+/// A 0.1 guest's failure, checked as a 0.2 one.
+pub fn failure_from_wit(
+    f: wit::ToolFailure,
+    budgets: &Budgets,
+    limits: &toolgate_schema::Limits,
+) -> latest::GuestFailure {
+    latest::failure_from_wit(f.into(), budgets, limits)
+}
+
+/// A 0.1 guest's pre-execute decision, checked as a 0.2 one.
+pub fn pre_decision_from_wit(d: wit::PreDecision, budgets: &Budgets) -> PreDecision {
+    latest::pre_decision_from_wit(d.into(), budgets)
+}
+
 /// The recorded result, as 0.1 observers see it.
 pub fn record_to_wit(r: &CallRecord) -> wit::RecordedResult {
     match &r.error {
@@ -169,78 +232,51 @@ pub fn record_to_wit(r: &CallRecord) -> wit::RecordedResult {
     }
 }
 
-pub fn pre_decision_to_wit(d: &PreDecision) -> wit::PreDecision {
-    match d {
-        PreDecision::Allow => wit::PreDecision::Allow,
-        PreDecision::Deny(r) => wit::PreDecision::Deny(r.clone()),
-        PreDecision::Ask(p) => wit::PreDecision::Ask(p.clone()),
-    }
-}
-
-pub fn pre_decision_from_wit(d: wit::PreDecision, budgets: &Budgets) -> PreDecision {
-    match d {
-        wit::PreDecision::Allow => PreDecision::Allow,
-        wit::PreDecision::Deny(r) => PreDecision::Deny(cut(r, budgets.max_message_bytes)),
-        wit::PreDecision::Ask(p) => PreDecision::Ask(cut(p, budgets.max_message_bytes)),
-    }
-}
-
-pub fn post_decision_to_wit(d: &PostDecision) -> wit::PostDecision {
-    match d {
-        PostDecision::Accept => wit::PostDecision::Accept,
-        PostDecision::AcceptValue(v) => wit::PostDecision::AcceptValue(v.to_string()),
-        PostDecision::AcceptContent(c) => wit::PostDecision::AcceptContent(content_to_wit(c)),
-        PostDecision::Block(f) => wit::PostDecision::Block(f.clone()),
-    }
-}
-
+/// A 0.1 guest's post-execute decision, checked as a 0.2 one.
 pub fn post_decision_from_wit(
     d: wit::PostDecision,
     budgets: &Budgets,
     limits: &toolgate_schema::Limits,
-) -> Result<PostDecision, String> {
-    Ok(match d {
-        wit::PostDecision::Accept => PostDecision::Accept,
-        wit::PostDecision::AcceptValue(text) => PostDecision::AcceptValue(
-            toolgate_schema::parse(&text, limits)
-                .map_err(|e| format!("accept-value is not acceptable JSON: {e}"))?,
-        ),
-        wit::PostDecision::AcceptContent(c) => PostDecision::AcceptContent(
-            content_from_wit(c, budgets, limits).map_err(|e| e.to_string())?,
-        ),
-        wit::PostDecision::Block(f) => PostDecision::Block(cut(f, budgets.max_message_bytes)),
-    })
+) -> Result<PostDecision, AnswerError> {
+    latest::post_decision_from_wit(d.into(), budgets, limits)
 }
 
-pub fn options_from_wit(o: wit_process::Options) -> process::Options {
-    process::Options {
-        workdir: o.workdir,
-        stdin: o.stdin,
-        env: o.env,
-        timeout_ms: o.timeout_ms,
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::content::ResourceLink;
 
-pub fn spawned_to_wit(
-    r: Result<process::Output, process::SpawnError>,
-) -> Result<wit_process::Output, wit_process::SpawnError> {
-    match r {
-        Ok(o) => Ok(wit_process::Output {
-            exit_code: o.exit_code,
-            signal: o.signal,
-            stdout: o.stdout,
-            stderr: o.stderr,
-            stdout_truncated: o.stdout_truncated,
-            stderr_truncated: o.stderr_truncated,
-            timed_out: o.timed_out,
-        }),
-        Err(e) => Err(match e {
-            process::SpawnError::NotGranted(m) => wit_process::SpawnError::NotGranted(m),
-            process::SpawnError::SandboxUnavailable(m) => {
-                wit_process::SpawnError::SandboxUnavailable(m)
-            }
-            process::SpawnError::InvalidRequest(m) => wit_process::SpawnError::InvalidRequest(m),
-            process::SpawnError::Failed(m) => wit_process::SpawnError::Failed(m),
-        }),
+    /// What 0.1 cannot carry becomes a description; the rest round-trips.
+    #[test]
+    fn content_a_0_1_guest_sees() {
+        let blocks = vec![
+            Content::text("t"),
+            Content::Audio {
+                data: vec![0; 3],
+                mime_type: "audio/wav".into(),
+            },
+            Content::Link(ResourceLink {
+                uri: "file:///a".into(),
+                name: "a".into(),
+                title: None,
+                description: None,
+                mime_type: None,
+            }),
+        ];
+        assert_eq!(
+            content_to_wit(&blocks),
+            vec![
+                wit::ContentBlock::Text("t".into()),
+                wit::ContentBlock::Text("[audio: audio/wav, 3 bytes]".into()),
+                wit::ContentBlock::Text("[link: a <file:///a>]".into()),
+            ]
+        );
+        let back = content_from_wit(
+            content_to_wit(&blocks[..1]),
+            &Budgets::default(),
+            &toolgate_schema::Limits::default(),
+        )
+        .unwrap();
+        assert_eq!(back, blocks[..1]);
     }
 }

@@ -9,7 +9,7 @@ use serde_json::Value;
 use wasmtime::component::InstancePre;
 
 use super::convert::{
-    call_info, content_from_wit, failure_from_wit, outcome_to_wit, post_decision_from_wit,
+    AnswerError, call_info, content_from_wit, outcome_to_wit, post_decision_from_wit,
     pre_decision_from_wit, record_to_wit,
 };
 use crate::bindings::v0_1::exports::toolgate::plugin::{
@@ -20,14 +20,18 @@ use crate::bindings::v0_1::wit;
 use crate::budgets::cut;
 use crate::call::{CallInfo, CallSignal};
 use crate::content::Content;
-use crate::outcome::{CallError, CallRecord, ErrorCode, Outcome, Stage};
+use crate::outcome::{CallRecord, Outcome};
 use crate::plugin::component::{ComponentPlugin, InvokeError};
+use crate::plugin::contract::v0_2::roles::{
+    Hint, body_error, executed, helper_signal, invalid_answer, invalid_content, outcome_from_wit,
+    policy_error, rendered,
+};
 use crate::plugin::store::{CallScope, ExecSlot, Slot, StoreData};
 use crate::policy::{
     ExecNext, ExecuteAroundHook, Finalizer, Guard, PolicyError, PostDecision, PostExecuteHook,
     PostNext, PreDecision, PreExecuteHook, PreNext, ResultObserver, Role,
 };
-use crate::tool::{BodyContext, BodyError, ToolBody, ToolFailure};
+use crate::tool::{BodyContext, BodyError, ToolBody};
 
 /// Export lookups, resolved once per component.
 #[derive(Default)]
@@ -147,68 +151,10 @@ async fn invoke<R: Send>(
     lease.finish(answer)
 }
 
-fn policy_error(e: InvokeError) -> PolicyError {
-    match e {
-        InvokeError::Interrupted(i) => PolicyError::Interrupted(i),
-        other => PolicyError::Trapped(other.to_string()),
-    }
-}
-
-fn body_error(e: InvokeError) -> BodyError {
-    match e {
-        InvokeError::Interrupted(i) => BodyError::Interrupted(i),
-        InvokeError::Trap { .. } => BodyError::Trapped(e.to_string()),
-        InvokeError::Host(m) => BodyError::Internal(m),
-    }
-}
-
 /// A 0.1 policy's signal: the turn's cancellation; its budget is the
 /// pipeline's timeout, which drops the fiber.
 fn policy_signal(call: &CallInfo) -> CallSignal {
     CallSignal::new(call.cancel.clone(), None)
-}
-
-fn helper_signal(plugin: &ComponentPlugin, call: &CallInfo) -> CallSignal {
-    CallSignal::new(
-        call.cancel.clone(),
-        Some(Instant::now() + plugin.context.budgets.policy_timeout),
-    )
-}
-
-/// A result produced by a 0.1 wrapper.
-fn outcome_from_wit(r: wit::ToolResult, plugin: &ComponentPlugin) -> Result<Outcome, PolicyError> {
-    let budgets = &plugin.context.budgets;
-    let limits = &plugin.limits;
-    let invalid =
-        |what: &str, e: &dyn std::fmt::Display| PolicyError::Invalid(format!("{what}: {e}"));
-    Ok(match r {
-        wit::ToolResult::Success(s) => Outcome::Success {
-            value: toolgate_schema::parse(&s.value, limits).map_err(|e| invalid("value", &e))?,
-            content: content_from_wit(s.content, budgets, limits)
-                .map_err(|e| invalid("content", &e))?,
-            meta: s
-                .meta
-                .map(|m| toolgate_schema::parse(&m, limits))
-                .transpose()
-                .map_err(|e| invalid("meta", &e))?,
-        },
-        wit::ToolResult::Failure(f) => {
-            let content =
-                content_from_wit(f.content, budgets, limits).map_err(|e| invalid("content", &e))?;
-            let f = failure_from_wit(f.error, budgets, limits);
-            Outcome::Failure {
-                error: CallError {
-                    code: ErrorCode::from_host_code(&f.code).unwrap_or(ErrorCode::Tool(f.code)),
-                    name: f.name,
-                    message: f.message,
-                    stage: Stage::Execute,
-                    decided_by: Some(plugin.name.clone()),
-                    details: f.details,
-                },
-                content,
-            }
-        }
-    })
 }
 
 /// A 0.1 component's `pre-execute-hook` export.
@@ -274,7 +220,7 @@ impl ExecuteAroundHook for AroundHook {
             // Passed on unchanged: keep the inner result exactly (its stage,
             // who decided), not a copy that went through the guest.
             (Ok(r), Some(outcome)) if r == outcome_to_wit(&outcome) => Ok(unshare(outcome)),
-            (Ok(r), _) => outcome_from_wit(r, &self.0),
+            (Ok(r), _) => outcome_from_wit(r.into(), &self.0),
             (Err(InvokeError::Interrupted(_)), Some(outcome)) => Ok(unshare(outcome)),
             (Err(e), _) => Err(policy_error(e)),
         }
@@ -308,8 +254,7 @@ impl PostExecuteHook for PostHook {
         })
         .await
         .map_err(policy_error)?;
-        post_decision_from_wit(d, &self.0.context.budgets, &self.0.limits)
-            .map_err(PolicyError::Invalid)
+        post_decision_from_wit(d, &self.0.context.budgets, &self.0.limits).map_err(invalid_answer)
     }
 }
 
@@ -370,7 +315,7 @@ impl Finalizer for FinalizerPolicy {
         .map_err(policy_error)?;
         c.map(|c| content_from_wit(c, &self.0.context.budgets, &self.0.limits))
             .transpose()
-            .map_err(|e| PolicyError::Invalid(e.to_string()))
+            .map_err(|source| invalid_answer(AnswerError::Content { part: None, source }))
     }
 }
 
@@ -453,21 +398,7 @@ impl ToolBody for Tool {
         })
         .await
         .map_err(body_error)?;
-        let plugin = &self.0;
-        match answer {
-            Ok(text) => toolgate_schema::parse(&text, &plugin.limits).map_err(|e| {
-                BodyError::InvalidResult(format!("the value is not acceptable JSON: {e}"))
-            }),
-            Err(f) => {
-                let f = failure_from_wit(f, &plugin.context.budgets, &plugin.limits);
-                Err(BodyError::Failure(ToolFailure {
-                    name: f.name,
-                    code: f.code,
-                    message: f.message,
-                    details: f.details,
-                }))
-            }
-        }
+        executed(answer.map_err(Into::into), &self.0, Hint::None)
     }
 
     async fn render(&self, call: &Arc<CallInfo>, value: &Value) -> Result<Vec<Content>, BodyError> {
@@ -479,18 +410,10 @@ impl ToolBody for Tool {
         })
         .await
         .map_err(body_error)?;
-        let plugin = &self.0;
-        match answer {
-            Ok(blocks) => content_from_wit(blocks, &plugin.context.budgets, &plugin.limits)
-                .map_err(|e| BodyError::InvalidResult(e.to_string())),
-            Err(f) => {
-                let f = failure_from_wit(f, &plugin.context.budgets, &plugin.limits);
-                Err(BodyError::InvalidResult(format!(
-                    "render failed: {}: {}",
-                    f.code, f.message
-                )))
-            }
-        }
+        let answer = answer
+            .map(|c| c.into_iter().map(Into::into).collect())
+            .map_err(Into::into);
+        rendered(answer, &self.0)
     }
 
     async fn finalize_content(
@@ -518,6 +441,6 @@ impl ToolBody for Tool {
         answer
             .map(|c| content_from_wit(c, &self.0.context.budgets, &self.0.limits))
             .transpose()
-            .map_err(|e| BodyError::InvalidResult(e.to_string()))
+            .map_err(invalid_content)
     }
 }

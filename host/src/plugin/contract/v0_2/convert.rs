@@ -268,20 +268,55 @@ pub fn post_decision_to_wit(d: &PostDecision) -> wit::PostDecision {
     }
 }
 
+/// Why a guest's answer (a decision, a result a wrapper built, content)
+/// is not acceptable: which part, and the snapshot's or the content
+/// check's own error.
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    /// A JSON part (`value`, `meta`, `accept-value`) is not acceptable.
+    #[error("{part}: {source}")]
+    Json {
+        part: &'static str,
+        #[source]
+        source: toolgate_schema::SnapshotError,
+    },
+    /// Content broke a budget or held unacceptable JSON (`part`: where the
+    /// content was, when that needs saying).
+    #[error("{}{source}", part.map(|p| format!("{p}: ")).unwrap_or_default())]
+    Content {
+        part: Option<&'static str>,
+        #[source]
+        source: ContentError,
+    },
+}
+
+impl AnswerError {
+    /// `text` snapshotted as the `part` of an answer.
+    pub fn json(
+        part: &'static str,
+        text: &str,
+        limits: &toolgate_schema::Limits,
+    ) -> Result<Value, AnswerError> {
+        toolgate_schema::parse(text, limits).map_err(|source| AnswerError::Json { part, source })
+    }
+}
+
 /// A guest's post-execute decision, checked.
 pub fn post_decision_from_wit(
     d: wit::PostDecision,
     budgets: &Budgets,
     limits: &toolgate_schema::Limits,
-) -> Result<PostDecision, String> {
+) -> Result<PostDecision, AnswerError> {
     Ok(match d {
         wit::PostDecision::Accept => PostDecision::Accept,
-        wit::PostDecision::AcceptValue(text) => PostDecision::AcceptValue(
-            toolgate_schema::parse(&text, limits)
-                .map_err(|e| format!("accept-value is not acceptable JSON: {e}"))?,
-        ),
+        wit::PostDecision::AcceptValue(text) => PostDecision::AcceptValue(AnswerError::json(
+            "accept-value is not acceptable JSON",
+            &text,
+            limits,
+        )?),
         wit::PostDecision::AcceptContent(c) => PostDecision::AcceptContent(
-            content_from_wit(c, budgets, limits).map_err(|e| e.to_string())?,
+            content_from_wit(c, budgets, limits)
+                .map_err(|source| AnswerError::Content { part: None, source })?,
         ),
         wit::PostDecision::Block(f) => PostDecision::Block(cut(f, budgets.max_message_bytes)),
     })

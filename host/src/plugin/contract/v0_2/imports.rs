@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use wasmtime::component::{HasSelf, Linker, Resource};
+use wasmtime::component::{ComponentType, HasSelf, Linker, Lower, Resource};
 
 use super::convert::{
     annotations_to_wit, content_to_wit, failure_to_wit, post_decision_to_wit, pre_decision_to_wit,
@@ -22,7 +22,8 @@ use crate::budgets::cut;
 use crate::call::CallSignal;
 use crate::outcome::Outcome;
 use crate::plugin::log::Level;
-use crate::plugin::store::{Slot, StoreData};
+use crate::plugin::store::{CallScope, Slot, StoreData};
+use crate::policy::{PostNext, PreNext};
 
 pub use crate::error::Misuse;
 
@@ -44,57 +45,82 @@ pub fn add_sync_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()
 /// rare case it has to wait (a listener after it doing I/O), the thread
 /// waits for it (see [`wait_here`]).
 pub fn add_sync_chains_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
+    link_sync_next(
+        linker,
+        PRE,
+        |s| &mut s.pre_next,
+        PreNext::run,
+        pre_decision_to_wit,
+    )?;
+    link_sync_next(
+        linker,
+        POST,
+        |s| &mut s.post_next,
+        PostNext::run,
+        post_decision_to_wit,
+    )
+}
+
+/// Link one waterfall's synchronous `next`: [`chain_next`] on the slot
+/// `slot` picks from the call's scope, the rest of the chain waited for in
+/// place.
+fn link_sync_next<N, D, F, W>(
+    linker: &mut Linker<StoreData>,
+    chain: &'static str,
+    slot: fn(&mut CallScope) -> &mut Option<Slot<N, D>>,
+    run: fn(N) -> F,
+    to_wit: fn(&D) -> W,
+) -> wasmtime::Result<()>
+where
+    N: 'static,
+    D: 'static,
+    F: std::future::Future<Output = D> + 'static,
+    W: ComponentType + Lower + Send + Sync + 'static,
+{
     linker
         .instance(&format!(
-            "toolgate:plugin/pre-execute-chain@{}",
+            "toolgate:plugin/{chain}@{}",
             super::super::CURRENT
         ))?
         .func_wrap(
             "next",
-            |mut store: wasmtime::StoreContextMut<'_, StoreData>, (): ()| {
-                let data = store.data_mut();
-                let slot = data.scope.pre_next.as_mut().ok_or_else(|| {
-                    Misuse("`pre-execute-chain.next` may only be called from `pre-execute`".into())
-                })?;
-                let decision = match std::mem::replace(slot, Slot::Running) {
-                    Slot::Pending(next) => wait_here(next.run())?,
-                    Slot::Done(decision) => decision,
-                    Slot::Running => {
-                        return Err(Misuse("`pre-execute-chain.next` re-entered".into()).into());
-                    }
-                };
-                let wit = pre_decision_to_wit(&decision);
-                *data.scope.pre_next.as_mut().expect("slot set above") = Slot::Done(decision);
-                Ok((wit,))
+            move |mut store: wasmtime::StoreContextMut<'_, StoreData>, (): ()| {
+                let next = chain_next(slot(&mut store.data_mut().scope), chain, run, to_wit);
+                Ok((wait_here(next)??,))
             },
-        )?;
-    linker
-        .instance(&format!(
-            "toolgate:plugin/post-execute-chain@{}",
-            super::super::CURRENT
-        ))?
-        .func_wrap(
-            "next",
-            |mut store: wasmtime::StoreContextMut<'_, StoreData>, (): ()| {
-                let data = store.data_mut();
-                let slot = data.scope.post_next.as_mut().ok_or_else(|| {
-                    Misuse(
-                        "`post-execute-chain.next` may only be called from `post-execute`".into(),
-                    )
-                })?;
-                let decision = match std::mem::replace(slot, Slot::Running) {
-                    Slot::Pending(next) => wait_here(next.run())?,
-                    Slot::Done(decision) => decision,
-                    Slot::Running => {
-                        return Err(Misuse("`post-execute-chain.next` re-entered".into()).into());
-                    }
-                };
-                let wit = post_decision_to_wit(&decision);
-                *data.scope.post_next.as_mut().expect("slot set above") = Slot::Done(decision);
-                Ok((wit,))
-            },
-        )?;
-    Ok(())
+        )
+}
+
+/// The waterfalls whose `next` answers with a decision: the interface, and
+/// the export it may be called from.
+const PRE: &str = "pre-execute-chain";
+const POST: &str = "post-execute-chain";
+
+/// A waterfall's `next`, on either path: the rest of the chain (`run`)
+/// runs at most once per call and a second `next` gets the same answer;
+/// called outside its hook, or re-entered while the rest runs, it is a
+/// misuse (a trap). `to_wit` makes the answer the guest gets.
+async fn chain_next<N, D, F, W>(
+    slot: &mut Option<Slot<N, D>>,
+    chain: &str,
+    run: impl FnOnce(N) -> F,
+    to_wit: impl FnOnce(&D) -> W,
+) -> wasmtime::Result<W>
+where
+    F: std::future::Future<Output = D>,
+{
+    let Some(taken) = slot.as_mut() else {
+        let hook = chain.trim_end_matches("-chain");
+        return Err(Misuse(format!("`{chain}.next` may only be called from `{hook}`")).into());
+    };
+    let answer = match std::mem::replace(taken, Slot::Running) {
+        Slot::Pending(next) => run(next).await,
+        Slot::Done(answer) => answer,
+        Slot::Running => return Err(Misuse(format!("`{chain}.next` re-entered")).into()),
+    };
+    let wit = to_wit(&answer);
+    *slot = Some(Slot::Done(answer));
+    Ok(wit)
 }
 
 /// Drive `fut` to its end on this thread, from inside a synchronous guest
@@ -398,23 +424,13 @@ impl imports::deferred_context::Host for StoreData {
 
 impl imports::pre_execute_chain::Host for StoreData {
     async fn next(&mut self) -> wasmtime::Result<wit::PreDecision> {
-        let slot = self.scope.pre_next.as_mut().ok_or_else(|| {
-            Misuse("`pre-execute-chain.next` may only be called from `pre-execute`".into())
-        })?;
-        match std::mem::replace(slot, Slot::Running) {
-            Slot::Pending(next) => {
-                let decision = next.run().await;
-                let wit = pre_decision_to_wit(&decision);
-                *self.scope.pre_next.as_mut().expect("slot set above") = Slot::Done(decision);
-                Ok(wit)
-            }
-            Slot::Done(decision) => {
-                let wit = pre_decision_to_wit(&decision);
-                *slot = Slot::Done(decision);
-                Ok(wit)
-            }
-            Slot::Running => Err(Misuse("`pre-execute-chain.next` re-entered".into()).into()),
-        }
+        chain_next(
+            &mut self.scope.pre_next,
+            PRE,
+            PreNext::run,
+            pre_decision_to_wit,
+        )
+        .await
     }
 }
 
@@ -443,22 +459,12 @@ impl imports::execute_chain::Host for StoreData {
 
 impl imports::post_execute_chain::Host for StoreData {
     async fn next(&mut self) -> wasmtime::Result<wit::PostDecision> {
-        let slot = self.scope.post_next.as_mut().ok_or_else(|| {
-            Misuse("`post-execute-chain.next` may only be called from `post-execute`".into())
-        })?;
-        match std::mem::replace(slot, Slot::Running) {
-            Slot::Pending(next) => {
-                let decision = next.run().await;
-                let wit = post_decision_to_wit(&decision);
-                *self.scope.post_next.as_mut().expect("slot set above") = Slot::Done(decision);
-                Ok(wit)
-            }
-            Slot::Done(decision) => {
-                let wit = post_decision_to_wit(&decision);
-                *slot = Slot::Done(decision);
-                Ok(wit)
-            }
-            Slot::Running => Err(Misuse("`post-execute-chain.next` re-entered".into()).into()),
-        }
+        chain_next(
+            &mut self.scope.post_next,
+            POST,
+            PostNext::run,
+            post_decision_to_wit,
+        )
+        .await
     }
 }

@@ -15,14 +15,16 @@ use serde_json::Value;
 use wasmtime::component::{ComponentNamedList, Lift, Lower, Resource, TypedFunc};
 
 use super::convert::{
-    GuestFailure, content_from_wit, failure_from_wit, post_decision_from_wit, pre_decision_from_wit,
+    AnswerError, GuestFailure, content_from_wit, failure_from_wit, post_decision_from_wit,
+    pre_decision_from_wit,
 };
 use super::exports::Exports;
 use crate::bindings::v0_2::wit;
 use crate::bindings::{CallHandle, ResultHandle};
 use crate::budgets::cut;
 use crate::call::{CallInfo, CallSignal};
-use crate::content::Content;
+use crate::cause::Cause;
+use crate::content::{Content, ContentError};
 use crate::outcome::{CallError, CallRecord, ErrorCode, Outcome, Stage};
 use crate::plugin::component::{CallPath, ComponentPlugin, InvokeError};
 use crate::plugin::store::{CallScope, ExecSlot, Slot, StoreData};
@@ -108,48 +110,70 @@ fn policy_scope(plugin: &ComponentPlugin, call: &Arc<CallInfo>) -> CallScope {
 
 /// The signal of a tool's helper export (render, finalize, present): its
 /// own budget, on either path, and the turn's cancellation.
-fn helper_signal(plugin: &ComponentPlugin, call: &CallInfo) -> CallSignal {
+pub(in crate::plugin::contract) fn helper_signal(
+    plugin: &ComponentPlugin,
+    call: &CallInfo,
+) -> CallSignal {
     CallSignal::new(
         call.cancel.clone(),
         Some(Instant::now() + plugin.context.budgets.policy_timeout),
     )
 }
 
-fn policy_error(e: InvokeError) -> PolicyError {
+/// A policy export that did not answer, as the policy traits say it (the
+/// [`InvokeError`] kept as the cause).
+pub(in crate::plugin::contract) fn policy_error(e: InvokeError) -> PolicyError {
     match e {
         InvokeError::Interrupted(i) => PolicyError::Interrupted(i),
-        other => PolicyError::Trapped(other.to_string()),
+        other => PolicyError::Trapped(Cause::new(other)),
     }
 }
 
-fn body_error(e: InvokeError) -> BodyError {
+/// A tool export that did not answer, as the tool trait says it.
+pub(in crate::plugin::contract) fn body_error(e: InvokeError) -> BodyError {
     match e {
         InvokeError::Interrupted(i) => BodyError::Interrupted(i),
-        InvokeError::Trap { .. } => BodyError::Trapped(e.to_string()),
-        InvokeError::Host(m) => BodyError::Internal(m),
+        e @ InvokeError::Trap { .. } => BodyError::Trapped(Cause::new(e)),
+        e @ InvokeError::Host { .. } => BodyError::Internal(Cause::new(e)),
     }
 }
 
-/// A result a wrapper built, checked like any guest answer.
-fn outcome_from_wit(r: wit::ToolResult, plugin: &ComponentPlugin) -> Result<Outcome, PolicyError> {
+/// A policy's answer that is not acceptable.
+pub(in crate::plugin::contract) fn invalid_answer(e: AnswerError) -> PolicyError {
+    PolicyError::Invalid(Cause::new(e))
+}
+
+/// Content a tool returned that is not acceptable.
+pub(in crate::plugin::contract) fn invalid_content(e: ContentError) -> BodyError {
+    BodyError::InvalidResult(Cause::new(e))
+}
+
+/// A result a wrapper built (0.2, or 0.1 converted), checked like any
+/// guest answer.
+pub(in crate::plugin::contract) fn outcome_from_wit(
+    r: wit::ToolResult,
+    plugin: &ComponentPlugin,
+) -> Result<Outcome, PolicyError> {
     let budgets = &plugin.context.budgets;
     let limits = &plugin.limits;
-    let invalid =
-        |what: &str, e: &dyn std::fmt::Display| PolicyError::Invalid(format!("{what}: {e}"));
+    let content = |c| {
+        content_from_wit(c, budgets, limits).map_err(|source| AnswerError::Content {
+            part: Some("content"),
+            source,
+        })
+    };
     Ok(match r {
         wit::ToolResult::Success(s) => Outcome::Success {
-            value: toolgate_schema::parse(&s.value, limits).map_err(|e| invalid("value", &e))?,
-            content: content_from_wit(s.content, budgets, limits)
-                .map_err(|e| invalid("content", &e))?,
+            value: AnswerError::json("value", &s.value, limits).map_err(invalid_answer)?,
+            content: content(s.content).map_err(invalid_answer)?,
             meta: s
                 .meta
-                .map(|m| toolgate_schema::parse(&m, limits))
+                .map(|m| AnswerError::json("meta", &m, limits))
                 .transpose()
-                .map_err(|e| invalid("meta", &e))?,
+                .map_err(invalid_answer)?,
         },
         wit::ToolResult::Failure(f) => {
-            let content =
-                content_from_wit(f.content, budgets, limits).map_err(|e| invalid("content", &e))?;
+            let content = content(f.content).map_err(invalid_answer)?;
             let GuestFailure {
                 name,
                 code,
@@ -169,6 +193,64 @@ fn outcome_from_wit(r: wit::ToolResult, plugin: &ComponentPlugin) -> Result<Outc
             }
         }
     })
+}
+
+/// Whether a tool's failure gets the host's hint about file grants (0.2
+/// tools do; 0.1 tools keep their message as it always was).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(in crate::plugin::contract) enum Hint {
+    FsGrants,
+    None,
+}
+
+/// What a tool's `execute` answered, checked: its value, or its failure.
+pub(in crate::plugin::contract) fn executed(
+    answer: Result<String, wit::ToolFailure>,
+    plugin: &ComponentPlugin,
+    hint: Hint,
+) -> Result<Value, BodyError> {
+    let f = match answer {
+        Ok(text) => {
+            return AnswerError::json("the value is not acceptable JSON", &text, &plugin.limits)
+                .map_err(|e| BodyError::InvalidResult(Cause::new(e)));
+        }
+        Err(f) => failure_from_wit(f, &plugin.context.budgets, &plugin.limits),
+    };
+    // A tool that reports a missing file outside its grants: say it is
+    // not granted, and what to add.
+    let hinted = match hint {
+        Hint::FsGrants => plugin.fs_hint(&f.message),
+        Hint::None => None,
+    };
+    let message = match hinted {
+        Some(hint) => format!("{}; {hint}", f.message),
+        None => f.message,
+    };
+    Err(BodyError::Failure(ToolFailure {
+        name: f.name,
+        code: f.code,
+        message,
+        details: f.details,
+    }))
+}
+
+/// What a tool's `render` answered, checked: its content, or why not.
+pub(in crate::plugin::contract) fn rendered(
+    answer: Result<Vec<wit::ContentBlock>, wit::ToolFailure>,
+    plugin: &ComponentPlugin,
+) -> Result<Vec<Content>, BodyError> {
+    match answer {
+        Ok(blocks) => content_from_wit(blocks, &plugin.context.budgets, &plugin.limits)
+            .map_err(invalid_content),
+        Err(f) => {
+            let f = failure_from_wit(f, &plugin.context.budgets, &plugin.limits);
+            // The guest's own failure: its code and message are all there
+            // is (strings, by the contract).
+            Err(BodyError::InvalidResult(
+                format!("render failed: {}: {}", f.code, f.message).into(),
+            ))
+        }
+    }
 }
 
 /// A component's `pre-execute-hook` export.
@@ -291,8 +373,7 @@ impl PostExecuteHook for PostHook {
         )
         .await
         .map_err(policy_error)?;
-        post_decision_from_wit(d, &plugin.context.budgets, &plugin.limits)
-            .map_err(PolicyError::Invalid)
+        post_decision_from_wit(d, &plugin.context.budgets, &plugin.limits).map_err(invalid_answer)
     }
 }
 
@@ -343,7 +424,7 @@ impl Finalizer for FinalizerPolicy {
         .map_err(policy_error)?;
         c.map(|c| content_from_wit(c, &plugin.context.budgets, &plugin.limits))
             .transpose()
-            .map_err(|e| PolicyError::Invalid(e.to_string()))
+            .map_err(|source| invalid_answer(AnswerError::Content { part: None, source }))
     }
 }
 
@@ -415,26 +496,7 @@ impl ToolBody for Tool {
         let (answer,) = invoke(plugin, scope, lent, |e| e.execute, |r| (r.call(),), done)
             .await
             .map_err(body_error)?;
-        match answer {
-            Ok(text) => toolgate_schema::parse(&text, &plugin.limits).map_err(|e| {
-                BodyError::InvalidResult(format!("the value is not acceptable JSON: {e}"))
-            }),
-            Err(f) => {
-                let f = failure_from_wit(f, &plugin.context.budgets, &plugin.limits);
-                // A tool that reports a missing file outside its grants:
-                // say it is not granted, and what to add.
-                let message = match plugin.fs_hint(&f.message) {
-                    Some(hint) => format!("{}; {hint}", f.message),
-                    None => f.message,
-                };
-                Err(BodyError::Failure(ToolFailure {
-                    name: f.name,
-                    code: f.code,
-                    message,
-                    details: f.details,
-                }))
-            }
-        }
+        executed(answer, plugin, Hint::FsGrants)
     }
 
     async fn render(&self, call: &Arc<CallInfo>, value: &Value) -> Result<Vec<Content>, BodyError> {
@@ -451,17 +513,7 @@ impl ToolBody for Tool {
         )
         .await
         .map_err(body_error)?;
-        match answer {
-            Ok(blocks) => content_from_wit(blocks, &plugin.context.budgets, &plugin.limits)
-                .map_err(|e| BodyError::InvalidResult(e.to_string())),
-            Err(f) => {
-                let f = failure_from_wit(f, &plugin.context.budgets, &plugin.limits);
-                Err(BodyError::InvalidResult(format!(
-                    "render failed: {}: {}",
-                    f.code, f.message
-                )))
-            }
-        }
+        rendered(answer, plugin)
     }
 
     async fn present_call(&self, call: &Arc<CallInfo>) -> Result<Option<CallCard>, BodyError> {
@@ -512,6 +564,54 @@ impl ToolBody for Tool {
         answer
             .map(|c| content_from_wit(c, &plugin.context.budgets, &plugin.limits))
             .transpose()
-            .map_err(|e| BodyError::InvalidResult(e.to_string()))
+            .map_err(invalid_content)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::memory::MemoryError;
+
+    /// A trap reaches the pipeline as the same sentence, with the guest's
+    /// error (and the host's cause in it) kept underneath.
+    #[test]
+    fn a_trap_keeps_the_guest_error() {
+        let trap = || InvokeError::Trap {
+            message: "plugin `p` ran out of memory".into(),
+            stderr: String::new(),
+            hint: String::new(),
+            source: wasmtime::Error::from(MemoryError::OverCap {
+                plugin: "p".into(),
+                desired: 2,
+                cap: 1,
+                setting: "`[limits] guest_memory_mb`",
+            }),
+        };
+        let e = policy_error(trap());
+        assert_eq!(e.to_string(), "trapped: plugin `p` ran out of memory");
+        let PolicyError::Trapped(cause) = &e else {
+            panic!("not a trap: {e:?}");
+        };
+        assert!(cause.downcast_ref::<InvokeError>().is_some());
+        assert!(cause.find::<MemoryError>().is_some());
+        let source = std::error::Error::source(&e).expect("a source()");
+        assert!(source.downcast_ref::<InvokeError>().is_some());
+        let BodyError::Trapped(cause) = body_error(trap()) else {
+            panic!("a tool's trap is a trap");
+        };
+        assert!(cause.find::<MemoryError>().is_some());
+    }
+
+    /// A refused answer names the part and keeps the snapshot's error.
+    #[test]
+    fn a_refused_answer_keeps_its_cause() {
+        let limits = toolgate_schema::Limits::default();
+        let e = AnswerError::json("value", "{not json", &limits).unwrap_err();
+        assert!(e.to_string().starts_with("value: "), "{e}");
+        let PolicyError::Invalid(cause) = invalid_answer(e) else {
+            panic!("an unacceptable answer is Invalid");
+        };
+        assert!(cause.find::<toolgate_schema::SnapshotError>().is_some());
     }
 }
