@@ -412,9 +412,20 @@ impl ToolBody for Tool {
             call: Some(call.clone()),
             ..Lent::default()
         };
-        let (answer,) = invoke(plugin, scope, lent, |e| e.execute, |r| (r.call(),), done)
-            .await
-            .map_err(body_error)?;
+        // The paths the host refused it this call (no grant covers them):
+        // certainty for the hint below.
+        let (answer, ungranted) = invoke(
+            plugin,
+            scope,
+            lent,
+            |e| e.execute,
+            |r| (r.call(),),
+            |data: &mut StoreData, (answer,)| {
+                Ok((answer, std::mem::take(&mut data.scope.ungranted)))
+            },
+        )
+        .await
+        .map_err(body_error)?;
         match answer {
             Ok(text) => toolgate_schema::parse(&text, &plugin.limits).map_err(|e| {
                 BodyError::InvalidResult(format!("the value is not acceptable JSON: {e}"))
@@ -423,7 +434,7 @@ impl ToolBody for Tool {
                 let f = failure_from_wit(f, &plugin.context.budgets, &plugin.limits);
                 // A tool that reports a missing file outside its grants:
                 // say it is not granted, and what to add.
-                let message = match plugin.fs_hint(&f.message) {
+                let message = match plugin.fs_hint(&f.message, &ungranted) {
                     Some(hint) => format!("{}; {hint}", f.message),
                     None => f.message,
                 };
