@@ -163,7 +163,7 @@ pub fn cut(mut s: String, max: usize) -> String {
 }
 
 /// Paths one call may be refused for lacking an fs grant that the host
-/// records, logs and names in the call's error
+/// records (logging the first) and names in the call's error
 /// ([`crate::plugin::ungranted`]); further refusals of the same call are
 /// answered alike, unrecorded. Threat: a guest that probes a million paths
 /// floods the log. 4; not configurable.

@@ -247,7 +247,15 @@ mod tests {
     #[test]
     fn other_failures_get_nothing() {
         assert!(hint("reader", &Grants::default(), "ValueError: bad", &[]).is_none());
-        assert!(hint("reader", &Grants::default(), "notes.txt: Permission denied", &[]).is_none());
+        assert!(
+            hint(
+                "reader",
+                &Grants::default(),
+                "notes.txt: Permission denied",
+                &[]
+            )
+            .is_none()
+        );
     }
 
     /// A path the host refused (the sentinel of [`super::super::ungranted`]):

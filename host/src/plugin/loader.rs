@@ -313,10 +313,10 @@ pub async fn load(
         memory: runtime.memory.clone(),
         policy_ticks: ticks(settings.budgets.policy_timeout, runtime.options.epoch_tick),
         sentinel: super::ungranted::wants_sentinel(
-                source.origin == Origin::Builtin,
-                shape.imports.iter(),
-                &settings.grants,
-            ),
+            source.origin == Origin::Builtin,
+            shape.imports.iter(),
+            &settings.grants,
+        ),
     });
     let plugin = Arc::new(ComponentPlugin::new(Parts {
         name: source.name.clone(),

@@ -17,8 +17,10 @@
 //! `stat-at` and `metadata-hash-at` ([`super::inline_fs`]) answer `access`
 //! — the guest reads "Permission denied" — and [`refuse`] records the path
 //! in the call's scope (at most [`MAX_UNGRANTED_PATHS`], each cut to
-//! [`MAX_UNGRANTED_PATH_BYTES`]) and logs the grant line to add, once per
-//! path and call. A call that then fails gets the same line in its error
+//! [`MAX_UNGRANTED_PATH_BYTES`]) and logs the grant line to add (the first
+//! of a call at `info`, the rest at `debug`: CPython printing a traceback
+//! looks for its source files, which no grant covers either). A call that
+//! then fails gets the same line in its error and a `warn` log line
 //! ([`super::fs_hint`]), which is what `toolgate check --call` prints.
 //!
 //! The sentinel itself is a directory made for this host, opened, and
@@ -172,7 +174,14 @@ pub fn refuse(data: &mut StoreData, path: &str) -> ErrorCode {
     if seen.len() < MAX_UNGRANTED_PATHS && !seen.contains(&path) {
         let hint = super::fs_hint::for_path(&data.plugin.name, &data.plugin.grants, &path)
             .unwrap_or_else(|| format!("{path} is outside every fs grant"));
-        tracing::warn!(plugin = %data.plugin.name, path = %path, "a file access was refused: {hint}");
+        // The first of a call at `info`; the rest (a runtime printing a
+        // traceback looks for its source files) at `debug`. A call that
+        // fails because of it is logged at `warn`, with the same line.
+        if seen.is_empty() {
+            tracing::info!(plugin = %data.plugin.name, path = %path, "a file access was refused: {hint}");
+        } else {
+            tracing::debug!(plugin = %data.plugin.name, path = %path, "a file access was refused: {hint}");
+        }
         seen.push(path);
     }
     ErrorCode::Access

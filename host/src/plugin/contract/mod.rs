@@ -350,10 +350,7 @@ fn stub_unprovided(linker: &mut Linker<StoreData>, component: &Component) -> was
                         if store.data().plugin.sentinel {
                             let fd = Resource::<Unprovided>::new_own(0)
                                 .try_into_resource_any(&mut store)?;
-                            dirs.push(Val::Tuple(vec![
-                                Val::Resource(fd),
-                                Val::String("/".into()),
-                            ]));
+                            dirs.push(Val::Tuple(vec![Val::Resource(fd), Val::String("/".into())]));
                         }
                         results[0] = Val::List(dirs);
                         Ok(())
