@@ -262,7 +262,7 @@ mod tests {
     #[test]
     fn the_sentinel_is_empty_removed_and_read_only() {
         let dir = sentinel().expect("a sentinel in the temporary directory");
-        assert!(is_sentinel(&dir.clone()));
+        assert!(is_sentinel(dir));
         assert_eq!(dir.perms, FsPerms::ReadOnly);
         let fd = dir.dir.as_ref();
         let entries = cap_primitives::fs::read_dir(fd, std::path::Path::new("."))
