@@ -13,7 +13,10 @@
 //! the preopens' names and the path, takes the longest matching name, and
 //! among equals the one listed last: a path that a grant covers still goes
 //! to that grant (a `.` grant keeps the relative paths), and only what no
-//! grant covers reaches the sentinel. There the shadowed `open-at`,
+//! grant covers reaches the sentinel. (So a grant seen as `.` takes every
+//! path — `.` and `/` are the same empty prefix to wasi-libc — and such a
+//! component's sentinel is never reached: its misses are told apart from
+//! the failure's text, [`super::fs_hint`].) There the shadowed `open-at`,
 //! `stat-at` and `metadata-hash-at` ([`super::inline_fs`]) answer `access`
 //! — the guest reads "Permission denied" — and [`refuse`] records the path
 //! in the call's scope (at most [`MAX_UNGRANTED_PATHS`], each cut to
