@@ -35,7 +35,7 @@
 //! Not given one: the built-ins (their SDK words a missing path itself,
 //! and their reads are measured), a component none of whose imports is
 //! `wasi:filesystem` (it would never ask: [`wants_sentinel`]), and one
-//! granted a directory seen as `/` (that grant is the root). The cost is
+//! granted a directory seen as `/` or `.` (every path goes there). The cost is
 //! one more table entry when the guest first lists its preopens (wasi-libc
 //! does so once per instance, on its first path operation); a call that
 //! touches no file pays nothing.
@@ -69,7 +69,8 @@ pub fn wants_sentinel<'a>(
     !builtin
         && imports.any(|i| i.starts_with("wasi:filesystem/"))
         && !grants.fs.iter().any(|g| {
-            g.preopen && g.guest.starts_with('/') && g.guest.trim_matches(['/', '.']).is_empty()
+            // A grant seen as `/` or `.`: wasi-libc sends every path there.
+            g.preopen && g.guest.trim_matches(['/', '.']).is_empty()
         })
 }
 
@@ -290,7 +291,8 @@ mod tests {
         let fs = vec!["wasi:filesystem/types@0.2.0".to_string()];
         let cli = vec!["wasi:cli/environment@0.2.0".to_string()];
         assert!(wants_sentinel(false, fs.iter(), &grants(&[])));
-        assert!(wants_sentinel(false, fs.iter(), &grants(&[".", "/data"])));
+        assert!(wants_sentinel(false, fs.iter(), &grants(&["/data"])));
+        assert!(!wants_sentinel(false, fs.iter(), &grants(&[".", "/data"])));
         assert!(!wants_sentinel(true, fs.iter(), &grants(&[])));
         assert!(!wants_sentinel(false, cli.iter(), &grants(&[])));
         assert!(!wants_sentinel(false, fs.iter(), &grants(&["/"])));
