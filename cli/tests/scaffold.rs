@@ -315,22 +315,31 @@ fn python_guard_and_tool() {
 }
 
 /// Issue 33's first stumble: a Python tool reading a file it was not
-/// granted. The call's error says "not granted" and names the line to add;
-/// the file by its host path under a grant seen as `.` says how it is
-/// seen; `check --call` exits non-zero (the tool trapped).
+/// granted. The host sees the access (the sentinel preopen of
+/// `host/src/plugin/ungranted.rs`): the guest reads "Permission denied",
+/// not "No such file"; the host's log line at the access and the call's
+/// error name the grant line to add; `check --call` exits non-zero (the
+/// tool trapped). Under a grant seen as `.` every path resolves in it
+/// (wasi-libc takes `/` and `.` alike), so the file by its host path is
+/// missing there, and the error says how the guest sees the directory; a
+/// file that is really absent inside a grant is "No such file", with no
+/// hint. A guest probing a thousand ungranted paths gets one warning, not
+/// a thousand (the refusals themselves are logged at `info`, the first of
+/// a call only, and recorded up to `MAX_UNGRANTED_PATHS`).
 #[test]
 #[cfg_attr(
     not(scaffold_python),
     ignore = "componentize-py is missing: run scripts/toolchains.sh python"
 )]
 fn python_tool_reading_an_ungranted_file_is_told_what_to_grant() {
-    // The greeting becomes the file's contents: `name` is a path.
+    // The greeting becomes the file's contents: `name` is a path
+    // (`flood`: first try a thousand other paths).
     let read = |project: &Path| {
         let app = project.join("app.py");
         let text = std::fs::read_to_string(&app).unwrap();
         let text = text.replace(
             "return json.dumps(f\"Hello, {name}!\")",
-            "return json.dumps(open(name).read())",
+            "if name == \"flood\":\n            for i in range(1000):\n                try:\n                    open(f\"probe-{i}.txt\")\n                except OSError:\n                    pass\n        return json.dumps(open(name).read())",
         );
         assert!(text.contains("open(name)"));
         std::fs::write(&app, text).unwrap();
@@ -353,7 +362,9 @@ fn python_tool_reading_an_ungranted_file_is_told_what_to_grant() {
             r#"{"name": "hello", "arguments": {"name": "notes.txt"}}"#,
         );
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(stdout.contains("FileNotFoundError"), "{stdout}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stdout.contains("PermissionError"), "{stdout}");
+        assert!(!stdout.contains("FileNotFoundError"), "{stdout}");
         assert!(
             stdout.contains(&format!("not granted: `{name}` has no fs grant")),
             "{stdout}"
@@ -362,6 +373,33 @@ fn python_tool_reading_an_ungranted_file_is_told_what_to_grant() {
             stdout.contains(&format!("[plugins.{name}.grants]")),
             "{stdout}"
         );
+        assert_eq!(out.status.code(), Some(1), "{stdout}");
+        // The host's log line for the failed call (warn: what `check`
+        // shows), naming the path and the grant.
+        let refused = |stderr: &str| {
+            stderr
+                .lines()
+                .filter(|l| l.contains("a file access failed: not granted"))
+                .count()
+        };
+        assert_eq!(refused(&stderr), 1, "{stderr}");
+        assert!(
+            stderr.contains("notes.txt included")
+                && stderr.contains(&format!("[plugins.{name}.grants]")),
+            "{stderr}"
+        );
+        // A flood of refusals: one line, the call still fails naming the
+        // grant.
+        let out = check_call(
+            project,
+            None,
+            r#"{"name": "hello", "arguments": {"name": "flood"}}"#,
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(refused(&stderr), 1, "{stderr}");
+        assert!(!stderr.contains("a file access was refused"), "{stderr}");
+        assert!(stdout.contains("not granted"), "{stdout}");
         assert_eq!(out.status.code(), Some(1), "{stdout}");
         // Granted as `.`: the relative path reads; the host path does not,
         // and the error says how the guest sees the directory.
@@ -378,6 +416,7 @@ fn python_tool_reading_an_ungranted_file_is_told_what_to_grant() {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(stdout.contains("the notes"), "{stdout}");
         assert!(out.status.success(), "{stdout}");
+        assert_eq!(refused(&String::from_utf8_lossy(&out.stderr)), 0);
         let abs = dir.join("notes.txt");
         let out = check_call(
             project,
@@ -388,8 +427,23 @@ fn python_tool_reading_an_ungranted_file_is_told_what_to_grant() {
             ),
         );
         let stdout = String::from_utf8_lossy(&out.stdout);
+        // (wasi-libc takes `/` and `.` for the same prefix: under a `.`
+        // grant an absolute path resolves there, and is missing.)
+        assert!(stdout.contains("FileNotFoundError"), "{stdout}");
         assert!(stdout.contains("sees it as `.`"), "{stdout}");
         assert!(stdout.contains("open `notes.txt`"), "{stdout}");
+        // An absolute path outside the grant: the line for its directory.
+        let out = check_call(
+            project,
+            Some(&config),
+            r#"{"name": "hello", "arguments": {"name": "/etc/hostname"}}"#,
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("/etc/hostname is outside every fs grant")
+                && stdout.contains("guest = \"/etc\""),
+            "{stdout}"
+        );
         // A file that is really absent, inside the grant: no hint.
         let out = check_call(
             project,
@@ -399,6 +453,7 @@ fn python_tool_reading_an_ungranted_file_is_told_what_to_grant() {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(stdout.contains("FileNotFoundError"), "{stdout}");
         assert!(!stdout.contains("not granted"), "{stdout}");
+        assert_eq!(refused(&String::from_utf8_lossy(&out.stderr)), 0);
     };
     scaffold_and_test_with("tool", "python", &[], read);
 }

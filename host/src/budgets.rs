@@ -162,6 +162,17 @@ pub fn cut(mut s: String, max: usize) -> String {
     s
 }
 
+/// Paths one call may be refused for lacking an fs grant that the host
+/// records (logging the first) and names in the call's error
+/// ([`crate::plugin::ungranted`]); further refusals of the same call are
+/// answered alike, unrecorded. Threat: a guest that probes a million paths
+/// floods the log. 4; not configurable.
+pub const MAX_UNGRANTED_PATHS: usize = 4;
+
+/// Bytes of one such recorded path; a longer one is cut. 512; not
+/// configurable.
+pub const MAX_UNGRANTED_PATH_BYTES: usize = 512;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -220,9 +220,11 @@ impl ComponentPlugin {
     }
 
     /// The hint for a failure that reads "no such file" while the path is
-    /// outside every grant ([`super::fs_hint`]); logged once per failure.
-    pub fn fs_hint(&self, failure: &str) -> Option<String> {
-        let hint = super::fs_hint::hint(&self.name, &self.context.grants, failure)?;
+    /// outside every grant, or that follows the host's refusal of such a
+    /// path (`ungranted`: [`super::ungranted`]); see [`super::fs_hint`].
+    /// Logged once per failure.
+    pub fn fs_hint(&self, failure: &str, ungranted: &[String]) -> Option<String> {
+        let hint = super::fs_hint::hint(&self.name, &self.context.grants, failure, ungranted)?;
         tracing::warn!(plugin = %self.name, "a file access failed: {hint}");
         Some(hint)
     }
@@ -386,12 +388,14 @@ impl Lease<'_> {
                 Ok(value)
             }
             Err(error) => {
-                let stderr = &instance.store.data().stderr;
+                let data = instance.store.data();
+                let stderr = &data.stderr;
                 let mut e = classify(&self.plugin.name, error, stderr);
                 if let InvokeError::Trap { message, hint, .. } = &mut e
-                    && let Some(h) = self
-                        .plugin
-                        .fs_hint(&format!("{message}\n{}", stderr.tail()))
+                    && let Some(h) = self.plugin.fs_hint(
+                        &format!("{message}\n{}", stderr.tail()),
+                        &data.scope.ungranted,
+                    )
                 {
                     *hint = h;
                 }

@@ -13,12 +13,13 @@
 //! none), so the message gets the grant line to add. A path inside a grant
 //! (a file that is really absent) gets nothing.
 //!
-//! (A read-only shadow preopen of `/` that answers every open with an
-//! access error would see the path itself, but it changes what every guest
-//! sees — `/` listed among its directories, relative paths of a component
-//! without a `.` grant landing in it — and a refusal reads as
-//! `PermissionError`, no clearer to the author; the text hint needs no
-//! change to what a component sees.)
+//! Since [`super::ungranted`], a component loaded from a plugin directory
+//! that calls through the asynchronous path reaches the host with such a
+//! path: the host refuses it (the guest reads "Permission denied"), records
+//! it, and the failure's hint rests on that record, not on the text alone —
+//! the text only says how the guest wrote the path. The text alone still
+//! serves the built-ins and the synchronous path (policies with no grant,
+//! whose file-system imports the host stubs).
 
 use crate::grants::Grants;
 
@@ -30,11 +31,22 @@ pub fn mentions_enoent(text: &str) -> bool {
         || text.contains("ENOENT")
 }
 
+/// Does `text` report a refused access (`EACCES`, WASI errno 2)?
+fn mentions_refusal(text: &str) -> bool {
+    text.contains("Permission denied") || text.contains("EACCES")
+}
+
+/// The words of a failed file access that a path follows or precedes.
+const MARKERS: [&str; 2] = ["No such file or directory", "Permission denied"];
+
 /// The path a failure names: Python's `…: 'PATH'`, or `PATH: No such
 /// file…` (a Rust or C author's `format!("{path}: {e}")`).
 fn named_path(text: &str) -> Option<String> {
-    let at = text.find("No such file or directory")?;
-    let after = &text[at + "No such file or directory".len()..];
+    let (at, marker) = MARKERS
+        .iter()
+        .filter_map(|m| text.find(m).map(|at| (at, *m)))
+        .min()?;
+    let after = &text[at + marker.len()..];
     if let Some(rest) = after.strip_prefix(": ") {
         let quote = rest.chars().next().filter(|c| *c == '\'' || *c == '"')?;
         let inner = &rest[1..];
@@ -48,14 +60,41 @@ fn named_path(text: &str) -> Option<String> {
     (!word.is_empty() && (word.contains('/') || word.contains('.'))).then(|| word.to_string())
 }
 
-/// The hint for a failure `text` of plugin `plugin`, given its `grants`,
-/// or `None` when the failure is not a missing file outside its grants.
-pub fn hint(plugin: &str, grants: &Grants, text: &str) -> Option<String> {
-    if !mentions_enoent(text) {
+/// The hint for a failure `text` of plugin `plugin`, given its `grants`
+/// and the paths the host refused it during the call (`ungranted`, see
+/// [`super::ungranted`]), or `None` when the failure is not a file access
+/// outside its grants.
+pub fn hint(plugin: &str, grants: &Grants, text: &str, ungranted: &[String]) -> Option<String> {
+    let refused = !ungranted.is_empty()
+        && (mentions_refusal(text)
+            || mentions_enoent(text)
+            || ungranted.iter().any(|p| text.contains(p.as_str())));
+    if !refused && !mentions_enoent(text) {
         return None;
     }
+    let path = named_path(text).or_else(|| {
+        if refused {
+            ungranted
+                .iter()
+                .find(|p| text.contains(p.as_str()))
+                .or(ungranted.first())
+                .cloned()
+        } else {
+            None
+        }
+    });
+    hint_for(plugin, grants, path)
+}
+
+/// The hint for `path`, which plugin `plugin` could not reach, given its
+/// `grants`: the grant line to add, or `None` when a grant covers it (a
+/// file that is really absent).
+pub fn for_path(plugin: &str, grants: &Grants, path: &str) -> Option<String> {
+    hint_for(plugin, grants, Some(path.to_string()))
+}
+
+fn hint_for(plugin: &str, grants: &Grants, path: Option<String>) -> Option<String> {
     let preopens: Vec<_> = grants.fs.iter().filter(|g| g.preopen).collect();
-    let path = named_path(text);
     let seen = |g: &crate::grants::FsGrant| {
         format!(
             "{} as `{}`{}",
@@ -166,27 +205,27 @@ mod tests {
 
     #[test]
     fn no_grant_at_all_names_the_line_to_add() {
-        let h = hint("reader", &Grants::default(), PY).unwrap();
+        let h = hint("reader", &Grants::default(), PY, &[]).unwrap();
         assert!(h.starts_with("not granted"), "{h}");
         assert!(h.contains("[plugins.reader.grants]"), "{h}");
         assert!(h.contains("fs = [{ path = "), "{h}");
         // Rust's message names no path: still certain with no grant.
         let rust = "No such file or directory (os error 44)";
-        assert!(hint("reader", &Grants::default(), rust).is_some());
-        assert!(hint("reader", &granted("/srv", "."), rust).is_none());
+        assert!(hint("reader", &Grants::default(), rust, &[]).is_some());
+        assert!(hint("reader", &granted("/srv", "."), rust, &[]).is_none());
     }
 
     #[test]
     fn absent_inside_a_grant_gets_no_hint() {
-        assert!(hint("reader", &granted("/srv/data", "."), PY).is_none());
+        assert!(hint("reader", &granted("/srv/data", "."), PY, &[]).is_none());
         let abs = "[Errno 44] No such file or directory: '/data/x.txt'";
-        assert!(hint("reader", &granted("/srv/data", "/data"), abs).is_none());
+        assert!(hint("reader", &granted("/srv/data", "/data"), abs, &[]).is_none());
     }
 
     #[test]
     fn an_absolute_path_outside_every_grant() {
         let abs = "[Errno 44] No such file or directory: '/etc/app/conf.toml'";
-        let h = hint("reader", &granted("/srv/data", "/data"), abs).unwrap();
+        let h = hint("reader", &granted("/srv/data", "/data"), abs, &[]).unwrap();
         assert!(
             h.contains("/etc/app/conf.toml is outside every fs grant"),
             "{h}"
@@ -200,21 +239,49 @@ mod tests {
     #[test]
     fn a_granted_directory_by_its_host_path() {
         let abs = "[Errno 44] No such file or directory: '/srv/data/notes.txt'";
-        let h = hint("reader", &granted("/srv/data", "."), abs).unwrap();
+        let h = hint("reader", &granted("/srv/data", "."), abs, &[]).unwrap();
         assert!(h.contains("sees it as `.`"), "{h}");
         assert!(h.contains("open `notes.txt`"), "{h}");
     }
 
     #[test]
     fn other_failures_get_nothing() {
-        assert!(hint("reader", &Grants::default(), "ValueError: bad").is_none());
-        assert!(hint("reader", &Grants::default(), "notes.txt: Permission denied").is_none());
+        assert!(hint("reader", &Grants::default(), "ValueError: bad", &[]).is_none());
+        assert!(
+            hint(
+                "reader",
+                &Grants::default(),
+                "notes.txt: Permission denied",
+                &[]
+            )
+            .is_none()
+        );
+    }
+
+    /// A path the host refused (the sentinel of [`super::super::ungranted`]):
+    /// the guest's "Permission denied" gets the grant line, with the path
+    /// as the text names it, or as recorded when the text names none.
+    #[test]
+    fn a_refused_path_names_the_line_to_add() {
+        let py = "PermissionError: [Errno 2] Permission denied: 'notes.txt'";
+        let refused = ["notes.txt".to_string()];
+        let h = hint("reader", &Grants::default(), py, &refused).unwrap();
+        assert!(h.starts_with("not granted"), "{h}");
+        assert!(h.contains("notes.txt included"), "{h}");
+        assert!(h.contains("[plugins.reader.grants]"), "{h}");
+        let c = "cannot open notes.txt";
+        let h = hint("reader", &granted("/srv", "/data"), c, &refused).unwrap();
+        assert!(h.contains("relative path notes.txt"), "{h}");
+        // Refused, but the failure is about something else.
+        assert!(hint("reader", &Grants::default(), "ValueError: bad", &refused).is_none());
+        // A "Permission denied" the host did not cause gets nothing.
+        assert!(hint("reader", &Grants::default(), py, &[]).is_none());
     }
 
     #[test]
     fn a_path_before_the_message() {
         let rust = "cannot read /etc/x/notes.txt: No such file or directory (os error 44)";
-        let h = hint("reader", &granted("/srv", "."), rust).unwrap();
+        let h = hint("reader", &granted("/srv", "."), rust, &[]).unwrap();
         assert!(h.contains("/etc/x/notes.txt is outside"), "{h}");
     }
 }

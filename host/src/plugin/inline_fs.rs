@@ -24,6 +24,10 @@
 //!   (reads, writes, `read-directory`, `stat`) in place too; none of them
 //!   can wait for another process.
 //!
+//! `open-at`, `stat-at` and `metadata-hash-at` on the sentinel preopen of
+//! [`super::ungranted`] (a path no grant covers) are refused with `access`
+//! and recorded there; `stat-at` is otherwise wasmtime-wasi's own.
+//!
 //! Paths are resolved beneath the descriptor's directory by cap-primitives
 //! (what wasmtime-wasi's own copy of it does: no `..` or symlink out of the
 //! preopen); the permission checks, the flags and the error codes are
@@ -43,13 +47,15 @@ use std::path::Path;
 
 use cap_primitives::fs::{FollowSymlinks, Metadata, MetadataExt, OpenOptions, OpenOptionsExt};
 use wasmtime::component::{Linker, LinkerInstance, Resource};
-use wasmtime_wasi::filesystem::{Descriptor, Dir, File};
+use wasmtime_wasi::filesystem::{Descriptor, Dir, File, WasiFilesystemCtxView};
 use wasmtime_wasi::p2::bindings::filesystem::types::{
-    DescriptorFlags, ErrorCode, MetadataHashValue, OpenFlags, PathFlags,
+    DescriptorFlags, DescriptorStat, ErrorCode, HostDescriptor, MetadataHashValue, OpenFlags,
+    PathFlags,
 };
 use wasmtime_wasi::{OpenMode, WasiView};
 
 use super::store::StoreData;
+use super::ungranted;
 
 /// The interface wasmtime-wasi defines (guests' `0.2.x` imports reach it by
 /// semver matching); a unit test checks that the names are still the ones
@@ -57,14 +63,16 @@ use super::store::StoreData;
 pub const FILESYSTEM_TYPES: &str = "wasi:filesystem/types@0.2.12";
 const METADATA_HASH_AT: &str = "[method]descriptor.metadata-hash-at";
 const OPEN_AT: &str = "[method]descriptor.open-at";
+const STAT_AT: &str = "[method]descriptor.stat-at";
 
-/// Shadow `metadata-hash-at` and `open-at` in `linker` (after
+/// Shadow `metadata-hash-at`, `open-at` and `stat-at` in `linker` (after
 /// wasmtime-wasi's `add_to_linker_async`).
 pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     let defined = linker.instance(FILESYSTEM_TYPES).and_then(|mut types| {
         define_metadata_hash_at(&mut types)?;
-        define_open_at(&mut types)
+        define_open_at(&mut types)?;
+        define_stat_at(&mut types)
     });
     linker.allow_shadowing(false);
     defined
@@ -75,12 +83,45 @@ fn define_metadata_hash_at(types: &mut LinkerInstance<'_, StoreData>) -> wasmtim
         METADATA_HASH_AT,
         |mut store: wasmtime::StoreContextMut<'_, StoreData>,
          (fd, flags, path): (Resource<Descriptor>, PathFlags, String)| {
+            if on_sentinel(store.data_mut(), &fd)? {
+                return Ok((Err(ungranted::refuse(store.data_mut(), &path)),));
+            }
             let view = store.data_mut().ctx();
             let answer = match view.table.get(&fd)? {
                 Descriptor::Dir(d) => metadata_hash_at(&d.dir, &path, flags),
                 Descriptor::File(_) => Err(ErrorCode::NotDirectory),
             };
             Ok((answer,))
+        },
+    )
+}
+
+/// Is `fd` the sentinel preopen ([`super::ungranted`])?
+fn on_sentinel(data: &mut StoreData, fd: &Resource<Descriptor>) -> wasmtime::Result<bool> {
+    Ok(matches!(data.ctx().table.get(fd)?, Descriptor::Dir(d) if ungranted::is_sentinel(d)))
+}
+
+fn define_stat_at(types: &mut LinkerInstance<'_, StoreData>) -> wasmtime::Result<()> {
+    types.func_wrap_async(
+        STAT_AT,
+        |mut store: wasmtime::StoreContextMut<'_, StoreData>,
+         (fd, flags, path): (Resource<Descriptor>, PathFlags, String)| {
+            Box::new(async move {
+                if on_sentinel(store.data_mut(), &fd)? {
+                    return Ok((Err(ungranted::refuse(store.data_mut(), &path)),));
+                }
+                let view = store.data_mut().ctx();
+                let mut fs = WasiFilesystemCtxView {
+                    ctx: view.ctx.filesystem(),
+                    table: view.table,
+                };
+                let answer: Result<DescriptorStat, ErrorCode> =
+                    match HostDescriptor::stat_at(&mut fs, fd, flags, path).await {
+                        Ok(stat) => Ok(stat),
+                        Err(e) => Err(e.downcast()?),
+                    };
+                Ok((answer,))
+            })
         },
     )
 }
@@ -99,6 +140,9 @@ fn define_open_at(types: &mut LinkerInstance<'_, StoreData>) -> wasmtime::Result
         |mut store: wasmtime::StoreContextMut<'_, StoreData>,
          (fd, path_flags, path, oflags, flags): OpenAtParams| {
             Box::new(async move {
+                if on_sentinel(store.data_mut(), &fd)? {
+                    return Ok((Err(ungranted::refuse(store.data_mut(), &path)),));
+                }
                 let dir = match store.data_mut().ctx().table.get(&fd)? {
                     Descriptor::Dir(d) => d.clone(),
                     Descriptor::File(_) => return Ok((Err(ErrorCode::NotDirectory),)),
@@ -332,6 +376,10 @@ mod tests {
         assert!(
             define_open_at(&mut types).is_err(),
             "wasmtime-wasi no longer defines `{OPEN_AT}` in `{FILESYSTEM_TYPES}`"
+        );
+        assert!(
+            define_stat_at(&mut types).is_err(),
+            "wasmtime-wasi no longer defines `{STAT_AT}` in `{FILESYSTEM_TYPES}`"
         );
         add_to_linker(&mut linker).unwrap();
     }

@@ -36,6 +36,7 @@ pub mod precompiled;
 pub mod runtime;
 pub mod store;
 pub mod sync_wasi;
+pub mod ungranted;
 
 pub use component::{CallPath, ComponentPlugin, ContractVersion, InstanceMode, Origin};
 pub use loader::{LoadError, LoadErrorKind, LoadSettings, Loaded, LoadedTool, PluginSource};

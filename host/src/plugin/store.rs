@@ -44,6 +44,9 @@ pub struct PluginContext {
     /// Its policy budget in epoch ticks (the synchronous path counts ticks
     /// instead of reading the clock on every call).
     pub policy_ticks: u32,
+    /// Whether its instances list the sentinel preopen that tells an
+    /// ungranted path from a missing one ([`super::ungranted`]).
+    pub sentinel: bool,
 }
 
 /// A `*-chain.next` continuation: run at most once, then remembered.
@@ -74,6 +77,10 @@ pub struct CallScope {
     /// Epoch ticks left before the call's budget runs out, when it is
     /// counted in ticks (see [`PluginContext::policy_ticks`]).
     pub(crate) ticks_left: Option<u32>,
+    /// The paths this call was refused for lacking an fs grant (at most
+    /// [`crate::budgets::MAX_UNGRANTED_PATHS`]; see
+    /// [`super::ungranted`]).
+    pub(crate) ungranted: Vec<String>,
 }
 
 impl CallScope {

@@ -344,18 +344,25 @@ async fn rust_redactor_removes_secrets_from_final_content() {
 }
 
 /// Messages an author meets: a read outside every grant says it is not
-/// granted (WASI itself says "No such file or directory").
+/// granted, naming the line to add for this plugin — the host refuses the
+/// path itself (the sentinel of `host/src/plugin/ungranted.rs`), so the
+/// guest reads "Permission denied", never "No such file or directory".
 #[tokio::test]
 async fn an_ungranted_read_says_not_granted() {
     let dir = PluginDir::new();
     dir.add("probe", fixtures::PROBE);
     let host = builder(&dir, "").build().await.expect("host builds");
-    for path in ["hello.txt", "/etc/passwd"] {
+    for (path, line) in [
+        ("hello.txt", "fs = [{ path = \"DIR\""),
+        ("/etc/passwd", "fs = [{ path = \"/etc\", guest = \"/etc\""),
+    ] {
         let r = record_json(&run(&host, "fs", json!({"op": "read", "path": path})).await);
         assert_eq!(r["error"]["code"], "PERMISSION_DENIED", "{r}");
         let m = r["error"]["message"].as_str().unwrap_or_default();
         assert!(
-            m.contains("is not granted to this plugin") && m.contains("[plugins.NAME.grants]"),
+            m.contains("not granted: `probe` has no fs grant")
+                && m.contains(line)
+                && m.contains("[plugins.probe.grants]"),
             "{m}"
         );
         assert!(!m.contains("No such file"), "{m}");

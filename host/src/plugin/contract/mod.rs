@@ -237,6 +237,7 @@ impl Linkers {
         let mut full = Linker::new(engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut full)?;
         super::inline_fs::add_to_linker(&mut full)?;
+        super::ungranted::add_to_linker(&mut full)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut full)?;
         v0_1::imports::add_to_linker(&mut full)?;
         v0_2::imports::add_to_linker(&mut full)?;
@@ -336,15 +337,44 @@ fn stub_unprovided(linker: &mut Linker<StoreData>, component: &Component) -> was
                 }
                 // No directory is preopened on this path (it is granted
                 // none): say so, as the async path would, instead of
-                // trapping. Language runtimes (CPython) ask at start-up.
+                // trapping. Language runtimes (CPython) ask at start-up. A
+                // plugin given the sentinel of `ungranted` sees it alone.
                 ComponentItem::ComponentFunc(_)
                     if item == "get-directories"
                         && split_name(name).is_some_and(|(pkg, iface, _)| {
                             pkg == "wasi:filesystem" && iface == "preopens"
                         }) =>
                 {
-                    stubs.func_new(item, |_, _, _, results| {
-                        results[0] = wasmtime::component::Val::List(Vec::new());
+                    stubs.func_new(item, |mut store, _, _, results| {
+                        use wasmtime::component::{Resource, Val};
+                        let mut dirs = Vec::new();
+                        if store.data().plugin.sentinel {
+                            let fd = Resource::<Unprovided>::new_own(0)
+                                .try_into_resource_any(&mut store)?;
+                            dirs.push(Val::Tuple(vec![Val::Resource(fd), Val::String("/".into())]));
+                        }
+                        results[0] = Val::List(dirs);
+                        Ok(())
+                    })?
+                }
+                // The only descriptor on this path is the sentinel: every
+                // operation on it that can fail with an `error-code` is
+                // refused with `access`, its path recorded (`ungranted`).
+                ComponentItem::ComponentFunc(ty)
+                    if split_name(name).is_some_and(|(pkg, iface, _)| {
+                        pkg == "wasi:filesystem" && iface == "types"
+                    }) && refusable(&ty) =>
+                {
+                    stubs.func_new(item, |mut store, _, params, results| {
+                        use wasmtime::component::Val;
+                        let path = params.iter().find_map(|p| match p {
+                            Val::String(s) => Some(s.as_str()),
+                            _ => None,
+                        });
+                        if let Some(path) = path {
+                            super::ungranted::refuse(store.data_mut(), path);
+                        }
+                        results[0] = Val::Result(Err(Some(Box::new(Val::Enum("access".into())))));
                         Ok(())
                     })?
                 }
@@ -361,6 +391,19 @@ fn stub_unprovided(linker: &mut Linker<StoreData>, component: &Component) -> was
         }
     }
     Ok(())
+}
+
+/// Does a function of `wasi:filesystem/types` answer one
+/// `result<_, error-code>` (so it can be refused with `access`)?
+fn refusable(ty: &wasmtime::component::types::ComponentFunc) -> bool {
+    use wasmtime::component::types::Type;
+    let mut results = ty.results();
+    match (results.next(), results.next()) {
+        (Some(Type::Result(r)), None) => {
+            matches!(r.err(), Some(Type::Enum(e)) if e.names().any(|n| n == "access"))
+        }
+        _ => false,
+    }
 }
 
 /// Resolve the exports of `shape`'s roles once, for every instance to come.

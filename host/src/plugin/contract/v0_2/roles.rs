@@ -197,9 +197,10 @@ pub(in crate::plugin::contract) fn outcome_from_wit(
 
 /// Whether a tool's failure gets the host's hint about file grants (0.2
 /// tools do; 0.1 tools keep their message as it always was).
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub(in crate::plugin::contract) enum Hint {
-    FsGrants,
+    /// With the paths the host refused the call (no grant covers them).
+    FsGrants(Vec<String>),
     None,
 }
 
@@ -219,7 +220,7 @@ pub(in crate::plugin::contract) fn executed(
     // A tool that reports a missing file outside its grants: say it is
     // not granted, and what to add.
     let hinted = match hint {
-        Hint::FsGrants => plugin.fs_hint(&f.message),
+        Hint::FsGrants(ungranted) => plugin.fs_hint(&f.message, &ungranted),
         Hint::None => None,
     };
     let message = match hinted {
@@ -493,10 +494,21 @@ impl ToolBody for Tool {
             call: Some(call.clone()),
             ..Lent::default()
         };
-        let (answer,) = invoke(plugin, scope, lent, |e| e.execute, |r| (r.call(),), done)
-            .await
-            .map_err(body_error)?;
-        executed(answer, plugin, Hint::FsGrants)
+        // The paths the host refused it this call (no grant covers them):
+        // certainty for the hint.
+        let (answer, ungranted) = invoke(
+            plugin,
+            scope,
+            lent,
+            |e| e.execute,
+            |r| (r.call(),),
+            |data: &mut StoreData, (answer,)| {
+                Ok((answer, std::mem::take(&mut data.scope.ungranted)))
+            },
+        )
+        .await
+        .map_err(body_error)?;
+        executed(answer, plugin, Hint::FsGrants(ungranted))
     }
 
     async fn render(&self, call: &Arc<CallInfo>, value: &Value) -> Result<Vec<Content>, BodyError> {
