@@ -760,7 +760,10 @@ impl HostConfig {
             }
         }
         for (tool, pointers) in &a.sensitive {
-            for p in pointers.iter().filter(|p| !p.is_empty() && !p.starts_with('/')) {
+            for p in pointers
+                .iter()
+                .filter(|p| !p.is_empty() && !p.starts_with('/'))
+            {
                 problems.push(format!(
                     "/audit/sensitive/{tool}: {p:?} is not a JSON pointer (write \"/{p}\", or \"\" for all the arguments)"
                 ));

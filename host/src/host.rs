@@ -633,10 +633,7 @@ struct Recorded;
 
 impl std::future::Future for Recorded {
     type Output = ();
-    fn poll(
-        self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<()> {
+    fn poll(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<()> {
         std::task::Poll::Ready(())
     }
 }
@@ -689,17 +686,16 @@ impl scheduler::Dispatch for Toolgate {
         turn: &'a TurnOptions,
     ) -> futures::future::BoxFuture<'a, ()> {
         match &self.inner.audit {
-            Some(audit) => Box::pin(audit.commit(
-                finished,
-                generation,
-                turn.client.as_deref(),
-                &|| {
-                    self.plugin_status()
-                        .into_iter()
-                        .map(|s| (s.name, s.sha256))
-                        .collect()
-                },
-            )),
+            Some(audit) => {
+                Box::pin(
+                    audit.commit(finished, generation, turn.client.as_deref(), &|| {
+                        self.plugin_status()
+                            .into_iter()
+                            .map(|s| (s.name, s.sha256))
+                            .collect()
+                    }),
+                )
+            }
             // No record: a zero-sized future, no allocation.
             None => Box::pin(Recorded),
         }

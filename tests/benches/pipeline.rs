@@ -542,7 +542,12 @@ async fn audit_costs(calls: usize) {
     for sync in SYNCS {
         let tool = PluginDir::new();
         tool.add("tools", fixtures::TOOLS);
-        hosts.push(builder(&tool, &config(sync, "0")).build().await.expect("host"));
+        hosts.push(
+            builder(&tool, &config(sync, "0"))
+                .build()
+                .await
+                .expect("host"),
+        );
         dirs.push(tool);
         let stack = PluginDir::new();
         stack.add("tools", fixtures::TOOLS);

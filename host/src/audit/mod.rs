@@ -38,10 +38,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::budgets::{AUDIT_CUT_REASON_BYTES, AUDIT_MAX_ARGUMENT_BYTES, AUDIT_MAX_RECORD_BYTES};
 use crate::content::Content;
 use crate::outcome::{CallError, CallRecord, ErrorCode, Stage};
 use crate::pipeline::Finished;
-use crate::budgets::{AUDIT_CUT_REASON_BYTES, AUDIT_MAX_ARGUMENT_BYTES, AUDIT_MAX_RECORD_BYTES};
 use crate::registry::Generation;
 use crate::turn::Client;
 

@@ -45,9 +45,9 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::chain::{self, GENESIS};
-use crate::budgets::{AUDIT_BATCH_RECORDS, AUDIT_MAX_TAIL_READ, AUDIT_QUEUE_RECORDS};
 use super::key::CheckpointKey;
 use super::{AuditError, AuditSettings, SyncMode};
+use crate::budgets::{AUDIT_BATCH_RECORDS, AUDIT_MAX_TAIL_READ, AUDIT_QUEUE_RECORDS};
 
 /// A queued body that asks for a checkpoint (a body is JSON: never this).
 const CHECKPOINT_MARKER: &str = "\u{0}checkpoint:";

@@ -628,9 +628,9 @@ fn audit_client(context: &RequestContext<RoleServer>) -> crate::turn::Client {
         name: info
             .as_ref()
             .map(|i| crate::budgets::cut(i.client_info.name.clone(), AUDIT_MAX_CLIENT_FIELD_BYTES)),
-        version: info
-            .as_ref()
-            .map(|i| crate::budgets::cut(i.client_info.version.clone(), AUDIT_MAX_CLIENT_FIELD_BYTES)),
+        version: info.as_ref().map(|i| {
+            crate::budgets::cut(i.client_info.version.clone(), AUDIT_MAX_CLIENT_FIELD_BYTES)
+        }),
     }
 }
 

@@ -803,7 +803,10 @@ fn sensitive_arguments_are_recorded_as_digests_and_replay_does_not_compare_them(
     let file = dir.path().join("audit.jsonl");
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(!text.contains("hunter2"), "a sensitive value was recorded");
-    assert!(!text.contains("s3cr3t-token"), "a sensitive value was recorded");
+    assert!(
+        !text.contains("s3cr3t-token"),
+        "a sensitive value was recorded"
+    );
     let all = records(&file);
     let calls = calls_of(&all);
     let (s, f, p) = (calls[0], calls[1], calls[2]);
@@ -815,10 +818,7 @@ fn sensitive_arguments_are_recorded_as_digests_and_replay_does_not_compare_them(
     assert_eq!(s["sensitive"], json!(["/text"]), "only pointers present");
     assert_eq!(s["replayable"], false);
     // The digest of the arguments as given, so a known value can be checked.
-    assert_eq!(
-        s["argumentsSha256"],
-        sha256_hex(br#"{"text":"hunter2"}"#)
-    );
+    assert_eq!(s["argumentsSha256"], sha256_hex(br#"{"text":"hunter2"}"#));
     // `"*"` applies to every tool; a call without the value is untouched.
     assert_eq!(f["sensitive"], json!(["/message"]), "{f}");
     assert_eq!(f["arguments"]["code"], "X");
@@ -937,7 +937,10 @@ fn run_records_the_calls_it_refuses_before_the_pipeline() {
     assert_eq!(rejected[0]["callId"], "b");
     assert_eq!(rejected[0]["tool"], "echo");
     assert_eq!(rejected[0]["input"], "calls.json");
-    assert_eq!(rejected[0]["sha256"], sha256_hex(bad.to_string().as_bytes()));
+    assert_eq!(
+        rejected[0]["sha256"],
+        sha256_hex(bad.to_string().as_bytes())
+    );
     assert!(
         rejected[0]["reason"]
             .as_str()
@@ -951,7 +954,10 @@ fn run_records_the_calls_it_refuses_before_the_pipeline() {
     // pipeline and has its call record.
     let calls = calls_of(&all);
     assert!(rejected[1]["seq"].as_u64() < calls[0]["seq"].as_u64());
-    let ids: Vec<&str> = calls.iter().map(|c| c["callId"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = calls
+        .iter()
+        .map(|c| c["callId"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, ["a", "d"]);
 
     // A whole input that is not a batch: refused, and recorded.
