@@ -65,7 +65,7 @@ struct ShowArgs {
     /// refused it), `error` (any failure).
     #[arg(long, value_name = "OUTCOME")]
     decision: Option<String>,
-    /// Only records of this kind (call, start, plugins, reload, checkpoint,
+    /// Only records of this kind (call, rejected, config, start, plugins, reload, checkpoint,
     /// rotate, shutdown).
     #[arg(long)]
     kind: Option<String>,
@@ -324,12 +324,31 @@ fn run_show(a: ShowArgs) -> anyhow::Result<ExitCode> {
                     v["changed"].as_array().map_or(0, |c| c.len()),
                     v["refused"].as_array().map_or(0, |c| c.len())
                 ),
+                "config" => format!(
+                    "configuration changed (generation {}): {} → {}",
+                    v["generation"],
+                    short(&v["old"]),
+                    short(&v["new"])
+                ),
+                "rejected" => format!(
+                    "{} refused before the pipeline ({}): {}",
+                    v["tool"]
+                        .as_str()
+                        .map_or_else(|| "input".to_string(), |t| format!("call to {t}")),
+                    v["input"].as_str().unwrap_or(""),
+                    v["reason"].as_str().unwrap_or("")
+                ),
                 other => other.to_string(),
             };
             writeln!(out, "{seq:>8}  {}  {kind:<10} {summary}", format_time(ts))?;
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The first 12 digits of a digest.
+fn short(digest: &Value) -> String {
+    digest.as_str().unwrap_or("none").chars().take(12).collect()
 }
 
 #[cfg(test)]

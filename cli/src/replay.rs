@@ -7,12 +7,13 @@
 //! file that cannot be read, a host that cannot be built). A call is
 //! *changed* when it was let through and now is not, or the reverse;
 //! *redecided* when its outcome is the same but another policy or stage
-//! decided it. A call recorded with `arguments = "digest"` cannot be
-//! replayed (`notReplayable`); a call whose replay asks for an approval it
-//! was never asked for is answered "unavailable" (deny) and listed in
-//! `notComparable` — as is one whose policy reads state (kv, time) the
-//! record does not hold, which replay cannot tell apart: policies are
-//! assumed deterministic given the call.
+//! decided it. A call recorded with `arguments = "digest"` (or arguments
+//! over the record's cap) cannot be replayed (`notReplayable`); a call with
+//! sensitive arguments (`[audit] sensitive`: kept as digests) is not re-run
+//! and is listed in `notComparable`, as is a call whose replay asks for an
+//! approval it was never asked for (answered "unavailable", a deny). A
+//! policy that reads state (kv, time) the record does not hold cannot be
+//! told apart: policies are assumed deterministic given the call.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -126,6 +127,12 @@ async fn replay(global: &GlobalArgs, args: ReplayArgs) -> anyhow::Result<ExitCod
     for call in &calls {
         let seq = call["seq"].as_u64().unwrap_or(0);
         let tool = call["tool"].as_str().unwrap_or("").to_string();
+        // Arguments kept in part (`[audit] sensitive`): a policy may read
+        // exactly what is missing, so its decision cannot be compared.
+        if call["sensitive"].as_array().is_some_and(|s| !s.is_empty()) {
+            not_comparable.push(seq);
+            continue;
+        }
         if call["replayable"] != true {
             not_replayable.push(seq);
             continue;

@@ -47,6 +47,8 @@ pub struct Rejected {
     pub id: String,
     pub name: String,
     pub message: String,
+    /// The call as it was given (JSON): its digest goes in the audit record.
+    pub raw: String,
 }
 
 impl Rejected {
@@ -126,6 +128,7 @@ pub fn parse_batch(
                 id: id.clone(),
                 name: name.clone(),
                 message: format!("call {i} of {origin} was not run: {message}"),
+                raw: item.to_string(),
             };
             if let Err(violations) = schema.validate(&item) {
                 return Err(reject(format!(
@@ -186,7 +189,27 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
     host.wait_for_mcp(host.mcp_connect_timeout()).await;
     super::report_problems(&host);
     super::refuse_if_blocked(&host)?;
-    let parsed = parse_batch(&text, &origin, &host.settings().limits)?;
+    let parsed = match parse_batch(&text, &origin, &host.settings().limits) {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            // Refused before the pipeline: recorded all the same.
+            record_rejected(&host, None, &args.scope, &origin, text.as_bytes(), &e)?;
+            host.shutdown().await;
+            return Err(e);
+        }
+    };
+    for c in &parsed {
+        if let Err(r) = c {
+            record_rejected(
+                &host,
+                Some(r),
+                &args.scope,
+                &origin,
+                r.raw.as_bytes(),
+                &anyhow::anyhow!("{}", r.message),
+            )?;
+        }
+    }
     let turn = TurnOptions {
         agent_scope: args.scope,
         ..Default::default()
@@ -258,4 +281,38 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
     };
     println!("{out}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The audit record of input refused before the pipeline: one call of the
+/// batch (`call`), or the whole input. A record that cannot be written ends
+/// the run (fail closed) unless `[audit] on_failure = "continue"`.
+fn record_rejected(
+    host: &toolgate::Toolgate,
+    call: Option<&Rejected>,
+    scope: &str,
+    origin: &str,
+    raw: &[u8],
+    why: &anyhow::Error,
+) -> anyhow::Result<()> {
+    let Some(audit) = host.audit() else {
+        return Ok(());
+    };
+    let written = audit.rejected(
+        call.map(|c| c.id.as_str()),
+        call.map(|c| c.name.as_str()),
+        scope,
+        origin,
+        raw,
+        &format!("{why:#}"),
+    );
+    match written {
+        Err(e) if !audit.continues_on_failure() => Err(anyhow::anyhow!(
+            "{e}: the input refused was not recorded, so nothing is run"
+        )),
+        Err(e) => {
+            tracing::error!(error = %e, "a refused call was not recorded (on_failure = \"continue\")");
+            Ok(())
+        }
+        Ok(()) => Ok(()),
+    }
 }

@@ -138,6 +138,48 @@ impl Default for Budgets {
     }
 }
 
+// The audit record's limits (see `crate::audit` and docs/audit.md, which
+// states the same numbers). The record is host-written, but what goes into
+// it — arguments, reasons — comes from the model and from guests, and its
+// file may be shared with other hosts or tampered with: every size it holds
+// or reads is capped here.
+
+/// Records queued for the audit writer while a write is in progress. A
+/// caller that finds the queue full waits for room (its result is not
+/// returned before its record is written): records are never dropped, and
+/// the queue's memory is bounded. 4096.
+pub const AUDIT_QUEUE_RECORDS: usize = 4096;
+/// Records one write of the audit record takes at most (one `write(2)`):
+/// bounds the leader's buffer and the time it holds the file's lock. 1024.
+pub const AUDIT_BATCH_RECORDS: usize = 1024;
+/// Bytes of a call's arguments (as compact JSON) kept in its record; larger
+/// arguments are recorded by their SHA-256 alone (`"argumentsOmitted":
+/// "size"`, not replayable). Threat: a model (or an operator's raised
+/// `max_argument_bytes`) filling the record. 256 KiB.
+pub const AUDIT_MAX_ARGUMENT_BYTES: usize = 256 << 10;
+/// Bytes of one record: beyond it (only reachable through many long guest
+/// reasons) each decision's reason is cut to [`AUDIT_CUT_REASON_BYTES`].
+/// 1 MiB.
+pub const AUDIT_MAX_RECORD_BYTES: usize = 1 << 20;
+/// Bytes a reason is cut to in a record over [`AUDIT_MAX_RECORD_BYTES`]. 1 KiB.
+pub const AUDIT_CUT_REASON_BYTES: usize = 1 << 10;
+/// Bytes of a record file's tail read at start (and when another host
+/// appended) to find its last record: twice the largest record. 2 MiB.
+pub const AUDIT_MAX_TAIL_READ: u64 = 2 * AUDIT_MAX_RECORD_BYTES as u64;
+/// Bytes of each client-provided name in a record's `client` (the MCP
+/// session id, `clientInfo` name and version); longer ones are cut. 256.
+pub const AUDIT_MAX_CLIENT_FIELD_BYTES: usize = 256;
+/// Records between two signed checkpoints (`[audit] checkpoint_every`):
+/// what a cut tail can take away unsigned (a checkpoint costs one
+/// signature, about 20 µs). Default 1000.
+pub const AUDIT_CHECKPOINT_EVERY: u64 = 1000;
+/// `sync = "batch"`: the most time a written record waits for `fdatasync`
+/// (`[audit] sync_interval_ms`). Default 200 ms.
+pub const AUDIT_SYNC_INTERVAL_MS: u64 = 200;
+/// Size at which the record's file is rotated (`[audit] rotate_mb`).
+/// Default 64 MiB.
+pub const AUDIT_ROTATE_MB: u64 = 64;
+
 /// Cut `s` to at most `max` bytes (on a character boundary), saying how
 /// much was cut. Returns `s` unchanged when it fits.
 ///

@@ -82,6 +82,7 @@
 //! signing_key = "audit.key"        # Ed25519 seed, 64 hex digits, mode 0600 (`toolgate audit keygen`)
 //! on_failure = "fail-closed"       # or "continue": a call whose record cannot be written still returns
 //! arguments = "full"               # or "digest": only the arguments' SHA-256 (not replayable)
+//! sensitive = { login = ["/password"], "*" = ["/api_key"] }  # tool → JSON pointers kept as digests
 //! ```
 
 use std::collections::BTreeMap;
@@ -632,7 +633,11 @@ fn schema() -> serde_json::Value {
                     "rotate_mb": {"type": "integer"},
                     "signing_key": {"type": "string"},
                     "on_failure": {"enum": ["fail-closed", "continue"]},
-                    "arguments": {"enum": ["full", "digest"]}
+                    "arguments": {"enum": ["full", "digest"]},
+                    "sensitive": {
+                        "type": "object",
+                        "additionalProperties": {"type": "array", "items": {"type": "string"}}
+                    }
                 },
                 "additionalProperties": false
             }
@@ -752,6 +757,16 @@ impl HostConfig {
         ] {
             if value == Some(0) {
                 problems.push(format!("/audit/{key}: expected 1 or more, got 0"));
+            }
+        }
+        for (tool, pointers) in &a.sensitive {
+            for p in pointers
+                .iter()
+                .filter(|p| !p.is_empty() && !p.starts_with('/'))
+            {
+                problems.push(format!(
+                    "/audit/sensitive/{tool}: {p:?} is not a JSON pointer (write \"/{p}\", or \"\" for all the arguments)"
+                ));
             }
         }
         let l = &config.limits;
@@ -1131,4 +1146,9 @@ pub struct AuditConfig {
     pub signing_key: Option<PathBuf>,
     pub on_failure: Option<OnFailure>,
     pub arguments: Option<ArgumentsMode>,
+    /// Sensitive arguments: tool name (`"*"`: every tool) → JSON pointers
+    /// (RFC 6901) whose values the record keeps as their SHA-256 only
+    /// (such a call is not replayable).
+    #[serde(default)]
+    pub sensitive: BTreeMap<String, Vec<String>>,
 }

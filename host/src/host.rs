@@ -483,7 +483,7 @@ impl ToolgateBuilder {
         let host = Toolgate { inner };
         let deferred = host.inner.lifecycle.start().await?;
         if let Some(audit) = &host.inner.audit {
-            record_reloads(&host, audit.clone());
+            record_reloads(&host, audit.clone()).await;
         }
         if self.watch {
             host.watch().await?;
@@ -531,9 +531,11 @@ struct Inner {
     audit: Option<crate::audit::Audit>,
 }
 
-/// Record the plugins of the first generation, then every reload (old →
-/// new digests, refusals, a configuration not obeyed) as host events.
-fn record_reloads(host: &Toolgate, audit: crate::audit::Audit) {
+/// Record the plugins (and the configuration's digest) of the first
+/// generation, then every reload (old → new digests, refusals, a
+/// configuration not obeyed) and every change of the configuration in
+/// force (old → new digest) as host events.
+async fn record_reloads(host: &Toolgate, audit: crate::audit::Audit) {
     use std::collections::BTreeMap;
     let digests = |host: &Toolgate| -> BTreeMap<String, Option<String>> {
         host.plugin_status()
@@ -549,9 +551,14 @@ fn record_reloads(host: &Toolgate, audit: crate::audit::Audit) {
             .collect()
     };
     let mut before = digests(host);
+    let mut config_before = crate::audit::config_digest(&*host.config().await);
     let _ = audit.event(
         "plugins",
-        serde_json::json!({ "generation": host.generation().number, "plugins": before }),
+        serde_json::json!({
+            "generation": host.generation().number,
+            "plugins": before,
+            "config": config_before,
+        }),
     );
     let mut events = host.subscribe();
     let weak = Arc::downgrade(&host.inner);
@@ -566,7 +573,21 @@ fn record_reloads(host: &Toolgate, audit: crate::audit::Audit) {
                 Err(broadcast::error::RecvError::Closed) => return,
             };
             let Some(inner) = weak.upgrade() else { return };
-            let after = digests(&Toolgate { inner });
+            let host = Toolgate { inner };
+            let after = digests(&host);
+            let config_after = crate::audit::config_digest(&*host.config().await);
+            drop(host);
+            if config_after != config_before {
+                let _ = audit.event(
+                    "config",
+                    serde_json::json!({
+                        "generation": event.generation,
+                        "old": config_before,
+                        "new": config_after,
+                    }),
+                );
+                config_before = config_after;
+            }
             let changed: Vec<_> = after
                 .iter()
                 .filter(|(name, new)| before.get(*name) != Some(*new))
@@ -604,6 +625,16 @@ impl Reloader for Inner {
             }
             self.lifecycle.watched().await
         })
+    }
+}
+
+/// A call with no audit record to wait for.
+struct Recorded;
+
+impl std::future::Future for Recorded {
+    type Output = ();
+    fn poll(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        std::task::Poll::Ready(())
     }
 }
 
@@ -648,8 +679,26 @@ impl scheduler::Dispatch for Toolgate {
         self.inner.lifecycle.settled()
     }
 
-    fn record(&self, finished: &mut pipeline::Finished, generation: &Generation) {
-        Toolgate::record(self, finished, generation)
+    fn record<'a>(
+        &'a self,
+        finished: &'a mut pipeline::Finished,
+        generation: &'a Generation,
+        turn: &'a TurnOptions,
+    ) -> futures::future::BoxFuture<'a, ()> {
+        match &self.inner.audit {
+            Some(audit) => {
+                Box::pin(
+                    audit.commit(finished, generation, turn.client.as_deref(), &|| {
+                        self.plugin_status()
+                            .into_iter()
+                            .map(|s| (s.name, s.sha256))
+                            .collect()
+                    }),
+                )
+            }
+            // No record: a zero-sized future, no allocation.
+            None => Box::pin(Recorded),
+        }
     }
 }
 
@@ -893,7 +942,7 @@ impl Toolgate {
         let settings = self.settings();
         let mut finished =
             pipeline::run_call(generation, settings, call, turn, self.next_token()).await;
-        self.record(&mut finished, generation);
+        scheduler::Dispatch::record(self, &mut finished, generation, turn).await;
         pipeline::result::notify(
             &generation.policies.observers,
             finished,
@@ -923,19 +972,6 @@ impl Toolgate {
     /// The audit record, when one is kept.
     pub fn audit(&self) -> Option<&crate::audit::Audit> {
         self.inner.audit.as_ref()
-    }
-
-    /// Write a committed call's audit record, before its result is
-    /// returned (or observers see it). See [`crate::audit::Audit::commit`].
-    pub(crate) fn record(&self, finished: &mut pipeline::Finished, generation: &Generation) {
-        if let Some(audit) = &self.inner.audit {
-            audit.commit(finished, generation, &|| {
-                self.plugin_status()
-                    .into_iter()
-                    .map(|s| (s.name, s.sha256))
-                    .collect()
-            });
-        }
     }
 
     /// Background jobs running now, all plugins and scopes.

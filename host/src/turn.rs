@@ -26,6 +26,24 @@ pub struct TurnOptions {
     /// host's approver: a server with several clients asks each client
     /// about its own calls (`toolgate serve`: an MCP elicitation).
     pub approver: Option<Arc<dyn Approver>>,
+    /// Who sent the calls, as the audit record names it (`toolgate
+    /// serve`: the MCP client's transport, session and name).
+    pub client: Option<Arc<Client>>,
+}
+
+/// The client behind a turn, as the audit record keeps it (its `client`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Client {
+    /// How it is connected: `stdio`, `http`.
+    pub transport: String,
+    /// Its session: the `Mcp-Session-Id` over HTTP (none for a stateless
+    /// request); over stdio, none — one process serves one client (the
+    /// record's `inst` tells processes apart).
+    pub session: Option<String>,
+    /// `clientInfo` of its `initialize`: name and version.
+    pub name: Option<String>,
+    pub version: Option<String>,
 }
 
 impl TurnOptions {
@@ -51,6 +69,7 @@ impl std::fmt::Debug for TurnOptions {
                 "approver",
                 &self.approver.as_ref().map(|a| a.name().to_string()),
             )
+            .field("client", &self.client)
             .finish()
     }
 }

@@ -13,7 +13,8 @@
 //! policies at all gives the tool's own cost, and overhead = total − that.
 //!
 //! Run: `cargo bench -p toolgate-tests --bench pipeline` (optionally
-//! `-- --calls N`). Prints medians and p99 per variant and the ratios, the
+//! `-- --calls N`; `-- --audit` for the audit record's cost per call at
+//! each `sync` setting instead). Prints medians and p99 per variant and the ratios, the
 //! heap allocations per call of (0), (a) and (b), and the same comparison
 //! with a 1 MB argument (policies that do not read it must not pay for it).
 
@@ -175,8 +176,13 @@ impl ResultObserver for Proc {
 
 /// The six-policy stack as Wasm components; `fresh` for a new instance per call.
 async fn wasm(dir: &PluginDir, fresh: bool) -> Toolgate {
+    wasm_with(dir, fresh, "").await
+}
+
+/// (b) or (c), with `extra` configuration (an `[audit]` table).
+async fn wasm_with(dir: &PluginDir, fresh: bool, extra: &str) -> Toolgate {
     let instances = if fresh { "fresh" } else { "pooled" };
-    let mut config = String::new();
+    let mut config = extra.to_string();
     for (name, fixture, behavior) in [
         ("pre", fixtures::PRE_HOOK, "allow"),
         ("guard-1", fixtures::GUARD, "pass"),
@@ -357,6 +363,10 @@ async fn main() {
         .and_then(|i| args.get(i + 1))
         .and_then(|n| n.parse().ok())
         .unwrap_or(2000usize);
+    if args.iter().any(|a| a == "--audit") {
+        audit_costs(calls).await;
+        return;
+    }
     let dirs: Vec<PluginDir> = (0..5).map(|_| PluginDir::new()).collect();
     for d in &dirs {
         d.add("tools", fixtures::TOOLS);
@@ -504,6 +514,86 @@ async fn main() {
         lover(&lb),
         over(&rb)
     );
+}
+
+/// `-- --audit`: the audit record's cost per call at each `sync` setting,
+/// side by side in one run: (0) the tool alone and (b) the six Wasm
+/// policies, each with the record off (`enabled = false`) and at `sync =
+/// "none"`, `"batch"` (the default) and `"always"`, all eight hosts
+/// interleaved (each gets a slice of every round). The records go to a
+/// directory under `$TMPDIR`: its file system decides what `fdatasync`
+/// costs.
+async fn audit_costs(calls: usize) {
+    const SYNCS: [&str; 4] = ["off", "none", "batch", "always"];
+    let dir = toolgate_tests::TempDir::new("pipeline-audit");
+    let config = |sync: &str, stack: &str| {
+        if sync == "off" {
+            "[audit]\nenabled = false\n".to_string()
+        } else {
+            format!(
+                "[audit]\npath = \"{}\"\nsigning_key = \"{}\"\nsync = \"{sync}\"\n",
+                dir.path().join(format!("{stack}-{sync}.jsonl")).display(),
+                dir.path().join("audit.key").display()
+            )
+        }
+    };
+    let mut dirs = Vec::new();
+    let mut hosts = Vec::new();
+    for sync in SYNCS {
+        let tool = PluginDir::new();
+        tool.add("tools", fixtures::TOOLS);
+        hosts.push(
+            builder(&tool, &config(sync, "0"))
+                .build()
+                .await
+                .expect("host"),
+        );
+        dirs.push(tool);
+        let stack = PluginDir::new();
+        stack.add("tools", fixtures::TOOLS);
+        hosts.push(wasm_with(&stack, false, &config(sync, "b")).await);
+        dirs.push(stack);
+    }
+    for host in &hosts {
+        warm_up(host).await;
+    }
+    let variants: Vec<&Toolgate> = hosts.iter().collect();
+    let stats = interleaved(&variants, call, calls).await;
+    for host in &hosts {
+        host.shutdown().await;
+    }
+    println!(
+        "the audit record's cost per call, {calls} calls per host interleaved (median / p99 µs; the record's cost = median − median with it off)"
+    );
+    println!(
+        "  {:<22} {:>10} {:>10} {:>10}   {:>10} {:>10} {:>10}",
+        "[audit]", "(0) med", "p99", "record", "(b) med", "p99", "record"
+    );
+    for (i, sync) in SYNCS.iter().enumerate() {
+        let (s0, sb) = (&stats[2 * i], &stats[2 * i + 1]);
+        let label = if *sync == "off" {
+            "enabled = false".to_string()
+        } else {
+            format!("sync = \"{sync}\"")
+        };
+        let cost = |s: &Stats, off: &Stats| {
+            if i == 0 {
+                "-".to_string()
+            } else {
+                format!("{:+.1}", us(s.median) - us(off.median))
+            }
+        };
+        println!(
+            "  {:<22} {:>10.1} {:>10.1} {:>10}   {:>10.1} {:>10.1} {:>10}",
+            label,
+            us(s0.median),
+            us(s0.p99),
+            cost(s0, &stats[0]),
+            us(sb.median),
+            us(sb.p99),
+            cost(sb, &stats[1]),
+        );
+    }
 }
 
 /// Profiling aid (`-- --breakdown`): one Wasm policy of each role alone

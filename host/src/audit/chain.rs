@@ -19,13 +19,18 @@ pub fn sha256(bytes: &[u8]) -> [u8; 32] {
 
 /// Lower-case hex of `bytes`.
 pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
+    push_hex(&mut out, bytes);
+    out
+}
+
+/// Append the lower-case hex of `bytes` to `out`.
+fn push_hex(out: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     for b in bytes {
         out.push(DIGITS[(b >> 4) as usize] as char);
         out.push(DIGITS[(b & 15) as usize] as char);
     }
-    out
 }
 
 /// The bytes of lower-case or upper-case hex text of exactly `N` bytes.
@@ -45,15 +50,22 @@ pub fn unhex<const N: usize>(text: &str) -> Option<[u8; N]> {
 /// The line of record `seq` linked to `prev`, from `body` (a JSON object
 /// with at least one field).
 pub fn splice(seq: u64, prev: &[u8; 32], body: &str) -> String {
-    debug_assert!(body.starts_with('{') && body.len() > 2);
     let mut line = String::with_capacity(body.len() + 96);
-    line.push_str("{\"seq\":");
-    line.push_str(&seq.to_string());
-    line.push_str(",\"prev\":\"");
-    line.push_str(&hex(prev));
-    line.push_str("\",");
-    line.push_str(&body[1..]);
+    splice_into(&mut line, seq, prev, body);
     line
+}
+
+/// [`splice`], appended to `out` (the writer builds a batch's lines in
+/// one buffer, without a copy per line).
+pub fn splice_into(out: &mut String, seq: u64, prev: &[u8; 32], body: &str) {
+    use std::fmt::Write;
+    debug_assert!(body.starts_with('{') && body.len() > 2);
+    out.push_str("{\"seq\":");
+    let _ = write!(out, "{seq}");
+    out.push_str(",\"prev\":\"");
+    push_hex(out, prev);
+    out.push_str("\",");
+    out.push_str(&body[1..]);
 }
 
 /// The signed form of a checkpoint line: `unsigned` with a last field

@@ -38,10 +38,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::budgets::{AUDIT_CUT_REASON_BYTES, AUDIT_MAX_ARGUMENT_BYTES, AUDIT_MAX_RECORD_BYTES};
 use crate::content::Content;
 use crate::outcome::{CallError, CallRecord, ErrorCode, Stage};
 use crate::pipeline::Finished;
 use crate::registry::Generation;
+use crate::turn::Client;
 
 pub use key::CheckpointKey;
 
@@ -51,13 +53,11 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub const DEFAULT_FILE: &str = "audit.jsonl";
 /// The checkpoint key's file in the state directory, made on first use.
 pub const DEFAULT_KEY_FILE: &str = "audit.key";
-/// Records between two signed checkpoints: what a cut tail can take away
-/// unsigned (a checkpoint costs one signature, about 20 µs).
-pub const DEFAULT_CHECKPOINT_EVERY: u64 = 1000;
-/// Size at which the file is rotated (the chain goes on in the next file).
-pub const DEFAULT_ROTATE_MB: u64 = 64;
-/// `sync = "batch"`: the most time a written record waits for `fdatasync`.
-pub const DEFAULT_SYNC_INTERVAL_MS: u64 = 200;
+// The limits, named once in `budgets`.
+pub use crate::budgets::{
+    AUDIT_CHECKPOINT_EVERY as DEFAULT_CHECKPOINT_EVERY, AUDIT_ROTATE_MB as DEFAULT_ROTATE_MB,
+    AUDIT_SYNC_INTERVAL_MS as DEFAULT_SYNC_INTERVAL_MS,
+};
 
 // The `[audit]` keys are configuration types (in `config`, which names
 // nothing of the audit); their resolution is here.
@@ -74,6 +74,8 @@ pub struct AuditSettings {
     pub signing_key: PathBuf,
     pub on_failure: OnFailure,
     pub arguments: ArgumentsMode,
+    /// Tool (`"*"`: every tool) → JSON pointers kept as digests.
+    pub sensitive: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl AuditConfig {
@@ -123,6 +125,7 @@ impl AuditConfig {
             signing_key,
             on_failure: self.on_failure.unwrap_or_default(),
             arguments: self.arguments.unwrap_or_default(),
+            sensitive: self.sensitive.clone(),
         }))
     }
 }
@@ -162,6 +165,15 @@ pub fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+/// The SHA-256 (hex) of a configuration as the host parsed it — what is in
+/// force, not the file's bytes: comments and layout do not change it, any
+/// value does. The `plugins` record holds the first; a `config` record each
+/// change (old → new).
+pub fn config_digest(config: &crate::config::HostConfig) -> String {
+    // Its maps are ordered (BTreeMap): the text is deterministic.
+    chain::hex(&chain::sha256(format!("{config:?}").as_bytes()))
 }
 
 /// A plugin as the record names it: its digest and contract version.
@@ -234,34 +246,74 @@ impl Audit {
         &self.settings.path
     }
 
+    /// `on_failure = "continue"`: a record that cannot be written does not
+    /// stop what it records.
+    pub fn continues_on_failure(&self) -> bool {
+        self.settings.on_failure == OnFailure::Continue
+    }
+
     /// The public key of its checkpoints (hex).
     pub fn public_key(&self) -> String {
         self.writer.public_key()
     }
 
-    /// Record a committed call, before its result is returned. When the
+    /// Record a committed call, before its result is returned: the
+    /// record is built here, on the caller's thread; the returned future
+    /// waits (without holding the thread) until it is written. When the
     /// record cannot be written the call's result becomes an `INTERNAL`
     /// failure (unless `on_failure = "continue"`).
     ///
     /// `digests` lists the plugins' SHA-256 by name; it is asked only when
-    /// `generation` is not the one last recorded.
-    pub fn commit(
-        &self,
-        finished: &mut Finished,
+    /// `generation` is not the one last recorded. `client` is who made the
+    /// call (an MCP client's transport, session and name), if known.
+    pub fn commit<'a>(
+        &'a self,
+        finished: &'a mut Finished,
         generation: &Generation,
+        client: Option<&Client>,
         digests: &dyn Fn() -> Vec<(String, Option<String>)>,
-    ) {
-        let body = self.call_body(finished, generation, digests);
-        if let Err(e) = self.writer.append(body, false) {
-            match self.settings.on_failure {
-                OnFailure::Continue => {
-                    tracing::error!(error = %e, tool = %finished.record.name, "call not recorded (on_failure = \"continue\")")
-                }
-                OnFailure::FailClosed => {
-                    finished.record = unrecorded(&finished.record, &e);
+    ) -> impl Future<Output = ()> + Send + use<'a> {
+        let body = self.call_body(finished, generation, client, digests);
+        async move {
+            if let Err(e) = self.writer.append_async(body).await {
+                match self.settings.on_failure {
+                    OnFailure::Continue => {
+                        tracing::error!(error = %e, tool = %finished.record.name, "call not recorded (on_failure = \"continue\")")
+                    }
+                    OnFailure::FailClosed => {
+                        finished.record = unrecorded(&finished.record, &e);
+                    }
                 }
             }
         }
+    }
+
+    /// Record a call refused before the pipeline (a malformed call of a
+    /// batch, a batch that is not one): `call_id` and `tool` as far as
+    /// they could be read (`None`: the whole input was refused), the agent
+    /// scope, where it came from (`input`: a file, standard input) and why.
+    /// `raw` is what was refused; the record keeps its SHA-256 and length.
+    pub fn rejected(
+        &self,
+        call_id: Option<&str>,
+        tool: Option<&str>,
+        scope: &str,
+        input: &str,
+        raw: &[u8],
+        reason: &str,
+    ) -> Result<(), AuditError> {
+        self.event(
+            "rejected",
+            json!({
+                "callId": call_id,
+                "tool": tool,
+                "scope": scope,
+                "input": input,
+                "sha256": chain::hex(&chain::sha256(raw)),
+                "bytes": raw.len(),
+                "reason": crate::budgets::cut(reason.to_string(), AUDIT_CUT_REASON_BYTES * 16),
+            }),
+        )
     }
 
     /// Record a host event (`kind` and its fields).
@@ -316,17 +368,35 @@ impl Audit {
         &self,
         f: &Finished,
         generation: &Generation,
+        client: Option<&Client>,
         digests: &dyn Fn() -> Vec<(String, Option<String>)>,
     ) -> String {
         let info = &f.info;
         let record = &f.record;
         let ids = self.plugin_ids(generation, digests);
-        let full = self.settings.arguments == ArgumentsMode::Full;
+        let arguments_json = info.arguments_json();
+        let mut omitted = None;
+        if self.settings.arguments == ArgumentsMode::Digest {
+            omitted = Some("digest");
+        } else if arguments_json.len() > AUDIT_MAX_ARGUMENT_BYTES {
+            omitted = Some("size");
+        }
+        // Sensitive values replaced by their digest: only when one of the
+        // tool's pointers is present (a copy of the arguments then).
+        let (redacted, sensitive) = match omitted {
+            Some(_) => (None, Vec::new()),
+            None => self.redact(&info.tool_name, &info.arguments),
+        };
+        let arguments = match (omitted, &redacted) {
+            (Some(_), _) => None,
+            (None, Some(r)) => Some(r),
+            (None, None) => Some(&*info.arguments),
+        };
         // The result's digest, serialised straight into the hasher.
         let mut hasher = HashWriter(sha2::Sha256::default());
         let _ = serde_json::to_writer(&mut hasher, record);
         let error = record.error.as_ref();
-        let body = CallBody {
+        let mut body = CallBody {
             v: SCHEMA_VERSION,
             kind: "call",
             ts: now_ms(),
@@ -336,19 +406,22 @@ impl Audit {
             tool: &info.tool_name,
             provider: &info.tool.provider,
             scope: &info.agent_scope,
+            client,
             parent: info.parent_id.as_deref(),
             code_mode: info.code_mode,
             generation: generation.number,
-            arguments: full.then_some(&*info.arguments),
-            arguments_sha256: chain::hex(&chain::sha256(info.arguments_json().as_bytes())),
-            replayable: full,
+            arguments,
+            arguments_sha256: chain::hex(&chain::sha256(arguments_json.as_bytes())),
+            arguments_omitted: omitted,
+            sensitive: &sensitive,
+            replayable: omitted.is_none() && sensitive.is_empty(),
             decisions: f
                 .decisions
                 .iter()
                 .map(|d| {
                     let id = d.plugin.as_ref().and_then(|p| ids.get(p));
                     DecisionBody {
-                        decision: d,
+                        decision: std::borrow::Cow::Borrowed(d),
                         plugin_sha256: id.and_then(|i| i.sha256.as_deref()),
                         plugin_version: id.map(|i| i.version.as_str()),
                     }
@@ -363,7 +436,48 @@ impl Audit {
             },
             elapsed_us: f.elapsed_us,
         };
+        // Sized once: the arguments and about as much again for the rest.
+        let mut text = Vec::with_capacity(arguments_json.len() + 1024);
+        let _ = serde_json::to_writer(&mut text, &body);
+        let text = String::from_utf8(text).unwrap_or_default();
+        if text.len() <= AUDIT_MAX_RECORD_BYTES {
+            return text;
+        }
+        // Only long guest reasons can bring a record here: cut them.
+        for d in &mut body.decisions {
+            if let Some(reason) = &d.decision.reason
+                && reason.len() > AUDIT_CUT_REASON_BYTES
+            {
+                let cut = crate::budgets::cut(reason.clone(), AUDIT_CUT_REASON_BYTES);
+                d.decision.to_mut().reason = Some(cut);
+            }
+        }
         serde_json::to_string(&body).unwrap_or_default()
+    }
+
+    /// The arguments with the values at the tool's sensitive pointers (and
+    /// every tool's, `"*"`) replaced by `{"$sha256": …}`, and the pointers
+    /// replaced; `(None, [])` when none is present.
+    fn redact(&self, tool: &str, arguments: &Value) -> (Option<Value>, Vec<String>) {
+        let s = &self.settings.sensitive;
+        if s.is_empty() {
+            return (None, Vec::new());
+        }
+        let pointers = s.get(tool).into_iter().chain(s.get("*")).flatten();
+        let mut copy: Option<Value> = None;
+        let mut replaced: Vec<String> = Vec::new();
+        for p in pointers {
+            if replaced.contains(p) || arguments.pointer(p).is_none() {
+                continue;
+            }
+            let copy = copy.get_or_insert_with(|| arguments.clone());
+            if let Some(value) = copy.pointer_mut(p) {
+                let digest = chain::hex(&chain::sha256(value.to_string().as_bytes()));
+                *value = json!({ "$sha256": digest });
+                replaced.push(p.clone());
+            }
+        }
+        (copy, replaced)
     }
 }
 
@@ -394,11 +508,16 @@ struct CallBody<'a> {
     tool: &'a str,
     provider: &'a str,
     scope: &'a str,
+    client: Option<&'a Client>,
     parent: Option<&'a str>,
     code_mode: bool,
     generation: u64,
     arguments: Option<&'a Value>,
     arguments_sha256: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arguments_omitted: Option<&'static str>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    sensitive: &'a [String],
     replayable: bool,
     decisions: Vec<DecisionBody<'a>>,
     result: ResultBody<'a>,
@@ -409,7 +528,7 @@ struct CallBody<'a> {
 #[serde(rename_all = "camelCase")]
 struct DecisionBody<'a> {
     #[serde(flatten)]
-    decision: &'a crate::pipeline::Decision,
+    decision: std::borrow::Cow<'a, crate::pipeline::Decision>,
     #[serde(skip_serializing_if = "Option::is_none")]
     plugin_sha256: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]

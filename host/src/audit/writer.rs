@@ -1,13 +1,27 @@
 //! The writer: group commit, checkpoints, rotation, continuing the chain.
 //!
-//! Every caller serialises its record's body itself, then queues it and
-//! waits until it is in the file. Whoever finds no write in progress
-//! becomes the *leader*: it takes every body queued so far, numbers and
-//! links them (see [`super::chain`]), adds a checkpoint where one is due,
-//! and writes them with one `write(2)` (and, with `sync = "always"`, one
+//! Every caller serialises its record's body itself (in parallel, outside
+//! any lock), then queues it and waits until it is in the file. Whoever
+//! finds no write in progress becomes the *leader*: it takes the bodies
+//! queued so far (at most [`AUDIT_BATCH_RECORDS`]), numbers and links them
+//! (see [`super::chain`]), adds a checkpoint where one is due, and writes
+//! them with one `write(2)` (and, with `sync = "always"`, one
 //! `fdatasync`) — so a burst of calls costs one system call, not one each.
 //! With `sync = "batch"` a flusher thread runs `fdatasync` every
 //! `sync_interval_ms`.
+//!
+//! Why a leader and not a writer thread: a call alone (the common case on
+//! one connection) then costs no thread hand-off — no wake-up of another
+//! thread and no wait for it to be scheduled — only its own `write(2)`;
+//! under load the callers that queue while a write is in progress form the
+//! next batch by themselves. A call's commit waits *asynchronously*
+//! ([`Writer::append_async`]): a caller that is not the leader gives its
+//! executor thread back until its batch is written, so one write in
+//! progress never holds a second worker (on two cores, blocking there halved
+//! `serve`'s throughput). With `sync = "always"` the leader's
+//! `fdatasync` (milliseconds) runs on the blocking pool, not on an executor
+//! thread. The queue holds at most [`AUDIT_QUEUE_RECORDS`] records: a
+//! caller that finds it full waits for room — records are never dropped.
 //!
 //! Several hosts may share one file (the default path is per user): the
 //! leader holds an exclusive `flock` on the file while it writes, and
@@ -33,12 +47,10 @@ use serde_json::json;
 use super::chain::{self, GENESIS};
 use super::key::CheckpointKey;
 use super::{AuditError, AuditSettings, SyncMode};
+use crate::budgets::{AUDIT_BATCH_RECORDS, AUDIT_MAX_TAIL_READ, AUDIT_QUEUE_RECORDS};
 
 /// A queued body that asks for a checkpoint (a body is JSON: never this).
 const CHECKPOINT_MARKER: &str = "\u{0}checkpoint:";
-
-/// The most bytes of a file's tail read to find its last record.
-const MAX_TAIL_READ: u64 = 1 << 20;
 
 /// What callers share.
 struct Queue {
@@ -65,7 +77,10 @@ struct Io {
 
 pub(crate) struct Writer {
     queue: Mutex<Queue>,
+    /// Wakes blocking waiters ([`Writer::append`]) when a batch is written.
     done: Condvar,
+    /// Wakes asynchronous waiters ([`Writer::append_async`]) likewise.
+    progress: tokio::sync::Notify,
     io: Mutex<Io>,
     settings: AuditSettings,
     key: CheckpointKey,
@@ -154,7 +169,7 @@ fn read_tail(file: &mut File, len: u64) -> std::io::Result<(Last, u64)> {
     if len == 0 {
         return Ok((None, 0));
     }
-    let start = len.saturating_sub(MAX_TAIL_READ);
+    let start = len.saturating_sub(AUDIT_MAX_TAIL_READ);
     file.seek(SeekFrom::Start(start))?;
     let mut buf = Vec::with_capacity((len - start) as usize);
     Read::by_ref(file).take(len - start).read_to_end(&mut buf)?;
@@ -236,6 +251,7 @@ impl Writer {
                 closed: false,
             }),
             done: Condvar::new(),
+            progress: tokio::sync::Notify::new(),
             io: Mutex::new(Io {
                 file,
                 end,
@@ -285,53 +301,141 @@ impl Writer {
         &self.instance
     }
 
-    /// Queue `body` (a JSON object) and wait until it is written (and
-    /// synced, when `sync_now` or `sync = "always"`).
+    /// Queue `body` (a JSON object) and wait, blocking this thread, until
+    /// it is written (and synced, when `sync_now` or `sync = "always"`).
+    /// For host events, the start and the shutdown; a call's record goes
+    /// through [`Writer::append_async`].
     pub(crate) fn append(&self, body: String, sync_now: bool) -> Result<(), AuditError> {
         let always = sync_now || self.settings.sync == SyncMode::Always;
+        let mut body = Some(body);
         let mut q = lock(&self.queue);
-        if let Some(e) = &q.failed {
-            return Err(AuditError::Failed(e.clone()));
-        }
-        if q.closed {
-            return Err(AuditError::Failed("the audit record is closed".into()));
-        }
-        q.pending.push(body);
-        q.queued += 1;
-        let ticket = q.queued;
-        loop {
-            let reached = if always { q.synced } else { q.written };
-            if reached >= ticket {
-                return Ok(());
+        let ticket = loop {
+            if let Some(ticket) = enqueue(&mut q, &mut body)? {
+                break ticket;
             }
-            if let Some(e) = &q.failed {
-                return Err(AuditError::Failed(e.clone()));
+            q = self.done.wait(q).unwrap_or_else(|p| p.into_inner());
+        };
+        loop {
+            if let Some(done) = reached(&q, ticket, always) {
+                return done;
             }
             if !q.writing {
                 q.writing = true;
-                let batch = std::mem::take(&mut q.pending);
-                let upto = q.queued;
                 drop(q);
-                let result = self.write_batch(batch, always);
+                self.lead(always);
                 q = lock(&self.queue);
-                q.writing = false;
-                match result {
-                    Ok(()) => {
-                        q.written = upto;
-                        if always {
-                            q.synced = upto;
-                        }
-                    }
-                    Err(e) => {
-                        tracing::error!(error = %e, "the audit record could not be written");
-                        q.failed = Some(e.to_string());
-                    }
-                }
-                self.done.notify_all();
             } else {
                 q = self.done.wait(q).unwrap_or_else(|p| p.into_inner());
             }
         }
+    }
+
+    /// Queue `body` and wait until it is written (and synced, with `sync =
+    /// "always"`), without holding the executor thread while another
+    /// caller's write is in progress. Cancelling the future does not
+    /// withdraw the record: once queued it is written.
+    pub(crate) async fn append_async(self: &Arc<Self>, body: String) -> Result<(), AuditError> {
+        let always = self.settings.sync == SyncMode::Always;
+        let mut body = Some(body);
+        let mut ticket = None;
+        loop {
+            // Registered before the state is read: a batch written in
+            // between still wakes this waiter.
+            let notified = self.progress.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            match self.step(&mut ticket, &mut body, always)? {
+                Step::Done => return Ok(()),
+                Step::Wait => notified.await,
+                Step::Lead if always => {
+                    // fdatasync takes milliseconds: not on an executor
+                    // thread. The task owns the leadership (`writing`)
+                    // from here, so dropping this future cannot leave it
+                    // taken.
+                    let writer = self.clone();
+                    if let Err(e) = tokio::task::spawn_blocking(move || writer.lead(true)).await {
+                        self.fail(&format!("the audit writer's task failed: {e}"));
+                    }
+                }
+                Step::Lead => self.lead(false),
+            }
+        }
+    }
+
+    /// One look at the queue for [`Writer::append_async`] (under its
+    /// lock, which is never held across an `await`): queue the body if not
+    /// yet queued and there is room; then whether its ticket is done, or
+    /// this caller is to lead (`writing` taken), or to wait.
+    fn step(
+        &self,
+        ticket: &mut Option<u64>,
+        body: &mut Option<String>,
+        always: bool,
+    ) -> Result<Step, AuditError> {
+        let mut q = lock(&self.queue);
+        let t = match *ticket {
+            Some(t) => t,
+            None => match enqueue(&mut q, body)? {
+                Some(t) => {
+                    *ticket = Some(t);
+                    t
+                }
+                // Full: wait for the batch in progress to take it.
+                None => return Ok(Step::Wait),
+            },
+        };
+        if let Some(done) = reached(&q, t, always) {
+            return done.map(|()| Step::Done);
+        }
+        if q.writing {
+            return Ok(Step::Wait);
+        }
+        q.writing = true;
+        Ok(Step::Lead)
+    }
+
+    /// As the leader (`writing` set by the caller): take a batch, write it
+    /// and record the outcome; give the leadership back and wake every
+    /// waiter.
+    fn lead(&self, always: bool) {
+        let (batch, before) = {
+            let mut q = lock(&self.queue);
+            let n = q.pending.len().min(AUDIT_BATCH_RECORDS);
+            let batch: Vec<String> = q.pending.drain(..n).collect();
+            (batch, q.written)
+        };
+        let n = batch.len() as u64;
+        let result = self.write_batch(batch, always);
+        let mut q = lock(&self.queue);
+        q.writing = false;
+        match result {
+            Ok(()) => {
+                q.written = before + n;
+                if always {
+                    q.synced = q.written;
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "the audit record could not be written");
+                q.failed = Some(e.to_string());
+            }
+        }
+        drop(q);
+        self.wake();
+    }
+
+    /// Mark the record failed (sticky) and wake every waiter.
+    fn fail(&self, why: &str) {
+        let mut q = lock(&self.queue);
+        q.writing = false;
+        q.failed.get_or_insert_with(|| why.to_string());
+        drop(q);
+        self.wake();
+    }
+
+    fn wake(&self) {
+        self.done.notify_all();
+        self.progress.notify_waiters();
     }
 
     /// Number, link, write (and sync) a batch; checkpoint and rotate where
@@ -395,10 +499,10 @@ impl Writer {
     }
 
     fn push(&self, io: &mut Io, buf: &mut String, body: &str) {
-        let line = chain::splice(io.seq + 1, &io.prev, body);
+        let start = buf.len();
+        chain::splice_into(buf, io.seq + 1, &io.prev, body);
         io.seq += 1;
-        io.prev = chain::sha256(line.as_bytes());
-        buf.push_str(&line);
+        io.prev = chain::sha256(&buf.as_bytes()[start..]);
         buf.push('\n');
     }
 
@@ -526,6 +630,44 @@ impl Writer {
     fn append_checkpoint(&self, kind: &str) -> Result<(), AuditError> {
         self.append(format!("{CHECKPOINT_MARKER}{kind}"), true)
     }
+}
+
+/// What a caller of [`Writer::append_async`] does next.
+enum Step {
+    Done,
+    Wait,
+    Lead,
+}
+
+/// Queue `body` (taken out of it) and return its ticket; `None` when the
+/// queue is full (wait for room and try again). Fails when the record failed or is closed.
+fn enqueue(q: &mut Queue, body: &mut Option<String>) -> Result<Option<u64>, AuditError> {
+    if let Some(e) = &q.failed {
+        return Err(AuditError::Failed(e.clone()));
+    }
+    if q.closed {
+        return Err(AuditError::Failed("the audit record is closed".into()));
+    }
+    // Full only while a write is in progress: otherwise this caller leads
+    // and takes the queue.
+    if q.pending.len() >= AUDIT_QUEUE_RECORDS && q.writing {
+        return Ok(None);
+    }
+    q.pending.extend(body.take());
+    q.queued += 1;
+    Ok(Some(q.queued))
+}
+
+/// Whether ticket `ticket` is done: written (or synced, when `synced`),
+/// or failed.
+fn reached(q: &Queue, ticket: u64, synced: bool) -> Option<Result<(), AuditError>> {
+    let upto = if synced { q.synced } else { q.written };
+    if upto >= ticket {
+        return Some(Ok(()));
+    }
+    q.failed
+        .as_ref()
+        .map(|e| Err(AuditError::Failed(e.clone())))
 }
 
 /// The name a rotated file gets.

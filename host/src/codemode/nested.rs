@@ -131,6 +131,9 @@ impl Nested {
             parent_id: Some(self.parent.call_id.clone()),
             cancel,
             approver: self.approver.clone(),
+            // The program's calls: their `parent` names the call (and
+            // its record, the client).
+            client: None,
         };
         let ran = self.host.run_batch(calls, &turn).await;
         watch.abort();

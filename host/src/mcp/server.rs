@@ -471,6 +471,7 @@ impl ServerHandler for ToolgateServer {
             agent_scope: self.scope.to_string(),
             cancel,
             approver,
+            client: Some(Arc::new(audit_client(&context))),
             ..TurnOptions::default()
         };
         let token = context.meta.get_progress_token();
@@ -607,6 +608,28 @@ pub fn block(content: Content) -> ContentBlock {
                 blob: BASE64.encode(bytes),
                 meta: None,
             },
+        }),
+    }
+}
+
+/// The client of a request as the audit record names it: over HTTP its
+/// `Mcp-Session-Id` (none: a stateless request), over stdio none (one
+/// process, one client); and the `clientInfo` of its `initialize`.
+fn audit_client(context: &RequestContext<RoleServer>) -> crate::turn::Client {
+    use crate::budgets::AUDIT_MAX_CLIENT_FIELD_BYTES;
+    let http = context.extensions.get::<http::request::Parts>();
+    let info = context.peer.peer_info();
+    crate::turn::Client {
+        transport: if http.is_some() { "http" } else { "stdio" }.into(),
+        session: http
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+            .map(|s| crate::budgets::cut(s.to_string(), AUDIT_MAX_CLIENT_FIELD_BYTES)),
+        name: info
+            .as_ref()
+            .map(|i| crate::budgets::cut(i.client_info.name.clone(), AUDIT_MAX_CLIENT_FIELD_BYTES)),
+        version: info.as_ref().map(|i| {
+            crate::budgets::cut(i.client_info.version.clone(), AUDIT_MAX_CLIENT_FIELD_BYTES)
         }),
     }
 }

@@ -324,7 +324,7 @@ impl Arrivals {
         if turn.cancel.is_cancelled() && !finished.record.is_error {
             finished.record = aborted_after_completion(finished.record);
         }
-        self.host.record(&mut finished, generation);
+        self.host.record(&mut finished, generation, turn).await;
         let budget = self.host.settings().policy_timeout();
         let notified = AssertUnwindSafe(pipeline::result::notify(
             &generation.policies.observers,

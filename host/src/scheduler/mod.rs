@@ -158,8 +158,14 @@ pub trait Dispatch: Send + Sync + 'static {
     fn settled(&self) -> tokio::sync::watch::Receiver<bool>;
     /// Write a committed call's audit record before its result is returned
     /// or observers see it (see [`crate::audit`]); a write that fails turns
-    /// `finished` into the fail-closed error.
-    fn record(&self, finished: &mut crate::pipeline::Finished, generation: &Generation);
+    /// `finished` into the fail-closed error. The future waits for the
+    /// write without holding the executor thread.
+    fn record<'a>(
+        &'a self,
+        finished: &'a mut crate::pipeline::Finished,
+        generation: &'a Generation,
+        turn: &'a TurnOptions,
+    ) -> futures::future::BoxFuture<'a, ()>;
 }
 
 /// While plugin files left out of the first generation are loading (see
@@ -500,7 +506,9 @@ impl<'a, H: Dispatch + Clone> Turn<'a, H> {
             if cancelled && !finished.record.is_error {
                 finished.record = aborted_after_completion(finished.record);
             }
-            self.host.record(&mut finished, &generation);
+            self.host
+                .record(&mut finished, &generation, &self.turn)
+                .await;
             let notified = AssertUnwindSafe(pipeline::result::notify(
                 &generation.policies.observers,
                 finished,

@@ -739,3 +739,414 @@ fn replay_against_a_stricter_policy_set_reports_exactly_the_calls_that_change() 
     let out = with(&["replay", "missing.jsonl"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// SHA-256 (hex) of `bytes`, as the record writes digests.
+fn sha256_hex(bytes: &[u8]) -> String {
+    toolgate::audit::chain::hex(&toolgate::audit::chain::sha256(bytes))
+}
+
+/// Waits (up to 20 s) until the record at `path` holds a record for which
+/// `found` is true; returns all records then.
+async fn wait_for_record(path: &Path, found: impl Fn(&Value) -> bool) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let all = records_prefix(path);
+        if all.iter().any(&found) {
+            return all;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no such record in {}",
+            path.display()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// `[audit] sensitive`: the value at a sensitive pointer is kept as its
+/// digest (never the value), the call says so and is not replayable, and
+/// replay lists it as not comparable while it replays the others.
+#[test]
+fn sensitive_arguments_are_recorded_as_digests_and_replay_does_not_compare_them() {
+    let dir = TempDir::new("audit-sensitive");
+    let plugins = PluginDir::new();
+    plugins
+        .add("tools", fixtures::TOOLS)
+        .add("guard", fixtures::GUARD);
+    let config = audit_config(
+        dir.path(),
+        "sensitive = { echo = [\"/text\", \"/absent\"], \"*\" = [\"/message\"] }\n\
+         [plugins.guard]\nvars = { BEHAVIOR = \"deny-tool:crash\", NAME = \"guard\" }\n",
+    );
+    std::fs::write(dir.path().join("toolgate.toml"), &config).unwrap();
+    let calls = json!([
+        {"id": "s", "name": "echo", "arguments": {"text": "hunter2"}},
+        {"id": "f", "name": "fail", "arguments": {"code": "X", "message": "s3cr3t-token"}},
+        {"id": "p", "name": "value", "arguments": {"mode": "valid"}},
+    ]);
+    std::fs::write(dir.path().join("calls.json"), calls.to_string()).unwrap();
+    let with = |args: &[&str]| {
+        toolgate(dir.path())
+            .arg("--no-default-plugins")
+            .arg("--plugins")
+            .arg(plugins.path())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = with(&["run", "--compact", "calls.json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = dir.path().join("audit.jsonl");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(!text.contains("hunter2"), "a sensitive value was recorded");
+    assert!(
+        !text.contains("s3cr3t-token"),
+        "a sensitive value was recorded"
+    );
+    let all = records(&file);
+    let calls = calls_of(&all);
+    let (s, f, p) = (calls[0], calls[1], calls[2]);
+    assert_eq!(
+        s["arguments"]["text"],
+        json!({"$sha256": sha256_hex(b"\"hunter2\"")}),
+        "{s}"
+    );
+    assert_eq!(s["sensitive"], json!(["/text"]), "only pointers present");
+    assert_eq!(s["replayable"], false);
+    // The digest of the arguments as given, so a known value can be checked.
+    assert_eq!(s["argumentsSha256"], sha256_hex(br#"{"text":"hunter2"}"#));
+    // `"*"` applies to every tool; a call without the value is untouched.
+    assert_eq!(f["sensitive"], json!(["/message"]), "{f}");
+    assert_eq!(f["arguments"]["code"], "X");
+    assert_eq!(p["arguments"], json!({"mode": "valid"}));
+    assert!(p.get("sensitive").is_none(), "{p}");
+    assert_eq!(p["replayable"], true);
+    let report = verify(
+        std::slice::from_ref(&file),
+        &pinned(&dir.path().join("audit.key")),
+    )
+    .unwrap();
+    assert!(report.intact, "{report:?}");
+
+    // Replay under the same policy: the sensitive calls are not compared
+    // (not re-run with a digest for a value), the other one is.
+    let file_arg = file.display().to_string();
+    let out = with(&["replay", "--json", &file_arg]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let replay: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        replay["notComparable"],
+        json!([s["seq"], f["seq"]]),
+        "{replay}"
+    );
+    assert_eq!(replay["notReplayable"], json!([]), "{replay}");
+    assert_eq!(replay["changed"], 0, "{replay}");
+}
+
+/// Arguments over the record's cap are kept as their digest alone, and the
+/// record says why; the call itself runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arguments_over_the_record_cap_are_kept_as_a_digest() {
+    let dir = TempDir::new("audit-large");
+    let plugins = PluginDir::new();
+    plugins.add("tools", fixtures::TOOLS);
+    let host = recording_host(dir.path(), &plugins, 100, "").await;
+    let big = "x".repeat(toolgate::budgets::AUDIT_MAX_ARGUMENT_BYTES + 1);
+    let r = host
+        .call(
+            ToolCall::new("big", "echo", json!({"text": big})),
+            &TurnOptions::default(),
+        )
+        .await;
+    assert!(!r.is_error, "{r:?}");
+    let r = host
+        .call(
+            ToolCall::new("small", "echo", json!({"text": "y"})),
+            &TurnOptions::default(),
+        )
+        .await;
+    assert!(!r.is_error, "{r:?}");
+    host.shutdown().await;
+    let file = dir.path().join("audit.jsonl");
+    assert!(
+        std::fs::metadata(&file).unwrap().len() < 64 << 10,
+        "the big argument was written"
+    );
+    let all = records(&file);
+    let calls = calls_of(&all);
+    assert_eq!(calls[0]["arguments"], Value::Null);
+    assert_eq!(calls[0]["argumentsOmitted"], "size");
+    assert_eq!(calls[0]["replayable"], false);
+    assert_eq!(
+        calls[0]["argumentsSha256"],
+        sha256_hex(json!({"text": big}).to_string().as_bytes())
+    );
+    assert_eq!(calls[1]["arguments"]["text"], "y");
+    assert!(calls[1].get("argumentsOmitted").is_none());
+}
+
+/// Input `toolgate run` refuses before the pipeline is recorded: each
+/// malformed call of a batch (with what could be read of it), and a whole
+/// input that is not a batch.
+#[test]
+fn run_records_the_calls_it_refuses_before_the_pipeline() {
+    let dir = TempDir::new("audit-rejected");
+    let plugins = PluginDir::new();
+    plugins.add("tools", fixtures::TOOLS);
+    std::fs::write(
+        dir.path().join("toolgate.toml"),
+        audit_config(dir.path(), ""),
+    )
+    .unwrap();
+    let bad = json!({"id": "b", "name": "echo", "arguments": "{not json"});
+    let batch = json!([
+        {"id": "a", "name": "echo", "arguments": {"text": "x"}},
+        bad,
+        {"id": "c"},
+        {"id": "d", "name": "no-such-tool", "arguments": {}},
+    ]);
+    std::fs::write(dir.path().join("calls.json"), batch.to_string()).unwrap();
+    let run = |file: &str| {
+        toolgate(dir.path())
+            .arg("--no-default-plugins")
+            .arg("--plugins")
+            .arg(plugins.path())
+            .args(["run", "--compact", file])
+            .output()
+            .unwrap()
+    };
+    let out = run("calls.json");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = dir.path().join("audit.jsonl");
+    let all = records(&file);
+    let rejected: Vec<&Value> = all.iter().filter(|r| r["kind"] == "rejected").collect();
+    assert_eq!(rejected.len(), 2, "{rejected:?}");
+    assert_eq!(rejected[0]["callId"], "b");
+    assert_eq!(rejected[0]["tool"], "echo");
+    assert_eq!(rejected[0]["input"], "calls.json");
+    assert_eq!(
+        rejected[0]["sha256"],
+        sha256_hex(bad.to_string().as_bytes())
+    );
+    assert!(
+        rejected[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not acceptable JSON"),
+        "{}",
+        rejected[0]
+    );
+    assert_eq!(rejected[1]["callId"], "c");
+    // Before the calls that ran; the unknown tool went through the
+    // pipeline and has its call record.
+    let calls = calls_of(&all);
+    assert!(rejected[1]["seq"].as_u64() < calls[0]["seq"].as_u64());
+    let ids: Vec<&str> = calls
+        .iter()
+        .map(|c| c["callId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["a", "d"]);
+
+    // A whole input that is not a batch: refused, and recorded.
+    let input = r#"{"id": "x", "name": "echo"}"#;
+    std::fs::write(dir.path().join("one.json"), input).unwrap();
+    let out = run("one.json");
+    assert!(!out.status.success());
+    let all = records(&file);
+    let last = all.iter().rev().find(|r| r["kind"] == "rejected").unwrap();
+    assert_eq!(last["callId"], Value::Null);
+    assert_eq!(last["input"], "one.json");
+    assert_eq!(last["sha256"], sha256_hex(input.as_bytes()));
+    assert_eq!(last["bytes"], input.len());
+    assert_eq!(all.last().unwrap()["kind"], "shutdown");
+    let report = verify(
+        std::slice::from_ref(&file),
+        &pinned(&dir.path().join("audit.key")),
+    )
+    .unwrap();
+    assert!(report.intact, "{report:?}");
+}
+
+/// A reload that changes the configuration in force is recorded, old →
+/// new digest (the first in the `plugins` record); one that changes only a
+/// comment, or nothing, is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configuration_change_is_recorded_old_to_new() {
+    let dir = TempDir::new("audit-config");
+    let plugins = PluginDir::new();
+    plugins.add("tools", fixtures::TOOLS);
+    let config = dir.path().join("toolgate.toml");
+    let base = audit_config(dir.path(), "");
+    std::fs::write(&config, &base).unwrap();
+    let host = Toolgate::builder()
+        .runtime_options(test_runtime())
+        .builtin_plugins(false)
+        .plugin_dir(plugins.path())
+        .config_file(&config, true)
+        .build()
+        .await
+        .expect("host builds");
+    let file = dir.path().join("audit.jsonl");
+    host.reload().await.unwrap();
+    std::fs::write(&config, format!("# only a comment\n{base}")).unwrap();
+    host.reload().await.unwrap();
+    std::fs::write(&config, format!("policy_timeout_ms = 1500\n{base}")).unwrap();
+    host.reload().await.unwrap();
+    let all = wait_for_record(&file, |r| r["kind"] == "config").await;
+    host.shutdown().await;
+    let first = all.iter().find(|r| r["kind"] == "plugins").unwrap();
+    let changes: Vec<&Value> = all.iter().filter(|r| r["kind"] == "config").collect();
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert_eq!(changes[0]["old"], first["config"]);
+    assert_ne!(changes[0]["new"], changes[0]["old"]);
+    assert_eq!(changes[0]["new"].as_str().unwrap().len(), 64);
+    let report = verify(
+        std::slice::from_ref(&file),
+        &pinned(&dir.path().join("audit.key")),
+    )
+    .unwrap();
+    assert!(report.intact, "{report:?}");
+}
+
+/// `serve` records who made each call: over stdio the client's name and
+/// version; over HTTP also its session id — two sessions, two ids.
+#[test]
+fn serve_records_the_client_and_session_of_each_call() {
+    let dir = TempDir::new("audit-client");
+    let plugins = PluginDir::new();
+    plugins.add("tools", fixtures::TOOLS);
+    std::fs::write(
+        dir.path().join("toolgate.toml"),
+        audit_config(dir.path(), ""),
+    )
+    .unwrap();
+    let file = dir.path().join("audit.jsonl");
+    let mut server = Server::start(dir.path(), &plugins);
+    server.calls(1, 3, 1);
+    server.stop();
+    let all = records(&file);
+    for c in calls_of(&all) {
+        assert_eq!(
+            c["client"],
+            json!({"transport": "stdio", "session": null, "name": "t", "version": "0"}),
+            "{c}"
+        );
+    }
+
+    // Over HTTP.
+    let mut child = toolgate(dir.path())
+        .arg("--no-default-plugins")
+        .arg("--plugins")
+        .arg(plugins.path())
+        .args([
+            "serve",
+            "--no-watch",
+            "--approve",
+            "deny",
+            "--http",
+            "127.0.0.1:0",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let url = loop {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "no address");
+        if let Some(url) = line.trim().strip_prefix("toolgate: serving MCP at ") {
+            break url.to_string();
+        }
+    };
+    line.clear();
+    stderr.read_line(&mut line).unwrap();
+    let token = line
+        .trim()
+        .split_once("the token is in ")
+        .map(|(_, path)| path.trim_end_matches(" (made now)"))
+        .map(|path| std::fs::read_to_string(path).unwrap().trim().to_string())
+        .expect("a token file");
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        while stderr.read_line(&mut sink).unwrap_or(0) > 0 {
+            sink.clear();
+        }
+    });
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_string();
+    let post = |session: Option<&str>, body: &str| -> (String, String) {
+        let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+            .unwrap();
+        let session = session
+            .map(|s| format!("Mcp-Session-Id: {s}\r\nMcp-Protocol-Version: 2025-06-18\r\n"))
+            .unwrap_or_default();
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+             {session}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut reply = String::new();
+        let _ = std::io::Read::read_to_string(&mut stream, &mut reply);
+        let (head, rest) = reply.split_once("\r\n\r\n").unwrap_or((&reply, ""));
+        (head.to_string(), rest.to_string())
+    };
+    let mut sessions = Vec::new();
+    for (i, name) in ["h1", "h2"].iter().enumerate() {
+        let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":name,"version":"9"}}});
+        let (head, _) = post(None, &init.to_string());
+        let session = head
+            .lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case("mcp-session-id")
+                    .then(|| v.trim().to_string())
+            })
+            .unwrap_or_else(|| panic!("no session: {head}"));
+        post(
+            Some(&session),
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        );
+        let call = json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":format!("http{i}")}}});
+        let (head, body) = post(Some(&session), &call.to_string());
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}\n{body}");
+        assert!(body.contains(&format!("http{i}")), "{body}");
+        sessions.push(session);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let all = records_prefix(&file);
+    let http: Vec<&Value> = all
+        .iter()
+        .filter(|r| r["kind"] == "call" && r["client"]["transport"] == "http")
+        .collect();
+    assert_eq!(http.len(), 2, "{http:?}");
+    for (i, c) in http.iter().enumerate() {
+        assert_eq!(c["arguments"]["text"], format!("http{i}"));
+        assert_eq!(
+            c["client"],
+            json!({"transport": "http", "session": sessions[i], "name": format!("h{}", i + 1), "version": "9"}),
+        );
+    }
+    assert_ne!(sessions[0], sessions[1]);
+}
