@@ -403,6 +403,10 @@ pub struct McpServerConfig {
     pub auto_grant: Option<bool>,
     /// stdio: what the server process may touch.
     pub grants: Option<McpGrantsConfig>,
+    /// `false`: its tools and prompts keep the server's names and its
+    /// resources their URIs (default `true`: `mcp__NAME__TOOL`,
+    /// `toolgate-mcp://NAME/URI`; see docs/operators.md).
+    pub namespace: Option<bool>,
 }
 
 /// `[mcp.servers.NAME.grants]`: the sandbox of a stdio server.
@@ -426,6 +430,11 @@ impl McpServerConfig {
     /// Whether the server is used.
     pub fn is_enabled(&self) -> bool {
         self.enabled != Some(false)
+    }
+
+    /// Whether its names are namespaced (`namespace`, default `true`).
+    pub fn is_namespaced(&self) -> bool {
+        self.namespace != Some(false)
     }
 }
 
@@ -542,6 +551,7 @@ fn mcp_server_schema() -> serde_json::Value {
             "tools_deny": strings(),
             "parallel": {"type": "boolean"},
             "auto_grant": {"type": "boolean"},
+            "namespace": {"type": "boolean"},
             "grants": {
                 "type": "object",
                 "properties": {

@@ -37,6 +37,7 @@ pub mod body;
 pub mod convert;
 pub mod launch;
 pub mod names;
+pub mod passthrough;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -139,6 +140,10 @@ struct Server {
     context: Arc<Context>,
     status: Mutex<ServerStatus>,
     tools: Mutex<Arc<Vec<Arc<ToolEntry>>>>,
+    /// The connection while it is up (resources and prompts are asked on it).
+    live: Mutex<Option<Arc<Session>>>,
+    /// What it listed last besides tools ([`passthrough`]).
+    offers: Mutex<passthrough::Offers>,
     /// `true` once the first attempt has ended (connected or not).
     ready: watch::Sender<bool>,
 }
@@ -195,6 +200,8 @@ impl Bridge {
                         notes: Vec::new(),
                     }),
                     tools: Mutex::default(),
+                    live: Mutex::default(),
+                    offers: Mutex::default(),
                     ready: watch::channel(false).0,
                 })
             })
@@ -574,6 +581,7 @@ async fn connection(
             st.connects += 1;
             st.last_error = None;
         }
+        *server.live.lock().unwrap_or_else(|p| p.into_inner()) = Some(session.clone());
         server.ready.send_replace(true);
         tracing::info!(server = %server.name, "MCP server connected");
         let mut exited = process.as_mut().map(|p| &mut p.exited);
@@ -598,6 +606,7 @@ async fn connection(
         }
     };
     let why = with_stderr(why, &process);
+    *server.live.lock().unwrap_or_else(|p| p.into_inner()) = None;
     *session.why.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.clone());
     session.closed.cancel();
     ct.cancel();
@@ -629,6 +638,7 @@ async fn list(
         deny: &server.config.tools_deny,
         tool_timeouts: &c.tool_timeouts,
         timeout_ms: server.config.timeout_ms,
+        namespaced: server.config.is_namespaced(),
     };
     let (listed, notes) = convert::listing(&server.name, tools, &filter, &c.budgets);
     for n in &notes {
