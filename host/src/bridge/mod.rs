@@ -146,6 +146,8 @@ struct Server {
     offers: Mutex<passthrough::Offers>,
     /// `true` once the first attempt has ended (connected or not).
     ready: watch::Sender<bool>,
+    /// Bumped after each listing of any server is published.
+    listed: Arc<watch::Sender<u64>>,
 }
 
 impl Server {
@@ -165,6 +167,7 @@ impl Server {
 pub struct Bridge {
     servers: Vec<Arc<Server>>,
     shutdown: CancellationToken,
+    listed: Arc<watch::Sender<u64>>,
 }
 
 impl Drop for Bridge {
@@ -177,6 +180,7 @@ impl Bridge {
     /// The enabled servers of `config` (nothing starts until [`Self::start`]).
     pub fn new(config: &HostConfig, context: Context) -> Bridge {
         let context = Arc::new(context);
+        let listed = Arc::new(watch::channel(0u64).0);
         let servers = config
             .mcp
             .servers
@@ -203,13 +207,22 @@ impl Bridge {
                     live: Mutex::default(),
                     offers: Mutex::default(),
                     ready: watch::channel(false).0,
+                    listed: listed.clone(),
                 })
             })
             .collect();
         Bridge {
             servers,
             shutdown: CancellationToken::new(),
+            listed,
         }
+    }
+
+    /// Changes after each published listing of any server: what a client
+    /// that is told of tool list changes waits on, besides reloads (a
+    /// listing swaps in a generation without one).
+    pub fn listings(&self) -> watch::Receiver<u64> {
+        self.listed.subscribe()
     }
 
     /// No server is configured.
@@ -673,6 +686,7 @@ async fn list(
     }
     *server.tools.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(entries);
     publish();
+    server.listed.send_modify(|n| *n += 1);
     Ok(())
 }
 

@@ -247,10 +247,12 @@ async fn notify_reloads(
 ) {
     use tokio::sync::broadcast::error::RecvError;
     let mut events = host.subscribe();
+    let mut listings = host.bridge().map(|b| b.listings());
     let mut seen = host.generation_for(&scope).tools_digest;
     loop {
         let event = tokio::select! {
             _ = closed.cancelled() => return,
+            _ = bridged_listing(&mut listings) => None,
             e = events.recv() => match e {
                 Ok(e) => Some(e),
                 // Fell behind: the current state says what matters.
@@ -287,6 +289,17 @@ async fn notify_reloads(
                 return;
             }
         }
+    }
+}
+
+/// Returns after a bridged server's listing was published (a generation
+/// swapped in without a reload event); never without a bridge.
+async fn bridged_listing(listings: &mut Option<tokio::sync::watch::Receiver<u64>>) {
+    let Some(rx) = listings else {
+        return std::future::pending().await;
+    };
+    if rx.changed().await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 
@@ -458,11 +471,13 @@ impl ServerHandler for ToolgateServer {
             return Ok(());
         }
         let mut events = self.host.subscribe();
+        let mut listings = self.host.bridge().map(|b| b.listings());
         let mut seen = self.host.generation_for(&self.scope).tools_digest;
         loop {
             tokio::select! {
                 _ = subscription.cancelled() => return Ok(()),
                 _ = self.closed.cancelled() => return Ok(()),
+                _ = bridged_listing(&mut listings) => {}
                 event = events.recv() => {
                     if let Err(RecvError::Closed) = event {
                         return Ok(());

@@ -115,9 +115,14 @@ fn bridged_resources_and_prompts_pass_through_namespaced_and_audited() {
         expanded["uri"], "toolgate-mcp://everything/demo://resource/dynamic/text/7",
         "{r}"
     );
-    // Unknown: the specification's "resource not found"; a raw URI of a
-    // namespaced server is not routed to it.
-    assert_eq!(error_code(&r["read_unknown"]), -32002, "{r}");
+    // A URI the server does not have: its own error, code kept, named.
+    assert_eq!(error_code(&r["read_unknown"]), -32602, "{r}");
+    assert!(
+        r["read_unknown"]["error"].as_str().unwrap().contains("`everything`"),
+        "{r}"
+    );
+    // A raw URI of a namespaced server is not routed to it: the
+    // specification's "resource not found".
     assert_eq!(error_code(&r["read_unrouted"]), -32002, "{r}");
     let text = r["get_args"]["messages"].to_string();
     assert!(text.contains("Lyon") && text.contains("ARA"), "{r}");
