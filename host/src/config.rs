@@ -63,6 +63,7 @@
 //! env = { TZ = "UTC" }
 //! timeout_ms = 60000               # the deadline of each call
 //! tools_deny = ["convert_time"]
+//! namespace = true                 # false: its tools, prompts, resources keep the server's names
 //! [mcp.servers.time.grants]        # default: the working directory read-only, no network
 //! fs = [{ path = ".", access = "read-only" }]
 //!

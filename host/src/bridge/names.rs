@@ -249,7 +249,10 @@ mod tests {
         // What would read as another server's tool, or a sanitized name,
         // is namespaced; so is what is not a valid name.
         assert_eq!(name_in("s", "mcp__t__x", false).0, "mcp__s__mcp__t__x");
-        assert_eq!(name_in("s", "a_0123abcd", false).0, public_name("s", "a_0123abcd").0);
+        assert_eq!(
+            name_in("s", "a_0123abcd", false).0,
+            public_name("s", "a_0123abcd").0
+        );
         assert!(name_in("s", "a b", false).1);
         assert!(name_in("s", &"x".repeat(65), false).1);
     }
@@ -281,7 +284,10 @@ mod tests {
         assert_eq!(resource_uri("srv", "test://a", false), "test://a");
         // A kept URI never passes for a namespaced one.
         let uri = resource_uri("srv", "toolgate-mcp://other/x", false);
-        assert_eq!(split_resource_uri(&uri), Some(("srv", "toolgate-mcp://other/x")));
+        assert_eq!(
+            split_resource_uri(&uri),
+            Some(("srv", "toolgate-mcp://other/x"))
+        );
         assert_eq!(split_resource_uri("test://a"), None);
     }
 }

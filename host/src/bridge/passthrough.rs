@@ -179,7 +179,9 @@ where
         let params = cursor
             .take()
             .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
-        let (got, next) = page(params).await.map_err(|e| format!("{what} failed: {e}"))?;
+        let (got, next) = page(params)
+            .await
+            .map_err(|e| format!("{what} failed: {e}"))?;
         for item in got {
             bytes = bytes.saturating_add(serde_json::to_vec(&item).map_or(usize::MAX, |v| v.len()));
             if bytes > budgets.max_listing_bytes || items.len() >= budgets.max_listing_tools {
@@ -343,7 +345,11 @@ impl Bridge {
     }
 
     /// The server a public URI belongs to, and the URI as it knows it.
-    fn route_uri<'a>(&'a self, uri: &'a str, visible: Visible<'_>) -> Option<(&'a Arc<Server>, &'a str)> {
+    fn route_uri<'a>(
+        &'a self,
+        uri: &'a str,
+        visible: Visible<'_>,
+    ) -> Option<(&'a Arc<Server>, &'a str)> {
         if let Some((server, raw)) = split_resource_uri(uri) {
             return self
                 .servers
@@ -366,7 +372,9 @@ impl Bridge {
             .find(|s| {
                 let o = s.offers();
                 o.resources.iter().any(|r| r == uri)
-                    || o.templates.iter().any(|p| !p.is_empty() && uri.starts_with(p.as_str()))
+                    || o.templates
+                        .iter()
+                        .any(|p| !p.is_empty() && uri.starts_with(p.as_str()))
             })
             .map(|s| (s, uri))
     }
@@ -396,7 +404,12 @@ impl Bridge {
             )));
         };
         let budgets = &server.context.budgets;
-        bounded(&format!("the resource {uri}"), result.contents.len(), &result, budgets)?;
+        bounded(
+            &format!("the resource {uri}"),
+            result.contents.len(),
+            &result,
+            budgets,
+        )?;
         let ns = server.namespaced();
         let mut bytes = 0usize;
         for c in &mut result.contents {
@@ -502,7 +515,9 @@ impl Bridge {
         })?;
         let mut params = GetPromptRequestParams::new(raw);
         params.arguments = arguments;
-        let response = server.ask("prompts/get", peer.get_prompt_once(params)).await?;
+        let response = server
+            .ask("prompts/get", peer.get_prompt_once(params))
+            .await?;
         let GetPromptResponse::Complete(result) = response else {
             return Err(PassError::Server(format!(
                 "the MCP server `{}` asked for input to get the prompt `{name}`, which the host does not pass on",
@@ -525,7 +540,10 @@ mod tests {
 
     #[test]
     fn a_template_expands_under_its_literal_prefix() {
-        assert_eq!(literal_prefix("test://template/{id}/data"), "test://template/");
+        assert_eq!(
+            literal_prefix("test://template/{id}/data"),
+            "test://template/"
+        );
         assert_eq!(literal_prefix("{+path}"), "");
         assert_eq!(literal_prefix("plain://x"), "plain://x");
         let public = resource_uri("srv", "test://template/{id}/data", true);
@@ -545,7 +563,9 @@ mod tests {
         };
         let e = bounded("x", 3, &"", &budgets).unwrap_err().to_string();
         assert!(e.contains("max_content_blocks"), "{e}");
-        let e = bounded("x", 1, &"y".repeat(100), &budgets).unwrap_err().to_string();
+        let e = bounded("x", 1, &"y".repeat(100), &budgets)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("max_content_bytes"), "{e}");
         assert!(bounded("x", 1, &"y", &budgets).is_ok());
     }

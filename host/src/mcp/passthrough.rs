@@ -55,7 +55,11 @@ fn error(e: PassError, not_found: ErrorCode) -> ErrorData {
 }
 
 /// `resources/read`, recorded.
-pub async fn read(host: &Toolgate, scope: &str, uri: &str) -> Result<ReadResourceResult, ErrorData> {
+pub async fn read(
+    host: &Toolgate,
+    scope: &str,
+    uri: &str,
+) -> Result<ReadResourceResult, ErrorData> {
     let Some(bridge) = host.bridge() else {
         return Err(ErrorData::new(
             RESOURCE_NOT_FOUND,
@@ -67,13 +71,17 @@ pub async fn read(host: &Toolgate, scope: &str, uri: &str) -> Result<ReadResourc
     let read = bridge.read_resource(uri, &visible).await;
     if let Some(audit) = host.audit() {
         let fields = match &read {
-            Ok(r) => json!({"scope": scope, "server": r.server, "uri": r.raw_uri, "bytes": r.bytes}),
+            Ok(r) => {
+                json!({"scope": scope, "server": r.server, "uri": r.raw_uri, "bytes": r.bytes})
+            }
             Err(e) => json!({"scope": scope, "uri": uri, "error": e.to_string()}),
         };
         if let Err(e) = audit.event("resource_read", fields) {
             tracing::error!(error = %e, uri, "a resource read was not recorded: refused");
             return Err(ErrorData::internal_error(
-                format!("the resource read could not be recorded in the audit record ({e}); refused"),
+                format!(
+                    "the resource read could not be recorded in the audit record ({e}); refused"
+                ),
                 None,
             ));
         }

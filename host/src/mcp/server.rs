@@ -53,18 +53,18 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
     CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation,
     InputRequiredResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, LoggingLevel, ReadResourceRequestParams, ReadResourceResponse,
-    LoggingMessageNotificationParam, MetaObject, PaginatedRequestParams, ProgressNotificationParam,
-    ProgressToken, ProtocolVersion, ResourceContents, ServerCapabilities, ServerConfig,
-    ServerNotification, SetLevelRequestParams, SubscriptionFilter, Tool,
+    ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, MetaObject,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ResourceContents, ServerCapabilities,
+    ServerConfig, ServerNotification, SetLevelRequestParams, SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::approval::{APPROVAL_INPUT, ElicitingApprover, RoundTripApprover};
-use super::{passthrough, projection};
 use super::session::SessionGone;
+use super::{passthrough, projection};
 use crate::call::ToolCall;
 use crate::content::{Content, JSON_RESOURCE_URI, ResourceContents as Contents};
 use crate::host::Toolgate;
@@ -375,7 +375,10 @@ impl ServerHandler for ToolgateServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let resources = match self.host.bridge() {
-            Some(b) => b.resources(&passthrough::visible(&self.host, &self.scope)).await,
+            Some(b) => {
+                b.resources(&passthrough::visible(&self.host, &self.scope))
+                    .await
+            }
             None => Vec::new(),
         };
         Ok(ListResourcesResult::with_all_items(resources))
@@ -412,7 +415,10 @@ impl ServerHandler for ToolgateServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         let prompts = match self.host.bridge() {
-            Some(b) => b.prompts(&passthrough::visible(&self.host, &self.scope)).await,
+            Some(b) => {
+                b.prompts(&passthrough::visible(&self.host, &self.scope))
+                    .await
+            }
             None => Vec::new(),
         };
         Ok(ListPromptsResult::with_all_items(prompts))

@@ -224,7 +224,9 @@ fn the_official_conformance_suite_passes_every_scenario_that_applies() {
         let checks = run(&node, &suite, &server.url, scenario, &out);
         let count = |s: &str| checks.iter().filter(|c| c["status"] == s).count();
         let (ok, bad, warn) = (count("SUCCESS"), count("FAILURE"), count("WARNING"));
-        summary.push(format!("{scenario}: {ok} passed, {bad} failed, {warn} warnings"));
+        summary.push(format!(
+            "{scenario}: {ok} passed, {bad} failed, {warn} warnings"
+        ));
         for c in &checks {
             if c["status"] == "FAILURE" || c["status"] == "WARNING" {
                 let line = format!(
@@ -252,7 +254,9 @@ fn the_official_conformance_suite_passes_every_scenario_that_applies() {
                 .unwrap_or_default();
             for name in ["test_error_handling", "json_schema_2020_12_tool", "read"] {
                 assert!(
-                    tools.as_array().is_some_and(|t| t.iter().any(|n| n == name)),
+                    tools
+                        .as_array()
+                        .is_some_and(|t| t.iter().any(|n| n == name)),
                     "tools-list lacks {name}: {tools}"
                 );
             }

@@ -91,9 +91,8 @@ fn bridged_resources_and_prompts_pass_through_namespaced_and_audited() {
     }
     let templates = r["templates"].as_array().unwrap_or_else(|| panic!("{r}"));
     assert!(
-        templates
-            .iter()
-            .any(|t| t["uriTemplate"] == "toolgate-mcp://everything/demo://resource/dynamic/text/{resourceId}"),
+        templates.iter().any(|t| t["uriTemplate"]
+            == "toolgate-mcp://everything/demo://resource/dynamic/text/{resourceId}"),
         "{r}"
     );
     let prompts: Vec<&str> = r["prompts"]
@@ -102,14 +101,23 @@ fn bridged_resources_and_prompts_pass_through_namespaced_and_audited() {
         .iter()
         .map(|p| p["name"].as_str().unwrap())
         .collect();
-    assert!(prompts.contains(&"mcp__everything__args-prompt"), "{prompts:?}");
-    assert!(prompts.iter().all(|p| p.starts_with("mcp__everything__")), "{prompts:?}");
+    assert!(
+        prompts.contains(&"mcp__everything__args-prompt"),
+        "{prompts:?}"
+    );
+    assert!(
+        prompts.iter().all(|p| p.starts_with("mcp__everything__")),
+        "{prompts:?}"
+    );
 
     // Read back through the public URI; the contents name it too.
     let first = resources[0]["uri"].as_str().unwrap();
     let contents = &r["read"]["contents"][0];
     assert_eq!(contents["uri"], first, "{r}");
-    assert!(contents["text"].as_str().is_some_and(|t| !t.is_empty()), "{r}");
+    assert!(
+        contents["text"].as_str().is_some_and(|t| !t.is_empty()),
+        "{r}"
+    );
     let expanded = &r["read_template"]["contents"][0];
     assert_eq!(
         expanded["uri"], "toolgate-mcp://everything/demo://resource/dynamic/text/7",
@@ -118,7 +126,10 @@ fn bridged_resources_and_prompts_pass_through_namespaced_and_audited() {
     // A URI the server does not have: its own error, code kept, named.
     assert_eq!(error_code(&r["read_unknown"]), -32602, "{r}");
     assert!(
-        r["read_unknown"]["error"].as_str().unwrap().contains("`everything`"),
+        r["read_unknown"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("`everything`"),
         "{r}"
     );
     // A raw URI of a namespaced server is not routed to it: the
@@ -129,7 +140,10 @@ fn bridged_resources_and_prompts_pass_through_namespaced_and_audited() {
     // The server's own answer to a prompt it does not have keeps its code.
     assert_eq!(error_code(&r["get_unknown"]), -32602, "{r}");
     assert!(
-        r["get_unknown"]["error"].as_str().unwrap().contains("everything"),
+        r["get_unknown"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("everything"),
         "{r}"
     );
 
@@ -142,13 +156,15 @@ fn bridged_resources_and_prompts_pass_through_namespaced_and_audited() {
         .collect();
     let raw = first.trim_start_matches("toolgate-mcp://everything/");
     assert!(
-        reads
-            .iter()
-            .any(|v| v["server"] == "everything" && v["uri"] == raw && v["bytes"].as_u64() > Some(0)),
+        reads.iter().any(|v| v["server"] == "everything"
+            && v["uri"] == raw
+            && v["bytes"].as_u64() > Some(0)),
         "{reads:?}"
     );
     assert!(
-        reads.iter().any(|v| v["uri"] == "demo://resource/dynamic/text/7"),
+        reads
+            .iter()
+            .any(|v| v["uri"] == "demo://resource/dynamic/text/7"),
         "{reads:?}"
     );
     assert!(
@@ -272,14 +288,21 @@ fn a_hostile_servers_resources_and_prompts_are_bounded() {
     let mut raw = crate::bridge::Raw::start(&config, work.path());
     let started = std::time::Instant::now();
     let listed = raw.request("resources/list", serde_json::json!({}));
-    assert_eq!(listed["result"]["resources"], serde_json::json!([]), "{listed}");
+    assert_eq!(
+        listed["result"]["resources"],
+        serde_json::json!([]),
+        "{listed}"
+    );
     let huge = raw.request(
         "resources/read",
         serde_json::json!({"uri": "toolgate-mcp://hostile/test://huge"}),
     );
     assert_eq!(huge["error"]["code"], -32603, "{huge}");
     assert!(
-        huge["error"]["message"].as_str().unwrap().contains("max_content_bytes"),
+        huge["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_content_bytes"),
         "{huge}"
     );
     let slow = raw.request(
@@ -287,7 +310,10 @@ fn a_hostile_servers_resources_and_prompts_are_bounded() {
         serde_json::json!({"uri": "toolgate-mcp://hostile/test://slow"}),
     );
     assert!(
-        slow["error"]["message"].as_str().unwrap().contains("within 1500 ms"),
+        slow["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("within 1500 ms"),
         "{slow}"
     );
     let prompt = raw.request(
@@ -295,7 +321,10 @@ fn a_hostile_servers_resources_and_prompts_are_bounded() {
         serde_json::json!({"name": "mcp__hostile__test_simple_prompt"}),
     );
     assert!(
-        prompt["error"]["message"].as_str().unwrap().contains("max_content_blocks"),
+        prompt["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_content_blocks"),
         "{prompt}"
     );
     assert!(
@@ -309,8 +338,7 @@ fn a_hostile_servers_resources_and_prompts_are_bounded() {
         serde_json::json!({"uri": "toolgate-mcp://hostile/test://static-text"}),
     );
     assert_eq!(
-        text["result"]["contents"][0]["uri"],
-        "toolgate-mcp://hostile/test://static-text",
+        text["result"]["contents"][0]["uri"], "toolgate-mcp://hostile/test://static-text",
         "{text}"
     );
     let tools = raw.request("tools/list", serde_json::json!({}));
