@@ -170,7 +170,8 @@ fn other_languages(workspace: &std::path::Path) -> String {
 }
 
 /// Install (unless `TOOLGATE_NO_TOOLCHAIN_INSTALL`) and probe the MCP test
-/// client and servers: the `has_mcp_client` and `has_mcp_servers` cfgs.
+/// client and servers: the `has_mcp_client` and `has_mcp_servers` cfgs;
+/// and the official conformance suite with its node: `has_mcp_conformance`.
 ///
 /// Each is watched through the marker its script writes last (the copy of
 /// `requirements.txt` / `servers.txt`): removing the install, or running the
@@ -184,8 +185,10 @@ fn mcp(manifest_dir: &std::path::Path, started: std::time::SystemTime, probes: &
     for f in [
         "setup-venv.sh",
         "setup-servers.sh",
+        "setup-conformance.sh",
         "requirements.txt",
         "servers.txt",
+        "conformance.txt",
     ] {
         println!("cargo:rerun-if-changed={}", scripts.join(f).display());
     }
@@ -239,4 +242,13 @@ fn mcp(manifest_dir: &std::path::Path, started: std::time::SystemTime, probes: &
             format!("the MCP servers of tests/mcp/servers.txt are not installed: {why}; run `bash tests/mcp/setup-servers.sh target/tmp/mcp-servers` (needs node/npm and PyPI)")
         });
     probes.need("mcp_servers", servers);
+    let conformance = setup(
+        "setup-conformance.sh",
+        &tmp.join("conformance"),
+        ".conformance",
+    )
+    .map_err(|why| {
+        format!("the MCP conformance suite of tests/mcp/conformance.txt is not installed: {why}; run `bash tests/mcp/setup-conformance.sh target/tmp/conformance` (needs npm)")
+    });
+    probes.need("mcp_conformance", conformance);
 }

@@ -63,6 +63,7 @@
 //! env = { TZ = "UTC" }
 //! timeout_ms = 60000               # the deadline of each call
 //! tools_deny = ["convert_time"]
+//! namespace = true                 # false: its tools, prompts, resources keep the server's names
 //! [mcp.servers.time.grants]        # default: the working directory read-only, no network
 //! fs = [{ path = ".", access = "read-only" }]
 //!
@@ -404,6 +405,10 @@ pub struct McpServerConfig {
     pub auto_grant: Option<bool>,
     /// stdio: what the server process may touch.
     pub grants: Option<McpGrantsConfig>,
+    /// `false`: its tools and prompts keep the server's names and its
+    /// resources their URIs (default `true`: `mcp__NAME__TOOL`,
+    /// `toolgate-mcp://NAME/URI`; see docs/operators.md).
+    pub namespace: Option<bool>,
 }
 
 /// `[mcp.servers.NAME.grants]`: the sandbox of a stdio server.
@@ -427,6 +432,11 @@ impl McpServerConfig {
     /// Whether the server is used.
     pub fn is_enabled(&self) -> bool {
         self.enabled != Some(false)
+    }
+
+    /// Whether its names are namespaced (`namespace`, default `true`).
+    pub fn is_namespaced(&self) -> bool {
+        self.namespace != Some(false)
     }
 }
 
@@ -543,6 +553,7 @@ fn mcp_server_schema() -> serde_json::Value {
             "tools_deny": strings(),
             "parallel": {"type": "boolean"},
             "auto_grant": {"type": "boolean"},
+            "namespace": {"type": "boolean"},
             "grants": {
                 "type": "object",
                 "properties": {

@@ -740,6 +740,12 @@ impl Toolgate {
             .unwrap_or_default()
     }
 
+    /// The MCP bridge, when servers are configured (their resources and
+    /// prompts: [`crate::bridge::passthrough`]).
+    pub fn bridge(&self) -> Option<&crate::bridge::Bridge> {
+        self.inner.lifecycle.bridge()
+    }
+
     /// Wait until every MCP server's first connection attempt has ended,
     /// at most `timeout` (servers connect in the background; a one-shot
     /// command wants their tools).

@@ -20,7 +20,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents, Tool};
 use serde_json::Value;
 
-use super::names::public_name;
+use super::names::name_in;
 use crate::budgets::Budgets;
 use crate::content::{Content, ResourceContents as Contents, ResourceLink};
 use crate::tool::{Annotations, Features, ToolDefinition, ToolMeta};
@@ -42,6 +42,8 @@ pub struct Filter<'a> {
     pub tool_timeouts: &'a BTreeMap<String, u32>,
     /// The server's `timeout_ms`.
     pub timeout_ms: Option<u32>,
+    /// The server's `namespace` (default `true`: `mcp__NAME__TOOL`).
+    pub namespaced: bool,
 }
 
 /// Turn a server's listing into tools. Returns the tools and one message
@@ -76,7 +78,7 @@ pub fn listing(
             ));
             break;
         }
-        let (name, sanitized) = public_name(server, &raw);
+        let (name, sanitized) = name_in(server, &raw, filter.namespaced);
         if !public.insert(name.clone()) {
             let other = out
                 .iter()
@@ -352,6 +354,7 @@ mod tests {
             deny: &[],
             tool_timeouts: &timeouts,
             timeout_ms: Some(5),
+            namespaced: true,
         };
         let (listed, notes) = listing("s", tools, &filter, &Budgets::default());
         let names: Vec<&str> = listed.iter().map(|l| l.def.name.as_str()).collect();
@@ -396,6 +399,7 @@ mod tests {
             deny: &[],
             tool_timeouts: &timeouts,
             timeout_ms: None,
+            namespaced: true,
         };
         let (listed, notes) = listing("s", tools, &filter, &Budgets::default());
         assert!(notes.is_empty(), "{notes:?}");
@@ -433,6 +437,7 @@ mod tests {
             deny: &[],
             tool_timeouts: &none,
             timeout_ms: None,
+            namespaced: true,
         };
         let (l, _) = listing("s", tools(), &f, &Budgets::default());
         assert_eq!(l.len(), 1);
@@ -442,6 +447,7 @@ mod tests {
             deny: &deny,
             tool_timeouts: &none,
             timeout_ms: None,
+            namespaced: true,
         };
         let (l, _) = listing("s", tools(), &f, &Budgets::default());
         assert_eq!(l[0].raw, "b");

@@ -37,6 +37,7 @@ pub mod body;
 pub mod convert;
 pub mod launch;
 pub mod names;
+pub mod passthrough;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -139,8 +140,14 @@ struct Server {
     context: Arc<Context>,
     status: Mutex<ServerStatus>,
     tools: Mutex<Arc<Vec<Arc<ToolEntry>>>>,
+    /// The connection while it is up (resources and prompts are asked on it).
+    live: Mutex<Option<Arc<Session>>>,
+    /// What it listed last besides tools ([`passthrough`]).
+    offers: Mutex<passthrough::Offers>,
     /// `true` once the first attempt has ended (connected or not).
     ready: watch::Sender<bool>,
+    /// Bumped after each listing of any server is published.
+    listed: Arc<watch::Sender<u64>>,
 }
 
 impl Server {
@@ -160,6 +167,7 @@ impl Server {
 pub struct Bridge {
     servers: Vec<Arc<Server>>,
     shutdown: CancellationToken,
+    listed: Arc<watch::Sender<u64>>,
 }
 
 impl Drop for Bridge {
@@ -172,6 +180,7 @@ impl Bridge {
     /// The enabled servers of `config` (nothing starts until [`Self::start`]).
     pub fn new(config: &HostConfig, context: Context) -> Bridge {
         let context = Arc::new(context);
+        let listed = Arc::new(watch::channel(0u64).0);
         let servers = config
             .mcp
             .servers
@@ -195,14 +204,25 @@ impl Bridge {
                         notes: Vec::new(),
                     }),
                     tools: Mutex::default(),
+                    live: Mutex::default(),
+                    offers: Mutex::default(),
                     ready: watch::channel(false).0,
+                    listed: listed.clone(),
                 })
             })
             .collect();
         Bridge {
             servers,
             shutdown: CancellationToken::new(),
+            listed,
         }
+    }
+
+    /// Changes after each published listing of any server: what a client
+    /// that is told of tool list changes waits on, besides reloads (a
+    /// listing swaps in a generation without one).
+    pub fn listings(&self) -> watch::Receiver<u64> {
+        self.listed.subscribe()
     }
 
     /// No server is configured.
@@ -576,6 +596,7 @@ async fn connection(
             st.connects += 1;
             st.last_error = None;
         }
+        *server.live.lock().unwrap_or_else(|p| p.into_inner()) = Some(session.clone());
         server.ready.send_replace(true);
         tracing::info!(server = %server.name, "MCP server connected");
         let mut exited = process.as_mut().map(|p| &mut p.exited);
@@ -600,6 +621,7 @@ async fn connection(
         }
     };
     let why = with_stderr(why, &process);
+    *server.live.lock().unwrap_or_else(|p| p.into_inner()) = None;
     *session.why.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.clone());
     session.closed.cancel();
     ct.cancel();
@@ -631,6 +653,7 @@ async fn list(
         deny: &server.config.tools_deny,
         tool_timeouts: &c.tool_timeouts,
         timeout_ms: server.config.timeout_ms,
+        namespaced: server.config.is_namespaced(),
     };
     let (listed, notes) = convert::listing(&server.name, tools, &filter, &c.budgets);
     for n in &notes {
@@ -665,6 +688,7 @@ async fn list(
     }
     *server.tools.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(entries);
     publish();
+    server.listed.send_modify(|n| *n += 1);
     Ok(())
 }
 

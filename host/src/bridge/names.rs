@@ -21,6 +21,19 @@
 //! ([`crate::bridge::convert`]). Server names are checked when the
 //! configuration is read ([`valid_server_name`]): no `__` in them, so
 //! `mcp__a__b__c` cannot be read two ways.
+//!
+//! A server configured with `namespace = false` keeps its own names
+//! ([`name_in`]): a gateway in front of one server, whose clients expect
+//! that server's names (the official conformance suite is one). Only a raw
+//! name that is a valid public name as it is — and does not start with
+//! `mcp__`, which would pass it off as another server's — is kept; any
+//! other gets the namespaced name above, so a name still never reads two
+//! ways. A kept name that another tool already has is not registered (the
+//! host's tools win: [`crate::bridge::merge`]).
+//!
+//! Resource URIs are namespaced by [`resource_uri`]: `toolgate-mcp://SERVER/`
+//! followed by the raw URI, verbatim — any string round-trips
+//! ([`split_resource_uri`]), and a server name holds no `/`.
 
 use sha2::{Digest, Sha256};
 
@@ -69,6 +82,53 @@ pub fn public_name(server: &str, raw: &str) -> (String, bool) {
         .take(room)
         .collect();
     (format!("{prefix}{body}_{hex}"), true)
+}
+
+/// The prefix of every namespaced name of `server`'s tools and prompts.
+pub fn prefix(server: &str) -> String {
+    format!("mcp__{server}__")
+}
+
+/// The public name of `raw` of `server`: [`public_name`] when `namespaced`,
+/// else `raw` itself when it is a valid public name not starting with
+/// `mcp__` (and [`public_name`] when not).
+pub fn name_in(server: &str, raw: &str, namespaced: bool) -> (String, bool) {
+    if !namespaced
+        && !raw.is_empty()
+        && raw.len() <= MAX_NAME
+        && raw.chars().all(allowed)
+        && !ends_like_digest(raw)
+        && !raw.starts_with("mcp__")
+    {
+        return (raw.to_string(), false);
+    }
+    public_name(server, raw)
+}
+
+/// The public name's raw name without a listing, when it can be read off:
+/// a namespaced name of `server` that was not sanitized (`None` for a
+/// sanitized one: its raw name is found by listing again).
+pub fn raw_of<'a>(server: &str, public: &'a str) -> Option<&'a str> {
+    let rest = public.strip_prefix("mcp__")?.strip_prefix(server)?;
+    let rest = rest.strip_prefix("__")?;
+    (!rest.is_empty() && !ends_like_digest(public)).then_some(rest)
+}
+
+/// The scheme of namespaced resource URIs.
+pub const RESOURCE_SCHEME: &str = "toolgate-mcp://";
+
+/// The public URI of `server`'s resource `raw` (or a URI template's prefix).
+pub fn resource_uri(server: &str, raw: &str, namespaced: bool) -> String {
+    if namespaced || raw.starts_with(RESOURCE_SCHEME) {
+        format!("{RESOURCE_SCHEME}{server}/{raw}")
+    } else {
+        raw.to_string()
+    }
+}
+
+/// A namespaced URI's server and raw URI (`None`: not namespaced).
+pub fn split_resource_uri(uri: &str) -> Option<(&str, &str)> {
+    uri.strip_prefix(RESOURCE_SCHEME)?.split_once('/')
 }
 
 #[cfg(test)]
@@ -180,5 +240,54 @@ mod tests {
         for bad in ["", "a__b", "_a", "a_", "a.b", "ünï", &"s".repeat(21)] {
             assert!(!valid_server_name(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn kept_names_never_pass_for_another_servers() {
+        assert_eq!(name_in("s", "read", false), ("read".to_string(), false));
+        assert_eq!(name_in("s", "read", true).0, "mcp__s__read");
+        // What would read as another server's tool, or a sanitized name,
+        // is namespaced; so is what is not a valid name.
+        assert_eq!(name_in("s", "mcp__t__x", false).0, "mcp__s__mcp__t__x");
+        assert_eq!(
+            name_in("s", "a_0123abcd", false).0,
+            public_name("s", "a_0123abcd").0
+        );
+        assert!(name_in("s", "a b", false).1);
+        assert!(name_in("s", &"x".repeat(65), false).1);
+    }
+
+    #[test]
+    fn plain_names_read_back_and_sanitized_ones_need_a_listing() {
+        let (p, _) = public_name("srv", "get-sum");
+        assert_eq!(raw_of("srv", &p), Some("get-sum"));
+        assert_eq!(raw_of("sr", &p), None);
+        assert_eq!(raw_of("srv", "mcp__srv__"), None);
+        let (p, sanitized) = public_name("srv", "a.b");
+        assert!(sanitized);
+        assert_eq!(raw_of("srv", &p), None);
+    }
+
+    #[test]
+    fn resource_uris_round_trip_whatever_the_raw_uri() {
+        for raw in [
+            "test://static-text",
+            "file:///etc/x y",
+            "",
+            "/",
+            "toolgate-mcp://other/x",
+            "ünï://ç/?#",
+        ] {
+            let uri = resource_uri("srv", raw, true);
+            assert_eq!(split_resource_uri(&uri), Some(("srv", raw)), "{uri}");
+        }
+        assert_eq!(resource_uri("srv", "test://a", false), "test://a");
+        // A kept URI never passes for a namespaced one.
+        let uri = resource_uri("srv", "toolgate-mcp://other/x", false);
+        assert_eq!(
+            split_resource_uri(&uri),
+            Some(("srv", "toolgate-mcp://other/x"))
+        );
+        assert_eq!(split_resource_uri("test://a"), None);
     }
 }

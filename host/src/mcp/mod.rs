@@ -27,6 +27,9 @@
 //!   ([`peer`] says who a client is). [`session`] makes an HTTP session's
 //!   end cancel its calls at once, and ends sessions that are never used.
 //!
+//! * [`passthrough`] — bridged servers' resources and prompts, for the
+//!   servers the session's scope sees; each resource read is audited.
+//!
 //! * [`exact`] — the letter of the protocol where the SDK answers loosely:
 //!   JSON-RPC errors for bad HTTP bodies, batches (2025-03-26 only), exact
 //!   error messages, on both transports. (The CLI's logging, `quiet.rs`
@@ -39,6 +42,7 @@
 pub mod approval;
 pub mod exact;
 pub mod http;
+pub mod passthrough;
 pub mod peer;
 pub mod projection;
 pub mod server;

@@ -1,5 +1,6 @@
 //! The MCP handler: `tools/list`, `tools/call`, `logging/setLevel`,
-//! `subscriptions/listen`.
+//! `subscriptions/listen`; bridged servers' resources and prompts
+//! ([`super::passthrough`]).
 //!
 //! The protocol itself (handshake, version negotiation — every revision the
 //! SDK knows, the newest included —, request dispatch, cancellation tokens,
@@ -50,18 +51,20 @@ use rmcp::ErrorData;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
-    CustomResult, ErrorCode, Implementation, InputRequiredResult, ListToolsResult, LoggingLevel,
-    LoggingMessageNotificationParam, MetaObject, PaginatedRequestParams, ProgressNotificationParam,
-    ProgressToken, ProtocolVersion, ResourceContents, ServerCapabilities, ServerConfig,
-    ServerNotification, SetLevelRequestParams, SubscriptionFilter, Tool,
+    CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation,
+    InputRequiredResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, MetaObject,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ResourceContents, ServerCapabilities,
+    ServerConfig, ServerNotification, SetLevelRequestParams, SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::approval::{APPROVAL_INPUT, ElicitingApprover, RoundTripApprover};
-use super::projection;
 use super::session::SessionGone;
+use super::{passthrough, projection};
 use crate::call::ToolCall;
 use crate::content::{Content, JSON_RESOURCE_URI, ResourceContents as Contents};
 use crate::host::Toolgate;
@@ -244,10 +247,12 @@ async fn notify_reloads(
 ) {
     use tokio::sync::broadcast::error::RecvError;
     let mut events = host.subscribe();
+    let mut listings = host.bridge().map(|b| b.listings());
     let mut seen = host.generation_for(&scope).tools_digest;
     loop {
         let event = tokio::select! {
             _ = closed.cancelled() => return,
+            _ = bridged_listing(&mut listings) => None,
             e = events.recv() => match e {
                 Ok(e) => Some(e),
                 // Fell behind: the current state says what matters.
@@ -287,6 +292,17 @@ async fn notify_reloads(
     }
 }
 
+/// Returns after a bridged server's listing was published (a generation
+/// swapped in without a reload event); never without a bridge.
+async fn bridged_listing(listings: &mut Option<tokio::sync::watch::Receiver<u64>>) {
+    let Some(rx) = listings else {
+        return std::future::pending().await;
+    };
+    if rx.changed().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
 /// Is this request on the stateless revision (no server → client requests)?
 fn stateless(context: &RequestContext<RoleServer>) -> bool {
     context
@@ -312,13 +328,17 @@ async fn progress(
 
 impl ServerHandler for ToolgateServer {
     fn get_info(&self) -> ServerConfig {
-        let mut info = ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .enable_logging()
-                .build(),
-        );
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_logging()
+            .build();
+        // Bridged servers' resources and prompts are passed through.
+        if self.host.bridge().is_some_and(|b| b.passes_through()) {
+            capabilities.resources = Some(Default::default());
+            capabilities.prompts = Some(Default::default());
+        }
+        let mut info = ServerConfig::new(capabilities);
         info.server_info = Implementation::new("toolgate", env!("CARGO_PKG_VERSION"));
         info.instructions = Some(
             "Every tool call passes toolgate's policy pipeline (hooks, approvals, guards). \
@@ -347,6 +367,71 @@ impl ServerHandler for ToolgateServer {
         Ok(ListToolsResult::with_all_items(
             self.mcp_tools().as_ref().clone(),
         ))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let resources = match self.host.bridge() {
+            Some(b) => {
+                b.resources(&passthrough::visible(&self.host, &self.scope))
+                    .await
+            }
+            None => Vec::new(),
+        };
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let templates = match self.host.bridge() {
+            Some(b) => {
+                b.resource_templates(&passthrough::visible(&self.host, &self.scope))
+                    .await
+            }
+            None => Vec::new(),
+        };
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        passthrough::read(&self.host, &self.scope, &request.uri)
+            .await
+            .map(ReadResourceResponse::Complete)
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let prompts = match self.host.bridge() {
+            Some(b) => {
+                b.prompts(&passthrough::visible(&self.host, &self.scope))
+                    .await
+            }
+            None => Vec::new(),
+        };
+        Ok(ListPromptsResult::with_all_items(prompts))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        passthrough::get_prompt(&self.host, &self.scope, &request.name, request.arguments)
+            .await
+            .map(GetPromptResponse::Complete)
     }
 
     /// A method the SDK does not know, or one it knows whose params did not
@@ -392,11 +477,13 @@ impl ServerHandler for ToolgateServer {
             return Ok(());
         }
         let mut events = self.host.subscribe();
+        let mut listings = self.host.bridge().map(|b| b.listings());
         let mut seen = self.host.generation_for(&self.scope).tools_digest;
         loop {
             tokio::select! {
                 _ = subscription.cancelled() => return Ok(()),
                 _ = self.closed.cancelled() => return Ok(()),
+                _ = bridged_listing(&mut listings) => {}
                 event = events.recv() => {
                     if let Err(RecvError::Closed) = event {
                         return Ok(());

@@ -30,7 +30,7 @@ use toolgate_tests::{
 /// The installed servers. The build installed them (or found them missing
 /// and ignored the tests that call this: `has_mcp_servers`); gone now, the
 /// test fails.
-fn servers() -> PathBuf {
+pub(crate) fn servers() -> PathBuf {
     static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let found = DIR.get_or_init(|| {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mcp-servers");
@@ -512,7 +512,7 @@ async fn a_slow_or_dead_server_holds_no_one_back() {
 }
 
 /// A raw line-delimited JSON-RPC client of `toolgate serve`.
-struct Raw {
+pub(crate) struct Raw {
     child: std::process::Child,
     out: BufReader<std::process::ChildStdout>,
     next: u64,
@@ -527,13 +527,16 @@ impl Drop for Raw {
 }
 
 impl Raw {
-    fn start(config: &Path, work: &Path) -> Raw {
+    pub(crate) fn start(config: &Path, work: &Path) -> Raw {
         let mut child = Command::new(toolgate_bin())
             .args(["--no-default-plugins", "--config"])
             .arg(config)
             .arg("serve")
             .current_dir(work)
             .env("TOOLGATE_CACHE_DIR", work.join("cache"))
+            // Its state (the audit record) in the test's directory.
+            .env("XDG_STATE_HOME", work.join("state"))
+            .env_remove("TOOLGATE_STATE_DIR")
             .env("RUST_LOG", "warn")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -561,7 +564,7 @@ impl Raw {
         stdin.flush().unwrap();
     }
 
-    fn request(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn request(&mut self, method: &str, params: Value) -> Value {
         self.next += 1;
         let id = self.next;
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));

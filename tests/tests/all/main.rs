@@ -8,15 +8,17 @@ mod budgets;
 mod capabilities;
 mod catalog;
 mod code_mode;
+mod conformance;
 mod containment;
 mod contract;
 mod examples;
 mod foundation;
 mod lifecycle;
+mod passthrough;
 mod pipeline;
 mod scheduler;
 mod serve;
 
 // Under CI, a test ignored because the build found a need missing
-// (`has_mcp_client`, `has_mcp_servers`) fails the run.
+// (`has_mcp_client`, `has_mcp_servers`, `has_mcp_conformance`) fails the run.
 toolgate_guest_build::ci_test!();

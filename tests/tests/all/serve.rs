@@ -1897,7 +1897,7 @@ fn stdio_errors_say_exactly_what_is_wrong() {
     assert!(raw.answer(6).get("result").is_some());
 }
 
-fn run_letter(python: &Path, args: &[String], ready: impl FnOnce()) -> Value {
+pub(crate) fn run_letter(python: &Path, args: &[String], ready: impl FnOnce()) -> Value {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/letter.py");
     let mut child = Command::new(python)
         .arg(&script)
