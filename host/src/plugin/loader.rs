@@ -366,11 +366,14 @@ pub async fn load(
         seams: settings.seams.for_plugin(&name, &settings.grants),
         memory: runtime.memory.clone(),
         policy_ticks: ticks(settings.budgets.policy_timeout, runtime.options.epoch_tick),
-        sentinel: super::ungranted::wants_sentinel(
-            source.origin == Origin::Builtin,
-            shape.imports.iter(),
-            &settings.grants,
-        ),
+        // The asynchronous path only: the synchronous path's stubs would
+        // need to end the borrows their dynamic functions receive.
+        sentinel: path == super::component::CallPath::Async
+            && super::ungranted::wants_sentinel(
+                source.origin == Origin::Builtin,
+                shape.imports.iter(),
+                &settings.grants,
+            ),
     });
     let plugin = Arc::new(ComponentPlugin::new(Parts {
         name: source.name.clone(),
