@@ -205,7 +205,10 @@ pub(in crate::plugin::contract) enum Hint {
 }
 
 /// What a tool's `execute` answered, checked: its value, or its failure.
-#[allow(clippy::result_large_err, reason = "the error of `ToolBody`, which these answer for")]
+#[allow(
+    clippy::result_large_err,
+    reason = "the error of `ToolBody`, which these answer for"
+)]
 pub(in crate::plugin::contract) fn executed(
     answer: Result<String, wit::ToolFailure>,
     plugin: &ComponentPlugin,
@@ -237,7 +240,10 @@ pub(in crate::plugin::contract) fn executed(
 }
 
 /// What a tool's `render` answered, checked: its content, or why not.
-#[allow(clippy::result_large_err, reason = "the error of `ToolBody`, which these answer for")]
+#[allow(
+    clippy::result_large_err,
+    reason = "the error of `ToolBody`, which these answer for"
+)]
 pub(in crate::plugin::contract) fn rendered(
     answer: Result<Vec<wit::ContentBlock>, wit::ToolFailure>,
     plugin: &ComponentPlugin,
