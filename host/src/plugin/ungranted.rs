@@ -288,8 +288,8 @@ mod tests {
 
     #[test]
     fn who_gets_a_sentinel() {
-        let fs = vec!["wasi:filesystem/types@0.2.0".to_string()];
-        let cli = vec!["wasi:cli/environment@0.2.0".to_string()];
+        let fs = ["wasi:filesystem/types@0.2.0".to_string()];
+        let cli = ["wasi:cli/environment@0.2.0".to_string()];
         assert!(wants_sentinel(false, fs.iter(), &grants(&[])));
         assert!(wants_sentinel(false, fs.iter(), &grants(&["/data"])));
         assert!(!wants_sentinel(false, fs.iter(), &grants(&[".", "/data"])));

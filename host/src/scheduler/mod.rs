@@ -507,7 +507,7 @@ impl<'a, H: Dispatch + Clone> Turn<'a, H> {
                 finished.record = aborted_after_completion(finished.record);
             }
             self.host
-                .record(&mut finished, &generation, &self.turn)
+                .record(&mut finished, &generation, self.turn)
                 .await;
             let notified = AssertUnwindSafe(pipeline::result::notify(
                 &generation.policies.observers,
