@@ -4,7 +4,7 @@
 # share of a call is as large as it gets), the raw stdio MCP client of
 # ../shared/tools/mcp_bench_raw.py. Variants alternate within each round.
 #
-#   cargo build --release -p toolgate                 # or PROFILE=debug
+#   cargo build --release -p toolgate-cli             # or PROFILE=debug
 #   cargo test -p toolgate-tests --no-run             # builds the fixture components
 #   tests/mcp/bench-audit.sh [ROUNDS]                 # MCP_BENCH=path/to/mcp_bench_raw.py to override
 #
