@@ -149,6 +149,28 @@ pub mod gate;
 pub mod native;
 pub mod stack;
 
+/// Whether what `script` (a `tests/mcp/setup-*.sh`) installs into `dir` is
+/// there, by the script's own `--check`; else what is missing and the
+/// command that installs it. The build ran the script (or found it could
+/// not, and ignored the tests that need it).
+pub fn installed(script: &Path, dir: &Path) -> Result<(), String> {
+    let out = std::process::Command::new("bash")
+        .arg(script)
+        .arg("--check")
+        .arg(dir)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "{}; run `bash {} {}`",
+        String::from_utf8_lossy(&out.stderr).trim(),
+        script.display(),
+        dir.display()
+    ))
+}
+
 /// Polls `f` (every 10 ms) until it holds or `limit` passes; whether it
 /// held.
 pub async fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {

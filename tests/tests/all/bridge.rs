@@ -35,20 +35,7 @@ pub(crate) fn servers() -> PathBuf {
     let found = DIR.get_or_init(|| {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mcp-servers");
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/setup-servers.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .arg("--check")
-            .arg(&dir)
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-        if !out.status.success() {
-            return Err(format!(
-                "{}; run `bash {} {}`",
-                String::from_utf8_lossy(&out.stderr).trim(),
-                script.display(),
-                dir.display()
-            ));
-        }
+        toolgate_tests::installed(&script, &dir)?;
         Ok(dir)
     });
     needs::expect("mcp_servers", found.clone())

@@ -62,20 +62,7 @@ fn suite() -> (PathBuf, PathBuf) {
     let found = DIR.get_or_init(|| {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("conformance");
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/setup-conformance.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .arg("--check")
-            .arg(&dir)
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-        if !out.status.success() {
-            return Err(format!(
-                "{}; run `bash {} {}`",
-                String::from_utf8_lossy(&out.stderr).trim(),
-                script.display(),
-                dir.display()
-            ));
-        }
+        toolgate_tests::installed(&script, &dir)?;
         Ok(dir)
     });
     let dir = needs::expect("mcp_conformance", found.clone());

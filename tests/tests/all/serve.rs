@@ -29,20 +29,7 @@ pub(crate) fn python() -> PathBuf {
     let found = PYTHON.get_or_init(|| {
         let venv = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mcp-venv");
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/setup-venv.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .arg("--check")
-            .arg(&venv)
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-        if !out.status.success() {
-            return Err(format!(
-                "{}; run `bash {} {}`",
-                String::from_utf8_lossy(&out.stderr).trim(),
-                script.display(),
-                venv.display()
-            ));
-        }
+        toolgate_tests::installed(&script, &venv)?;
         Ok(venv.join("bin/python"))
     });
     needs::expect("mcp_client", found.clone())
