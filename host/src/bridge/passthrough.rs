@@ -158,6 +158,17 @@ impl Server {
     }
 }
 
+/// What [`Bridge::list_each`] lists: the method, its words in a log
+/// line, one page of it from a peer, what the server offers (kept for
+/// routing), and the item under its public name.
+struct Listing<P, K, R> {
+    method: &'static str,
+    what: &'static str,
+    page: P,
+    keep: K,
+    rename: R,
+}
+
 /// Every page of a listing, bounded as `tools/list` is (see the module
 /// documentation); `what` names it in errors.
 async fn list_bounded<T, F, Fut>(what: &str, budgets: &Budgets, page: F) -> Result<Vec<T>, String>
@@ -255,84 +266,91 @@ impl Bridge {
 
     /// `resources/list` of every visible server, namespaced.
     pub async fn resources(&self, visible: Visible<'_>) -> Vec<Resource> {
-        let all = self.visible_servers(visible).map(|s| async move {
-            let peer = s.offering(false)?;
-            let budgets = &s.context.budgets;
-            let listed = s
-                .within(
-                    "resources/list",
-                    list_bounded("resources/list", budgets, |p| {
-                        let peer = peer.clone();
-                        async move {
-                            let r = peer.list_resources(p).await?;
-                            Ok((r.resources, r.next_cursor))
-                        }
-                    }),
-                )
-                .await;
-            let listed = match listed {
-                Ok(l) => l,
-                Err(e) => {
-                    tracing::warn!(server = %s.name, "resources are not passed on: {}", crate::plugin::log::escape(&e));
-                    return None;
-                }
-            };
-            s.offers().resources = listed.iter().map(|r| r.uri.clone()).collect();
-            let ns = s.namespaced();
-            Some(
-                listed
-                    .into_iter()
-                    .map(|mut r| {
-                        r.uri = resource_uri(&s.name, &r.uri, ns);
-                        r
-                    })
-                    .collect::<Vec<_>>(),
-            )
-        });
-        futures::future::join_all(all)
-            .await
-            .into_iter()
-            .flatten()
-            .flatten()
-            .collect()
+        self.list_each(
+            visible,
+            Listing {
+                method: "resources/list",
+                what: "resources",
+                page: |peer: Peer<RoleClient>, p| async move {
+                    let r = peer.list_resources(p).await?;
+                    Ok((r.resources, r.next_cursor))
+                },
+                keep: |offers: &mut Offers, listed: &[Resource]| {
+                    offers.resources = listed.iter().map(|r| r.uri.clone()).collect();
+                },
+                rename: |server: &str, ns: bool, mut r: Resource| {
+                    r.uri = resource_uri(server, &r.uri, ns);
+                    r
+                },
+            },
+        )
+        .await
     }
 
     /// `resources/templates/list` of every visible server, namespaced.
     pub async fn resource_templates(&self, visible: Visible<'_>) -> Vec<ResourceTemplate> {
+        self.list_each(
+            visible,
+            Listing {
+                method: "resources/templates/list",
+                what: "resource templates",
+                page: |peer: Peer<RoleClient>, p| async move {
+                    let r = peer.list_resource_templates(p).await?;
+                    Ok((r.resource_templates, r.next_cursor))
+                },
+                keep: |offers: &mut Offers, listed: &[ResourceTemplate]| {
+                    offers.templates = listed
+                        .iter()
+                        .map(|t| literal_prefix(&t.uri_template).to_string())
+                        .collect();
+                },
+                rename: |server: &str, ns: bool, mut t: ResourceTemplate| {
+                    t.uri_template = resource_uri(server, &t.uri_template, ns);
+                    t
+                },
+            },
+        )
+        .await
+    }
+
+    /// One listing of every visible server that offers resources, each
+    /// bounded and under its deadline; a server that fails is left out
+    /// (and logged).
+    async fn list_each<T, P, Fut, K, R>(
+        &self,
+        visible: Visible<'_>,
+        listing: Listing<P, K, R>,
+    ) -> Vec<T>
+    where
+        T: serde::Serialize,
+        P: Fn(Peer<RoleClient>, Option<PaginatedRequestParams>) -> Fut,
+        Fut: Future<Output = Result<(Vec<T>, Option<Cursor>), ServiceError>>,
+        K: Fn(&mut Offers, &[T]),
+        R: Fn(&str, bool, T) -> T,
+    {
+        let listing = &listing;
         let all = self.visible_servers(visible).map(|s| async move {
             let peer = s.offering(false)?;
             let budgets = &s.context.budgets;
             let listed = s
                 .within(
-                    "resources/templates/list",
-                    list_bounded("resources/templates/list", budgets, |p| {
-                        let peer = peer.clone();
-                        async move {
-                            let r = peer.list_resource_templates(p).await?;
-                            Ok((r.resource_templates, r.next_cursor))
-                        }
-                    }),
+                    listing.method,
+                    list_bounded(listing.method, budgets, |p| (listing.page)(peer.clone(), p)),
                 )
                 .await;
             let listed = match listed {
                 Ok(l) => l,
                 Err(e) => {
-                    tracing::warn!(server = %s.name, "resource templates are not passed on: {}", crate::plugin::log::escape(&e));
+                    tracing::warn!(server = %s.name, "{} are not passed on: {}", listing.what, crate::plugin::log::escape(&e));
                     return None;
                 }
             };
-            s.offers().templates = listed
-                .iter()
-                .map(|t| literal_prefix(&t.uri_template).to_string())
-                .collect();
+            (listing.keep)(&mut s.offers(), &listed);
             let ns = s.namespaced();
             Some(
                 listed
                     .into_iter()
-                    .map(|mut t| {
-                        t.uri_template = resource_uri(&s.name, &t.uri_template, ns);
-                        t
-                    })
+                    .map(|item| (listing.rename)(&s.name, ns, item))
                     .collect::<Vec<_>>(),
             )
         });
