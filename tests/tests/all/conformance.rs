@@ -185,24 +185,8 @@ fn run(node: &Path, suite: &Path, url: &str, scenario: &str, out: &Path) -> Vec<
 )]
 fn the_official_conformance_suite_passes_every_scenario_that_applies() {
     let (node, suite) = suite();
-    let python = crate::serve::python();
     let work = TempDir::new("conformance");
-    let script = work.path().join("conformance_server.py");
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/conformance_server.py"),
-        &script,
-    )
-    .unwrap();
-    let config = work.path().join("toolgate.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[mcp.servers.conformance]\ncommand = {:?}\nargs = [{:?}]\nnamespace = false\n",
-            python.display().to_string(),
-            script.display().to_string()
-        ),
-    )
-    .unwrap();
+    let config = bridging_conformance_server(work.path(), "conformance", "", "namespace = false\n");
     let server = serve(work.path(), &config);
     let out = work.path().join("results");
     let mut failed = Vec::new();
@@ -257,4 +241,33 @@ fn the_official_conformance_suite_passes_every_scenario_that_applies() {
         summary.join("\n"),
         server.log.lock().unwrap()
     );
+}
+
+/// A `toolgate.toml` in `work` that bridges `tests/mcp/conformance_server.py`
+/// (copied into `work`) as server `name`, with `args` after the script
+/// (`, "--hostile"`) and `extra` lines in its table; its path.
+pub(crate) fn bridging_conformance_server(
+    work: &Path,
+    name: &str,
+    args: &str,
+    extra: &str,
+) -> PathBuf {
+    let python = crate::serve::python();
+    let script = work.join("conformance_server.py");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/conformance_server.py"),
+        &script,
+    )
+    .unwrap();
+    let config = work.join("toolgate.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp.servers.{name}]\ncommand = {:?}\nargs = [{:?}{args}]\n{extra}",
+            python.display().to_string(),
+            script.display().to_string()
+        ),
+    )
+    .unwrap();
+    config
 }

@@ -267,24 +267,13 @@ fn a_bridged_servers_list_change_reaches_a_listening_client() {
     ignore = "needs the MCP Python SDK from PyPI: run `bash tests/mcp/setup-venv.sh target/tmp/mcp-venv`"
 )]
 fn a_hostile_servers_resources_and_prompts_are_bounded() {
-    let python = crate::serve::python();
     let work = TempDir::new("passthrough-hostile");
-    let script = work.path().join("conformance_server.py");
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/conformance_server.py"),
-        &script,
-    )
-    .unwrap();
-    let config = work.path().join("toolgate.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[mcp.servers.hostile]\ncommand = {:?}\nargs = [{:?}, \"--hostile\"]\ntimeout_ms = 1500\n",
-            python.display().to_string(),
-            script.display().to_string()
-        ),
-    )
-    .unwrap();
+    let config = crate::conformance::bridging_conformance_server(
+        work.path(),
+        "hostile",
+        ", \"--hostile\"",
+        "timeout_ms = 1500\n",
+    );
     let mut raw = crate::bridge::Raw::start(&config, work.path());
     let started = std::time::Instant::now();
     let listed = raw.request("resources/list", serde_json::json!({}));
