@@ -306,11 +306,19 @@ impl Writer {
     /// For host events, the start and the shutdown; a call's record goes
     /// through [`Writer::append_async`].
     pub(crate) fn append(&self, body: String, sync_now: bool) -> Result<(), AuditError> {
+        self.append_then(body, sync_now, false)
+    }
+
+    /// [`append`](Self::append); with `close`, the record is closed in the
+    /// same step as `body` is queued, so that nothing queued by another
+    /// thread while `body` is written can follow it.
+    fn append_then(&self, body: String, sync_now: bool, close: bool) -> Result<(), AuditError> {
         let always = sync_now || self.settings.sync == SyncMode::Always;
         let mut body = Some(body);
         let mut q = lock(&self.queue);
         let ticket = loop {
             if let Some(ticket) = enqueue(&mut q, &mut body)? {
+                q.closed |= close;
                 break ticket;
             }
             q = self.done.wait(q).unwrap_or_else(|p| p.into_inner());
@@ -619,16 +627,9 @@ impl Writer {
                 return Ok(());
             }
         }
-        // Through the queue, so that it comes after every record queued.
-        let result = self.append_checkpoint("shutdown");
-        lock(&self.queue).closed = true;
-        result
-    }
-
-    /// A checkpoint through the queue, after every record queued before
-    /// it: a marker the leader turns into the signed line.
-    fn append_checkpoint(&self, kind: &str) -> Result<(), AuditError> {
-        self.append(format!("{CHECKPOINT_MARKER}{kind}"), true)
+        // Through the queue, so that it comes after every record queued
+        // before; closed as it is queued, so that no record comes after.
+        self.append_then(format!("{CHECKPOINT_MARKER}shutdown"), true, true)
     }
 }
 

@@ -362,6 +362,52 @@ async fn rotation_continues_the_chain_across_files() {
     assert!(!r.intact, "{} left out: {r:?}", gone.display());
 }
 
+/// Records written by other threads while the host shuts down either come
+/// before its shutdown checkpoint or are refused: none follows it, and
+/// every one accepted is in the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_record_follows_the_shutdown_checkpoint() {
+    let dir = TempDir::new("audit-close");
+    let plugins = PluginDir::new();
+    plugins.add("tools", fixtures::TOOLS);
+    let host = recording_host(dir.path(), &plugins, 1000, "").await;
+    let writers: Vec<_> = (0..2)
+        .map(|t| {
+            let host = host.clone();
+            std::thread::spawn(move || {
+                let audit = host.audit().expect("recording");
+                let mut accepted = 0;
+                while audit
+                    .event("probe", json!({"thread": t, "n": accepted}))
+                    .is_ok()
+                {
+                    accepted += 1;
+                }
+                accepted
+            })
+        })
+        .collect();
+    // Let both threads get going, then close the record under them.
+    let file = dir.path().join("audit.jsonl");
+    let started = toolgate_tests::eventually(std::time::Duration::from_secs(60), || {
+        std::fs::read_to_string(&file).is_ok_and(|s| s.matches("probe").count() > 20)
+    })
+    .await;
+    assert!(started, "the probes were not written");
+    host.shutdown().await;
+    let accepted: usize = writers.into_iter().map(|w| w.join().unwrap()).sum();
+    let all = records(&file);
+    assert_eq!(all.last().unwrap()["kind"], "shutdown");
+    let probes = all.iter().filter(|r| r["kind"] == "probe").count();
+    assert_eq!(probes, accepted, "every accepted record is in the file");
+    let report = verify(
+        std::slice::from_ref(&file),
+        &pinned(&dir.path().join("audit.key")),
+    )
+    .unwrap();
+    assert!(report.intact && report.clean_end, "{report:?}");
+}
+
 /// `toolgate run` with its record on a 48 KiB tmpfs (its own mount
 /// namespace, `unshare -Urm`): the disk fills up mid-batch.
 #[test]
