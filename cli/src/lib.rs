@@ -12,6 +12,7 @@ mod check;
 mod demo;
 mod logging;
 mod new;
+mod oci;
 mod plugins;
 mod quiet;
 mod replay;
@@ -136,6 +137,12 @@ enum Command {
     /// tool: report the calls whose outcome changes. Exit 0 none, 1 some,
     /// 2 on error.
     Replay(replay::ReplayArgs),
+    /// Fetch a component from an OCI registry into the local store: the tag
+    /// is resolved to a digest, every blob checked against its digest.
+    Pull(oci::PullArgs),
+    /// Publish a component to an OCI registry (the Wasm OCI layout `wkg`
+    /// uses); prints the digest to pin.
+    Push(oci::PushArgs),
 }
 
 /// Entry point of the binary.
@@ -177,6 +184,8 @@ pub fn main() -> ExitCode {
             Command::New(a) => new::run(a),
             Command::Audit(a) => audit::run(a),
             Command::Replay(a) => replay::run(&cli.global, a).await,
+            Command::Pull(a) => oci::pull(&cli.global, a).await,
+            Command::Push(a) => oci::push(&cli.global, a).await,
         }
     });
     // Not `drop(runtime)`, which waits for every blocking thread forever.
@@ -199,6 +208,17 @@ const IGNORED_OPTIONS: &[(&str, &[&str])] = &[
     ("sandbox", HOST_OPTIONS),
     // `check` loads the one component it is given, never the built-ins.
     ("check", &["no_default_plugins"]),
+    // `pull` and `push` read only `--config` (its `[oci]` table).
+    ("pull", OCI_IGNORED),
+    ("push", OCI_IGNORED),
+];
+
+const OCI_IGNORED: &[&str] = &[
+    "plugin_dirs",
+    "no_default_plugins",
+    "approve",
+    "no_compile_cache",
+    "code_mode",
 ];
 
 const HOST_OPTIONS: &[&str] = &[

@@ -215,6 +215,31 @@ pub const MAX_UNGRANTED_PATHS: usize = 4;
 /// configurable.
 pub const MAX_UNGRANTED_PATH_BYTES: usize = 512;
 
+/// Bytes of an OCI manifest read from a registry ([`crate::oci`]): the
+/// body is read in pieces and the pull stops at this size, before any of it
+/// is parsed. Threat: a registry answering a manifest of gigabytes. 4 MiB
+/// (what the distribution specification asks registries to accept).
+pub const OCI_MAX_MANIFEST_BYTES: usize = 4 << 20;
+/// Layers an OCI manifest may list: a component is one `application/wasm`
+/// layer; more is refused before any layer is fetched. Threat: a manifest
+/// of 10,000 layers. 16.
+pub const OCI_MAX_LAYERS: usize = 16;
+/// Bytes of the component layer of an OCI artifact: a larger declared size
+/// is refused before the fetch, and the fetch stops at the declared size.
+/// Threat: a registry streaming without end. 256 MiB.
+pub const OCI_MAX_LAYER_BYTES: u64 = 256 << 20;
+/// Redirects one registry request may follow (blob downloads are often
+/// redirected to storage); a loop ends at this count. 10 (reqwest's own
+/// default, which the OCI client's blob requests use too).
+pub const OCI_MAX_REDIRECTS: usize = 10;
+/// Time one pull or push may take in all (manifest, blobs, redirects,
+/// authentication). Threat: a registry that drips a byte a second.
+/// Default 120 s; `[oci] timeout_ms`.
+pub const OCI_TIMEOUT_MS: u64 = 120_000;
+/// Time a registry may stay silent while connecting or answering (between
+/// two reads). 30 s.
+pub const OCI_READ_TIMEOUT_MS: u64 = 30_000;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -33,6 +33,7 @@
 //! enabled = true
 //! optional = false                 # true: the host runs without it if it fails to load
 //! sha256 = "…"                     # refuse the file unless its digest matches
+//! # source = "oci://ghcr.io/acme/fs-tools:1.2"  # from an OCI registry instead of a file (docs/operators.md)
 //! vars = { MODE = "strict" }       # settings the plugin reads as env vars
 //!
 //! [plugins.fs-tools.grants]
@@ -66,6 +67,10 @@
 //! namespace = true                 # false: its tools, prompts, resources keep the server's names
 //! [mcp.servers.time.grants]        # default: the working directory read-only, no network
 //! fs = [{ path = ".", access = "read-only" }]
+//!
+//! [oci]                            # plugins from OCI registries (docs/operators.md)
+//! insecure_registries = []         # plain HTTP to these (loopback registries always may)
+//! timeout_ms = 120000              # one pull or push in all
 //!
 //! [run_code]                       # the Code Mode interpreter's limits (see docs/operators.md)
 //! max_nested_calls = 100           # tool calls one program may make
@@ -166,6 +171,9 @@ pub struct HostConfig {
     /// The audit record (see [`crate::audit`]).
     #[serde(default)]
     pub audit: AuditConfig,
+    /// OCI registries as plugin sources (see [`crate::oci`]).
+    #[serde(default)]
+    pub oci: OciConfig,
     /// The file this came from (for messages).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -270,6 +278,11 @@ pub struct PluginConfig {
     /// The plugin file's expected SHA-256 (hex); a file whose digest
     /// differs is refused.
     pub sha256: Option<String>,
+    /// `oci://REGISTRY/REPOSITORY:TAG` (or `@sha256:…`): the plugin is the
+    /// component of that OCI artifact, from the local store (pulled there
+    /// at the first start, or by `toolgate pull`), not a file of a plugin
+    /// directory. Global `[plugins.NAME]` only.
+    pub source: Option<String>,
     pub priority: Option<i32>,
     #[serde(default)]
     pub priorities: BTreeMap<String, i32>,
@@ -280,6 +293,19 @@ pub struct PluginConfig {
     /// own variables through).
     #[serde(default)]
     pub vars: BTreeMap<String, String>,
+}
+
+/// `[oci]`: how OCI registries are reached (see [`crate::oci`]).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OciConfig {
+    /// Registries (`host` or `host:port`) reached over plain HTTP; a
+    /// loopback registry (`localhost`, `127.0.0.1`, `[::1]`) always is.
+    #[serde(default)]
+    pub insecure_registries: Vec<String>,
+    /// Time one pull or push may take in all, in milliseconds (default
+    /// [`crate::budgets::OCI_TIMEOUT_MS`]).
+    pub timeout_ms: Option<u64>,
 }
 
 /// A plugin's grants, as written.
@@ -459,6 +485,7 @@ fn plugin_schema() -> serde_json::Value {
             "enabled": {"type": "boolean"},
             "optional": {"type": "boolean"},
             "sha256": {"type": "string"},
+            "source": {"type": "string"},
             "priority": {"type": "integer"},
             "priorities": roles_schema(),
             "instances": {"enum": ["pooled", "fresh"]},
@@ -623,6 +650,14 @@ fn schema() -> serde_json::Value {
                 "additionalProperties": false
             },
             "code_mode": {"type": "boolean"},
+            "oci": {
+                "type": "object",
+                "properties": {
+                    "insecure_registries": {"type": "array", "items": {"type": "string"}},
+                    "timeout_ms": {"type": "integer"}
+                },
+                "additionalProperties": false
+            },
             "run_code": {
                 "type": "object",
                 "properties": {
@@ -693,6 +728,11 @@ fn check_plugin(at: &str, p: &PluginConfig, problems: &mut Vec<String>) {
         problems.push(format!(
             "{at}/sha256: expected 64 hexadecimal digits (`sha256sum FILE`), got {d:?}"
         ));
+    }
+    if let Some(source) = &p.source
+        && let Err(e) = crate::oci::OciRef::parse(source)
+    {
+        problems.push(format!("{at}/source: {e}"));
     }
     if let Some(g) = &p.grants {
         for (i, fs) in g.fs.iter().enumerate() {
@@ -808,6 +848,9 @@ impl HostConfig {
                 problems.push(format!("/limits/{key}: expected 1 or more, got 0"));
             }
         }
+        if config.oci.timeout_ms == Some(0) {
+            problems.push("/oci/timeout_ms: expected 1 or more, got 0".to_string());
+        }
         if config.policy_timeout_ms == Some(0) {
             problems.push("/policy_timeout_ms: expected 1 or more, got 0".to_string());
         }
@@ -838,6 +881,11 @@ impl HostConfig {
             }
             for (name, p) in &c.plugins {
                 check_plugin(&format!("{at}/plugins/{name}"), p, &mut problems);
+                if p.source.is_some() {
+                    problems.push(format!(
+                        "{at}/plugins/{name}/source: a scope's plugins are files of its plugin_dirs; an OCI source goes in the global [plugins.{name}]"
+                    ));
+                }
             }
         }
         for (name, server) in &config.mcp.servers {

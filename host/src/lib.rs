@@ -24,6 +24,7 @@ pub mod grants;
 pub mod host;
 pub mod lifecycle;
 pub mod mcp;
+pub mod oci;
 pub mod outcome;
 pub mod pipeline;
 pub mod plugin;

@@ -266,6 +266,9 @@ struct Scan {
     /// Per layer (`""` first, then each scope), its candidates.
     layers: Vec<(String, Vec<(Key, Candidate)>)>,
     problems: Vec<LoadError>,
+    /// OCI sources the local store lacks: pulled before the plan (their
+    /// candidates meanwhile say they are not pulled).
+    pulls: Vec<(Key, crate::oci::OciRef)>,
 }
 
 impl Refusal {
@@ -461,6 +464,7 @@ impl Lifecycle {
     async fn pass(&self, initial: bool, defer: bool) -> Result<(Arc<Registry>, usize), HostError> {
         let mut state = self.state.lock().await;
         let mut scan = self.scan(&mut state, initial)?;
+        self.pull_missing(&mut scan).await;
         let number = self
             .generations
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -544,6 +548,28 @@ impl Lifecycle {
                 }
             }
         }
+        let mut pulls = Vec::new();
+        for (name, c) in &config.plugins {
+            let Some(source) = &c.source else { continue };
+            let key = Key {
+                scope: String::new(),
+                name: name.clone(),
+            };
+            if let Some((_, Candidate::Source(file, _))) = global.iter().find(|(k, _)| *k == key)
+                && matches!(file.origin, Origin::File(_))
+            {
+                problems.push(LoadError::note(
+                    name,
+                    &file.origin,
+                    format!(
+                        "{} is not loaded: [plugins.{name}] source names {source}",
+                        file.origin
+                    ),
+                ));
+            }
+            let candidate = self.oci_candidate(&key, source, state, &mut pulls);
+            push(&mut global, key, candidate);
+        }
         layers.push((String::new(), global));
         for (name, scope) in &config.scopes {
             let mut own = Vec::new();
@@ -577,7 +603,7 @@ impl Lifecycle {
         for (key, old) in &state.serving {
             let from_unreadable = match &old.source.origin {
                 Origin::File(p) => unreadable.iter().any(|d| p.parent() == Some(d.as_path())),
-                Origin::Builtin => false,
+                Origin::Builtin | Origin::Oci { .. } => false,
             };
             if from_unreadable
                 && let Some((_, layer)) = layers.iter_mut().find(|(s, _)| *s == key.scope)
@@ -601,7 +627,120 @@ impl Lifecycle {
             config_problem,
             layers,
             problems,
+            pulls,
         })
+    }
+
+    /// The candidate of an OCI source: from the local store, verified as
+    /// it is read; unchanged when its digest is the serving one; to be
+    /// pulled when the store lacks it (then `pulls` names it).
+    fn oci_candidate(
+        &self,
+        key: &Key,
+        source: &str,
+        state: &State,
+        pulls: &mut Vec<(Key, crate::oci::OciRef)>,
+    ) -> Candidate {
+        let origin = Origin::Oci {
+            reference: source.to_string(),
+            digest: String::new(),
+        };
+        let failed = |e: crate::oci::OciError| {
+            let message = e.to_string();
+            Candidate::Failed(
+                LoadError::new(&key.qualified(), &origin, message)
+                    .because(crate::cause::Cause::new(e)),
+            )
+        };
+        let reference = match crate::oci::OciRef::parse(source) {
+            Ok(r) => r,
+            Err(e) => return failed(e),
+        };
+        let store = match self.oci_store() {
+            Ok(s) => s,
+            Err(e) => return failed(e),
+        };
+        match store.resolve(&reference) {
+            Err(e) => failed(e),
+            Ok(None) => {
+                pulls.push((key.clone(), reference.clone()));
+                failed(crate::oci::OciError::NotPulled {
+                    reference: reference.to_string(),
+                    store: store.path().to_path_buf(),
+                })
+            }
+            Ok(Some(digest)) => {
+                let stamp = Stamp::oci(&digest);
+                if let Some(old) = state.serving.get(key)
+                    && stamp == Some(old.stamp)
+                {
+                    return Candidate::Unchanged;
+                }
+                match store.load(&reference) {
+                    Err(e) => failed(e),
+                    Ok(None) => failed(crate::oci::OciError::NotPulled {
+                        reference: reference.to_string(),
+                        store: store.path().to_path_buf(),
+                    }),
+                    Ok(Some(stored)) => oci_source(key, &reference, stored),
+                }
+            }
+        }
+    }
+
+    /// The local OCI store (in the state directory).
+    fn oci_store(&self) -> Result<crate::oci::Store, crate::oci::OciError> {
+        let state = self
+            .runtime
+            .state
+            .as_ref()
+            .ok_or_else(|| crate::oci::OciError::Store {
+                path: PathBuf::from(crate::state::STATE_DIR_ENV),
+                what:
+                    "there is no state directory to keep pulled plugins in (set TOOLGATE_STATE_DIR)"
+                        .into(),
+                source: None,
+            })?;
+        crate::oci::Store::open(state)
+    }
+
+    /// Pull what the scan found missing from the store (each under the
+    /// `[oci]` deadline, in parallel); a pull that fails leaves the
+    /// plugin failed, naming the reference and why.
+    async fn pull_missing(&self, scan: &mut Scan) {
+        if scan.pulls.is_empty() {
+            return;
+        }
+        let client = crate::oci::Client::new(&scan.config.oci);
+        let store = match self.oci_store() {
+            Ok(s) => s,
+            Err(_) => return,
+        };
+        let pulls = std::mem::take(&mut scan.pulls);
+        let results =
+            futures::future::join_all(pulls.iter().map(|(_, r)| client.pull(r, &store))).await;
+        for ((key, reference), result) in pulls.into_iter().zip(results) {
+            let candidate = match result {
+                Ok(stored) => {
+                    tracing::info!(plugin = %key.qualified(), reference = %reference, digest = %stored.digest, "pulled");
+                    oci_source(&key, &reference, stored)
+                }
+                Err(e) => {
+                    let origin = Origin::Oci {
+                        reference: reference.to_string(),
+                        digest: String::new(),
+                    };
+                    let message = e.to_string();
+                    Candidate::Failed(
+                        LoadError::new(&key.qualified(), &origin, message)
+                            .because(crate::cause::Cause::new(e)),
+                    )
+                }
+            };
+            if let Some((_, layer)) = scan.layers.iter_mut().find(|(s, _)| *s == key.scope) {
+                push(layer, key, candidate);
+            }
+        }
     }
 
     /// Plan: resolve each candidate's settings (its grants first: the
@@ -901,6 +1040,24 @@ impl Lifecycle {
             },
         )
     }
+}
+
+/// The candidate of a component the OCI store holds.
+fn oci_source(key: &Key, reference: &crate::oci::OciRef, stored: crate::oci::Stored) -> Candidate {
+    let stamp = Stamp::oci(&stored.digest).unwrap_or(Stamp::Oci([0; 32]));
+    Candidate::Source(
+        PluginSource {
+            name: key.qualified(),
+            origin: Origin::Oci {
+                reference: reference.to_string(),
+                digest: stored.digest,
+            },
+            bytes: stored.bytes,
+            manifest: Default::default(),
+            manifest_error: None,
+        },
+        stamp,
+    )
 }
 
 fn push(layer: &mut Vec<(Key, Candidate)>, key: Key, candidate: Candidate) {

@@ -58,6 +58,24 @@ pub enum Stamp {
         wasm: FileStamp,
         manifest: Option<FileStamp>,
     },
+    /// An OCI artifact of the local store: its manifest's SHA-256.
+    Oci([u8; 32]),
+}
+
+impl Stamp {
+    /// The stamp of the OCI artifact whose manifest digest is `digest`
+    /// (`sha256:HEX`); `None` if it is not one.
+    pub fn oci(digest: &str) -> Option<Stamp> {
+        let hex = digest.strip_prefix("sha256:")?;
+        if hex.len() != 64 {
+            return None;
+        }
+        let mut out = [0u8; 32];
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+        }
+        Some(Stamp::Oci(out))
+    }
 }
 
 impl Stamp {
@@ -236,6 +254,6 @@ pub fn read(found: &Found) -> Read {
 fn wasm_size(stamp: &Stamp) -> u64 {
     match stamp {
         Stamp::File { wasm, .. } => wasm.size(),
-        Stamp::Builtin => 0,
+        Stamp::Builtin | Stamp::Oci(_) => 0,
     }
 }

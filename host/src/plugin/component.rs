@@ -43,6 +43,10 @@ pub enum Origin {
     Builtin,
     /// A `.wasm` file.
     File(std::path::PathBuf),
+    /// An OCI artifact from the local store ([`crate::oci`]): the reference
+    /// configured, and the manifest digest it resolved to at pull (what
+    /// runs).
+    Oci { reference: String, digest: String },
 }
 
 impl std::fmt::Display for Origin {
@@ -50,6 +54,11 @@ impl std::fmt::Display for Origin {
         match self {
             Origin::Builtin => f.write_str("built-in"),
             Origin::File(p) => write!(f, "{}", p.display()),
+            // Pinned already, or not resolved (not pulled).
+            Origin::Oci { reference, digest } if reference.contains('@') || digest.is_empty() => {
+                f.write_str(reference)
+            }
+            Origin::Oci { reference, digest } => write!(f, "{reference}@{digest}"),
         }
     }
 }

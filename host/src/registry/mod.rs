@@ -20,9 +20,7 @@ use std::sync::Arc;
 use crate::grants::Grants;
 use crate::plugin::contract::Adapters;
 use crate::plugin::manifest::DEFAULT_PRIORITY;
-use crate::plugin::{
-    CallPath, ComponentPlugin, ContractVersion, InstanceMode, LoadError, Loaded, Origin,
-};
+use crate::plugin::{CallPath, ComponentPlugin, ContractVersion, InstanceMode, LoadError, Loaded};
 use crate::policy::{
     Chain, ExecuteAroundHook, Finalizer, Guard, Listener, PolicySource, PostExecuteHook,
     PreExecuteHook, ResultObserver, Role, order,
@@ -280,10 +278,7 @@ pub fn assemble(
         problems.extend(loaded.problems);
         plugins.push(PluginInfo {
             name: name.clone(),
-            origin: match &plugin.origin {
-                Origin::Builtin => "built-in".into(),
-                Origin::File(p) => p.display().to_string(),
-            },
+            origin: plugin.origin.to_string(),
             roles: plugin.roles.clone(),
             wit_version: plugin.wit_version.clone(),
             contract: plugin.contract,

@@ -1,0 +1,343 @@
+//! Pull and push, bounded.
+//!
+//! `oci-client` authenticates, streams blobs (checking their digests) and
+//! pushes. The manifest GET is ours: `oci-client` reads a manifest body
+//! whole whatever its size (`Client::pull_manifest_raw` → `bytes()`), and a
+//! registry answering gigabytes would have the host hold them. Ours reads
+//! it in pieces up to [`OCI_MAX_MANIFEST_BYTES`], follows at most
+//! [`OCI_MAX_REDIRECTS`] redirects, and checks the bytes' digest against
+//! the one asked for (or, for a tag, the registry's own
+//! `Docker-Content-Digest`). Every pull and push runs under one total
+//! deadline (`[oci] timeout_ms`, default [`OCI_TIMEOUT_MS`]) and a read
+//! timeout ([`OCI_READ_TIMEOUT_MS`]): a registry that drips a byte at a
+//! time is cut off.
+//!
+//! Credentials: anonymous, or `TOOLGATE_OCI_USERNAME` and
+//! `TOOLGATE_OCI_PASSWORD` from the environment (HTTP basic, exchanged for
+//! a bearer token where the registry asks for one).
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use oci_client::RegistryOperation;
+use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::manifest::{OciDescriptor, OciImageManifest};
+use oci_client::secrets::RegistryAuth;
+
+use super::{OciError, OciRef, Store, Stored, layout, sha256_digest};
+use crate::budgets::{
+    OCI_MAX_MANIFEST_BYTES, OCI_MAX_REDIRECTS, OCI_READ_TIMEOUT_MS, OCI_TIMEOUT_MS,
+};
+use crate::config::OciConfig;
+
+/// Environment variables holding registry credentials.
+pub const USERNAME_ENV: &str = "TOOLGATE_OCI_USERNAME";
+/// See [`USERNAME_ENV`].
+pub const PASSWORD_ENV: &str = "TOOLGATE_OCI_PASSWORD";
+
+/// A registry client under the operator's `[oci]` settings.
+#[derive(Clone, Debug)]
+pub struct Client {
+    insecure: Vec<String>,
+    timeout: Duration,
+}
+
+impl Client {
+    /// A client under `config`.
+    pub fn new(config: &OciConfig) -> Client {
+        // reqwest is built with rustls and no provider of its own: ring.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        Client {
+            insecure: config.insecure_registries.clone(),
+            timeout: Duration::from_millis(config.timeout_ms.unwrap_or(OCI_TIMEOUT_MS)),
+        }
+    }
+
+    /// The total time one pull or push may take.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Fetch `reference` into `store` (resolving a tag to its digest) and
+    /// return it as stored. Nothing is stored unless every check passed.
+    pub async fn pull(&self, reference: &OciRef, store: &Store) -> Result<Stored, OciError> {
+        self.bounded(reference, self.pull_unbounded(reference, store))
+            .await
+    }
+
+    /// Push `component` to `reference` (a tag) in the Wasm OCI layout;
+    /// returns the manifest's digest.
+    pub async fn push(&self, reference: &OciRef, component: &[u8]) -> Result<String, OciError> {
+        if reference.tag().is_none() || reference.digest().is_some() {
+            return Err(OciError::Reference {
+                reference: reference.to_string(),
+                why: "a push names a tag (the digest is what the push makes)".into(),
+            });
+        }
+        self.bounded(reference, self.push_unbounded(reference, component))
+            .await
+    }
+
+    async fn bounded<T>(
+        &self,
+        reference: &OciRef,
+        work: impl Future<Output = Result<T, OciError>>,
+    ) -> Result<T, OciError> {
+        tokio::time::timeout(self.timeout, work)
+            .await
+            .map_err(|_| OciError::Timeout {
+                reference: reference.to_string(),
+                ms: self.timeout.as_millis() as u64,
+            })?
+    }
+
+    /// Plain HTTP for a loopback registry or one the operator listed.
+    fn plain_http(&self, reference: &OciRef) -> bool {
+        reference.is_loopback() || self.insecure.iter().any(|r| r == reference.registry())
+    }
+
+    fn oci(&self, reference: &OciRef) -> Result<oci_client::Client, OciError> {
+        let protocol = if self.plain_http(reference) {
+            ClientProtocol::HttpsExcept(vec![reference.registry().to_string()])
+        } else {
+            ClientProtocol::Https
+        };
+        let config = ClientConfig {
+            protocol,
+            read_timeout: Some(Duration::from_millis(OCI_READ_TIMEOUT_MS)),
+            connect_timeout: Some(Duration::from_millis(OCI_READ_TIMEOUT_MS)),
+            user_agent: concat!("toolgate/", env!("CARGO_PKG_VERSION")),
+            ..ClientConfig::default()
+        };
+        oci_client::Client::try_from(config)
+            .map_err(|e| registry_error(reference, "cannot set up the registry client", e))
+    }
+
+    async fn pull_unbounded(&self, reference: &OciRef, store: &Store) -> Result<Stored, OciError> {
+        let oci = self.oci(reference)?;
+        let auth = credentials();
+        let token = oci
+            .auth(reference.inner(), &auth, RegistryOperation::Pull)
+            .await
+            .map_err(|e| registry_error(reference, "the registry cannot be reached", e))?;
+        let (manifest_bytes, digest) = self.manifest(reference, token, &auth).await?;
+        let refused = |why: String| OciError::Refused {
+            reference: reference.to_string(),
+            why,
+        };
+        let manifest: OciImageManifest = serde_json::from_slice(&manifest_bytes)
+            .map_err(|e| refused(format!("the manifest is not an OCI image manifest: {e}")))?;
+        let (layer_digest, size) = layout::component_layer(&manifest).map_err(refused)?;
+        let descriptor = OciDescriptor {
+            media_type: layout::LAYER_MEDIA_TYPE.to_string(),
+            digest: layer_digest.clone(),
+            size: size as i64,
+            ..OciDescriptor::default()
+        };
+        let mut stream = oci
+            .pull_blob_stream(reference.inner(), &descriptor)
+            .await
+            .map_err(|e| registry_error(reference, "the component layer cannot be fetched", e))?
+            .stream;
+        let mut layer = Vec::with_capacity(size.min(1 << 20) as usize);
+        while let Some(chunk) = stream.next().await {
+            let chunk = match chunk {
+                Ok(c) => c,
+                // oci-client's own digest check at the end of the stream.
+                Err(e) if e.to_string().contains("igest") => {
+                    return Err(refused(format!(
+                        "the component layer does not match its digest {layer_digest} (tampered with, or corrupted): {e}"
+                    )));
+                }
+                Err(e) => {
+                    return Err(registry_error(
+                        reference,
+                        "the component layer download failed",
+                        e,
+                    ));
+                }
+            };
+            if layer.len() as u64 + chunk.len() as u64 > size {
+                return Err(refused(format!(
+                    "the registry sent more than the component layer's declared {size} bytes"
+                )));
+            }
+            layer.extend_from_slice(&chunk);
+        }
+        let actual = sha256_digest(&layer);
+        if actual != layer_digest || layer.len() as u64 != size {
+            return Err(refused(format!(
+                "the component layer is {actual} ({} bytes), the manifest says {layer_digest} ({size} bytes): tampered with, or corrupted",
+                layer.len()
+            )));
+        }
+        store.put(reference, &digest, &manifest_bytes, &layer_digest, &layer)?;
+        Ok(Stored {
+            reference: reference.clone(),
+            digest,
+            layer_digest,
+            bytes: layer.into(),
+        })
+    }
+
+    /// GET the manifest, bounded; returns its bytes and digest.
+    async fn manifest(
+        &self,
+        reference: &OciRef,
+        token: Option<String>,
+        auth: &RegistryAuth,
+    ) -> Result<(Vec<u8>, String), OciError> {
+        let refused = |why: String| OciError::Refused {
+            reference: reference.to_string(),
+            why,
+        };
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::limited(OCI_MAX_REDIRECTS))
+            .read_timeout(Duration::from_millis(OCI_READ_TIMEOUT_MS))
+            .connect_timeout(Duration::from_millis(OCI_READ_TIMEOUT_MS))
+            .build()
+            .map_err(|e| registry_error(reference, "cannot set up the HTTP client", e))?;
+        let scheme = if self.plain_http(reference) {
+            "http"
+        } else {
+            "https"
+        };
+        let url = format!(
+            "{scheme}://{}/v2/{}/manifests/{}",
+            reference.registry(),
+            reference.repository(),
+            reference.digest().or(reference.tag()).unwrap_or("latest")
+        );
+        let mut request = http
+            .get(&url)
+            .header(reqwest::header::ACCEPT, layout::MANIFEST_MEDIA_TYPE);
+        request = match (token, auth) {
+            (Some(t), _) => request.bearer_auth(t),
+            (None, RegistryAuth::Basic(u, p)) => request.basic_auth(u, Some(p)),
+            (None, _) => request,
+        };
+        let mut response = request.send().await.map_err(|e| {
+            let what = if e.is_redirect() {
+                format!("the manifest request was redirected more than {OCI_MAX_REDIRECTS} times (a redirect loop?)")
+            } else {
+                "the manifest cannot be fetched".to_string()
+            };
+            registry_error(reference, &what, e)
+        })?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(OciError::Registry {
+                reference: reference.to_string(),
+                what: format!("the registry answered {status} for the manifest ({url})"),
+                source: None,
+            });
+        }
+        let too_big = || {
+            refused(format!(
+                "the manifest is larger than {OCI_MAX_MANIFEST_BYTES} bytes (a component's is a few hundred)"
+            ))
+        };
+        if response
+            .content_length()
+            .is_some_and(|n| n > OCI_MAX_MANIFEST_BYTES as u64)
+        {
+            return Err(too_big());
+        }
+        let claimed = response
+            .headers()
+            .get("docker-content-digest")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| registry_error(reference, "the manifest download failed", e))?
+        {
+            if body.len() + chunk.len() > OCI_MAX_MANIFEST_BYTES {
+                return Err(too_big());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        let digest = sha256_digest(&body);
+        if let Some(asked) = reference.digest() {
+            if asked != digest {
+                return Err(refused(format!(
+                    "the manifest's digest is {digest}, not the {asked} asked for"
+                )));
+            }
+        } else if let Some(claimed) = claimed
+            && claimed != digest
+        {
+            return Err(refused(format!(
+                "the manifest's digest is {digest}, the registry says {claimed}"
+            )));
+        }
+        Ok((body, digest))
+    }
+
+    async fn push_unbounded(
+        &self,
+        reference: &OciRef,
+        component: &[u8],
+    ) -> Result<String, OciError> {
+        let oci = self.oci(reference)?;
+        let auth = credentials();
+        let failed = |what: &str, e: oci_client::errors::OciDistributionError| {
+            registry_error(reference, what, e)
+        };
+        oci.auth(reference.inner(), &auth, RegistryOperation::Push)
+            .await
+            .map_err(|e| failed("the registry cannot be reached", e))?;
+        let (config, manifest) = layout::artifact(component);
+        oci.push_blob(
+            reference.inner(),
+            component.to_vec(),
+            &sha256_digest(component),
+        )
+        .await
+        .map_err(|e| failed("the component layer cannot be pushed", e))?;
+        let config_digest = sha256_digest(&config);
+        oci.push_blob(reference.inner(), config, &config_digest)
+            .await
+            .map_err(|e| failed("the config cannot be pushed", e))?;
+        oci.push_manifest_raw(
+            reference.inner(),
+            manifest.clone(),
+            http::HeaderValue::from_static(layout::MANIFEST_MEDIA_TYPE),
+        )
+        .await
+        .map_err(|e| failed("the manifest cannot be pushed", e))?;
+        Ok(sha256_digest(&manifest))
+    }
+}
+
+/// Anonymous, or basic credentials from the environment.
+fn credentials() -> RegistryAuth {
+    match (
+        std::env::var(USERNAME_ENV).ok().filter(|v| !v.is_empty()),
+        std::env::var(PASSWORD_ENV).ok(),
+    ) {
+        (Some(u), Some(p)) => RegistryAuth::Basic(u, p),
+        _ => RegistryAuth::Anonymous,
+    }
+}
+
+fn registry_error(
+    reference: &OciRef,
+    what: &str,
+    e: impl std::error::Error + Send + Sync + 'static,
+) -> OciError {
+    let mut detail = e.to_string();
+    let mut source: Option<&(dyn std::error::Error + 'static)> = e.source();
+    while let Some(s) = source {
+        detail.push_str(": ");
+        detail.push_str(&s.to_string());
+        source = s.source();
+    }
+    OciError::Registry {
+        reference: reference.to_string(),
+        what: format!("{what}: {detail}"),
+        source: Some(Box::new(e)),
+    }
+}
