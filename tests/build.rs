@@ -69,6 +69,7 @@ fn main() {
     consts.push_str(&other_languages(&workspace));
     let mut probes = Probes::new();
     mcp(&manifest_dir, started, &mut probes);
+    probes.need("oci_registry", oci_registry());
     probes.finish();
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
     std::fs::write(out.join("fixtures.rs"), consts).unwrap();
@@ -251,4 +252,19 @@ fn mcp(manifest_dir: &std::path::Path, started: std::time::SystemTime, probes: &
         format!("the MCP conformance suite of tests/mcp/conformance.txt is not installed: {why}; run `bash tests/mcp/setup-conformance.sh target/tmp/conformance` (needs npm)")
     });
     probes.need("mcp_conformance", conformance);
+}
+
+/// The CNCF distribution registry (Debian's `docker-registry`), which the
+/// OCI tests start on a local port: the `has_oci_registry` cfg.
+fn oci_registry() -> Result<(), String> {
+    match std::process::Command::new("docker-registry")
+        .arg("--version")
+        .output()
+    {
+        Ok(o) if o.status.success() => Ok(()),
+        _ => Err(
+            "`docker-registry` (the CNCF distribution registry) is not on PATH; run `apt-get install docker-registry`"
+                .to_string(),
+        ),
+    }
 }

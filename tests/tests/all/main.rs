@@ -14,6 +14,7 @@ mod contract;
 mod examples;
 mod foundation;
 mod lifecycle;
+mod oci;
 mod passthrough;
 mod pipeline;
 mod scheduler;
