@@ -300,7 +300,7 @@ pub struct PluginConfig {
 #[serde(deny_unknown_fields)]
 pub struct OciConfig {
     /// Registries (`host` or `host:port`) reached over plain HTTP; a
-    /// loopback registry (`localhost`, `127.0.0.1`, `[::1]`) always is.
+    /// loopback registry (`localhost`, `127.x.x.x`) always is.
     #[serde(default)]
     pub insecure_registries: Vec<String>,
     /// Time one pull or push may take in all, in milliseconds (default

@@ -33,7 +33,7 @@
 //!   reference and the limit.
 //!
 //! Plain HTTP is used only for a loopback registry (`localhost`,
-//! `127.0.0.1`, `[::1]`) or one listed in `[oci] insecure_registries`;
+//! `127.x.x.x`) or one listed in `[oci] insecure_registries`;
 //! every other registry is HTTPS (rustls, the system's roots).
 //!
 //! Signatures are not checked yet: the digest pins the bytes, not their
@@ -211,13 +211,26 @@ mod tests {
         let p = OciRef::parse(&format!("ghcr.io/acme/guard@{d}")).unwrap();
         assert_eq!(p.digest(), Some(d.as_str()));
         assert!(!p.is_loopback());
-        assert!(OciRef::parse("oci://[::1]:5000/x:1").unwrap().is_loopback());
+        // oci-spec's reference grammar has no IPv6 literals.
+        assert!(OciRef::parse("oci://[::1]:5000/x:1").is_err());
+        assert!(
+            OciRef::parse("oci://127.0.0.2:5000/x:1")
+                .unwrap()
+                .is_loopback()
+        );
         assert!(OciRef::parse("oci://localhost/x:1").unwrap().is_loopback());
         for (text, why) in [
             ("oci://acme/guard:1.0", "not a registry host"),
             ("oci://ghcr.io/acme/guard", "neither a tag"),
             ("oci://ghcr.io", "no repository"),
-            ("oci://ghcr.io/acme/guard@sha256:abc", "not sha256"),
+            (
+                "oci://ghcr.io/acme/guard@sha256:abc",
+                "not an OCI reference",
+            ),
+            (
+                "oci://ghcr.io/acme/guard@sha512:abc",
+                "not an OCI reference",
+            ),
             ("oci://ghcr.io/Acme/guard:1", "not an OCI reference"),
         ] {
             let e = OciRef::parse(text).unwrap_err().to_string();
