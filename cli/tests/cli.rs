@@ -360,6 +360,8 @@ fn every_command_has_help() {
         vec!["check", "--help"],
         vec!["demo", "--help"],
         vec!["plugins", "--help"],
+        vec!["pull", "--help"],
+        vec!["push", "--help"],
     ] {
         let out = toolgate().args(&cmd).output().unwrap();
         assert!(out.status.success(), "{cmd:?}");
@@ -408,6 +410,13 @@ fn help_shows_only_the_global_options_a_command_uses() {
         h.contains("--config") && !h.contains("--no-default-plugins"),
         "{h}"
     );
+    for cmd in [&["pull"][..], &["push"]] {
+        let h = help(cmd);
+        assert!(
+            h.contains("--config") && !h.contains("--plugins") && !h.contains("--approve"),
+            "{cmd:?}: {h}"
+        );
+    }
     // Given anyway: a warning, and the command still runs.
     let out = toolgate()
         .args([
