@@ -295,18 +295,7 @@ pub struct PluginConfig {
     pub vars: BTreeMap<String, String>,
 }
 
-/// `[oci]`: how OCI registries are reached (see [`crate::oci`]).
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OciConfig {
-    /// Registries (`host` or `host:port`) reached over plain HTTP; a
-    /// loopback registry (`localhost`, `127.x.x.x`) always is.
-    #[serde(default)]
-    pub insecure_registries: Vec<String>,
-    /// Time one pull or push may take in all, in milliseconds (default
-    /// [`crate::budgets::OCI_TIMEOUT_MS`]).
-    pub timeout_ms: Option<u64>,
-}
+pub use crate::oci::OciConfig;
 
 /// A plugin's grants, as written.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]

@@ -768,6 +768,7 @@ fn http_transport(
         headers.insert(name, value);
     }
     c = c.custom_headers(headers);
+    crate::tls::ensure();
     Ok(rmcp::transport::StreamableHttpClientTransport::with_client(
         reqwest::Client::new(),
         c,

@@ -24,11 +24,10 @@ use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::manifest::{OciDescriptor, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 
-use super::{OciError, OciRef, Store, Stored, layout, sha256_digest};
+use super::{OciConfig, OciError, OciRef, Store, Stored, layout, sha256_digest};
 use crate::budgets::{
     OCI_MAX_MANIFEST_BYTES, OCI_MAX_REDIRECTS, OCI_READ_TIMEOUT_MS, OCI_TIMEOUT_MS,
 };
-use crate::config::OciConfig;
 
 /// Environment variables holding registry credentials.
 pub const USERNAME_ENV: &str = "TOOLGATE_OCI_USERNAME";
@@ -45,8 +44,7 @@ pub struct Client {
 impl Client {
     /// A client under `config`.
     pub fn new(config: &OciConfig) -> Client {
-        // reqwest is built with rustls and no provider of its own: ring.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        crate::tls::ensure();
         Client {
             insecure: config.insecure_registries.clone(),
             timeout: Duration::from_millis(config.timeout_ms.unwrap_or(OCI_TIMEOUT_MS)),

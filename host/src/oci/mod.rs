@@ -48,6 +48,19 @@ use std::path::PathBuf;
 pub use client::Client;
 pub use store::{Store, Stored};
 
+/// `[oci]`: how OCI registries are reached (see [`crate::oci`]).
+#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OciConfig {
+    /// Registries (`host` or `host:port`) reached over plain HTTP; a
+    /// loopback registry (`localhost`, `127.x.x.x`) always is.
+    #[serde(default)]
+    pub insecure_registries: Vec<String>,
+    /// Time one pull or push may take in all, in milliseconds (default
+    /// [`crate::budgets::OCI_TIMEOUT_MS`]).
+    pub timeout_ms: Option<u64>,
+}
+
 /// The scheme of an OCI source in the configuration.
 pub const SCHEME: &str = "oci://";
 
