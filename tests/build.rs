@@ -70,6 +70,7 @@ fn main() {
     let mut probes = Probes::new();
     mcp(&manifest_dir, started, &mut probes);
     probes.need("oci_registry", oci_registry());
+    probes.need("wkg", wkg());
     probes.finish();
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
     std::fs::write(out.join("fixtures.rs"), consts).unwrap();
@@ -266,5 +267,21 @@ fn oci_registry() -> Result<(), String> {
             "`docker-registry` (the CNCF distribution registry) is not on PATH; run `apt-get install docker-registry`"
                 .to_string(),
         ),
+    }
+}
+
+/// `wkg` (the component ecosystem's registry tool, crates.io), installed by
+/// `.ci/run` into target/toolchains/wkg: the `has_wkg` cfg.
+fn wkg() -> Result<(), String> {
+    let bin = toolgate_guest_build::host_target_dir().join("toolchains/wkg/bin/wkg");
+    println!("cargo:rustc-env=TOOLGATE_WKG={}", bin.display());
+    if bin.is_file() {
+        println!("cargo:rerun-if-changed={}", bin.display());
+        Ok(())
+    } else {
+        Err(format!(
+            "{} is missing; run `cargo install wkg --locked --root target/toolchains/wkg`",
+            bin.display()
+        ))
     }
 }

@@ -492,3 +492,88 @@ async fn hostile_registries_are_refused_or_bounded() {
         "{e}"
     );
 }
+
+/// `wkg` (crates.io, installed by `.ci/run` into target/toolchains/wkg).
+fn wkg() -> PathBuf {
+    let bin = PathBuf::from(env!("TOOLGATE_WKG"));
+    needs::expect(
+        "wkg",
+        if bin.is_file() {
+            Ok(bin)
+        } else {
+            Err(format!(
+                "{} is missing; run `cargo install wkg --locked --root target/toolchains/wkg`",
+                bin.display()
+            ))
+        },
+    )
+}
+
+/// Interop with the component ecosystem's own tool: a component pushed by
+/// `wkg oci push` is pulled and run here; one pushed by `toolgate push` is
+/// pulled by `wkg oci pull`, byte for byte.
+#[cfg_attr(
+    not(all(has_oci_registry, has_wkg)),
+    ignore = "needs docker-registry and wkg: run `apt-get install docker-registry` and `cargo install wkg --locked --root target/toolchains/wkg`"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn components_cross_between_wkg_and_toolgate() {
+    let wkg = wkg();
+    let registry = Registry::start();
+    let work = TempDir::new("oci-wkg");
+    let state = work.path().join("state");
+    let bare = |r: &str| r.trim_start_matches("oci://").to_string();
+    let insecure = format!("127.0.0.1:{}", registry.port);
+
+    // wkg → toolgate.
+    let by_wkg = registry.reference("acme/from-wkg:1");
+    let out = Command::new(&wkg)
+        .args([
+            "oci",
+            "push",
+            "--insecure",
+            &insecure,
+            &bare(&by_wkg),
+            fixtures::VERSIONED_1,
+        ])
+        .env("HOME", work.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "wkg push: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pulled = toolgate(&state, &["pull", &by_wkg]).unwrap();
+    let config = work.path().join("toolgate.toml");
+    std::fs::write(&config, format!("[plugins.v]\nsource = \"{by_wkg}\"\n")).unwrap();
+    let h = host(&state, &config).await;
+    assert_eq!(version_now(&h).await, 1, "{pulled}");
+
+    // toolgate → wkg.
+    let by_toolgate = registry.reference("acme/from-toolgate:1");
+    toolgate(&state, &["push", &by_toolgate, fixtures::VERSIONED_3]).unwrap();
+    let file = work.path().join("pulled.wasm");
+    let out = Command::new(&wkg)
+        .args([
+            "oci",
+            "pull",
+            "--insecure",
+            &insecure,
+            &bare(&by_toolgate),
+            "-o",
+        ])
+        .arg(&file)
+        .env("HOME", work.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "wkg pull: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        std::fs::read(fixtures::VERSIONED_3).unwrap()
+    );
+}
