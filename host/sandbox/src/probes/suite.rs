@@ -324,6 +324,7 @@ impl Fixtures {
             hidden: HIDDEN.iter().map(|p| self.root.join(p)).collect(),
             tcp_connect_ports: vec![self.tcp_granted],
             tcp_bind_ports: vec![self.bind_granted],
+            egress_proxy: None,
             limits: ResourceLimits {
                 max_processes: Some(32),
                 address_space_bytes: Some(1 << 30),
