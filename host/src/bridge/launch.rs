@@ -51,6 +51,7 @@ pub fn resolve(
     enforcement: &toolgate_sandbox::Enforcement,
     authority: &Authority,
     origin: &str,
+    egress: &std::sync::Arc<crate::egress::Global>,
 ) -> Result<Launch, String> {
     let command = config
         .command
@@ -85,6 +86,7 @@ pub fn resolve(
         },
         env: g.env.clone(),
         spawn_tcp_ports: g.spawn_tcp_ports.clone(),
+        egress: g.egress.clone(),
         spawn_limits: g.limits.clone(),
         protect_git: g.protect_git,
         ..GrantsConfig::default()
@@ -96,7 +98,8 @@ pub fn resolve(
     } else {
         format!("{origin}: [mcp.servers.{name}.grants]")
     };
-    let resolved = resolve_grants(Some(grants), source, &cwd, enforcement, authority)?;
+    let mut resolved = resolve_grants(Some(grants), source, &cwd, enforcement, authority)?;
+    resolved.set_egress_global(egress);
     let mut env: Vec<(String, String)> = resolved.env.clone();
     for (k, v) in &config.env {
         env.retain(|(name, _)| name != k);
@@ -110,7 +113,28 @@ pub fn resolve(
         .find(|(k, _)| k == "PATH")
         .map(|(_, v)| v.clone())
         .unwrap_or_default();
-    let mut policy = resolved.sandbox.clone();
+    // With an egress grant the server reaches the network only through a
+    // proxy of its own, for as long as it runs (its connections are
+    // attributed to `mcp:NAME`, not to a call: one server serves many).
+    let mut policy = match &resolved.egress {
+        Some(rules) => {
+            env.retain(|(k, _)| {
+                !crate::egress::PROXY_VARIABLES.contains(&k.to_ascii_uppercase().as_str())
+            });
+            env.extend(crate::egress::proxy_env());
+            crate::egress::sandbox_policy(
+                &resolved.sandbox,
+                rules,
+                crate::egress::proxy::Attribution {
+                    call_id: String::new(),
+                    plugin: format!("mcp:{name}"),
+                    scope: String::new(),
+                },
+                None,
+            )
+        }
+        None => resolved.sandbox.clone(),
+    };
     let mut auto_granted = Vec::new();
     let found = find_program(command, &cwd, &path_var).ok_or_else(|| {
         format!(
