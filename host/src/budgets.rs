@@ -240,6 +240,28 @@ pub const OCI_TIMEOUT_MS: u64 = 120_000;
 /// two reads). 30 s.
 pub const OCI_READ_TIMEOUT_MS: u64 = 30_000;
 
+// The egress proxy's limits (see `crate::egress` and docs/operators.md,
+// "Egress", which states the same numbers). What they bound comes from a
+// sandboxed process: request heads, how many connections it holds open,
+// how long it keeps one silent. None is configurable.
+
+/// Bytes of an HTTP request head (request line and headers) or a SOCKS5
+/// greeting the proxy reads before refusing the connection (HTTP 431).
+/// Threat: a client that never ends its headers. 64 KiB.
+pub const EGRESS_MAX_HEAD_BYTES: usize = 64 << 10;
+/// Time a client has to send its request head (or SOCKS5 greeting and
+/// request) once connected. 10 s.
+pub const EGRESS_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections one sandboxed spawn may have open through its proxy at
+/// once; one more is refused (HTTP 503, SOCKS5 "general failure") and
+/// logged. Threat: a process exhausting the host's descriptors. 64.
+pub const EGRESS_MAX_CONNECTIONS: usize = 64;
+/// A connection through the proxy with no byte in either direction for
+/// this long is closed. 120 s.
+pub const EGRESS_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Time to resolve a name, and then to connect to an address. 10 s each.
+pub const EGRESS_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -174,6 +174,9 @@ pub struct HostConfig {
     /// OCI registries as plugin sources (see [`crate::oci`]).
     #[serde(default)]
     pub oci: OciConfig,
+    /// `[egress]`: the rules every egress grant shares.
+    #[serde(default)]
+    pub egress: EgressConfig,
     /// The file this came from (for messages).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -297,6 +300,21 @@ pub struct PluginConfig {
 
 pub use crate::oci::OciConfig;
 
+/// `[egress]`: checked for every connection egress decides (see
+/// `crate::egress` and docs/operators.md, "Egress").
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EgressConfig {
+    /// Destinations refused before any grant's `egress` rules: names,
+    /// `*.domains`, `host:port`, addresses and CIDR blocks.
+    #[serde(default)]
+    pub deny: Vec<String>,
+    /// CIDR blocks whose addresses may be reached although they are
+    /// private, loopback, link-local, CGNAT… (refused by default).
+    #[serde(default)]
+    pub allow_private: Vec<String>,
+}
+
 /// A plugin's grants, as written.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -316,9 +334,14 @@ pub struct GrantsConfig {
     pub kv: bool,
     pub memory_mb: Option<usize>,
     /// TCP ports spawned processes may connect to (on any host: Landlock
-    /// filters TCP by port only).
+    /// filters TCP by port only). The weaker grant: prefer `egress`.
     #[serde(default)]
     pub spawn_tcp_ports: Vec<u16>,
+    /// Destinations by name spawned processes may reach through the host's
+    /// egress proxy (`*.example.org`, `example.com:443`,
+    /// `GET pypi.org/simple/*`); with it, a spawn has no other network.
+    #[serde(default)]
+    pub egress: Vec<String>,
     #[serde(default)]
     pub spawn_limits: SpawnLimitsConfig,
     /// Keep the `.git` of every read-write directory read-only (default
@@ -435,9 +458,13 @@ pub struct McpGrantsConfig {
     /// Host environment variables passed through.
     #[serde(default)]
     pub env: Vec<String>,
-    /// TCP ports the server may connect to.
+    /// TCP ports the server may connect to (the weaker grant: prefer
+    /// `egress`).
     #[serde(default)]
     pub spawn_tcp_ports: Vec<u16>,
+    /// Destinations by name the server may reach through the egress proxy.
+    #[serde(default)]
+    pub egress: Vec<String>,
     #[serde(default)]
     pub limits: SpawnLimitsConfig,
     pub protect_git: Option<bool>,
@@ -501,6 +528,7 @@ fn plugin_schema() -> serde_json::Value {
                     "memory_mb": {"type": "integer"},
                     "protect_git": {"type": "boolean"},
                     "spawn_tcp_ports": {"type": "array", "items": {"type": "integer"}},
+                    "egress": strings(),
                     "spawn_limits": spawn_limits_schema(true)
                 },
                 "additionalProperties": false
@@ -584,6 +612,7 @@ fn mcp_server_schema() -> serde_json::Value {
                     }},
                     "env": strings(),
                     "spawn_tcp_ports": {"type": "array", "items": {"type": "integer"}},
+                    "egress": strings(),
                     "protect_git": {"type": "boolean"},
                     "limits": spawn_limits_schema(false)
                 },
@@ -655,6 +684,11 @@ fn schema() -> serde_json::Value {
                     "memory_mb": {"type": "integer"},
                     "timeout_ms": {"type": "integer"}
                 },
+                "additionalProperties": false
+            },
+            "egress": {
+                "type": "object",
+                "properties": {"deny": strings(), "allow_private": strings()},
                 "additionalProperties": false
             },
             "audit": {
@@ -739,6 +773,11 @@ fn check_plugin(at: &str, p: &PluginConfig, problems: &mut Vec<String>) {
                 problems.push(format!(
                     "{at}/grants/network/{i}: expected host:port, got {n:?}"
                 ));
+            }
+        }
+        for (i, rule) in g.egress.iter().enumerate() {
+            if let Err(e) = crate::egress::Rule::parse(rule, false) {
+                problems.push(format!("{at}/grants/egress/{i}: {e}"));
             }
         }
         if g.memory_mb == Some(0) {
@@ -842,6 +881,23 @@ impl HostConfig {
         }
         if config.policy_timeout_ms == Some(0) {
             problems.push("/policy_timeout_ms: expected 1 or more, got 0".to_string());
+        }
+        if let Err(e) =
+            crate::egress::Global::parse(&config.egress.deny, &config.egress.allow_private)
+        {
+            problems.push(format!("/egress: {e}"));
+        }
+        for (name, server) in &config.mcp.servers {
+            for (i, rule) in server
+                .grants
+                .iter()
+                .flat_map(|g| g.egress.iter())
+                .enumerate()
+            {
+                if let Err(e) = crate::egress::Rule::parse(rule, false) {
+                    problems.push(format!("/mcp/servers/{name}/grants/egress/{i}: {e}"));
+                }
+            }
         }
         for (name, p) in &config.plugins {
             check_plugin(&format!("/plugins/{name}"), p, &mut problems);

@@ -233,6 +233,11 @@ pub struct Grants {
     pub sandbox: toolgate_sandbox::SandboxPolicy,
     /// Bytes of stdout and of stderr kept from a spawned process.
     pub output_cap: usize,
+    /// `egress = [...]`: spawned processes reach the network only through
+    /// a proxy of their own that allows these destinations (see
+    /// [`crate::egress`]); `None`: no egress grant (`spawn_tcp_ports`, the
+    /// weaker grant by port, applies as written).
+    pub egress: Option<std::sync::Arc<crate::egress::Policy>>,
     /// Where this grant was written (`toolgate.toml: [plugins.x.grants]`,
     /// or "built-in default"), for error messages.
     pub source: String,
@@ -251,6 +256,7 @@ impl Default for Grants {
             memory_bytes: DEFAULT_MEMORY_BYTES,
             sandbox: toolgate_sandbox::SandboxPolicy::default(),
             output_cap: DEFAULT_OUTPUT_CAP,
+            egress: None,
             source: "no grant (default: nothing)".into(),
         }
     }
@@ -413,6 +419,16 @@ pub fn check_hidden(
     }
 }
 
+/// `[egress]` from the configuration.
+pub fn egress_global(config: &HostConfig) -> Result<crate::egress::Global, HostError> {
+    crate::egress::Global::parse(&config.egress.deny, &config.egress.allow_private).map_err(|e| {
+        HostError::Config(crate::config::ConfigError::Invalid {
+            path: config.origin(),
+            problems: vec![format!("/egress: {e}")],
+        })
+    })
+}
+
 /// How strictly the host sandboxes spawns, from the configuration.
 pub fn enforcement(config: &HostConfig) -> Result<Enforcement, HostError> {
     if config.sandbox == SandboxMode::BestEffort {
@@ -546,8 +562,38 @@ pub fn resolve_grants(
             .unwrap_or(DEFAULT_MEMORY_BYTES),
         sandbox,
         output_cap: l.output_kb.map(|kb| kb << 10).unwrap_or(DEFAULT_OUTPUT_CAP),
+        egress: egress_policy(&config.egress, &source)?,
         source,
     })
+}
+
+/// A grant's `egress` rules under the default `[egress]` (see
+/// [`Grants::set_egress_global`]); `None` without rules.
+fn egress_policy(
+    rules: &[String],
+    source: &str,
+) -> Result<Option<std::sync::Arc<crate::egress::Policy>>, String> {
+    if rules.is_empty() {
+        return Ok(None);
+    }
+    // The table to add a rule to: the bracketed part of the source.
+    let table = match (source.rfind('['), source.rfind(']')) {
+        (Some(a), Some(b)) if a < b => source[a..=b].to_string(),
+        _ => source.to_string(),
+    };
+    let policy = crate::egress::Policy::parse(rules, Default::default(), table)
+        .map_err(|e| format!("{e} ({source})"))?;
+    Ok(Some(std::sync::Arc::new(policy)))
+}
+
+impl Grants {
+    /// Puts this grant's egress rules under the configuration's
+    /// `[egress]` (its `deny` and `allow_private`).
+    pub fn set_egress_global(&mut self, global: &std::sync::Arc<crate::egress::Global>) {
+        if let Some(p) = &mut self.egress {
+            std::sync::Arc::make_mut(p).global = global.clone();
+        }
+    }
 }
 
 /// A read-write preopen gives the component itself every path beneath it;

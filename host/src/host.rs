@@ -26,7 +26,7 @@ use crate::call::ToolCall;
 use crate::codemode;
 use crate::config::{HostConfig, SandboxMode};
 use crate::error::HostError;
-use crate::grants::enforcement;
+use crate::grants::{egress_global, enforcement};
 use crate::lifecycle::watch::{self, Reloader, WatchOptions, Watcher};
 use crate::lifecycle::{ConfigFile, Key, Lifecycle, ReloadEvent, Sources};
 use crate::outcome::CallRecord;
@@ -467,9 +467,18 @@ impl ToolgateBuilder {
                 budgets,
                 tool_timeouts,
                 origin: bridge_config.origin(),
+                egress: Arc::new(egress_global(&bridge_config)?),
             },
         );
         lifecycle.set_bridge(bridge);
+        // Egress connections go into the audit record too.
+        if let Some(audit) = &audit {
+            let audit = audit.clone();
+            let sink: crate::egress::proxy::RecordSink = Arc::new(move |who, record| {
+                let _ = audit.event("egress", record.audit_fields(who));
+            });
+            let _ = lifecycle.seams().egress_record.set(sink);
+        }
         let inner = Arc::new(Inner {
             lifecycle,
             max_parallel,

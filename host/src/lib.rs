@@ -19,6 +19,7 @@ pub mod cause;
 pub mod codemode;
 pub mod config;
 pub mod content;
+pub mod egress;
 pub mod error;
 pub mod grants;
 pub mod host;

@@ -30,6 +30,11 @@
 //!    moved back on top. This closes what Landlock leaves open: `chmod`,
 //!    `utime`, `setxattr` and other metadata changes outside the grant. The
 //!    new IPC namespace makes System V IPC and POSIX message queues private.
+//!    With an egress proxy the same `unshare` makes a network namespace
+//!    too (2b): its loopback is brought up and a listener bound on
+//!    `127.0.0.1:PORT` is sent to the host over the report socket and
+//!    closed here; the host's proxy serves it, the only thing the program
+//!    can reach.
 //! 3. `chdir` again (the old cwd points below the read-only mount).
 //! 4. capabilities: lock the securebits (no root magic on exec), drop the
 //!    bounding set, clear ambient, `capset` everything to zero. We run as
@@ -97,6 +102,8 @@ pub(crate) enum Step {
     Hide,
     Watcher,
     Exec,
+    NetworkUp,
+    ProxyListener,
 }
 
 impl Step {
@@ -128,6 +135,8 @@ impl Step {
             Hide,
             Watcher,
             Exec,
+            NetworkUp,
+            ProxyListener,
         ]
         .into_iter()
         .find(|s| *s as u8 == v)
@@ -161,6 +170,11 @@ impl Step {
             Step::JoinCgroup => "joining the sandbox's pids cgroup",
             Step::Pin => "pinning a directory above a protected path (bind mount onto itself)",
             Step::Protect => "mounting a protected path read-only over itself",
+            Step::NetworkUp => "bringing up the loopback of the sandbox's network namespace",
+            Step::ProxyListener => {
+                "listening for the egress proxy in the sandbox's network namespace and sending \
+                 the listener to the host"
+            }
             Step::Hide => {
                 "masking a hidden path (/dev/null over a file, an empty tmpfs over a directory)"
             }
@@ -222,6 +236,10 @@ pub(crate) struct ChildPlan {
     /// The write end of the setup pipe to the watcher, once forked (-1
     /// before): a failed step writes a byte to it.
     pub setup_failed: RawFd,
+    /// With an egress proxy: a network namespace of its own (with the
+    /// user namespace of step 2), its loopback up, and a listener on
+    /// `127.0.0.1:PORT` sent to the host (step 2b).
+    pub proxy_port: Option<u16>,
 }
 
 /// The program, its arguments and its environment, as `execve` takes them:
@@ -304,8 +322,12 @@ fn setup(plan: &mut ChildPlan) -> StepResult {
         check(Step::Setsid, libc::setsid() as c_long)?;
         fork_watcher(plan)?;
         if let Some(m) = plan.mounts.as_mut() {
-            enter_namespaces(m)?;
+            enter_namespaces(m, plan.proxy_port.is_some())?;
             setup_mounts(m)?;
+        }
+        if let Some(port) = plan.proxy_port {
+            // Needs CAP_NET_ADMIN in the new user namespace: before step 4.
+            proxy_listener(plan.report_fd, port)?;
         }
         check(Step::Chdir, libc::chdir(plan.cwd.as_ptr()) as c_long)?;
         drop_capabilities(plan.last_cap, plan.can_setpcap)?;
@@ -335,7 +357,7 @@ fn setup(plan: &mut ChildPlan) -> StepResult {
             let listener =
                 crate::seccomp::load(prog, plan.notify).map_err(|e| (Step::Seccomp, e))?;
             if plan.notify {
-                let sent = send_fd(plan.report_fd, listener);
+                let sent = send_fd(plan.report_fd, listener, b'L');
                 libc::close(listener);
                 sent.map_err(|e| (Step::SendListener, e))?;
             }
@@ -529,11 +551,13 @@ unsafe fn write_file(path: &CStr, data: &[u8], step: Step) -> StepResult {
     Ok(())
 }
 
-unsafe fn enter_namespaces(m: &MountPlan) -> StepResult {
+unsafe fn enter_namespaces(m: &MountPlan, net: bool) -> StepResult {
     unsafe {
+        let netns = if net { libc::CLONE_NEWNET } else { 0 };
         check(
             Step::Unshare,
-            libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWIPC) as c_long,
+            libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWIPC | netns)
+                as c_long,
         )?;
         write_file(c"/proc/self/setgroups", b"deny", Step::Setgroups)?;
         write_file(c"/proc/self/uid_map", &m.uid_map, Step::UidMap)?;
@@ -876,6 +900,60 @@ pub(crate) fn last_cap() -> u32 {
         .unwrap_or(63)
 }
 
+/// Step 2b: in the new network namespace, brings the loopback up and
+/// listens on `127.0.0.1:port`; the listener goes to the host (which
+/// serves it: the egress proxy) and is closed here. Async-signal-safe.
+unsafe fn proxy_listener(report: RawFd, port: u16) -> StepResult {
+    unsafe {
+        let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if s < 0 {
+            return Err((Step::NetworkUp, errno()));
+        }
+        let mut req: libc::ifreq = std::mem::zeroed();
+        for (i, b) in b"lo".iter().enumerate() {
+            req.ifr_name[i] = *b as libc::c_char;
+        }
+        let mut r = libc::ioctl(s, libc::SIOCGIFFLAGS, &mut req);
+        if r == 0 {
+            req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+            r = libc::ioctl(s, libc::SIOCSIFFLAGS, &req);
+        }
+        let e = errno();
+        libc::close(s);
+        if r != 0 {
+            return Err((Step::NetworkUp, e));
+        }
+        let l = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if l < 0 {
+            return Err((Step::ProxyListener, errno()));
+        }
+        let addr = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: port.to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from_be_bytes([127, 0, 0, 1]).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        let mut r = libc::bind(
+            l,
+            &addr as *const libc::sockaddr_in as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        );
+        if r == 0 {
+            r = libc::listen(l, 128);
+        }
+        if r != 0 {
+            let e = errno();
+            libc::close(l);
+            return Err((Step::ProxyListener, e));
+        }
+        let sent = send_fd(report, l, b'P');
+        libc::close(l);
+        sent.map_err(|e| (Step::ProxyListener, e))
+    }
+}
+
 fn report_failure(fd: RawFd, step: Step, err: i32) {
     let mut msg = [0u8; 8];
     msg[0] = b'E';
@@ -892,11 +970,11 @@ fn report_failure(fd: RawFd, step: Step, err: i32) {
 }
 
 /// Sends one fd with SCM_RIGHTS. Async-signal-safe (stack buffers only).
-unsafe fn send_fd(sock: RawFd, fd: c_int) -> Result<(), i32> {
+unsafe fn send_fd(sock: RawFd, fd: c_int, tag: u8) -> Result<(), i32> {
     #[repr(C, align(8))]
     struct Buf([u8; 64]);
     let mut cbuf = Buf([0; 64]);
-    let mut payload = *b"L";
+    let mut payload = [tag];
     let mut iov = libc::iovec {
         iov_base: payload.as_mut_ptr() as *mut c_void,
         iov_len: 1,
@@ -930,6 +1008,8 @@ pub(crate) enum Report {
     Failed(Step, i32),
     /// The seccomp notification listener.
     Listener(std::os::fd::OwnedFd),
+    /// The egress proxy's listener, in the sandbox's network namespace.
+    Proxy(std::os::fd::OwnedFd),
     /// The program ended with this wait status (from the watcher).
     Exited(i32),
     /// The watcher is gone (end of stream).
@@ -993,6 +1073,9 @@ pub(crate) fn read_report(sock: RawFd) -> io::Result<Report> {
             ])));
         }
         if let Some(fd) = received {
+            if data[0] == b'P' {
+                return Ok(Report::Proxy(fd));
+            }
             return Ok(Report::Listener(fd));
         }
     }
@@ -1029,7 +1112,7 @@ pub(crate) fn probe_mount_isolation() -> bool {
             return false;
         }
         if pid == 0 {
-            let ok = enter_namespaces(&plan).is_ok()
+            let ok = enter_namespaces(&plan, false).is_ok()
                 && mount_setattr(
                     libc::AT_FDCWD,
                     c"/",

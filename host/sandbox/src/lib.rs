@@ -10,6 +10,7 @@
 //! | --- | --- |
 //! | Landlock file system rules | reads, writes, creation, removal, execution, truncation only beneath the system view ([`system_paths`]) and the policy's grants; symlinks and `/proc/self/fd` reopening resolve to the real path, which is what is checked |
 //! | Landlock TCP rules (ABI ≥ 4) | `connect`/`bind` only on granted ports (any address) |
+//! | network namespace (with an egress proxy) | the loopback of a namespace of its own and nothing else: the only thing listening is the host's proxy, whose listener the sandbox creates in the namespace and hands to the host; no route leaves, so raw sockets, UDP, ICMP, IPv6 and the host's loopback services (its MCP port, daemons' abstract sockets) are unreachable ([`SandboxPolicy::egress_proxy`]) |
 //! | Landlock scoping (ABI ≥ 6) | no signals to, and no abstract UNIX sockets of, processes outside the sandbox |
 //! | read-only mount view (user + mount namespaces) | nothing outside the read-write grants can be modified at all: also `chmod`, `utime`, xattrs, which Landlock does not cover; protected paths (the host's configuration, plugins, cache, `.git`) stay read-only even inside a read-write grant; private System V IPC / message queues |
 //! | masks (mount view) | hidden paths (files holding credentials: the host's configuration, token and key files) cannot be read even where a grant covers them: `/dev/null` (read-only, `nodev`) over a file, an empty mode-000 tmpfs over a directory |
@@ -71,7 +72,7 @@ use std::path::Path;
 
 pub use error::SpawnError;
 pub use kernel::{Capabilities, probe_capabilities};
-pub use policy::{Enforcement, Feature, ResourceLimits, SandboxPolicy};
+pub use policy::{EgressProxy, Enforcement, Feature, ResourceLimits, SandboxPolicy};
 pub use protect::{Recovery, recover as recover_watch_journal};
 pub use request::{Output, Program, SpawnRequest, flood_limit};
 pub use spawn::{KillHandle, Sandbox, SandboxedChild};

@@ -9,6 +9,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// What a sandboxed spawn may do beyond the system view.
 ///
@@ -93,6 +94,19 @@ pub struct SandboxPolicy {
     /// remote hosts alike). No other socket kind (UDP, raw, netlink, UNIX…)
     /// can be created at all, so DNS over UDP does not work either.
     pub tcp_connect_ports: Vec<u16>,
+    /// Network by name instead of by port: the process gets a network
+    /// namespace of its own whose only interface is the loopback, and in it
+    /// one listener, on `127.0.0.1:PORT`, whose descriptor the host
+    /// receives and serves (its egress proxy). Nothing else is reachable:
+    /// no route leaves the namespace, so no socket kind or address (IPv6,
+    /// UDP, raw, another port, the host's own loopback services) reaches
+    /// anything outside it, and seccomp and Landlock still allow only TCP
+    /// `connect`, only to `PORT`. [`tcp_connect_ports`](Self::tcp_connect_ports)
+    /// and [`tcp_bind_ports`](Self::tcp_bind_ports) are ignored with it.
+    /// Needs the mount view's user namespace ([`Feature::MountIsolation`]);
+    /// without one the spawn is refused whatever the [`Enforcement`] (egress
+    /// never degrades into open network).
+    pub egress_proxy: Option<EgressProxy>,
     /// TCP ports the process may `bind` (and so listen on), on any address.
     /// Port 0 grants binding an ephemeral port. Without any bind grant,
     /// `bind` and `listen` are denied altogether. With one, note that
@@ -119,6 +133,35 @@ pub struct SandboxPolicy {
     /// What to do when the kernel cannot enforce part of this policy.
     pub enforcement: Enforcement,
 }
+
+/// The proxy a sandboxed process reaches instead of the network (see
+/// [`SandboxPolicy::egress_proxy`]): the port it listens on inside the
+/// sandbox's network namespace, and what serves the listener.
+#[derive(Clone)]
+pub struct EgressProxy {
+    /// The port inside the namespace (a fresh namespace: any port is free).
+    pub port: u16,
+    /// Called once per spawn, in the host, with the listener (created in
+    /// the sandbox's namespace, so the process can connect to it); returns
+    /// what keeps it served, dropped once the whole process group is gone.
+    pub serve: Arc<dyn Fn(std::net::TcpListener) -> Box<dyn Send> + Send + Sync>,
+}
+
+impl fmt::Debug for EgressProxy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EgressProxy")
+            .field("port", &self.port)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for EgressProxy {
+    fn eq(&self, other: &Self) -> bool {
+        self.port == other.port && Arc::ptr_eq(&self.serve, &other.serve)
+    }
+}
+
+impl Eq for EgressProxy {}
 
 /// Resource limits. `None` leaves the host's own limit in place.
 ///

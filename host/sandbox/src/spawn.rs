@@ -290,11 +290,15 @@ impl Sandbox {
                 let mut spec = RulesetSpec {
                     scope_signals: self.caps.scope_signals,
                     scope_abstract_unix: self.caps.scope_abstract_unix,
-                    tcp: self.caps.tcp.then(|| {
-                        (
+                    tcp: self.caps.tcp.then(|| match &policy.egress_proxy {
+                        // Inside its own namespace only the proxy listens;
+                        // Landlock keeps even the process's own loopback
+                        // to that one port.
+                        Some(p) => (vec![p.port], Vec::new()),
+                        None => (
                             policy.tcp_connect_ports.clone(),
                             policy.tcp_bind_ports.clone(),
-                        )
+                        ),
                     }),
                     ..RulesetSpec::default()
                 };
@@ -331,9 +335,10 @@ impl Sandbox {
         });
         let filter = (!lacks(Feature::Seccomp)).then(|| {
             seccomp::build_filter(FilterOptions {
-                allow_tcp: !policy.tcp_connect_ports.is_empty()
+                allow_tcp: policy.egress_proxy.is_some()
+                    || !policy.tcp_connect_ports.is_empty()
                     || !policy.tcp_bind_ports.is_empty(),
-                allow_bind: !policy.tcp_bind_ports.is_empty(),
+                allow_bind: policy.egress_proxy.is_none() && !policy.tcp_bind_ports.is_empty(),
                 allow_ptrace: policy.allow_ptrace,
                 allow_io_uring: policy.allow_io_uring,
                 allow_inotify: policy.allow_inotify,
@@ -355,6 +360,24 @@ impl Sandbox {
             }
             Some(plan)
         };
+
+        // Egress needs the network namespace, which needs the user
+        // namespace of the mount view: without it, no spawn (whatever the
+        // enforcement: egress never degrades into open network).
+        if policy.egress_proxy.is_some() && mounts.is_none() {
+            return Err(SpawnError::Unenforceable {
+                feature: Feature::MountIsolation,
+                what: "the network namespace egress runs a process in (only its proxy reachable)"
+                    .into(),
+                needs: "user namespaces usable by this process and the new mount API (Linux 5.12+)"
+                    .into(),
+                have: if self.caps.mount_isolation {
+                    "them waived by the policy".into()
+                } else {
+                    "them unavailable".into()
+                },
+            });
+        }
 
         // The absent protected paths this spawn could create, on record
         // before the child exists (see `protect`'s journal).
@@ -390,6 +413,7 @@ impl Sandbox {
             cgroup_kill: cgroup_kill.as_ref().map(|f| f.as_raw_fd()),
             exec: exec_plan(&exe, &args, env)?,
             setup_failed: -1,
+            proxy_port: policy.egress_proxy.as_ref().map(|p| p.port),
         };
 
         // The child executes the program itself, from `plan.exec` (see
@@ -429,7 +453,7 @@ impl Sandbox {
                                 source: io::Error::from_raw_os_error(errno),
                             });
                         }
-                        Ok(Report::Listener(_)) => continue,
+                        Ok(Report::Listener(_) | Report::Proxy(_)) => continue,
                         _ => break,
                     }
                 }
@@ -442,8 +466,28 @@ impl Sandbox {
             reaped: false,
             supervisor: None,
             watch: Some(view.watch),
+            _proxy: None,
             _cgroup: cgroup,
         };
+        // The proxy's listener was sent (step 2b) before the seccomp
+        // listener (step 8); both are there once `spawn` has returned.
+        if let Some(proxy) = &policy.egress_proxy {
+            match child::read_report(report_parent.as_raw_fd()) {
+                Ok(Report::Proxy(fd)) => {
+                    guard._proxy = Some((proxy.serve)(std::net::TcpListener::from(fd)));
+                }
+                other => {
+                    let detail = match other {
+                        Err(e) => e.to_string(),
+                        _ => "no listener received".to_string(),
+                    };
+                    return Err(SpawnError::io(
+                        format!("receiving the egress proxy listener of sandboxed process {pid}"),
+                        io::Error::other(detail),
+                    ));
+                }
+            }
+        }
         if notify {
             match child::read_report(report_parent.as_raw_fd()) {
                 Ok(Report::Listener(listener)) => {
@@ -496,6 +540,9 @@ struct GroupGuard {
     /// Absent and symlinked protected paths, checked once the group is gone
     /// (see [`crate::protect`]).
     watch: Option<Watch>,
+    /// What serves the egress proxy's listener; dropped (the proxy stops)
+    /// with the group.
+    _proxy: Option<Box<dyn Send>>,
     /// The sandbox's pids cgroup, removed after the group is gone (fields
     /// drop after `drop` has killed the group).
     _cgroup: Option<SandboxCgroup>,
@@ -610,7 +657,7 @@ async fn program_exit(report: &AsyncFd<OwnedFd>) -> io::Result<Option<ExitStatus
             Report::Closed => return Ok(None),
             Report::Nothing => guard.clear_ready(),
             // Setup messages were read at spawn.
-            Report::Failed(..) | Report::Listener(_) => {}
+            Report::Failed(..) | Report::Listener(_) | Report::Proxy(_) => {}
         }
     }
 }

@@ -213,6 +213,7 @@ escape_tests!(
     fs_git_config_write,
     fs_git_hook_create,
     net_tcp_connect_ungranted_port,
+    net_egress_host_loopback,
     net_tcp_connect_without_grant,
     net_tcp_bind_ungranted_port,
     net_tcp_listen_without_bind_grant,

@@ -51,6 +51,7 @@ pub fn resolve(
     enforcement: &toolgate_sandbox::Enforcement,
     authority: &Authority,
     origin: &str,
+    egress: &std::sync::Arc<crate::egress::Global>,
 ) -> Result<Launch, String> {
     let command = config
         .command
@@ -85,6 +86,7 @@ pub fn resolve(
         },
         env: g.env.clone(),
         spawn_tcp_ports: g.spawn_tcp_ports.clone(),
+        egress: g.egress.clone(),
         spawn_limits: g.limits.clone(),
         protect_git: g.protect_git,
         ..GrantsConfig::default()
@@ -96,7 +98,8 @@ pub fn resolve(
     } else {
         format!("{origin}: [mcp.servers.{name}.grants]")
     };
-    let resolved = resolve_grants(Some(grants), source, &cwd, enforcement, authority)?;
+    let mut resolved = resolve_grants(Some(grants), source, &cwd, enforcement, authority)?;
+    resolved.set_egress_global(egress);
     let mut env: Vec<(String, String)> = resolved.env.clone();
     for (k, v) in &config.env {
         env.retain(|(name, _)| name != k);
@@ -110,7 +113,28 @@ pub fn resolve(
         .find(|(k, _)| k == "PATH")
         .map(|(_, v)| v.clone())
         .unwrap_or_default();
-    let mut policy = resolved.sandbox.clone();
+    // With an egress grant the server reaches the network only through a
+    // proxy of its own, for as long as it runs (its connections are
+    // attributed to `mcp:NAME`, not to a call: one server serves many).
+    let mut policy = match &resolved.egress {
+        Some(rules) => {
+            env.retain(|(k, _)| {
+                !crate::egress::PROXY_VARIABLES.contains(&k.to_ascii_uppercase().as_str())
+            });
+            env.extend(crate::egress::proxy_env());
+            crate::egress::sandbox_policy(
+                &resolved.sandbox,
+                rules,
+                crate::egress::proxy::Attribution {
+                    call_id: String::new(),
+                    plugin: format!("mcp:{name}"),
+                    scope: String::new(),
+                },
+                None,
+            )
+        }
+        None => resolved.sandbox.clone(),
+    };
     let mut auto_granted = Vec::new();
     let found = find_program(command, &cwd, &path_var).ok_or_else(|| {
         format!(
@@ -243,6 +267,87 @@ fn interpreter(script: &Path, path: &str) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stdio server with an `egress` grant runs behind a proxy of its
+    /// own: the granted name passes (here to a local server, the loopback
+    /// named in `allow_private`), anything else gets the proxy's refusal,
+    /// and nothing is reachable around it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_server_with_an_egress_grant_reaches_only_its_names() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let origin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = origin.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = origin.accept().await {
+                let mut b = [0u8; 1024];
+                let _ = s.read(&mut b).await;
+                let _ = s
+                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nserved")
+                    .await;
+            }
+        });
+        let work =
+            std::env::temp_dir().join(format!("toolgate-launch-egress-{}", std::process::id()));
+        std::fs::create_dir_all(&work).unwrap();
+        let script = format!(
+            "curl -sS -m 5 --noproxy '' http://localhost:{port}/; echo; \
+             curl -sS -m 5 -v https://example.com/ 2>&1 | grep -o 'toolgate egress: [^(]*' | head -1; \
+             curl -sS -m 5 --noproxy '*' http://127.0.0.1:{port}/; echo direct=$?"
+        );
+        let config: McpServerConfig = toml::from_str(&format!(
+            "command = \"/bin/sh\"\nargs = [\"-c\", {script:?}]\nauto_grant = false\n\
+             [grants]\nfs = [{{ path = \".\", access = \"read-write\" }}]\n\
+             egress = [\"localhost:{port}\"]\n"
+        ))
+        .unwrap();
+        let global = std::sync::Arc::new(
+            crate::egress::Global::parse(&[], &["127.0.0.1/32".to_string()]).unwrap(),
+        );
+        let launch = resolve(
+            "fetcher",
+            &config,
+            &work,
+            &toolgate_sandbox::Enforcement::Strict,
+            &Authority::default(),
+            "test",
+            &global,
+        )
+        .unwrap();
+        assert!(launch.policy.egress_proxy.is_some());
+        assert!(
+            launch
+                .env
+                .iter()
+                .any(|(k, v)| k == "https_proxy" && v.ends_with(":3128"))
+        );
+        let mut child = toolgate_sandbox::spawn_piped(
+            launch.program.clone(),
+            &launch.cwd,
+            &launch.env,
+            &launch.policy,
+        )
+        .unwrap();
+        let mut out = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .await
+            .unwrap();
+        let _ = child.wait().await;
+        let _ = std::fs::remove_dir_all(&work);
+        assert!(out.contains("served"), "{out}");
+        assert!(
+            out.contains("toolgate egress: example.com:443 is not allowed")
+                && out.contains("[mcp.servers.fetcher.grants]"),
+            "{out}"
+        );
+        assert!(
+            out.contains("direct=") && !out.contains("direct=0"),
+            "{out}"
+        );
+    }
 
     #[test]
     fn install_dirs_follow_bin_symlinks_and_shebangs() {

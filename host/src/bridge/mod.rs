@@ -129,6 +129,8 @@ pub struct Context {
     pub tool_timeouts: BTreeMap<String, u32>,
     /// The configuration's origin, for messages.
     pub origin: String,
+    /// `[egress]`, for servers with an `egress` grant.
+    pub egress: Arc<crate::egress::Global>,
 }
 
 /// Called after a server's tools changed: the host swaps in a generation.
@@ -368,6 +370,7 @@ async fn supervise(server: Arc<Server>, publish: Publish, shutdown: Cancellation
                 &c.enforcement,
                 &c.authority,
                 &c.origin,
+                &c.egress,
             ) {
                 Ok(l) => {
                     if !l.auto_granted.is_empty() {

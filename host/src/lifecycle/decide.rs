@@ -415,6 +415,9 @@ impl Lifecycle {
             authority,
         )
         .map_err(|message| LoadError::new(&key.qualified(), &origin_path, message))?;
+        let global = crate::grants::egress_global(config)
+            .map_err(|e| LoadError::new(&key.qualified(), &origin_path, e.to_string()))?;
+        grants.set_egress_global(&Arc::new(global));
         if let Some(c) = plugin_config {
             grants
                 .env

@@ -266,6 +266,8 @@ impl StoreData {
             plugin: &self.plugin.name,
             grants: &self.plugin.grants,
             signal: self.scope.signal.as_ref(),
+            call: self.scope.call.as_deref(),
+            egress_record: self.plugin.seams.egress_record.get(),
         }
     }
 

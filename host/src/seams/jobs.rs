@@ -347,7 +347,8 @@ impl JobSpace {
         options.timeout_ms = None;
         let stdin = options.stdin.take();
         // The call's deadline does not bound a job: no `remaining`.
-        let req = request(who.grants, Program::Shell(command.clone()), options, None)?;
+        let mut req = request(who.grants, Program::Shell(command.clone()), options, None)?;
+        let policy = super::process::sandbox_policy(who, &mut req.env);
         let key = self.key(scope);
         {
             let mut jobs = self.table.jobs.lock().unwrap_or_else(|p| p.into_inner());
@@ -359,9 +360,8 @@ impl JobSpace {
                 )));
             }
         }
-        let mut child =
-            toolgate_sandbox::spawn_piped(req.program, &req.cwd, &req.env, &who.grants.sandbox)
-                .map_err(spawn_error)?;
+        let mut child = toolgate_sandbox::spawn_piped(req.program, &req.cwd, &req.env, &policy)
+            .map_err(spawn_error)?;
         let id = format!(
             "job-{}",
             self.table.next_id.fetch_add(1, Ordering::Relaxed) + 1

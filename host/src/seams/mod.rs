@@ -143,6 +143,9 @@ pub struct HostSeams {
     /// The `jobs` seam's table: every background job; dropping the last
     /// handle (with the host) kills them all.
     pub jobs: Arc<jobs::JobTable>,
+    /// Where egress connections are recorded besides the log: set once,
+    /// when the host keeps an audit record.
+    pub egress_record: Arc<std::sync::OnceLock<crate::egress::proxy::RecordSink>>,
 }
 
 impl HostSeams {
@@ -155,6 +158,7 @@ impl HostSeams {
             jobs: (jobs::seam::<NoStore>().granted)(grants)
                 .is_ok()
                 .then(|| self.jobs.space(plugin.clone())),
+            egress_record: self.egress_record.clone(),
         }
     }
 }
@@ -166,6 +170,8 @@ pub struct PluginSeams {
     pub kv: Option<kv::KvSpace>,
     /// Its view of the job table, if granted the shell.
     pub jobs: Option<jobs::JobSpace>,
+    /// The host's egress record sink (see [`HostSeams::egress_record`]).
+    pub egress_record: Arc<std::sync::OnceLock<crate::egress::proxy::RecordSink>>,
 }
 
 /// One instance's seam state.

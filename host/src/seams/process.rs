@@ -25,7 +25,7 @@ use wasmtime::component::{HasData, Linker};
 
 use super::{Seam, SeamCtx, SeamHost};
 use crate::bindings::v0_2::toolgate::plugin as wit;
-use crate::call::CallSignal;
+use crate::call::{CallInfo, CallSignal};
 use crate::grants::Capability;
 use crate::grants::Grants;
 
@@ -120,6 +120,11 @@ pub struct Requester<'a> {
     pub plugin: &'a str,
     pub grants: &'a Grants,
     pub signal: Option<&'a CallSignal>,
+    /// The call served (its id and scope go with every egress connection).
+    pub call: Option<&'a CallInfo>,
+    /// Where egress connections are recorded besides the log (the audit
+    /// record), if the host records.
+    pub egress_record: Option<&'a crate::egress::proxy::RecordSink>,
 }
 
 impl<'a> Requester<'a> {
@@ -128,6 +133,8 @@ impl<'a> Requester<'a> {
             plugin: ctx.plugin,
             grants: ctx.grants,
             signal: ctx.signal,
+            call: ctx.call,
+            egress_record: ctx.shared.egress_record.get(),
         }
     }
 }
@@ -261,7 +268,8 @@ async fn spawn(
 ) -> Result<Output, SpawnError> {
     let grants = who.grants;
     let signal = who.signal;
-    let request = request(grants, program, options, signal.and_then(|s| s.remaining()))?;
+    let mut request = request(grants, program, options, signal.and_then(|s| s.remaining()))?;
+    let policy = sandbox_policy(who, &mut request.env);
     tracing::info!(
         plugin = who.plugin,
         cwd = %request.cwd.display(),
@@ -276,7 +284,7 @@ async fn spawn(
             None => std::future::pending::<()>().await,
         }
     };
-    let out = toolgate_sandbox::run(request, &grants.sandbox, cancelled)
+    let out = toolgate_sandbox::run(request, &policy, cancelled)
         .await
         .map_err(spawn_error)?;
     Ok(Output {
@@ -288,6 +296,30 @@ async fn spawn(
         stderr_truncated: out.stderr_truncated,
         timed_out: out.timed_out || out.cancelled,
     })
+}
+
+/// The sandbox of one spawn for `who`: the grant's, and with an `egress`
+/// grant a proxy of its own for this call (and its variables in `env`).
+pub(crate) fn sandbox_policy<'a>(
+    who: Requester<'a>,
+    env: &mut Vec<(String, String)>,
+) -> std::borrow::Cow<'a, toolgate_sandbox::SandboxPolicy> {
+    let Some(egress) = &who.grants.egress else {
+        return std::borrow::Cow::Borrowed(&who.grants.sandbox);
+    };
+    let attribution = crate::egress::proxy::Attribution {
+        call_id: who.call.map(|c| c.call_id.clone()).unwrap_or_default(),
+        plugin: who.plugin.to_string(),
+        scope: who.call.map(|c| c.agent_scope.clone()).unwrap_or_default(),
+    };
+    env.retain(|(k, _)| !crate::egress::PROXY_VARIABLES.contains(&k.to_ascii_uppercase().as_str()));
+    env.extend(crate::egress::proxy_env());
+    std::borrow::Cow::Owned(crate::egress::sandbox_policy(
+        &who.grants.sandbox,
+        egress,
+        attribution,
+        who.egress_record.cloned(),
+    ))
 }
 
 pub(crate) fn spawn_error(e: toolgate_sandbox::SpawnError) -> SpawnError {

@@ -11,6 +11,7 @@ mod code_mode;
 mod conformance;
 mod containment;
 mod contract;
+mod egress;
 mod examples;
 mod foundation;
 mod lifecycle;

@@ -43,6 +43,34 @@ pub enum PolicyVariant {
     AllowIoUring,
     /// Base with `allow_inotify`.
     AllowInotify,
+    /// Base with an egress proxy on port [`EGRESS_PROXY_PORT`] (a stand-in
+    /// that accepts and closes): its own network namespace.
+    Egress,
+}
+
+/// The port of the [`PolicyVariant::Egress`] stand-in proxy.
+pub const EGRESS_PROXY_PORT: u16 = 3128;
+
+/// A stand-in egress proxy: accepts connections and closes them.
+fn stand_in_proxy() -> crate::EgressProxy {
+    crate::EgressProxy {
+        port: EGRESS_PROXY_PORT,
+        serve: std::sync::Arc::new(|l: std::net::TcpListener| -> Box<dyn Send> {
+            struct Abort(tokio::task::JoinHandle<()>);
+            impl Drop for Abort {
+                fn drop(&mut self) {
+                    self.0.abort();
+                }
+            }
+            let _ = l.set_nonblocking(true);
+            match tokio::net::TcpListener::from_std(l) {
+                Ok(l) => Box::new(Abort(tokio::spawn(async move {
+                    while l.accept().await.is_ok() {}
+                }))),
+                Err(_) => Box::new(()),
+            }
+        }),
+    }
 }
 
 /// What else to check about an attempt beyond its exit status.
@@ -324,6 +352,7 @@ impl Fixtures {
             hidden: HIDDEN.iter().map(|p| self.root.join(p)).collect(),
             tcp_connect_ports: vec![self.tcp_granted],
             tcp_bind_ports: vec![self.bind_granted],
+            egress_proxy: None,
             limits: ResourceLimits {
                 max_processes: Some(32),
                 address_space_bytes: Some(1 << 30),
@@ -347,6 +376,7 @@ impl Fixtures {
             PolicyVariant::AllowPtrace => p.allow_ptrace = true,
             PolicyVariant::AllowIoUring => p.allow_io_uring = true,
             PolicyVariant::AllowInotify => p.allow_inotify = true,
+            PolicyVariant::Egress => p.egress_proxy = Some(stand_in_proxy()),
         }
         p
     }
@@ -727,6 +757,19 @@ pub fn probe_suite() -> Vec<ProbeSpec> {
             Some(inv!("tcp_connect", |f| vec![
                 "127.0.0.1".into(),
                 f.tcp_granted.to_string()
+            ]))
+        ),
+        spec!(
+            "net_egress_host_loopback",
+            "network",
+            "with an egress proxy: TCP connect to a host loopback port that spawn_tcp_ports grants (only the proxy is reachable)",
+            inv!("tcp_connect", Egress, |f| vec![
+                "127.0.0.1".into(),
+                f.tcp_granted.to_string()
+            ]),
+            Some(inv!("tcp_connect", Egress, |_f| vec![
+                "127.0.0.1".into(),
+                EGRESS_PROXY_PORT.to_string()
             ]))
         ),
         spec!(

@@ -1,0 +1,1161 @@
+//! The egress proxy: HTTP (`CONNECT` and absolute-form requests) and
+//! SOCKS5 (`CONNECT` with an address or a name: resolution happens here)
+//! on one listener, for one sandboxed spawn.
+//!
+//! One listener per spawn is what ties a connection to its call: the
+//! listener is the only network a sandboxed process has (see
+//! `toolgate_sandbox::EgressProxy`), and the host serves it with the
+//! call's [`Attribution`]. Each connection is decided by [`Policy::open`]
+//! (name, then resolved address, then a connection to that address),
+//! refused with a message naming the rule to add — in an HTTP 403's reason
+//! phrase and body, where `curl`, `pip`, `npm` and `cargo` show it; as a
+//! SOCKS5 reply code (2: "not allowed by ruleset") and a log line — and
+//! logged and recorded when it ends, with its bytes each way.
+//!
+//! Bounded ([`crate::budgets`]): a request head of
+//! [`EGRESS_MAX_HEAD_BYTES`] read within [`EGRESS_HEAD_TIMEOUT`],
+//! [`EGRESS_MAX_CONNECTIONS`] open connections per spawn, closed after
+//! [`EGRESS_IDLE_TIMEOUT`] without a byte either way.
+//!
+//! A plain `http://` request is forwarded alone: its head rewritten to
+//! origin form with `Connection: close`, its body by `Content-Length`
+//! (a chunked request body is refused, 411), and nothing the client sends
+//! after it reaches the server — so a second, pipelined request cannot
+//! slip past the method and path rules that allowed the first.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
+
+use super::addr::{Host, parse_host};
+use super::rules::Destination;
+use super::{OpenError, Opened, Policy};
+use crate::budgets::{
+    EGRESS_HEAD_TIMEOUT, EGRESS_IDLE_TIMEOUT, EGRESS_MAX_CONNECTIONS, EGRESS_MAX_HEAD_BYTES,
+};
+
+/// Who a spawn's connections belong to.
+#[derive(Clone, Debug, Default)]
+pub struct Attribution {
+    pub call_id: String,
+    pub plugin: String,
+    pub scope: String,
+}
+
+/// One connection, as logged and recorded when it ends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnectionRecord {
+    /// `connect` (HTTP tunnel), `http` (a plain request) or `socks5`.
+    pub via: &'static str,
+    /// The destination as the client named it (normalised).
+    pub name: String,
+    /// The address connected to (or refused), if it got that far.
+    pub address: Option<IpAddr>,
+    pub port: u16,
+    pub allowed: bool,
+    /// The rule that allowed it, or the `[egress] deny` rule / address
+    /// class that refused it.
+    pub rule: Option<String>,
+    /// Why it was refused or failed.
+    pub reason: Option<String>,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+}
+
+/// Where records go besides the log (the audit record, a test's list).
+pub type RecordSink = Arc<dyn Fn(&Attribution, &ConnectionRecord) + Send + Sync>;
+
+impl ConnectionRecord {
+    /// The audit event's fields (kind `egress`).
+    pub fn audit_fields(&self, who: &Attribution) -> serde_json::Value {
+        json!({
+            "callId": who.call_id,
+            "plugin": who.plugin,
+            "scope": who.scope,
+            "via": self.via,
+            "name": self.name,
+            "address": self.address.map(|a| a.to_string()),
+            "port": self.port,
+            "allowed": self.allowed,
+            "rule": self.rule,
+            "reason": self.reason,
+            "bytesUp": self.bytes_up,
+            "bytesDown": self.bytes_down,
+        })
+    }
+}
+
+/// What serves one spawn's proxy.
+pub struct Proxy {
+    pub policy: Arc<Policy>,
+    pub who: Attribution,
+    pub sink: Option<RecordSink>,
+}
+
+/// Serving a listener; dropping it stops the proxy and every connection
+/// through it.
+pub struct ProxyGuard {
+    task: JoinHandle<()>,
+}
+
+impl Drop for ProxyGuard {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Proxy {
+    fn record(&self, r: &ConnectionRecord) {
+        let who = &self.who;
+        if r.allowed {
+            tracing::info!(
+                call_id = %who.call_id, plugin = %who.plugin, scope = %who.scope,
+                via = r.via, name = %r.name, address = ?r.address, port = r.port,
+                rule = r.rule.as_deref().unwrap_or(""), bytes_up = r.bytes_up,
+                bytes_down = r.bytes_down, "egress connection"
+            );
+        } else {
+            tracing::warn!(
+                call_id = %who.call_id, plugin = %who.plugin, scope = %who.scope,
+                via = r.via, name = %r.name, address = ?r.address, port = r.port,
+                rule = r.rule.as_deref().unwrap_or(""),
+                "egress refused: {}", r.reason.as_deref().unwrap_or("")
+            );
+        }
+        if let Some(sink) = &self.sink {
+            sink(who, r);
+        }
+    }
+
+    /// Serves `listener` until the guard is dropped.
+    pub fn serve(self, listener: std::net::TcpListener) -> std::io::Result<ProxyGuard> {
+        listener.set_nonblocking(true)?;
+        let listener = TcpListener::from_std(listener)?;
+        let this = Arc::new(self);
+        let task = tokio::spawn(async move {
+            let slots = Arc::new(Semaphore::new(EGRESS_MAX_CONNECTIONS));
+            let mut conns = tokio::task::JoinSet::new();
+            loop {
+                tokio::select! {
+                    accepted = listener.accept() => {
+                        let Ok((stream, _)) = accepted else { continue };
+                        let _ = stream.set_nodelay(true);
+                        let this = this.clone();
+                        match slots.clone().try_acquire_owned() {
+                            Ok(permit) => {
+                                conns.spawn(async move {
+                                    this.handle(stream).await;
+                                    drop(permit);
+                                });
+                            }
+                            Err(_) => {
+                                conns.spawn(async move { this.over_limit(stream).await });
+                            }
+                        }
+                    }
+                    Some(_) = conns.join_next(), if !conns.is_empty() => {}
+                }
+            }
+        });
+        Ok(ProxyGuard { task })
+    }
+
+    async fn over_limit(&self, mut stream: TcpStream) {
+        let why = format!(
+            "toolgate egress: more than {EGRESS_MAX_CONNECTIONS} connections open through \
+             the proxy at once; close some first"
+        );
+        self.record(&ConnectionRecord {
+            via: "connect",
+            name: String::new(),
+            address: None,
+            port: 0,
+            allowed: false,
+            rule: None,
+            reason: Some(why.clone()),
+            bytes_up: 0,
+            bytes_down: 0,
+        });
+        let mut first = [0u8; 1];
+        let socks = matches!(
+            tokio::time::timeout(Duration::from_millis(200), stream.peek(&mut first)).await,
+            Ok(Ok(1)) if first[0] == 5
+        );
+        if socks {
+            let _ = stream.write_all(&[5, 0xff]).await;
+        } else {
+            let _ = stream
+                .write_all(http_error(503, "Service Unavailable", &why).as_bytes())
+                .await;
+        }
+    }
+
+    async fn handle(&self, stream: TcpStream) {
+        let mut first = [0u8; 1];
+        match tokio::time::timeout(EGRESS_HEAD_TIMEOUT, stream.peek(&mut first)).await {
+            Ok(Ok(1)) => {}
+            _ => return,
+        }
+        if first[0] == 5 {
+            self.socks5(stream).await
+        } else {
+            self.http(stream).await
+        }
+    }
+
+    /// Decides and connects; on refusal records it and returns `Err`
+    /// with the message.
+    async fn open(
+        &self,
+        via: &'static str,
+        host: &Host,
+        port: u16,
+        http: Option<(&str, &str)>,
+    ) -> Result<Opened, (bool, String)> {
+        let d = Destination { host, port, http };
+        match self.policy.open(&d).await {
+            Ok(o) => Ok(o),
+            Err(e) => {
+                let (refused, reason, rule, address) = match e {
+                    OpenError::Refused(r) => (
+                        true,
+                        r.message,
+                        r.deny_rule
+                            .or(r.class.map(|c| format!("class:{}", c.name()))),
+                        r.address,
+                    ),
+                    OpenError::Unreachable(m) => (false, m, None, None),
+                };
+                self.record(&ConnectionRecord {
+                    via,
+                    name: host.to_string(),
+                    address,
+                    port,
+                    allowed: false,
+                    rule,
+                    reason: Some(reason.clone()),
+                    bytes_up: 0,
+                    bytes_down: 0,
+                });
+                Err((refused, reason))
+            }
+        }
+    }
+
+    async fn socks5(&self, mut c: TcpStream) {
+        let greeting = tokio::time::timeout(EGRESS_HEAD_TIMEOUT, socks5_request(&mut c)).await;
+        let (host, port) = match greeting {
+            Ok(Ok(Some(dest))) => dest,
+            Ok(Ok(None)) => return, // answered already (unsupported)
+            Ok(Err(bad)) => {
+                tracing::warn!(plugin = %self.who.plugin, call_id = %self.who.call_id, "egress: bad SOCKS5 request: {bad}");
+                let _ = c.write_all(&[5, 1, 0, 1, 0, 0, 0, 0, 0, 0]).await;
+                return;
+            }
+            Err(_) => return,
+        };
+        let host = match host {
+            Ok(h) => h,
+            Err(bad) => {
+                self.record(&ConnectionRecord {
+                    via: "socks5",
+                    name: bad.clone(),
+                    address: None,
+                    port,
+                    allowed: false,
+                    rule: None,
+                    reason: Some(format!("toolgate egress: {bad}")),
+                    bytes_up: 0,
+                    bytes_down: 0,
+                });
+                let _ = c.write_all(&[5, 2, 0, 1, 0, 0, 0, 0, 0, 0]).await;
+                return;
+            }
+        };
+        match self.open("socks5", &host, port, None).await {
+            Ok(o) => {
+                if c.write_all(&[5, 0, 0, 1, 0, 0, 0, 0, 0, 0]).await.is_err() {
+                    return;
+                }
+                self.relay("socks5", &host, port, o, c, Vec::new()).await;
+            }
+            Err((refused, _)) => {
+                // 2: connection not allowed by ruleset; 4: host unreachable.
+                let code = if refused { 2 } else { 4 };
+                let _ = c.write_all(&[5, code, 0, 1, 0, 0, 0, 0, 0, 0]).await;
+            }
+        }
+    }
+
+    async fn http(&self, mut c: TcpStream) {
+        let head = match tokio::time::timeout(EGRESS_HEAD_TIMEOUT, read_head(&mut c)).await {
+            Ok(Ok(h)) => h,
+            Ok(Err(HeadError::TooLarge)) => {
+                let _ = c
+                    .write_all(
+                        http_error(
+                            431,
+                            "Request Header Fields Too Large",
+                            &format!(
+                                "toolgate egress: the request head is over {EGRESS_MAX_HEAD_BYTES} bytes"
+                            ),
+                        )
+                        .as_bytes(),
+                    )
+                    .await;
+                return;
+            }
+            _ => return,
+        };
+        let (head_len, extra) = (head.len, head.buf[head.len..].to_vec());
+        let text = String::from_utf8_lossy(&head.buf[..head_len]).into_owned();
+        let mut lines = text.split("\r\n");
+        let request_line = lines.next().unwrap_or("");
+        let mut parts = request_line.split(' ');
+        let (method, target, version) = match (parts.next(), parts.next(), parts.next()) {
+            (Some(m), Some(t), Some(v)) if v.starts_with("HTTP/1.") => (m, t, v),
+            _ => {
+                let _ = c
+                    .write_all(
+                        http_error(400, "Bad Request", "toolgate egress: not an HTTP/1 request")
+                            .as_bytes(),
+                    )
+                    .await;
+                return;
+            }
+        };
+        let headers: Vec<(&str, &str)> = lines
+            .filter(|l| !l.is_empty())
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim(), v.trim()))
+            .collect();
+
+        if method.eq_ignore_ascii_case("CONNECT") {
+            let (host, port) = match split_authority(target, None) {
+                Ok(hp) => hp,
+                Err(e) => return self.refuse_http(c, "connect", target, 0, e).await,
+            };
+            match self.open("connect", &host, port, None).await {
+                Ok(o) => {
+                    if c.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                    self.relay("connect", &host, port, o, c, extra).await;
+                }
+                Err((refused, why)) => self.answer_refusal(c, refused, &why).await,
+            }
+            return;
+        }
+
+        // Absolute form: http://host[:port]/path
+        let Some(rest) = target
+            .strip_prefix("http://")
+            .or_else(|| target.strip_prefix("HTTP://"))
+        else {
+            let why = if target.starts_with("https://") {
+                "toolgate egress: send https:// through CONNECT (set HTTPS_PROXY)".to_string()
+            } else {
+                format!(
+                    "toolgate egress: this is a proxy; ask for an absolute URL \
+                     (http://HOST/PATH), not {target:?}"
+                )
+            };
+            let _ = c
+                .write_all(http_error(400, "Bad Request", &why).as_bytes())
+                .await;
+            return;
+        };
+        let (authority, path) = match rest.find(['/', '?']) {
+            Some(i) if rest.as_bytes()[i] == b'/' => (&rest[..i], rest[i..].to_string()),
+            Some(i) => (&rest[..i], format!("/{}", &rest[i..])),
+            None => (rest, "/".to_string()),
+        };
+        let (host, port) = match split_authority(authority, Some(80)) {
+            Ok(hp) => hp,
+            Err(e) => return self.refuse_http(c, "http", authority, 80, e).await,
+        };
+        let header = |name: &str| {
+            headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| *v)
+        };
+        if header("transfer-encoding").is_some() {
+            let _ = c
+                .write_all(
+                    http_error(
+                        411,
+                        "Length Required",
+                        "toolgate egress: a plain http:// request body must have a Content-Length",
+                    )
+                    .as_bytes(),
+                )
+                .await;
+            return;
+        }
+        let body_len: u64 = match header("content-length").map(|v| v.parse::<u64>()) {
+            None => 0,
+            Some(Ok(n)) => n,
+            Some(Err(_)) => {
+                let _ = c
+                    .write_all(
+                        http_error(400, "Bad Request", "toolgate egress: a bad Content-Length")
+                            .as_bytes(),
+                    )
+                    .await;
+                return;
+            }
+        };
+        match self.open("http", &host, port, Some((method, &path))).await {
+            Ok(o) => {
+                let mut out = format!("{method} {path} {version}\r\n");
+                for (k, v) in &headers {
+                    let drop = [
+                        "connection",
+                        "proxy-connection",
+                        "proxy-authorization",
+                        "keep-alive",
+                    ]
+                    .iter()
+                    .any(|h| k.eq_ignore_ascii_case(h));
+                    if !drop {
+                        out.push_str(&format!("{k}: {v}\r\n"));
+                    }
+                }
+                out.push_str("Connection: close\r\n\r\n");
+                let mut prefix = out.into_bytes();
+                let body_now = (body_len as usize).min(extra.len());
+                prefix.extend_from_slice(&extra[..body_now]);
+                let remaining = body_len - body_now as u64;
+                self.relay_request(&host, port, o, c, prefix, remaining)
+                    .await;
+            }
+            Err((refused, why)) => self.answer_refusal(c, refused, &why).await,
+        }
+    }
+
+    async fn refuse_http(
+        &self,
+        c: TcpStream,
+        via: &'static str,
+        name: &str,
+        port: u16,
+        why: String,
+    ) {
+        self.record(&ConnectionRecord {
+            via,
+            name: name.to_string(),
+            address: None,
+            port,
+            allowed: false,
+            rule: None,
+            reason: Some(why.clone()),
+            bytes_up: 0,
+            bytes_down: 0,
+        });
+        self.answer_refusal(c, true, &why).await
+    }
+
+    async fn answer_refusal(&self, mut c: TcpStream, refused: bool, why: &str) {
+        let resp = if refused {
+            // The message is the reason phrase too: clients that show only
+            // the status line (pip: "Tunnel connection failed: 403 ...")
+            // still show what to add.
+            http_error(403, &reason_phrase(why), why)
+        } else {
+            http_error(502, "Bad Gateway", &format!("toolgate egress: {why}"))
+        };
+        let _ = c.write_all(resp.as_bytes()).await;
+        let _ = c.shutdown().await;
+    }
+
+    /// A tunnel: both ways until both end, or the idle timeout.
+    async fn relay(
+        &self,
+        via: &'static str,
+        host: &Host,
+        port: u16,
+        o: Opened,
+        client: TcpStream,
+        early: Vec<u8>,
+    ) {
+        let (cr, cw) = client.into_split();
+        let (sr, mut sw) = o.stream.into_split();
+        let up = AtomicU64::new(early.len() as u64);
+        if !early.is_empty() && sw.write_all(&early).await.is_err() {
+            return;
+        }
+        let down = AtomicU64::new(0);
+        pump_both(cr, sw, sr, cw, &up, &down).await;
+        self.record(&ConnectionRecord {
+            via,
+            name: host.to_string(),
+            address: Some(o.address.ip()),
+            port,
+            allowed: true,
+            rule: Some(o.rule),
+            reason: None,
+            bytes_up: up.load(Ordering::Relaxed),
+            bytes_down: down.load(Ordering::Relaxed),
+        });
+    }
+
+    /// One plain request: its head and `remaining` body bytes up, then the
+    /// response down until the server closes.
+    async fn relay_request(
+        &self,
+        host: &Host,
+        port: u16,
+        o: Opened,
+        client: TcpStream,
+        prefix: Vec<u8>,
+        remaining: u64,
+    ) {
+        let (mut cr, mut cw) = client.into_split();
+        let (mut sr, mut sw) = o.stream.into_split();
+        let up = AtomicU64::new(0);
+        let down = AtomicU64::new(0);
+        let last = Activity::new();
+        let send = async {
+            sw.write_all(&prefix).await?;
+            up.fetch_add(prefix.len() as u64, Ordering::Relaxed);
+            let mut body = (&mut cr).take(remaining);
+            copy_counted(&mut body, &mut sw, &up, &last).await?;
+            Ok::<_, std::io::Error>(())
+        };
+        let ok = tokio::select! {
+            r = send => r.is_ok(),
+            _ = last.idle() => false,
+        };
+        if ok {
+            // The response, until the server closes (it was asked to) or
+            // nothing moves for the idle timeout. A client half-closing
+            // after its request must still get the whole response, so its
+            // end is not watched; what else it sends is never forwarded.
+            tokio::select! {
+                _ = copy_counted(&mut sr, &mut cw, &down, &last) => {}
+                _ = last.idle() => {}
+            }
+        }
+        let _ = cw.shutdown().await;
+        self.record(&ConnectionRecord {
+            via: "http",
+            name: host.to_string(),
+            address: Some(o.address.ip()),
+            port,
+            allowed: true,
+            rule: Some(o.rule),
+            reason: None,
+            bytes_up: up.load(Ordering::Relaxed),
+            bytes_down: down.load(Ordering::Relaxed),
+        });
+    }
+}
+
+/// The last time a byte moved, shared by both directions of a connection.
+struct Activity {
+    start: Instant,
+    last_ms: AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Activity {
+            start: Instant::now(),
+            last_ms: AtomicU64::new(0),
+        }
+    }
+
+    fn touch(&self) {
+        self.last_ms
+            .store(self.start.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// Completes once nothing moved for [`EGRESS_IDLE_TIMEOUT`].
+    async fn idle(&self) {
+        loop {
+            let last = Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
+            let quiet = self.start.elapsed().saturating_sub(last);
+            if quiet >= EGRESS_IDLE_TIMEOUT {
+                return;
+            }
+            tokio::time::sleep(EGRESS_IDLE_TIMEOUT - quiet).await;
+        }
+    }
+}
+
+const PUMP_BUFFER: usize = 256 << 10;
+
+async fn copy_counted<R, W>(
+    r: &mut R,
+    w: &mut W,
+    n: &AtomicU64,
+    last: &Activity,
+) -> std::io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut buf = vec![0u8; PUMP_BUFFER];
+    loop {
+        let k = r.read(&mut buf).await?;
+        if k == 0 {
+            return Ok(());
+        }
+        last.touch();
+        w.write_all(&buf[..k]).await?;
+        n.fetch_add(k as u64, Ordering::Relaxed);
+    }
+}
+
+/// Both directions of a tunnel, each half-closing the other side at its
+/// end, until both end or nothing moves for the idle timeout.
+async fn pump_both<R1, W1, R2, W2>(
+    mut cr: R1,
+    mut sw: W1,
+    mut sr: R2,
+    mut cw: W2,
+    up: &AtomicU64,
+    down: &AtomicU64,
+) where
+    R1: AsyncRead + Unpin,
+    W1: AsyncWrite + Unpin,
+    R2: AsyncRead + Unpin,
+    W2: AsyncWrite + Unpin,
+{
+    let last = Activity::new();
+    let a = async {
+        let _ = copy_counted(&mut cr, &mut sw, up, &last).await;
+        let _ = sw.shutdown().await;
+    };
+    let b = async {
+        let _ = copy_counted(&mut sr, &mut cw, down, &last).await;
+        let _ = cw.shutdown().await;
+    };
+    tokio::select! {
+        _ = async { tokio::join!(a, b) } => {}
+        _ = last.idle() => {}
+    }
+}
+
+/// A reason phrase from a message: visible ASCII and spaces only.
+fn reason_phrase(msg: &str) -> String {
+    let s: String = msg
+        .chars()
+        .map(|c| {
+            if c.is_ascii_graphic() || c == ' ' {
+                c
+            } else {
+                ' '
+            }
+        })
+        .collect();
+    format!("Forbidden ({s})")
+}
+
+fn http_error(code: u16, reason: &str, body: &str) -> String {
+    format!(
+        "HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n\
+         X-Toolgate-Egress: refused\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}\n",
+        body.len() + 1
+    )
+}
+
+struct Head {
+    buf: Vec<u8>,
+    /// Bytes up to and including the blank line.
+    len: usize,
+}
+
+enum HeadError {
+    TooLarge,
+    Io,
+}
+
+async fn read_head(c: &mut TcpStream) -> Result<Head, HeadError> {
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = c.read(&mut chunk).await.map_err(|_| HeadError::Io)?;
+        if n == 0 {
+            return Err(HeadError::Io);
+        }
+        let from = buf.len().saturating_sub(3);
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(i) = buf[from..].windows(4).position(|w| w == b"\r\n\r\n") {
+            let len = from + i + 4;
+            if len > EGRESS_MAX_HEAD_BYTES {
+                return Err(HeadError::TooLarge);
+            }
+            return Ok(Head { buf, len });
+        }
+        if buf.len() > EGRESS_MAX_HEAD_BYTES {
+            return Err(HeadError::TooLarge);
+        }
+    }
+}
+
+/// `host:port`, `[v6]:port`, or (with a default port) `host`.
+fn split_authority(s: &str, default_port: Option<u16>) -> Result<(Host, u16), String> {
+    let s = s.rsplit_once('@').map_or(s, |(_, h)| h);
+    let (host, port) = if let Some(rest) = s.strip_prefix('[') {
+        let end = rest
+            .find(']')
+            .ok_or_else(|| format!("toolgate egress: bad address {s:?}"))?;
+        let after = &rest[end + 1..];
+        (
+            &s[..end + 2],
+            after.strip_prefix(':').map(|p| p.to_string()),
+        )
+    } else {
+        match s.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p.to_string())),
+            None => (s, None),
+        }
+    };
+    let port = match (port, default_port) {
+        (Some(p), _) => p
+            .parse::<u16>()
+            .ok()
+            .filter(|&p| p != 0)
+            .ok_or_else(|| format!("toolgate egress: bad port in {s:?}"))?,
+        (None, Some(d)) => d,
+        (None, None) => return Err(format!("toolgate egress: {s:?} has no port")),
+    };
+    let host = parse_host(host).map_err(|e| format!("toolgate egress: {e}"))?;
+    Ok((host, port))
+}
+
+/// Reads a SOCKS5 greeting and request. `Ok(None)`: the client was
+/// answered already (no acceptable method, or a command other than
+/// CONNECT). The host is `Err` with its text when it is no host egress
+/// reads.
+async fn socks5_request(c: &mut TcpStream) -> Result<Option<(Result<Host, String>, u16)>, String> {
+    let io = |e: std::io::Error| e.to_string();
+    let mut hdr = [0u8; 2];
+    c.read_exact(&mut hdr).await.map_err(io)?;
+    let mut methods = vec![0u8; hdr[1] as usize];
+    c.read_exact(&mut methods).await.map_err(io)?;
+    if !methods.contains(&0) {
+        let _ = c.write_all(&[5, 0xff]).await;
+        return Ok(None);
+    }
+    c.write_all(&[5, 0]).await.map_err(io)?;
+    let mut req = [0u8; 4];
+    c.read_exact(&mut req).await.map_err(io)?;
+    if req[0] != 5 {
+        return Err(format!("version {}", req[0]));
+    }
+    let host = match req[3] {
+        1 => {
+            let mut a = [0u8; 4];
+            c.read_exact(&mut a).await.map_err(io)?;
+            Ok(Host::Ip(IpAddr::V4(Ipv4Addr::from(a))))
+        }
+        4 => {
+            let mut a = [0u8; 16];
+            c.read_exact(&mut a).await.map_err(io)?;
+            Ok(Host::Ip(IpAddr::V6(Ipv6Addr::from(a))))
+        }
+        3 => {
+            let mut len = [0u8; 1];
+            c.read_exact(&mut len).await.map_err(io)?;
+            let mut name = vec![0u8; len[0] as usize];
+            c.read_exact(&mut name).await.map_err(io)?;
+            let name = String::from_utf8_lossy(&name).into_owned();
+            parse_host(&name).map_err(|e| e.to_string())
+        }
+        t => return Err(format!("address type {t}")),
+    };
+    let mut port = [0u8; 2];
+    c.read_exact(&mut port).await.map_err(io)?;
+    if req[1] != 1 {
+        // 7: command not supported (BIND, UDP ASSOCIATE).
+        let _ = c.write_all(&[5, 7, 0, 1, 0, 0, 0, 0, 0, 0]).await;
+        return Ok(None);
+    }
+    Ok(Some((host, u16::from_be_bytes(port))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::egress::Global;
+    use std::sync::Mutex;
+
+    /// A proxy for `allow` (and `allow_private`), its address, and the
+    /// records it made.
+    async fn proxy(
+        allow: &[&str],
+        private: &[&str],
+    ) -> (
+        std::net::SocketAddr,
+        ProxyGuard,
+        Arc<Mutex<Vec<ConnectionRecord>>>,
+    ) {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let policy = Policy::parse(
+            &s(allow),
+            Arc::new(Global::parse(&[], &s(private)).unwrap()),
+            "[plugins.bash.grants]".into(),
+        )
+        .unwrap();
+        let records = Arc::new(Mutex::new(Vec::new()));
+        let r2 = records.clone();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let at = l.local_addr().unwrap();
+        let guard = Proxy {
+            policy: Arc::new(policy),
+            who: Attribution {
+                call_id: "call-1".into(),
+                plugin: "bash".into(),
+                scope: "".into(),
+            },
+            sink: Some(Arc::new(move |_, r| r2.lock().unwrap().push(r.clone()))),
+        }
+        .serve(l)
+        .unwrap();
+        (at, guard, records)
+    }
+
+    /// A one-shot HTTP server answering every request with `body`,
+    /// echoing the request line in a header.
+    async fn origin(body: &'static str) -> u16 {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut s, _)) = l.accept().await else {
+                    return;
+                };
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 8192];
+                    let n = s.read(&mut buf).await.unwrap_or(0);
+                    let req = String::from_utf8_lossy(&buf[..n]).into_owned();
+                    let line = req.lines().next().unwrap_or("").to_string();
+                    let resp = format!(
+                        "HTTP/1.1 200 OK\r\nX-Request-Line: {line}\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = s.write_all(resp.as_bytes()).await;
+                });
+            }
+        });
+        port
+    }
+
+    async fn exchange(at: std::net::SocketAddr, bytes: &[u8]) -> Vec<u8> {
+        let mut c = TcpStream::connect(at).await.unwrap();
+        c.write_all(bytes).await.unwrap();
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut out)).await;
+        out
+    }
+
+    #[tokio::test]
+    async fn plain_http_is_forwarded_in_origin_form_and_recorded() {
+        let port = origin("hello").await;
+        let (at, _g, records) = proxy(&["127.0.0.1"], &["127.0.0.1/32"]).await;
+        let req = format!(
+            "GET http://127.0.0.1:{port}/simple/x?q=1 HTTP/1.1\r\nHost: 127.0.0.1\r\nProxy-Connection: keep-alive\r\n\r\n"
+        );
+        let out = String::from_utf8(exchange(at, req.as_bytes()).await).unwrap();
+        assert!(out.starts_with("HTTP/1.1 200 OK"), "{out}");
+        assert!(
+            out.contains("X-Request-Line: GET /simple/x?q=1 HTTP/1.1"),
+            "{out}"
+        );
+        assert!(out.ends_with("hello"), "{out}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let r = records.lock().unwrap();
+        assert_eq!(r.len(), 1);
+        assert!(r[0].allowed && r[0].via == "http" && r[0].rule.as_deref() == Some("127.0.0.1"));
+        assert!(r[0].bytes_down > 5 && r[0].bytes_up > 20, "{:?}", r[0]);
+    }
+
+    #[tokio::test]
+    async fn connect_tunnels_and_refusals_say_what_to_add() {
+        let port = origin("tunnelled").await;
+        let (at, _g, records) = proxy(&["localhost"], &["127.0.0.1/32"]).await;
+        let req = format!(
+            "CONNECT localhost:{port} HTTP/1.1\r\nHost: localhost\r\n\r\nGET / HTTP/1.1\r\n\r\n"
+        );
+        let out = String::from_utf8(exchange(at, req.as_bytes()).await).unwrap();
+        assert!(
+            out.starts_with("HTTP/1.1 200 Connection established\r\n\r\nHTTP/1.1 200 OK"),
+            "{out}"
+        );
+        assert!(out.ends_with("tunnelled"), "{out}");
+
+        // Not granted: 403 with the line to add, in the status and the body.
+        let out = String::from_utf8(exchange(at, b"CONNECT pypi.org:443 HTTP/1.1\r\n\r\n").await)
+            .unwrap();
+        assert!(
+            out.starts_with("HTTP/1.1 403 Forbidden (toolgate egress"),
+            "{out}"
+        );
+        assert!(
+            out.contains("add \"pypi.org\" to `egress = [...]` under [plugins.bash.grants]"),
+            "{out}"
+        );
+        // Loopback by another name: refused by class, after resolution.
+        let (at2, _g2, rec2) = proxy(&["localhost", "2130706433"], &[]).await;
+        for target in ["localhost", "2130706433", "[::ffff:127.0.0.1]"] {
+            let out = String::from_utf8(
+                exchange(
+                    at2,
+                    format!("CONNECT {target}:{port} HTTP/1.1\r\n\r\n").as_bytes(),
+                )
+                .await,
+            )
+            .unwrap();
+            assert!(out.starts_with("HTTP/1.1 403"), "{target}: {out}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let r = rec2.lock().unwrap();
+        assert!(r.iter().all(|r| !r.allowed));
+        assert_eq!(r[0].rule.as_deref(), Some("class:loopback"));
+        assert!(r[0].reason.as_deref().unwrap().contains("allow_private"));
+        let ok = records.lock().unwrap();
+        assert!(
+            ok.iter()
+                .any(|r| r.allowed && r.via == "connect" && r.bytes_down > 0)
+        );
+    }
+
+    #[tokio::test]
+    async fn socks5_resolves_names_in_the_proxy_and_refuses_by_ruleset() {
+        let port = origin("socks").await;
+        let (at, _g, records) = proxy(&["localhost"], &["127.0.0.1/32"]).await;
+        let mut req = vec![5, 1, 0, 5, 1, 0, 3, 9];
+        req.extend_from_slice(b"localhost");
+        req.extend_from_slice(&port.to_be_bytes());
+        req.extend_from_slice(b"GET / HTTP/1.1\r\n\r\n");
+        let out = exchange(at, &req).await;
+        assert_eq!(&out[..2], &[5, 0]);
+        assert_eq!(&out[2..4], &[5, 0], "{out:?}");
+        assert!(String::from_utf8_lossy(&out[12..]).ends_with("socks"));
+        // An IP not granted (and private): reply 2, recorded.
+        let mut req = vec![5, 1, 0, 5, 1, 0, 1, 169, 254, 169, 254];
+        req.extend_from_slice(&80u16.to_be_bytes());
+        let out = exchange(at, &req).await;
+        assert_eq!(&out[2..4], &[5, 2]);
+        // UDP ASSOCIATE: not supported.
+        let mut req = vec![5, 1, 0, 5, 3, 0, 1, 8, 8, 8, 8, 0, 53];
+        req.truncate(13);
+        let out = exchange(at, &req).await;
+        assert_eq!(&out[2..4], &[5, 7]);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let r = records.lock().unwrap();
+        assert!(
+            r.iter()
+                .any(|r| r.allowed && r.via == "socks5" && r.name == "localhost")
+        );
+        assert!(r.iter().any(|r| !r.allowed && r.name == "169.254.169.254"));
+    }
+
+    #[tokio::test]
+    async fn hostile_clients_are_bounded() {
+        let (at, _g, _r) = proxy(&[], &[]).await;
+        // A head that never ends: 431 once over the cap.
+        let mut c = TcpStream::connect(at).await.unwrap();
+        let junk = vec![b'a'; EGRESS_MAX_HEAD_BYTES + 10];
+        let _ = c.write_all(b"GET http://x/ HTTP/1.1\r\nX: ").await;
+        let _ = c.write_all(&junk).await;
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut out)).await;
+        assert!(String::from_utf8_lossy(&out).starts_with("HTTP/1.1 431"));
+        // Origin form, https in plain, chunked bodies: refused with a reason.
+        let out = exchange(at, b"GET / HTTP/1.1\r\n\r\n").await;
+        assert!(String::from_utf8_lossy(&out).starts_with("HTTP/1.1 400"));
+        let out = exchange(at, b"GET https://x/ HTTP/1.1\r\n\r\n").await;
+        assert!(String::from_utf8_lossy(&out).contains("CONNECT"));
+        let out = exchange(
+            at,
+            b"POST http://x/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+        )
+        .await;
+        assert!(String::from_utf8_lossy(&out).starts_with("HTTP/1.1 411"));
+        // Garbage: no answer beyond a 400, no panic.
+        let out = exchange(at, b"\x00\x01\x02\r\n\r\n").await;
+        assert!(String::from_utf8_lossy(&out).starts_with("HTTP/1.1 400"));
+        // More connections than the cap: the one over it is refused.
+        let mut held = Vec::new();
+        for _ in 0..EGRESS_MAX_CONNECTIONS {
+            held.push(TcpStream::connect(at).await.unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let out = exchange(at, b"CONNECT a:1 HTTP/1.1\r\n\r\n").await;
+        assert!(
+            String::from_utf8_lossy(&out).starts_with("HTTP/1.1 503"),
+            "{}",
+            String::from_utf8_lossy(&out)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_pipelined_second_request_never_reaches_the_server() {
+        let port = origin("first").await;
+        let (at, _g, _r) = proxy(&["GET 127.0.0.1/public/*"], &["127.0.0.1/32"]).await;
+        let req = format!(
+            "GET http://127.0.0.1:{port}/public/a HTTP/1.1\r\n\r\nGET /admin HTTP/1.1\r\n\r\n"
+        );
+        let out = String::from_utf8(exchange(at, req.as_bytes()).await).unwrap();
+        assert!(out.contains("X-Request-Line: GET /public/a"), "{out}");
+        assert_eq!(out.matches("HTTP/1.1 200").count(), 1, "{out}");
+        let out = String::from_utf8(
+            exchange(
+                at,
+                format!("GET http://127.0.0.1:{port}/admin HTTP/1.1\r\n\r\n").as_bytes(),
+            )
+            .await,
+        )
+        .unwrap();
+        assert!(out.starts_with("HTTP/1.1 403"), "{out}");
+    }
+
+    /// The figures in BENCHMARKS.md ("Egress proxy"): a 100 MiB download
+    /// from a local server through a CONNECT tunnel vs direct, connection
+    /// setup overhead, and the CPU the proxy takes at 100 connections/s.
+    /// `cargo test -p toolgate --lib [--release] egress::proxy::tests::bench -- --ignored --nocapture`
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "a benchmark: run it with --ignored --nocapture"]
+    async fn bench() {
+        const MIB: usize = 1 << 20;
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let block = Arc::new(vec![7u8; MIB]);
+            loop {
+                let Ok((mut s, _)) = l.accept().await else {
+                    return;
+                };
+                let block = block.clone();
+                tokio::spawn(async move {
+                    let mut head = vec![0u8; 1024];
+                    let n = s.read(&mut head).await.unwrap_or(0);
+                    let big = head[..n].starts_with(b"GET /big");
+                    if big {
+                        let _ = s.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await;
+                        for _ in 0..100 {
+                            if s.write_all(&block).await.is_err() {
+                                return;
+                            }
+                        }
+                    } else {
+                        let _ = s
+                            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                            .await;
+                    }
+                });
+            }
+        });
+        let (at, _g, _r) = proxy(&["127.0.0.1"], &["127.0.0.1/32"]).await;
+        async fn fetch(
+            via: Option<std::net::SocketAddr>,
+            port: u16,
+            path: &str,
+        ) -> (usize, Duration) {
+            let t0 = Instant::now();
+            let mut c = match via {
+                Some(p) => {
+                    let mut c = TcpStream::connect(p).await.unwrap();
+                    c.write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").as_bytes())
+                        .await
+                        .unwrap();
+                    let mut b = [0u8; 39];
+                    c.read_exact(&mut b).await.unwrap();
+                    assert!(b.starts_with(b"HTTP/1.1 200"));
+                    c
+                }
+                None => TcpStream::connect(("127.0.0.1", port)).await.unwrap(),
+            };
+            c.set_nodelay(true).unwrap();
+            c.write_all(format!("GET {path} HTTP/1.1\r\n\r\n").as_bytes())
+                .await
+                .unwrap();
+            let mut buf = vec![0u8; 256 << 10];
+            let mut total = 0;
+            loop {
+                let n = c.read(&mut buf).await.unwrap();
+                if n == 0 || (path != "/big" && total + n >= 40) {
+                    total += n;
+                    break;
+                }
+                total += n;
+            }
+            (total, t0.elapsed())
+        }
+        fn median(mut v: Vec<Duration>) -> Duration {
+            v.sort();
+            v[v.len() / 2]
+        }
+        // 100 MiB, five rounds each, alternating.
+        let (mut direct, mut proxied) = (Vec::new(), Vec::new());
+        for _ in 0..5 {
+            let (n, d) = fetch(None, port, "/big").await;
+            assert!(n >= 100 * MIB);
+            direct.push(d);
+            let (n, d) = fetch(Some(at), port, "/big").await;
+            assert!(n >= 100 * MIB);
+            proxied.push(d);
+        }
+        let (d, p) = (median(direct), median(proxied));
+        println!(
+            "100 MiB: direct {:.1} ms, through the proxy {:.1} ms: {:.2}x",
+            d.as_secs_f64() * 1e3,
+            p.as_secs_f64() * 1e3,
+            p.as_secs_f64() / d.as_secs_f64()
+        );
+        // Setup: connect + (CONNECT) + a 2-byte response, 300 each.
+        let (mut direct, mut proxied) = (Vec::new(), Vec::new());
+        for _ in 0..300 {
+            direct.push(fetch(None, port, "/small").await.1);
+            proxied.push(fetch(Some(at), port, "/small").await.1);
+        }
+        let (d, p) = (median(direct), median(proxied));
+        println!(
+            "small request: direct {:.0} us, through the proxy {:.0} us (median): +{:.0} us per connection",
+            d.as_secs_f64() * 1e6,
+            p.as_secs_f64() * 1e6,
+            (p.as_secs_f64() - d.as_secs_f64()) * 1e6
+        );
+        // CPU at 100 connections/s for 5 s, minus the same load direct.
+        fn cpu() -> Duration {
+            let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+            unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+            let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+            tv(u.ru_utime) + tv(u.ru_stime)
+        }
+        let mut used = Vec::new();
+        for via in [None, Some(at)] {
+            let c0 = cpu();
+            let mut tick = tokio::time::interval(Duration::from_millis(10));
+            let mut tasks = Vec::new();
+            for _ in 0..500 {
+                tick.tick().await;
+                tasks.push(tokio::spawn(fetch(via, port, "/small")));
+            }
+            for t in tasks {
+                t.await.unwrap();
+            }
+            used.push(cpu() - c0);
+        }
+        println!(
+            "100 connections/s for 5 s: CPU direct {:.0} ms, through the proxy {:.0} ms: the proxy {:.1} % of one core",
+            used[0].as_secs_f64() * 1e3,
+            used[1].as_secs_f64() * 1e3,
+            (used[1].as_secs_f64() - used[0].as_secs_f64()) / 5.0 * 100.0
+        );
+    }
+}
