@@ -72,7 +72,10 @@ pub struct GlobalArgs {
     /// Who answers a hook's `ask`: prompt on the terminal (default when stdin
     /// is a terminal), or always allow/deny (default deny when not
     /// interactive). `serve`: allow or deny (default deny), for clients that
-    /// cannot answer an elicitation themselves.
+    /// cannot answer an elicitation themselves. `queue`: the host's durable
+    /// approval queue (as `[approval] mode = "queue"`; the client is never
+    /// asked), where calls wait, at most `[approval] timeout_ms`, for a
+    /// decision (see docs/operators.md#approval-queue-and-console).
     #[arg(long, value_enum, value_name = "MODE", global = true)]
     approve: Option<ApproveMode>,
 
@@ -96,6 +99,7 @@ pub enum ApproveMode {
     Prompt,
     Allow,
     Deny,
+    Queue,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -313,6 +317,9 @@ impl GlobalArgs {
         }
         if let Some(approver) = approve::approver(self.approve) {
             b = b.approver(approver);
+        }
+        if self.approve == Some(ApproveMode::Queue) {
+            b = b.approval_queue(true);
         }
         if self.code_mode {
             b = b.code_mode(true);

@@ -161,7 +161,9 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
     // elicitations, else to --approve allow|deny (default deny).
     let fallback: Arc<dyn Approver> = match global.approve {
         Some(ApproveMode::Allow) => Arc::new(AllowAll),
-        Some(ApproveMode::Deny) | None => Arc::new(DenyAll),
+        // `queue`: the host's queue answers every `ask` (this one is
+        // never asked).
+        Some(ApproveMode::Deny | ApproveMode::Queue) | None => Arc::new(DenyAll),
         Some(ApproveMode::Prompt) => bail!(
             "--approve prompt cannot be used with `serve`: stdin carries the protocol; \
              use --approve allow|deny (a client that supports elicitation is asked itself)"
@@ -205,6 +207,13 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
         builder = builder.workdir(dir);
     }
     let host = builder.build().await?;
+    let queued = host.approvals().is_some();
+    if let Some(queue) = host.approvals() {
+        eprintln!(
+            "toolgate: approvals wait in the queue (at most {} ms each)",
+            queue.timeout().as_millis()
+        );
+    }
     // Clients list tools right after connecting: give the MCP servers
     // their first attempt (each bounded by its connect timeout).
     host.wait_for_mcp(host.mcp_connect_timeout()).await;
@@ -232,7 +241,9 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
     let arrivals = Arc::new(Arrivals::new(host.clone(), limits.max_queued_calls));
     let server = ToolgateServer::new(host, arrivals)
         .with_scope(&args.scope)
-        .with_elicitation(!args.no_elicitation);
+        // The queue keeps approval in the gateway: the client, which may
+        // not be trusted to ask a person, is never asked itself.
+        .with_elicitation(!args.no_elicitation && !queued);
     if args.no_elicitation {
         tracing::info!("--no-elicitation: every `ask` is answered by --approve, never the client");
     }

@@ -166,6 +166,9 @@ pub struct HostConfig {
     /// The audit record (see [`crate::audit`]).
     #[serde(default)]
     pub audit: AuditConfig,
+    /// The approval queue (see [`crate::approval::queue`]).
+    #[serde(default)]
+    pub approval: ApprovalConfig,
     /// The file this came from (for messages).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -630,6 +633,15 @@ fn schema() -> serde_json::Value {
                     "max_output_kb": {"type": "integer"},
                     "memory_mb": {"type": "integer"},
                     "timeout_ms": {"type": "integer"}
+                },
+                "additionalProperties": false
+            },
+            "approval": {
+                "type": "object",
+                "properties": {
+                    "mode": {"enum": ["queue"]},
+                    "timeout_ms": {"type": "integer"},
+                    "store": {"type": "string"}
                 },
                 "additionalProperties": false
             },
@@ -1139,6 +1151,27 @@ pub enum ArgumentsMode {
     Full,
     /// Only their SHA-256 (the record says the call is not replayable).
     Digest,
+}
+
+/// `[approval]` in the configuration: who answers a hook's `ask`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalConfig {
+    /// `"queue"`: the host's approval queue answers (as `--approve queue`).
+    pub mode: Option<ApprovalMode>,
+    /// How long a queued call waits for a decision, in milliseconds.
+    pub timeout_ms: Option<u64>,
+    /// The queue's SQLite file (default: `approvals.sqlite` in the state
+    /// directory).
+    pub store: Option<PathBuf>,
+}
+
+/// `[approval] mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApprovalMode {
+    /// The durable approval queue.
+    Queue,
 }
 
 /// `[audit]` in the configuration (resolved by [`crate::audit`]).
