@@ -6,6 +6,7 @@
 //! batch, a plugin that does not load in `check`); 2 for usage errors
 //! (clap's own code).
 
+mod approvals;
 mod approve;
 mod audit;
 mod check;
@@ -140,6 +141,9 @@ enum Command {
     /// tool: report the calls whose outcome changes. Exit 0 none, 1 some,
     /// 2 on error.
     Replay(replay::ReplayArgs),
+    /// The approval queue of a running `serve --http --approve queue`:
+    /// list, approve, deny, grant, revoke (--server URL --token-file FILE).
+    Approvals(approvals::ApprovalsArgs),
 }
 
 /// Entry point of the binary.
@@ -181,6 +185,10 @@ pub fn main() -> ExitCode {
             Command::New(a) => new::run(a),
             Command::Audit(a) => audit::run(a),
             Command::Replay(a) => replay::run(&cli.global, a).await,
+            Command::Approvals(a) => tokio::task::spawn_blocking(move || approvals::run(a))
+                .await
+                .map_err(anyhow::Error::from)
+                .and_then(|r| r),
         }
     });
     // Not `drop(runtime)`, which waits for every blocking thread forever.
@@ -200,6 +208,7 @@ pub fn main() -> ExitCode {
 const IGNORED_OPTIONS: &[(&str, &[&str])] = &[
     ("new", HOST_OPTIONS),
     ("audit", HOST_OPTIONS),
+    ("approvals", HOST_OPTIONS),
     ("sandbox", HOST_OPTIONS),
     // `check` loads the one component it is given, never the built-ins.
     ("check", &["no_default_plugins"]),

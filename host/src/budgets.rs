@@ -287,3 +287,14 @@ pub const APPROVAL_MAX_MESSAGE_BYTES: usize = 4096;
 /// Bytes of a call's arguments (compact JSON) an entry shows; larger ones
 /// are replaced by a note of their size. 65536; not configurable.
 pub const APPROVAL_MAX_ARGUMENT_BYTES: usize = 64 << 10;
+
+/// Bytes of one request body to the approval console's API. 64 KiB; not
+/// configurable.
+pub const CONSOLE_MAX_BODY_BYTES: usize = 64 << 10;
+/// Entries (or grants) one console decision names. 1000; not configurable.
+pub const CONSOLE_MAX_BATCH: usize = 1000;
+/// Console logins alive at once; a new one ends the oldest. 64; not
+/// configurable.
+pub const CONSOLE_MAX_SESSIONS: usize = 64;
+/// How long a console login lasts. 12 hours; not configurable.
+pub const CONSOLE_SESSION_TTL: Duration = Duration::from_secs(12 * 60 * 60);

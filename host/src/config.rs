@@ -169,6 +169,9 @@ pub struct HostConfig {
     /// The approval queue (see [`crate::approval::queue`]).
     #[serde(default)]
     pub approval: ApprovalConfig,
+    /// The approval console on `serve --http` (see [`crate::mcp::console`]).
+    #[serde(default)]
+    pub console: ConsoleConfig,
     /// The file this came from (for messages).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -633,6 +636,13 @@ fn schema() -> serde_json::Value {
                     "max_output_kb": {"type": "integer"},
                     "memory_mb": {"type": "integer"},
                     "timeout_ms": {"type": "integer"}
+                },
+                "additionalProperties": false
+            },
+            "console": {
+                "type": "object",
+                "properties": {
+                    "token_file": {"type": "string"}
                 },
                 "additionalProperties": false
             },
@@ -1164,6 +1174,15 @@ pub struct ApprovalConfig {
     /// The queue's SQLite file (default: `approvals.sqlite` in the state
     /// directory).
     pub store: Option<PathBuf>,
+}
+
+/// `[console]` in the configuration.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsoleConfig {
+    /// The file holding the console's token (default: `console-token` in
+    /// the state directory); made, owner-only, when absent.
+    pub token_file: Option<PathBuf>,
 }
 
 /// `[approval] mode`.

@@ -65,11 +65,24 @@ pub enum DecideError {
     Store(#[from] StoreError),
 }
 
+/// What the queue tells its watchers (the console's live list).
+#[derive(Clone, Debug)]
+pub enum Event {
+    /// A new pending entry.
+    Pending(Entry),
+    /// An entry's wait ended (decided, withdrawn, expired).
+    Ended(Entry),
+}
+
+/// Events a slow watcher may fall behind by before it is told to reload.
+const EVENTS: usize = 1024;
+
 /// The queue: a store, and the calls of this process waiting on it.
 pub struct ApprovalQueue {
     store: Arc<dyn ApprovalStore>,
     timeout: Duration,
     waiting: Mutex<HashMap<String, oneshot::Sender<Entry>>>,
+    events: tokio::sync::broadcast::Sender<Event>,
 }
 
 /// Unix time in milliseconds.
@@ -136,7 +149,13 @@ impl ApprovalQueue {
             store,
             timeout,
             waiting: Mutex::new(HashMap::new()),
+            events: tokio::sync::broadcast::channel(EVENTS).0,
         }))
+    }
+
+    /// New pending entries and ended waits, from now on.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Event> {
+        self.events.subscribe()
     }
 
     /// How long a call waits.
@@ -254,6 +273,7 @@ impl ApprovalQueue {
             .await?
             .ok_or_else(|| DecideError::NotPending(id.to_string()))?;
         tracing::info!(id, by, state = entry.state.as_str(), "approval decided");
+        let _ = self.events.send(Event::Ended(entry.clone()));
         let waiter = self
             .waiting
             .lock()
@@ -292,7 +312,12 @@ impl ApprovalQueue {
             grant: None,
         };
         match self.store.decide(id, state, &decided).await {
-            Ok(e) => e,
+            Ok(e) => {
+                if let Some(e) = &e {
+                    let _ = self.events.send(Event::Ended(e.clone()));
+                }
+                e
+            }
             Err(e) => {
                 tracing::warn!(id, error = %e, "cannot end a pending approval");
                 None
@@ -368,6 +393,7 @@ impl ApprovalQueue {
             return ApprovalAnswer::Unavailable(format!("{e}"));
         }
         tracing::info!(id = %entry.id, tool = %entry.tool, "waiting for approval");
+        let _ = self.events.send(Event::Pending(entry.clone()));
         let decided = tokio::select! {
             decided = rx => decided.ok(),
             () = tokio::time::sleep(self.timeout) => None,

@@ -89,6 +89,10 @@ impl Lifecycle {
                 a.add_secret(path, what);
             }
         }
+        // The console's token: whoever reads it can approve calls.
+        if let Some(path) = &config.console.token_file {
+            a.add_secret(path, "the approval console's token");
+        }
         // The approval queue's store, wherever configured: whoever writes
         // it approves calls. (Its default place is the state directory.)
         if let Some(path) = &config.approval.store {
