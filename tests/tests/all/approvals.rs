@@ -627,6 +627,36 @@ fn console_request(method: &str, path: &str, headers: &str, body: &str) -> Strin
 fn an_mcp_client_s_calls_wait_until_the_cli_approves_both() {
     let python = crate::serve::python();
     let server = Served::start("approvals-serve", "[approval]\ntimeout_ms = 60000\n");
+    // The live feed: open before the calls, it announces each new entry.
+    let events = {
+        use std::io::{BufRead, Write};
+        let mut s = std::net::TcpStream::connect(&server.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        s.write_all(
+            format!(
+                "GET /console/api/events HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\r\n",
+                server.addr,
+                server.console_token()
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        let mut reader = std::io::BufReader::new(s);
+        std::thread::spawn(move || {
+            let mut announced = Vec::new();
+            let mut line = String::new();
+            while announced.len() < 2 && reader.read_line(&mut line).unwrap_or(0) > 0 {
+                if let Some(data) = line.trim().strip_prefix("data: ")
+                    && let Ok(e) = serde_json::from_str::<Value>(data)
+                    && e["state"] == "pending"
+                {
+                    announced.push(e["id"].as_str().unwrap().to_string());
+                }
+                line.clear();
+            }
+            announced
+        })
+    };
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/approvals_client.py");
     let client = std::process::Command::new(python)
         .arg(script)
@@ -648,6 +678,11 @@ fn an_mcp_client_s_calls_wait_until_the_cli_approves_both() {
         assert_eq!(e["tool"], "bash");
     }
     let ids: Vec<&str> = list.iter().map(|e| e["id"].as_str().unwrap()).collect();
+    let mut announced = events.join().unwrap();
+    announced.sort();
+    let mut listed: Vec<String> = ids.iter().map(|s| s.to_string()).collect();
+    listed.sort();
+    assert_eq!(announced, listed, "the event stream announced both entries");
     let out = server.approvals(&["approve", ids[0], ids[1]]);
     assert!(
         out.status.success(),
