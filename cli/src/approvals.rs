@@ -52,19 +52,23 @@ enum ApprovalsCommand {
     },
     /// Approve pending calls: each runs at once.
     Approve {
+        /// The entries (as `list` shows them).
         #[arg(required = true, value_name = "ID")]
         ids: Vec<String>,
     },
     /// Deny pending calls; the message reaches the model.
     Deny {
+        /// The entries (as `list` shows them).
         #[arg(required = true, value_name = "ID")]
         ids: Vec<String>,
+        /// What the model is told.
         #[arg(long, value_name = "TEXT")]
         message: Option<String>,
     },
     /// Approve pending calls (if IDs are given) and every later call that
     /// matches, for a time and/or a number of calls.
     Grant {
+        /// Pending entries to approve now (none: only the grant is made).
         #[arg(value_name = "ID")]
         ids: Vec<String>,
         /// The tool (default: the first ID's tool).
@@ -76,6 +80,7 @@ enum ApprovalsCommand {
         /// A glob over that argument (`cargo test*`).
         #[arg(long, requires = "argument")]
         pattern: Option<String>,
+        /// The agent scope the calls must come from.
         #[arg(long)]
         scope: Option<String>,
         /// A client's name (`clientInfo`) or session.
@@ -90,11 +95,13 @@ enum ApprovalsCommand {
     },
     /// The active grants.
     Grants {
+        /// Print the grants as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Revoke grants.
     Revoke {
+        /// The grants' ids (`g-…`, as `grants` shows them).
         #[arg(required = true, value_name = "GRANT")]
         ids: Vec<String>,
     },
