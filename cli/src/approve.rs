@@ -10,10 +10,12 @@ use toolgate::pipeline::approval::{AllowAll, DenyAll};
 use toolgate::pipeline::{ApprovalAnswer, ApprovalRequest, Approver};
 
 /// The approver `--approve` (or the terminal) asks for. `None`: no approval
-/// service, so `ask` denies.
+/// service, so `ask` denies — or, for `queue`, the host's own approval
+/// queue (`ToolgateBuilder::approval_queue`).
 pub fn approver(mode: Option<ApproveMode>) -> Option<Arc<dyn Approver>> {
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     match mode {
+        Some(ApproveMode::Queue) => None,
         Some(ApproveMode::Allow) => Some(Arc::new(AllowAll)),
         Some(ApproveMode::Deny) => Some(Arc::new(DenyAll)),
         Some(ApproveMode::Prompt) => Some(Arc::new(TerminalApprover)),

@@ -6,6 +6,7 @@
 //! batch, a plugin that does not load in `check`); 2 for usage errors
 //! (clap's own code).
 
+mod approvals;
 mod approve;
 mod audit;
 mod check;
@@ -73,7 +74,10 @@ pub struct GlobalArgs {
     /// Who answers a hook's `ask`: prompt on the terminal (default when stdin
     /// is a terminal), or always allow/deny (default deny when not
     /// interactive). `serve`: allow or deny (default deny), for clients that
-    /// cannot answer an elicitation themselves.
+    /// cannot answer an elicitation themselves. `queue`: the host's durable
+    /// approval queue (as `[approval] mode = "queue"`; the client is never
+    /// asked), where calls wait, at most `[approval] timeout_ms`, for a
+    /// decision (see docs/operators.md#approval-queue-and-console).
     #[arg(long, value_enum, value_name = "MODE", global = true)]
     approve: Option<ApproveMode>,
 
@@ -97,6 +101,7 @@ pub enum ApproveMode {
     Prompt,
     Allow,
     Deny,
+    Queue,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -143,6 +148,9 @@ enum Command {
     /// Publish a component to an OCI registry (the Wasm OCI layout `wkg`
     /// uses); prints the digest to pin.
     Push(oci::PushArgs),
+    /// The approval queue of a running `serve --http --approve queue`:
+    /// list, approve, deny, grant, revoke (--server URL --token-file FILE).
+    Approvals(approvals::ApprovalsArgs),
 }
 
 /// Entry point of the binary.
@@ -186,6 +194,10 @@ pub fn main() -> ExitCode {
             Command::Replay(a) => replay::run(&cli.global, a).await,
             Command::Pull(a) => oci::pull(&cli.global, a).await,
             Command::Push(a) => oci::push(&cli.global, a).await,
+            Command::Approvals(a) => tokio::task::spawn_blocking(move || approvals::run(a))
+                .await
+                .map_err(anyhow::Error::from)
+                .and_then(|r| r),
         }
     });
     // Not `drop(runtime)`, which waits for every blocking thread forever.
@@ -205,6 +217,7 @@ pub fn main() -> ExitCode {
 const IGNORED_OPTIONS: &[(&str, &[&str])] = &[
     ("new", HOST_OPTIONS),
     ("audit", HOST_OPTIONS),
+    ("approvals", HOST_OPTIONS),
     ("sandbox", HOST_OPTIONS),
     // `check` loads the one component it is given, never the built-ins.
     ("check", &["no_default_plugins"]),
@@ -333,6 +346,9 @@ impl GlobalArgs {
         }
         if let Some(approver) = approve::approver(self.approve) {
             b = b.approver(approver);
+        }
+        if self.approve == Some(ApproveMode::Queue) {
+            b = b.approval_queue(true);
         }
         if self.code_mode {
             b = b.code_mode(true);

@@ -12,6 +12,7 @@ use rmcp::service::serve_server_with_ct;
 use tokio_util::sync::CancellationToken;
 
 use super::{ApproveMode, GlobalArgs};
+use toolgate::mcp::console::Console;
 use toolgate::mcp::http::{self, HttpOptions};
 use toolgate::mcp::stdio::StdioTransport;
 use toolgate::mcp::{Limits, ToolgateServer};
@@ -38,6 +39,14 @@ pub struct ServeArgs {
     /// tools as you. Loopback only; warned at every start.
     #[arg(long, requires = "http", conflicts_with = "token_file")]
     no_auth: bool,
+
+    /// Serve the approval console (`/console`, with --approve queue) on a
+    /// non-loopback --http address although `serve` speaks plain HTTP:
+    /// its token and session cookie then cross the network in clear text.
+    /// Without it, such a bind serves no console (put a TLS proxy on
+    /// loopback in front instead).
+    #[arg(long, requires = "http")]
+    console_insecure: bool,
 
     /// Never ask the client to approve (MCP elicitation): every `ask` is
     /// answered by --approve. Use it when the client is not trusted to
@@ -161,7 +170,9 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
     // elicitations, else to --approve allow|deny (default deny).
     let fallback: Arc<dyn Approver> = match global.approve {
         Some(ApproveMode::Allow) => Arc::new(AllowAll),
-        Some(ApproveMode::Deny) | None => Arc::new(DenyAll),
+        // `queue`: the host's queue answers every `ask` (this one is
+        // never asked).
+        Some(ApproveMode::Deny | ApproveMode::Queue) | None => Arc::new(DenyAll),
         Some(ApproveMode::Prompt) => bail!(
             "--approve prompt cannot be used with `serve`: stdin carries the protocol; \
              use --approve allow|deny (a client that supports elicitation is asked itself)"
@@ -205,6 +216,38 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
         builder = builder.workdir(dir);
     }
     let host = builder.build().await?;
+    let queued = host.approvals().is_some();
+    let console = match (host.approvals(), args.http) {
+        (Some(queue), Some(addr)) => {
+            if !addr.ip().is_loopback() && !args.console_insecure {
+                eprintln!(
+                    "toolgate: no approval console on {addr}: `serve` speaks plain HTTP, and the \
+                     console's token would cross the network in clear text (serve on loopback \
+                     behind a TLS proxy, or pass --console-insecure)"
+                );
+                None
+            } else {
+                let path = match host.config().await.console.token_file.clone() {
+                    Some(p) => p,
+                    None => http::default_token_path()?.with_file_name("console-token"),
+                };
+                let (token, made) = http::load_or_create_token(&path).with_context(|| {
+                    format!(
+                        "the console's token file ([console] token_file) {}",
+                        path.display()
+                    )
+                })?;
+                Some((Console::new(queue.clone(), &token), path, made))
+            }
+        }
+        _ => None,
+    };
+    if let Some(queue) = host.approvals() {
+        eprintln!(
+            "toolgate: approvals wait in the queue (at most {} ms each)",
+            queue.timeout().as_millis()
+        );
+    }
     // Clients list tools right after connecting: give the MCP servers
     // their first attempt (each bounded by its connect timeout).
     host.wait_for_mcp(host.mcp_connect_timeout()).await;
@@ -232,7 +275,9 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
     let arrivals = Arc::new(Arrivals::new(host.clone(), limits.max_queued_calls));
     let server = ToolgateServer::new(host, arrivals)
         .with_scope(&args.scope)
-        .with_elicitation(!args.no_elicitation);
+        // The queue keeps approval in the gateway: the client, which may
+        // not be trusted to ask a person, is never asked itself.
+        .with_elicitation(!args.no_elicitation && !queued);
     if args.no_elicitation {
         tracing::info!("--no-elicitation: every `ask` is answered by --approve, never the client");
     }
@@ -249,7 +294,7 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
             std::process::exit(1);
         });
     }
-    let served = serve_until_stopped(args, server, limits, shutdown, token).await;
+    let served = serve_until_stopped(args, server, limits, shutdown, token, console).await;
     if let Some(audit) = audit
         && let Err(e) = audit.close()
     {
@@ -264,6 +309,7 @@ async fn serve_until_stopped(
     limits: Limits,
     shutdown: CancellationToken,
     token: Option<(String, PathBuf, bool)>,
+    console: Option<(Arc<Console>, PathBuf, bool)>,
 ) -> anyhow::Result<ExitCode> {
     match args.http {
         None => serve_stdio(server, limits, shutdown).await,
@@ -272,12 +318,20 @@ async fn serve_until_stopped(
                 token: token.as_ref().map(|(t, _, _)| t.clone()),
                 allow_hosts: args.allow_host,
                 allow_origins: args.allow_origin,
+                console: console.as_ref().map(|(c, _, _)| c.clone()),
             };
             let listener = http::bind(addr, options).await?;
             let bound = listener.local_addr()?;
             // The lines an operator (or a test) needs: where to connect, and
             // where the token is (never the token: stderr may be a log).
             eprintln!("toolgate: serving MCP at http://{bound}{}", http::PATH);
+            if let Some((_, path, made)) = &console {
+                eprintln!(
+                    "toolgate: approval console API at http://{bound}/console/api/ (its token is in {}{})",
+                    path.display(),
+                    if *made { ", made now" } else { "" }
+                );
+            }
             match &token {
                 Some((_, path, made)) => eprintln!(
                     "toolgate: clients send `Authorization: Bearer <token>`; the token is in {}{}",

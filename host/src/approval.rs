@@ -5,6 +5,16 @@
 //! approval stage (`pipeline::approval`) calls it; a turn may bring its own
 //! (`TurnOptions::approver`). Kept below the pipeline so that the turn's
 //! options can name it without a cycle.
+//!
+//! The approval queue (`--approve queue`) is one such service, owned by
+//! the host: [`queue`] (the waiting, grants, expiry), [`store`] (what it
+//! keeps, behind a trait), [`sqlite`] (the embedded store), [`grant`]
+//! (what a grant matches).
+
+pub mod grant;
+pub mod queue;
+pub mod sqlite;
+pub mod store;
 
 use std::sync::Arc;
 
@@ -23,12 +33,22 @@ pub struct ApprovalRequest {
     /// The tool's card for the call (`present-call`: e.g. the diff an edit
     /// would make), if it has one.
     pub card: Option<CallCard>,
+    /// Who sent the call, when the turn says (a served MCP client).
+    pub client: Option<Arc<crate::turn::Client>>,
 }
 
 /// What the approver answered.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ApprovalAnswer {
     Approve,
+    /// Approved by someone the approver names (a person's identity, a
+    /// grant): the audit record's `decidedBy`.
+    ApprovedBy(String),
+    /// Denied by someone the approver names, with the reason the model sees.
+    DeniedBy {
+        by: String,
+        reason: String,
+    },
     /// A person said no (with their reason, if any).
     Deny(String),
     /// Nobody could be asked (not interactive, no agent, channel closed).
@@ -39,6 +59,8 @@ impl std::fmt::Display for ApprovalAnswer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ApprovalAnswer::Approve => f.write_str("approve"),
+            ApprovalAnswer::ApprovedBy(by) => write!(f, "approve (by {by})"),
+            ApprovalAnswer::DeniedBy { by, reason } => write!(f, "deny by {by} ({reason})"),
             ApprovalAnswer::Deny(r) => write!(f, "deny ({r})"),
             ApprovalAnswer::Unavailable(r) => write!(f, "unavailable ({r})"),
         }
@@ -81,7 +103,7 @@ impl Approver for DenyAll {
 
 /// A card showing a call in a user interface (a tool's `present-call`),
 /// e.g. the unified diff of an edit, for the person asked to approve it.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CallCard {
     pub title: String,
     pub detail: Option<String>,

@@ -262,6 +262,44 @@ pub const EGRESS_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 /// Time to resolve a name, and then to connect to an address. 10 s each.
 pub const EGRESS_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// `[approval] timeout_ms`: how long a call waits in the approval queue
+/// for a decision before it is denied (saying so). Threat: an entry nobody
+/// looks at holds its call, its client and a scheduler slot forever.
+/// Default 600000 ms (10 minutes).
+pub const APPROVAL_TIMEOUT_MS: u64 = 600_000;
+/// Entries pending at once in the approval queue; beyond, an `ask` is
+/// denied ("the approval queue is full"). Threat: a model (or many
+/// clients) flooding the queue and the store. 10000; not configurable.
+pub const APPROVAL_MAX_PENDING: usize = 10_000;
+/// Decided (and withdrawn, expired) entries the queue keeps as history;
+/// older ones are deleted. 1000; not configurable.
+pub const APPROVAL_KEEP_DECIDED: usize = 1000;
+/// Grants active at once (and revoked ones kept as history). 1000; not
+/// configurable.
+pub const APPROVAL_MAX_GRANTS: usize = 1000;
+/// The longest a grant may last. 24 hours (86400000 ms); not configurable.
+pub const APPROVAL_MAX_GRANT_MS: u64 = 24 * 60 * 60 * 1000;
+/// Bytes of a grant's tool, argument name, pattern, scope or client.
+/// 1024; not configurable.
+pub const APPROVAL_MAX_PATTERN_BYTES: usize = 1024;
+/// Bytes of a denial's message (and of a hook's question) kept in an
+/// entry; longer ones are cut. 4096; not configurable.
+pub const APPROVAL_MAX_MESSAGE_BYTES: usize = 4096;
+/// Bytes of a call's arguments (compact JSON) an entry shows; larger ones
+/// are replaced by a note of their size. 65536; not configurable.
+pub const APPROVAL_MAX_ARGUMENT_BYTES: usize = 64 << 10;
+
+/// Bytes of one request body to the approval console's API. 64 KiB; not
+/// configurable.
+pub const CONSOLE_MAX_BODY_BYTES: usize = 64 << 10;
+/// Entries (or grants) one console decision names. 1000; not configurable.
+pub const CONSOLE_MAX_BATCH: usize = 1000;
+/// Console logins alive at once; a new one ends the oldest. 64; not
+/// configurable.
+pub const CONSOLE_MAX_SESSIONS: usize = 64;
+/// How long a console login lasts. 12 hours; not configurable.
+pub const CONSOLE_SESSION_TTL: Duration = Duration::from_secs(12 * 60 * 60);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -177,6 +177,12 @@ pub struct HostConfig {
     /// `[egress]`: the rules every egress grant shares.
     #[serde(default)]
     pub egress: EgressConfig,
+    /// The approval queue (see [`crate::approval::queue`]).
+    #[serde(default)]
+    pub approval: ApprovalConfig,
+    /// The approval console on `serve --http` (see [`crate::mcp::console`]).
+    #[serde(default)]
+    pub console: ConsoleConfig,
     /// The file this came from (for messages).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -689,6 +695,22 @@ fn schema() -> serde_json::Value {
             "egress": {
                 "type": "object",
                 "properties": {"deny": strings(), "allow_private": strings()},
+                "additionalProperties": false
+            },
+            "console": {
+                "type": "object",
+                "properties": {
+                    "token_file": {"type": "string"}
+                },
+                "additionalProperties": false
+            },
+            "approval": {
+                "type": "object",
+                "properties": {
+                    "mode": {"enum": ["queue"]},
+                    "timeout_ms": {"type": "integer"},
+                    "store": {"type": "string"}
+                },
                 "additionalProperties": false
             },
             "audit": {
@@ -1232,6 +1254,36 @@ pub enum ArgumentsMode {
     Full,
     /// Only their SHA-256 (the record says the call is not replayable).
     Digest,
+}
+
+/// `[approval]` in the configuration: who answers a hook's `ask`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalConfig {
+    /// `"queue"`: the host's approval queue answers (as `--approve queue`).
+    pub mode: Option<ApprovalMode>,
+    /// How long a queued call waits for a decision, in milliseconds.
+    pub timeout_ms: Option<u64>,
+    /// The queue's SQLite file (default: `approvals.sqlite` in the state
+    /// directory).
+    pub store: Option<PathBuf>,
+}
+
+/// `[console]` in the configuration.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsoleConfig {
+    /// The file holding the console's token (default: `console-token` in
+    /// the state directory); made, owner-only, when absent.
+    pub token_file: Option<PathBuf>,
+}
+
+/// `[approval] mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApprovalMode {
+    /// The durable approval queue.
+    Queue,
 }
 
 /// `[audit]` in the configuration (resolved by [`crate::audit`]).

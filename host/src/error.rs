@@ -26,6 +26,9 @@ pub enum HostError {
     /// boxed so that this module names nothing of the audit).
     #[error(transparent)]
     Audit(Box<dyn std::error::Error + Send + Sync + 'static>),
+    /// The approval queue's store could not be opened.
+    #[error("{0} (`[approval] store`; or run without --approve queue)")]
+    Approvals(#[from] crate::approval::store::StoreError),
     #[error("the configuration is not obeyed: {0}")]
     Authority(#[from] crate::state::AuthorityError),
     #[error("tool `{tool}`: {message}")]

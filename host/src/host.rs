@@ -64,6 +64,7 @@ pub struct ToolgateBuilder {
     background: bool,
     audit_by_default: bool,
     without_audit: bool,
+    approval_queue: bool,
 }
 
 impl Default for ToolgateBuilder {
@@ -87,6 +88,7 @@ impl Default for ToolgateBuilder {
             background: false,
             audit_by_default: false,
             without_audit: false,
+            approval_queue: false,
         }
     }
 }
@@ -163,6 +165,14 @@ impl ToolgateBuilder {
     /// the MCP servers' `bearer_token_file`s are secret without this.
     pub fn secret_path(mut self, path: impl Into<PathBuf>, what: impl Into<String>) -> Self {
         self.secrets.push((path.into(), what.into()));
+        self
+    }
+
+    /// The host's approval queue answers `ask` (`--approve queue`; also
+    /// `[approval] mode = "queue"`), instead of [`approver`](Self::approver).
+    /// See [`crate::approval::queue`].
+    pub fn approval_queue(mut self, yes: bool) -> Self {
+        self.approval_queue = yes;
         self
     }
 
@@ -338,6 +348,38 @@ impl ToolgateBuilder {
         self
     }
 
+    /// The approval queue over its store: `[approval] store`, else
+    /// `approvals.sqlite` in the state directory.
+    async fn open_approvals(
+        &self,
+    ) -> Result<Arc<crate::approval::queue::ApprovalQueue>, HostError> {
+        use crate::approval::store::StoreError;
+        let path = match (&self.config.approval.store, &self.runtime.state_dir) {
+            (Some(p), _) => p.clone(),
+            (None, Some(dir)) => crate::state::StateDir::open(dir)?
+                .path()
+                .join(crate::approval::sqlite::DEFAULT_FILE),
+            (None, None) => {
+                return Err(StoreError::Open {
+                    path: crate::approval::sqlite::DEFAULT_FILE.into(),
+                    message: "there is no state directory to keep it in; set `[approval] store` \
+                              or TOOLGATE_STATE_DIR"
+                        .into(),
+                }
+                .into());
+            }
+        };
+        let store = crate::approval::sqlite::SqliteStore::open(&path)?;
+        let timeout = Duration::from_millis(
+            self.config
+                .approval
+                .timeout_ms
+                .unwrap_or(crate::budgets::APPROVAL_TIMEOUT_MS)
+                .max(1),
+        );
+        Ok(crate::approval::queue::ApprovalQueue::open(Arc::new(store), timeout).await?)
+    }
+
     /// Create the engine and load every plugin. Plugins that fail to load
     /// are reported in [`Toolgate::problems`]; only host-level failures
     /// (engine, unreadable plugin directory, configuration) are errors here.
@@ -374,6 +416,17 @@ impl ToolgateBuilder {
             Some(settings) if !self.without_audit => Some(crate::audit::Audit::open(settings)?),
             _ => None,
         };
+        let approvals = if self.approval_queue
+            || self.config.approval.mode == Some(crate::config::ApprovalMode::Queue)
+        {
+            Some(self.open_approvals().await?)
+        } else {
+            None
+        };
+        let approver = match &approvals {
+            Some(q) => Some(Arc::new(q.clone()) as Arc<dyn Approver>),
+            None => self.approver,
+        };
         let mut runtime_options = self.runtime;
         runtime_options.guest_memory_bytes = budgets.guest_memory_bytes;
         let runtime = Runtime::new(runtime_options)?;
@@ -402,7 +455,7 @@ impl ToolgateBuilder {
         let settings = PipelineSettings {
             budgets,
             limits,
-            approver: self.approver,
+            approver,
             code_mode: self.config.code_mode,
         };
         // Code Mode: `run_code`, whose calls come back to this host once it
@@ -487,6 +540,7 @@ impl ToolgateBuilder {
             watcher: Mutex::new(None),
             watch_options: self.watch_options,
             audit,
+            approvals,
         });
         let _ = nested_slot.set(Arc::new(WeakHost(Arc::downgrade(&inner))));
         let host = Toolgate { inner };
@@ -538,6 +592,7 @@ struct Inner {
     watcher: Mutex<Option<Watcher>>,
     watch_options: WatchOptions,
     audit: Option<crate::audit::Audit>,
+    approvals: Option<Arc<crate::approval::queue::ApprovalQueue>>,
 }
 
 /// Record the plugins (and the configuration's digest) of the first
@@ -987,6 +1042,11 @@ impl Toolgate {
     /// The audit record, when one is kept.
     pub fn audit(&self) -> Option<&crate::audit::Audit> {
         self.inner.audit.as_ref()
+    }
+
+    /// The approval queue, when it answers `ask` (`--approve queue`).
+    pub fn approvals(&self) -> Option<&Arc<crate::approval::queue::ApprovalQueue>> {
+        self.inner.approvals.as_ref()
     }
 
     /// Background jobs running now, all plugins and scopes.

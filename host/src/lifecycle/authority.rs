@@ -89,6 +89,18 @@ impl Lifecycle {
                 a.add_secret(path, what);
             }
         }
+        // The console's token: whoever reads it can approve calls.
+        if let Some(path) = &config.console.token_file {
+            a.add_secret(path, "the approval console's token");
+        }
+        // The approval queue's store, wherever configured: whoever writes
+        // it approves calls. (Its default place is the state directory.)
+        if let Some(path) = &config.approval.store {
+            a.add_secret(path, "the approval queue's store");
+            for p in crate::approval::sqlite::companion_files(path) {
+                a.add_secret(p, "the approval queue's store");
+            }
+        }
         a.set_journal(self.runtime.state.as_ref().map(|s| s.journal()));
         if let Ok(exe) = std::env::current_exe() {
             a.add(exe, "the host's executable");

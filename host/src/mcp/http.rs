@@ -103,6 +103,8 @@ pub struct HttpOptions {
     pub allow_hosts: Vec<String>,
     /// `Origin` values accepted (`--allow-origin`); none by default.
     pub allow_origins: Vec<String>,
+    /// The approval console's API under `/console` (`--approve queue`).
+    pub console: Option<Arc<super::console::Console>>,
 }
 
 impl std::fmt::Debug for HttpOptions {
@@ -112,6 +114,7 @@ impl std::fmt::Debug for HttpOptions {
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("allow_hosts", &self.allow_hosts)
             .field("allow_origins", &self.allow_origins)
+            .field("console", &self.console.is_some())
             .finish()
     }
 }
@@ -365,6 +368,11 @@ impl Listener {
             hosts.push(addr.ip().to_string());
         }
         hosts.extend(self.options.allow_hosts.iter().cloned());
+        let console = self.options.console.clone().map(|c| ConsoleRoute {
+            console: c,
+            hosts: hosts.clone().into(),
+            origins: self.options.allow_origins.clone().into(),
+        });
         let config = StreamableHttpServerConfig::default()
             .with_allowed_hosts(hosts)
             .with_allowed_origins(
@@ -439,6 +447,7 @@ impl Listener {
                 known: sessions.clone(),
                 client,
                 limits,
+                console: console.clone(),
             };
             let shutdown = shutdown.clone();
             tokio::spawn(async move {
@@ -511,10 +520,77 @@ struct Route {
     known: Sessions,
     client: Client,
     limits: Limits,
+    console: Option<ConsoleRoute>,
+}
+
+/// The console's API on this listener, and what it accepts.
+#[derive(Clone)]
+struct ConsoleRoute {
+    console: Arc<super::console::Console>,
+    hosts: Arc<[String]>,
+    origins: Arc<[String]>,
+}
+
+impl ConsoleRoute {
+    /// The `Host` names this server (as for `/mcp`).
+    fn host_ok(&self, parts: &http::request::Parts) -> bool {
+        let Some(host) = parts
+            .headers
+            .get(http::header::HOST)
+            .and_then(|v| v.to_str().ok())
+        else {
+            return false;
+        };
+        let name = match host.strip_prefix('[') {
+            Some(rest) => rest.split(']').next().unwrap_or(""),
+            None => host.rsplit_once(':').map(|(h, _)| h).unwrap_or(host),
+        };
+        self.hosts.iter().any(|h| h.eq_ignore_ascii_case(name))
+    }
+
+    /// No `Origin`, this server's own (same scheme-less host and port as
+    /// the `Host`), or one allowed with `--allow-origin`.
+    fn origin_ok(&self, parts: &http::request::Parts) -> bool {
+        let Some(origin) = parts.headers.get(http::header::ORIGIN) else {
+            return true;
+        };
+        let Ok(origin) = origin.to_str() else {
+            return false;
+        };
+        let host = parts
+            .headers
+            .get(http::header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        origin == format!("http://{host}")
+            || origin == format!("https://{host}")
+            || self.origins.iter().any(|o| o == origin)
+    }
 }
 
 impl Route {
     async fn handle(&self, request: Request<Incoming>) -> Response<Body> {
+        let path = request.uri().path();
+        if path == super::console::PREFIX || path.starts_with("/console/") {
+            let Some(console) = &self.console else {
+                return plain(
+                    StatusCode::NOT_FOUND,
+                    "not found: the approval console is served with --approve queue\n",
+                );
+            };
+            let (parts, body) = request.into_parts();
+            let host_ok = console.host_ok(&parts);
+            let origin_ok = console.origin_ok(&parts);
+            return console
+                .console
+                .handle(
+                    Request::from_parts(parts, body),
+                    host_ok,
+                    origin_ok,
+                    self.limits.body_timeout,
+                )
+                .await;
+        }
         if request.uri().path() != PATH {
             return plain(
                 StatusCode::NOT_FOUND,

@@ -40,6 +40,7 @@
 //! default; `toolgate serve` exposes every one as a flag.
 
 pub mod approval;
+pub mod console;
 pub mod exact;
 pub mod http;
 pub mod passthrough;

@@ -10,14 +10,16 @@ pub use crate::approval::{AllowAll, ApprovalAnswer, ApprovalRequest, Approver, D
 use crate::call::CallInfo;
 use crate::outcome::{CallError, ErrorCode, Stage};
 
-/// Ask; `Err` is the denial.
+/// Ask; `Ok` names who approved (the approver, or whom it names: a
+/// person, a grant), `Err` is the denial.
 pub async fn run(
     approver: Option<&Arc<dyn Approver>>,
     call: &Arc<CallInfo>,
     prompt: String,
     asked_by: &str,
     card: Option<crate::tool::CallCard>,
-) -> Result<(), CallError> {
+    client: Option<Arc<crate::turn::Client>>,
+) -> Result<String, CallError> {
     let started = Instant::now();
     let Some(approver) = approver else {
         tracing::info!(
@@ -38,6 +40,7 @@ pub async fn run(
         prompt,
         asked_by: asked_by.to_string(),
         card,
+        client,
     };
     let answer = approver.approve(&request).await;
     tracing::info!(
@@ -49,7 +52,14 @@ pub async fn run(
         "approval answered"
     );
     match answer {
-        ApprovalAnswer::Approve => Ok(()),
+        ApprovalAnswer::Approve => Ok(approver.name().to_string()),
+        ApprovalAnswer::ApprovedBy(by) => Ok(by),
+        ApprovalAnswer::DeniedBy { by, reason } => Err(CallError::new(
+            ErrorCode::Denied,
+            Stage::Approval,
+            format!("approval for `{}` was refused: {reason}", call.tool_name),
+        )
+        .decided_by(by)),
         ApprovalAnswer::Deny(reason) => Err(CallError::new(
             ErrorCode::Denied,
             Stage::Approval,

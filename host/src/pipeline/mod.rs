@@ -371,15 +371,18 @@ async fn policy_stages(
             } else {
                 None
             };
-            let answered = approval::run(approver, info, prompt, &decided.by, card).await;
+            let answered = approval::run(
+                approver,
+                info,
+                prompt,
+                &decided.by,
+                card,
+                turn.client.clone(),
+            )
+            .await;
             let stage = Stage::Approval;
             match &answered {
-                Ok(()) => decisions.push(Decision::new(
-                    stage,
-                    approver.map(|a| a.name()).unwrap_or("approval"),
-                    None,
-                    "approve",
-                )),
+                Ok(by) => decisions.push(Decision::new(stage, by, None, "approve")),
                 Err(e) => decisions.push(
                     Decision::new(
                         stage,
@@ -390,7 +393,7 @@ async fn policy_stages(
                     .because(&e.message),
                 ),
             }
-            answered.map_err(Outcome::failure)?;
+            answered.map(drop).map_err(Outcome::failure)?;
         }
     }
     let checked = guard::run(&policies.guards, info, settings.policy_timeout()).await;

@@ -1,0 +1,349 @@
+//! `toolgate approvals`: the approval queue of a running `toolgate serve
+//! --http --approve queue`, from a terminal or a script, through the
+//! console's API (`/console/api/…`, bearer token; see
+//! `toolgate::mcp::console`).
+//!
+//! Plain HTTP/1.1 over TCP (the console is served on loopback, or behind a
+//! TLS proxy): one request per connection, bounded answer.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+
+/// Largest answer read from the server.
+const MAX_ANSWER_BYTES: u64 = 64 << 20;
+/// How long one request may take.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Args, Debug)]
+pub struct ApprovalsArgs {
+    #[command(subcommand)]
+    command: ApprovalsCommand,
+
+    /// The server: `http://127.0.0.1:8765` (as `serve --http` printed it).
+    #[arg(long, value_name = "URL", global = true)]
+    server: Option<String>,
+
+    /// The file holding the console's token (`[console] token_file`;
+    /// default: console-token in the state directory).
+    #[arg(long, value_name = "FILE", global = true)]
+    token_file: Option<PathBuf>,
+
+    /// The name your decisions are recorded under (`api:NAME` in the
+    /// entry and the audit record). Default: $USER.
+    #[arg(long = "as", value_name = "NAME", global = true)]
+    identity: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+enum ApprovalsCommand {
+    /// The pending approvals, oldest first.
+    List {
+        /// Print `[{"id", "tool", "arguments", "scope", "reason", "since"}]`
+        /// (`since`: unix milliseconds).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve pending calls: each runs at once.
+    Approve {
+        /// The entries (as `list` shows them).
+        #[arg(required = true, value_name = "ID")]
+        ids: Vec<String>,
+    },
+    /// Deny pending calls; the message reaches the model.
+    Deny {
+        /// The entries (as `list` shows them).
+        #[arg(required = true, value_name = "ID")]
+        ids: Vec<String>,
+        /// What the model is told.
+        #[arg(long, value_name = "TEXT")]
+        message: Option<String>,
+    },
+    /// Approve pending calls (if IDs are given) and every later call that
+    /// matches, for a time and/or a number of calls.
+    Grant {
+        /// Pending entries to approve now (none: only the grant is made).
+        #[arg(value_name = "ID")]
+        ids: Vec<String>,
+        /// The tool (default: the first ID's tool).
+        #[arg(long)]
+        tool: Option<String>,
+        /// The top-level argument the pattern matches (`command` for bash).
+        #[arg(long, requires = "pattern")]
+        argument: Option<String>,
+        /// A glob over that argument (`cargo test*`).
+        #[arg(long, requires = "argument")]
+        pattern: Option<String>,
+        /// The agent scope the calls must come from.
+        #[arg(long)]
+        scope: Option<String>,
+        /// A client's name (`clientInfo`) or session.
+        #[arg(long)]
+        client: Option<String>,
+        /// How long, in minutes.
+        #[arg(long, value_name = "MINUTES")]
+        minutes: Option<u64>,
+        /// How many calls.
+        #[arg(long)]
+        count: Option<u64>,
+    },
+    /// The active grants.
+    Grants {
+        /// Print the grants as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke grants.
+    Revoke {
+        /// The grants' ids (`g-…`, as `grants` shows them).
+        #[arg(required = true, value_name = "GRANT")]
+        ids: Vec<String>,
+    },
+}
+
+/// Where to connect, and the token.
+struct Server {
+    addr: String,
+    host: String,
+    token: String,
+    identity: String,
+}
+
+impl Server {
+    fn new(args: &ApprovalsArgs) -> anyhow::Result<Server> {
+        let Some(url) = &args.server else {
+            bail!(
+                "--server URL is required (e.g. --server http://127.0.0.1:8765, as `serve --http` printed it)"
+            );
+        };
+        let Some(rest) = url.strip_prefix("http://") else {
+            bail!(
+                "--server {url}: only http:// is spoken (the console is served on loopback; reach a remote one through a tunnel)"
+            );
+        };
+        let host = rest.split('/').next().unwrap_or("").to_string();
+        if host.is_empty() {
+            bail!("--server {url}: no host");
+        }
+        let addr = if host.contains(':') && !host.ends_with(']') {
+            host.clone()
+        } else {
+            format!("{host}:80")
+        };
+        let path = match &args.token_file {
+            Some(p) => p.clone(),
+            None => toolgate::mcp::http::default_token_path()?.with_file_name("console-token"),
+        };
+        let token = std::fs::read_to_string(&path)
+            .with_context(|| {
+                format!(
+                    "--token-file {}: cannot read the console's token",
+                    path.display()
+                )
+            })?
+            .trim()
+            .to_string();
+        let identity = args
+            .identity
+            .clone()
+            .or_else(|| std::env::var("USER").ok())
+            .unwrap_or_else(|| "cli".into());
+        Ok(Server {
+            addr,
+            host,
+            token,
+            identity,
+        })
+    }
+
+    /// One request; the answer's JSON (an error status is an error).
+    fn request(&self, method: &str, path: &str, body: Option<&Value>) -> anyhow::Result<Value> {
+        let body = body.map(|b| b.to_string()).unwrap_or_default();
+        let mut stream = TcpStream::connect(&self.addr)
+            .with_context(|| format!("cannot connect to {}", self.addr))?;
+        stream.set_read_timeout(Some(TIMEOUT))?;
+        stream.set_write_timeout(Some(TIMEOUT))?;
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nX-Toolgate-Identity: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            self.host,
+            self.token,
+            self.identity,
+            body.len()
+        );
+        stream.write_all(head.as_bytes())?;
+        stream.write_all(body.as_bytes())?;
+        let mut answer = Vec::new();
+        stream.take(MAX_ANSWER_BYTES).read_to_end(&mut answer)?;
+        let text = String::from_utf8_lossy(&answer);
+        let (head, body) = text
+            .split_once("\r\n\r\n")
+            .context("the server's answer is not HTTP")?;
+        let status: u16 = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .context("the server's answer has no status")?;
+        let chunked = head.lines().any(|l| {
+            l.to_ascii_lowercase()
+                .starts_with("transfer-encoding: chunked")
+        });
+        let body = if chunked {
+            dechunk(body)
+        } else {
+            body.to_string()
+        };
+        let value: Value = serde_json::from_str(&body)
+            .with_context(|| format!("the server answered {status} with no JSON: {body}"))?;
+        if status != 200 {
+            let why = value["error"].as_str().unwrap_or("(no reason given)");
+            bail!("the server refused ({status}): {why}");
+        }
+        Ok(value)
+    }
+}
+
+/// The body of a chunked answer.
+fn dechunk(mut text: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = text.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        text = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// Prints each result of a decision; fails if one failed.
+fn report(answer: &Value) -> anyhow::Result<ExitCode> {
+    let mut failed = false;
+    for r in answer["results"].as_array().into_iter().flatten() {
+        if r["ok"] == true {
+            println!(
+                "{}: {}",
+                r["id"].as_str().unwrap_or("?"),
+                r["state"].as_str().unwrap_or("done")
+            );
+        } else {
+            failed = true;
+            eprintln!(
+                "toolgate: {}: {}",
+                r["id"].as_str().unwrap_or("?"),
+                r["error"].as_str().unwrap_or("failed")
+            );
+        }
+    }
+    if let Some(g) = answer["grant"].as_str() {
+        println!("grant {g}");
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+pub fn run(args: ApprovalsArgs) -> anyhow::Result<ExitCode> {
+    let server = Server::new(&args)?;
+    match args.command {
+        ApprovalsCommand::List { json } => {
+            let list = server.request("GET", "/console/api/pending", None)?;
+            let entries = list.as_array().cloned().unwrap_or_default();
+            if json {
+                let short: Vec<Value> = entries
+                    .iter()
+                    .map(|e| {
+                        json!({
+                            "id": e["id"], "tool": e["tool"], "arguments": e["arguments"],
+                            "scope": e["scope"], "reason": e["reason"], "since": e["since"],
+                        })
+                    })
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&short)?);
+            } else if entries.is_empty() {
+                println!("no pending approvals");
+            } else {
+                for e in &entries {
+                    println!(
+                        "{}  {}  {}\n    {}",
+                        e["id"].as_str().unwrap_or("?"),
+                        e["tool"].as_str().unwrap_or("?"),
+                        e["arguments"],
+                        e["reason"].as_str().unwrap_or("")
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ApprovalsCommand::Approve { ids } => report(&server.request(
+            "POST",
+            "/console/api/decide",
+            Some(&json!({"ids": ids, "verdict": "approve"})),
+        )?),
+        ApprovalsCommand::Deny { ids, message } => report(&server.request(
+            "POST",
+            "/console/api/decide",
+            Some(&json!({"ids": ids, "verdict": "deny", "message": message})),
+        )?),
+        ApprovalsCommand::Grant {
+            ids,
+            tool,
+            argument,
+            pattern,
+            scope,
+            client,
+            minutes,
+            count,
+        } => {
+            let spec = json!({
+                "tool": tool, "argument": argument, "pattern": pattern, "scope": scope,
+                "client": client, "durationMs": minutes.map(|m| m * 60_000), "count": count,
+            });
+            if ids.is_empty() {
+                let g = server.request("POST", "/console/api/grants", Some(&spec))?;
+                println!("grant {}", g["id"].as_str().unwrap_or("?"));
+                Ok(ExitCode::SUCCESS)
+            } else {
+                report(&server.request(
+                    "POST",
+                    "/console/api/decide",
+                    Some(&json!({"ids": ids, "verdict": "grant", "grant": spec})),
+                )?)
+            }
+        }
+        ApprovalsCommand::Grants { json } => {
+            let grants = server.request("GET", "/console/api/grants", None)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&grants)?);
+            } else {
+                for g in grants.as_array().into_iter().flatten() {
+                    println!(
+                        "{}  {}  {}={}  used {}  by {}",
+                        g["id"].as_str().unwrap_or("?"),
+                        g["tool"].as_str().unwrap_or("?"),
+                        g["argument"].as_str().unwrap_or("*"),
+                        g["pattern"].as_str().unwrap_or("*"),
+                        g["used"],
+                        g["createdBy"].as_str().unwrap_or("?"),
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ApprovalsCommand::Revoke { ids } => report(&server.request(
+            "POST",
+            "/console/api/grants/revoke",
+            Some(&json!({ "ids": ids })),
+        )?),
+    }
+}

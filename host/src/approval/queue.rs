@@ -1,0 +1,512 @@
+//! The approval queue (`--approve queue`, `[approval] mode = "queue"`): a
+//! hook's `ask` becomes a pending entry in a durable store owned by the
+//! host, and the call waits until someone decides — from the console, the
+//! API, `toolgate approvals`, or a grant made earlier.
+//!
+//! * A grant that matches the call (see [`super::grant`]) approves it at
+//!   once, with no entry; the grant's id and who made it are what the
+//!   audit record's `decisions` show as `decidedBy`.
+//! * Otherwise the entry is stored and the call waits, at most
+//!   `[approval] timeout_ms`; then it is denied, saying so, and the entry
+//!   is `expired`.
+//! * A call that goes away while it waits (cancelled, its client gone, the
+//!   host stopping) withdraws its entry.
+//! * Entries still pending when the host starts belonged to calls of a
+//!   previous run of the host: their clients' requests died with it, so
+//!   they are marked `expired` with a message saying so, and kept in the
+//!   history (a reconnecting client calls again, and is asked again).
+//!
+//! The waiting is in this process: a decision made through this queue
+//! wakes the call at once. The store is the durable record of what waits
+//! and what was decided.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::grant::{Asked, GrantError, GrantSpec};
+use super::store::{ApprovalStore, Decided, Entry, EntryState, Grant, Listing, StoreError};
+use super::{ApprovalAnswer, ApprovalRequest, Approver};
+use crate::budgets::{
+    APPROVAL_MAX_ARGUMENT_BYTES, APPROVAL_MAX_GRANTS, APPROVAL_MAX_MESSAGE_BYTES,
+    APPROVAL_MAX_PENDING,
+};
+
+/// The name the queue decides under when nobody did (timeouts, restarts).
+pub const QUEUE: &str = "approval-queue";
+
+/// A decision on one entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Approve,
+    /// With the message that reaches the model.
+    Deny(Option<String>),
+    /// Approve, and every later call that matches the spec.
+    Grant(GrantSpec),
+}
+
+/// Why a decision was not made.
+#[derive(Debug, thiserror::Error)]
+pub enum DecideError {
+    #[error("no pending approval `{0}` (decided already, withdrawn, expired, or unknown)")]
+    NotPending(String),
+    #[error(transparent)]
+    Grant(#[from] GrantError),
+    #[error("{APPROVAL_MAX_GRANTS} grants are active already; revoke some first")]
+    TooManyGrants,
+    #[error("no active grant `{0}`")]
+    NoGrant(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What the queue tells its watchers (the console's live list).
+#[derive(Clone, Debug)]
+pub enum Event {
+    /// A new pending entry.
+    Pending(Entry),
+    /// An entry's wait ended (decided, withdrawn, expired).
+    Ended(Entry),
+}
+
+/// Events a slow watcher may fall behind by before it is told to reload.
+const EVENTS: usize = 1024;
+
+/// The queue: a store, and the calls of this process waiting on it.
+pub struct ApprovalQueue {
+    store: Arc<dyn ApprovalStore>,
+    timeout: Duration,
+    waiting: Mutex<HashMap<String, oneshot::Sender<Entry>>>,
+    events: tokio::sync::broadcast::Sender<Event>,
+}
+
+/// Unix time in milliseconds.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// A fresh id: `prefix` and 12 random hex digits.
+fn new_id(prefix: &str) -> String {
+    let mut bytes = [0u8; 6];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .is_err()
+    {
+        // No randomness: time and a counter still make ids unique here.
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed) ^ now_ms();
+        bytes.copy_from_slice(&n.to_le_bytes()[..6]);
+    }
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{prefix}{hex}")
+}
+
+fn cut(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
+
+impl ApprovalQueue {
+    /// The queue over `store`; calls wait at most `timeout`. Entries left
+    /// pending by a previous run are expired now (see the module docs).
+    pub async fn open(
+        store: Arc<dyn ApprovalStore>,
+        timeout: Duration,
+    ) -> Result<Arc<ApprovalQueue>, StoreError> {
+        let leftover = store.list(Listing::Pending).await?;
+        for entry in leftover {
+            let decided = Decided {
+                by: QUEUE.into(),
+                at_ms: now_ms(),
+                message: Some(
+                    "the host restarted while this call waited for approval; the call ended with \
+                     the host, so this approval can no longer run it (the client must call again)"
+                        .into(),
+                ),
+                grant: None,
+            };
+            store
+                .decide(&entry.id, EntryState::Expired, &decided)
+                .await?;
+            tracing::info!(id = %entry.id, tool = %entry.tool, "a pending approval of a previous run expired");
+        }
+        Ok(Arc::new(ApprovalQueue {
+            store,
+            timeout,
+            waiting: Mutex::new(HashMap::new()),
+            events: tokio::sync::broadcast::channel(EVENTS).0,
+        }))
+    }
+
+    /// New pending entries and ended waits, from now on.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Event> {
+        self.events.subscribe()
+    }
+
+    /// How long a call waits.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Every pending entry, oldest first.
+    pub async fn pending(&self) -> Result<Vec<Entry>, StoreError> {
+        self.store.list(Listing::Pending).await
+    }
+
+    /// The last `n` ended entries, newest first.
+    pub async fn decided(&self, n: usize) -> Result<Vec<Entry>, StoreError> {
+        self.store.list(Listing::Decided(n)).await
+    }
+
+    /// One entry.
+    pub async fn get(&self, id: &str) -> Result<Option<Entry>, StoreError> {
+        self.store.get(id).await
+    }
+
+    /// Active grants (not revoked, not expired, not used up).
+    pub async fn grants(&self) -> Result<Vec<Grant>, StoreError> {
+        let now = now_ms();
+        Ok(self
+            .store
+            .grants()
+            .await?
+            .into_iter()
+            .filter(|g| g.active(now))
+            .collect())
+    }
+
+    /// Makes a grant without a pending call to approve.
+    pub async fn grant(&self, spec: &GrantSpec, by: &str) -> Result<Grant, DecideError> {
+        self.make_grant(spec, None, by).await
+    }
+
+    async fn make_grant(
+        &self,
+        spec: &GrantSpec,
+        default_tool: Option<&str>,
+        by: &str,
+    ) -> Result<Grant, DecideError> {
+        let now = now_ms();
+        let grant = spec.grant(new_id("g-"), default_tool, by, now)?;
+        // Grants that ended (time, count) are history: revoke them, so
+        // the count below is of live ones and the store stays small.
+        let mut live = 0;
+        for g in self.store.grants().await? {
+            if g.active(now) {
+                live += 1;
+            } else {
+                let ended = Decided {
+                    by: QUEUE.into(),
+                    at_ms: now,
+                    message: Some("ended (time or count)".into()),
+                    grant: None,
+                };
+                self.store.revoke_grant(&g.id, &ended).await?;
+            }
+        }
+        if live >= APPROVAL_MAX_GRANTS {
+            return Err(DecideError::TooManyGrants);
+        }
+        self.store.put_grant(&grant).await?;
+        tracing::info!(grant = %grant.describe(), "grant made");
+        Ok(grant)
+    }
+
+    /// Revokes a grant.
+    pub async fn revoke(&self, id: &str, by: &str) -> Result<Grant, DecideError> {
+        let revoked = Decided {
+            by: by.to_string(),
+            at_ms: now_ms(),
+            message: None,
+            grant: None,
+        };
+        self.store
+            .revoke_grant(id, &revoked)
+            .await?
+            .ok_or_else(|| DecideError::NoGrant(id.to_string()))
+    }
+
+    /// Decides one pending entry as `by`; the waiting call goes on at once.
+    pub async fn decide(&self, id: &str, verdict: Verdict, by: &str) -> Result<Entry, DecideError> {
+        let (state, message, grant) = match verdict {
+            Verdict::Approve => (EntryState::Approved, None, None),
+            Verdict::Deny(message) => (
+                EntryState::Denied,
+                message.map(|m| cut(m, APPROVAL_MAX_MESSAGE_BYTES)),
+                None,
+            ),
+            Verdict::Grant(spec) => {
+                let entry = self
+                    .store
+                    .get(id)
+                    .await?
+                    .filter(|e| e.state == EntryState::Pending)
+                    .ok_or_else(|| DecideError::NotPending(id.to_string()))?;
+                let grant = self.make_grant(&spec, Some(&entry.tool), by).await?;
+                (EntryState::Approved, None, Some(grant.id))
+            }
+        };
+        let decided = Decided {
+            by: by.to_string(),
+            at_ms: now_ms(),
+            message,
+            grant,
+        };
+        let entry = self
+            .store
+            .decide(id, state, &decided)
+            .await?
+            .ok_or_else(|| DecideError::NotPending(id.to_string()))?;
+        tracing::info!(id, by, state = entry.state.as_str(), "approval decided");
+        let _ = self.events.send(Event::Ended(entry.clone()));
+        let waiter = self
+            .waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        if let Some(tx) = waiter {
+            let _ = tx.send(entry.clone());
+        }
+        Ok(entry)
+    }
+
+    /// A grant that covers the call, used once; `None` if none does.
+    async fn granted(&self, asked: &Asked<'_>) -> Result<Option<Grant>, StoreError> {
+        let now = now_ms();
+        for g in self.store.grants().await? {
+            if g.active(now)
+                && g.matches(asked)
+                && let Some(used) = self.store.use_grant(&g.id, now).await?
+            {
+                return Ok(Some(used));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Ends `id`'s wait by the queue itself (`Withdrawn`, `Expired`).
+    async fn end(&self, id: &str, state: EntryState, why: &str) -> Option<Entry> {
+        self.waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        let decided = Decided {
+            by: QUEUE.into(),
+            at_ms: now_ms(),
+            message: Some(why.to_string()),
+            grant: None,
+        };
+        match self.store.decide(id, state, &decided).await {
+            Ok(e) => {
+                if let Some(e) = &e {
+                    let _ = self.events.send(Event::Ended(e.clone()));
+                }
+                e
+            }
+            Err(e) => {
+                tracing::warn!(id, error = %e, "cannot end a pending approval");
+                None
+            }
+        }
+    }
+
+    async fn ask(self: &Arc<Self>, request: &ApprovalRequest) -> ApprovalAnswer {
+        let call = &request.call;
+        let client = request.client.as_deref();
+        let asked = Asked {
+            tool: &call.tool_name,
+            arguments: &call.arguments,
+            scope: &call.agent_scope,
+            client: client.and_then(|c| c.name.as_deref()),
+            session: client.and_then(|c| c.session.as_deref()),
+        };
+        match self.granted(&asked).await {
+            Ok(Some(grant)) => return ApprovalAnswer::ApprovedBy(grant.describe()),
+            Ok(None) => {}
+            Err(e) => return ApprovalAnswer::Unavailable(format!("{e}")),
+        }
+        match self.store.count_pending().await {
+            Ok(n) if n >= APPROVAL_MAX_PENDING => {
+                return ApprovalAnswer::Unavailable(format!(
+                    "the approval queue is full ({n} pending; at most {APPROVAL_MAX_PENDING})"
+                ));
+            }
+            Ok(_) => {}
+            Err(e) => return ApprovalAnswer::Unavailable(format!("{e}")),
+        }
+        let arguments = if call.arguments_json().len() > APPROVAL_MAX_ARGUMENT_BYTES {
+            Value::String(format!(
+                "(arguments of {} bytes, more than the {APPROVAL_MAX_ARGUMENT_BYTES} an approval shows)",
+                call.arguments_json().len()
+            ))
+        } else {
+            (*call.arguments).clone()
+        };
+        let since = now_ms();
+        let entry = Entry {
+            id: new_id("a-"),
+            since_ms: since,
+            expires_ms: since.saturating_add(self.timeout.as_millis() as u64),
+            scope: call.agent_scope.clone(),
+            client: asked.client.map(str::to_string),
+            session: asked.session.map(str::to_string),
+            tool: call.tool_name.clone(),
+            arguments,
+            card: request.card.clone(),
+            asked_by: request.asked_by.clone(),
+            reason: cut(request.prompt.clone(), APPROVAL_MAX_MESSAGE_BYTES),
+            state: EntryState::Pending,
+            decided: None,
+        };
+        let (tx, rx) = oneshot::channel();
+        self.waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(entry.id.clone(), tx);
+        // From here on, a wait that is dropped (the call cancelled, its
+        // client gone) withdraws the entry.
+        let guard = Withdraw {
+            queue: self.clone(),
+            id: Some(entry.id.clone()),
+        };
+        if let Err(e) = self.store.put_pending(&entry).await {
+            self.waiting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&entry.id);
+            guard.disarm();
+            return ApprovalAnswer::Unavailable(format!("{e}"));
+        }
+        tracing::info!(id = %entry.id, tool = %entry.tool, "waiting for approval");
+        let _ = self.events.send(Event::Pending(entry.clone()));
+        let decided = tokio::select! {
+            decided = rx => decided.ok(),
+            () = tokio::time::sleep(self.timeout) => None,
+        };
+        guard.disarm();
+        let decided = match decided {
+            Some(d) => d,
+            None => {
+                let why = format!(
+                    "nobody decided within {} ms (`[approval] timeout_ms`), so the call is denied",
+                    self.timeout.as_millis()
+                );
+                match self.end(&entry.id, EntryState::Expired, &why).await {
+                    Some(_) => {
+                        return ApprovalAnswer::DeniedBy {
+                            by: QUEUE.into(),
+                            reason: why,
+                        };
+                    }
+                    // Decided just as the time ran out: that decision holds.
+                    None => match self.store.get(&entry.id).await {
+                        Ok(Some(e)) if e.state != EntryState::Pending => e,
+                        _ => {
+                            return ApprovalAnswer::DeniedBy {
+                                by: QUEUE.into(),
+                                reason: why,
+                            };
+                        }
+                    },
+                }
+            }
+        };
+        answer(&decided)
+    }
+}
+
+/// What a decided entry means for its call.
+fn answer(entry: &Entry) -> ApprovalAnswer {
+    let by = entry
+        .decided
+        .as_ref()
+        .map(|d| d.by.clone())
+        .unwrap_or_else(|| QUEUE.into());
+    let message = entry.decided.as_ref().and_then(|d| d.message.clone());
+    match entry.state {
+        EntryState::Approved => ApprovalAnswer::ApprovedBy(by),
+        EntryState::Denied => ApprovalAnswer::DeniedBy {
+            reason: message.unwrap_or_else(|| format!("denied by {by}")),
+            by,
+        },
+        EntryState::Pending | EntryState::Withdrawn | EntryState::Expired => {
+            ApprovalAnswer::DeniedBy {
+                reason: message.unwrap_or_else(|| format!("the approval {}", entry.state.as_str())),
+                by,
+            }
+        }
+    }
+}
+
+/// Withdraws a pending entry whose wait is dropped.
+struct Withdraw {
+    queue: Arc<ApprovalQueue>,
+    id: Option<String>,
+}
+
+impl Withdraw {
+    fn disarm(mut self) {
+        self.id = None;
+    }
+}
+
+impl Drop for Withdraw {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else {
+            return;
+        };
+        let queue = self.queue.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(async move {
+                    if queue
+                        .end(
+                            &id,
+                            EntryState::Withdrawn,
+                            "the call was cancelled while it waited",
+                        )
+                        .await
+                        .is_some()
+                    {
+                        tracing::info!(id, "pending approval withdrawn: its call went away");
+                    }
+                });
+            }
+            // No runtime (the host is going away): the next start expires it.
+            Err(_) => {
+                queue
+                    .waiting
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&id);
+            }
+        }
+    }
+}
+
+/// `Arc<ApprovalQueue>` is the approver `--approve queue` installs.
+#[async_trait]
+impl Approver for Arc<ApprovalQueue> {
+    fn name(&self) -> &str {
+        QUEUE
+    }
+
+    async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
+        self.ask(request).await
+    }
+}

@@ -1,0 +1,190 @@
+//! What the approval queue keeps, and the trait of the place it keeps it.
+//!
+//! The queue (`approval::queue`) owns the logic — who waits, what a grant
+//! matches, when an entry expires; a store only keeps entries and grants
+//! and makes each change atomic: a pending entry is decided once (the
+//! first of two racing decisions wins, the other is told it was too
+//! late), a grant's count is taken one use at a time. That is the whole
+//! contract, so that a shared database (the shared-state work's Redis)
+//! can back it later as well as the embedded SQLite file does now
+//! ([`super::sqlite::SqliteStore`]).
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::CallCard;
+
+/// Where an entry is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EntryState {
+    /// Waiting for a decision.
+    Pending,
+    Approved,
+    Denied,
+    /// The call went away first (cancelled, its client gone).
+    Withdrawn,
+    /// Nobody decided in time, or the host restarted while it waited.
+    Expired,
+}
+
+impl EntryState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryState::Pending => "pending",
+            EntryState::Approved => "approved",
+            EntryState::Denied => "denied",
+            EntryState::Withdrawn => "withdrawn",
+            EntryState::Expired => "expired",
+        }
+    }
+}
+
+/// Who ended an entry's wait, when, and what they said.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Decided {
+    /// The identity of whoever decided (`console`, `cli`, an API caller's
+    /// name), or `approval-queue` for the queue's own endings.
+    pub by: String,
+    /// Unix time, milliseconds.
+    pub at_ms: u64,
+    /// For a denial: the message that reaches the model. For the queue's
+    /// endings: why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The grant this decision made, if it made one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<String>,
+}
+
+/// One call waiting for (or having had) a decision.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    pub id: String,
+    /// When it was asked (unix ms).
+    pub since_ms: u64,
+    /// When the wait ends without a decision (unix ms).
+    pub expires_ms: u64,
+    /// The agent scope of the call.
+    pub scope: String,
+    /// The client's name (`clientInfo`), when the call came over MCP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
+    /// The client's session, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    pub tool: String,
+    /// The call's arguments (or, beyond
+    /// [`APPROVAL_MAX_ARGUMENT_BYTES`](crate::budgets::APPROVAL_MAX_ARGUMENT_BYTES),
+    /// a note saying they were too large to show).
+    pub arguments: Value,
+    /// The tool's card for the call (its call view), if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub card: Option<CallCard>,
+    /// The hook that asked.
+    pub asked_by: String,
+    /// Its question.
+    pub reason: String,
+    pub state: EntryState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided: Option<Decided>,
+}
+
+/// Approve this call and every later one that matches, for a time or a
+/// number of calls. Every field that is set must match; see
+/// [`super::grant`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Grant {
+    pub id: String,
+    /// The tool's name, exactly.
+    pub tool: String,
+    /// A top-level argument of the call, whose value (a string) must
+    /// match `pattern`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argument: Option<String>,
+    /// A glob (`*`, `?`, `[…]`; `*` also matches `/`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// The client's name or session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
+    pub created_ms: u64,
+    pub created_by: String,
+    /// Unix ms after which it no longer applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_ms: Option<u64>,
+    /// Uses left.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remaining: Option<u64>,
+    /// Calls it approved.
+    #[serde(default)]
+    pub used: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked: Option<Decided>,
+}
+
+impl Grant {
+    /// Not revoked, not expired, not used up.
+    pub fn active(&self, now_ms: u64) -> bool {
+        self.revoked.is_none()
+            && self.expires_ms.is_none_or(|t| now_ms < t)
+            && self.remaining.is_none_or(|n| n > 0)
+    }
+}
+
+/// Which entries to list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Listing {
+    /// Every pending entry, oldest first.
+    Pending,
+    /// The last `n` decided (or ended) entries, newest first.
+    Decided(usize),
+}
+
+/// A store that could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("the approval store {path} cannot be used: {message}")]
+    Open { path: String, message: String },
+    #[error("the approval store failed: {0}")]
+    Backend(String),
+}
+
+/// The approval queue's durable state. Every method is one atomic change
+/// (or one consistent read).
+#[async_trait]
+pub trait ApprovalStore: Send + Sync + 'static {
+    /// Keep a new pending entry.
+    async fn put_pending(&self, entry: &Entry) -> Result<(), StoreError>;
+    /// End a pending entry's wait (`state` is not `Pending`): a decision,
+    /// a withdrawal, an expiry. `None` when the entry is not pending
+    /// (decided meanwhile, or unknown): nothing changed.
+    async fn decide(
+        &self,
+        id: &str,
+        state: EntryState,
+        decided: &Decided,
+    ) -> Result<Option<Entry>, StoreError>;
+    /// Entries as `listing` says.
+    async fn list(&self, listing: Listing) -> Result<Vec<Entry>, StoreError>;
+    /// One entry, whatever its state.
+    async fn get(&self, id: &str) -> Result<Option<Entry>, StoreError>;
+    /// How many entries are pending.
+    async fn count_pending(&self) -> Result<usize, StoreError>;
+    /// Keep a new grant.
+    async fn put_grant(&self, grant: &Grant) -> Result<(), StoreError>;
+    /// Every grant not revoked (active or not: the caller checks time and
+    /// count with [`Grant::active`]).
+    async fn grants(&self) -> Result<Vec<Grant>, StoreError>;
+    /// Use a grant once, if it is still active at `now_ms`: its count
+    /// (if it has one) goes down by one. `None`: not active any more.
+    async fn use_grant(&self, id: &str, now_ms: u64) -> Result<Option<Grant>, StoreError>;
+    /// Revoke a grant. `None`: no such active grant.
+    async fn revoke_grant(&self, id: &str, revoked: &Decided) -> Result<Option<Grant>, StoreError>;
+}
