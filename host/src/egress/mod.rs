@@ -269,22 +269,22 @@ impl Policy {
                 ))
             });
         }
-        if let Some(class) = addr::refused_class(ip) {
-            if !self.global.allow_private.iter().any(|c| c.contains(ip)) {
-                let block = match ip {
-                    IpAddr::V4(_) => format!("{ip}/32"),
-                    IpAddr::V6(_) => format!("{ip}/128"),
-                };
-                return Err(Refusal {
-                    class: Some(class),
-                    address: Some(ip),
-                    ..Refusal::plain(format!(
-                        "toolgate egress: {via} is a {class} address, which egress refuses; \
-                         to allow it, add \"{block}\" to `allow_private = [...]` under [egress] \
-                         in toolgate.toml"
-                    ))
-                });
-            }
+        if let Some(class) = addr::refused_class(ip)
+            && !self.global.allow_private.iter().any(|c| c.contains(ip))
+        {
+            let block = match ip {
+                IpAddr::V4(_) => format!("{ip}/32"),
+                IpAddr::V6(_) => format!("{ip}/128"),
+            };
+            return Err(Refusal {
+                class: Some(class),
+                address: Some(ip),
+                ..Refusal::plain(format!(
+                    "toolgate egress: {via} is a {class} address, which egress refuses; \
+                     to allow it, add \"{block}\" to `allow_private = [...]` under [egress] \
+                     in toolgate.toml"
+                ))
+            });
         }
         Ok(())
     }
