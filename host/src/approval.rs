@@ -34,7 +34,7 @@ pub struct ApprovalRequest {
     /// would make), if it has one.
     pub card: Option<CallCard>,
     /// Who sent the call, when the turn says (a served MCP client).
-    pub client: Option<Arc<crate::turn::Client>>,
+    pub client: Option<Arc<crate::call::Client>>,
 }
 
 /// What the approver answered.

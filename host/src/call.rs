@@ -156,6 +156,21 @@ impl ToolCall {
     }
 }
 
+/// The client behind a turn, as the audit record keeps it (its `client`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Client {
+    /// How it is connected: `stdio`, `http`.
+    pub transport: String,
+    /// Its session: the `Mcp-Session-Id` over HTTP (none for a stateless
+    /// request); over stdio, none — one process serves one client (the
+    /// record's `inst` tells processes apart).
+    pub session: Option<String>,
+    /// `clientInfo` of its `initialize`: name and version.
+    pub name: Option<String>,
+    pub version: Option<String>,
+}
+
 /// Where a call comes from: its turn's agent scope, mode, parent and
 /// cancellation (see [`crate::turn::TurnOptions::origin`]).
 #[derive(Clone, Debug, Default)]

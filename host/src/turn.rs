@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approval::Approver;
 use crate::call::CallOrigin;
+pub use crate::call::Client;
 
 /// Per-turn options: who is calling, and how the turn can be cancelled.
 #[derive(Clone, Default)]
@@ -29,21 +30,6 @@ pub struct TurnOptions {
     /// Who sent the calls, as the audit record names it (`toolgate
     /// serve`: the MCP client's transport, session and name).
     pub client: Option<Arc<Client>>,
-}
-
-/// The client behind a turn, as the audit record keeps it (its `client`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Client {
-    /// How it is connected: `stdio`, `http`.
-    pub transport: String,
-    /// Its session: the `Mcp-Session-Id` over HTTP (none for a stateless
-    /// request); over stdio, none — one process serves one client (the
-    /// record's `inst` tells processes apart).
-    pub session: Option<String>,
-    /// `clientInfo` of its `initialize`: name and version.
-    pub name: Option<String>,
-    pub version: Option<String>,
 }
 
 impl TurnOptions {

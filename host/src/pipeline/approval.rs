@@ -18,7 +18,7 @@ pub async fn run(
     prompt: String,
     asked_by: &str,
     card: Option<crate::tool::CallCard>,
-    client: Option<Arc<crate::turn::Client>>,
+    client: Option<Arc<crate::call::Client>>,
 ) -> Result<String, CallError> {
     let started = Instant::now();
     let Some(approver) = approver else {
