@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{ApproveMode, GlobalArgs};
 use toolgate::mcp::console::Console;
+use toolgate::mcp::health::Stop;
 use toolgate::mcp::http::{self, HttpOptions};
 use toolgate::mcp::stdio::StdioTransport;
 use toolgate::mcp::{Limits, ToolgateServer};
@@ -103,6 +104,14 @@ pub struct ServeArgs {
     /// `ping` is closed after this many milliseconds.
     #[arg(long, value_name = "MS", default_value_t = toolgate::mcp::DEFAULT_SESSION_UNUSED_IDLE.as_millis() as u64)]
     unused_session_idle_ms: u64,
+
+    /// On SIGTERM or Ctrl-C, `--http` stops accepting, answers 503 on
+    /// `/readyz`, and waits this many milliseconds at most for the MCP
+    /// requests in flight to be answered; then it cancels what is left
+    /// and exits. A second signal exits at once. (stdio: calls are
+    /// cancelled at once.)
+    #[arg(long, value_name = "MS", default_value_t = toolgate::mcp::DEFAULT_DRAIN_TIMEOUT.as_millis() as u64)]
+    drain_timeout_ms: u64,
 
     /// Most concurrency-safe calls running at once.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
@@ -281,20 +290,28 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
     if args.no_elicitation {
         tracing::info!("--no-elicitation: every `ask` is answered by --approve, never the client");
     }
-    let shutdown = CancellationToken::new();
+    let stop = Stop::default();
     {
-        let shutdown = shutdown.clone();
+        let drain = stop.drain.clone();
+        let http = args.http.is_some();
         tokio::spawn(async move {
             let signal = stop_signal().await;
-            tracing::info!(signal, "cancelling every call and stopping");
-            shutdown.cancel();
+            if http {
+                tracing::info!(
+                    signal,
+                    "draining: no new connection; the requests in flight finish, then the rest is cancelled"
+                );
+            } else {
+                tracing::info!(signal, "cancelling every call and stopping");
+            }
+            drain.cancel();
             // A second signal does not wait for the graceful stop.
             let signal = stop_signal().await;
             eprintln!("toolgate: {signal} again; exiting now");
             std::process::exit(1);
         });
     }
-    let served = serve_until_stopped(args, server, limits, shutdown, token, console).await;
+    let served = serve_until_stopped(args, server, limits, stop, token, console).await;
     if let Some(audit) = audit
         && let Err(e) = audit.close()
     {
@@ -307,12 +324,20 @@ async fn serve_until_stopped(
     args: ServeArgs,
     server: ToolgateServer,
     limits: Limits,
-    shutdown: CancellationToken,
+    stop: Stop,
     token: Option<(String, PathBuf, bool)>,
     console: Option<(Arc<Console>, PathBuf, bool)>,
 ) -> anyhow::Result<ExitCode> {
     match args.http {
-        None => serve_stdio(server, limits, shutdown).await,
+        None => {
+            // One client: a signal cancels its calls at once.
+            let shutdown = stop.shutdown.clone();
+            tokio::spawn(async move {
+                stop.drain_begun().await;
+                stop.shutdown.cancel();
+            });
+            serve_stdio(server, limits, shutdown).await
+        }
         Some(addr) => {
             let options = HttpOptions {
                 token: token.as_ref().map(|(t, _, _)| t.clone()),
@@ -347,7 +372,25 @@ async fn serve_until_stopped(
                     );
                 }
             }
-            listener.serve(server, limits, shutdown).await;
+            let in_flight = listener.in_flight();
+            let within = std::time::Duration::from_millis(args.drain_timeout_ms);
+            {
+                let stop = stop.clone();
+                tokio::spawn(async move {
+                    stop.drain_begun().await;
+                    let left = in_flight.settle(within).await;
+                    if left > 0 {
+                        tracing::warn!(
+                            left,
+                            "--drain-timeout-ms passed with requests in flight; cancelling them"
+                        );
+                    } else {
+                        tracing::info!("drained: every request in flight was answered");
+                    }
+                    stop.shutdown.cancel();
+                });
+            }
+            listener.serve(server, limits, stop).await;
             Ok(ExitCode::SUCCESS)
         }
     }

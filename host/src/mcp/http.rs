@@ -63,13 +63,13 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
 
 use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
 use serde_json::{Value, json};
 
 use super::Limits;
 use super::exact;
+use super::health::{self, InFlight, Readiness, Stop};
 use super::peer::{self, Client};
 use super::server::{Slot, ToolgateServer};
 use super::session::Sessions;
@@ -337,6 +337,7 @@ tokio::task_local! {
 /// A bound listener, ready to serve.
 pub struct Listener {
     listener: TcpListener,
+    in_flight: InFlight,
     options: HttpOptions,
 }
 
@@ -348,7 +349,11 @@ pub async fn bind(addr: SocketAddr, options: HttpOptions) -> Result<Listener, Ht
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|source| HttpError::Bind { addr, source })?;
-    Ok(Listener { listener, options })
+    Ok(Listener {
+        listener,
+        in_flight: InFlight::default(),
+        options,
+    })
 }
 
 impl Listener {
@@ -357,9 +362,18 @@ impl Listener {
         self.listener.local_addr()
     }
 
-    /// Serve until `shutdown` is cancelled. `server` is the prototype every
-    /// session is made from.
-    pub async fn serve(self, server: ToolgateServer, limits: Limits, shutdown: CancellationToken) {
+    /// MCP `POST`s whose answer is not written yet (see [`Stop`]): what a
+    /// drain waits for.
+    pub fn in_flight(&self) -> InFlight {
+        self.in_flight.clone()
+    }
+
+    /// Serve until `stop.shutdown` is cancelled; from `stop.drain` on, no
+    /// connection is accepted and open ones take no new request (see
+    /// [`super::health`]). `server` is the prototype every session is made
+    /// from.
+    pub async fn serve(self, server: ToolgateServer, limits: Limits, stop: Stop) {
+        let shutdown = stop.shutdown.clone();
         let local = self.listener.local_addr().ok();
         let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
         if let Some(addr) = local
@@ -390,6 +404,8 @@ impl Listener {
             limits.max_sessions,
             limits.max_sessions_per_client,
         );
+        let readiness: Arc<dyn Fn() -> Readiness + Send + Sync> =
+            Arc::new(server.readiness_probe());
         let service = StreamableHttpService::new(
             move || {
                 // The share `route` took for this request; none means the
@@ -413,7 +429,7 @@ impl Listener {
         loop {
             let accepted = tokio::select! {
                 biased;
-                _ = shutdown.cancelled() => break,
+                _ = stop.drain_begun() => break,
                 accepted = self.listener.accept() => accepted,
             };
             let (stream, peer) = match accepted {
@@ -448,8 +464,11 @@ impl Listener {
                 client,
                 limits,
                 console: console.clone(),
+                readiness: readiness.clone(),
+                stop: stop.clone(),
+                in_flight: self.in_flight.clone(),
             };
-            let shutdown = shutdown.clone();
+            let stop = stop.clone();
             tokio::spawn(async move {
                 let route = Arc::new(route);
                 let handler = service_fn(move |request: Request<Incoming>| {
@@ -462,17 +481,28 @@ impl Listener {
                     .max_buf_size(MAX_HEAD_BYTES)
                     .serve_connection(TokioIo::new(stream), handler);
                 tokio::pin!(connection);
-                tokio::select! {
-                    result = connection.as_mut() => {
-                        if let Err(e) = result {
-                            tracing::debug!(%peer, error = %e, "connection ended with an error");
+                // Draining: the request being served is finished, no other
+                // is read; shutdown: the connection ends now.
+                let result = tokio::select! {
+                    result = connection.as_mut() => Some(result),
+                    _ = stop.drain_begun() => {
+                        connection.as_mut().graceful_shutdown();
+                        tokio::select! {
+                            result = connection.as_mut() => Some(result),
+                            _ = stop.shutdown.cancelled() => None,
                         }
                     }
-                    _ = shutdown.cancelled() => connection.as_mut().graceful_shutdown(),
+                };
+                if let Some(Err(e)) = result {
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
                 }
                 drop(permit);
             });
         }
+        // Not accepting any more (the listener closes when this returns,
+        // so wait here): requests in flight finish until shutdown.
+        drop(self.listener);
+        shutdown.cancelled().await;
     }
 }
 
@@ -521,6 +551,10 @@ struct Route {
     client: Client,
     limits: Limits,
     console: Option<ConsoleRoute>,
+    /// The host's readiness (`/readyz`).
+    readiness: Arc<dyn Fn() -> Readiness + Send + Sync>,
+    stop: Stop,
+    in_flight: InFlight,
 }
 
 /// The console's API on this listener, and what it accepts.
@@ -571,6 +605,9 @@ impl ConsoleRoute {
 impl Route {
     async fn handle(&self, request: Request<Incoming>) -> Response<Body> {
         let path = request.uri().path();
+        if let Some(probe) = health::answer(path, request.method(), &*self.readiness, &self.stop) {
+            return probe;
+        }
         if path == super::console::PREFIX || path.starts_with("/console/") {
             let Some(console) = &self.console else {
                 return plain(
@@ -597,6 +634,18 @@ impl Route {
                 "not found: the MCP endpoint is /mcp\n",
             );
         }
+        // A POST is in flight until its answer is written: a drain waits
+        // for it (see `health`).
+        let held = (request.method() == http::Method::POST).then(|| self.in_flight.enter());
+        let response = self.mcp(request).await;
+        match held {
+            Some(held) => held.hold(response),
+            None => response,
+        }
+    }
+
+    /// A request to the MCP endpoint.
+    async fn mcp(&self, request: Request<Incoming>) -> Response<Body> {
         if let Some(expected) = &self.token {
             let given = request
                 .headers()

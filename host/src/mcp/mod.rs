@@ -42,6 +42,7 @@
 pub mod approval;
 pub mod console;
 pub mod exact;
+pub mod health;
 pub mod http;
 pub mod passthrough;
 pub mod peer;
@@ -68,6 +69,10 @@ pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Default of [`Limits::session_unused_idle`]: 30 s.
 pub const DEFAULT_SESSION_UNUSED_IDLE: Duration = Duration::from_secs(30);
+/// How long a draining `serve --http` (SIGTERM) waits for the MCP requests
+/// in flight to be answered before it cancels what is left
+/// (`--drain-timeout-ms`; see [`health`]).
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One client's default share of the HTTP connections and of the sessions:
 /// a quarter of the total ([`client_share`]).

@@ -142,6 +142,21 @@ impl ToolgateServer {
         }
     }
 
+    /// Whether the host takes calls now (`/readyz`): the generation, its
+    /// loading settled, its blocked plugins.
+    pub fn readiness_probe(&self) -> impl Fn() -> super::health::Readiness + Send + Sync + 'static {
+        use crate::scheduler::Dispatch;
+        let (host, scope) = (self.host.clone(), self.scope.clone());
+        move || {
+            let generation = host.generation_for(&scope);
+            super::health::Readiness {
+                generation: generation.number,
+                loaded: *host.settled().borrow(),
+                blocked: generation.blocked.len(),
+            }
+        }
+    }
+
     /// `false`: never ask the client (elicitation), even when it can
     /// answer; every `ask` goes to the host's approver (`--approve`).
     pub fn with_elicitation(mut self, elicitation: bool) -> Self {

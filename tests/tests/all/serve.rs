@@ -2040,3 +2040,184 @@ fn a_cancel_by_closing_the_stream_is_not_logged_as_an_error() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// A session opened on `server` (initialize + initialized): the headers a
+/// request of it carries.
+fn session_headers(server: &HttpServer) -> String {
+    let addr = server.addr();
+    let (head, _) = open_request(&addr, &post(&addr, &server.auth(), INIT));
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let session = header(&head, "mcp-session-id").expect("a session id");
+    let with = format!(
+        "{}Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-06-18\r\n",
+        server.auth()
+    );
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    let (head, _) = open_request(&addr, &post(&addr, &with, initialized));
+    assert!(head.starts_with("HTTP/1.1 202"), "{head}");
+    with
+}
+
+/// Send `signal` to the server.
+fn signal(server: &HttpServer, signal: &str) {
+    let sent = Command::new("kill")
+        .args([signal, &server.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+}
+
+/// Until a new connection to `addr` is refused (the listener closed).
+fn until_refused(addr: &str) {
+    let start = Instant::now();
+    while TcpStream::connect(addr).is_ok() {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the server still accepts connections 5 s after the signal"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The server's exit status, within `within`.
+fn exits_within(server: &mut HttpServer, within: Duration) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(
+            start.elapsed() < within,
+            "the server did not exit within {within:?}; log:\n{}",
+            server.log.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Issue 32 (replicas behind a balancer): `/healthz` and `/readyz` answer
+/// a probe that has no token; SIGTERM drains — the listener closes at
+/// once, `/readyz` says 503 "draining" on a connection still open, and a
+/// call in flight is answered (its result, not a cancellation) before the
+/// server exits 0.
+#[test]
+fn http_sigterm_drains_the_calls_in_flight_and_the_probes_say_so() {
+    let s = setup();
+    let mut server = HttpServer::start_env(
+        &s,
+        &["--approve", "allow"],
+        &[("RUST_LOG", "warn,toolgate_cli=info")],
+    );
+    let addr = server.addr();
+    let probe = |path: &str| {
+        exchange(
+            &addr,
+            &format!("GET {path} HTTP/1.1\r\nHost: balancer\r\nConnection: close\r\n\r\n"),
+        )
+    };
+    let (status, _, body) = probe("/healthz");
+    assert_eq!(status, 200, "{body}");
+    let (status, _, body) = probe("/readyz");
+    assert_eq!(status, 200, "{body}");
+    let ready: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(ready["ready"], true, "{body}");
+    assert!(ready["generation"].as_u64().is_some(), "{body}");
+    let (status, _, _) = exchange(
+        &addr,
+        "POST /readyz HTTP/1.1\r\nHost: b\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(status, 405);
+
+    let with = session_headers(&server);
+    // A call that takes a moment, in flight when the signal comes.
+    let marker = format!("1.{}41", std::process::id() % 1000);
+    let long = call(
+        2,
+        "bash",
+        json!({"command": format!("sleep {marker}; echo drained-{marker}")}),
+    );
+    let (head, mut stream) = open_request(&addr, &post(&addr, &with, &long));
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let started = Instant::now();
+    while servers_with(&format!("sleep {marker}")).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the call never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A balancer's probe connection, its request not yet complete.
+    let mut probing = TcpStream::connect(&addr).unwrap();
+    probing
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    probing
+        .write_all(b"GET /readyz HTTP/1.1\r\nHost: balancer\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+
+    signal(&server, "-TERM");
+    until_refused(&addr);
+    probing.write_all(b"\r\n").unwrap();
+    let mut answer = String::new();
+    let _ = probing.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("draining"), "{answer}");
+
+    // The call in flight is answered, with its output.
+    let mut body = String::new();
+    let _ = stream.read_to_string(&mut body);
+    let answers = messages(&body);
+    let result = answers
+        .iter()
+        .find(|m| m["id"] == 2)
+        .unwrap_or_else(|| panic!("no answer to the call in flight: {body}"));
+    assert_eq!(result["result"]["isError"], false, "{result}");
+    assert!(
+        result.to_string().contains(&format!("drained-{marker}")),
+        "{result}"
+    );
+    let status = exits_within(&mut server, Duration::from_secs(10));
+    assert!(status.success(), "{status}");
+    let log = server.log.lock().unwrap().clone();
+    assert!(
+        log.contains("every request in flight was answered"),
+        "{log}"
+    );
+}
+
+/// A call longer than `--drain-timeout-ms`: cancelled when the time is up
+/// (its processes killed), and the server exits — a drain is bounded.
+#[test]
+fn http_a_drain_is_bounded_by_its_timeout() {
+    let s = setup();
+    let mut server = HttpServer::start_env(
+        &s,
+        &["--approve", "allow", "--drain-timeout-ms", "300"],
+        &[("RUST_LOG", "warn,toolgate_cli=info")],
+    );
+    let addr = server.addr();
+    let with = session_headers(&server);
+    let marker = marker(42);
+    let long = call(3, "bash", json!({"command": format!("sleep {marker}")}));
+    let (head, _stream) = open_request(&addr, &post(&addr, &with, &long));
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let started = Instant::now();
+    while servers_with(&format!("sleep {marker}")).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the call never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let signalled = Instant::now();
+    signal(&server, "-TERM");
+    exits_within(&mut server, Duration::from_secs(10));
+    assert!(
+        signalled.elapsed() >= Duration::from_millis(300),
+        "the server did not wait for the call in flight"
+    );
+    assert_no_orphans(&format!("sleep {marker}"));
+    let log = server.log.lock().unwrap().clone();
+    assert!(log.contains("--drain-timeout-ms passed"), "{log}");
+}
