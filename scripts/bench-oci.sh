@@ -87,7 +87,7 @@ for mb in 1 20; do
     rm -rf "$work/sstate"
     TOOLGATE_STATE_DIR="$work/sstate" ms "$tg" --no-default-plugins --no-compile-cache --config "$work/s$mb.toml" run "$work/call.json"
   done | median)
-  export TOOLGATE_CACHE_DIR="$work/cache"
+  export TOOLGATE_CACHE_DIR="$work/scache"   # its own: the cache is keyed by the state directory
   TOOLGATE_STATE_DIR="$work/sstate" "$tg" --no-default-plugins --config "$work/s$mb.toml" run "$work/call.json" \
     | grep -q '"version": 1' || { echo "the call through the signed component failed" >&2; exit 1; }
   warm=$(for _ in $(seq "$n"); do
