@@ -422,13 +422,23 @@ mod tests {
                 PublicKey::from_pem("k.pub", &key.public().to_pem()).expect("own PEM reads");
             assert_eq!(public.algorithm, alg);
             let s = signed(&key, &d);
-            let who = verify(std::slice::from_ref(&s), &d, &[public.clone()]).unwrap();
+            let who = verify(std::slice::from_ref(&s), &d, std::slice::from_ref(&public)).unwrap();
             assert_eq!(who.fingerprint, public.fingerprint());
             assert_eq!(who.key, "k.pub");
-            let e = verify(std::slice::from_ref(&s), &other, &[public.clone()]).unwrap_err();
+            let e = verify(
+                std::slice::from_ref(&s),
+                &other,
+                std::slice::from_ref(&public),
+            )
+            .unwrap_err();
             assert!(e.0.contains("over another digest"), "{e}");
             let stranger = SigningKey::from_pem("s.pem", &SigningKey::generate_pem(alg)).unwrap();
-            let e = verify(&[s.clone()], &d, &[stranger.public().clone()]).unwrap_err();
+            let e = verify(
+                std::slice::from_ref(&s),
+                &d,
+                std::slice::from_ref(stranger.public()),
+            )
+            .unwrap_err();
             assert!(e.0.contains("by no trusted key"), "{e}");
             // One flipped bit in the signature.
             let b64 = base64::engine::general_purpose::STANDARD;
