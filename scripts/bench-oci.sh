@@ -9,6 +9,10 @@
 #     the compile cache is warm;
 #   * the same component as a file of a plugin directory (warm cache): the
 #     baseline, what the store's checks cost over it.
+#   * signed: the same, pushed with `--sign-key` and loaded under `[trust]`
+#     with `require_signature = true` — the pull also fetches the
+#     signature manifest and payload, every load verifies the signature
+#     (cold and warm, as above).
 # Median of N runs (default 5) of the whole `toolgate run` process.
 # Usage: scripts/bench-oci.sh [N]   (TG=path/to/toolgate; default target/release/toolgate)
 # Needs: docker-registry (apt-get install docker-registry), python3, and the
@@ -71,4 +75,24 @@ for mb in 1 20; do
   done | median)
   unset TOOLGATE_CACHE_DIR
   printf '| %s MB | %s ms | %s ms | %s ms |\n' "$mb" "$cold" "$warm" "$file"
+done
+# Signed: push --sign-key, [trust] requiring the signature.
+"$tg" sign-keygen "$work/k.pem" >/dev/null
+printf '\n| component, signed, `[trust] require_signature = true` | cold: pull + signatures + verify + compile + first call | warm: store + verify + cache + first call |\n| --- | --- | --- |\n'
+for mb in 1 20; do
+  ref="oci://127.0.0.1:$port/bench/s$mb:1"
+  TOOLGATE_STATE_DIR="$work/push-state" "$tg" push --sign-key "$work/k.pem" "$ref" "$work/c$mb.wasm" >/dev/null
+  printf '[trust]\nkeys = ["k.pub"]\nrequire_signature = true\n[plugins.v]\nsource = "%s"\n' "$ref" > "$work/s$mb.toml"
+  cold=$(for _ in $(seq "$n"); do
+    rm -rf "$work/sstate"
+    TOOLGATE_STATE_DIR="$work/sstate" ms "$tg" --no-default-plugins --no-compile-cache --config "$work/s$mb.toml" run "$work/call.json"
+  done | median)
+  export TOOLGATE_CACHE_DIR="$work/scache"   # its own: the cache is keyed by the state directory
+  TOOLGATE_STATE_DIR="$work/sstate" "$tg" --no-default-plugins --config "$work/s$mb.toml" run "$work/call.json" \
+    | grep -q '"version": 1' || { echo "the call through the signed component failed" >&2; exit 1; }
+  warm=$(for _ in $(seq "$n"); do
+    TOOLGATE_STATE_DIR="$work/sstate" ms "$tg" --no-default-plugins --config "$work/s$mb.toml" run "$work/call.json"
+  done | median)
+  unset TOOLGATE_CACHE_DIR
+  printf '| %s MB | %s ms | %s ms |\n' "$mb" "$cold" "$warm"
 done

@@ -146,8 +146,15 @@ enum Command {
     /// is resolved to a digest, every blob checked against its digest.
     Pull(oci::PullArgs),
     /// Publish a component to an OCI registry (the Wasm OCI layout `wkg`
-    /// uses); prints the digest to pin.
+    /// uses); prints the digest to pin. --sign-key signs it (cosign format).
     Push(oci::PushArgs),
+    /// Say who signed a component in an OCI registry: exit 0 when a trusted
+    /// key (--key, or the configuration's [trust]) signed the digest the
+    /// reference resolves to, 1 when none did, 2 when it cannot be told.
+    Verify(oci::VerifyArgs),
+    /// Make a key pair to sign components with (`push --sign-key`): KEY.pem
+    /// (private, 0600) and KEY.pub (for [trust] keys).
+    SignKeygen(oci::KeygenArgs),
     /// The approval queue of a running `serve --http --approve queue`:
     /// list, approve, deny, grant, revoke (--server URL --token-file FILE).
     Approvals(approvals::ApprovalsArgs),
@@ -194,6 +201,8 @@ pub fn main() -> ExitCode {
             Command::Replay(a) => replay::run(&cli.global, a).await,
             Command::Pull(a) => oci::pull(&cli.global, a).await,
             Command::Push(a) => oci::push(&cli.global, a).await,
+            Command::Verify(a) => oci::verify(&cli.global, a).await,
+            Command::SignKeygen(a) => oci::keygen(a),
             Command::Approvals(a) => tokio::task::spawn_blocking(move || approvals::run(a))
                 .await
                 .map_err(anyhow::Error::from)
@@ -224,6 +233,8 @@ const IGNORED_OPTIONS: &[(&str, &[&str])] = &[
     // `pull` and `push` read only `--config` (its `[oci]` table).
     ("pull", OCI_IGNORED),
     ("push", OCI_IGNORED),
+    ("verify", OCI_IGNORED),
+    ("sign-keygen", HOST_OPTIONS),
 ];
 
 const OCI_IGNORED: &[&str] = &[

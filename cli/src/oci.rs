@@ -1,5 +1,7 @@
-//! `toolgate pull` and `toolgate push`: components in OCI registries (see
-//! `toolgate::oci` and docs/operators.md, "Plugins from OCI registries").
+//! `toolgate pull`, `toolgate push` (`--sign-key`), `toolgate verify` and
+//! `toolgate sign-keygen`: components in OCI registries and their cosign
+//! signatures (see `toolgate::oci` and docs/operators.md, "Plugins from OCI
+//! registries" and "Signatures and trust").
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,7 +10,8 @@ use anyhow::Context;
 use clap::Args;
 
 use super::GlobalArgs;
-use toolgate::oci::{Client, OciRef, Store};
+use toolgate::oci::signature::{self, SigningKey};
+use toolgate::oci::{Client, OciRef, Store, trust};
 
 #[derive(Args, Debug)]
 pub struct PullArgs {
@@ -29,6 +32,44 @@ pub struct PushArgs {
     /// Wasm OCI artifact (the layout `wkg oci push` writes).
     #[arg(value_name = "FILE")]
     file: PathBuf,
+    /// Sign what is pushed with this private key (PEM PKCS#8, ECDSA P-256 or
+    /// Ed25519; `toolgate sign-keygen` makes one): a cosign signature of the
+    /// pushed digest, under the tag sha256-HEX.sig (`cosign verify --key`
+    /// accepts it).
+    #[arg(long, value_name = "KEY.pem")]
+    sign_key: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct VerifyArgs {
+    /// oci://REGISTRY/REPOSITORY:TAG or …@sha256:HEX (the oci:// may be left
+    /// out). It is pulled (the tag resolved to a digest, the component and
+    /// its signatures into the local store); when the registry cannot be
+    /// reached, what the store holds is verified.
+    #[arg(value_name = "REF")]
+    reference: String,
+    /// A trusted public key (PEM, P-256 or Ed25519). Repeatable. Default: the
+    /// keys the configuration's `[trust]` names for this reference.
+    #[arg(long = "key", value_name = "PUB.pem")]
+    keys: Vec<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct KeygenArgs {
+    /// Where to write the private key (PEM PKCS#8, mode 0600; an existing
+    /// file is not overwritten). The public key goes next to it, with the
+    /// extension .pub: that is the file `[trust] keys` names.
+    #[arg(value_name = "KEY.pem")]
+    out: PathBuf,
+    /// The algorithm (p256: cosign's default).
+    #[arg(long, value_enum, default_value_t = KeyAlgorithm::P256)]
+    algorithm: KeyAlgorithm,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum KeyAlgorithm {
+    P256,
+    Ed25519,
 }
 
 /// `toolgate pull REF`: prints the digest the reference resolved to.
@@ -60,7 +101,143 @@ pub async fn push(global: &GlobalArgs, args: PushArgs) -> anyhow::Result<ExitCod
             args.file.display()
         );
     }
-    let digest = Client::new(&config.oci).push(&reference, &bytes).await?;
+    // Read the key before pushing anything: a bad key pushes nothing.
+    let key = match &args.sign_key {
+        None => None,
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("--sign-key: cannot read {}", path.display()))?;
+            Some(SigningKey::from_pem(&path.display().to_string(), &text)?)
+        }
+    };
+    let client = Client::new(&config.oci);
+    let digest = client.push(&reference, &bytes).await?;
     println!("{reference}: pushed {digest} ({} bytes)", bytes.len());
+    if let Some(key) = key {
+        client.sign(&reference, &digest, &key).await?;
+        println!(
+            "{reference}: signed {digest} with {} ({}), tag {}",
+            key.public().fingerprint(),
+            key.public().name,
+            signature::signature_tag(&digest)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `toolgate verify REF`: exit 0 when a trusted key signed the digest the
+/// reference resolves to, 1 when not, 2 when it cannot be told (no key, no
+/// such reference, a registry error with nothing in the store).
+pub async fn verify(global: &GlobalArgs, args: VerifyArgs) -> anyhow::Result<ExitCode> {
+    match verify_inner(global, args).await {
+        Ok(true) => Ok(ExitCode::SUCCESS),
+        Ok(false) => Ok(ExitCode::from(1)),
+        Err(e) => {
+            eprintln!("toolgate: {e:#}");
+            Ok(ExitCode::from(2))
+        }
+    }
+}
+
+async fn verify_inner(global: &GlobalArgs, args: VerifyArgs) -> anyhow::Result<bool> {
+    let config = global.load_config()?;
+    let reference = OciRef::parse(&args.reference)?;
+    let dir = toolgate::state::default_dir()
+        .context("no state directory to keep pulled components in (set TOOLGATE_STATE_DIR)")?;
+    let store = Store::open(&toolgate::state::StateDir::open(dir)?)?;
+    let stored = match Client::new(&config.oci).pull(&reference, &store).await {
+        Ok(s) => s,
+        Err(e @ toolgate::oci::OciError::Registry { .. }) => {
+            let Some(s) = store.load(&reference)? else {
+                return Err(e.into());
+            };
+            eprintln!("toolgate: {e}; verifying what the local store holds");
+            s
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let check = if args.keys.is_empty() {
+        let plugin = config
+            .plugins
+            .values()
+            .find(|p| {
+                p.source
+                    .as_deref()
+                    .and_then(|s| OciRef::parse(s).ok())
+                    .as_ref()
+                    == Some(&reference)
+            })
+            .and_then(|p| p.trust.as_ref());
+        trust::check(
+            config.trust.as_ref(),
+            plugin,
+            &config.trust_base(),
+            &reference,
+            &stored.digest,
+            &stored.signatures,
+        )
+        .map(|c| c.signer)
+        .context("no key to verify with: pass --key PUB.pem, or name keys in the configuration's [trust]")?
+    } else {
+        let mut keys = Vec::new();
+        for path in &args.keys {
+            keys.push(
+                trust::read_key(std::path::Path::new(""), path)
+                    .map_err(|e| anyhow::anyhow!("--key {e}"))?,
+            );
+        }
+        signature::verify(&stored.signatures, &stored.digest, &keys).map_err(|e| e.0)
+    };
+    match check {
+        Ok(signer) => {
+            println!(
+                "{reference}: {} is signed by {signer}, as {}",
+                stored.digest, signer.docker_reference
+            );
+            Ok(true)
+        }
+        Err(why) => {
+            println!(
+                "{reference}: {} is NOT verified: {why} ({} signature(s) found)",
+                stored.digest,
+                stored.signatures.len()
+            );
+            Ok(false)
+        }
+    }
+}
+
+/// `toolgate sign-keygen KEY.pem`: a signing key and its public key.
+pub fn keygen(args: KeygenArgs) -> anyhow::Result<ExitCode> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let algorithm = match args.algorithm {
+        KeyAlgorithm::P256 => signature::Algorithm::P256,
+        KeyAlgorithm::Ed25519 => signature::Algorithm::Ed25519,
+    };
+    let private = SigningKey::generate_pem(algorithm);
+    let key = SigningKey::from_pem(&args.out.display().to_string(), &private)?;
+    let public_path = args.out.with_extension("pub");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&args.out)
+        .with_context(|| {
+            format!(
+                "cannot create {} (an existing key is not overwritten)",
+                args.out.display()
+            )
+        })?;
+    f.write_all(private.as_bytes())
+        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    std::fs::write(&public_path, key.public().to_pem())
+        .with_context(|| format!("cannot write {}", public_path.display()))?;
+    println!(
+        "{}: private key (keep it secret); {}: public key {} (name it in [trust] keys)",
+        args.out.display(),
+        public_path.display(),
+        key.public().fingerprint()
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -239,6 +239,20 @@ pub const OCI_TIMEOUT_MS: u64 = 120_000;
 /// Time a registry may stay silent while connecting or answering (between
 /// two reads). 30 s.
 pub const OCI_READ_TIMEOUT_MS: u64 = 30_000;
+/// Bytes of a signature manifest (the `sha256-HEX.sig` tag cosign writes,
+/// [`crate::oci::signature`]), read like a component's manifest. Threat: a
+/// registry answering a huge signature manifest. 64 KiB (one signature
+/// layer is about 300 bytes).
+pub const OCI_MAX_SIGNATURE_MANIFEST_BYTES: usize = 64 << 10;
+/// Layers of a signature manifest: one per signature; more is refused
+/// before any payload is fetched. Threat: 10,000 signature layers, each a
+/// fetch and a verification. 16.
+pub const OCI_MAX_SIGNATURE_LAYERS: usize = 16;
+/// Bytes of one signature payload (the simple-signing JSON): a larger
+/// declared size is refused before the fetch, and the fetch stops at the
+/// declared size. Threat: a gigabyte "payload". 16 KiB (cosign's is about
+/// 250 bytes).
+pub const OCI_MAX_SIGNATURE_PAYLOAD_BYTES: usize = 16 << 10;
 
 // The egress proxy's limits (see `crate::egress` and docs/operators.md,
 // "Egress", which states the same numbers). What they bound comes from a

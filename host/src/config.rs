@@ -34,6 +34,7 @@
 //! optional = false                 # true: the host runs without it if it fails to load
 //! sha256 = "…"                     # refuse the file unless its digest matches
 //! # source = "oci://ghcr.io/acme/fs-tools:1.2"  # from an OCI registry instead of a file (docs/operators.md)
+//! # trust = { keys = ["fs.pub"], require_signature = true }  # its own trust rule (an OCI source only)
 //! vars = { MODE = "strict" }       # settings the plugin reads as env vars
 //!
 //! [plugins.fs-tools.grants]
@@ -71,6 +72,11 @@
 //! [oci]                            # plugins from OCI registries (docs/operators.md)
 //! insecure_registries = []         # plain HTTP to these (loopback registries always may)
 //! timeout_ms = 120000              # one pull or push in all
+//!
+//! [trust]                          # signatures of OCI plugins (docs/operators.md, "Signatures and trust")
+//! keys = ["publisher.pub"]         # PEM public keys (P-256, Ed25519), relative to this file
+//! require_signature = true         # default once [trust] exists: policies yes, tools no
+//! [trust.registries."ghcr.io/acme"]  # a REGISTRY/REPOSITORY prefix: its own keys, requirement
 //!
 //! [run_code]                       # the Code Mode interpreter's limits (see docs/operators.md)
 //! max_nested_calls = 100           # tool calls one program may make
@@ -174,6 +180,9 @@ pub struct HostConfig {
     /// OCI registries as plugin sources (see [`crate::oci`]).
     #[serde(default)]
     pub oci: OciConfig,
+    /// `[trust]`: who may sign plugins from OCI registries (see
+    /// [`crate::oci::trust`]).
+    pub trust: Option<crate::oci::trust::TrustConfig>,
     /// `[egress]`: the rules every egress grant shares.
     #[serde(default)]
     pub egress: EgressConfig,
@@ -292,6 +301,9 @@ pub struct PluginConfig {
     /// at the first start, or by `toolgate pull`), not a file of a plugin
     /// directory. Global `[plugins.NAME]` only.
     pub source: Option<String>,
+    /// The trust rule of an OCI source (see [`crate::oci::trust`]):
+    /// `trust = { keys = [...], require_signature = true }`.
+    pub trust: Option<crate::oci::trust::TrustRule>,
     pub priority: Option<i32>,
     #[serde(default)]
     pub priorities: BTreeMap<String, i32>,
@@ -500,6 +512,22 @@ fn roles_schema() -> serde_json::Value {
     })
 }
 
+/// `[trust]` (with `registries`) or a rule under it.
+fn trust_rule_schema(top: bool) -> serde_json::Value {
+    let mut properties = json!({
+        "keys": {"type": "array", "items": {"type": "string"}},
+        "require_signature": {"type": "boolean"},
+        // Keyless: accepted by the schema, refused by the check (not built).
+        "identities": {},
+        "trusted_root": {}
+    });
+    if top {
+        properties["registries"] =
+            json!({"type": "object", "additionalProperties": trust_rule_schema(false)});
+    }
+    json!({"type": "object", "properties": properties, "additionalProperties": false})
+}
+
 fn plugin_schema() -> serde_json::Value {
     json!({
         "type": "object",
@@ -508,6 +536,7 @@ fn plugin_schema() -> serde_json::Value {
             "optional": {"type": "boolean"},
             "sha256": {"type": "string"},
             "source": {"type": "string"},
+            "trust": trust_rule_schema(false),
             "priority": {"type": "integer"},
             "priorities": roles_schema(),
             "instances": {"enum": ["pooled", "fresh"]},
@@ -674,6 +703,7 @@ fn schema() -> serde_json::Value {
                 "additionalProperties": false
             },
             "code_mode": {"type": "boolean"},
+            "trust": trust_rule_schema(true),
             "oci": {
                 "type": "object",
                 "properties": {
@@ -772,6 +802,11 @@ fn check_plugin(at: &str, p: &PluginConfig, problems: &mut Vec<String>) {
     {
         problems.push(format!(
             "{at}/sha256: expected 64 hexadecimal digits (`sha256sum FILE`), got {d:?}"
+        ));
+    }
+    if p.trust.is_some() && p.source.is_none() {
+        problems.push(format!(
+            "{at}/trust: a trust rule applies to a plugin from an OCI registry (`source = \"oci://…\"`); a plugin file is pinned by `sha256`"
         ));
     }
     if let Some(source) = &p.source
@@ -924,6 +959,26 @@ impl HostConfig {
         for (name, p) in &config.plugins {
             check_plugin(&format!("/plugins/{name}"), p, &mut problems);
         }
+        {
+            use crate::oci::trust::check_rule;
+            let base = Path::new(origin).parent().unwrap_or(Path::new(""));
+            if let Some(t) = &config.trust {
+                check_rule("/trust", &t.rule(), base, &mut problems);
+                for (prefix, rule) in &t.registries {
+                    check_rule(
+                        &format!("/trust/registries/{prefix}"),
+                        rule,
+                        base,
+                        &mut problems,
+                    );
+                }
+            }
+            for (name, p) in &config.plugins {
+                if let Some(rule) = &p.trust {
+                    check_rule(&format!("/plugins/{name}/trust"), rule, base, &mut problems);
+                }
+            }
+        }
         for (scope, c) in &config.scopes {
             let at = format!("/scopes/{scope}");
             if let Err(why) = scope_names::check_name(scope) {
@@ -966,6 +1021,16 @@ impl HostConfig {
                 problems,
             })
         }
+    }
+
+    /// The directory relative paths of `[trust]` are read from: the
+    /// configuration file's.
+    pub fn trust_base(&self) -> PathBuf {
+        self.source
+            .as_ref()
+            .and_then(|p| p.parent())
+            .map(Path::to_path_buf)
+            .unwrap_or_default()
     }
 
     /// Where the configuration came from, for messages.

@@ -614,6 +614,20 @@ async fn record_reloads(host: &Toolgate, audit: crate::audit::Audit) {
             })
             .collect()
     };
+    // Who signed each plugin that a `[trust]` key verified.
+    let signers = |host: &Toolgate| -> BTreeMap<String, String> {
+        host.plugin_status()
+            .into_iter()
+            .filter_map(|s| {
+                let name = if s.scope.is_empty() {
+                    s.name
+                } else {
+                    format!("{}@{}", s.name, s.scope)
+                };
+                Some((name, s.signer?))
+            })
+            .collect()
+    };
     let mut before = digests(host);
     let mut config_before = crate::audit::config_digest(&*host.config().await);
     let _ = audit.event(
@@ -621,6 +635,7 @@ async fn record_reloads(host: &Toolgate, audit: crate::audit::Audit) {
         serde_json::json!({
             "generation": host.generation().number,
             "plugins": before,
+            "signers": signers(host),
             "config": config_before,
         }),
     );
@@ -639,6 +654,7 @@ async fn record_reloads(host: &Toolgate, audit: crate::audit::Audit) {
             let Some(inner) = weak.upgrade() else { return };
             let host = Toolgate { inner };
             let after = digests(&host);
+            let now_signed = signers(&host);
             let config_after = crate::audit::config_digest(&*host.config().await);
             drop(host);
             if config_after != config_before {
@@ -656,7 +672,7 @@ async fn record_reloads(host: &Toolgate, audit: crate::audit::Audit) {
                 .iter()
                 .filter(|(name, new)| before.get(*name) != Some(*new))
                 .map(|(name, new)| {
-                    serde_json::json!({ "plugin": name, "old": before.get(name).cloned().flatten(), "new": new })
+                    serde_json::json!({ "plugin": name, "old": before.get(name).cloned().flatten(), "new": new, "signer": now_signed.get(name) })
                 })
                 .chain(before.keys().filter(|n| !after.contains_key(*n)).map(|name| {
                     serde_json::json!({ "plugin": name, "old": before[name], "new": null })
@@ -926,6 +942,7 @@ impl Toolgate {
                     state: PluginState::Loading,
                     generation: None,
                     sha256: None,
+                    signer: None,
                     refused: None,
                     refused_sha256: None,
                     cost: Default::default(),

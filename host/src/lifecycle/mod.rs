@@ -567,7 +567,7 @@ impl Lifecycle {
                     ),
                 ));
             }
-            let candidate = self.oci_candidate(&key, source, state, &mut pulls);
+            let candidate = self.oci_candidate(&key, source, state, &mut pulls, &config);
             push(&mut global, key, candidate);
         }
         layers.push((String::new(), global));
@@ -640,10 +640,12 @@ impl Lifecycle {
         source: &str,
         state: &State,
         pulls: &mut Vec<(Key, crate::oci::OciRef)>,
+        config: &HostConfig,
     ) -> Candidate {
         let origin = Origin::Oci {
             reference: source.to_string(),
             digest: String::new(),
+            signer: None,
         };
         let failed = |e: crate::oci::OciError| {
             let message = e.to_string();
@@ -670,9 +672,15 @@ impl Lifecycle {
                 })
             }
             Ok(Some(digest)) => {
-                let stamp = Stamp::oci(&digest);
+                // The signatures are verified at every scan (the trust
+                // policy may have changed): the stamp covers the outcome.
+                let signatures = match store.signatures(&digest) {
+                    Ok(s) => s,
+                    Err(e) => return failed(e),
+                };
+                let check = trust_check(config, key, &reference, &digest, &signatures);
                 if let Some(old) = state.serving.get(key)
-                    && stamp == Some(old.stamp)
+                    && oci_stamp(&digest, check.as_ref()) == old.stamp
                 {
                     return Candidate::Unchanged;
                 }
@@ -682,7 +690,16 @@ impl Lifecycle {
                         reference: reference.to_string(),
                         store: store.path().to_path_buf(),
                     }),
-                    Ok(Some(stored)) => oci_source(key, &reference, stored),
+                    Ok(Some(stored)) => {
+                        let check = trust_check(
+                            config,
+                            key,
+                            &reference,
+                            &stored.digest,
+                            &stored.signatures,
+                        );
+                        oci_source(key, &reference, stored, check)
+                    }
                 }
             }
         }
@@ -723,12 +740,20 @@ impl Lifecycle {
             let candidate = match result {
                 Ok(stored) => {
                     tracing::info!(plugin = %key.qualified(), reference = %reference, digest = %stored.digest, "pulled");
-                    oci_source(&key, &reference, stored)
+                    let check = trust_check(
+                        &scan.config,
+                        &key,
+                        &reference,
+                        &stored.digest,
+                        &stored.signatures,
+                    );
+                    oci_source(&key, &reference, stored, check)
                 }
                 Err(e) => {
                     let origin = Origin::Oci {
                         reference: reference.to_string(),
                         digest: String::new(),
+                        signer: None,
                     };
                     let message = e.to_string();
                     Candidate::Failed(
@@ -1042,16 +1067,56 @@ impl Lifecycle {
     }
 }
 
+/// The trust policy's verdict on a stored component's signatures (`None`:
+/// no trust policy is configured).
+fn trust_check(
+    config: &HostConfig,
+    key: &Key,
+    reference: &crate::oci::OciRef,
+    digest: &str,
+    signatures: &[crate::oci::signature::Signature],
+) -> Option<crate::oci::trust::SignatureCheck> {
+    crate::oci::trust::check(
+        config.trust.as_ref(),
+        plugin_config(config, key).and_then(|p| p.trust.as_ref()),
+        &config.trust_base(),
+        reference,
+        digest,
+        signatures,
+    )
+}
+
+/// The stamp of an OCI candidate: its digest, and the verdict on its
+/// signatures when there is one (a changed verdict is a changed plugin).
+fn oci_stamp(digest: &str, check: Option<&crate::oci::trust::SignatureCheck>) -> Stamp {
+    let keyed = match check {
+        None => digest.to_string(),
+        Some(c) => crate::oci::sha256_digest(format!("{digest}\n{c:?}").as_bytes()),
+    };
+    Stamp::oci(&keyed).unwrap_or(Stamp::Oci([0; 32]))
+}
+
 /// The candidate of a component the OCI store holds.
-fn oci_source(key: &Key, reference: &crate::oci::OciRef, stored: crate::oci::Stored) -> Candidate {
-    let stamp = Stamp::oci(&stored.digest).unwrap_or(Stamp::Oci([0; 32]));
+fn oci_source(
+    key: &Key,
+    reference: &crate::oci::OciRef,
+    stored: crate::oci::Stored,
+    check: Option<crate::oci::trust::SignatureCheck>,
+) -> Candidate {
+    let stamp = oci_stamp(&stored.digest, check.as_ref());
+    let signer = check
+        .as_ref()
+        .and_then(|c| c.signer.as_ref().ok())
+        .map(ToString::to_string);
     Candidate::Source(
         PluginSource {
             name: key.qualified(),
             origin: Origin::Oci {
                 reference: reference.to_string(),
                 digest: stored.digest,
+                signer,
             },
+            signature: check,
             bytes: stored.bytes,
             manifest: Default::default(),
             manifest_error: None,

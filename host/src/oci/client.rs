@@ -24,10 +24,16 @@ use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::manifest::{OciDescriptor, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 
+use super::signature::{self, Signature, SigningKey};
 use super::{OciConfig, OciError, OciRef, Store, Stored, layout, sha256_digest};
 use crate::budgets::{
-    OCI_MAX_MANIFEST_BYTES, OCI_MAX_REDIRECTS, OCI_READ_TIMEOUT_MS, OCI_TIMEOUT_MS,
+    OCI_MAX_MANIFEST_BYTES, OCI_MAX_REDIRECTS, OCI_MAX_SIGNATURE_LAYERS,
+    OCI_MAX_SIGNATURE_MANIFEST_BYTES, OCI_MAX_SIGNATURE_PAYLOAD_BYTES, OCI_READ_TIMEOUT_MS,
+    OCI_TIMEOUT_MS,
 };
+
+/// Docker's image manifest media type (cosign 1.x signature manifests).
+const DOCKER_MANIFEST_MEDIA_TYPE: &str = "application/vnd.docker.distribution.manifest.v2+json";
 
 /// Environment variables holding registry credentials.
 pub const USERNAME_ENV: &str = "TOOLGATE_OCI_USERNAME";
@@ -76,6 +82,41 @@ impl Client {
             .await
     }
 
+    /// Sign the manifest `digest` of `reference`'s repository with `key`
+    /// and push the signature as cosign does (a simple-signing layer added
+    /// to the manifest under the tag `sha256-HEX.sig`, keeping the
+    /// signatures already there). Returns the signature manifest's digest.
+    pub async fn sign(
+        &self,
+        reference: &OciRef,
+        digest: &str,
+        key: &SigningKey,
+    ) -> Result<String, OciError> {
+        self.bounded(reference, self.sign_unbounded(reference, digest, key))
+            .await
+    }
+
+    /// The signatures of the manifest `digest` of `reference`'s repository,
+    /// fetched and checked against their digests (not verified: see
+    /// [`signature::verify`]).
+    pub async fn fetch_signatures(
+        &self,
+        reference: &OciRef,
+        digest: &str,
+    ) -> Result<Vec<Signature>, OciError> {
+        self.bounded(reference, async {
+            let oci = self.oci(reference)?;
+            let auth = credentials();
+            let token = oci
+                .auth(reference.inner(), &auth, RegistryOperation::Pull)
+                .await
+                .map_err(|e| registry_error(reference, "the registry cannot be reached", e))?;
+            self.signatures(reference, &oci, digest, &token, &auth)
+                .await
+        })
+        .await
+    }
+
     async fn bounded<T>(
         &self,
         reference: &OciRef,
@@ -118,7 +159,15 @@ impl Client {
             .auth(reference.inner(), &auth, RegistryOperation::Pull)
             .await
             .map_err(|e| registry_error(reference, "the registry cannot be reached", e))?;
-        let (manifest_bytes, digest) = self.manifest(reference, token, &auth).await?;
+        let target = reference.digest().or(reference.tag()).unwrap_or("latest");
+        let (manifest_bytes, digest) = self
+            .manifest(reference, target, &token, &auth, OCI_MAX_MANIFEST_BYTES)
+            .await?
+            .ok_or_else(|| OciError::Registry {
+                reference: reference.to_string(),
+                what: "the registry has no such manifest (404)".into(),
+                source: None,
+            })?;
         let refused = |why: String| OciError::Refused {
             reference: reference.to_string(),
             why,
@@ -169,22 +218,31 @@ impl Client {
                 layer.len()
             )));
         }
+        let signatures = self
+            .signatures(reference, &oci, &digest, &token, &auth)
+            .await?;
         store.put(reference, &digest, &manifest_bytes, &layer_digest, &layer)?;
+        store.put_signatures(&digest, &signatures)?;
         Ok(Stored {
             reference: reference.clone(),
             digest,
             layer_digest,
             bytes: layer.into(),
+            signatures,
         })
     }
 
-    /// GET the manifest, bounded; returns its bytes and digest.
+    /// GET the manifest `target` (a tag or digest) of `reference`'s
+    /// repository, at most `max` bytes; returns its bytes and digest, or
+    /// `None` when the registry has none (404).
     async fn manifest(
         &self,
         reference: &OciRef,
-        token: Option<String>,
+        target: &str,
+        token: &Option<String>,
         auth: &RegistryAuth,
-    ) -> Result<(Vec<u8>, String), OciError> {
+        max: usize,
+    ) -> Result<Option<(Vec<u8>, String)>, OciError> {
         let refused = |why: String| OciError::Refused {
             reference: reference.to_string(),
             why,
@@ -204,11 +262,13 @@ impl Client {
             "{scheme}://{}/v2/{}/manifests/{}",
             reference.registry(),
             reference.repository(),
-            reference.digest().or(reference.tag()).unwrap_or("latest")
+            target
         );
         let mut request = http
             .get(&url)
-            .header(reqwest::header::ACCEPT, layout::MANIFEST_MEDIA_TYPE);
+            .header(reqwest::header::ACCEPT, layout::MANIFEST_MEDIA_TYPE)
+            // cosign before 2.x writes its signature manifests in Docker's.
+            .header(reqwest::header::ACCEPT, DOCKER_MANIFEST_MEDIA_TYPE);
         request = match (token, auth) {
             (Some(t), _) => request.bearer_auth(t),
             (None, RegistryAuth::Basic(u, p)) => request.basic_auth(u, Some(p)),
@@ -223,6 +283,9 @@ impl Client {
             registry_error(reference, &what, e)
         })?;
         let status = response.status();
+        if status == reqwest::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
         if !status.is_success() {
             return Err(OciError::Registry {
                 reference: reference.to_string(),
@@ -232,13 +295,10 @@ impl Client {
         }
         let too_big = || {
             refused(format!(
-                "the manifest is larger than {OCI_MAX_MANIFEST_BYTES} bytes (a component's is a few hundred)"
+                "the manifest {target} is larger than {max} bytes (a component's, or its signatures', is a few hundred)"
             ))
         };
-        if response
-            .content_length()
-            .is_some_and(|n| n > OCI_MAX_MANIFEST_BYTES as u64)
-        {
+        if response.content_length().is_some_and(|n| n > max as u64) {
             return Err(too_big());
         }
         let claimed = response
@@ -252,16 +312,16 @@ impl Client {
             .await
             .map_err(|e| registry_error(reference, "the manifest download failed", e))?
         {
-            if body.len() + chunk.len() > OCI_MAX_MANIFEST_BYTES {
+            if body.len() + chunk.len() > max {
                 return Err(too_big());
             }
             body.extend_from_slice(&chunk);
         }
         let digest = sha256_digest(&body);
-        if let Some(asked) = reference.digest() {
-            if asked != digest {
+        if target.starts_with("sha256:") {
+            if target != digest {
                 return Err(refused(format!(
-                    "the manifest's digest is {digest}, not the {asked} asked for"
+                    "the manifest's digest is {digest}, not the {target} asked for"
                 )));
             }
         } else if let Some(claimed) = claimed
@@ -271,7 +331,200 @@ impl Client {
                 "the manifest's digest is {digest}, the registry says {claimed}"
             )));
         }
-        Ok((body, digest))
+        Ok(Some((body, digest)))
+    }
+
+    /// The signature layers under `sha256-HEX.sig`, bounded: the manifest
+    /// by [`OCI_MAX_SIGNATURE_MANIFEST_BYTES`], the layers by
+    /// [`OCI_MAX_SIGNATURE_LAYERS`], each payload by
+    /// [`OCI_MAX_SIGNATURE_PAYLOAD_BYTES`]. None is no error: whether an
+    /// unsigned component may load is the trust policy's business.
+    async fn signatures(
+        &self,
+        reference: &OciRef,
+        oci: &oci_client::Client,
+        digest: &str,
+        token: &Option<String>,
+        auth: &RegistryAuth,
+    ) -> Result<Vec<Signature>, OciError> {
+        let tag = signature::signature_tag(digest);
+        let refused = |why: String| OciError::Refused {
+            reference: reference.to_string(),
+            why: format!("its signatures ({tag}): {why}"),
+        };
+        let Some((bytes, _)) = self
+            .manifest(
+                reference,
+                &tag,
+                token,
+                auth,
+                OCI_MAX_SIGNATURE_MANIFEST_BYTES,
+            )
+            .await?
+        else {
+            return Ok(Vec::new());
+        };
+        let manifest: OciImageManifest = serde_json::from_slice(&bytes)
+            .map_err(|e| refused(format!("the manifest is not an image manifest: {e}")))?;
+        if manifest.layers.len() > OCI_MAX_SIGNATURE_LAYERS {
+            return Err(refused(format!(
+                "the manifest lists {} layers; at most {OCI_MAX_SIGNATURE_LAYERS} signatures are read",
+                manifest.layers.len()
+            )));
+        }
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let mut out = Vec::new();
+        for layer in &manifest.layers {
+            if layer.media_type != signature::PAYLOAD_MEDIA_TYPE {
+                continue;
+            }
+            let Some(sig) = layer
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(signature::SIGNATURE_ANNOTATION))
+            else {
+                continue;
+            };
+            let size = u64::try_from(layer.size).unwrap_or(u64::MAX);
+            if size > OCI_MAX_SIGNATURE_PAYLOAD_BYTES as u64 {
+                return Err(refused(format!(
+                    "a payload of {} bytes; at most {OCI_MAX_SIGNATURE_PAYLOAD_BYTES} are read (a cosign payload is a few hundred)",
+                    layer.size
+                )));
+            }
+            let payload = self.small_blob(reference, oci, layer, size).await?;
+            out.push(Signature {
+                payload: base64::Engine::encode(&b64, payload),
+                signature: sig.clone(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// A blob of at most `size` bytes, checked against its digest.
+    async fn small_blob(
+        &self,
+        reference: &OciRef,
+        oci: &oci_client::Client,
+        layer: &OciDescriptor,
+        size: u64,
+    ) -> Result<Vec<u8>, OciError> {
+        let mut stream = oci
+            .pull_blob_stream(reference.inner(), layer)
+            .await
+            .map_err(|e| registry_error(reference, "a signature payload cannot be fetched", e))?
+            .stream;
+        let mut bytes = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk
+                .map_err(|e| registry_error(reference, "a signature payload download failed", e))?;
+            if bytes.len() as u64 + chunk.len() as u64 > size {
+                return Err(OciError::Refused {
+                    reference: reference.to_string(),
+                    why: format!(
+                        "the registry sent more than a signature payload's declared {size} bytes"
+                    ),
+                });
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        if sha256_digest(&bytes) != layer.digest {
+            return Err(OciError::Refused {
+                reference: reference.to_string(),
+                why: format!(
+                    "a signature payload does not match its digest {}",
+                    layer.digest
+                ),
+            });
+        }
+        Ok(bytes)
+    }
+
+    async fn sign_unbounded(
+        &self,
+        reference: &OciRef,
+        digest: &str,
+        key: &SigningKey,
+    ) -> Result<String, OciError> {
+        let oci = self.oci(reference)?;
+        let auth = credentials();
+        let failed = |what: &str, e: oci_client::errors::OciDistributionError| {
+            registry_error(reference, what, e)
+        };
+        let token = oci
+            .auth(reference.inner(), &auth, RegistryOperation::Push)
+            .await
+            .map_err(|e| failed("the registry cannot be reached", e))?;
+        let tag = signature::signature_tag(digest);
+        let target = oci_client::Reference::with_tag(
+            reference.inner().registry().to_string(),
+            reference.repository().to_string(),
+            tag.clone(),
+        );
+        // The signatures already there stay (cosign appends).
+        let mut layers: Vec<serde_json::Value> = Vec::new();
+        if let Some((bytes, _)) = self
+            .manifest(
+                reference,
+                &tag,
+                &token,
+                &auth,
+                OCI_MAX_SIGNATURE_MANIFEST_BYTES,
+            )
+            .await?
+            && let Ok(old) = serde_json::from_slice::<serde_json::Value>(&bytes)
+            && let Some(old) = old["layers"].as_array()
+        {
+            layers.extend(old.iter().take(OCI_MAX_SIGNATURE_LAYERS - 1).cloned());
+        }
+        let payload = signature::payload(
+            &format!("{}/{}", reference.registry(), reference.repository()),
+            digest,
+        );
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let sig = base64::Engine::encode(&b64, key.sign(&payload));
+        let payload_digest = sha256_digest(&payload);
+        layers.push(serde_json::json!({
+            "mediaType": signature::PAYLOAD_MEDIA_TYPE,
+            "size": payload.len(),
+            "digest": payload_digest,
+            "annotations": {signature::SIGNATURE_ANNOTATION: sig},
+        }));
+        // cosign's config: an OCI image config whose one diff ID is each
+        // payload.
+        let diff_ids: Vec<&serde_json::Value> = layers.iter().map(|l| &l["digest"]).collect();
+        let config = serde_json::to_vec(&serde_json::json!({
+            "architecture": "", "created": "0001-01-01T00:00:00Z",
+            "history": [{"created": "0001-01-01T00:00:00Z"}], "os": "",
+            "rootfs": {"type": "layers", "diff_ids": diff_ids}, "config": {},
+        }))
+        .expect("a JSON value serializes");
+        let manifest = serde_json::to_vec(&serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": layout::MANIFEST_MEDIA_TYPE,
+            "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json",
+                "size": config.len(),
+                "digest": sha256_digest(&config),
+            },
+            "layers": layers,
+        }))
+        .expect("a JSON value serializes");
+        oci.push_blob(&target, payload, &payload_digest)
+            .await
+            .map_err(|e| failed("the signature payload cannot be pushed", e))?;
+        let config_digest = sha256_digest(&config);
+        oci.push_blob(&target, config, &config_digest)
+            .await
+            .map_err(|e| failed("the signature config cannot be pushed", e))?;
+        oci.push_manifest_raw(
+            &target,
+            manifest.clone(),
+            http::HeaderValue::from_static(layout::MANIFEST_MEDIA_TYPE),
+        )
+        .await
+        .map_err(|e| failed("the signature manifest cannot be pushed", e))?;
+        Ok(sha256_digest(&manifest))
     }
 
     async fn push_unbounded(

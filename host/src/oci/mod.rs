@@ -36,12 +36,16 @@
 //! `127.x.x.x`) or one listed in `[oci] insecure_registries`;
 //! every other registry is HTTPS (rustls, the system's roots).
 //!
-//! Signatures are not checked yet: the digest pins the bytes, not their
-//! author.
+//! Signatures ([`signature`], [`trust`]): a pull fetches the cosign
+//! signatures of the manifest's digest with it (bounded, into the store);
+//! every load verifies them, offline, against the `[trust]` policy, and
+//! the signer is what `toolgate plugins` and the audit record name.
 
 pub mod client;
 pub mod layout;
+pub mod signature;
 pub mod store;
+pub mod trust;
 
 use std::path::PathBuf;
 

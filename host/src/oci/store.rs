@@ -12,6 +12,11 @@
 //! ([`super::layout::component_layer`]), and the component's bytes against
 //! the layer's digest and size. A blob changed on disk is refused, naming
 //! the file and both digests; `toolgate pull` fetches it again.
+//!
+//! The signatures fetched with a manifest (see [`super::signature`]) are
+//! kept as one JSON blob, by its digest, named by `STATE/oci/sigs/HEX`
+//! (`HEX` the manifest's): they are verified against the trust policy at
+//! every load, offline, so a change of `[trust]` applies without a pull.
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
@@ -43,6 +48,9 @@ pub struct Stored {
     pub layer_digest: String,
     /// The component.
     pub bytes: Arc<[u8]>,
+    /// The signatures fetched with it (checked against their digests, not
+    /// verified: the trust policy decides).
+    pub signatures: Vec<super::signature::Signature>,
 }
 
 impl Store {
@@ -50,7 +58,12 @@ impl Store {
     /// user, not a symlink).
     pub fn open(state: &StateDir) -> Result<Store, OciError> {
         let root = state.path().join(STORE_DIR);
-        for dir in [root.clone(), root.join("blobs/sha256"), root.join("refs")] {
+        for dir in [
+            root.clone(),
+            root.join("blobs/sha256"),
+            root.join("refs"),
+            root.join("sigs"),
+        ] {
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
@@ -62,6 +75,7 @@ impl Store {
             root.join("blobs"),
             root.join("blobs/sha256"),
             root.join("refs"),
+            root.join("sigs"),
         ] {
             check_private(&dir, true)?;
         }
@@ -132,12 +146,62 @@ impl Store {
                 source: None,
             });
         }
+        let signatures = self.signatures(&digest)?;
         Ok(Some(Stored {
             reference: reference.clone(),
             digest,
             layer_digest,
             bytes: bytes.into(),
+            signatures,
         }))
+    }
+
+    /// The signatures kept for the manifest `digest` (none if none were).
+    pub fn signatures(&self, digest: &str) -> Result<Vec<super::signature::Signature>, OciError> {
+        let path = self.sigs_path(digest);
+        let blob = match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                check_private(&path, false)?;
+                text.trim().to_string()
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(store_error(&path, "cannot be read", e)),
+        };
+        if !is_sha256(&blob) {
+            return Err(OciError::Store {
+                path,
+                what: format!("holds {blob:?}, not a digest (pull the reference again)"),
+                source: None,
+            });
+        }
+        let bytes = self.read_blob(&blob)?;
+        serde_json::from_slice(&bytes).map_err(|e| OciError::Store {
+            path: self.blob_path(&blob),
+            what: format!("is not a list of signatures: {e}"),
+            source: None,
+        })
+    }
+
+    /// Keep the signatures fetched for the manifest `digest` (replacing
+    /// those kept before; none removes them).
+    pub fn put_signatures(
+        &self,
+        digest: &str,
+        signatures: &[super::signature::Signature],
+    ) -> Result<(), OciError> {
+        let path = self.sigs_path(digest);
+        if signatures.is_empty() {
+            return match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    Err(store_error(&path, "cannot be removed", e))
+                }
+                _ => Ok(()),
+            };
+        }
+        let bytes = serde_json::to_vec(signatures).expect("signatures serialize");
+        let blob = sha256_digest(&bytes);
+        self.write_blob(&blob, &bytes)?;
+        self.write_file(&path, blob.as_bytes())
     }
 
     /// Keep a pulled artifact: its blobs, then the reference (so a reader
@@ -207,6 +271,11 @@ impl Store {
     fn blob_path(&self, digest: &str) -> PathBuf {
         let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
         self.root.join("blobs/sha256").join(hex)
+    }
+
+    fn sigs_path(&self, digest: &str) -> PathBuf {
+        let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+        self.root.join("sigs").join(hex)
     }
 
     fn ref_path(&self, reference: &OciRef) -> PathBuf {
@@ -298,6 +367,29 @@ mod tests {
             std::fs::metadata(store.path()).unwrap().mode() & 0o777,
             0o700
         );
+    }
+
+    #[test]
+    fn signatures_are_kept_by_manifest_digest_and_checked_on_read() {
+        use crate::oci::signature::Signature;
+        let store = store("sigs");
+        let r = OciRef::parse("oci://127.0.0.1:5000/acme/x:1").unwrap();
+        let digest = put(&store, &r, b"component bytes");
+        assert!(store.load(&r).unwrap().unwrap().signatures.is_empty());
+        let sigs = vec![Signature {
+            payload: "cGF5bG9hZA==".into(),
+            signature: "c2ln".into(),
+        }];
+        store.put_signatures(&digest, &sigs).unwrap();
+        assert_eq!(store.load(&r).unwrap().unwrap().signatures, sigs);
+        // Changed on disk: refused, not read as "unsigned".
+        let blob = store.blob_path(&std::fs::read_to_string(store.sigs_path(&digest)).unwrap());
+        std::fs::write(&blob, b"[]").unwrap();
+        let e = store.load(&r).unwrap_err().to_string();
+        assert!(e.contains("was changed on disk"), "{e}");
+        // A pull that found none removes them.
+        store.put_signatures(&digest, &[]).unwrap();
+        assert!(store.load(&r).unwrap().unwrap().signatures.is_empty());
     }
 
     #[test]

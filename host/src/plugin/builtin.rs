@@ -38,6 +38,7 @@ pub fn sources() -> (Vec<PluginSource>, Vec<LoadError>) {
                 bytes: Arc::from(*wasm),
                 manifest,
                 manifest_error: None,
+                signature: None,
             }),
             Err(e) => problems
                 .push(LoadError::new(name, &Origin::Builtin, e.to_string()).because(Cause::new(e))),

@@ -45,21 +45,35 @@ pub enum Origin {
     File(std::path::PathBuf),
     /// An OCI artifact from the local store ([`crate::oci`]): the reference
     /// configured, and the manifest digest it resolved to at pull (what
-    /// runs).
-    Oci { reference: String, digest: String },
+    /// runs), and who signed it (the key's fingerprint and file: see
+    /// [`crate::oci::trust`]) when a trusted key did.
+    Oci {
+        reference: String,
+        digest: String,
+        signer: Option<String>,
+    },
 }
 
 impl std::fmt::Display for Origin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Origin::Builtin => f.write_str("built-in"),
-            Origin::File(p) => write!(f, "{}", p.display()),
+            Origin::Builtin => f.write_str("built-in")?,
+            Origin::File(p) => write!(f, "{}", p.display())?,
             // Pinned already, or not resolved (not pulled).
-            Origin::Oci { reference, digest } if reference.contains('@') || digest.is_empty() => {
-                f.write_str(reference)
-            }
-            Origin::Oci { reference, digest } => write!(f, "{reference}@{digest}"),
+            Origin::Oci {
+                reference, digest, ..
+            } if reference.contains('@') || digest.is_empty() => f.write_str(reference)?,
+            Origin::Oci {
+                reference, digest, ..
+            } => write!(f, "{reference}@{digest}")?,
         }
+        if let Origin::Oci {
+            signer: Some(s), ..
+        } = self
+        {
+            write!(f, ", signed by {s}")?;
+        }
+        Ok(())
     }
 }
 

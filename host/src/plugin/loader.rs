@@ -112,6 +112,10 @@ pub struct PluginSource {
     /// Why its manifest is not acceptable, if it is not: reported once the
     /// component's roles are known (so the failure is classified right).
     pub manifest_error: Option<Cause>,
+    /// The trust policy's verdict on its signatures (an OCI source under
+    /// `[trust]`): checked once its roles are known, since whether a
+    /// signature is required depends on them.
+    pub signature: Option<crate::oci::trust::SignatureCheck>,
 }
 
 impl PluginSource {
@@ -221,6 +225,7 @@ pub fn read_source(path: &Path) -> Result<PluginSource, LoadError> {
         bytes: bytes.into(),
         manifest,
         manifest_error,
+        signature: None,
     })
 }
 
@@ -335,6 +340,13 @@ pub async fn load(
     };
     if let Some(e) = &source.manifest_error {
         return Err(fail(source.error(e.to_string()).because(e.clone())));
+    }
+    if let Some(why) = source
+        .signature
+        .as_ref()
+        .and_then(|c| c.refusal(!tool_only, shape.roles.contains(&Role::Tool)))
+    {
+        return Err(fail(source.error(why)));
     }
     check_seams(&source, &shape, &settings.grants).map_err(fail)?;
     let path = contract::call_path(&shape, &settings.grants);

@@ -98,6 +98,7 @@ pub fn assemble(
             state,
             generation: None,
             sha256: None,
+            signer: None,
             refused: None,
             refused_sha256: None,
             cost: Cost::default(),
@@ -129,6 +130,10 @@ pub fn assemble(
                 statuses.push(PluginStatus {
                     generation: Some(s.generation),
                     sha256: Some(s.sha256.to_string()),
+                    signer: match &s.plugin.origin {
+                        crate::plugin::Origin::Oci { signer, .. } => signer.clone(),
+                        _ => None,
+                    },
                     refused: s.refused.map(|r| r.error.message.clone()),
                     refused_sha256: s.refused.and_then(|r| r.sha256.map(str::to_string)),
                     cost: s.cost.clone(),

@@ -52,6 +52,10 @@ pub struct PluginStatus {
     pub generation: Option<u64>,
     /// SHA-256 of the version that serves (hex).
     pub sha256: Option<String>,
+    /// Who signed the version that serves (an OCI source whose signature a
+    /// `[trust]` key verified): the key's `sha256:` fingerprint, its file
+    /// and algorithm.
+    pub signer: Option<String>,
     /// Why its latest update (or, when nothing serves, the plugin) was
     /// refused; `None` when the file on disk is the version that serves.
     pub refused: Option<String>,

@@ -21,6 +21,7 @@ mod passthrough;
 mod pipeline;
 mod scheduler;
 mod serve;
+mod signatures;
 
 // Under CI, a test ignored because the build found a need missing
 // (`has_mcp_client`, `has_mcp_servers`, `has_mcp_conformance`) fails the run.

@@ -24,14 +24,14 @@ use toolgate_tests::{
 
 /// A registry process on a free local port, with its own storage; killed
 /// when dropped.
-struct Registry {
+pub(crate) struct Registry {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
     dir: TempDir,
 }
 
 impl Registry {
-    fn start() -> Registry {
+    pub(crate) fn start() -> Registry {
         needs::expect(
             "oci_registry",
             Command::new("docker-registry")
@@ -69,7 +69,7 @@ impl Registry {
         Registry { child, port, dir }
     }
 
-    fn reference(&self, repo_tag: &str) -> String {
+    pub(crate) fn reference(&self, repo_tag: &str) -> String {
         format!("oci://127.0.0.1:{}/{repo_tag}", self.port)
     }
 
@@ -92,7 +92,7 @@ impl Drop for Registry {
     }
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     StdListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -102,7 +102,7 @@ fn free_port() -> u16 {
 
 /// `toolgate ARGS…` with its own state directory; stdout, or a panic with
 /// stderr.
-fn toolgate(state: &Path, args: &[&str]) -> Result<String, String> {
+pub(crate) fn toolgate(state: &Path, args: &[&str]) -> Result<String, String> {
     let out = Command::new(toolgate_bin())
         .args(args)
         .env("TOOLGATE_STATE_DIR", state)
@@ -117,14 +117,14 @@ fn toolgate(state: &Path, args: &[&str]) -> Result<String, String> {
 }
 
 /// The digest (`sha256:…`) a push or pull printed.
-fn digest_in(out: &str) -> String {
+pub(crate) fn digest_in(out: &str) -> String {
     let at = out.find("sha256:").expect("a digest in the output");
     out[at..at + 71].to_string()
 }
 
 /// A host on `config` (a file, re-read at every reload) with `state` as
 /// its state directory, and no built-ins.
-async fn host(state: &Path, config: &Path) -> Toolgate {
+pub(crate) async fn host(state: &Path, config: &Path) -> Toolgate {
     let mut options = test_runtime();
     options.state_dir = Some(state.to_path_buf());
     Toolgate::builder()
@@ -136,7 +136,7 @@ async fn host(state: &Path, config: &Path) -> Toolgate {
         .expect("host builds")
 }
 
-async fn version_now(host: &Toolgate) -> u64 {
+pub(crate) async fn version_now(host: &Toolgate) -> u64 {
     let r = host
         .call(
             call("c", "which_version", json!({"n": 1})),
@@ -149,7 +149,7 @@ async fn version_now(host: &Toolgate) -> u64 {
         .unwrap()
 }
 
-fn status(host: &Toolgate, name: &str) -> toolgate::registry::PluginStatus {
+pub(crate) fn status(host: &Toolgate, name: &str) -> toolgate::registry::PluginStatus {
     host.plugin_status()
         .into_iter()
         .find(|s| s.name == name)
@@ -341,7 +341,7 @@ async fn a_policy_that_cannot_be_pulled_fails_closed() {
 }
 
 /// One hostile registry: `/v2/NAME/manifests/REF` behaves as NAME says.
-async fn hostile_registry() -> u16 {
+pub(crate) async fn hostile_registry() -> u16 {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {
@@ -409,6 +409,26 @@ async fn answer(s: &mut tokio::net::TcpStream, path: &str) -> std::io::Result<()
             loop {
                 s.write_all(&chunk).await?;
             }
+        }
+        // Signature manifests (`…/manifests/sha256-HEX.sig`): many
+        // signature layers (100: under the manifest bound, over the layer
+        // bound), or one whose payload claims a gigabyte.
+        "sigs-many" | "sigs-big" => {
+            let n = if name == "sigs-many" { 100 } else { 1 };
+            let size: u64 = if name == "sigs-many" { 250 } else { 1 << 30 };
+            let layer = json!({
+                "mediaType": "application/vnd.dev.cosign.simplesigning.v1+json",
+                "digest": format!("sha256:{}", "e".repeat(64)), "size": size,
+                "annotations": {"dev.cosignproject.cosign/signature": "MEUCIQ=="},
+            });
+            let body = json!({
+                "schemaVersion": 2, "mediaType": MANIFEST,
+                "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": format!("sha256:{}", "b".repeat(64)), "size": 2},
+                "layers": vec![layer; n],
+            })
+            .to_string();
+            s.write_all(format!("{}{body}", ok(body.len(), "")).as_bytes())
+                .await
         }
         "layers" => {
             let body = manifest_with_layers(10_000);

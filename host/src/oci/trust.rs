@@ -1,0 +1,290 @@
+//! The trust policy: which keys may sign a plugin pulled from a registry,
+//! and whether an unsigned one may load.
+//!
+//! ```toml
+//! [trust]
+//! keys = ["keys/publisher.pub"]      # PEM public keys, relative to this file
+//! require_signature = true           # default: policies yes, tools no
+//!
+//! [trust.registries."ghcr.io/acme"]  # a registry/repository prefix
+//! keys = ["keys/acme.pub"]           # replaces [trust] keys under it
+//! require_signature = true
+//!
+//! [plugins.fs-tools]
+//! source = "oci://ghcr.io/acme/fs-tools:1.2"
+//! trust = { keys = ["keys/fs.pub"], require_signature = true }
+//! ```
+//!
+//! The rule of a plugin is its own `trust`, else the longest
+//! `[trust.registries]` prefix matching its `REGISTRY/REPOSITORY` (whole
+//! path segments), else `[trust]`; each of `keys` and `require_signature`
+//! falls back through the same order on its own. Once any of these exists,
+//! `require_signature` defaults to true for a component with a policy role
+//! (guard, hook, finalizer, observer…) and false for one that is only a
+//! tool provider; set, it applies to both. The roles are known once the
+//! component is compiled, so the check of the requirement runs there
+//! ([`crate::plugin::loader`]); a policy that fails it fails closed like
+//! any policy that fails to load, and an update (a reload, a new tag) that
+//! fails it is refused while the version serving keeps serving.
+//!
+//! Signatures apply to OCI sources: a plugin file is pinned by its path
+//! and `sha256`, and is not asked for one. Keyless verification (Fulcio
+//! certificates against a trusted root: `identities`, `trusted_root`) is
+//! not built: the configuration refuses those keys rather than ignore them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::OciRef;
+use super::signature::{self, PublicKey, Signature, Signer};
+
+/// `[trust]`.
+#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrustConfig {
+    /// The keys of every OCI plugin no narrower rule names keys for.
+    pub keys: Option<Vec<PathBuf>>,
+    pub require_signature: Option<bool>,
+    /// Keyless (refused: not built).
+    pub identities: Option<serde_json::Value>,
+    /// Keyless (refused: not built).
+    pub trusted_root: Option<serde_json::Value>,
+    /// Rules by `REGISTRY/REPOSITORY` prefix.
+    #[serde(default)]
+    pub registries: BTreeMap<String, TrustRule>,
+}
+
+impl TrustConfig {
+    /// Its top-level rule.
+    pub fn rule(&self) -> TrustRule {
+        TrustRule {
+            keys: self.keys.clone(),
+            require_signature: self.require_signature,
+            identities: self.identities.clone(),
+            trusted_root: self.trusted_root.clone(),
+        }
+    }
+}
+
+/// Keys and requirement, at one level (`[trust]`, a registry prefix, a
+/// plugin).
+#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrustRule {
+    /// PEM public keys (P-256 or Ed25519), relative to the configuration
+    /// file.
+    pub keys: Option<Vec<PathBuf>>,
+    pub require_signature: Option<bool>,
+    /// Keyless (refused: not built).
+    pub identities: Option<serde_json::Value>,
+    /// Keyless (refused: not built).
+    pub trusted_root: Option<serde_json::Value>,
+}
+
+/// Which roles must be signed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Requirement {
+    /// A component with a policy role.
+    pub policies: bool,
+    /// A component that only provides tools.
+    pub tools: bool,
+}
+
+/// What the trust policy found of one plugin's signatures.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SignatureCheck {
+    /// Who signed it, or why no signature was accepted.
+    pub signer: Result<Signer, String>,
+    pub require: Requirement,
+}
+
+impl SignatureCheck {
+    /// Why a component of these roles may not load, if it may not.
+    pub fn refusal(&self, policy: bool, tool: bool) -> Option<String> {
+        let why = self.signer.as_ref().err()?;
+        let required = (policy && self.require.policies) || (tool && self.require.tools);
+        required.then(|| {
+            format!(
+                "a signature is required{} and {why}",
+                if policy && self.require.policies {
+                    " (it is a policy: `require_signature` defaults to true for policies under `[trust]`)"
+                } else {
+                    ""
+                }
+            )
+        })
+    }
+}
+
+/// The problems of a trust rule at `at` (`/trust`, `/plugins/NAME/trust`),
+/// its key files read relative to `base`.
+pub fn check_rule(at: &str, rule: &TrustRule, base: &Path, problems: &mut Vec<String>) {
+    for key in ["identities", "trusted_root"] {
+        let set = match key {
+            "identities" => rule.identities.is_some(),
+            _ => rule.trusted_root.is_some(),
+        };
+        if set {
+            problems.push(format!(
+                "{at}/{key}: keyless verification is not built yet; name PEM public keys in `keys` (docs/operators.md, \"Signatures and trust\")"
+            ));
+        }
+    }
+    for (i, path) in rule.keys.iter().flatten().enumerate() {
+        if let Err(e) = read_key(base, path) {
+            problems.push(format!("{at}/keys/{i}: {e}"));
+        }
+    }
+}
+
+/// Whether any trust policy is configured.
+pub fn configured(trust: Option<&TrustConfig>, plugin: Option<&TrustRule>) -> bool {
+    trust.is_some() || plugin.is_some()
+}
+
+/// Check `signatures` of the manifest `digest` of `reference` under the
+/// rule that applies; `None` when no trust policy is configured at all.
+pub fn check(
+    trust: Option<&TrustConfig>,
+    plugin: Option<&TrustRule>,
+    base: &Path,
+    reference: &OciRef,
+    digest: &str,
+    signatures: &[Signature],
+) -> Option<SignatureCheck> {
+    if !configured(trust, plugin) {
+        return None;
+    }
+    let repository = format!("{}/{}", reference.registry(), reference.repository());
+    let registry = trust.and_then(|t| {
+        t.registries
+            .iter()
+            .filter(|(prefix, _)| {
+                let prefix = prefix.trim_end_matches('/');
+                repository == prefix || repository.starts_with(&format!("{prefix}/"))
+            })
+            .max_by_key(|(prefix, _)| prefix.len())
+            .map(|(_, r)| r)
+    });
+    let top = trust.map(TrustConfig::rule);
+    let levels = [plugin, registry, top.as_ref()];
+    let keys = levels.iter().flatten().find_map(|r| r.keys.as_ref());
+    let require = match levels.iter().flatten().find_map(|r| r.require_signature) {
+        Some(r) => Requirement {
+            policies: r,
+            tools: r,
+        },
+        None => Requirement {
+            policies: true,
+            tools: false,
+        },
+    };
+    let mut trusted = Vec::new();
+    let mut unreadable = Vec::new();
+    for path in keys.into_iter().flatten() {
+        match read_key(base, path) {
+            Ok(k) => trusted.push(k),
+            Err(e) => unreadable.push(e),
+        }
+    }
+    let signer = signature::verify(signatures, digest, &trusted).map_err(|e| {
+        if unreadable.is_empty() {
+            e.0
+        } else {
+            format!(
+                "{} (and a trusted key cannot be read: {})",
+                e.0,
+                unreadable.join("; ")
+            )
+        }
+    });
+    Some(SignatureCheck { signer, require })
+}
+
+/// Read and parse one key file (`base` joined to a relative `path`).
+pub fn read_key(base: &Path, path: &Path) -> Result<PublicKey, String> {
+    let full = base.join(path);
+    let text = std::fs::read_to_string(&full)
+        .map_err(|e| format!("{}: cannot be read: {e}", full.display()))?;
+    PublicKey::from_pem(&path.display().to_string(), &text).map_err(|e| {
+        let e = e.to_string();
+        // Name the whole path, not only the configured one.
+        format!(
+            "{}{}",
+            full.display(),
+            e.strip_prefix(&path.display().to_string()).unwrap_or(&e)
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oci::signature::{Algorithm, SigningKey};
+    use base64::Engine as _;
+
+    #[test]
+    fn the_narrowest_rule_decides_and_policies_default_to_required() {
+        let dir = std::env::temp_dir().join(format!("toolgate-trust-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let acme = SigningKey::from_pem("a", &SigningKey::generate_pem(Algorithm::P256)).unwrap();
+        let other =
+            SigningKey::from_pem("o", &SigningKey::generate_pem(Algorithm::Ed25519)).unwrap();
+        std::fs::write(dir.join("acme.pub"), acme.public().to_pem()).unwrap();
+        std::fs::write(dir.join("other.pub"), other.public().to_pem()).unwrap();
+        let digest = format!("sha256:{}", "ab".repeat(32));
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let payload = signature::payload("127.0.0.1:5000/acme/guard", &digest);
+        let sigs = vec![Signature {
+            signature: b64.encode(acme.sign(&payload)),
+            payload: b64.encode(&payload),
+        }];
+        let r = OciRef::parse("oci://127.0.0.1:5000/acme/guard:1").unwrap();
+        let trust = TrustConfig {
+            keys: Some(vec!["other.pub".into()]),
+            registries: [(
+                "127.0.0.1:5000/acme".to_string(),
+                TrustRule {
+                    keys: Some(vec!["acme.pub".into()]),
+                    ..Default::default()
+                },
+            )]
+            .into(),
+            ..Default::default()
+        };
+        let c = check(Some(&trust), None, &dir, &r, &digest, &sigs).unwrap();
+        assert_eq!(c.signer.as_ref().unwrap().key, "acme.pub");
+        assert_eq!(c.refusal(true, false), None);
+        // Outside the prefix ("acme-evil" is not under "acme"): [trust] keys.
+        let evil = OciRef::parse("oci://127.0.0.1:5000/acme-evil/guard:1").unwrap();
+        let c = check(Some(&trust), None, &dir, &evil, &digest, &sigs).unwrap();
+        let why = c.refusal(true, false).unwrap();
+        assert!(why.contains("by no trusted key"), "{why}");
+        assert_eq!(
+            c.refusal(false, true),
+            None,
+            "tools default to not required"
+        );
+        // The plugin's own rule wins.
+        let own = TrustRule {
+            require_signature: Some(true),
+            ..Default::default()
+        };
+        let c = check(Some(&trust), Some(&own), &dir, &evil, &digest, &[]).unwrap();
+        assert!(c.refusal(false, true).unwrap().contains("not signed"));
+        assert!(check(None, None, &dir, &r, &digest, &sigs).is_none());
+        let mut problems = Vec::new();
+        check_rule(
+            "/trust",
+            &TrustRule {
+                keys: Some(vec!["missing.pub".into()]),
+                identities: Some(serde_json::json!([])),
+                ..Default::default()
+            },
+            &dir,
+            &mut problems,
+        );
+        assert!(problems[0].contains("keyless verification is not built yet"));
+        assert!(problems[1].starts_with("/trust/keys/0: ") && problems[1].contains("missing.pub"));
+    }
+}
