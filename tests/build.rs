@@ -191,6 +191,8 @@ fn mcp(manifest_dir: &std::path::Path, started: std::time::SystemTime, probes: &
         "requirements.txt",
         "servers.txt",
         "conformance.txt",
+        "setup-browser.sh",
+        "browser-requirements.txt",
     ] {
         println!("cargo:rerun-if-changed={}", scripts.join(f).display());
     }
@@ -253,6 +255,30 @@ fn mcp(manifest_dir: &std::path::Path, started: std::time::SystemTime, probes: &
         format!("the MCP conformance suite of tests/mcp/conformance.txt is not installed: {why}; run `bash tests/mcp/setup-conformance.sh target/tmp/conformance` (needs npm)")
     });
     probes.need("mcp_conformance", conformance);
+    // The approval console's browser test: Playwright (PyPI, no browser
+    // download) driving Debian's chromium.
+    println!("cargo:rerun-if-env-changed=TOOLGATE_CHROMIUM");
+    let chromium = std::env::var_os("TOOLGATE_CHROMIUM")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "/usr/bin/chromium".into());
+    // Its directory, not the file: a missing file would rerun this script
+    // on every build; installing it changes the directory.
+    if let Some(dir) = chromium.parent() {
+        println!("cargo:rerun-if-changed={}", dir.display());
+    }
+    let browser = setup("setup-browser.sh", &tmp.join("browser-venv"), ".requirements")
+        .map_err(|why| format!("Playwright is not installed: {why}; run `bash tests/mcp/setup-browser.sh target/tmp/browser-venv` (needs python3 with venv, and PyPI)"))
+        .and_then(|()| {
+            if chromium.exists() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "no chromium at {} (apt-get install chromium, or set TOOLGATE_CHROMIUM)",
+                    chromium.display()
+                ))
+            }
+        });
+    probes.need("browser", browser);
 }
 
 /// The CNCF distribution registry (Debian's `docker-registry`), which the

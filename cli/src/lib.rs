@@ -77,7 +77,9 @@ pub struct GlobalArgs {
     /// cannot answer an elicitation themselves. `queue`: the host's durable
     /// approval queue (as `[approval] mode = "queue"`; the client is never
     /// asked), where calls wait, at most `[approval] timeout_ms`, for a
-    /// decision (see docs/operators.md#approval-queue-and-console).
+    /// decision: in the browser at `serve --http`'s /console, with
+    /// `toolgate approvals`, or from `[approval] webhook`'s receiver (see
+    /// docs/operators.md#approval-queue-and-console).
     #[arg(long, value_enum, value_name = "MODE", global = true)]
     approve: Option<ApproveMode>,
 

@@ -352,7 +352,7 @@ async fn serve_until_stopped(
             eprintln!("toolgate: serving MCP at http://{bound}{}", http::PATH);
             if let Some((_, path, made)) = &console {
                 eprintln!(
-                    "toolgate: approval console API at http://{bound}/console/api/ (its token is in {}{})",
+                    "toolgate: approval console at http://{bound}/console (its token is in {}{})",
                     path.display(),
                     if *made { ", made now" } else { "" }
                 );

@@ -15,6 +15,7 @@ pub mod grant;
 pub mod queue;
 pub mod sqlite;
 pub mod store;
+pub mod webhook;
 
 use std::sync::Arc;
 

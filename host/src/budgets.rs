@@ -314,6 +314,18 @@ pub const CONSOLE_MAX_SESSIONS: usize = 64;
 /// How long a console login lasts. 12 hours; not configurable.
 pub const CONSOLE_SESSION_TTL: Duration = Duration::from_secs(12 * 60 * 60);
 
+/// `[approval] webhook`: how long one post may take (connecting, sending,
+/// the answer's head). Threat: a receiver that hangs holds up the posts
+/// after it. 5 s; not configurable.
+pub const APPROVAL_WEBHOOK_TIMEOUT: Duration = Duration::from_secs(5);
+/// Bytes of one webhook post; an entry larger than that is posted with
+/// its arguments and card replaced by a note. 256 KiB; not configurable.
+pub const APPROVAL_WEBHOOK_MAX_BODY_BYTES: usize = 256 << 10;
+/// New entries waiting to be posted; beyond, an entry is not posted
+/// (logged; it stays pending in the console). Threat: a slow receiver
+/// and a flood of entries growing memory. 256; not configurable.
+pub const APPROVAL_WEBHOOK_BACKLOG: usize = 256;
+
 #[cfg(test)]
 mod tests {
     use super::*;

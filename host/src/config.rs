@@ -739,7 +739,9 @@ fn schema() -> serde_json::Value {
                 "properties": {
                     "mode": {"enum": ["queue"]},
                     "timeout_ms": {"type": "integer"},
-                    "store": {"type": "string"}
+                    "store": {"type": "string"},
+                    "webhook": {"type": "string"},
+                    "webhook_key_file": {"type": "string"}
                 },
                 "additionalProperties": false
             },
@@ -1332,6 +1334,12 @@ pub struct ApprovalConfig {
     /// The queue's SQLite file (default: `approvals.sqlite` in the state
     /// directory).
     pub store: Option<PathBuf>,
+    /// POST each new pending approval there (see
+    /// [`crate::approval::webhook`]).
+    pub webhook: Option<String>,
+    /// The webhook's HMAC key (default: `approval-webhook-key` in the
+    /// state directory; made, owner-only, when absent).
+    pub webhook_key_file: Option<PathBuf>,
 }
 
 /// `[console]` in the configuration.

@@ -29,6 +29,9 @@ pub enum HostError {
     /// The approval queue's store could not be opened.
     #[error("{0} (`[approval] store`; or run without --approve queue)")]
     Approvals(#[from] crate::approval::store::StoreError),
+    /// `[approval] webhook` cannot be set up.
+    #[error(transparent)]
+    ApprovalWebhook(#[from] crate::approval::webhook::WebhookError),
     #[error("the configuration is not obeyed: {0}")]
     Authority(#[from] crate::state::AuthorityError),
     #[error("tool `{tool}`: {message}")]

@@ -377,7 +377,22 @@ impl ToolgateBuilder {
                 .unwrap_or(crate::budgets::APPROVAL_TIMEOUT_MS)
                 .max(1),
         );
-        Ok(crate::approval::queue::ApprovalQueue::open(Arc::new(store), timeout).await?)
+        let queue = crate::approval::queue::ApprovalQueue::open(Arc::new(store), timeout).await?;
+        if let Some(url) = &self.config.approval.webhook {
+            use crate::approval::webhook::{DEFAULT_KEY_FILE, Webhook, WebhookError};
+            let key = match (
+                &self.config.approval.webhook_key_file,
+                &self.runtime.state_dir,
+            ) {
+                (Some(p), _) => p.clone(),
+                (None, Some(dir)) => crate::state::StateDir::open(dir)?
+                    .path()
+                    .join(DEFAULT_KEY_FILE),
+                (None, None) => return Err(WebhookError::NoKeyFile.into()),
+            };
+            Webhook::new(url, &key)?.start(&queue);
+        }
+        Ok(queue)
     }
 
     /// Create the engine and load every plugin. Plugins that fail to load

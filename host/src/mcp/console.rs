@@ -44,6 +44,8 @@ use crate::budgets::{
     CONSOLE_MAX_BATCH, CONSOLE_MAX_BODY_BYTES, CONSOLE_MAX_SESSIONS, CONSOLE_SESSION_TTL,
 };
 
+mod page;
+
 type Body = BoxBody<Bytes, Infallible>;
 
 /// Where the console lives.
@@ -218,9 +220,23 @@ impl Console {
         })
     }
 
-    /// Answers a request under [`PREFIX`]. `host_ok`/`origin_ok` say
-    /// whether the listener accepts the request's `Host` and `Origin`.
+    /// Answers a request under [`PREFIX`]: the page (`GET /console`, see
+    /// [`page`]) or the API. `host_ok`/`origin_ok` say whether the listener
+    /// accepts the request's `Host` and `Origin`. Every answer carries the
+    /// page's strict headers ([`page::harden`]).
     pub async fn handle(
+        &self,
+        request: Request<Incoming>,
+        host_ok: bool,
+        origin_ok: bool,
+        body_timeout: Duration,
+    ) -> Response<Body> {
+        let mut r = self.answer(request, host_ok, origin_ok, body_timeout).await;
+        page::harden(r.headers_mut());
+        r
+    }
+
+    async fn answer(
         &self,
         request: Request<Incoming>,
         host_ok: bool,
@@ -238,6 +254,11 @@ impl Console {
                 StatusCode::FORBIDDEN,
                 "this Origin is not accepted: the console answers its own pages only (see --allow-origin)",
             );
+        }
+        // The page itself is public (it holds no secret; the login is on
+        // it); everything it does goes through the API below.
+        if let Some(page) = page::serve(request.method(), request.uri().path()) {
+            return page;
         }
         let (parts, body) = request.into_parts();
         let limited = http_body_util::Limited::new(body, CONSOLE_MAX_BODY_BYTES);
@@ -289,7 +310,15 @@ impl Console {
                 }
                 respond(StatusCode::OK, &json!({"ok": true}))
             }
-            ("GET", "/console/api/whoami") => respond(StatusCode::OK, &json!({ "identity": by })),
+            // A reloaded page gets its session's CSRF token back here: the
+            // cookie is SameSite=Strict and a cross-site page cannot read
+            // this answer (no CORS), so the token stays the page's.
+            ("GET", "/console/api/whoami") => match &caller {
+                Caller::Cookie { csrf, .. } => {
+                    respond(StatusCode::OK, &json!({ "identity": by, "csrf": csrf }))
+                }
+                Caller::Bearer(_) => respond(StatusCode::OK, &json!({ "identity": by })),
+            },
             ("GET", "/console/api/pending") => match self.queue.pending().await {
                 Ok(list) => respond(
                     StatusCode::OK,

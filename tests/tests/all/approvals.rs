@@ -481,17 +481,17 @@ async fn racing_decisions_decide_once() {
 
 /// A real `toolgate serve --http --approve queue`, its console's token and
 /// addresses, its stderr drained.
-struct Served {
+pub(crate) struct Served {
     child: std::process::Child,
     /// `127.0.0.1:PORT`.
-    addr: String,
-    mcp_token: String,
+    pub(crate) addr: String,
+    pub(crate) mcp_token: String,
     console_token_file: std::path::PathBuf,
     _dir: TempDir,
 }
 
 impl Served {
-    fn start(name: &str, config: &str) -> Served {
+    pub(crate) fn start(name: &str, config: &str) -> Served {
         use std::io::BufRead;
         let dir = TempDir::new(name);
         let work = dir.path().join("work");
@@ -545,7 +545,7 @@ impl Served {
         }
     }
 
-    fn console_token(&self) -> String {
+    pub(crate) fn console_token(&self) -> String {
         std::fs::read_to_string(&self.console_token_file)
             .unwrap()
             .trim()
@@ -566,7 +566,7 @@ impl Served {
     }
 
     /// `list --json`, waiting (20 s at most) for `n` entries.
-    fn pending(&self, n: usize) -> Vec<Value> {
+    pub(crate) fn pending(&self, n: usize) -> Vec<Value> {
         let start = Instant::now();
         loop {
             let out = self.approvals(&["list", "--json"]);
@@ -585,7 +585,7 @@ impl Served {
     }
 
     /// A raw request to the console; (status, head, body).
-    fn raw(&self, request: &str) -> (u16, String, String) {
+    pub(crate) fn raw(&self, request: &str) -> (u16, String, String) {
         use std::io::{Read, Write};
         let mut s = std::net::TcpStream::connect(&self.addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -609,7 +609,7 @@ impl Drop for Served {
     }
 }
 
-fn console_request(method: &str, path: &str, headers: &str, body: &str) -> String {
+pub(crate) fn console_request(method: &str, path: &str, headers: &str, body: &str) -> String {
     format!(
         "{method} {path} HTTP/1.1\r\n{headers}Content-Type: application/json\r\n\
          Content-Length: {}\r\nConnection: close\r\n\r\n{body}",

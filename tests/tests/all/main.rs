@@ -10,6 +10,7 @@ mod capabilities;
 mod catalog;
 mod code_mode;
 mod conformance;
+mod console;
 mod containment;
 mod contract;
 mod egress;

@@ -1,0 +1,338 @@
+// The approval console's page (served by toolgate at /console).
+//
+// Everything shown that came from a tool call (tool names, arguments,
+// cards, reasons, messages) is attacker-controlled: it is only ever put in
+// the page as text (textContent / createTextNode), never as HTML.
+// Every change (POST) carries the session's CSRF token (X-CSRF-Token).
+"use strict";
+
+const state = {
+  csrf: null,
+  pending: new Map(), // id -> { entry, row }
+  events: null,
+};
+
+const $ = (id) => document.getElementById(id);
+
+function status(text, isError) {
+  const s = $("status");
+  s.textContent = text || "";
+  s.classList.toggle("error", !!isError);
+}
+
+function el(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  if (cls) e.className = cls;
+  return e;
+}
+
+function when(ms) {
+  if (ms === null || ms === undefined) return "";
+  return new Date(ms).toLocaleTimeString();
+}
+
+async function api(method, path, body) {
+  const headers = {};
+  const init = { method, headers, credentials: "same-origin", cache: "no-store" };
+  if (body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  if (method !== "GET" && state.csrf) headers["X-CSRF-Token"] = state.csrf;
+  const r = await fetch(path, init);
+  let value = null;
+  try { value = await r.json(); } catch (_) { value = null; }
+  if (r.status === 401 && path !== "/console/login") {
+    showLogin("your session ended: log in again");
+  }
+  if (!r.ok) {
+    const msg = value && value.error ? value.error : "HTTP " + r.status;
+    const err = new Error(msg);
+    err.status = r.status;
+    throw err;
+  }
+  return value;
+}
+
+// ---- the views -------------------------------------------------------
+
+function showLogin(message) {
+  if (state.events) { state.events.close(); state.events = null; }
+  state.csrf = null;
+  $("app-view").hidden = true;
+  $("logout").hidden = true;
+  $("who").textContent = "";
+  $("login-view").hidden = false;
+  status(message || "", !!message);
+  $("login-token").focus();
+}
+
+async function showApp(identity) {
+  $("login-view").hidden = true;
+  $("app-view").hidden = false;
+  $("logout").hidden = false;
+  $("who").textContent = identity;
+  openEvents();
+  await Promise.all([loadPending(), loadGrants(), loadDecided()]);
+}
+
+// ---- pending ---------------------------------------------------------
+
+function callCell(entry) {
+  const td = el("td");
+  if (entry.card && entry.card.title) {
+    td.appendChild(el("div", entry.card.title, "card"));
+    if (entry.card.detail) td.appendChild(el("pre", entry.card.detail, "detail"));
+  }
+  td.appendChild(el("pre", JSON.stringify(entry.arguments, null, 1), "arguments"));
+  return td;
+}
+
+function pendingRow(entry) {
+  const tr = el("tr");
+  tr.dataset.id = entry.id;
+  const box = el("input");
+  box.type = "checkbox";
+  box.className = "select";
+  box.value = entry.id;
+  box.setAttribute("aria-label", "select " + entry.id);
+  const first = el("td");
+  first.appendChild(box);
+  tr.appendChild(first);
+  tr.appendChild(el("td", entry.tool, "tool"));
+  tr.appendChild(callCell(entry));
+  const why = el("td");
+  why.appendChild(el("div", entry.reason, "reason"));
+  why.appendChild(el("div", "asked by " + entry.askedBy, "hint"));
+  tr.appendChild(why);
+  const who = [entry.scope ? "scope " + entry.scope : "", entry.client || "", entry.session ? "session " + entry.session : ""]
+    .filter(Boolean).join(", ");
+  tr.appendChild(el("td", who));
+  tr.appendChild(el("td", when(entry.since)));
+  tr.appendChild(el("td", when(entry.expires)));
+  return tr;
+}
+
+function countPending() {
+  $("pending-count").textContent = String(state.pending.size);
+}
+
+function addPending(entry) {
+  if (entry.state !== "pending" || state.pending.has(entry.id)) return;
+  const row = pendingRow(entry);
+  $("pending").tBodies[0].appendChild(row);
+  state.pending.set(entry.id, { entry, row });
+  countPending();
+}
+
+function removePending(id) {
+  const p = state.pending.get(id);
+  if (!p) return;
+  p.row.remove();
+  state.pending.delete(id);
+  countPending();
+}
+
+async function loadPending() {
+  const list = await api("GET", "/console/api/pending");
+  const body = $("pending").tBodies[0];
+  const fragment = document.createDocumentFragment();
+  const next = new Map();
+  for (const entry of list) {
+    const row = pendingRow(entry);
+    fragment.appendChild(row);
+    next.set(entry.id, { entry, row });
+  }
+  body.replaceChildren(fragment);
+  state.pending = next;
+  countPending();
+  document.body.dataset.pendingLoaded = String(list.length);
+}
+
+function selected() {
+  return Array.from(document.querySelectorAll("#pending tbody input.select:checked"), (b) => b.value);
+}
+
+async function decide(verdict, extra) {
+  const ids = selected();
+  if (ids.length === 0) { status("select one or more pending calls first", true); return; }
+  try {
+    const r = await api("POST", "/console/api/decide", Object.assign({ ids, verdict }, extra || {}));
+    const failed = r.results.filter((x) => !x.ok);
+    for (const x of r.results) if (x.ok) removePending(x.id);
+    if (failed.length) {
+      status(failed.map((x) => x.id + ": " + x.error).join("; "), true);
+    } else {
+      status(verdict + ": " + ids.length + " call(s)" + (r.grant ? " under grant " + r.grant : ""));
+    }
+    $("select-all").checked = false;
+    await Promise.all([loadDecided(), loadGrants()]);
+  } catch (e) {
+    status(verdict + " failed: " + e.message, true);
+  }
+}
+
+// ---- grants ------------------------------------------------------------
+
+function value(id) {
+  const v = $(id).value.trim();
+  return v === "" ? null : v;
+}
+
+async function grant(ev) {
+  ev.preventDefault();
+  const spec = {};
+  const tool = value("grant-tool");
+  if (tool) spec.tool = tool;
+  const argument = value("grant-argument");
+  const pattern = value("grant-pattern");
+  if (argument || pattern) { spec.argument = argument; spec.pattern = pattern; }
+  const scope = value("grant-scope");
+  if (scope) spec.scope = scope;
+  const minutes = value("grant-minutes");
+  if (minutes) spec.durationMs = Math.round(Number(minutes) * 60000);
+  const count = value("grant-count");
+  if (count) spec.count = Number(count);
+  if (selected().length === 0) {
+    // A grant for later calls only.
+    try {
+      const g = await api("POST", "/console/api/grants", spec);
+      status("grant " + g.id + " made");
+      await loadGrants();
+    } catch (e) {
+      status("grant failed: " + e.message, true);
+    }
+    return;
+  }
+  await decide("grant", { grant: spec });
+}
+
+async function loadGrants() {
+  const list = await api("GET", "/console/api/grants");
+  const body = $("grants").tBodies[0];
+  const fragment = document.createDocumentFragment();
+  for (const g of list) {
+    const tr = el("tr");
+    tr.dataset.id = g.id;
+    for (const v of [g.id, g.tool, g.argument, g.pattern, g.scope || "any",
+      g.expiresMs ? when(g.expiresMs) : "", g.remaining ?? "", g.used, g.createdBy]) {
+      tr.appendChild(el("td", v));
+    }
+    const td = el("td");
+    const b = el("button", "Revoke", "revoke");
+    b.type = "button";
+    b.addEventListener("click", () => revoke(g.id));
+    td.appendChild(b);
+    tr.appendChild(td);
+    fragment.appendChild(tr);
+  }
+  body.replaceChildren(fragment);
+}
+
+async function revoke(id) {
+  try {
+    const r = await api("POST", "/console/api/grants/revoke", { ids: [id] });
+    const bad = r.results.filter((x) => !x.ok);
+    status(bad.length ? bad.map((x) => x.error).join("; ") : "grant " + id + " revoked", bad.length > 0);
+  } catch (e) {
+    status("revoke failed: " + e.message, true);
+  }
+  await loadGrants();
+}
+
+// ---- decided -----------------------------------------------------------
+
+async function loadDecided() {
+  const list = await api("GET", "/console/api/decided?limit=50");
+  const body = $("decided").tBodies[0];
+  const fragment = document.createDocumentFragment();
+  for (const e of list) {
+    const tr = el("tr");
+    tr.dataset.id = e.id;
+    tr.appendChild(el("td", e.tool));
+    tr.appendChild(callCell(e));
+    const d = e.decided || {};
+    tr.appendChild(el("td", d.grant ? "granted (" + d.grant + ")" : e.state, e.state));
+    tr.appendChild(el("td", d.by));
+    tr.appendChild(el("td", when(d.atMs)));
+    tr.appendChild(el("td", d.message));
+    fragment.appendChild(tr);
+  }
+  body.replaceChildren(fragment);
+}
+
+// ---- live events -------------------------------------------------------
+
+function openEvents() {
+  if (state.events) state.events.close();
+  const es = new EventSource("/console/api/events");
+  state.events = es;
+  es.addEventListener("pending", (m) => addPending(JSON.parse(m.data)));
+  es.addEventListener("ended", (m) => {
+    removePending(JSON.parse(m.data).id);
+    loadDecided().catch(() => {});
+    loadGrants().catch(() => {});
+  });
+  es.addEventListener("lagged", () => { loadPending().catch(() => {}); });
+  es.addEventListener("open", () => { document.body.dataset.live = "1"; });
+  es.onerror = () => {
+    document.body.dataset.live = "0";
+    // The browser reconnects by itself; a reload catches what was missed.
+    // A logged-out session gets 401, seen by the next call.
+    api("GET", "/console/api/whoami").then(() => loadPending()).catch(() => {});
+  };
+}
+
+// ---- start -------------------------------------------------------------
+
+async function login(ev) {
+  ev.preventDefault();
+  try {
+    const r = await api("POST", "/console/login", {
+      token: $("login-token").value,
+      name: $("login-name").value,
+    });
+    $("login-token").value = "";
+    state.csrf = r.csrf;
+    status("");
+    await showApp(r.identity);
+  } catch (e) {
+    showLogin(e.status === 401 ? "wrong token" : "login failed: " + e.message);
+  }
+}
+
+async function logout() {
+  try { await api("POST", "/console/logout"); } catch (_) { /* gone anyway */ }
+  showLogin("logged out");
+}
+
+async function start() {
+  $("login").addEventListener("submit", login);
+  $("logout").addEventListener("click", logout);
+  $("approve").addEventListener("click", () => decide("approve"));
+  $("deny").addEventListener("click", () => {
+    const message = value("deny-message");
+    decide("deny", message ? { message } : {});
+  });
+  $("grant").addEventListener("submit", grant);
+  $("select-all").addEventListener("change", (ev) => {
+    for (const b of document.querySelectorAll("#pending tbody input.select")) b.checked = ev.target.checked;
+  });
+  // Already logged in (a reload): the cookie is sent, whoami gives the
+  // session's CSRF token back (a cross-site page cannot read it).
+  try {
+    const r = await fetch("/console/api/whoami", { credentials: "same-origin", cache: "no-store" });
+    if (r.ok) {
+      const who = await r.json();
+      if (who.csrf) {
+        state.csrf = who.csrf;
+        await showApp(who.identity);
+        return;
+      }
+    }
+  } catch (_) { /* not logged in */ }
+  showLogin();
+}
+
+document.addEventListener("DOMContentLoaded", start);
