@@ -341,6 +341,9 @@ pub struct GrantsConfig {
     pub fs: Vec<FsGrantConfig>,
     #[serde(default)]
     pub env: Vec<String>,
+    /// Exact `host:port` destinations of the component's own connections
+    /// (`wasi:http`, `wasi:sockets`), resolved at load; the older grant,
+    /// kept beside `egress` (see `crate::egress::component`).
     #[serde(default)]
     pub network: Vec<String>,
     #[serde(default)]
@@ -358,6 +361,8 @@ pub struct GrantsConfig {
     /// Destinations by name spawned processes may reach through the host's
     /// egress proxy (`*.example.org`, `example.com:443`,
     /// `GET pypi.org/simple/*`); with it, a spawn has no other network.
+    /// The component's own `wasi:http` and `wasi:sockets` connections are
+    /// decided by the same rules.
     #[serde(default)]
     pub egress: Vec<String>,
     #[serde(default)]

@@ -219,6 +219,10 @@ pub struct Grants {
     pub network: Vec<SocketAddr>,
     /// The network grant as the operator wrote it (`host:port`), for messages.
     pub network_names: Vec<String>,
+    /// Each `network` entry as written and the addresses it resolved to at
+    /// load (a component's connections to it go to those: see
+    /// [`crate::egress::component`]).
+    pub network_pinned: Vec<(String, Vec<SocketAddr>)>,
     /// The `shell` seam.
     pub shell: bool,
     /// The `subprocess` seam: programs it may run (empty: none).
@@ -238,6 +242,9 @@ pub struct Grants {
     /// [`crate::egress`]); `None`: no egress grant (`spawn_tcp_ports`, the
     /// weaker grant by port, applies as written).
     pub egress: Option<std::sync::Arc<crate::egress::Policy>>,
+    /// `[egress]` (`deny`, `allow_private`): applies to every connection,
+    /// with or without an `egress` grant (a component's `network` too).
+    pub egress_global: std::sync::Arc<crate::egress::Global>,
     /// Where this grant was written (`toolgate.toml: [plugins.x.grants]`,
     /// or "built-in default"), for error messages.
     pub source: String,
@@ -250,6 +257,7 @@ impl Default for Grants {
             env: Vec::new(),
             network: Vec::new(),
             network_names: Vec::new(),
+            network_pinned: Vec::new(),
             shell: false,
             subprocess: Vec::new(),
             kv: false,
@@ -257,6 +265,7 @@ impl Default for Grants {
             sandbox: toolgate_sandbox::SandboxPolicy::default(),
             output_cap: DEFAULT_OUTPUT_CAP,
             egress: None,
+            egress_global: Default::default(),
             source: "no grant (default: nothing)".into(),
         }
     }
@@ -286,7 +295,7 @@ impl Capability {
     /// Does `grants` give it?
     pub fn granted(self, grants: &Grants) -> bool {
         match self {
-            Capability::Network => !grants.network.is_empty(),
+            Capability::Network => !grants.network.is_empty() || grants.egress.is_some(),
             Capability::FileSystem => grants.fs.iter().any(|g| g.preopen),
             Capability::Environment => !grants.env.is_empty(),
             Capability::Shell => grants.shell,
@@ -299,7 +308,7 @@ impl Capability {
     /// What to write in `[plugins.NAME.grants]` to grant it.
     pub fn grant_line(self) -> &'static str {
         match self {
-            Capability::Network => "network = [\"host:port\"]",
+            Capability::Network => "egress = [\"host\"] (or network = [\"host:port\"])",
             Capability::FileSystem => "fs = [{ path = \"DIR\", access = \"read-only\" }]",
             Capability::Environment => "env = [\"NAME\"] (or vars = { NAME = \"value\" })",
             Capability::Shell => "shell = true",
@@ -513,12 +522,15 @@ pub fn resolve_grants(
         })
         .collect();
     let mut network = Vec::new();
+    let mut network_pinned = Vec::new();
     for name in &config.network {
         use std::net::ToSocketAddrs;
-        let addrs = name
+        let addrs: Vec<SocketAddr> = name
             .to_socket_addrs()
-            .map_err(|e| format!("network grant {name:?} ({source}) cannot be resolved: {e}"))?;
-        network.extend(addrs);
+            .map_err(|e| format!("network grant {name:?} ({source}) cannot be resolved: {e}"))?
+            .collect();
+        network.extend(addrs.iter().copied());
+        network_pinned.push((name.clone(), addrs));
     }
     let l = &config.spawn_limits;
     let defaults = ResourceLimits::default();
@@ -553,6 +565,7 @@ pub fn resolve_grants(
         env,
         network,
         network_names: config.network.clone(),
+        network_pinned,
         shell: config.shell,
         subprocess: config.subprocess.clone(),
         kv: config.kv,
@@ -563,6 +576,7 @@ pub fn resolve_grants(
         sandbox,
         output_cap: l.output_kb.map(|kb| kb << 10).unwrap_or(DEFAULT_OUTPUT_CAP),
         egress: egress_policy(&config.egress, &source)?,
+        egress_global: Default::default(),
         source,
     })
 }
@@ -590,6 +604,7 @@ impl Grants {
     /// Puts this grant's egress rules under the configuration's
     /// `[egress]` (its `deny` and `allow_private`).
     pub fn set_egress_global(&mut self, global: &std::sync::Arc<crate::egress::Global>) {
+        self.egress_global = global.clone();
         if let Some(p) = &mut self.egress {
             std::sync::Arc::make_mut(p).global = global.clone();
         }

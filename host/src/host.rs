@@ -536,6 +536,7 @@ impl ToolgateBuilder {
                 tool_timeouts,
                 origin: bridge_config.origin(),
                 egress: Arc::new(egress_global(&bridge_config)?),
+                egress_record: lifecycle.seams().egress_record.clone(),
             },
         );
         lifecycle.set_bridge(bridge);

@@ -746,7 +746,7 @@ fn grants_needed(imports: &[String], plugin: &str) -> Vec<String> {
     }
     if any("wasi:sockets/tcp") {
         out.push(format!(
-            "network = [\"host:port\"] under [plugins.{plugin}.grants] if it connects out (without a grant every connection is refused)"
+            "egress = [\"HOST\"] (or network = [\"host:port\"]) under [plugins.{plugin}.grants] if it connects out (without a grant every connection is refused)"
         ));
     }
     out

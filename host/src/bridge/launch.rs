@@ -43,6 +43,15 @@ pub struct Launch {
     pub auto_granted: Vec<PathBuf>,
 }
 
+/// What a server's egress is decided and recorded with.
+pub struct Egress<'a> {
+    /// `[egress]`.
+    pub global: &'a std::sync::Arc<crate::egress::Global>,
+    /// Where its connections are recorded besides the log (the audit
+    /// record's sink, if the host keeps one).
+    pub record: Option<crate::egress::proxy::RecordSink>,
+}
+
 /// Resolve a stdio server's launch. `Err` says what to fix.
 pub fn resolve(
     name: &str,
@@ -51,8 +60,12 @@ pub fn resolve(
     enforcement: &toolgate_sandbox::Enforcement,
     authority: &Authority,
     origin: &str,
-    egress: &std::sync::Arc<crate::egress::Global>,
+    egress: Egress<'_>,
 ) -> Result<Launch, String> {
+    let Egress {
+        global: egress,
+        record,
+    } = egress;
     let command = config
         .command
         .as_deref()
@@ -115,7 +128,8 @@ pub fn resolve(
         .unwrap_or_default();
     // With an egress grant the server reaches the network only through a
     // proxy of its own, for as long as it runs (its connections are
-    // attributed to `mcp:NAME`, not to a call: one server serves many).
+    // attributed to `mcp:NAME`, not to a call: one server serves many),
+    // logged and recorded (`record`: the audit record's sink, if kept).
     let mut policy = match &resolved.egress {
         Some(rules) => {
             env.retain(|(k, _)| {
@@ -130,7 +144,7 @@ pub fn resolve(
                     plugin: format!("mcp:{name}"),
                     scope: String::new(),
                 },
-                None,
+                record,
             )
         }
         None => resolved.sandbox.clone(),
@@ -303,6 +317,11 @@ mod tests {
         let global = std::sync::Arc::new(
             crate::egress::Global::parse(&[], &["127.0.0.1/32".to_string()]).unwrap(),
         );
+        let records = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = records.clone();
+        let sink: crate::egress::proxy::RecordSink = std::sync::Arc::new(move |who, r| {
+            kept.lock().unwrap().push(r.audit_fields(who));
+        });
         let launch = resolve(
             "fetcher",
             &config,
@@ -310,7 +329,10 @@ mod tests {
             &toolgate_sandbox::Enforcement::Strict,
             &Authority::default(),
             "test",
-            &global,
+            Egress {
+                global: &global,
+                record: Some(sink),
+            },
         )
         .unwrap();
         assert!(launch.policy.egress_proxy.is_some());
@@ -346,6 +368,23 @@ mod tests {
         assert!(
             out.contains("direct=") && !out.contains("direct=0"),
             "{out}"
+        );
+        // Its connections reach the sink (the audit record's, in a host),
+        // attributed to the server.
+        drop(launch);
+        let records = records.lock().unwrap().clone();
+        assert!(
+            records.iter().any(|r| r["plugin"] == "mcp:fetcher"
+                && r["name"] == "localhost"
+                && r["allowed"] == true
+                && r["bytesDown"].as_u64().unwrap_or(0) > 0),
+            "{records:#?}"
+        );
+        assert!(
+            records.iter().any(|r| r["plugin"] == "mcp:fetcher"
+                && r["name"] == "example.com"
+                && r["allowed"] == false),
+            "{records:#?}"
         );
     }
 

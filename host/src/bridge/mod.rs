@@ -131,6 +131,9 @@ pub struct Context {
     pub origin: String,
     /// `[egress]`, for servers with an `egress` grant.
     pub egress: Arc<crate::egress::Global>,
+    /// Where servers' egress connections are recorded besides the log
+    /// (the audit record's sink, set when the host keeps one).
+    pub egress_record: Arc<std::sync::OnceLock<crate::egress::proxy::RecordSink>>,
 }
 
 /// Called after a server's tools changed: the host swaps in a generation.
@@ -370,7 +373,10 @@ async fn supervise(server: Arc<Server>, publish: Publish, shutdown: Cancellation
                 &c.enforcement,
                 &c.authority,
                 &c.origin,
-                &c.egress,
+                launch::Egress {
+                    global: &c.egress,
+                    record: c.egress_record.get().cloned(),
+                },
             ) {
                 Ok(l) => {
                     if !l.auto_granted.is_empty() {

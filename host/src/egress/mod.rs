@@ -22,9 +22,13 @@
 //!    answers differently the second time (DNS rebinding) changes nothing;
 //! 4. [`proxy`]: HTTP (`CONNECT` and absolute-form) and SOCKS5 on a
 //!    listener the sandbox hands over (one per spawn), every connection
-//!    logged and recorded with its call, plugin and scope.
+//!    logged and recorded with its call, plugin and scope;
+//! 5. [`component`]: the same decisions for components' own `wasi:http`
+//!    requests and `wasi:sockets` connects, next to the older `network`
+//!    grant.
 
 pub mod addr;
+pub mod component;
 pub mod proxy;
 pub mod rules;
 

@@ -263,7 +263,7 @@ impl ComponentPlugin {
     pub(crate) async fn lease(&self, scope: CallScope) -> Result<Lease<'_>, InvokeError> {
         let mut instance = match self.take_idle() {
             Some(mut i) => {
-                i.store.data_mut().scope = scope;
+                i.store.data_mut().set_scope(scope);
                 i
             }
             None => self.instantiate(scope).await?,
@@ -293,7 +293,7 @@ impl ComponentPlugin {
         if self.mode == InstanceMode::Fresh {
             return;
         }
-        instance.store.data_mut().scope = CallScope::default();
+        instance.store.data_mut().set_scope(CallScope::default());
         instance.store.data().stderr.clear();
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         if idle.len() < self.max_idle {
@@ -310,18 +310,20 @@ impl ComponentPlugin {
                 source,
             };
         let stderr = TailPipe::new(self.context.budgets.stderr_tail_bytes);
-        let wasi = super::store::wasi_ctx(&self.context.grants, stderr.clone()).map_err(|e| {
-            host(
-                "apply the grants of",
-                e.to_string(),
-                wasmtime::Error::from_anyhow(e),
-            )
-        })?;
+        let egress = super::store::component_egress(&self.context);
+        let wasi =
+            super::store::wasi_ctx(&self.context.grants, stderr.clone(), &egress).map_err(|e| {
+                host(
+                    "apply the grants of",
+                    e.to_string(),
+                    wasmtime::Error::from_anyhow(e),
+                )
+            })?;
         let mut store = Store::new(
             &self.engine,
-            StoreData::new(self.context.clone(), wasi, stderr),
+            StoreData::new(self.context.clone(), wasi, stderr, egress),
         );
-        store.data_mut().scope = scope;
+        store.data_mut().set_scope(scope);
         store.limiter(|d| &mut d.limiter);
         let path = self.path;
         store.epoch_deadline_callback(move |mut ctx| match ctx.data_mut().interrupt() {

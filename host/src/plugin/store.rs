@@ -21,6 +21,7 @@ use super::pipe::TailPipe;
 use crate::bindings::{CallHandle, ResultHandle};
 use crate::budgets::Budgets;
 use crate::call::{CallInfo, CallSignal, Interrupt};
+use crate::egress::component::ComponentEgress;
 use crate::grants::Grants;
 use crate::outcome::Outcome;
 use crate::policy::{ExecNext, PostDecision, PostNext, PreDecision, PreNext};
@@ -122,8 +123,11 @@ pub struct StoreData {
     pub(crate) plugin: Arc<PluginContext>,
     pub(crate) scope: CallScope,
     pub(crate) stderr: TailPipe,
-    /// `wasi:http`: the context and the check against the network grant.
+    /// `wasi:http`: the context and the egress hook.
     pub(crate) http: HttpState,
+    /// This instance's egress (`wasi:http` and `wasi:sockets`), told which
+    /// call its connections belong to.
+    pub(crate) egress: Arc<ComponentEgress>,
     /// Host handles (calls, results) in the table now.
     handles: usize,
     /// The seams' state of this instance.
@@ -145,14 +149,20 @@ pub struct TooManyHandles {
 }
 
 impl StoreData {
-    pub(crate) fn new(plugin: Arc<PluginContext>, wasi: WasiCtx, stderr: TailPipe) -> Self {
+    pub(crate) fn new(
+        plugin: Arc<PluginContext>,
+        wasi: WasiCtx,
+        stderr: TailPipe,
+        egress: Arc<ComponentEgress>,
+    ) -> Self {
         let limiter = MemoryLimiter::new(
             plugin.name.clone(),
             plugin.grants.memory_bytes,
             plugin.memory.clone(),
         );
-        let http = HttpState::new(plugin.name.clone(), &plugin.grants.network_names);
+        let http = HttpState::new(egress.clone());
         StoreData {
+            egress,
             wasi,
             table: ResourceTable::new(),
             limiter,
@@ -316,9 +326,40 @@ impl WasiView for StoreData {
 #[error("interrupted by the host: {0:?}")]
 pub struct Interrupted(pub Interrupt);
 
+/// The egress of one instance of `plugin` (see
+/// [`crate::egress::component`]).
+pub(crate) fn component_egress(plugin: &PluginContext) -> Arc<ComponentEgress> {
+    let g = &plugin.grants;
+    Arc::new(ComponentEgress::new(
+        plugin.name.clone(),
+        g.egress.as_deref(),
+        g.egress_global.clone(),
+        &g.network_pinned,
+        plugin.seams.egress_record.clone(),
+    ))
+}
+
+impl StoreData {
+    /// Installs the scope of a call (or none, between calls): the seams see
+    /// its call, and egress attributes connections to it.
+    pub(crate) fn set_scope(&mut self, scope: CallScope) {
+        self.egress.set_call(
+            scope
+                .call
+                .as_deref()
+                .map(|c| (c.call_id.as_str(), c.agent_scope.as_str())),
+        );
+        self.scope = scope;
+    }
+}
+
 /// A WASI context giving exactly `grants`: the granted preopens, variables
-/// and TCP destinations, nothing else.
-pub(crate) fn wasi_ctx(grants: &Grants, stderr: TailPipe) -> anyhow::Result<WasiCtx> {
+/// and TCP connects that `egress` allows, nothing else.
+pub(crate) fn wasi_ctx(
+    grants: &Grants,
+    stderr: TailPipe,
+    egress: &Arc<ComponentEgress>,
+) -> anyhow::Result<WasiCtx> {
     let mut b = WasiCtx::builder();
     b.stdout(TailPipe::sink());
     b.stderr(stderr);
@@ -333,15 +374,15 @@ pub(crate) fn wasi_ctx(grants: &Grants, stderr: TailPipe) -> anyhow::Result<Wasi
         })?;
     }
     b.envs(&grants.env);
-    if !grants.network.is_empty() {
-        let allowed = grants.network.clone();
+    if !grants.network.is_empty() || grants.egress.is_some() {
+        let egress = egress.clone();
         b.allow_tcp(true);
         b.allow_udp(false);
         b.socket_addr_check(move |addr, usage| {
             use wasmtime_wasi::sockets::SocketAddrUse;
             let ok = match usage {
-                // Outgoing connections to granted destinations only.
-                SocketAddrUse::TcpConnect => allowed.contains(&addr),
+                // Outgoing connections egress allows only (recorded).
+                SocketAddrUse::TcpConnect => egress.check_connect(addr),
                 // The implicit bind of a client socket (any local
                 // address, an ephemeral port) is what a connect needs.
                 SocketAddrUse::TcpBind => addr.ip().is_unspecified() && addr.port() == 0,

@@ -1,150 +1,233 @@
-//! Outgoing HTTP(S) through `wasi:http`, allowed only to the plugin's
-//! network grant.
+//! Outgoing HTTP(S) through `wasi:http`, under the plugin's egress.
 //!
 //! A component that imports `wasi:http/outgoing-handler` loads whatever it
-//! was granted: with no `network` grant every request is refused
-//! (`HTTP-request-denied`), so a fetch tool can be installed before the
-//! operator decides where it may go. Each request — and so each redirect,
-//! which `wasi:http` never follows by itself: the guest sends a new request
-//! — is checked here against the grant as the operator wrote it
-//! (`host:port`, the port defaulting to 443 for `https` and 80 for
-//! `http`), by name, before any connection. The request's own connect,
-//! first-byte and between-bytes timeouts apply, each at most
-//! [`MAX_TIMEOUT`]; the call's deadline bounds the whole exchange.
+//! was granted: with no `network` or `egress` grant every request is
+//! refused, so a fetch tool can be installed before the operator decides
+//! where it may go. Each request — and so each redirect, which `wasi:http`
+//! never follows by itself: the guest sends a new request — is decided by
+//! [`ComponentEgress::open`] (`[egress] deny`, the `network` grant, the
+//! `egress` rules, address classes), which connects to the address it
+//! checked; the host then speaks HTTP/1.1 (over TLS for `https`, the
+//! webpki roots) on that connection, never resolving the name again. A
+//! refusal reaches the guest as `internal-error` with the host's message
+//! ("toolgate egress: …", naming the rule to add), which `web_fetch`
+//! returns as `PERMISSION_DENIED`. The request's own connect, first-byte
+//! and between-bytes timeouts apply, each at most [`MAX_TIMEOUT`]; the
+//! call's deadline bounds the whole exchange.
 
-use std::sync::Arc;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper_util::rt::TokioIo;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpCtx, WasiHttpHooks};
+
+use crate::egress::component::ComponentEgress;
+use crate::egress::{Host, OpenError, parse_host};
 
 /// The longest connect, first-byte or between-bytes timeout a request may
 /// ask for; also the default of each.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The `wasi:http` state of one instance: the context and the grant check.
+/// The `wasi:http` state of one instance: the context and the egress hook.
 pub struct HttpState {
     pub ctx: WasiHttpCtx,
-    pub hooks: GrantedHosts,
+    pub hooks: EgressHooks,
 }
 
 impl HttpState {
-    /// The state for `plugin`, allowed `granted` (`host:port` strings, as
-    /// the operator wrote them).
-    pub fn new(plugin: Arc<str>, granted: &[String]) -> Self {
+    /// The state of an instance whose connections `egress` decides.
+    pub fn new(egress: Arc<ComponentEgress>) -> Self {
         HttpState {
             ctx: WasiHttpCtx::new(),
-            hooks: GrantedHosts {
-                plugin,
-                allowed: granted.iter().filter_map(|g| split_host_port(g)).collect(),
-            },
+            hooks: EgressHooks { egress },
         }
     }
 }
 
-/// `host:port` (or `[v6]:port`) → (host lowercase, port).
-fn split_host_port(s: &str) -> Option<(String, u16)> {
-    let (host, port) = s.rsplit_once(':')?;
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    Some((host.to_ascii_lowercase(), port.parse().ok()?))
+/// Sends each request through the instance's egress.
+pub struct EgressHooks {
+    egress: Arc<ComponentEgress>,
 }
 
-/// The hosts a plugin's requests may go to.
-pub struct GrantedHosts {
-    plugin: Arc<str>,
-    allowed: Vec<(String, u16)>,
-}
+type SendResult = wasmtime_wasi_http::Result<(
+    http::Response<WasiBody>,
+    Box<dyn Future<Output = Result<(), Error>> + Send>,
+)>;
 
-impl GrantedHosts {
-    /// Whether `uri` may be requested; `Err` names the grant line to add.
-    pub fn check(&self, uri: &http::Uri) -> Result<(), String> {
-        let host = uri
-            .host()
-            .ok_or("the URL has no host")?
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_ascii_lowercase();
-        let port = uri.port_u16().unwrap_or(match uri.scheme_str() {
-            Some("http") => 80,
-            _ => 443,
-        });
-        if self.allowed.iter().any(|(h, p)| *h == host && *p == port) {
-            return Ok(());
-        }
-        let shown = if host.contains(':') {
-            format!("[{host}]:{port}")
-        } else {
-            format!("{host}:{port}")
-        };
-        Err(format!(
-            "plugin `{}` may not connect to `{shown}`; to allow it, add \"{shown}\" to `network = [...]` under [plugins.{}.grants] in toolgate.toml",
-            self.plugin, self.plugin
-        ))
-    }
-}
-
-impl WasiHttpHooks for GrantedHosts {
+impl WasiHttpHooks for EgressHooks {
     fn send_request(
         &mut self,
         request: http::Request<WasiBody>,
         options: Option<RequestOptions>,
         fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
-    ) -> Box<
-        dyn Future<
-                Output = wasmtime_wasi_http::Result<(
-                    http::Response<WasiBody>,
-                    Box<dyn Future<Output = Result<(), Error>> + Send>,
-                )>,
-            > + Send,
-    > {
+    ) -> Box<dyn Future<Output = SendResult> + Send> {
         let _ = fut;
-        if let Err(why) = self.check(request.uri()) {
-            tracing::warn!(plugin = %self.plugin, uri = %request.uri(), "outgoing HTTP refused: {why}");
-            return Box::new(async { Err(Error::HttpRequestDenied) });
-        }
-        tracing::info!(plugin = %self.plugin, uri = %request.uri(), "outgoing HTTP");
-        let cap = |d: Option<Duration>| Some(d.unwrap_or(MAX_TIMEOUT).min(MAX_TIMEOUT));
+        let cap = |d: Option<Duration>| d.unwrap_or(MAX_TIMEOUT).min(MAX_TIMEOUT);
         let options = options.unwrap_or_default();
-        let options = RequestOptions {
-            connect_timeout: cap(options.connect_timeout),
-            first_byte_timeout: cap(options.first_byte_timeout),
-            between_bytes_timeout: cap(options.between_bytes_timeout),
+        let timeouts = Timeouts {
+            connect: cap(options.connect_timeout),
+            first_byte: cap(options.first_byte_timeout),
+            between_bytes: cap(options.between_bytes_timeout),
         };
-        Box::new(async move {
-            use http_body_util::BodyExt;
-            let (res, io) =
-                wasmtime_wasi_http::default_send_request(request, Some(options)).await?;
-            Ok((
-                res.map(BodyExt::boxed_unsync),
-                Box::new(io) as Box<dyn Future<Output = _> + Send>,
-            ))
-        })
+        Box::new(send(self.egress.clone(), request, timeouts))
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+#[derive(Clone, Copy)]
+struct Timeouts {
+    connect: Duration,
+    first_byte: Duration,
+    between_bytes: Duration,
+}
 
-    #[test]
-    fn grants_are_checked_by_name_and_port() {
-        let g = HttpState::new(
-            "web".into(),
-            &["Example.com:443".into(), "127.0.0.1:8080".into()],
-        )
-        .hooks;
-        assert!(g.check(&"https://example.com/x".parse().unwrap()).is_ok());
-        assert!(g.check(&"http://127.0.0.1:8080/".parse().unwrap()).is_ok());
-        let e = g
-            .check(&"http://example.com/".parse().unwrap())
-            .unwrap_err();
-        assert!(
-            e.contains("\"example.com:80\"") && e.contains("[plugins.web.grants]"),
-            "{e}"
-        );
-        assert!(g.check(&"https://evil.com/".parse().unwrap()).is_err());
-        assert!(
-            g.check(&"https://example.com.evil.com/".parse().unwrap())
-                .is_err()
-        );
+/// The rustls client configuration: the webpki roots, the process's
+/// provider (ring, see [`crate::tls`]).
+fn tls_config() -> Arc<rustls::ClientConfig> {
+    static CONFIG: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            crate::tls::ensure();
+            let roots = rustls::RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.into(),
+            };
+            Arc::new(
+                rustls::ClientConfig::builder()
+                    .with_root_certificates(roots)
+                    .with_no_client_auth(),
+            )
+        })
+        .clone()
+}
+
+trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static> Stream for T {}
+
+/// One request on a connection egress opened (to the address it checked).
+async fn send(
+    egress: Arc<ComponentEgress>,
+    mut req: http::Request<WasiBody>,
+    t: Timeouts,
+) -> SendResult {
+    let uri = req.uri().clone();
+    let tls = match uri.scheme_str() {
+        Some("https") => true,
+        Some("http") => false,
+        _ => return Err(Error::HttpRequestUriInvalid),
+    };
+    let host = uri.host().ok_or(Error::HttpRequestUriInvalid)?;
+    let host = parse_host(host.trim_start_matches('[').trim_end_matches(']'))
+        .map_err(|_| Error::HttpRequestUriInvalid)?;
+    let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
+    let method = req.method().as_str().to_string();
+    let opened = tokio::time::timeout(
+        t.connect,
+        egress.open(&host, port, Some((&method, uri.path()))),
+    )
+    .await
+    .map_err(|_| Error::ConnectionTimeout)?;
+    let stream = match opened {
+        Ok(s) => s,
+        Err(OpenError::Refused(r)) => return Err(Error::InternalError(Some(r.message))),
+        Err(OpenError::Unreachable(why)) => {
+            tracing::info!(plugin = %egress.plugin(), %uri, "outgoing HTTP failed: {why}");
+            return Err(Error::Connect(std::io::Error::other(why)));
+        }
+    };
+    let stream: Box<dyn Stream> = if tls {
+        let name = match &host {
+            Host::Ip(ip) => rustls::pki_types::ServerName::from(*ip),
+            Host::Name(n) => rustls::pki_types::ServerName::try_from(n.clone())?,
+        };
+        let connector = tokio_rustls::TlsConnector::from(tls_config());
+        let s = tokio::time::timeout(t.connect, connector.connect(name, stream))
+            .await
+            .map_err(|_| Error::ConnectionTimeout)?
+            .map_err(Error::Tls)?;
+        Box::new(s)
+    } else {
+        Box::new(stream)
+    };
+    let (mut sender, conn) = tokio::time::timeout(
+        t.connect,
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)),
+    )
+    .await
+    .map_err(|_| Error::ConnectionTimeout)??;
+    // Origin form on the wire: the connection is the server's, not a
+    // proxy's.
+    *req.uri_mut() = http::Uri::builder()
+        .path_and_query(uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"))
+        .build()
+        .map_err(|_| Error::HttpRequestUriInvalid)?;
+    // The connection runs on its own task until the response body is read
+    // (or dropped); its end is what the guest's future waits for.
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let r = conn.await;
+        let _ = done_tx.send(r);
+    });
+    let res = tokio::time::timeout(t.first_byte, sender.send_request(req))
+        .await
+        .map_err(|_| Error::ConnectionReadTimeout)??;
+    let between = t.between_bytes.max(Duration::from_nanos(1));
+    let res = res.map(|incoming| {
+        let mut timeout = tokio::time::interval(between);
+        timeout.reset();
+        BetweenBytes { incoming, timeout }.boxed_unsync()
+    });
+    let io = async move {
+        match done_rx.await {
+            Ok(Ok(())) | Err(_) => Ok(()),
+            Ok(Err(e)) if e.is_timeout() => Err(Error::HttpResponseTimeout),
+            Ok(Err(e)) => Err(Error::from(e)),
+        }
+    };
+    Ok((res, Box::new(io)))
+}
+
+/// A response body that fails when no frame comes within the between-bytes
+/// timeout.
+struct BetweenBytes {
+    incoming: hyper::body::Incoming,
+    timeout: tokio::time::Interval,
+}
+
+impl http_body::Body for BetweenBytes {
+    type Data = Bytes;
+    type Error = Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Error>>> {
+        match Pin::new(&mut self.incoming).poll_frame(cx) {
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(if e.is_timeout() {
+                Error::HttpResponseTimeout
+            } else {
+                Error::from(e)
+            }))),
+            Poll::Ready(Some(Ok(frame))) => {
+                self.timeout.reset();
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Pending => match self.timeout.poll_tick(cx) {
+                Poll::Ready(_) => Poll::Ready(Some(Err(Error::ConnectionReadTimeout))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.incoming.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.incoming.size_hint()
     }
 }

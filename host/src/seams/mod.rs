@@ -7,7 +7,7 @@
 //! * [`files`]: whole-file writes by the host, never into protected paths
 //!   (`files`), and batched whole-file reads of the preopened grants
 //!   (`bulk-read`);
-//! * [`http`]: outgoing `wasi:http` requests, to the network grant only (a
+//! * [`http`]: outgoing `wasi:http` requests, under the plugin's egress (a
 //!   WASI interface, linked with WASI, not a `toolgate:plugin` seam);
 //! * the file system itself: WASI preopens of exactly the granted
 //!   directories (see [`crate::grants`]).

@@ -1,8 +1,10 @@
 //! `web_fetch`: a web page (HTTP or HTTPS), as Markdown.
 //!
-//! Requests go out through `wasi:http`; the host sends each one only to
-//! the hosts of this plugin's `network` grant (none by default: the tool
-//! loads, and every fetch is refused with the grant line to add).
+//! Requests go out through `wasi:http`; the host sends each one only where
+//! this plugin's egress allows (`egress = [...]` or `network = [...]`
+//! under its grants, `[egress] deny` and the refused address classes
+//! first; nothing by default: the tool loads, and every fetch is refused
+//! with the host's message naming the rule to add).
 //! Redirects are followed here, at most [`MAX_REDIRECTS`], each a new
 //! request that the host checks again — a page on a granted host cannot
 //! send the fetch to a host that is not. HTML is converted to Markdown
@@ -92,6 +94,10 @@ fn header(resp: &IncomingResponse, name: &str) -> Option<String> {
 
 fn failed(code: &ErrorCode, url: &url::Url, plugin: &str) -> ToolError {
     match code {
+        // The host's egress refused it: its message names the rule to add.
+        ErrorCode::InternalError(Some(why)) if why.starts_with("toolgate egress:") => {
+            ToolError::permission_denied(format!("fetching `{url}`: {why}"))
+        }
         ErrorCode::HttpRequestDenied => {
             let host = url.host_str().unwrap_or("");
             let port = url.port_or_known_default().unwrap_or(443);
@@ -101,7 +107,7 @@ fn failed(code: &ErrorCode, url: &url::Url, plugin: &str) -> ToolError {
                 format!("{host}:{port}")
             };
             ToolError::permission_denied(format!(
-                "the host refused to connect to `{shown}`: it is not in the network grant of plugin `{plugin}`. The operator can allow it by adding \"{shown}\" to `network = [...]` under [plugins.{plugin}.grants] in toolgate.toml"
+                "the host refused to connect to `{shown}`: it is not in the egress grant of plugin `{plugin}`. The operator can allow it by adding \"{shown}\" to `egress = [...]` under [plugins.{plugin}.grants] in toolgate.toml"
             ))
         }
         ErrorCode::ConnectionTimeout | ErrorCode::ConnectionReadTimeout => ToolError::new(

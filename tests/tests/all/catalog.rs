@@ -1241,7 +1241,7 @@ async fn web_fetch_fetches_granted_hosts_and_rechecks_every_redirect() {
             .await,
         "PERMISSION_DENIED",
     );
-    assert!(e.contains(&format!("`localhost:{port}`")), "{e}");
+    assert!(e.contains(&format!("add \"localhost:{port}\"")), "{e}");
     // A host that is not granted, directly.
     let e = failed(
         &b.call(
@@ -1251,7 +1251,7 @@ async fn web_fetch_fetches_granted_hosts_and_rechecks_every_redirect() {
         .await,
         "PERMISSION_DENIED",
     );
-    assert!(e.contains("network = [...]"), "{e}");
+    assert!(e.contains("egress = [...]"), "{e}");
     // Oversized bodies, announced or not.
     let e = failed(
         &b.call("web_fetch", json!({"url": url("/big")})).await,

@@ -385,3 +385,325 @@ async fn pip_npm_and_cargo_work_through_the_proxy_when_granted() {
         );
     }
 }
+
+// ---- components under the same rules -------------------------------------
+
+/// A local HTTP server for components: `/hello` (text), `/to-metadata`
+/// and `/to-loopback` redirects to a private address. Counts connections.
+fn page_server() -> (u16, Arc<AtomicUsize>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let h = hits.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            h.fetch_add(1, Ordering::SeqCst);
+            std::thread::spawn(move || {
+                let mut line = String::new();
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let _ = r.read_line(&mut line);
+                loop {
+                    let mut l = String::new();
+                    if r.read_line(&mut l).unwrap_or(0) == 0 || l == "\r\n" {
+                        break;
+                    }
+                }
+                let redirect = |to: String| {
+                    format!(
+                        "HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    )
+                };
+                let resp = if line.contains("/to-metadata") {
+                    redirect("http://169.254.169.254/latest/meta-data/".into())
+                } else if line.contains("/to-loopback") {
+                    redirect(format!("http://127.0.0.2:{port}/hello"))
+                } else {
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 17\r\nConnection: close\r\n\r\nhello from origin".to_string()
+                };
+                let _ = s.write_all(resp.as_bytes());
+            });
+        }
+    });
+    (port, hits)
+}
+
+async fn component_host(
+    plugin: &str,
+    fixture: &str,
+    global: &str,
+    grants: &str,
+    audit: &Path,
+) -> (Toolgate, PluginDir) {
+    let dir = PluginDir::new();
+    dir.add(plugin, fixture);
+    let h = host(
+        &dir,
+        &format!(
+            "[audit]\npath = {:?}\n\n[egress]\n{global}\n\n[plugins.{plugin}.grants]\n{grants}\n",
+            audit.display().to_string()
+        ),
+    )
+    .await;
+    assert!(h.problems().is_empty(), "{:?}", h.problems());
+    (h, dir)
+}
+
+/// The refusal's message, from a failed call with `code`.
+fn refused(r: &toolgate::CallRecord, code: &str) -> String {
+    assert!(r.is_error, "allowed: {r:?}");
+    assert_eq!(r.code(), Some(code), "{r:?}");
+    r.error.as_ref().unwrap().message.clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_fetch_is_under_the_same_egress_rules_and_recorded() {
+    let t = Tree::new("egress-web-fetch");
+    let audit = t.path.join("audit.jsonl");
+    let (port, hits) = page_server();
+    // Every private destination is in the rules: only `[egress] deny` and
+    // the address classes can refuse them.
+    let (h, _d) = component_host(
+        "web-fetch",
+        fixtures::PLUGIN_WEB_FETCH,
+        "allow_private = [\"127.0.0.1/32\"]\ndeny = [\"*.denied.test\"]",
+        "egress = [\"127.0.0.1\", \"127.0.0.2\", \"169.254.169.254\", \"*.denied.test\"]",
+        &audit,
+    )
+    .await;
+    let fetch = |url: String| {
+        let h = &h;
+        async move { run(h, "web_fetch", json!({ "url": url })).await }
+    };
+    // Allowed (allow_private names 127.0.0.1).
+    let r = fetch(format!("http://127.0.0.1:{port}/hello")).await;
+    assert_eq!(r.text(), "hello from origin", "{r:?}");
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+    // Denied by name, before anything resolves.
+    let e = refused(
+        &fetch("http://www.denied.test/".into()).await,
+        "PERMISSION_DENIED",
+    );
+    assert!(e.contains("\"*.denied.test\" in `[egress] deny`"), "{e}");
+    // The metadata address, as written and in hex: refused by class.
+    for url in [
+        "http://169.254.169.254/latest/meta-data/",
+        "http://0xa9fea9fe/latest/meta-data/",
+    ] {
+        let e = refused(&fetch(url.into()).await, "PERMISSION_DENIED");
+        assert!(
+            e.contains("169.254.169.254 is a link-local address")
+                && e.contains("allow_private = [...]"),
+            "{url}: {e}"
+        );
+    }
+    // A redirect from the allowed server to a private address: the
+    // component follows it with a new request, checked again.
+    for (path, shown) in [
+        ("/to-metadata", "169.254.169.254 is a link-local"),
+        ("/to-loopback", "127.0.0.2 is a loopback"),
+    ] {
+        let e = refused(
+            &fetch(format!("http://127.0.0.1:{port}{path}")).await,
+            "PERMISSION_DENIED",
+        );
+        assert!(e.contains(shown), "{path}: {e}");
+    }
+    assert_eq!(hits.load(Ordering::SeqCst), 3, "the two redirects' origins");
+    // Not in the rules: the message names the rule to add.
+    let e = refused(
+        &fetch("https://example.invalid/".into()).await,
+        "PERMISSION_DENIED",
+    );
+    assert!(
+        e.contains("add \"example.invalid\" to `egress = [...]` under [plugins.web-fetch.grants]"),
+        "{e}"
+    );
+    // Recorded: attributed to the call and plugin, by which rule, bytes.
+    let recs = egress_records(&audit);
+    let web: Vec<&Value> = recs.iter().filter(|r| r["via"] == "wasi:http").collect();
+    let allowed: Vec<&&Value> = web.iter().filter(|r| r["allowed"] == true).collect();
+    assert_eq!(
+        allowed.len(),
+        3,
+        "/hello and the two redirects' origins: {web:#?}"
+    );
+    for r in &allowed {
+        assert_eq!(r["plugin"], "web-fetch");
+        assert_eq!(r["callId"], "c1");
+        assert_eq!(r["address"], "127.0.0.1");
+        assert_eq!(r["rule"], "127.0.0.1");
+        assert!(r["bytesDown"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["bytesUp"].as_u64().unwrap() > 0, "{r}");
+    }
+    let refusal = |name: &str, rule: &str| {
+        web.iter()
+            .any(|r| r["name"] == name && r["allowed"] == false && r["rule"] == rule)
+    };
+    assert!(refusal("www.denied.test", "*.denied.test"), "{web:#?}");
+    assert!(refusal("169.254.169.254", "class:link-local"), "{web:#?}");
+    assert!(refusal("127.0.0.2", "class:loopback"), "{web:#?}");
+    assert!(
+        web.iter()
+            .any(|r| r["name"] == "example.invalid" && r["allowed"] == false),
+        "{web:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_resolving_to_loopback_is_refused_without_allow_private() {
+    let t = Tree::new("egress-web-fetch-name");
+    let audit = t.path.join("audit.jsonl");
+    let (port, hits) = page_server();
+    let (h, _d) = component_host(
+        "web-fetch",
+        fixtures::PLUGIN_WEB_FETCH,
+        "",
+        "egress = [\"localhost\"]",
+        &audit,
+    )
+    .await;
+    let r = run(
+        &h,
+        "web_fetch",
+        json!({ "url": format!("http://localhost:{port}/hello") }),
+    )
+    .await;
+    let e = refused(&r, "PERMISSION_DENIED");
+    assert!(
+        e.contains("localhost resolves to") && e.contains("loopback address"),
+        "{e}"
+    );
+    assert_eq!(hits.load(Ordering::SeqCst), 0, "nothing reached the server");
+    assert!(
+        egress_records(&audit)
+            .iter()
+            .any(|r| r["name"] == "localhost"
+                && r["allowed"] == false
+                && r["rule"] == "class:loopback"),
+        "recorded"
+    );
+}
+
+/// The older `network = ["host:port"]` grant keeps working (the operator
+/// named the exact address, so its class does not refuse it), and
+/// `[egress] deny` applies to it too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_network_grant_coexists_and_deny_applies_to_it() {
+    let t = Tree::new("egress-network-grant");
+    let audit = t.path.join("audit.jsonl");
+    let (port, _hits) = page_server();
+    let grant = format!("network = [\"127.0.0.1:{port}\"]");
+    let url = format!("http://127.0.0.1:{port}/hello");
+    let (h, _d) = component_host("web-fetch", fixtures::PLUGIN_WEB_FETCH, "", &grant, &audit).await;
+    assert_eq!(
+        run(&h, "web_fetch", json!({ "url": url })).await.text(),
+        "hello from origin"
+    );
+    let recs = egress_records(&audit);
+    let rule = format!("network: 127.0.0.1:{port}");
+    assert!(
+        recs.iter()
+            .any(|r| r["allowed"] == true && r["rule"] == rule.as_str()),
+        "{recs:#?}"
+    );
+    let (h, _d) = component_host(
+        "web-fetch",
+        fixtures::PLUGIN_WEB_FETCH,
+        "deny = [\"127.0.0.0/8\"]",
+        &grant,
+        &audit,
+    )
+    .await;
+    let e = refused(
+        &run(&h, "web_fetch", json!({ "url": url })).await,
+        "PERMISSION_DENIED",
+    );
+    assert!(e.contains("\"127.0.0.0/8\" in `[egress] deny`"), "{e}");
+}
+
+/// A component connecting with `wasi:sockets` (the probe: Rust's
+/// `std::net::TcpStream` on wasm32-wasip2) to loopback, the metadata
+/// address, an IPv4-mapped IPv6 form and IPv6 loopback, all named in its
+/// rules: refused by class, and recorded; allowed once `allow_private`
+/// names the block.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wasi_sockets_connects_are_under_the_same_rules() {
+    let t = Tree::new("egress-sockets");
+    let audit = t.path.join("audit.jsonl");
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let h2 = hits.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            h2.fetch_add(1, Ordering::SeqCst);
+            let mut line = String::new();
+            let _ = BufReader::new(&s).read_line(&mut line);
+            let _ = s.write_all(b"pong");
+        }
+    });
+    let grants =
+        format!("egress = [\"127.0.0.1:{port}\", \"169.254.169.254\", \"[::1]\", \"10.0.0.1\"]");
+    let (h, _d) = component_host("probe", fixtures::PROBE, "", &grants, &audit).await;
+    for addr in [
+        format!("127.0.0.1:{port}"),
+        format!("[::ffff:127.0.0.1]:{port}"),
+        "169.254.169.254:80".to_string(),
+        "[::ffff:169.254.169.254]:80".to_string(),
+        format!("[::1]:{port}"),
+        "10.0.0.1:80".to_string(),
+        // Not in the rules at all.
+        "192.0.2.1:80".to_string(),
+    ] {
+        let r = run(&h, "connect", json!({ "addr": addr })).await;
+        assert!(r.is_error, "{addr} connected: {r:?}");
+    }
+    assert_eq!(hits.load(Ordering::SeqCst), 0, "nothing reached the server");
+    let recs = egress_records(&audit);
+    let refused_by = |name: &str, rule: &str| {
+        recs.iter().any(|r| {
+            r["via"] == "wasi:sockets"
+                && r["name"] == name
+                && r["allowed"] == false
+                && r["rule"] == rule
+                && r["plugin"] == "probe"
+                && r["callId"] == "c1"
+        })
+    };
+    assert!(refused_by("127.0.0.1", "class:loopback"), "{recs:#?}");
+    assert!(
+        refused_by("169.254.169.254", "class:link-local"),
+        "{recs:#?}"
+    );
+    assert!(refused_by("::1", "class:loopback"), "{recs:#?}");
+    assert!(refused_by("10.0.0.1", "class:private"), "{recs:#?}");
+    assert!(
+        recs.iter()
+            .any(|r| r["name"] == "192.0.2.1" && r["allowed"] == false),
+        "{recs:#?}"
+    );
+    // allow_private opens exactly the named block.
+    let (h, _d) = component_host(
+        "probe",
+        fixtures::PROBE,
+        "allow_private = [\"127.0.0.1/32\"]",
+        &grants,
+        &audit,
+    )
+    .await;
+    let r = run(
+        &h,
+        "connect",
+        json!({ "addr": format!("127.0.0.1:{port}") }),
+    )
+    .await;
+    assert_eq!(r.text(), "pong", "{r:?}");
+    assert!(
+        run(&h, "connect", json!({ "addr": "169.254.169.254:80" }))
+            .await
+            .is_error
+    );
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+}

@@ -218,6 +218,7 @@ pub fn call_path(shape: &Shape, grants: &Grants) -> CallPath {
         && wasi_only_basic
         && grants.fs.is_empty()
         && grants.network.is_empty()
+        && grants.egress.is_none()
     {
         CallPath::Sync
     } else {
