@@ -11,7 +11,7 @@
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::CallCard;
 
@@ -91,6 +91,28 @@ pub struct Entry {
     pub state: EntryState,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided: Option<Decided>,
+}
+
+impl Entry {
+    /// The entry as the console's API lists it and the webhook posts it
+    /// (`toolgate approvals list --json` prints these keys first).
+    pub fn to_json(&self) -> Value {
+        json!({
+            "id": self.id,
+            "tool": self.tool,
+            "arguments": self.arguments,
+            "scope": self.scope,
+            "reason": self.reason,
+            "since": self.since_ms,
+            "expires": self.expires_ms,
+            "askedBy": self.asked_by,
+            "client": self.client,
+            "session": self.session,
+            "card": self.card,
+            "state": self.state.as_str(),
+            "decided": self.decided,
+        })
+    }
 }
 
 /// Approve this call and every later one that matches, for a time or a

@@ -96,7 +96,7 @@ pub fn signature(key: &[u8], timestamp: u64, body: &[u8]) -> String {
 /// What is posted for `entry`: `{"type": "approval.pending", "entry":
 /// {...}}` with the entry as the console's API lists it, cut to the cap.
 pub fn payload(entry: &Entry) -> Vec<u8> {
-    let mut entry_json = crate::mcp::console::entry_json(entry);
+    let mut entry_json = entry.to_json();
     let body = |e: &Value| json!({ "type": "approval.pending", "entry": e }).to_string();
     let mut text = body(&entry_json);
     if text.len() > APPROVAL_WEBHOOK_MAX_BODY_BYTES {
@@ -140,7 +140,7 @@ impl Webhook {
             return Err(bad("not an http:// or https:// URL with a host".into()));
         }
         let (key, made) =
-            crate::mcp::http::load_or_create_token(key_file).map_err(|e| WebhookError::Key {
+            crate::state::load_or_create_token(key_file).map_err(|e| WebhookError::Key {
                 path: key_file.to_path_buf(),
                 message: e.to_string(),
             })?;

@@ -126,25 +126,6 @@ fn error(status: StatusCode, message: &str) -> Response<Body> {
     respond(status, &json!({ "error": message }))
 }
 
-/// An entry as the API lists it (`list --json` prints these keys first).
-pub fn entry_json(e: &Entry) -> Value {
-    json!({
-        "id": e.id,
-        "tool": e.tool,
-        "arguments": e.arguments,
-        "scope": e.scope,
-        "reason": e.reason,
-        "since": e.since_ms,
-        "expires": e.expires_ms,
-        "askedBy": e.asked_by,
-        "client": e.client,
-        "session": e.session,
-        "card": e.card,
-        "state": e.state.as_str(),
-        "decided": e.decided,
-    })
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Login {
@@ -322,7 +303,7 @@ impl Console {
             ("GET", "/console/api/pending") => match self.queue.pending().await {
                 Ok(list) => respond(
                     StatusCode::OK,
-                    &Value::Array(list.iter().map(entry_json).collect()),
+                    &Value::Array(list.iter().map(Entry::to_json).collect()),
                 ),
                 Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
             },
@@ -337,7 +318,7 @@ impl Console {
                 match self.queue.decided(n).await {
                     Ok(list) => respond(
                         StatusCode::OK,
-                        &Value::Array(list.iter().map(entry_json).collect()),
+                        &Value::Array(list.iter().map(Entry::to_json).collect()),
                     ),
                     Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
                 }
@@ -502,8 +483,8 @@ impl Console {
         let stream = futures::stream::unfold(Some(rx), |rx| async move {
             let mut rx = rx?;
             let text = match rx.recv().await {
-                Ok(Event::Pending(e)) => format!("event: pending\ndata: {}\n\n", entry_json(&e)),
-                Ok(Event::Ended(e)) => format!("event: ended\ndata: {}\n\n", entry_json(&e)),
+                Ok(Event::Pending(e)) => format!("event: pending\ndata: {}\n\n", e.to_json()),
+                Ok(Event::Ended(e)) => format!("event: ended\ndata: {}\n\n", e.to_json()),
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
                     format!("event: lagged\ndata: {n}\n\n")
                 }

@@ -51,7 +51,6 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -135,131 +134,7 @@ pub enum HttpError {
     },
 }
 
-/// Why a bearer token could not be read or made.
-#[derive(Debug, thiserror::Error)]
-pub enum TokenError {
-    #[error(
-        "no place for the HTTP bearer token: none of TOOLGATE_STATE_DIR, XDG_STATE_HOME, HOME \
-         is set; give one with --token-file FILE"
-    )]
-    NoStateDir,
-    #[error("the token file {path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(
-        "the token in {path} must be one line of at least {MIN_TOKEN_LEN} characters without spaces"
-    )]
-    Malformed { path: PathBuf },
-    #[error(
-        "the token file {path} is readable or writable by other users (mode {mode:o}); `chmod 600` it"
-    )]
-    Loose { path: PathBuf, mode: u32 },
-    #[error(
-        "the token file {path} belongs to uid {owner}, not to this user ({me}): \
-         another user could read or change it"
-    )]
-    Owner { path: PathBuf, owner: u32, me: u32 },
-    #[error("cannot make a random token: {0}")]
-    Random(#[source] std::io::Error),
-}
-
-/// Shortest bearer token accepted.
-pub const MIN_TOKEN_LEN: usize = 16;
-
-/// Where the token is generated when `--token-file` is not given:
-/// `serve-token` in the host's state directory ([`crate::state`]:
-/// `$TOOLGATE_STATE_DIR`, else `$XDG_STATE_HOME/toolgate`, else
-/// `~/.local/state/toolgate`), which is hidden from everything the host
-/// runs.
-pub fn default_token_path() -> Result<PathBuf, TokenError> {
-    let state = crate::state::default_dir()
-        .filter(|p| p.is_absolute())
-        .ok_or(TokenError::NoStateDir)?;
-    Ok(state.join("serve-token"))
-}
-
-/// The token in `path`, or a new one written there if there is no file
-/// (`true`: it was made now). The file must be this user's and not
-/// readable or writable by anyone else; a new one is made with mode 600
-/// (its directory, when made, 700), never through a symlink.
-pub fn load_or_create_token(path: &Path) -> Result<(String, bool), TokenError> {
-    use std::io::{Read, Write};
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
-    let io = |source| TokenError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let opened = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path);
-    let file = match opened {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o700)
-                    .create(dir)
-                    .map_err(io)?;
-            }
-            let mut bytes = [0u8; 32];
-            std::fs::File::open("/dev/urandom")
-                .and_then(|mut r| r.read_exact(&mut bytes))
-                .map_err(TokenError::Random)?;
-            let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-            let mut file = match std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(path)
-            {
-                Ok(file) => file,
-                // Another server made it meanwhile: use that one.
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    std::thread::sleep(std::time::Duration::from_millis(100));
-                    return load_or_create_token(path);
-                }
-                Err(e) => return Err(io(e)),
-            };
-            file.write_all(format!("{token}\n").as_bytes())
-                .and_then(|()| file.sync_all())
-                .map_err(io)?;
-            return Ok((token, true));
-        }
-        Err(e) => return Err(io(e)),
-    };
-    // The opened file's own metadata: no window between check and read.
-    let meta = file.metadata().map_err(io)?;
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    if meta.uid() != me {
-        return Err(TokenError::Owner {
-            path: path.to_path_buf(),
-            owner: meta.uid(),
-            me,
-        });
-    }
-    if meta.mode() & 0o077 != 0 {
-        return Err(TokenError::Loose {
-            path: path.to_path_buf(),
-            mode: meta.mode() & 0o777,
-        });
-    }
-    let mut text = String::new();
-    file.take(4096).read_to_string(&mut text).map_err(io)?;
-    let token = text.trim();
-    if token.len() < MIN_TOKEN_LEN || token.contains(char::is_whitespace) {
-        return Err(TokenError::Malformed {
-            path: path.to_path_buf(),
-        });
-    }
-    Ok((token.to_string(), false))
-}
+pub use crate::state::{MIN_TOKEN_LEN, TokenError, default_token_path, load_or_create_token};
 
 /// Counts what clients hold (connections, sessions) against a total and a
 /// per-client share.
