@@ -179,18 +179,25 @@ impl ApprovalQueue {
         for entry in leftover {
             // A stateless client's entry: its client still holds the id
             // and calls again; it stays pending until its own expiry.
-            if entry.retry.is_some() {
+            if entry.retry.is_some() && entry.expires_ms > now_ms() {
                 parked.push(entry);
                 continue;
             }
+            let message = if entry.retry.is_some() {
+                // Its expiry passed while the host was down.
+                format!(
+                    "nobody decided within {} ms (`[approval] timeout_ms`), so the call is denied",
+                    entry.expires_ms.saturating_sub(entry.since_ms)
+                )
+            } else {
+                "the host restarted while this call waited for approval; the call ended with \
+                 the host, so this approval can no longer run it (the client must call again)"
+                    .into()
+            };
             let decided = Decided {
                 by: QUEUE.into(),
                 at_ms: now_ms(),
-                message: Some(
-                    "the host restarted while this call waited for approval; the call ended with \
-                     the host, so this approval can no longer run it (the client must call again)"
-                        .into(),
-                ),
+                message: Some(message),
                 grant: None,
             };
             store
@@ -742,5 +749,149 @@ impl Approver for Arc<ApprovalQueue> {
 
     async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
         self.ask(request).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::approval::sqlite::SqliteStore;
+    use crate::call::{CallOrigin, ToolMeta};
+
+    /// A fresh store file under the temporary directory.
+    fn store(name: &str) -> Arc<dyn ApprovalStore> {
+        let dir = std::env::temp_dir().join(format!(
+            "toolgate-queue-{name}-{}-{}",
+            std::process::id(),
+            now_ms()
+        ));
+        Arc::new(SqliteStore::open(&dir.join("approvals.sqlite")).unwrap())
+    }
+
+    fn request(command: &str) -> ApprovalRequest {
+        ApprovalRequest {
+            call: Arc::new(CallInfo::new(
+                1,
+                "c".into(),
+                "bash".into(),
+                serde_json::json!({ "command": command }),
+                CallOrigin::default(),
+                ToolMeta::unknown(),
+            )),
+            prompt: "may change data".into(),
+            asked_by: "ask-destructive".into(),
+            card: None,
+            client: None,
+        }
+    }
+
+    async fn parked(queue: &Arc<ApprovalQueue>, command: &str) -> Entry {
+        match queue.park(&request(command)).await {
+            Parked::Pending(e) => *e,
+            Parked::Answered(a) => panic!("answered at once: {a}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_retry_withdraws_its_parked_entry() {
+        let queue = ApprovalQueue::open(store("cancel"), Duration::from_secs(60))
+            .await
+            .unwrap();
+        let entry = parked(&queue, "echo x").await;
+        let cancel = tokio_util::sync::CancellationToken::new();
+        cancel.cancel();
+        let resumed = queue.resume(&entry.id, "bash", &cancel).await.unwrap();
+        let Resumed::Ended(ended) = &resumed else {
+            panic!("{resumed:?}");
+        };
+        assert_eq!(ended.state, EntryState::Withdrawn);
+        let answer = queue.answer_retry(&resumed, &request("echo x").call).await;
+        assert!(
+            matches!(&answer, ApprovalAnswer::DeniedBy { reason, .. } if reason.contains("cancelled")),
+            "{answer}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_parked_entry_expires_by_itself_and_the_retry_is_told_why() {
+        let queue = ApprovalQueue::open(store("expire"), Duration::from_millis(200))
+            .await
+            .unwrap();
+        let entry = parked(&queue, "echo x").await;
+        // Held past the expiry: the expiry ends the hold.
+        let resumed = queue
+            .resume(&entry.id, "bash", &Default::default())
+            .await
+            .unwrap();
+        let answer = queue.answer_retry(&resumed, &request("echo x").call).await;
+        assert!(
+            matches!(&answer, ApprovalAnswer::DeniedBy { reason, .. }
+                if reason.contains("nobody decided within 200 ms")),
+            "{answer}"
+        );
+        let e = queue.get(&entry.id).await.unwrap().unwrap();
+        assert_eq!(e.state, EntryState::Expired);
+    }
+
+    /// Across a restart, a parked entry stays pending (its client calls
+    /// again) unless its expiry passed while the host was down; a waiting
+    /// call's entry expires, as before.
+    #[tokio::test]
+    async fn parked_entries_stay_pending_across_a_restart_until_their_expiry() {
+        let store = store("restart");
+        let short = ApprovalQueue::open(store.clone(), Duration::from_millis(100))
+            .await
+            .unwrap();
+        let gone = parked(&short, "echo short").await;
+        drop(short);
+        let long = ApprovalQueue::open(store.clone(), Duration::from_secs(60))
+            .await
+            .unwrap();
+        let kept = parked(&long, "echo long").await;
+        drop(long);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let queue = ApprovalQueue::open(store, Duration::from_secs(60))
+            .await
+            .unwrap();
+        let pending: Vec<String> = queue
+            .pending()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.id)
+            .collect();
+        assert_eq!(pending, [kept.id.clone()]);
+        let expired = queue.get(&gone.id).await.unwrap().unwrap();
+        assert_eq!(expired.state, EntryState::Expired, "{expired:?}");
+        let why = expired.decided.unwrap().message.unwrap();
+        assert!(why.contains("nobody decided within 100 ms"), "{why}");
+        // Approved after the restart: the retry of the same call runs,
+        // once; another call's retry does not.
+        queue
+            .decide(&kept.id, Verdict::Approve, "alice")
+            .await
+            .unwrap();
+        let resumed = queue
+            .resume(&kept.id, "bash", &Default::default())
+            .await
+            .unwrap();
+        let other = queue
+            .answer_retry(&resumed, &request("echo other").call)
+            .await;
+        assert!(
+            matches!(&other, ApprovalAnswer::DeniedBy { reason, .. } if reason.contains("another call")),
+            "{other}"
+        );
+        let same = queue
+            .answer_retry(&resumed, &request("echo long").call)
+            .await;
+        assert_eq!(same, ApprovalAnswer::ApprovedBy("alice".into()));
+        let again = queue
+            .answer_retry(&resumed, &request("echo long").call)
+            .await;
+        assert!(
+            matches!(&again, ApprovalAnswer::DeniedBy { reason, .. } if reason.contains("ran its call already")),
+            "{again}"
+        );
     }
 }
