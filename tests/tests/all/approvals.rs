@@ -1383,3 +1383,72 @@ fn serve_decision_latency() {
         );
     }
 }
+
+/// Over a real server and a 2025 session: a call nobody decides is denied
+/// at `[approval] timeout_ms`, saying so; a call the client gives up on
+/// (the SDK sends `notifications/cancelled`, then the session ends)
+/// withdraws its entry.
+#[test]
+#[cfg_attr(
+    not(has_mcp_client),
+    ignore = "needs the MCP Python SDK from PyPI: run `bash tests/mcp/setup-venv.sh target/tmp/mcp-venv`"
+)]
+fn a_2025_session_s_call_times_out_saying_so_and_a_cancelled_one_withdraws_its_entry() {
+    let server = Served::start("approvals-session-end", "[approval]\ntimeout_ms = 4000\n");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/approvals_client.py");
+    let client = |extra: &[&str], command: &str| {
+        std::process::Command::new(crate::serve::python())
+            .arg(&script)
+            .args(["--http", &format!("http://{}/mcp", server.addr)])
+            .args(["--token", &server.mcp_token])
+            .args(extra)
+            .arg(command)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let waits = client(&[], "echo nobody decides");
+    let cancels = client(&["--cancel-after", "1.5"], "echo cancelled");
+    let report = |c: std::process::Child| {
+        let out = c.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "the client failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let cancelled = report(cancels);
+    assert_eq!(cancelled["results"][0]["cancelled"], true, "{cancelled}");
+    let timed_out = report(waits);
+    let r = &timed_out["results"][0];
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(
+        result_text(r).contains("nobody decided within 4000 ms")
+            && result_text(r).contains("[approval] timeout_ms"),
+        "{r}"
+    );
+    assert!(server.pending(0).is_empty());
+    let token = server.console_token();
+    let (status, _, body) = server.raw(&console_request(
+        "GET",
+        "/console/api/decided",
+        &format!(
+            "Host: {}\r\nAuthorization: Bearer {token}\r\n",
+            server.console_addr
+        ),
+        "",
+    ));
+    assert_eq!(status, 200, "{body}");
+    let decided: Vec<Value> = serde_json::from_str(&body).unwrap();
+    let state_of = |command: &str| {
+        decided
+            .iter()
+            .find(|e| e["arguments"]["command"] == command)
+            .unwrap_or_else(|| panic!("{command} not in {decided:?}"))["state"]
+            .clone()
+    };
+    assert_eq!(state_of("echo cancelled"), "withdrawn");
+    assert_eq!(state_of("echo nobody decides"), "expired");
+}
