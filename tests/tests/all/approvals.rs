@@ -1121,6 +1121,43 @@ fn a_stateless_client_gets_input_required_and_its_retry_runs_the_approved_call()
         "{again}"
     );
     assert!(server.pending(0).is_empty());
+    // The audit record: the first attempt denied by the queue (asked),
+    // the retry that ran approved by whoever decided.
+    let audit = server.dir.path().join("state/toolgate/audit.jsonl");
+    let start = Instant::now();
+    let verdicts = loop {
+        let verdicts: Vec<(String, String)> = std::fs::read_to_string(&audit)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|r| r["kind"] == "call" && r["arguments"]["command"] == "echo one")
+            .filter_map(|r| {
+                let d = r["decisions"]
+                    .as_array()?
+                    .iter()
+                    .find(|d| d["stage"] == "approval")?
+                    .clone();
+                Some((
+                    d["verdict"].as_str()?.to_string(),
+                    d["decidedBy"].as_str()?.to_string(),
+                ))
+            })
+            .collect();
+        if verdicts.iter().any(|(v, _)| v == "approve") || start.elapsed() > Duration::from_secs(10)
+        {
+            break verdicts;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        verdicts.first(),
+        Some(&("deny".to_string(), "approval-queue".to_string())),
+        "{verdicts:?}"
+    );
+    assert!(
+        verdicts.contains(&("approve".to_string(), "api:tester".to_string())),
+        "who decided is in the record: {verdicts:?}"
+    );
 }
 
 /// A denied entry answers the retry with the denial's message; an entry
