@@ -860,7 +860,7 @@ mod tests {
             .into_iter()
             .map(|e| e.id)
             .collect();
-        assert_eq!(pending, [kept.id.clone()]);
+        assert_eq!(pending, std::slice::from_ref(&kept.id));
         let expired = queue.get(&gone.id).await.unwrap().unwrap();
         assert_eq!(expired.state, EntryState::Expired, "{expired:?}");
         let why = expired.decided.unwrap().message.unwrap();
