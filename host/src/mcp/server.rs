@@ -102,7 +102,9 @@ type ToolCache = Mutex<Option<(u64, Arc<Vec<Tool>>)>>;
 /// 2026-07-28 revision) belong to no session, so they share one — there an
 /// exclusive call runs alone among all of them. Approvals never wait in the
 /// shared one: a stateless request's `ask` ends the request with an
-/// `InputRequiredResult` at once.
+/// `InputRequiredResult` at once — with the approval queue too, whose
+/// entry the client's retry names; that retry waits for the decision
+/// before it enters the scheduler (see [`super::approval`]).
 pub struct ToolgateServer {
     host: Toolgate,
     /// This session's scheduler.
