@@ -41,8 +41,14 @@ pub struct ServeArgs {
     #[arg(long, requires = "http", conflicts_with = "token_file")]
     no_auth: bool,
 
+    /// Serve the approval console (with --approve queue) on this address
+    /// (`127.0.0.1:8766`, or a port: on 127.0.0.1) instead of under
+    /// `/console` of the --http listener; `/mcp` is not served there.
+    #[arg(long, value_name = "ADDR", requires = "http", value_parser = parse_addr)]
+    console: Option<SocketAddr>,
+
     /// Serve the approval console (`/console`, with --approve queue) on a
-    /// non-loopback --http address although `serve` speaks plain HTTP:
+    /// non-loopback address (--http, or --console) although `serve` speaks plain HTTP:
     /// its token and session cookie then cross the network in clear text.
     /// Without it, such a bind serves no console (put a TLS proxy on
     /// loopback in front instead).
@@ -226,7 +232,7 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
     }
     let host = builder.build().await?;
     let queued = host.approvals().is_some();
-    let console = match (host.approvals(), args.http) {
+    let console = match (host.approvals(), args.console.or(args.http)) {
         (Some(queue), Some(addr)) => {
             if !addr.ip().is_loopback() && !args.console_insecure {
                 eprintln!(
@@ -341,18 +347,37 @@ async fn serve_until_stopped(
         Some(addr) => {
             let options = HttpOptions {
                 token: token.as_ref().map(|(t, _, _)| t.clone()),
-                allow_hosts: args.allow_host,
-                allow_origins: args.allow_origin,
-                console: console.as_ref().map(|(c, _, _)| c.clone()),
+                allow_hosts: args.allow_host.clone(),
+                allow_origins: args.allow_origin.clone(),
+                // On the MCP listener unless it has an address of its own.
+                console: console
+                    .as_ref()
+                    .filter(|_| args.console.is_none())
+                    .map(|(c, _, _)| c.clone()),
             };
             let listener = http::bind(addr, options).await?;
             let bound = listener.local_addr()?;
+            let console_bound = match (&console, args.console) {
+                (Some((c, _, _)), Some(at)) => {
+                    let own = http::bind_console(
+                        at,
+                        c.clone(),
+                        args.allow_host.clone(),
+                        args.allow_origin.clone(),
+                    )
+                    .await?;
+                    let at = own.local_addr()?;
+                    tokio::spawn(own.serve(limits, stop.clone()));
+                    Some(at)
+                }
+                _ => Some(bound),
+            };
             // The lines an operator (or a test) needs: where to connect, and
             // where the token is (never the token: stderr may be a log).
             eprintln!("toolgate: serving MCP at http://{bound}{}", http::PATH);
-            if let Some((_, path, made)) = &console {
+            if let (Some((_, path, made)), Some(at)) = (&console, console_bound) {
                 eprintln!(
-                    "toolgate: approval console at http://{bound}/console (its token is in {}{})",
+                    "toolgate: approval console at http://{at}/console (its token is in {}{})",
                     path.display(),
                     if *made { ", made now" } else { "" }
                 );

@@ -281,6 +281,14 @@ pub const EGRESS_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// looks at holds its call, its client and a scheduler slot forever.
 /// Default 600000 ms (10 minutes).
 pub const APPROVAL_TIMEOUT_MS: u64 = 600_000;
+/// `[approval] retry_hold_ms`: how long the retry of a call that does not
+/// wait (a 2026-07-28 client's; see `approval::queue`) is held for a
+/// decision before it is answered "input required" again. Threat: a held
+/// request outliving the client's or a proxy's read timeout (the MCP
+/// Python SDK's default is 30 s for a request; proxies often cut at 60 s),
+/// and a client polling in a tight loop when it is too short. Default
+/// 20000 ms (20 s).
+pub const APPROVAL_RETRY_HOLD_MS: u64 = 20_000;
 /// Entries pending at once in the approval queue; beyond, an `ask` is
 /// denied ("the approval queue is full"). Threat: a model (or many
 /// clients) flooding the queue and the store. 10000; not configurable.

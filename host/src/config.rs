@@ -744,6 +744,7 @@ fn schema() -> serde_json::Value {
                 "properties": {
                     "mode": {"enum": ["queue"]},
                     "timeout_ms": {"type": "integer"},
+                    "retry_hold_ms": {"type": "integer"},
                     "store": {"type": "string"},
                     "webhook": {"type": "string"},
                     "webhook_key_file": {"type": "string"}
@@ -1336,6 +1337,9 @@ pub struct ApprovalConfig {
     pub mode: Option<ApprovalMode>,
     /// How long a queued call waits for a decision, in milliseconds.
     pub timeout_ms: Option<u64>,
+    /// How long a stateless client's retry is held for a decision, in
+    /// milliseconds (see [`crate::budgets::APPROVAL_RETRY_HOLD_MS`]).
+    pub retry_hold_ms: Option<u64>,
     /// The queue's SQLite file (default: `approvals.sqlite` in the state
     /// directory).
     pub store: Option<PathBuf>,

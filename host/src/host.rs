@@ -378,6 +378,9 @@ impl ToolgateBuilder {
                 .max(1),
         );
         let queue = crate::approval::queue::ApprovalQueue::open(Arc::new(store), timeout).await?;
+        if let Some(ms) = self.config.approval.retry_hold_ms {
+            queue.set_retry_hold(Duration::from_millis(ms));
+        }
         if let Some(url) = &self.config.approval.webhook {
             use crate::approval::webhook::{DEFAULT_KEY_FILE, Webhook, WebhookError};
             let key = match (

@@ -23,6 +23,11 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", required=True)
     parser.add_argument("--token", required=True)
+    parser.add_argument(
+        "--cancel-after",
+        type=float,
+        help="give up on each call after this many seconds (the SDK sends notifications/cancelled)",
+    )
     parser.add_argument("commands", nargs="+")
     args = parser.parse_args()
     questions = []
@@ -44,8 +49,17 @@ async def main() -> None:
             elicitation_callback=elicit,
             read_timeout_seconds=120,
         ) as client:
-            r = await client.call_tool("bash", {"command": command})
-            results[i] = r.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if args.cancel_after is None:
+                r = await client.call_tool("bash", {"command": command})
+                results[i] = r.model_dump(mode="json", by_alias=True, exclude_none=True)
+                return
+            with anyio.move_on_after(args.cancel_after) as scope:
+                r = await client.call_tool("bash", {"command": command})
+                results[i] = r.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if scope.cancelled_caught:
+                results[i] = {"cancelled": True}
+                # Time for the cancellation to reach the server.
+                await anyio.sleep(0.5)
 
     async with anyio.create_task_group() as tg:
         for i, command in enumerate(args.commands):

@@ -19,6 +19,26 @@
 //! The waiting is in this process: a decision made through this queue
 //! wakes the call at once. The store is the durable record of what waits
 //! and what was decided.
+//!
+//! # Calls that do not wait
+//!
+//! A client of the stateless revision (2026-07-28) cannot be held for
+//! minutes inside one request, and its requests share one scheduler: a
+//! call waiting there would hold up every other stateless client. So its
+//! `ask` is [`ApprovalQueue::park`]ed: a grant still approves at once;
+//! otherwise the entry is stored with a [`Retry`] (the SHA-256 of the
+//! call's tool and arguments), the client is answered at once (an
+//! `InputRequiredResult` whose `requestState` names the entry; see
+//! `mcp::approval`), and the entry expires by itself at `expiresMs`.
+//! The client's retry [`resume`](ApprovalQueue::resume)s: it waits for
+//! the decision (at most `[approval] retry_hold_ms`, outside any
+//! scheduler, then it is answered "input required" again), and the
+//! approval it finds runs the call only if the retry is the same call
+//! (same digest), and only once ([`ApprovalStore::run_once`]). A denied,
+//! expired or withdrawn entry answers the retry with a denial saying so.
+//! Such entries survive a restart pending — the client still holds the
+//! entry's id and calls again — and a decision made after the restart
+//! reaches the client's next retry.
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -30,12 +50,13 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::grant::{Asked, GrantError, GrantSpec};
-use super::store::{ApprovalStore, Decided, Entry, EntryState, Grant, Listing, StoreError};
+use super::store::{ApprovalStore, Decided, Entry, EntryState, Grant, Listing, Retry, StoreError};
 use super::{ApprovalAnswer, ApprovalRequest, Approver};
 use crate::budgets::{
     APPROVAL_MAX_ARGUMENT_BYTES, APPROVAL_MAX_GRANTS, APPROVAL_MAX_MESSAGE_BYTES,
-    APPROVAL_MAX_PENDING,
+    APPROVAL_MAX_PENDING, APPROVAL_RETRY_HOLD_MS,
 };
+use crate::call::CallInfo;
 
 /// The name the queue decides under when nobody did (timeouts, restarts).
 pub const QUEUE: &str = "approval-queue";
@@ -77,10 +98,35 @@ pub enum Event {
 /// Events a slow watcher may fall behind by before it is told to reload.
 const EVENTS: usize = 1024;
 
+/// What a call that does not wait got from [`ApprovalQueue::park`].
+#[derive(Debug)]
+pub enum Parked {
+    /// Answered at once (a grant, a full queue, a failing store).
+    Answered(ApprovalAnswer),
+    /// Stored, pending: the client calls again with this entry's id.
+    Pending(Box<Entry>),
+}
+
+/// What a retry found after [`ApprovalQueue::resume`].
+#[derive(Clone, Debug)]
+pub enum Resumed {
+    /// Nobody decided within the hold: ask the client to call again.
+    Pending(Entry),
+    /// Decided: approved (not run yet, as far as this read goes), denied,
+    /// withdrawn or expired. [`ApprovalQueue::answer_retry`] says what it
+    /// means for the retried call.
+    Ended(Entry),
+    /// No such entry waiting for a retry (unknown, deleted from the
+    /// history, or another tool's).
+    Unknown(String),
+}
+
 /// The queue: a store, and the calls of this process waiting on it.
 pub struct ApprovalQueue {
     store: Arc<dyn ApprovalStore>,
     timeout: Duration,
+    /// Milliseconds (`[approval] retry_hold_ms`).
+    retry_hold_ms: std::sync::atomic::AtomicU64,
     waiting: Mutex<HashMap<String, oneshot::Sender<Entry>>>,
     events: tokio::sync::broadcast::Sender<Event>,
 }
@@ -129,15 +175,29 @@ impl ApprovalQueue {
         timeout: Duration,
     ) -> Result<Arc<ApprovalQueue>, StoreError> {
         let leftover = store.list(Listing::Pending).await?;
+        let mut parked = Vec::new();
         for entry in leftover {
+            // A stateless client's entry: its client still holds the id
+            // and calls again; it stays pending until its own expiry.
+            if entry.retry.is_some() && entry.expires_ms > now_ms() {
+                parked.push(entry);
+                continue;
+            }
+            let message = if entry.retry.is_some() {
+                // Its expiry passed while the host was down.
+                format!(
+                    "nobody decided within {} ms (`[approval] timeout_ms`), so the call is denied",
+                    entry.expires_ms.saturating_sub(entry.since_ms)
+                )
+            } else {
+                "the host restarted while this call waited for approval; the call ended with \
+                 the host, so this approval can no longer run it (the client must call again)"
+                    .into()
+            };
             let decided = Decided {
                 by: QUEUE.into(),
                 at_ms: now_ms(),
-                message: Some(
-                    "the host restarted while this call waited for approval; the call ended with \
-                     the host, so this approval can no longer run it (the client must call again)"
-                        .into(),
-                ),
+                message: Some(message),
                 grant: None,
             };
             store
@@ -145,12 +205,59 @@ impl ApprovalQueue {
                 .await?;
             tracing::info!(id = %entry.id, tool = %entry.tool, "a pending approval of a previous run expired");
         }
-        Ok(Arc::new(ApprovalQueue {
+        let queue = Arc::new(ApprovalQueue {
             store,
             timeout,
+            retry_hold_ms: APPROVAL_RETRY_HOLD_MS.into(),
             waiting: Mutex::new(HashMap::new()),
             events: tokio::sync::broadcast::channel(EVENTS).0,
-        }))
+        });
+        for entry in parked {
+            tracing::info!(id = %entry.id, tool = %entry.tool, "a pending approval of a previous run still waits for its client's retry");
+            queue.expire_at(&entry);
+        }
+        Ok(queue)
+    }
+
+    /// Holds a retry at most `hold` for a decision (`[approval]
+    /// retry_hold_ms`; see the module docs).
+    pub fn set_retry_hold(&self, hold: Duration) {
+        let ms = (hold.as_millis() as u64).max(1);
+        self.retry_hold_ms
+            .store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// How long a retry waits for a decision before it is answered "input
+    /// required" again.
+    pub fn retry_hold(&self) -> Duration {
+        Duration::from_millis(
+            self.retry_hold_ms
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
+    }
+
+    /// Expires a parked entry (one no call waits on) at its `expiresMs`.
+    fn expire_at(self: &Arc<Self>, entry: &Entry) {
+        let queue = Arc::downgrade(self);
+        let id = entry.id.clone();
+        let left = Duration::from_millis(entry.expires_ms.saturating_sub(now_ms()));
+        let timeout = self.timeout;
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        rt.spawn(async move {
+            tokio::time::sleep(left).await;
+            let Some(queue) = queue.upgrade() else {
+                return;
+            };
+            let why = format!(
+                "nobody decided within {} ms (`[approval] timeout_ms`), so the call is denied",
+                timeout.as_millis()
+            );
+            if queue.end(&id, EntryState::Expired, &why).await.is_some() {
+                tracing::info!(id, "a pending approval expired before its client's retry");
+            }
+        });
     }
 
     /// New pending entries and ended waits, from now on.
@@ -325,7 +432,9 @@ impl ApprovalQueue {
         }
     }
 
-    async fn ask(self: &Arc<Self>, request: &ApprovalRequest) -> ApprovalAnswer {
+    /// A grant's answer, or the entry to keep for `request` (not stored
+    /// yet), or why there can be none.
+    async fn entry_for(&self, request: &ApprovalRequest) -> Result<Entry, ApprovalAnswer> {
         let call = &request.call;
         let client = request.client.as_deref();
         let asked = Asked {
@@ -336,18 +445,18 @@ impl ApprovalQueue {
             session: client.and_then(|c| c.session.as_deref()),
         };
         match self.granted(&asked).await {
-            Ok(Some(grant)) => return ApprovalAnswer::ApprovedBy(grant.describe()),
+            Ok(Some(grant)) => return Err(ApprovalAnswer::ApprovedBy(grant.describe())),
             Ok(None) => {}
-            Err(e) => return ApprovalAnswer::Unavailable(format!("{e}")),
+            Err(e) => return Err(ApprovalAnswer::Unavailable(format!("{e}"))),
         }
         match self.store.count_pending().await {
             Ok(n) if n >= APPROVAL_MAX_PENDING => {
-                return ApprovalAnswer::Unavailable(format!(
+                return Err(ApprovalAnswer::Unavailable(format!(
                     "the approval queue is full ({n} pending; at most {APPROVAL_MAX_PENDING})"
-                ));
+                )));
             }
             Ok(_) => {}
-            Err(e) => return ApprovalAnswer::Unavailable(format!("{e}")),
+            Err(e) => return Err(ApprovalAnswer::Unavailable(format!("{e}"))),
         }
         let arguments = if call.arguments_json().len() > APPROVAL_MAX_ARGUMENT_BYTES {
             Value::String(format!(
@@ -358,7 +467,7 @@ impl ApprovalQueue {
             (*call.arguments).clone()
         };
         let since = now_ms();
-        let entry = Entry {
+        Ok(Entry {
             id: new_id("a-"),
             since_ms: since,
             expires_ms: since.saturating_add(self.timeout.as_millis() as u64),
@@ -372,6 +481,127 @@ impl ApprovalQueue {
             reason: cut(request.prompt.clone(), APPROVAL_MAX_MESSAGE_BYTES),
             state: EntryState::Pending,
             decided: None,
+            retry: None,
+        })
+    }
+
+    /// A call that does not wait (see the module docs): a grant answers at
+    /// once; otherwise its entry is stored, pending, and expires by itself.
+    pub async fn park(self: &Arc<Self>, request: &ApprovalRequest) -> Parked {
+        let mut entry = match self.entry_for(request).await {
+            Ok(entry) => entry,
+            Err(answer) => return Parked::Answered(answer),
+        };
+        entry.retry = Some(Retry {
+            digest: call_digest(&request.call),
+            ran_ms: None,
+        });
+        if let Err(e) = self.store.put_pending(&entry).await {
+            return Parked::Answered(ApprovalAnswer::Unavailable(format!("{e}")));
+        }
+        tracing::info!(id = %entry.id, tool = %entry.tool, "pending approval; the client calls again");
+        let _ = self.events.send(Event::Pending(entry.clone()));
+        self.expire_at(&entry);
+        Parked::Pending(Box::new(entry))
+    }
+
+    /// A client's retry of the parked call of entry `id` (to tool `tool`):
+    /// waits until the entry is decided, at most the retry hold. A retry
+    /// cancelled while it waits (`cancel`) withdraws the entry.
+    pub async fn resume(
+        &self,
+        id: &str,
+        tool: &str,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> Result<Resumed, StoreError> {
+        // Subscribed before the first look: a decision in between is seen.
+        let mut events = self.events.subscribe();
+        let deadline = tokio::time::Instant::now() + self.retry_hold();
+        let mut cancelled = false;
+        loop {
+            let entry = match self.store.get(id).await? {
+                Some(e) if e.retry.is_some() && e.tool == tool => e,
+                _ => return Ok(Resumed::Unknown(id.to_string())),
+            };
+            if entry.state != EntryState::Pending {
+                return Ok(Resumed::Ended(entry));
+            }
+            if cancelled {
+                // Withdrawn meanwhile by someone else, or the store failed:
+                // either way this retry is over.
+                return Ok(Resumed::Pending(entry));
+            }
+            tokio::select! {
+                () = cancel.cancelled() => {
+                    cancelled = true;
+                    if let Some(e) = self
+                        .end(id, EntryState::Withdrawn, "the call was cancelled while it waited")
+                        .await
+                    {
+                        tracing::info!(id, "pending approval withdrawn: its retry was cancelled");
+                        return Ok(Resumed::Ended(e));
+                    }
+                }
+                () = tokio::time::sleep_until(deadline) => return Ok(Resumed::Pending(entry)),
+                event = events.recv() => match event {
+                    Ok(Event::Ended(e)) if e.id == id => return Ok(Resumed::Ended(e)),
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                        return Ok(Resumed::Pending(entry));
+                    }
+                },
+            }
+        }
+    }
+
+    /// What an entry a retry found means for the retried call `call`: an
+    /// approval runs it if it is the same call and the approval has not
+    /// run one yet; anything else denies, saying why.
+    pub async fn answer_retry(&self, resumed: &Resumed, call: &CallInfo) -> ApprovalAnswer {
+        let entry = match resumed {
+            Resumed::Unknown(id) => {
+                return ApprovalAnswer::DeniedBy {
+                    by: QUEUE.into(),
+                    reason: format!(
+                        "no approval `{id}` waits for this call (unknown, another tool's, or \
+                         dropped from the history); call again without the request state to \
+                         be asked again"
+                    ),
+                };
+            }
+            Resumed::Pending(e) | Resumed::Ended(e) => e,
+        };
+        if entry.state != EntryState::Approved {
+            return answer(entry);
+        }
+        if entry.retry.as_ref().map(|r| r.digest.as_str()) != Some(call_digest(call).as_str()) {
+            return ApprovalAnswer::DeniedBy {
+                by: QUEUE.into(),
+                reason: format!(
+                    "approval `{}` was for another call: this retry's tool or arguments differ \
+                     from the approved ones; call again without the request state to be asked",
+                    entry.id
+                ),
+            };
+        }
+        match self.store.run_once(&entry.id, now_ms()).await {
+            Ok(Some(_)) => answer(entry),
+            Ok(None) => ApprovalAnswer::DeniedBy {
+                by: QUEUE.into(),
+                reason: format!(
+                    "approval `{}` ran its call already (an approval runs one call, once); call \
+                     again without the request state to be asked again",
+                    entry.id
+                ),
+            },
+            Err(e) => ApprovalAnswer::Unavailable(format!("{e}")),
+        }
+    }
+
+    async fn ask(self: &Arc<Self>, request: &ApprovalRequest) -> ApprovalAnswer {
+        let entry = match self.entry_for(request).await {
+            Ok(entry) => entry,
+            Err(answer) => return answer,
         };
         let (tx, rx) = oneshot::channel();
         self.waiting
@@ -428,6 +658,17 @@ impl ApprovalQueue {
         };
         answer(&decided)
     }
+}
+
+/// SHA-256 (hex) of a call's tool and arguments (compact JSON): what
+/// ties a retry to the entry it asked about.
+pub fn call_digest(call: &CallInfo) -> String {
+    use sha2::Digest as _;
+    let mut h = sha2::Sha256::new();
+    h.update(call.tool_name.as_bytes());
+    h.update([0u8]);
+    h.update(call.arguments_json().as_bytes());
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// What a decided entry means for its call.
@@ -508,5 +749,149 @@ impl Approver for Arc<ApprovalQueue> {
 
     async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
         self.ask(request).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::approval::sqlite::SqliteStore;
+    use crate::call::{CallOrigin, ToolMeta};
+
+    /// A fresh store file under the temporary directory.
+    fn store(name: &str) -> Arc<dyn ApprovalStore> {
+        let dir = std::env::temp_dir().join(format!(
+            "toolgate-queue-{name}-{}-{}",
+            std::process::id(),
+            now_ms()
+        ));
+        Arc::new(SqliteStore::open(&dir.join("approvals.sqlite")).unwrap())
+    }
+
+    fn request(command: &str) -> ApprovalRequest {
+        ApprovalRequest {
+            call: Arc::new(CallInfo::new(
+                1,
+                "c".into(),
+                "bash".into(),
+                serde_json::json!({ "command": command }),
+                CallOrigin::default(),
+                ToolMeta::unknown(),
+            )),
+            prompt: "may change data".into(),
+            asked_by: "ask-destructive".into(),
+            card: None,
+            client: None,
+        }
+    }
+
+    async fn parked(queue: &Arc<ApprovalQueue>, command: &str) -> Entry {
+        match queue.park(&request(command)).await {
+            Parked::Pending(e) => *e,
+            Parked::Answered(a) => panic!("answered at once: {a}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_retry_withdraws_its_parked_entry() {
+        let queue = ApprovalQueue::open(store("cancel"), Duration::from_secs(60))
+            .await
+            .unwrap();
+        let entry = parked(&queue, "echo x").await;
+        let cancel = tokio_util::sync::CancellationToken::new();
+        cancel.cancel();
+        let resumed = queue.resume(&entry.id, "bash", &cancel).await.unwrap();
+        let Resumed::Ended(ended) = &resumed else {
+            panic!("{resumed:?}");
+        };
+        assert_eq!(ended.state, EntryState::Withdrawn);
+        let answer = queue.answer_retry(&resumed, &request("echo x").call).await;
+        assert!(
+            matches!(&answer, ApprovalAnswer::DeniedBy { reason, .. } if reason.contains("cancelled")),
+            "{answer}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_parked_entry_expires_by_itself_and_the_retry_is_told_why() {
+        let queue = ApprovalQueue::open(store("expire"), Duration::from_millis(200))
+            .await
+            .unwrap();
+        let entry = parked(&queue, "echo x").await;
+        // Held past the expiry: the expiry ends the hold.
+        let resumed = queue
+            .resume(&entry.id, "bash", &Default::default())
+            .await
+            .unwrap();
+        let answer = queue.answer_retry(&resumed, &request("echo x").call).await;
+        assert!(
+            matches!(&answer, ApprovalAnswer::DeniedBy { reason, .. }
+                if reason.contains("nobody decided within 200 ms")),
+            "{answer}"
+        );
+        let e = queue.get(&entry.id).await.unwrap().unwrap();
+        assert_eq!(e.state, EntryState::Expired);
+    }
+
+    /// Across a restart, a parked entry stays pending (its client calls
+    /// again) unless its expiry passed while the host was down; a waiting
+    /// call's entry expires, as before.
+    #[tokio::test]
+    async fn parked_entries_stay_pending_across_a_restart_until_their_expiry() {
+        let store = store("restart");
+        let short = ApprovalQueue::open(store.clone(), Duration::from_millis(100))
+            .await
+            .unwrap();
+        let gone = parked(&short, "echo short").await;
+        drop(short);
+        let long = ApprovalQueue::open(store.clone(), Duration::from_secs(60))
+            .await
+            .unwrap();
+        let kept = parked(&long, "echo long").await;
+        drop(long);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let queue = ApprovalQueue::open(store, Duration::from_secs(60))
+            .await
+            .unwrap();
+        let pending: Vec<String> = queue
+            .pending()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.id)
+            .collect();
+        assert_eq!(pending, std::slice::from_ref(&kept.id));
+        let expired = queue.get(&gone.id).await.unwrap().unwrap();
+        assert_eq!(expired.state, EntryState::Expired, "{expired:?}");
+        let why = expired.decided.unwrap().message.unwrap();
+        assert!(why.contains("nobody decided within 100 ms"), "{why}");
+        // Approved after the restart: the retry of the same call runs,
+        // once; another call's retry does not.
+        queue
+            .decide(&kept.id, Verdict::Approve, "alice")
+            .await
+            .unwrap();
+        let resumed = queue
+            .resume(&kept.id, "bash", &Default::default())
+            .await
+            .unwrap();
+        let other = queue
+            .answer_retry(&resumed, &request("echo other").call)
+            .await;
+        assert!(
+            matches!(&other, ApprovalAnswer::DeniedBy { reason, .. } if reason.contains("another call")),
+            "{other}"
+        );
+        let same = queue
+            .answer_retry(&resumed, &request("echo long").call)
+            .await;
+        assert_eq!(same, ApprovalAnswer::ApprovedBy("alice".into()));
+        let again = queue
+            .answer_retry(&resumed, &request("echo long").call)
+            .await;
+        assert!(
+            matches!(&again, ApprovalAnswer::DeniedBy { reason, .. } if reason.contains("ran its call already")),
+            "{again}"
+        );
     }
 }

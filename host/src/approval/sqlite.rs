@@ -220,6 +220,37 @@ impl ApprovalStore for SqliteStore {
         .await
     }
 
+    async fn run_once(&self, id: &str, at_ms: u64) -> Result<Option<Entry>, StoreError> {
+        let id = id.to_string();
+        self.with(move |c| {
+            let tx = c.transaction().map_err(backend)?;
+            let body: Option<String> = tx
+                .query_row(
+                    "SELECT body FROM entries WHERE id = ?1 AND state = 'approved'",
+                    params![id],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(backend)?;
+            let Some(body) = body else {
+                return Ok(None);
+            };
+            let mut entry = entry_of(body)?;
+            match &mut entry.retry {
+                Some(retry) if retry.ran_ms.is_none() => retry.ran_ms = Some(at_ms),
+                _ => return Ok(None),
+            }
+            tx.execute(
+                "UPDATE entries SET body = ?2 WHERE id = ?1",
+                params![id, json(&entry)?],
+            )
+            .map_err(backend)?;
+            tx.commit().map_err(backend)?;
+            Ok(Some(entry))
+        })
+        .await
+    }
+
     async fn list(&self, listing: Listing) -> Result<Vec<Entry>, StoreError> {
         self.with(move |c| {
             let (sql, limit) = match listing {

@@ -91,6 +91,24 @@ pub struct Entry {
     pub state: EntryState,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided: Option<Decided>,
+    /// Set for a call of the stateless revision (2026-07-28), which does
+    /// not wait: its client is answered at once and calls again once the
+    /// entry is decided (see [`super::queue`], "Calls that do not wait").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<Retry>,
+}
+
+/// What ties a client's retry to the entry it asked about.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Retry {
+    /// SHA-256 (hex) of the call's tool and arguments: a retry with other
+    /// arguments is not what was approved.
+    pub digest: String,
+    /// When a retry ran the approved call (unix ms): an approval runs one
+    /// call, once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ran_ms: Option<u64>,
 }
 
 impl Entry {
@@ -193,6 +211,10 @@ pub trait ApprovalStore: Send + Sync + 'static {
         state: EntryState,
         decided: &Decided,
     ) -> Result<Option<Entry>, StoreError>;
+    /// Mark an approved entry that waits for a retry ([`Entry::retry`]) as
+    /// run by it, at `at_ms`. `None` when it is not approved, waits for no
+    /// retry, or ran already (the first of two racing retries wins).
+    async fn run_once(&self, id: &str, at_ms: u64) -> Result<Option<Entry>, StoreError>;
     /// Entries as `listing` says.
     async fn list(&self, listing: Listing) -> Result<Vec<Entry>, StoreError>;
     /// One entry, whatever its state.

@@ -29,6 +29,17 @@
 //!   pipeline again (it is a new request; nothing is kept between the two),
 //!   and the first attempt is recorded as denied — "approval requested from
 //!   the client" — so an audit shows both.
+//!
+//! With the host's approval queue (`--approve queue`) the client is never
+//! asked; a 2025 session's call waits in the queue, and a stateless one
+//! cannot (see `approval::queue`, "Calls that do not wait"): its `ask`
+//! is parked ([`ParkingApprover`]) and the call ends with an
+//! `InputRequiredResult` carrying only a `requestState` that names the
+//! entry ([`request_state`]); the client calls again with it (the SDKs
+//! do, with a short backoff), and the retry is held until the entry is
+//! decided ([`ApprovalQueue::resume`]) and then answered from it
+//! ([`RetriedApprover`]): the approved call runs once; a denial, an
+//! expiry or a withdrawal denies it, saying so.
 
 use std::sync::{Arc, Mutex};
 
@@ -40,6 +51,7 @@ use rmcp::model::{
 use rmcp::service::{Peer, RoleServer};
 use serde_json::Value;
 
+use crate::approval::queue::{ApprovalQueue, Parked, QUEUE, Resumed};
 use crate::pipeline::{ApprovalAnswer, ApprovalRequest, Approver};
 
 /// The key of the approval in `inputRequests` / `inputResponses`.
@@ -163,5 +175,91 @@ impl Approver for RoundTripApprover {
                 )
             }
         }
+    }
+}
+
+/// The prefix of a `requestState` that names a pending entry of the
+/// approval queue.
+pub const QUEUE_STATE: &str = "toolgate-approval:";
+
+/// The `requestState` that names entry `id`.
+pub fn request_state(id: &str) -> String {
+    format!("{QUEUE_STATE}{id}")
+}
+
+/// The entry a `requestState` names, if it is one of ours.
+pub fn queued_entry(state: &str) -> Option<&str> {
+    state
+        .strip_prefix(QUEUE_STATE)
+        .filter(|id| id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
+}
+
+/// Parks a stateless call's `ask` in the host's queue (a grant still
+/// approves at once), and remembers the entry the client must call again
+/// about.
+pub struct ParkingApprover {
+    queue: Arc<ApprovalQueue>,
+    parked: Mutex<Option<String>>,
+}
+
+impl ParkingApprover {
+    pub fn new(queue: Arc<ApprovalQueue>) -> Arc<Self> {
+        Arc::new(ParkingApprover {
+            queue,
+            parked: Mutex::new(None),
+        })
+    }
+
+    /// The entry the call was parked as, if it was.
+    pub fn take_parked(&self) -> Option<String> {
+        self.parked.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+#[async_trait]
+impl Approver for ParkingApprover {
+    fn name(&self) -> &str {
+        QUEUE
+    }
+
+    async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
+        match self.queue.park(request).await {
+            Parked::Answered(answer) => answer,
+            Parked::Pending(entry) => {
+                let reason = format!(
+                    "approval requested in the approval queue (`{}`); the client calls again \
+                     with the request state, and the call runs once it is approved",
+                    entry.id
+                );
+                *self.parked.lock().unwrap_or_else(|p| p.into_inner()) = Some(entry.id.clone());
+                ApprovalAnswer::DeniedBy {
+                    by: QUEUE.into(),
+                    reason,
+                }
+            }
+        }
+    }
+}
+
+/// Answers a stateless client's retry from the entry it named.
+pub struct RetriedApprover {
+    queue: Arc<ApprovalQueue>,
+    resumed: Resumed,
+}
+
+impl RetriedApprover {
+    pub fn new(queue: Arc<ApprovalQueue>, resumed: Resumed) -> Arc<Self> {
+        Arc::new(RetriedApprover { queue, resumed })
+    }
+}
+
+#[async_trait]
+impl Approver for RetriedApprover {
+    fn name(&self) -> &str {
+        QUEUE
+    }
+
+    async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
+        self.queue.answer_retry(&self.resumed, &request.call).await
     }
 }

@@ -381,6 +381,119 @@ impl Listener {
     }
 }
 
+/// The approval console on an address of its own (`serve --console
+/// ADDR`): the same page and API as under `/console` of the MCP listener,
+/// and nothing else (no `/mcp`, no probes).
+pub struct ConsoleListener {
+    listener: TcpListener,
+    console: Arc<super::console::Console>,
+    allow_hosts: Vec<String>,
+    allow_origins: Vec<String>,
+}
+
+/// Bind the console's own address. Whether a non-loopback address may
+/// serve it (`--console-insecure`) is the caller's decision.
+pub async fn bind_console(
+    addr: SocketAddr,
+    console: Arc<super::console::Console>,
+    allow_hosts: Vec<String>,
+    allow_origins: Vec<String>,
+) -> Result<ConsoleListener, HttpError> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| HttpError::Bind { addr, source })?;
+    Ok(ConsoleListener {
+        listener,
+        console,
+        allow_hosts,
+        allow_origins,
+    })
+}
+
+impl ConsoleListener {
+    /// The address bound (the port, when 0 was asked).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serve until `stop` drains. Connections are bounded as the MCP
+    /// listener's are (`limits`: in all and per client).
+    pub async fn serve(self, limits: Limits, stop: Stop) {
+        let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
+        if let Ok(addr) = self.listener.local_addr()
+            && !addr.ip().is_unspecified()
+        {
+            hosts.push(addr.ip().to_string());
+        }
+        hosts.extend(self.allow_hosts.iter().cloned());
+        let route = ConsoleRoute {
+            console: self.console.clone(),
+            hosts: hosts.into(),
+            origins: self.allow_origins.clone().into(),
+        };
+        let connections = Shares::new(
+            "console connections",
+            limits.max_connections,
+            limits.max_connections_per_client,
+        );
+        loop {
+            let accepted = tokio::select! {
+                biased;
+                _ = stop.drain_begun() => break,
+                accepted = self.listener.accept() => accepted,
+            };
+            let (stream, peer) = match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed (console)");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let client = match stream.local_addr() {
+                Ok(local) => peer::identify(peer, local),
+                Err(_) => Client::Addr(peer.ip()),
+            };
+            let permit = match connections.take(client) {
+                Ok(permit) => permit,
+                Err(full) => {
+                    refused(&connections, client, full);
+                    continue;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            let route = route.clone();
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let handler = service_fn(move |request: Request<Incoming>| {
+                    let route = route.clone();
+                    async move { Ok::<_, Infallible>(route.answer(request, limits).await) }
+                });
+                let connection = http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(limits.header_timeout)
+                    .max_buf_size(MAX_HEAD_BYTES)
+                    .serve_connection(TokioIo::new(stream), handler);
+                tokio::pin!(connection);
+                let result = tokio::select! {
+                    result = connection.as_mut() => Some(result),
+                    _ = stop.drain_begun() => {
+                        connection.as_mut().graceful_shutdown();
+                        tokio::select! {
+                            result = connection.as_mut() => Some(result),
+                            _ = stop.shutdown.cancelled() => None,
+                        }
+                    }
+                };
+                if let Some(Err(e)) = result {
+                    tracing::debug!(%peer, error = %e, "console connection ended with an error");
+                }
+                drop(permit);
+            });
+        }
+    }
+}
+
 type Body = BoxBody<Bytes, Infallible>;
 
 /// Log a refused share: the total at warn (the operator should know), a
@@ -441,6 +554,28 @@ struct ConsoleRoute {
 }
 
 impl ConsoleRoute {
+    /// A request under `/console` (anything else: 404).
+    async fn answer(&self, request: Request<Incoming>, limits: Limits) -> Response<Body> {
+        let path = request.uri().path();
+        if path != super::console::PREFIX && !path.starts_with("/console/") {
+            return plain(
+                StatusCode::NOT_FOUND,
+                "not found: this address serves the approval console, at /console\n",
+            );
+        }
+        let (parts, body) = request.into_parts();
+        let host_ok = self.host_ok(&parts);
+        let origin_ok = self.origin_ok(&parts);
+        self.console
+            .handle(
+                Request::from_parts(parts, body),
+                host_ok,
+                origin_ok,
+                limits.body_timeout,
+            )
+            .await
+    }
+
     /// The `Host` names this server (as for `/mcp`).
     fn host_ok(&self, parts: &http::request::Parts) -> bool {
         let Some(host) = parts
@@ -490,18 +625,7 @@ impl Route {
                     "not found: the approval console is served with --approve queue\n",
                 );
             };
-            let (parts, body) = request.into_parts();
-            let host_ok = console.host_ok(&parts);
-            let origin_ok = console.origin_ok(&parts);
-            return console
-                .console
-                .handle(
-                    Request::from_parts(parts, body),
-                    host_ok,
-                    origin_ok,
-                    self.limits.body_timeout,
-                )
-                .await;
+            return console.answer(request, self.limits).await;
         }
         if request.uri().path() != PATH {
             return plain(

@@ -62,9 +62,12 @@ use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, Subsc
 use serde_json::{Map, Value, json};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::approval::{APPROVAL_INPUT, ElicitingApprover, RoundTripApprover};
+use super::approval::{
+    APPROVAL_INPUT, ElicitingApprover, ParkingApprover, RetriedApprover, RoundTripApprover,
+};
 use super::session::SessionGone;
 use super::{passthrough, projection};
+use crate::approval::queue::Resumed;
 use crate::call::ToolCall;
 use crate::content::{Content, JSON_RESOURCE_URI, ResourceContents as Contents};
 use crate::host::Toolgate;
@@ -99,7 +102,9 @@ type ToolCache = Mutex<Option<(u64, Arc<Vec<Tool>>)>>;
 /// 2026-07-28 revision) belong to no session, so they share one — there an
 /// exclusive call runs alone among all of them. Approvals never wait in the
 /// shared one: a stateless request's `ask` ends the request with an
-/// `InputRequiredResult` at once.
+/// `InputRequiredResult` at once — with the approval queue too, whose
+/// entry the client's retry names; that retry waits for the decision
+/// before it enters the scheduler (see [`super::approval`]).
 pub struct ToolgateServer {
     host: Toolgate,
     /// This session's scheduler.
@@ -536,6 +541,7 @@ impl ServerHandler for ToolgateServer {
             name,
             arguments,
             mut input_responses,
+            request_state,
             ..
         } = request;
         let elicits = self.elicitation
@@ -544,7 +550,39 @@ impl ServerHandler for ToolgateServer {
                 .is_some_and(|c| c.elicitation.is_some());
         let stateless = stateless(&context);
         let mut round_trip = None;
-        let approver: Option<Arc<dyn Approver>> = if !elicits {
+        let mut parking = None;
+        // The host's queue and a stateless request: the call cannot wait
+        // (see `super::approval`); its retry names the entry.
+        let queue = self.host.approvals().filter(|_| stateless).cloned();
+        let approver: Option<Arc<dyn Approver>> = if let Some(queue) = queue {
+            match request_state.as_deref() {
+                None => {
+                    let approver = ParkingApprover::new(queue);
+                    parking = Some(approver.clone());
+                    Some(approver)
+                }
+                Some(state) => {
+                    let Some(id) = super::approval::queued_entry(state) else {
+                        return Err(ErrorData::invalid_params(
+                            "`requestState` is not one this server gave: call again without it",
+                            None,
+                        ));
+                    };
+                    // Held outside the scheduler: a pending approval holds
+                    // up no other stateless client.
+                    let resumed = queue
+                        .resume(id, &name, &context.ct)
+                        .await
+                        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                    if let Resumed::Pending(_) = resumed {
+                        return Ok(CallToolResponse::InputRequired(
+                            InputRequiredResult::from_request_state(state),
+                        ));
+                    }
+                    Some(RetriedApprover::new(queue, resumed))
+                }
+            }
+        } else if !elicits {
             None
         } else if stateless {
             let approver = RoundTripApprover::new(
@@ -617,6 +655,18 @@ impl ServerHandler for ToolgateServer {
                 return Err(ErrorData::internal_error(e.to_string(), None));
             }
         };
+        // Parked, and denied for it (not a call a body made in turn):
+        // the client calls again with the entry's id.
+        if let Some(id) = parking.and_then(|a| a.take_parked())
+            && record.error.as_ref().is_some_and(|e| {
+                e.stage == crate::outcome::Stage::Approval
+                    && e.decided_by.as_deref() == Some(crate::approval::queue::QUEUE)
+            })
+        {
+            return Ok(CallToolResponse::InputRequired(
+                InputRequiredResult::from_request_state(super::approval::request_state(&id)),
+            ));
+        }
         if let Some(needed) = round_trip.and_then(|a| a.take_needed()) {
             return Ok(CallToolResponse::InputRequired(
                 InputRequiredResult::from_input_requests(needed),

@@ -485,25 +485,85 @@ pub(crate) struct Served {
     child: std::process::Child,
     /// `127.0.0.1:PORT`.
     pub(crate) addr: String,
+    /// Where the console is (`addr`, unless `--console ADDR`).
+    pub(crate) console_addr: String,
     pub(crate) mcp_token: String,
     console_token_file: std::path::PathBuf,
-    _dir: TempDir,
+    /// What the server printed up to the console's line.
+    pub(crate) said: String,
+    args: Vec<String>,
+    dir: TempDir,
 }
 
 impl Served {
     pub(crate) fn start(name: &str, config: &str) -> Served {
-        use std::io::BufRead;
+        Served::start_with(name, config, &[])
+    }
+
+    /// With more arguments for `serve`.
+    pub(crate) fn start_with(name: &str, config: &str, args: &[&str]) -> Served {
         let dir = TempDir::new(name);
         let work = dir.path().join("work");
         std::fs::create_dir_all(&work).unwrap();
         std::fs::write(work.join("toolgate.toml"), config).unwrap();
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let (child, addr, console_addr, mcp_token, console_token_file, said) =
+            Served::spawn(dir.path(), &args);
+        Served {
+            child,
+            addr,
+            console_addr,
+            mcp_token,
+            console_token_file,
+            said,
+            args,
+            dir,
+        }
+    }
+
+    /// Kills the server (SIGKILL) and starts another on the same state
+    /// directory and configuration (on a new port).
+    pub(crate) fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let (child, addr, console_addr, mcp_token, console_token_file, said) =
+            Served::spawn(self.dir.path(), &self.args);
+        self.child = child;
+        self.addr = addr;
+        self.console_addr = console_addr;
+        self.mcp_token = mcp_token;
+        self.console_token_file = console_token_file;
+        self.said = said;
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn spawn(
+        dir: &Path,
+        args: &[String],
+    ) -> (
+        std::process::Child,
+        String,
+        String,
+        String,
+        std::path::PathBuf,
+        String,
+    ) {
+        use std::io::BufRead;
+        let http = if args.iter().any(|a| a == "--http") {
+            vec![]
+        } else {
+            vec!["--http", "127.0.0.1:0"]
+        };
         let mut child = std::process::Command::new(toolgate_bin())
-            .current_dir(&work)
-            .env("XDG_STATE_HOME", dir.path().join("state"))
+            .current_dir(dir.join("work"))
+            .env("XDG_STATE_HOME", dir.join("state"))
             .env_remove("TOOLGATE_STATE_DIR")
             .env("TOOLGATE_CACHE_DIR", test_runtime().cache_dir.unwrap())
             .env("RUST_LOG", "warn")
-            .args(["serve", "--http", "127.0.0.1:0", "--approve", "queue"])
+            .arg("serve")
+            .args(http)
+            .args(["--approve", "queue"])
+            .args(args)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
@@ -525,9 +585,15 @@ impl Served {
             } else if let Some((_, path)) = line.split_once("the token is in ") {
                 let path = path.trim_end_matches(" (made now)");
                 mcp_token = Some(std::fs::read_to_string(path).unwrap().trim().to_string());
-            } else if let Some((_, rest)) = line.split_once("its token is in ") {
+            } else if let Some((head, rest)) = line.split_once(" (its token is in ") {
                 let path = rest.trim_end_matches(')').trim_end_matches(", made now");
-                console = Some(std::path::PathBuf::from(path));
+                let at = head
+                    .trim_start_matches("toolgate: approval console at http://")
+                    .trim_end_matches("/console");
+                console = Some((at.to_string(), std::path::PathBuf::from(path)));
+            } else if line.starts_with("toolgate: no approval console") {
+                let _ = child.kill();
+                panic!("no console: {seen}");
             }
         }
         std::thread::spawn(move || {
@@ -536,13 +602,15 @@ impl Served {
                 line.clear();
             }
         });
-        Served {
+        let (console_addr, console_file) = console.unwrap();
+        (
             child,
-            addr: addr.expect("the MCP address"),
-            mcp_token: mcp_token.expect("the MCP token"),
-            console_token_file: console.unwrap(),
-            _dir: dir,
-        }
+            addr.expect("the MCP address"),
+            console_addr,
+            mcp_token.expect("the MCP token"),
+            console_file,
+            seen,
+        )
     }
 
     pub(crate) fn console_token(&self) -> String {
@@ -557,7 +625,7 @@ impl Served {
         std::process::Command::new(toolgate_bin())
             .arg("approvals")
             .args(args)
-            .args(["--server", &format!("http://{}", self.addr)])
+            .args(["--server", &format!("http://{}", self.console_addr)])
             .arg("--token-file")
             .arg(&self.console_token_file)
             .args(["--as", "tester"])
@@ -587,7 +655,7 @@ impl Served {
     /// A raw request to the console; (status, head, body).
     pub(crate) fn raw(&self, request: &str) -> (u16, String, String) {
         use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(&self.addr).unwrap();
+        let mut s = std::net::TcpStream::connect(&self.console_addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         s.write_all(request.as_bytes()).unwrap();
         let mut text = String::new();
@@ -847,7 +915,7 @@ fn the_console_refuses_wrong_tokens_missing_csrf_and_foreign_origins() {
         json!([])
     );
     // The CLI with a wrong token fails, naming the refusal.
-    let bad = server._dir.path().join("bad-token");
+    let bad = server.dir.path().join("bad-token");
     std::fs::write(&bad, "wrong\n").unwrap();
     let out = std::process::Command::new(toolgate_bin())
         .args([
@@ -924,4 +992,500 @@ async fn decision_latency() {
         ms(took[took.len() - 1])
     );
     h.shutdown().await;
+}
+
+/// `tests/mcp/approvals_stateless.py ARGS` against `server`: a 2026-07-28
+/// client (the SDK's default mode), running.
+fn stateless_client(server: &Served, args: &[&str]) -> std::process::Child {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/approvals_stateless.py");
+    std::process::Command::new(crate::serve::python())
+        .arg(script)
+        .args(["--http", &format!("http://{}/mcp", server.addr)])
+        .args(["--token", &server.mcp_token])
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Its report, once it is done.
+fn report_of(client: std::process::Child) -> Value {
+    let out = client.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["protocol"], "2026-07-28", "{report}");
+    assert_eq!(report["questions"], json!([]), "the client is never asked");
+    report
+}
+
+/// The text of a `CallToolResult`'s content.
+fn result_text(result: &Value) -> String {
+    result["content"]
+        .as_array()
+        .map(|c| {
+            c.iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+/// The last round of a hand-driven call: its final result.
+fn final_result(call: &Value) -> &Value {
+    let last = call["rounds"].as_array().unwrap().last().unwrap();
+    assert_eq!(last["type"], "result", "{call}");
+    &last["result"]
+}
+
+/// The entry whose `command` is `command`, from `list --json`.
+fn entry_for<'a>(list: &'a [Value], command: &str) -> &'a str {
+    list.iter()
+        .find(|e| e["arguments"]["command"] == command)
+        .unwrap_or_else(|| panic!("no entry for {command}: {list:?}"))["id"]
+        .as_str()
+        .unwrap()
+}
+
+/// A 2026-07-28 client's call that hits a queued `ask` is answered with
+/// an `InputRequiredResult` whose `requestState` names the entry; its
+/// retries are held (here 1 s each) and answered the same while nobody
+/// decides; after the approval the retry runs the call — once, and only
+/// the call that was approved.
+#[test]
+#[cfg_attr(
+    not(has_mcp_client),
+    ignore = "needs the MCP Python SDK from PyPI: run `bash tests/mcp/setup-venv.sh target/tmp/mcp-venv`"
+)]
+fn a_stateless_client_gets_input_required_and_its_retry_runs_the_approved_call() {
+    let server = Served::start(
+        "approvals-stateless",
+        "[approval]\ntimeout_ms = 60000\nretry_hold_ms = 1000\n",
+    );
+    let client = stateless_client(&server, &["--probe", "--auto", "echo two", "echo one"]);
+    let list = server.pending(2);
+    // Nobody decides for a while: the retries are held and answered
+    // "input required" again.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(server.pending(2).len(), 2, "still one entry per call");
+    let one = entry_for(&list, "echo one").to_string();
+    let two = entry_for(&list, "echo two").to_string();
+    let out = server.approvals(&["approve", &one, &two]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = report_of(client);
+    let call = &report["calls"][0];
+    let rounds = call["rounds"].as_array().unwrap();
+    assert_eq!(rounds[0]["type"], "input_required", "{call}");
+    assert_eq!(
+        rounds[0]["inputRequests"], false,
+        "nothing is asked of the client"
+    );
+    assert_eq!(
+        rounds[0]["state"],
+        format!("toolgate-approval:{one}"),
+        "the request state names the entry"
+    );
+    assert!(rounds.len() >= 3, "retries held and answered again: {call}");
+    assert!(
+        rounds[1]["seconds"].as_f64().unwrap() >= 0.9,
+        "a retry is held for a decision, not answered at once: {call}"
+    );
+    let done = final_result(call);
+    assert_eq!(done["isError"], false, "{done}");
+    assert!(result_text(done).contains("one"), "{done}");
+    // The SDK's own driver (`Client.call_tool`) gets there too.
+    let auto = &report["auto"];
+    assert_eq!(auto["isError"], false, "{auto}");
+    assert!(result_text(auto).contains("two"), "{auto}");
+    // The approved state with other arguments: refused.
+    let other = &call["otherArguments"];
+    assert_eq!(other["isError"], true, "{other}");
+    assert!(
+        result_text(other).contains("was for another call"),
+        "{other}"
+    );
+    // The same call again with the same state: an approval runs one call.
+    let again = &call["again"];
+    assert_eq!(again["isError"], true, "{again}");
+    assert!(
+        result_text(again).contains("ran its call already"),
+        "{again}"
+    );
+    assert!(server.pending(0).is_empty());
+    // The audit record: the first attempt denied by the queue (asked),
+    // the retry that ran approved by whoever decided.
+    let audit = server.dir.path().join("state/toolgate/audit.jsonl");
+    let start = Instant::now();
+    let verdicts = loop {
+        let verdicts: Vec<(String, String)> = std::fs::read_to_string(&audit)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|r| r["kind"] == "call" && r["arguments"]["command"] == "echo one")
+            .filter_map(|r| {
+                let d = r["decisions"]
+                    .as_array()?
+                    .iter()
+                    .find(|d| d["stage"] == "approval")?
+                    .clone();
+                Some((
+                    d["verdict"].as_str()?.to_string(),
+                    d["decidedBy"].as_str()?.to_string(),
+                ))
+            })
+            .collect();
+        if verdicts.iter().any(|(v, _)| v == "approve") || start.elapsed() > Duration::from_secs(10)
+        {
+            break verdicts;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        verdicts.first(),
+        Some(&("deny".to_string(), "approval-queue".to_string())),
+        "{verdicts:?}"
+    );
+    assert!(
+        verdicts.contains(&("approve".to_string(), "api:tester".to_string())),
+        "who decided is in the record: {verdicts:?}"
+    );
+}
+
+/// A denied entry answers the retry with the denial's message; an entry
+/// nobody decides expires at `[approval] timeout_ms` and the held retry is
+/// denied, saying so.
+#[test]
+#[cfg_attr(
+    not(has_mcp_client),
+    ignore = "needs the MCP Python SDK from PyPI: run `bash tests/mcp/setup-venv.sh target/tmp/mcp-venv`"
+)]
+fn a_stateless_client_s_retry_is_denied_by_a_denial_or_an_expiry() {
+    let server = Served::start(
+        "approvals-stateless-deny",
+        "[approval]\ntimeout_ms = 6000\n",
+    );
+    let client = stateless_client(&server, &["echo denied", "echo expires"]);
+    let list = server.pending(2);
+    let denied = entry_for(&list, "echo denied").to_string();
+    let out = server.approvals(&["deny", &denied, "--message", "use cargo check instead"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = report_of(client);
+    let d = final_result(&report["calls"][0]);
+    assert_eq!(d["isError"], true, "{d}");
+    assert!(result_text(d).contains("use cargo check instead"), "{d}");
+    let e = final_result(&report["calls"][1]);
+    assert_eq!(e["isError"], true, "{e}");
+    assert!(
+        result_text(e).contains("nobody decided within 6000 ms")
+            && result_text(e).contains("[approval] timeout_ms"),
+        "{e}"
+    );
+    assert!(server.pending(0).is_empty());
+}
+
+/// The host killed with a 2026-07-28 client's entry pending: after the
+/// restart the entry is still pending, an approval made then reaches the
+/// (reconnected) client's retry, and the call runs.
+#[test]
+#[cfg_attr(
+    not(has_mcp_client),
+    ignore = "needs the MCP Python SDK from PyPI: run `bash tests/mcp/setup-venv.sh target/tmp/mcp-venv`"
+)]
+fn a_stateless_client_s_entry_survives_a_restart_and_its_approval_reaches_the_retry() {
+    let mut server = Served::start(
+        "approvals-stateless-restart",
+        "[approval]\ntimeout_ms = 60000\n",
+    );
+    let first = report_of(stateless_client(
+        &server,
+        &["--first-only", "echo after restart"],
+    ));
+    let state = first["calls"][0]["rounds"][0]["state"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let id = server.pending(1)[0]["id"].as_str().unwrap().to_string();
+    assert_eq!(state, format!("toolgate-approval:{id}"));
+    server.restart();
+    let list = server.pending(1);
+    assert_eq!(
+        list[0]["id"],
+        id.as_str(),
+        "still pending after the restart"
+    );
+    let out = server.approvals(&["approve", &id]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = report_of(stateless_client(
+        &server,
+        &["--state", &state, "echo after restart"],
+    ));
+    let r = final_result(&report["calls"][0]);
+    assert_eq!(r["isError"], false, "{r}");
+    assert!(result_text(r).contains("after restart"), "{r}");
+}
+
+/// `--console ADDR` serves the console there and not under `/console` of
+/// the MCP listener; a non-loopback console needs `--console-insecure`.
+#[test]
+fn the_console_on_its_own_address_and_never_in_clear_text_unless_told() {
+    let server = Served::start_with("approvals-console-addr", "", &["--console", "127.0.0.1:0"]);
+    assert_ne!(server.console_addr, server.addr);
+    let token = server.console_token();
+    let get = |addr: &str, path: &str| {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(
+            console_request(
+                "GET",
+                path,
+                &format!("Host: {addr}\r\nAuthorization: Bearer {token}\r\n"),
+                "",
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        let mut text = String::new();
+        let _ = s.read_to_string(&mut text);
+        text.split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse::<u16>().ok())
+            .unwrap_or(0)
+    };
+    assert_eq!(get(&server.console_addr, "/console/api/pending"), 200);
+    assert_eq!(
+        get(&server.addr, "/console/api/pending"),
+        404,
+        "not on /mcp's listener"
+    );
+    assert_eq!(
+        get(&server.console_addr, "/mcp"),
+        404,
+        "no MCP on the console's"
+    );
+    // A non-loopback bind without TLS: no console, saying why.
+    let plain = {
+        use std::io::BufRead;
+        let dir = TempDir::new("approvals-console-public");
+        let work = dir.path().join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        let mut child = std::process::Command::new(toolgate_bin())
+            .current_dir(&work)
+            .env("XDG_STATE_HOME", dir.path().join("state"))
+            .env_remove("TOOLGATE_STATE_DIR")
+            .env("TOOLGATE_CACHE_DIR", test_runtime().cache_dir.unwrap())
+            .args(["serve", "--http", "127.0.0.1:0", "--console", "0.0.0.0:0"])
+            .args(["--approve", "queue"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut seen = String::new();
+        loop {
+            let mut line = String::new();
+            if stderr.read_line(&mut line).unwrap_or(0) == 0 {
+                break;
+            }
+            seen.push_str(&line);
+            if line.contains("serving MCP at") {
+                break;
+            }
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        seen
+    };
+    assert!(
+        plain.contains("no approval console on 0.0.0.0:0")
+            && plain.contains("--console-insecure")
+            && !plain.contains("approval console at"),
+        "{plain}"
+    );
+    let insecure = Served::start_with(
+        "approvals-console-insecure",
+        "",
+        &["--console", "0.0.0.0:0", "--console-insecure"],
+    );
+    assert!(
+        insecure.console_addr.starts_with("0.0.0.0:"),
+        "{}",
+        insecure.said
+    );
+}
+
+/// The measurement of BENCHMARKS.md ("decision → the body starts, over
+/// `serve --http`"): a real server, a real client per call (a 2025 session,
+/// then a 2026-07-28 client whose retry is held), the decision through the
+/// console API (one loopback `POST /console/api/decide`), 300 ms after the
+/// entry appeared; the body is `bash` running `date +%s%N`, whose output is
+/// when it started (so the figure includes spawning the sandboxed shell).
+#[test]
+#[ignore = "a measurement: cargo test -p toolgate-tests --test all -- --ignored --nocapture approvals::serve_decision_latency"]
+fn serve_decision_latency() {
+    let server = Served::start(
+        "approvals-serve-latency",
+        "[approval]\ntimeout_ms = 60000\n",
+    );
+    let token = server.console_token();
+    let auth = format!(
+        "Host: {}\r\nAuthorization: Bearer {token}\r\n",
+        server.console_addr
+    );
+    let now_ns = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as i128
+    };
+    let stateful = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/approvals_client.py");
+    for flow in ["2025 session (waits)", "2026-07-28 (held retry)"] {
+        let mut took = Vec::new();
+        for _ in 0..20 {
+            let client = if flow.starts_with("2025") {
+                std::process::Command::new(crate::serve::python())
+                    .arg(&stateful)
+                    .args(["--http", &format!("http://{}/mcp", server.addr)])
+                    .args(["--token", &server.mcp_token])
+                    .arg("date +%s%N")
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            } else {
+                stateless_client(&server, &["date +%s%N"])
+            };
+            let id = loop {
+                let (status, _, body) =
+                    server.raw(&console_request("GET", "/console/api/pending", &auth, ""));
+                assert_eq!(status, 200, "{body}");
+                let list: Vec<Value> = serde_json::from_str(&body).unwrap();
+                if let Some(e) = list.first() {
+                    break e["id"].as_str().unwrap().to_string();
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            };
+            std::thread::sleep(Duration::from_millis(300));
+            let t0 = now_ns();
+            let (status, _, body) = server.raw(&console_request(
+                "POST",
+                "/console/api/decide",
+                &auth,
+                &json!({"ids": [id], "verdict": "approve"}).to_string(),
+            ));
+            assert_eq!(status, 200, "{body}");
+            let out = client.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let result = if flow.starts_with("2025") {
+                report["results"][0].clone()
+            } else {
+                final_result(&report["calls"][0]).clone()
+            };
+            let started: i128 = result_text(&result)
+                .split_whitespace()
+                .find_map(|w| w.parse().ok())
+                .unwrap_or_else(|| panic!("no time in {result}"));
+            took.push((started - t0) as f64 / 1e6);
+        }
+        took.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        println!(
+            "{flow}: decision -> body starts, {} calls: median {:.1} ms, p95 {:.1} ms, max {:.1} ms",
+            took.len(),
+            took[took.len() / 2],
+            took[took.len() * 95 / 100],
+            took[took.len() - 1]
+        );
+    }
+}
+
+/// Over a real server and a 2025 session: a call nobody decides is denied
+/// at `[approval] timeout_ms`, saying so; a call the client gives up on
+/// (the SDK sends `notifications/cancelled`, then the session ends)
+/// withdraws its entry.
+#[test]
+#[cfg_attr(
+    not(has_mcp_client),
+    ignore = "needs the MCP Python SDK from PyPI: run `bash tests/mcp/setup-venv.sh target/tmp/mcp-venv`"
+)]
+fn a_2025_session_s_call_times_out_saying_so_and_a_cancelled_one_withdraws_its_entry() {
+    let server = Served::start("approvals-session-end", "[approval]\ntimeout_ms = 4000\n");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/approvals_client.py");
+    let client = |extra: &[&str], command: &str| {
+        std::process::Command::new(crate::serve::python())
+            .arg(&script)
+            .args(["--http", &format!("http://{}/mcp", server.addr)])
+            .args(["--token", &server.mcp_token])
+            .args(extra)
+            .arg(command)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let waits = client(&[], "echo nobody decides");
+    let cancels = client(&["--cancel-after", "1.5"], "echo cancelled");
+    let report = |c: std::process::Child| {
+        let out = c.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "the client failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let cancelled = report(cancels);
+    assert_eq!(cancelled["results"][0]["cancelled"], true, "{cancelled}");
+    let timed_out = report(waits);
+    let r = &timed_out["results"][0];
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(
+        result_text(r).contains("nobody decided within 4000 ms")
+            && result_text(r).contains("[approval] timeout_ms"),
+        "{r}"
+    );
+    assert!(server.pending(0).is_empty());
+    let token = server.console_token();
+    let (status, _, body) = server.raw(&console_request(
+        "GET",
+        "/console/api/decided",
+        &format!(
+            "Host: {}\r\nAuthorization: Bearer {token}\r\n",
+            server.console_addr
+        ),
+        "",
+    ));
+    assert_eq!(status, 200, "{body}");
+    let decided: Vec<Value> = serde_json::from_str(&body).unwrap();
+    let state_of = |command: &str| {
+        decided
+            .iter()
+            .find(|e| e["arguments"]["command"] == command)
+            .unwrap_or_else(|| panic!("{command} not in {decided:?}"))["state"]
+            .clone()
+    };
+    assert_eq!(state_of("echo cancelled"), "withdrawn");
+    assert_eq!(state_of("echo nobody decides"), "expired");
 }

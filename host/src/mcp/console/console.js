@@ -134,6 +134,10 @@ function removePending(id) {
   countPending();
 }
 
+async function mergePending() {
+  for (const entry of await api("GET", "/console/api/pending")) addPending(entry);
+}
+
 async function loadPending() {
   const list = await api("GET", "/console/api/pending");
   const body = $("pending").tBodies[0];
@@ -275,7 +279,13 @@ function openEvents() {
     loadGrants().catch(() => {});
   });
   es.addEventListener("lagged", () => { loadPending().catch(() => {}); });
-  es.addEventListener("open", () => { document.body.dataset.live = "1"; });
+  // Entries that arrived between the first list and the subscription
+  // (the stream is subscribed once it opens): added, nothing replaced, so
+  // a selection made meanwhile stays.
+  es.addEventListener("open", () => {
+    document.body.dataset.live = "1";
+    mergePending().catch(() => {});
+  });
   es.onerror = () => {
     document.body.dataset.live = "0";
     // The browser reconnects by itself; a reload catches what was missed.
