@@ -241,6 +241,14 @@ struct Cluster {
     _work: TempDir,
 }
 
+/// The binary the replicas run: `TOOLGATE_REPLICAS_BIN` (the
+/// measurement runs a release build), else the one built with the tests.
+fn replica_bin() -> std::path::PathBuf {
+    std::env::var_os("TOOLGATE_REPLICAS_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(toolgate_bin)
+}
+
 /// The compile cache the replicas share (the first one fills it).
 fn cache_dir() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("replicas-compile-cache")
@@ -281,7 +289,7 @@ impl Cluster {
             let port = free_port();
             let state_dir = work.path().join(format!("state-{i}"));
             let log = work.path().join(format!("replica-{i}.log"));
-            let child = Command::new(toolgate_bin())
+            let child = Command::new(replica_bin())
                 .arg("--plugins")
                 .arg(plugins.path())
                 .arg("--config")
@@ -569,7 +577,7 @@ fn a_replica_killed_and_redis_stopped_under_load_fail_closed_and_recover() {
 /// guarded call with the embedded store against Redis (one replica,
 /// sequential calls: median). Every call must succeed.
 #[test]
-#[ignore = "a measurement: cargo test -p toolgate-tests --test all -- replicas::measure --ignored --nocapture"]
+#[ignore = "a measurement: [TOOLGATE_REPLICAS_BIN=target/release/toolgate] cargo test -p toolgate-tests --test all -- replicas::measure --ignored --nocapture"]
 fn measure_calls_per_second() {
     const CALLS: usize = 2000;
     const CLIENTS: usize = 16;
