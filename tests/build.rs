@@ -70,6 +70,7 @@ fn main() {
     let mut probes = Probes::new();
     mcp(&manifest_dir, started, &mut probes);
     probes.need("oci_registry", oci_registry());
+    probes.need("replica_parts", replica_parts());
     probes.need("wkg", wkg());
     probes.finish();
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
@@ -294,6 +295,22 @@ fn oci_registry() -> Result<(), String> {
                 .to_string(),
         ),
     }
+}
+
+/// Debian's `redis-server` and `haproxy`, which the replicas test starts
+/// on local ports: the `has_replica_parts` cfg.
+fn replica_parts() -> Result<(), String> {
+    for (program, arg) in [("redis-server", "--version"), ("haproxy", "-v")] {
+        match std::process::Command::new(program).arg(arg).output() {
+            Ok(o) if o.status.success() => {}
+            _ => {
+                return Err(format!(
+                    "`{program}` is not on PATH; run `apt-get install -y redis-server haproxy`"
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `wkg` (the component ecosystem's registry tool, crates.io), installed by

@@ -103,6 +103,11 @@ pub fn builder(dir: &PluginDir, config: &str) -> ToolgateBuilder {
         .builtin_plugins(false)
         .plugin_dir(dir.path())
         .config(HostConfig::parse(config, "test config").expect("test config is valid"))
+        // State in memory: the shared state directory would carry one
+        // run's counters into the next.
+        .state_store(std::sync::Arc::new(
+            toolgate::store::sqlite::SqliteKv::memory(),
+        ))
 }
 
 /// Build a host on `dir` with `config`.
@@ -246,4 +251,108 @@ impl Tree {
     pub fn read(&self, p: &str) -> String {
         std::fs::read_to_string(self.join(p)).unwrap()
     }
+}
+
+/// One MCP 2026-07-28 (stateless) `tools/call` over HTTP, as a client
+/// behind a load balancer makes it: one `POST /mcp` with the protocol
+/// headers, no session, `Connection: close`. `Ok` with the JSON-RPC
+/// message answering `id` (it must come exactly once; a second one is an
+/// `Err`), `Err` with the HTTP status or the transport error (a read that
+/// outlasts `timeout` is one: a call must never hang).
+pub fn stateless_call(
+    addr: &str,
+    token: &str,
+    id: u64,
+    tool: &str,
+    arguments: Value,
+    timeout: Duration,
+) -> Result<Value, String> {
+    use std::io::{Read, Write};
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+        "name": tool, "arguments": arguments,
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}}}})
+    .to_string();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nAuthorization: Bearer {token}\r\n\
+         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: {tool}\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = std::net::TcpStream::connect(addr).map_err(|e| format!("connect: {e}"))?;
+    stream.set_read_timeout(Some(timeout)).unwrap();
+    stream
+        .write_all(request.as_bytes())
+        .map_err(|e| format!("send: {e}"))?;
+    let mut reply = Vec::new();
+    stream
+        .read_to_end(&mut reply)
+        .map_err(|e| format!("read (after {timeout:?} it is a hang): {e}"))?;
+    let reply = String::from_utf8_lossy(&reply);
+    let (head, body) = reply.split_once("\r\n\r\n").ok_or("no HTTP head")?;
+    let status = head.split_whitespace().nth(1).unwrap_or("?");
+    if status != "200" {
+        return Err(format!("HTTP {status}"));
+    }
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    let messages: Vec<Value> = if body.trim_start().starts_with('{') {
+        serde_json::from_str(body.trim()).into_iter().collect()
+    } else {
+        body.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .collect()
+    };
+    let mut answers = messages
+        .into_iter()
+        .filter(|m| m["id"] == id && (m.get("result").is_some() || m.get("error").is_some()));
+    let answer = answers
+        .next()
+        .ok_or_else(|| format!("no answer to {id} in: {body}"))?;
+    if answers.next().is_some() {
+        return Err(format!("call {id} was answered twice: {body}"));
+    }
+    Ok(answer)
+}
+
+/// A chunked HTTP/1.1 body, joined.
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        body = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// The status of `GET path` at `addr` (0 when nothing answers).
+pub fn http_get_status(addr: &str, path: &str) -> u16 {
+    use std::io::{BufRead, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
+        return 0;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let _ = stream.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+    );
+    let mut line = String::new();
+    let _ = std::io::BufReader::new(stream).read_line(&mut line);
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
 }

@@ -61,7 +61,7 @@ impl PendingRead {
     }
 }
 
-/// `toolgate:plugin@0.2.x` (the WIT in `wit/` is 0.2.2; 0.2.0 and 0.2.1 guests are
+/// `toolgate:plugin@0.2.x` (the WIT in `wit/` is 0.2.3; 0.2.0, 0.2.1 and 0.2.2 guests are
 /// served by the linker's semver matching).
 pub mod v0_2 {
     wasmtime::component::bindgen!({

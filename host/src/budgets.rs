@@ -334,6 +334,27 @@ pub const APPROVAL_WEBHOOK_MAX_BODY_BYTES: usize = 256 << 10;
 /// and a flood of entries growing memory. 256; not configurable.
 pub const APPROVAL_WEBHOOK_BACKLOG: usize = 256;
 
+/// The `kv` seam: the longest key. Threat: keys as a side channel for bulk
+/// data, and unbounded key listings. 256 bytes; not configurable.
+pub const KV_MAX_KEY_BYTES: usize = 256;
+/// The `kv` seam: the largest value. 1 MiB; not configurable.
+pub const KV_MAX_VALUE_BYTES: usize = 1 << 20;
+/// The `kv` seam: bytes of keys, scopes and values one plugin may hold,
+/// all agent scopes together, enforced atomically by the state store (so
+/// replicas sharing a store share the quota). Threat: a plugin filling the
+/// host's disk or the shared store's memory. 4 MiB; not configurable.
+pub const KV_QUOTA_BYTES: usize = 4 << 20;
+
+/// The shared state store (`[state] url`): how long one connection attempt
+/// may take. Threat: a store behind a black-holed route holding calls
+/// until the kernel gives up (minutes). 1 s; not configurable.
+pub const STATE_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// The shared state store: how long one operation may take, reconnecting
+/// included; then it fails closed (a guard using `kv` denies). Below the
+/// policy budget (2 s), so the guard gets the store's error rather than
+/// its own timeout. 1000 ms; `[state] timeout_ms`.
+pub const STATE_OP_TIMEOUT: Duration = Duration::from_millis(1000);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -192,6 +192,9 @@ pub struct HostConfig {
     /// The approval console on `serve --http` (see [`crate::mcp::console`]).
     #[serde(default)]
     pub console: ConsoleConfig,
+    /// `[state]`: where host-kept state lives (see [`crate::store`]).
+    #[serde(default)]
+    pub state: StateConfig,
     /// The file this came from (for messages).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -736,6 +739,16 @@ fn schema() -> serde_json::Value {
                 "type": "object",
                 "properties": {
                     "token_file": {"type": "string"}
+                },
+                "additionalProperties": false
+            },
+            "state": {
+                "type": "object",
+                "properties": {
+                    "url": {"type": "string"},
+                    "path": {"type": "string"},
+                    "prefix": {"type": "string"},
+                    "timeout_ms": {"type": "integer"}
                 },
                 "additionalProperties": false
             },
@@ -1349,6 +1362,38 @@ pub struct ApprovalConfig {
     /// The webhook's HMAC key (default: `approval-webhook-key` in the
     /// state directory; made, owner-only, when absent).
     pub webhook_key_file: Option<PathBuf>,
+}
+
+/// `[state]` in the configuration: the state store behind the `kv` seam
+/// (see [`crate::store`]). Read when the host starts; a change takes a
+/// restart.
+///
+/// ```
+/// use toolgate::config::HostConfig;
+/// let c = HostConfig::parse(
+///     "[state]\nurl = \"redis://127.0.0.1:6379/0\"\ntimeout_ms = 500\n",
+///     "toolgate.toml",
+/// )
+/// .unwrap();
+/// assert_eq!(c.state.url.as_deref(), Some("redis://127.0.0.1:6379/0"));
+/// assert!(HostConfig::parse("[state]\nurl = 1\n", "toolgate.toml").is_err());
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateConfig {
+    /// The shared store, for replicas: `redis://[user:password@]HOST:PORT/DB`,
+    /// `rediss://…` (TLS) or `valkey://…`. Unset: the embedded store.
+    pub url: Option<String>,
+    /// The embedded store's SQLite file (default: `kv.sqlite` in the state
+    /// directory). Ignored with `url`.
+    pub path: Option<PathBuf>,
+    /// What every key in the shared store starts with (default
+    /// `toolgate`): deployments sharing one server keep apart.
+    pub prefix: Option<String>,
+    /// How long one operation on the shared store may take, reconnecting
+    /// included, before it fails closed (default 1000 ms:
+    /// [`crate::budgets::STATE_OP_TIMEOUT`]).
+    pub timeout_ms: Option<u64>,
 }
 
 /// `[console]` in the configuration.

@@ -32,6 +32,9 @@ pub enum HostError {
     /// `[approval] webhook` cannot be set up.
     #[error(transparent)]
     ApprovalWebhook(#[from] crate::approval::webhook::WebhookError),
+    /// The state store (`[state]`) could not be opened.
+    #[error(transparent)]
+    Store(#[from] crate::store::OpenError),
     #[error("the configuration is not obeyed: {0}")]
     Authority(#[from] crate::state::AuthorityError),
     #[error("tool `{tool}`: {message}")]

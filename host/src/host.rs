@@ -65,6 +65,7 @@ pub struct ToolgateBuilder {
     audit_by_default: bool,
     without_audit: bool,
     approval_queue: bool,
+    state_store: Option<Arc<dyn crate::store::KvBackend>>,
 }
 
 impl Default for ToolgateBuilder {
@@ -89,6 +90,7 @@ impl Default for ToolgateBuilder {
             audit_by_default: false,
             without_audit: false,
             approval_queue: false,
+            state_store: None,
         }
     }
 }
@@ -173,6 +175,14 @@ impl ToolgateBuilder {
     /// See [`crate::approval::queue`].
     pub fn approval_queue(mut self, yes: bool) -> Self {
         self.approval_queue = yes;
+        self
+    }
+
+    /// Keep host state (the `kv` seam) in `store` instead of the one
+    /// `[state]` names (tests: an in-memory store,
+    /// `store::sqlite::SqliteKv::memory()`).
+    pub fn state_store(mut self, store: Arc<dyn crate::store::KvBackend>) -> Self {
+        self.state_store = Some(store);
         self
     }
 
@@ -445,6 +455,25 @@ impl ToolgateBuilder {
             Some(q) => Some(Arc::new(q.clone()) as Arc<dyn Approver>),
             None => self.approver,
         };
+        // The state store, before anything is loaded: a plugin's first
+        // call may read its counters.
+        let kv = match self.state_store.take() {
+            Some(store) => store,
+            None => {
+                let dir = match &self.runtime.state_dir {
+                    Some(d) => Some(crate::state::StateDir::open(d)?.path().to_path_buf()),
+                    None => None,
+                };
+                match (&self.config.state, dir) {
+                    // No state directory and nothing configured: memory,
+                    // for the host's lifetime (as before the store).
+                    (c, None) if c.url.is_none() && c.path.is_none() => {
+                        Arc::new(crate::store::sqlite::SqliteKv::memory())
+                    }
+                    (c, dir) => crate::store::open(c, dir.as_deref())?,
+                }
+            }
+        };
         let mut runtime_options = self.runtime;
         runtime_options.guest_memory_bytes = budgets.guest_memory_bytes;
         let runtime = Runtime::new(runtime_options)?;
@@ -526,6 +555,7 @@ impl ToolgateBuilder {
             settings,
             sources,
             self.config,
+            crate::seams::kv::KvStore::new(kv),
         );
         // External MCP servers: their processes are confined like any spawn,
         // away from everything the host reads as authority.

@@ -34,6 +34,7 @@ pub mod registry;
 pub mod scheduler;
 pub mod seams;
 pub mod state;
+pub mod store;
 pub mod tls;
 pub mod tool;
 pub mod turn;

@@ -1,7 +1,7 @@
 //! A guard that limits how often each tool may be called: at most `LIMIT`
-//! calls per `WINDOW_SECONDS`, per tool and per agent scope (a token
-//! bucket: it refills continuously, so a burst of `LIMIT` is allowed and
-//! then one call every `WINDOW_SECONDS / LIMIT`).
+//! calls per `WINDOW_SECONDS`, per tool and per agent scope, in fixed
+//! windows (aligned to the Unix epoch: with 60 s, each minute of the
+//! clock).
 //!
 //! Where the counters live: in the host's `kv` seam, not in the instance's
 //! memory. The host keeps several warm instances of a plugin (parallel
@@ -9,31 +9,35 @@
 //! makes a new one per call in `instances = "fresh"` mode; counters in a
 //! `static` would be split across instances and lost with them, so the
 //! limit would be N times too loose and reset at random. `kv` is one store
-//! per plugin and agent scope that outlives instances (and reloads), and
-//! it is synchronous: the guard still runs on the host's fast path.
+//! per plugin and agent scope that outlives instances, reloads and
+//! restarts, and with `[state] url` it is shared by every replica of the
+//! host. It is synchronous: the guard still runs on the host's fast path.
 //! The cost is a grant: the operator adds `kv = true` under
 //! `[plugins.rate-limit.grants]`.
+//!
+//! Why `increment` (contract 0.2.3) and not `get` then `set`: two calls at
+//! once — two instances, or two replicas behind a load balancer — would
+//! both read the same count, both write count + 1, and one call would go
+//! uncounted (the old token bucket here could be beaten that way). One
+//! atomic `increment` per call makes the count exact: with `LIMIT` 100,
+//! the 100th call of a window is allowed and the 101st denied, however
+//! the calls are spread. The price of one store operation per call is a
+//! fixed window: a client may use its `LIMIT` at the end of one window and
+//! again at the start of the next.
+//!
+//! Fails closed: when the host cannot reach its store, the call cannot be
+//! counted and is denied, saying so.
 //!
 //! Settings (`vars` of `[plugins.rate-limit]`):
 //! * `LIMIT` — calls per window (default 30);
 //! * `WINDOW_SECONDS` — the window (default 60);
 //! * `TOOLS` — comma-separated tool names to limit (default: every tool).
 
-use serde::{Deserialize, Serialize};
 use toolgate_sdk::{Call, Guard, kv, setting};
 
-/// A tool's bucket, as stored in `kv` under `bucket/<tool>`.
-#[derive(Serialize, Deserialize)]
-struct Bucket {
-    /// Calls that may still be made now.
-    tokens: f64,
-    /// When `tokens` was computed (milliseconds since the Unix epoch).
-    at_ms: u64,
-}
-
 struct Config {
-    limit: f64,
-    window_ms: f64,
+    limit: i64,
+    window_ms: u64,
     tools: Vec<String>,
 }
 
@@ -47,8 +51,8 @@ fn config() -> Config {
             .unwrap_or(default)
     };
     Config {
-        limit: number("LIMIT", 30.0).floor().max(1.0),
-        window_ms: number("WINDOW_SECONDS", 60.0) * 1000.0,
+        limit: number("LIMIT", 30.0).floor().max(1.0) as i64,
+        window_ms: ((number("WINDOW_SECONDS", 60.0) * 1000.0) as u64).max(1),
         tools: setting("TOOLS", "")
             .split(',')
             .map(str::trim)
@@ -65,18 +69,26 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// Take one token from `bucket` at `now`; `Err(wait_ms)` when it is empty.
-fn take(bucket: &mut Bucket, now: u64, c: &Config) -> Result<(), u64> {
-    let rate = c.limit / c.window_ms; // tokens per millisecond
-    let elapsed = now.saturating_sub(bucket.at_ms) as f64;
-    bucket.tokens = (bucket.tokens + elapsed * rate).min(c.limit);
-    bucket.at_ms = now;
-    if bucket.tokens >= 1.0 {
-        bucket.tokens -= 1.0;
-        Ok(())
-    } else {
-        Err(((1.0 - bucket.tokens) / rate).ceil() as u64)
-    }
+/// The window `now` falls in, and the milliseconds left in it.
+fn window(now: u64, c: &Config) -> (u64, u64) {
+    (now / c.window_ms, c.window_ms - now % c.window_ms)
+}
+
+/// The counter of `tool` in window `w`.
+fn key(tool: &str, w: u64) -> String {
+    format!("count/{tool}/{w}")
+}
+
+/// The verdict for the `n`th call of a window: `None` allows.
+fn verdict(n: i64, tool: &str, left_ms: u64, c: &Config) -> Option<String> {
+    (n > c.limit).then(|| {
+        format!(
+            "rate-limit: `{tool}` may be called {} times per {} s; try again in {:.1} s",
+            c.limit,
+            c.window_ms as f64 / 1000.0,
+            left_ms as f64 / 1000.0
+        )
+    })
 }
 
 struct RateLimit;
@@ -88,25 +100,29 @@ impl Guard for RateLimit {
         if !c.tools.is_empty() && !c.tools.iter().any(|t| t == tool) {
             return None;
         }
-        let key = format!("bucket/{tool}");
-        let now = now_ms();
-        let mut bucket = kv::get_json::<Bucket>(&key).unwrap_or(Bucket {
-            tokens: c.limit,
-            at_ms: now,
-        });
-        let verdict = take(&mut bucket, now, &c);
-        // Fail closed: a bucket that cannot be stored does not count calls.
-        if let Err(e) = kv::set_json(&key, &bucket) {
-            return Some(format!("rate-limit: cannot record the call ({e})"));
+        let (w, left) = window(now_ms(), &c);
+        let n = match kv::increment(&key(tool, w), 1) {
+            Ok(n) => n,
+            // Fail closed: a call that cannot be counted could exceed the
+            // limit.
+            Err(e) => {
+                return Some(format!(
+                    "rate-limit: cannot count the call, so it is denied ({e})"
+                ));
+            }
+        };
+        if n == 1 {
+            // The first call of a window drops the counters of the earlier
+            // ones (they count against the plugin's quota). Best effort:
+            // another replica may do the same at once.
+            let current = key(tool, w);
+            for old in kv::keys(&format!("count/{tool}/")) {
+                if old != current {
+                    kv::delete(&old);
+                }
+            }
         }
-        verdict.err().map(|wait| {
-            format!(
-                "rate-limit: `{tool}` may be called {} times per {} s; try again in {:.1} s",
-                c.limit,
-                c.window_ms / 1000.0,
-                wait as f64 / 1000.0
-            )
-        })
+        verdict(n, tool, left, &c)
     }
 }
 
@@ -117,21 +133,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_burst_then_the_refill_rate() {
+    fn exactly_limit_calls_per_fixed_window() {
         let c = Config {
-            limit: 3.0,
-            window_ms: 3000.0,
+            limit: 3,
+            window_ms: 60_000,
             tools: Vec::new(),
         };
-        let mut b = Bucket {
-            tokens: 3.0,
-            at_ms: 0,
-        };
-        assert!(take(&mut b, 0, &c).is_ok());
-        assert!(take(&mut b, 0, &c).is_ok());
-        assert!(take(&mut b, 0, &c).is_ok());
-        assert_eq!(take(&mut b, 0, &c), Err(1000));
-        assert_eq!(take(&mut b, 500, &c), Err(500));
-        assert!(take(&mut b, 1000, &c).is_ok());
+        assert_eq!(window(120_000, &c), (2, 60_000));
+        assert_eq!(window(179_999, &c), (2, 1));
+        for n in 1..=3 {
+            assert_eq!(verdict(n, "t", 1000, &c), None);
+        }
+        assert_eq!(
+            verdict(4, "t", 1500, &c).as_deref(),
+            Some("rate-limit: `t` may be called 3 times per 60 s; try again in 1.5 s")
+        );
+        assert_ne!(key("t", 1), key("t", 2));
     }
 }

@@ -101,6 +101,15 @@ impl Lifecycle {
                 a.add_secret(p, "the approval queue's store");
             }
         }
+        // The embedded state store, wherever configured: a grant that
+        // could write it could reset a rate limiter's counters. (Its
+        // default place is the state directory.)
+        if let Some(path) = &config.state.path {
+            a.add_secret(path, "the host's state store");
+            for p in crate::approval::sqlite::companion_files(path) {
+                a.add_secret(p, "the host's state store");
+            }
+        }
         a.set_journal(self.runtime.state.as_ref().map(|s| s.journal()));
         if let Ok(exe) = std::env::current_exe() {
             a.add(exe, "the host's executable");

@@ -288,6 +288,7 @@ impl Lifecycle {
         settings: PipelineSettings,
         sources: Sources,
         config: HostConfig,
+        kv: crate::seams::kv::KvStore,
     ) -> Lifecycle {
         let placeholder = registry::assemble(0, Vec::new(), &NativePolicies::default(), Vec::new());
         Lifecycle {
@@ -296,7 +297,10 @@ impl Lifecycle {
             settings,
             sources,
             registry: ArcSwap::from_pointee(Registry::global_only(placeholder, Vec::new())),
-            seams: HostSeams::default(),
+            seams: HostSeams {
+                kv: Arc::new(kv),
+                ..HostSeams::default()
+            },
             bridge: std::sync::OnceLock::new(),
             swap: Mutex::default(),
             state: tokio::sync::Mutex::new(State {

@@ -4,22 +4,32 @@
 //! Why in the host: a warm instance's memory is not a place for state that
 //! matters — instances are recycled, dropped after a trap, created fresh per
 //! call in `fresh` mode, and replaced on reload. A todo list or a rate
-//! limiter's counters must outlive all of that. The store lives as long as
-//! the host (it survives reloads: it is keyed by plugin *name*), in memory
-//! only. A plugin sees only its own keys, and only those of the scope of the
-//! call it is serving, so one agent's state never leaks to a sibling.
+//! limiter's counters must outlive all of that. The host keeps them in its
+//! state store ([`crate::store`]): an embedded SQLite file by default (it
+//! survives a restart), or Redis/Valkey shared by every replica
+//! (`[state] url`). It survives reloads: it is keyed by plugin *name*. A
+//! plugin sees only its own keys, and only those of the scope of the call
+//! it is serving, so one agent's state never leaks to a sibling.
 //!
 //! Every size is capped: a key ≤ [`MAX_KEY_BYTES`], a value ≤
 //! [`MAX_VALUE_BYTES`], a plugin's keys and values together ≤
-//! [`QUOTA_BYTES`].
+//! [`QUOTA_BYTES`] (the store enforces it atomically, so replicas sharing
+//! a store share the quota). Since contract 0.2.3, `increment` and
+//! `compare-and-swap` are atomic read-modify-writes: a rate limiter counts
+//! exactly however many instances or replicas count at once.
+//!
+//! Fail closed: when the store cannot be reached, the functions with a
+//! `result` return the store's error, and `get`, `delete` and `keys` (whose
+//! WIT has no error case) trap with it — a guard that traps denies.
 //!
 //! The seam as a unit (see [`crate::seams`]): granted by `kv = true`
 //! ([`seam`]); host-wide state [`KvStore`], per plugin [`KvSpace`]; the
-//! 0.2 `kv` interface implemented on [`KvView`]. It never waits, so a
-//! component importing it may take the synchronous path.
+//! 0.2 `kv` interface implemented on [`KvView`]. Its host functions are
+//! synchronous (the embedded store answers inline; the shared one is
+//! waited for in place: [`crate::store::wait_here`]), so a component
+//! importing it may take the synchronous path.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use wasmtime::component::HasData;
 
@@ -27,8 +37,16 @@ use super::{Seam, SeamCtx, SeamHost};
 use crate::bindings::v0_2::toolgate::plugin::kv as wit;
 use crate::error::Misuse;
 use crate::grants::Capability;
+use crate::store::{KvBackend, check_key, check_value, wait_here};
 
-/// The `kv` seam: granted by `kv = true`; never waits.
+pub use crate::budgets::{
+    KV_MAX_KEY_BYTES as MAX_KEY_BYTES, KV_MAX_VALUE_BYTES as MAX_VALUE_BYTES,
+    KV_QUOTA_BYTES as QUOTA_BYTES,
+};
+pub use crate::store::KvError;
+
+/// The `kv` seam: granted by `kv = true`; never waits on the async
+/// runtime (see the module's doc).
 pub fn seam<T: SeamHost>() -> Seam<T> {
     Seam {
         interface: "kv",
@@ -71,67 +89,82 @@ impl HasData for KvView<'static> {
     type Data<'a> = KvView<'a>;
 }
 
+/// A store error where the WIT has no error case: a trap, with the
+/// store's sentence (a guard that traps denies).
+fn trap(e: KvError) -> wasmtime::Error {
+    wasmtime::Error::msg(format!("kv: {e}"))
+}
+
 impl wit::Host for KvView<'_> {
     fn get(&mut self, key: String) -> wasmtime::Result<Option<Vec<u8>>> {
-        Ok(self.space()?.get(self.scope, &key))
+        self.space()?.get(self.scope, &key).map_err(trap)
     }
 
     /// A refusal is the guest's to handle: the WIT gives it the sentence.
     fn set(&mut self, key: String, value: Vec<u8>) -> wasmtime::Result<Result<(), String>> {
         Ok(self
             .space()?
-            .set(self.scope, key, value)
+            .set(self.scope, &key, &value)
             .map_err(|e| e.to_string()))
     }
 
     fn delete(&mut self, key: String) -> wasmtime::Result<()> {
-        self.space()?.delete(self.scope, &key);
-        Ok(())
+        self.space()?.delete(self.scope, &key).map_err(trap)
     }
 
     fn keys(&mut self, prefix: String) -> wasmtime::Result<Vec<String>> {
-        Ok(self.space()?.keys(self.scope, &prefix))
+        self.space()?.keys(self.scope, &prefix).map_err(trap)
+    }
+
+    fn increment(&mut self, key: String, delta: i64) -> wasmtime::Result<Result<i64, String>> {
+        Ok(self
+            .space()?
+            .increment(self.scope, &key, delta)
+            .map_err(|e| e.to_string()))
+    }
+
+    fn compare_and_swap(
+        &mut self,
+        key: String,
+        expected: Option<Vec<u8>>,
+        value: Vec<u8>,
+    ) -> wasmtime::Result<Result<bool, String>> {
+        Ok(self
+            .space()?
+            .compare_and_swap(self.scope, &key, expected.as_deref(), &value)
+            .map_err(|e| e.to_string()))
     }
 }
 
-/// Longest key.
-pub const MAX_KEY_BYTES: usize = 256;
-/// Largest value.
-pub const MAX_VALUE_BYTES: usize = 1 << 20;
-/// Bytes of keys and values one plugin may hold, all scopes together.
-pub const QUOTA_BYTES: usize = 4 << 20;
-
-/// Why `set` refused: which limit, with the numbers.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum KvError {
-    #[error("a key must be 1 to {MAX_KEY_BYTES} bytes (this one is {len})")]
-    KeySize { len: usize },
-    #[error("a value may be at most {MAX_VALUE_BYTES} bytes (this one is {len})")]
-    ValueSize { len: usize },
-    #[error(
-        "the plugin's store would hold {total} bytes, more than its quota of {QUOTA_BYTES}; delete keys first"
-    )]
-    Quota { total: usize },
-}
-
-#[derive(Default)]
-struct Space {
-    /// (scope, key) → value.
-    entries: BTreeMap<(String, String), Vec<u8>>,
-    bytes: usize,
-}
-
-/// The host-wide store (one per [`crate::Toolgate`]).
-#[derive(Default)]
+/// The host-wide store (one per [`crate::Toolgate`]): the state store's
+/// `kv` part.
+#[derive(Clone)]
 pub struct KvStore {
-    spaces: Mutex<HashMap<Arc<str>, Space>>,
+    backend: Arc<dyn KvBackend>,
+}
+
+impl Default for KvStore {
+    /// In memory, for the host's lifetime (a host built with no state
+    /// directory and no `[state]`; tests).
+    fn default() -> Self {
+        KvStore::new(Arc::new(crate::store::sqlite::SqliteKv::memory()))
+    }
 }
 
 impl KvStore {
+    pub fn new(backend: Arc<dyn KvBackend>) -> KvStore {
+        KvStore { backend }
+    }
+
+    /// The store behind it.
+    pub fn backend(&self) -> &Arc<dyn KvBackend> {
+        &self.backend
+    }
+
     /// The namespace of `plugin`.
-    pub fn space(self: &Arc<Self>, plugin: Arc<str>) -> KvSpace {
+    pub fn space(&self, plugin: Arc<str>) -> KvSpace {
         KvSpace {
-            store: self.clone(),
+            backend: self.backend.clone(),
             plugin,
         }
     }
@@ -140,69 +173,67 @@ impl KvStore {
 /// One plugin's view of the store.
 #[derive(Clone)]
 pub struct KvSpace {
-    store: Arc<KvStore>,
+    backend: Arc<dyn KvBackend>,
     plugin: Arc<str>,
 }
 
 impl KvSpace {
-    fn with<R>(&self, f: impl FnOnce(&mut Space) -> R) -> R {
-        let mut spaces = self.store.spaces.lock().unwrap_or_else(|p| p.into_inner());
-        f(spaces.entry(self.plugin.clone()).or_default())
+    fn wait<T>(
+        &self,
+        fut: impl std::future::Future<Output = Result<T, KvError>>,
+    ) -> Result<T, KvError> {
+        wait_here(self.backend.as_ref(), fut)
     }
 
     /// The value of `key` in `scope`.
-    pub fn get(&self, scope: &str, key: &str) -> Option<Vec<u8>> {
-        self.with(|s| {
-            s.entries
-                .get(&(scope.to_string(), key.to_string()))
-                .cloned()
-        })
+    pub fn get(&self, scope: &str, key: &str) -> Result<Option<Vec<u8>>, KvError> {
+        if check_key(key).is_err() {
+            return Ok(None);
+        }
+        self.wait(self.backend.get(&self.plugin, scope, key))
     }
 
-    /// Store `value` under `key` in `scope`; `Err` says which limit it broke.
-    pub fn set(&self, scope: &str, key: String, value: Vec<u8>) -> Result<(), KvError> {
-        if key.is_empty() || key.len() > MAX_KEY_BYTES {
-            return Err(KvError::KeySize { len: key.len() });
-        }
-        if value.len() > MAX_VALUE_BYTES {
-            return Err(KvError::ValueSize { len: value.len() });
-        }
-        self.with(|s| {
-            let k = (scope.to_string(), key);
-            let old = s
-                .entries
-                .get(&k)
-                .map_or(0, |v| k.0.len() + k.1.len() + v.len());
-            let new = k.0.len() + k.1.len() + value.len();
-            let total = s.bytes - old + new;
-            if total > QUOTA_BYTES {
-                return Err(KvError::Quota { total });
-            }
-            s.bytes = total;
-            s.entries.insert(k, value);
-            Ok(())
-        })
+    /// Store `value` under `key` in `scope`; `Err` says which limit it
+    /// broke, or that the store is unavailable.
+    pub fn set(&self, scope: &str, key: &str, value: &[u8]) -> Result<(), KvError> {
+        check_key(key)?;
+        check_value(value)?;
+        self.wait(self.backend.set(&self.plugin, scope, key, value))
     }
 
     /// Remove `key` from `scope`.
-    pub fn delete(&self, scope: &str, key: &str) {
-        self.with(|s| {
-            let k = (scope.to_string(), key.to_string());
-            if let Some(v) = s.entries.remove(&k) {
-                s.bytes -= k.0.len() + k.1.len() + v.len();
-            }
-        })
+    pub fn delete(&self, scope: &str, key: &str) -> Result<(), KvError> {
+        if check_key(key).is_err() {
+            return Ok(());
+        }
+        self.wait(self.backend.delete(&self.plugin, scope, key))
     }
 
     /// The keys of `scope` starting with `prefix`, sorted.
-    pub fn keys(&self, scope: &str, prefix: &str) -> Vec<String> {
-        self.with(|s| {
-            s.entries
-                .range((scope.to_string(), prefix.to_string())..)
-                .take_while(|((sc, k), _)| sc == scope && k.starts_with(prefix))
-                .map(|((_, k), _)| k.clone())
-                .collect()
-        })
+    pub fn keys(&self, scope: &str, prefix: &str) -> Result<Vec<String>, KvError> {
+        self.wait(self.backend.keys(&self.plugin, scope, prefix))
+    }
+
+    /// Add `delta` to the integer under `key`, atomically; the new value.
+    pub fn increment(&self, scope: &str, key: &str, delta: i64) -> Result<i64, KvError> {
+        check_key(key)?;
+        self.wait(self.backend.increment(&self.plugin, scope, key, delta))
+    }
+
+    /// Store `value` if the value under `key` is `expected` now.
+    pub fn compare_and_swap(
+        &self,
+        scope: &str,
+        key: &str,
+        expected: Option<&[u8]>,
+        value: &[u8],
+    ) -> Result<bool, KvError> {
+        check_key(key)?;
+        check_value(value)?;
+        self.wait(
+            self.backend
+                .compare_and_swap(&self.plugin, scope, key, expected, value),
+        )
     }
 }
 
@@ -212,36 +243,35 @@ mod tests {
 
     #[test]
     fn scopes_and_plugins_are_separate_and_quotas_hold() {
-        let store = Arc::new(KvStore::default());
+        let store = KvStore::default();
         let a = store.space("a".into());
         let b = store.space("b".into());
-        a.set("agent/1", "k".into(), b"v1".to_vec()).unwrap();
-        a.set("agent/2", "k".into(), b"v2".to_vec()).unwrap();
-        assert_eq!(a.get("agent/1", "k").as_deref(), Some(&b"v1"[..]));
-        assert_eq!(a.get("agent/2", "k").as_deref(), Some(&b"v2"[..]));
-        assert_eq!(b.get("agent/1", "k"), None);
-        a.set("agent/1", "k2".into(), vec![]).unwrap();
-        assert_eq!(a.keys("agent/1", "k"), vec!["k", "k2"]);
-        assert_eq!(a.keys("agent/1", "k2"), vec!["k2"]);
-        a.delete("agent/1", "k");
-        assert_eq!(a.keys("agent/1", ""), vec!["k2"]);
+        a.set("agent/1", "k", b"v1").unwrap();
+        a.set("agent/2", "k", b"v2").unwrap();
+        assert_eq!(a.get("agent/1", "k").unwrap().as_deref(), Some(&b"v1"[..]));
+        assert_eq!(a.get("agent/2", "k").unwrap().as_deref(), Some(&b"v2"[..]));
+        assert_eq!(b.get("agent/1", "k").unwrap(), None);
+        a.set("agent/1", "k2", &[]).unwrap();
+        assert_eq!(a.keys("agent/1", "k").unwrap(), vec!["k", "k2"]);
+        assert_eq!(a.keys("agent/1", "k2").unwrap(), vec!["k2"]);
+        a.delete("agent/1", "k").unwrap();
+        assert_eq!(a.keys("agent/1", "").unwrap(), vec!["k2"]);
         assert_eq!(
-            a.set("s", "x".repeat(300), vec![]),
+            a.set("s", &"x".repeat(300), &[]),
             Err(KvError::KeySize { len: 300 })
         );
+        assert_eq!(a.increment("s", "", 1), Err(KvError::KeySize { len: 0 }));
         assert_eq!(
-            a.set("s", "big".into(), vec![0; MAX_VALUE_BYTES + 1]),
+            a.set("s", "big", &vec![0; MAX_VALUE_BYTES + 1]),
             Err(KvError::ValueSize {
                 len: MAX_VALUE_BYTES + 1
             })
         );
         for i in 0..3 {
-            a.set("s", format!("v{i}"), vec![0; MAX_VALUE_BYTES])
+            a.set("s", &format!("v{i}"), &vec![0; MAX_VALUE_BYTES])
                 .unwrap();
         }
-        let e = a
-            .set("s", "v5".into(), vec![0; MAX_VALUE_BYTES])
-            .unwrap_err();
+        let e = a.set("s", "v5", &vec![0; MAX_VALUE_BYTES]).unwrap_err();
         assert!(
             matches!(e, KvError::Quota { total } if total > QUOTA_BYTES),
             "{e}"
@@ -252,7 +282,39 @@ mod tests {
             "{e}"
         );
         // Replacing a value frees its old bytes.
-        a.set("s", "v0".into(), vec![]).unwrap();
-        a.set("s", "v5".into(), vec![0; 1000]).unwrap();
+        a.set("s", "v0", &[]).unwrap();
+        a.set("s", "v5", &vec![0; 1000]).unwrap();
+    }
+
+    /// Increments from many threads at once are neither lost nor counted
+    /// twice, and compare-and-swap lets exactly one writer win each round.
+    #[test]
+    fn atomic_operations_hold_under_concurrency() {
+        let store = KvStore::default();
+        let a = store.space("a".into());
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                let a = a.clone();
+                s.spawn(move || {
+                    for _ in 0..100 {
+                        a.increment("", "n", 1).unwrap();
+                    }
+                });
+            }
+        });
+        assert_eq!(a.get("", "n").unwrap().as_deref(), Some(&b"800"[..]));
+        let wins: usize = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..8)
+                .map(|i| {
+                    let a = a.clone();
+                    s.spawn(move || {
+                        a.compare_and_swap("", "owner", None, format!("{i}").as_bytes())
+                            .unwrap() as usize
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert_eq!(wins, 1);
     }
 }

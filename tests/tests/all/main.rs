@@ -20,6 +20,7 @@ mod lifecycle;
 mod oci;
 mod passthrough;
 mod pipeline;
+mod replicas;
 mod scheduler;
 mod serve;
 mod signatures;

@@ -1,0 +1,249 @@
+//! The state store: where the host keeps state that must outlive its
+//! process, and that replicas behind a load balancer must share.
+//!
+//! Why a store and not memory: one `toolgate serve` used to keep the `kv`
+//! seam in a map in its process, so a restart (every deploy) lost every
+//! rate-limit counter and todo list, and two replicas each counted on
+//! their own — a limit of 100 per minute became 100 per replica. The
+//! store puts that state in an existing engine instead of a home-made
+//! cluster:
+//!
+//! * [`sqlite`] — **embedded**, the default: one SQLite file in the state
+//!   directory (`kv.sqlite`), the same library as the approval queue.
+//!   State survives a restart of a single host. Its operations run inline
+//!   (a short local transaction each), so the `kv` seam stays synchronous
+//!   and a guard using it keeps the synchronous path.
+//! * [`redis`] — **shared**, with `[state] url = "redis://…"`: Redis or
+//!   Valkey (standalone, not cluster), through the `redis` crate's
+//!   connection manager (one multiplexed connection, reconnected in the
+//!   background), every operation bounded by a timeout
+//!   ([`crate::budgets::STATE_OP_TIMEOUT`]). Every replica pointed at the
+//!   same server sees the same state; every operation that reads and then
+//!   writes is one Lua script, so it is atomic across replicas.
+//!
+//! Named `store`, not `state`: [`crate::state`] is the state *directory*
+//! (the cache key, the serve token, the journal), which this module keeps
+//! its embedded file in.
+//!
+//! What is in it today: the `kv` seam ([`KvBackend`]: per plugin, per
+//! agent scope, with the seam's limits and quota enforced atomically by
+//! the backend). Pending approvals have their own store
+//! ([`crate::approval::store`]); jobs stay on the replica that runs them.
+//!
+//! **Fail closed**: when the store cannot be reached, every operation
+//! returns [`KvError::Unavailable`] — quickly, within the timeout — and the
+//! seam hands that to the guest (an error, or a trap where the WIT has no
+//! error case), so a guard that cannot read its counter denies. Nothing
+//! else waits for the store, and the next operation after it is back
+//! succeeds: no restart.
+
+pub mod redis;
+pub mod sqlite;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::budgets::{KV_MAX_KEY_BYTES, KV_MAX_VALUE_BYTES, KV_QUOTA_BYTES};
+
+/// Why a `kv` operation failed: a limit (with the numbers), a value that
+/// is not what the operation needs, or the store itself.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum KvError {
+    #[error("a key must be 1 to {KV_MAX_KEY_BYTES} bytes (this one is {len})")]
+    KeySize { len: usize },
+    #[error("a value may be at most {KV_MAX_VALUE_BYTES} bytes (this one is {len})")]
+    ValueSize { len: usize },
+    #[error(
+        "the plugin's store would hold {total} bytes, more than its quota of {KV_QUOTA_BYTES}; delete keys first"
+    )]
+    Quota { total: usize },
+    #[error(
+        "the value under `{key}` is not a decimal integer; `increment` counts only such values"
+    )]
+    NotInteger { key: String },
+    #[error("incrementing `{key}` would overflow a 64-bit integer")]
+    Overflow { key: String },
+    /// The store did not answer (down, unreachable, too slow).
+    #[error(
+        "the host's state store ({store}) is unavailable: {message}; the call fails closed until it answers again (the host reconnects by itself)"
+    )]
+    Unavailable { store: String, message: String },
+    /// The store answered with an error it should not have.
+    #[error("the host's state store ({store}) failed: {message}")]
+    Backend { store: String, message: String },
+}
+
+impl KvError {
+    /// Whether the store, not the request, is at fault.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, KvError::Unavailable { .. } | KvError::Backend { .. })
+    }
+}
+
+/// Why the store could not be opened (at the host's start).
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("cannot open the state store at {path}: {message}")]
+    File { path: String, message: String },
+    #[error(
+        "`[state] url` = `{url}` is not a store toolgate can use: {message} (write `redis://HOST:PORT/DB`, `rediss://…` or `valkey://…`)"
+    )]
+    Url { url: String, message: String },
+    #[error(
+        "there is no state directory to keep the embedded state store in; set `[state] path`, `[state] url` or TOOLGATE_STATE_DIR"
+    )]
+    NoStateDir,
+}
+
+/// The `kv` seam's storage: one namespace per plugin, one per agent scope
+/// within it. Each operation is atomic; `set`, `increment` and
+/// `compare_and_swap` enforce [`KV_QUOTA_BYTES`] for the plugin (keys and
+/// values of all its scopes) in the same atomic step. Keys and values are
+/// checked against their size limits by the caller ([`check_key`],
+/// [`check_value`]).
+#[async_trait]
+pub trait KvBackend: Send + Sync + 'static {
+    /// What it is, for messages (`sqlite:/path`, `redis://host:port/0`).
+    fn describe(&self) -> String;
+    async fn get(&self, plugin: &str, scope: &str, key: &str) -> Result<Option<Vec<u8>>, KvError>;
+    async fn set(&self, plugin: &str, scope: &str, key: &str, value: &[u8]) -> Result<(), KvError>;
+    async fn delete(&self, plugin: &str, scope: &str, key: &str) -> Result<(), KvError>;
+    /// The keys of `scope` starting with `prefix`, sorted.
+    async fn keys(&self, plugin: &str, scope: &str, prefix: &str) -> Result<Vec<String>, KvError>;
+    /// Add `delta` to the decimal integer under `key` (absent: 0); the new
+    /// value.
+    async fn increment(
+        &self,
+        plugin: &str,
+        scope: &str,
+        key: &str,
+        delta: i64,
+    ) -> Result<i64, KvError>;
+    /// Store `value` if the value now is `expected` (`None`: absent).
+    async fn compare_and_swap(
+        &self,
+        plugin: &str,
+        scope: &str,
+        key: &str,
+        expected: Option<&[u8]>,
+        value: &[u8],
+    ) -> Result<bool, KvError>;
+    /// Whether the store answers now (readiness).
+    async fn ping(&self) -> Result<(), KvError>;
+}
+
+/// A key the seam accepts: 1 to [`KV_MAX_KEY_BYTES`] bytes.
+pub fn check_key(key: &str) -> Result<(), KvError> {
+    if key.is_empty() || key.len() > KV_MAX_KEY_BYTES {
+        return Err(KvError::KeySize { len: key.len() });
+    }
+    Ok(())
+}
+
+/// A value the seam accepts: at most [`KV_MAX_VALUE_BYTES`].
+pub fn check_value(value: &[u8]) -> Result<(), KvError> {
+    if value.len() > KV_MAX_VALUE_BYTES {
+        return Err(KvError::ValueSize { len: value.len() });
+    }
+    Ok(())
+}
+
+/// What an entry counts against its plugin's quota: its scope, key and
+/// value.
+pub fn entry_bytes(scope: &str, key: &str, value_len: usize) -> usize {
+    scope.len() + key.len() + value_len
+}
+
+/// The integer in `value` as `increment` reads it: decimal text exactly
+/// as `increment` writes it (an optional `-`, digits, no leading zeros).
+pub fn parse_counter(key: &str, value: &[u8]) -> Result<i64, KvError> {
+    std::str::from_utf8(value)
+        .ok()
+        .and_then(|s| s.parse::<i64>().ok().filter(|n| n.to_string() == s))
+        .ok_or_else(|| KvError::NotInteger { key: key.into() })
+}
+
+/// The `[state]` settings the store is opened from (see
+/// [`crate::config::StateConfig`]).
+pub fn open(
+    config: &crate::config::StateConfig,
+    state_dir: Option<&std::path::Path>,
+) -> Result<Arc<dyn KvBackend>, OpenError> {
+    if let Some(url) = &config.url {
+        let timeout = config
+            .timeout_ms
+            .map(|ms| std::time::Duration::from_millis(ms.max(1)))
+            .unwrap_or(crate::budgets::STATE_OP_TIMEOUT);
+        let prefix = config.prefix.as_deref().unwrap_or(redis::DEFAULT_PREFIX);
+        return Ok(Arc::new(redis::RedisStore::open(url, prefix, timeout)?));
+    }
+    let path = match (&config.path, state_dir) {
+        (Some(p), _) => p.clone(),
+        (None, Some(dir)) => dir.join(sqlite::DEFAULT_FILE),
+        (None, None) => return Err(OpenError::NoStateDir),
+    };
+    Ok(Arc::new(sqlite::SqliteKv::open(&path)?))
+}
+
+/// Drive `fut` to its end from inside a synchronous host call (the `kv`
+/// seam is synchronous, so a guard using it keeps the synchronous path).
+/// The embedded store's futures are ready at the first poll. The shared
+/// store's wait on the network: a multi-threaded runtime lets this thread
+/// block for them (`block_in_place`: the runtime moves its other work
+/// elsewhere); a single-threaded one cannot, and the operation fails
+/// (closed). The same rule as a waterfall hook's `next` on the synchronous
+/// path.
+pub fn wait_here<F, T>(store: &dyn KvBackend, fut: F) -> Result<T, KvError>
+where
+    F: Future<Output = Result<T, KvError>>,
+{
+    use std::task::{Context, Poll};
+    let mut fut = std::pin::pin!(fut);
+    let waker = futures::task::noop_waker();
+    if let Poll::Ready(v) = fut.as_mut().poll(&mut Context::from_waker(&waker)) {
+        return v;
+    }
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(|| h.block_on(fut))
+        }
+        _ => Err(KvError::Unavailable {
+            store: store.describe(),
+            message: "it must be waited for, which a synchronous host call can do only on a multi-threaded runtime".into(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_are_exactly_the_text_increment_writes() {
+        assert_eq!(parse_counter("k", b"42"), Ok(42));
+        assert_eq!(parse_counter("k", b"-7"), Ok(-7));
+        for bad in [&b"042"[..], b"+1", b" 1", b"1.0", b"", b"x", b"\xff"] {
+            assert_eq!(
+                parse_counter("k", bad),
+                Err(KvError::NotInteger { key: "k".into() }),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_unavailable_store_says_it_fails_closed_and_recovers() {
+        let e = KvError::Unavailable {
+            store: "redis://127.0.0.1:1/0".into(),
+            message: "connection refused".into(),
+        };
+        assert!(e.is_unavailable());
+        let text = e.to_string();
+        assert!(
+            text.contains("fails closed") && text.contains("reconnects"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,386 @@
+//! The embedded state store: one SQLite file (`kv.sqlite` in the state
+//! directory), so the `kv` seam survives a restart of a single host.
+//!
+//! Each operation is one short statement or one `BEGIN IMMEDIATE`
+//! transaction (the quota is read and written in the same one), run
+//! inline on the calling thread under one connection's mutex: a local
+//! transaction in write-ahead-log mode with `synchronous = NORMAL` takes
+//! microseconds, and running it inline keeps the seam synchronous (see
+//! [`super::wait_here`]). Two hosts on one file (a `toolgate run` beside
+//! a `serve`) are serialized by SQLite's own lock (busy timeout 5 s).
+//!
+//! The file is made owner-only (`0600`): counters and todo lists are not
+//! authority, but they are the plugins' and nobody else's.
+
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use super::{KvBackend, KvError, OpenError, entry_bytes, parse_counter};
+use crate::budgets::KV_QUOTA_BYTES;
+
+/// The store's file name in the state directory (`[state] path` unset).
+pub const DEFAULT_FILE: &str = "kv.sqlite";
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS kv (
+    plugin TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value BLOB NOT NULL,
+    PRIMARY KEY (plugin, scope, key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS kv_bytes (
+    plugin TEXT PRIMARY KEY,
+    bytes INTEGER NOT NULL
+) WITHOUT ROWID;
+";
+
+/// The `kv` seam's state in a SQLite file (or in memory).
+pub struct SqliteKv {
+    what: String,
+    conn: Mutex<Connection>,
+}
+
+impl SqliteKv {
+    /// Opens (creating, owner-only) the store at `path`.
+    pub fn open(path: &Path) -> Result<SqliteKv, OpenError> {
+        let fail = |message: String| OpenError::File {
+            path: path.display().to_string(),
+            message,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::os::unix::fs::DirBuilderExt::mode(
+                std::fs::DirBuilder::new().recursive(true),
+                0o700,
+            )
+            .create(dir)
+            .map_err(|e| fail(format!("cannot create its directory: {e}")))?;
+        }
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+            .map_err(|e| {
+                fail(format!(
+                    "cannot open it (it must be a regular file, not a symlink): {e}"
+                ))
+            })?;
+        let conn = Connection::open(path).map_err(|e| fail(e.to_string()))?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(|e| fail(e.to_string()))?;
+        Self::with_connection(conn, format!("sqlite:{}", path.display())).map_err(fail)
+    }
+
+    /// A store in memory, for the host's lifetime only (a host with no
+    /// state directory; tests).
+    pub fn memory() -> SqliteKv {
+        let conn = Connection::open_in_memory().expect("SQLite opens an in-memory database");
+        Self::with_connection(conn, "sqlite::memory:".into())
+            .expect("SQLite creates tables in memory")
+    }
+
+    fn with_connection(conn: Connection, what: String) -> Result<SqliteKv, String> {
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(|e| e.to_string())?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(|e| e.to_string())?;
+        conn.execute_batch(SCHEMA)
+            .map_err(|e| format!("cannot create its tables: {e}"))?;
+        Ok(SqliteKv {
+            what,
+            conn: Mutex::new(conn),
+        })
+    }
+
+    fn backend(&self, e: impl std::fmt::Display) -> KvError {
+        KvError::Backend {
+            store: self.what.clone(),
+            message: e.to_string(),
+        }
+    }
+
+    /// Runs `f` in one immediate (writing) transaction, committed when it
+    /// returns `Ok`.
+    fn write<T>(
+        &self,
+        f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T, KvError>,
+    ) -> Result<T, KvError> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.backend(e))?;
+        let out = f(&tx)?;
+        tx.commit().map_err(|e| self.backend(e))?;
+        Ok(out)
+    }
+
+    /// Replace `key`'s value (`old_len`: the bytes of the value there, if
+    /// any) with `value`, within the quota.
+    fn put(
+        &self,
+        tx: &rusqlite::Transaction<'_>,
+        plugin: &str,
+        scope: &str,
+        key: &str,
+        old_len: Option<usize>,
+        value: &[u8],
+    ) -> Result<(), KvError> {
+        let bytes: i64 = tx
+            .query_row(
+                "SELECT bytes FROM kv_bytes WHERE plugin = ?1",
+                params![plugin],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.backend(e))?
+            .unwrap_or(0);
+        let old = old_len.map_or(0, |l| entry_bytes(scope, key, l));
+        let total =
+            (bytes.max(0) as usize).saturating_sub(old) + entry_bytes(scope, key, value.len());
+        if total > KV_QUOTA_BYTES {
+            return Err(KvError::Quota { total });
+        }
+        tx.execute(
+            "INSERT INTO kv (plugin, scope, key, value) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (plugin, scope, key) DO UPDATE SET value = excluded.value",
+            params![plugin, scope, key, value],
+        )
+        .map_err(|e| self.backend(e))?;
+        tx.execute(
+            "INSERT INTO kv_bytes (plugin, bytes) VALUES (?1, ?2)
+             ON CONFLICT (plugin) DO UPDATE SET bytes = excluded.bytes",
+            params![plugin, total as i64],
+        )
+        .map_err(|e| self.backend(e))?;
+        Ok(())
+    }
+
+    fn current(
+        &self,
+        tx: &rusqlite::Transaction<'_>,
+        plugin: &str,
+        scope: &str,
+        key: &str,
+    ) -> Result<Option<Vec<u8>>, KvError> {
+        tx.query_row(
+            "SELECT value FROM kv WHERE plugin = ?1 AND scope = ?2 AND key = ?3",
+            params![plugin, scope, key],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(|e| self.backend(e))
+    }
+}
+
+#[async_trait]
+impl KvBackend for SqliteKv {
+    fn describe(&self) -> String {
+        self.what.clone()
+    }
+
+    async fn get(&self, plugin: &str, scope: &str, key: &str) -> Result<Option<Vec<u8>>, KvError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        conn.query_row(
+            "SELECT value FROM kv WHERE plugin = ?1 AND scope = ?2 AND key = ?3",
+            params![plugin, scope, key],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(|e| self.backend(e))
+    }
+
+    async fn set(&self, plugin: &str, scope: &str, key: &str, value: &[u8]) -> Result<(), KvError> {
+        self.write(|tx| {
+            let old = self.current(tx, plugin, scope, key)?;
+            self.put(tx, plugin, scope, key, old.map(|v| v.len()), value)
+        })
+    }
+
+    async fn delete(&self, plugin: &str, scope: &str, key: &str) -> Result<(), KvError> {
+        self.write(|tx| {
+            let Some(old) = self.current(tx, plugin, scope, key)? else {
+                return Ok(());
+            };
+            tx.execute(
+                "DELETE FROM kv WHERE plugin = ?1 AND scope = ?2 AND key = ?3",
+                params![plugin, scope, key],
+            )
+            .map_err(|e| self.backend(e))?;
+            tx.execute(
+                "UPDATE kv_bytes SET bytes = max(bytes - ?2, 0) WHERE plugin = ?1",
+                params![plugin, entry_bytes(scope, key, old.len()) as i64],
+            )
+            .map_err(|e| self.backend(e))?;
+            Ok(())
+        })
+    }
+
+    async fn keys(&self, plugin: &str, scope: &str, prefix: &str) -> Result<Vec<String>, KvError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT key FROM kv WHERE plugin = ?1 AND scope = ?2 AND key >= ?3 ORDER BY key",
+            )
+            .map_err(|e| self.backend(e))?;
+        let rows = stmt
+            .query_map(params![plugin, scope, prefix], |r| r.get::<_, String>(0))
+            .map_err(|e| self.backend(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let key = row.map_err(|e| self.backend(e))?;
+            if !key.starts_with(prefix) {
+                break;
+            }
+            out.push(key);
+        }
+        Ok(out)
+    }
+
+    async fn increment(
+        &self,
+        plugin: &str,
+        scope: &str,
+        key: &str,
+        delta: i64,
+    ) -> Result<i64, KvError> {
+        self.write(|tx| {
+            let old = self.current(tx, plugin, scope, key)?;
+            let n = match &old {
+                Some(v) => parse_counter(key, v)?,
+                None => 0,
+            };
+            let n = n
+                .checked_add(delta)
+                .ok_or_else(|| KvError::Overflow { key: key.into() })?;
+            self.put(
+                tx,
+                plugin,
+                scope,
+                key,
+                old.map(|v| v.len()),
+                n.to_string().as_bytes(),
+            )?;
+            Ok(n)
+        })
+    }
+
+    async fn compare_and_swap(
+        &self,
+        plugin: &str,
+        scope: &str,
+        key: &str,
+        expected: Option<&[u8]>,
+        value: &[u8],
+    ) -> Result<bool, KvError> {
+        self.write(|tx| {
+            let old = self.current(tx, plugin, scope, key)?;
+            if old.as_deref() != expected {
+                return Ok(false);
+            }
+            self.put(tx, plugin, scope, key, old.map(|v| v.len()), value)?;
+            Ok(true)
+        })
+    }
+
+    async fn ping(&self) -> Result<(), KvError> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::wait_here;
+
+    fn run<T>(
+        s: &SqliteKv,
+        f: impl std::future::Future<Output = Result<T, KvError>>,
+    ) -> Result<T, KvError> {
+        wait_here(s, f)
+    }
+
+    /// The embedded store answers at the first poll (so the seam stays
+    /// synchronous) and its state survives reopening the file.
+    #[test]
+    fn state_survives_a_restart_and_counts_exactly() {
+        let dir = std::env::temp_dir().join(format!(
+            "toolgate-kv-test-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        let path = dir.join("kv.sqlite");
+        {
+            let s = SqliteKv::open(&path).unwrap();
+            run(&s, s.set("p", "a", "k", b"v")).unwrap();
+            assert_eq!(run(&s, s.increment("p", "a", "n", 5)), Ok(5));
+            assert_eq!(run(&s, s.increment("p", "a", "n", -2)), Ok(3));
+            assert_eq!(
+                run(&s, s.increment("p", "a", "k", 1)),
+                Err(KvError::NotInteger { key: "k".into() })
+            );
+            assert_eq!(
+                run(&s, s.increment("p", "a", "n", i64::MAX)),
+                Err(KvError::Overflow { key: "n".into() })
+            );
+            assert_eq!(
+                run(&s, s.compare_and_swap("p", "a", "c", None, b"1")),
+                Ok(true)
+            );
+            assert_eq!(
+                run(&s, s.compare_and_swap("p", "a", "c", None, b"2")),
+                Ok(false)
+            );
+            assert_eq!(
+                run(&s, s.compare_and_swap("p", "a", "c", Some(b"1"), b"2")),
+                Ok(true)
+            );
+        }
+        let s = SqliteKv::open(&path).unwrap();
+        assert_eq!(run(&s, s.get("p", "a", "k")), Ok(Some(b"v".to_vec())));
+        assert_eq!(run(&s, s.get("p", "a", "n")), Ok(Some(b"3".to_vec())));
+        assert_eq!(run(&s, s.get("p", "b", "n")), Ok(None));
+        assert_eq!(run(&s, s.get("q", "a", "n")), Ok(None));
+        assert_eq!(
+            run(&s, s.keys("p", "a", "")),
+            Ok(vec!["c".into(), "k".into(), "n".into()])
+        );
+        assert_eq!(run(&s, s.keys("p", "a", "k")), Ok(vec!["k".into()]));
+        run(&s, s.delete("p", "a", "k")).unwrap();
+        assert_eq!(run(&s, s.get("p", "a", "k")), Ok(None));
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_quota_holds_for_every_writing_operation() {
+        let s = SqliteKv::memory();
+        let big = vec![0u8; KV_QUOTA_BYTES / 2];
+        run(&s, s.set("p", "s", "a", &big)).unwrap();
+        let e = run(&s, s.set("p", "s", "b", &big)).unwrap_err();
+        assert!(matches!(e, KvError::Quota { .. }), "{e}");
+        let e = run(&s, s.compare_and_swap("p", "s", "b", None, &big)).unwrap_err();
+        assert!(matches!(e, KvError::Quota { .. }), "{e}");
+        // Replacing frees the old bytes; deleting frees them all.
+        run(&s, s.set("p", "s", "a", b"")).unwrap();
+        run(&s, s.set("p", "s", "b", &big)).unwrap();
+        run(&s, s.delete("p", "s", "b")).unwrap();
+        run(&s, s.set("p", "s", "c", &big)).unwrap();
+        // Another plugin has its own quota.
+        run(&s, s.set("q", "s", "a", &big)).unwrap();
+    }
+}
