@@ -394,6 +394,50 @@ pub fn load_or_create_token(path: &Path) -> Result<(String, bool), TokenError> {
     Ok((token.to_string(), false))
 }
 
+/// Make sure `path` is a private file of this user, creating it (mode 600,
+/// its directory 700 when made) if it does not exist, never through a
+/// symlink: for stores SQLite opens afterwards, which would create a file
+/// with the umask's mode. The error says what is wrong and what to do.
+pub fn private_file(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| format!("cannot create its directory: {e}"))?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| format!("cannot open it (it must be a regular file, not a symlink): {e}"))?;
+    // The opened file's own metadata: no window between check and use.
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if !meta.file_type().is_file() {
+        return Err("it is not a regular file".into());
+    }
+    if meta.uid() != me {
+        return Err(format!(
+            "it is owned by uid {}, not this user (uid {me})",
+            meta.uid()
+        ));
+    }
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err(format!(
+            "its mode is {:o}: others may read or write it; make it owner-only (chmod 600)",
+            meta.permissions().mode() & 0o777
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -423,6 +467,29 @@ mod tests {
         std::os::unix::fs::symlink(d.join("a/state"), d.join("link")).unwrap();
         let e = StateDir::open(d.join("link")).unwrap_err();
         assert!(e.to_string().contains("symlink"), "{e}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_private_file_is_made_owner_only_and_a_shared_or_linked_one_refused() {
+        let d = scratch("private");
+        let made = d.join("new/store.sqlite");
+        private_file(&made).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o777;
+        assert_eq!(mode(&made), 0o600);
+        assert_eq!(mode(&d.join("new")), 0o700);
+        // Already there and private: accepted as it is.
+        private_file(&made).unwrap();
+        std::fs::set_permissions(&made, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .unwrap();
+        let e = private_file(&made).unwrap_err();
+        assert!(
+            e.contains("its mode is 644") && e.contains("chmod 600"),
+            "{e}"
+        );
+        std::os::unix::fs::symlink(&made, d.join("link")).unwrap();
+        let e = private_file(&d.join("link")).unwrap_err();
+        assert!(e.contains("not a symlink"), "{e}");
         let _ = std::fs::remove_dir_all(&d);
     }
 

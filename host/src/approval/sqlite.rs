@@ -14,7 +14,6 @@
 //! the blocking pool, one at a time (the connection is behind a mutex):
 //! each is a single short statement or transaction.
 
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -73,47 +72,7 @@ impl SqliteStore {
             path: path.display().to_string(),
             message,
         };
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::os::unix::fs::DirBuilderExt::mode(
-                std::fs::DirBuilder::new().recursive(true),
-                0o700,
-            )
-            .create(dir)
-            .map_err(|e| fail(format!("cannot create its directory: {e}")))?;
-        }
-        // Made here, owner-only, never through a symlink: SQLite would
-        // create it with the umask's mode.
-        std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path)
-            .map_err(|e| {
-                fail(format!(
-                    "cannot open it (it must be a regular file, not a symlink): {e}"
-                ))
-            })?;
-        let meta = std::fs::symlink_metadata(path).map_err(|e| fail(e.to_string()))?;
-        // SAFETY: geteuid has no preconditions.
-        let me = unsafe { libc::geteuid() };
-        if !meta.file_type().is_file() {
-            return Err(fail("it is not a regular file".into()));
-        }
-        if meta.uid() != me {
-            return Err(fail(format!(
-                "it is owned by uid {}, not this user (uid {me})",
-                meta.uid()
-            )));
-        }
-        if meta.permissions().mode() & 0o077 != 0 {
-            return Err(fail(format!(
-                "its mode is {:o}: others may read or write it; make it owner-only (chmod 600)",
-                meta.permissions().mode() & 0o777
-            )));
-        }
+        crate::state::private_file(path).map_err(fail)?;
         let conn = Connection::open(path).map_err(|e| fail(e.to_string()))?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(|e| fail(e.to_string()))?;

@@ -12,7 +12,6 @@
 //! The file is made owner-only (`0600`): counters and todo lists are not
 //! authority, but they are the plugins' and nobody else's.
 
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -52,27 +51,7 @@ impl SqliteKv {
             path: path.display().to_string(),
             message,
         };
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::os::unix::fs::DirBuilderExt::mode(
-                std::fs::DirBuilder::new().recursive(true),
-                0o700,
-            )
-            .create(dir)
-            .map_err(|e| fail(format!("cannot create its directory: {e}")))?;
-        }
-        std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path)
-            .map_err(|e| {
-                fail(format!(
-                    "cannot open it (it must be a regular file, not a symlink): {e}"
-                ))
-            })?;
+        crate::state::private_file(path).map_err(fail)?;
         let conn = Connection::open(path).map_err(|e| fail(e.to_string()))?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(|e| fail(e.to_string()))?;
