@@ -359,12 +359,22 @@ fn a_job_with_closed_output_ends_at_its_timeout_and_by_job_kill() {
         reap(&marker);
     }
     assert!(ended, "the job outlived its 1.5 s timeout");
-    let list = serve.call("job_list", json!({}));
-    // A list has no structured content: its first text block is the JSON.
-    let jobs: Vec<Value> = list["content"][0]["text"]
-        .as_str()
-        .and_then(|t| serde_json::from_str(t).ok())
-        .unwrap_or_else(|| panic!("a list in {list}"));
+    // The table records the end when the host has reaped the process, a
+    // moment after it is gone from /proc: ask again until the timed job is
+    // no longer running (bounded).
+    let mut list = Value::Null;
+    let mut jobs: Vec<Value> = Vec::new();
+    let recorded = eventually(Duration::from_secs(5), || {
+        list = serve.call("job_list", json!({}));
+        // A list has no structured content: its first text block is the JSON.
+        jobs = list["content"][0]["text"]
+            .as_str()
+            .and_then(|t| serde_json::from_str(t).ok())
+            .unwrap_or_else(|| panic!("a list in {list}"));
+        jobs.iter()
+            .any(|j| j["id"] == timed.as_str() && j["status"] != "running")
+    });
+    assert!(recorded, "the timed job's end was never recorded: {list}");
     let info = |id: &str| {
         jobs.iter()
             .find(|j| j["id"] == id)
