@@ -301,37 +301,9 @@ impl Listener {
             limits.max_connections,
             limits.max_connections_per_client,
         );
-        loop {
-            let accepted = tokio::select! {
-                biased;
-                _ = stop.drain_begun() => break,
-                accepted = self.listener.accept() => accepted,
-            };
-            let (stream, peer) = match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    // Out of descriptors, mostly: wait a little, go on.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            // The accepted socket's own address (the listener's may be
-            // 0.0.0.0): the client's socket is connected to it.
-            let client = match stream.local_addr() {
-                Ok(local) => peer::identify(peer, local),
-                Err(_) => Client::Addr(peer.ip()),
-            };
-            let permit = match connections.take(client) {
-                Ok(permit) => permit,
-                Err(full) => {
-                    refused(&connections, client, full);
-                    drop(stream);
-                    continue;
-                }
-            };
-            let _ = stream.set_nodelay(true);
-            let route = Route {
+        let in_flight = self.in_flight.clone();
+        accept_and_serve(&self.listener, &connections, limits, &stop, "", |client| {
+            let route = Arc::new(Route {
                 service: service.clone(),
                 token: token.clone(),
                 sessions: session_shares.clone(),
@@ -341,39 +313,14 @@ impl Listener {
                 console: console.clone(),
                 readiness: readiness.clone(),
                 stop: stop.clone(),
-                in_flight: self.in_flight.clone(),
-            };
-            let stop = stop.clone();
-            tokio::spawn(async move {
-                let route = Arc::new(route);
-                let handler = service_fn(move |request: Request<Incoming>| {
-                    let route = route.clone();
-                    async move { Ok::<_, Infallible>(route.handle(request).await) }
-                });
-                let connection = http1::Builder::new()
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(limits.header_timeout)
-                    .max_buf_size(MAX_HEAD_BYTES)
-                    .serve_connection(TokioIo::new(stream), handler);
-                tokio::pin!(connection);
-                // Draining: the request being served is finished, no other
-                // is read; shutdown: the connection ends now.
-                let result = tokio::select! {
-                    result = connection.as_mut() => Some(result),
-                    _ = stop.drain_begun() => {
-                        connection.as_mut().graceful_shutdown();
-                        tokio::select! {
-                            result = connection.as_mut() => Some(result),
-                            _ = stop.shutdown.cancelled() => None,
-                        }
-                    }
-                };
-                if let Some(Err(e)) = result {
-                    tracing::debug!(%peer, error = %e, "connection ended with an error");
-                }
-                drop(permit);
+                in_flight: in_flight.clone(),
             });
-        }
+            service_fn(move |request: Request<Incoming>| {
+                let route = route.clone();
+                async move { Ok::<_, Infallible>(route.handle(request).await) }
+            })
+        })
+        .await;
         // Not accepting any more (the listener closes when this returns,
         // so wait here): requests in flight finish until shutdown.
         drop(self.listener);
@@ -436,61 +383,98 @@ impl ConsoleListener {
             limits.max_connections,
             limits.max_connections_per_client,
         );
-        loop {
-            let accepted = tokio::select! {
-                biased;
-                _ = stop.drain_begun() => break,
-                accepted = self.listener.accept() => accepted,
-            };
-            let (stream, peer) = match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed (console)");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            let client = match stream.local_addr() {
-                Ok(local) => peer::identify(peer, local),
-                Err(_) => Client::Addr(peer.ip()),
-            };
-            let permit = match connections.take(client) {
-                Ok(permit) => permit,
-                Err(full) => {
-                    refused(&connections, client, full);
-                    continue;
-                }
-            };
-            let _ = stream.set_nodelay(true);
-            let route = route.clone();
-            let stop = stop.clone();
-            tokio::spawn(async move {
-                let handler = service_fn(move |request: Request<Incoming>| {
+        accept_and_serve(
+            &self.listener,
+            &connections,
+            limits,
+            &stop,
+            " (console)",
+            |_| {
+                let route = route.clone();
+                service_fn(move |request: Request<Incoming>| {
                     let route = route.clone();
                     async move { Ok::<_, Infallible>(route.answer(request, limits).await) }
-                });
-                let connection = http1::Builder::new()
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(limits.header_timeout)
-                    .max_buf_size(MAX_HEAD_BYTES)
-                    .serve_connection(TokioIo::new(stream), handler);
-                tokio::pin!(connection);
-                let result = tokio::select! {
-                    result = connection.as_mut() => Some(result),
-                    _ = stop.drain_begun() => {
-                        connection.as_mut().graceful_shutdown();
-                        tokio::select! {
-                            result = connection.as_mut() => Some(result),
-                            _ = stop.shutdown.cancelled() => None,
-                        }
+                })
+            },
+        )
+        .await;
+    }
+}
+
+/// Accept connections until the drain begins, each within its client's
+/// share of `connections`, and serve each with HTTP/1.1 (the head bounded,
+/// the header timeout of `limits`) by the service `serve_as` makes for its
+/// client. On drain a connection finishes the request it is serving and
+/// reads no other; at shutdown it is dropped. `what` tells the log lines
+/// of the listeners apart.
+async fn accept_and_serve<S>(
+    listener: &TcpListener,
+    connections: &Arc<Shares>,
+    limits: Limits,
+    stop: &Stop,
+    what: &'static str,
+    serve_as: impl Fn(Client) -> S,
+) where
+    S: hyper::service::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    loop {
+        let accepted = tokio::select! {
+            biased;
+            _ = stop.drain_begun() => break,
+            accepted = listener.accept() => accepted,
+        };
+        let (stream, peer) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                // Out of descriptors, mostly: wait a little, go on.
+                tracing::warn!(error = %e, "accept failed{what}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        // The accepted socket's own address (the listener's may be
+        // 0.0.0.0): the client's socket is connected to it.
+        let client = match stream.local_addr() {
+            Ok(local) => peer::identify(peer, local),
+            Err(_) => Client::Addr(peer.ip()),
+        };
+        let permit = match connections.take(client) {
+            Ok(permit) => permit,
+            Err(full) => {
+                refused(connections, client, full);
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let service = serve_as(client);
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let connection = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_timeout)
+                .max_buf_size(MAX_HEAD_BYTES)
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            // Draining: the request being served is finished, no other
+            // is read; shutdown: the connection ends now.
+            let result = tokio::select! {
+                result = connection.as_mut() => Some(result),
+                _ = stop.drain_begun() => {
+                    connection.as_mut().graceful_shutdown();
+                    tokio::select! {
+                        result = connection.as_mut() => Some(result),
+                        _ = stop.shutdown.cancelled() => None,
                     }
-                };
-                if let Some(Err(e)) = result {
-                    tracing::debug!(%peer, error = %e, "console connection ended with an error");
                 }
-                drop(permit);
-            });
-        }
+            };
+            if let Some(Err(e)) = result {
+                tracing::debug!(%peer, error = %e, "connection ended with an error{what}");
+            }
+            drop(permit);
+        });
     }
 }
 
