@@ -119,21 +119,7 @@ impl ComponentEgress {
 
     /// Logs `r` and hands it to the sink (the audit record).
     pub fn record(&self, who: &Attribution, r: &ConnectionRecord) {
-        if r.allowed {
-            tracing::info!(
-                call_id = %who.call_id, plugin = %who.plugin, scope = %who.scope,
-                via = r.via, name = %r.name, address = ?r.address, port = r.port,
-                rule = r.rule.as_deref().unwrap_or(""), bytes_up = r.bytes_up,
-                bytes_down = r.bytes_down, "egress connection"
-            );
-        } else {
-            tracing::warn!(
-                call_id = %who.call_id, plugin = %who.plugin, scope = %who.scope,
-                via = r.via, name = %r.name, address = ?r.address, port = r.port,
-                rule = r.rule.as_deref().unwrap_or(""),
-                "egress refused: {}", r.reason.as_deref().unwrap_or("")
-            );
-        }
+        r.log(who);
         if let Some(sink) = self.sink.get() {
             sink(who, r);
         }

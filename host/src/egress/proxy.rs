@@ -73,6 +73,27 @@ pub struct ConnectionRecord {
 pub type RecordSink = Arc<dyn Fn(&Attribution, &ConnectionRecord) + Send + Sync>;
 
 impl ConnectionRecord {
+    /// The log line of this connection (the audit record gets it through
+    /// the sink): allowed at info, refused at warn with the reason.
+    pub fn log(&self, who: &Attribution) {
+        let r = self;
+        if r.allowed {
+            tracing::info!(
+                call_id = %who.call_id, plugin = %who.plugin, scope = %who.scope,
+                via = r.via, name = %r.name, address = ?r.address, port = r.port,
+                rule = r.rule.as_deref().unwrap_or(""), bytes_up = r.bytes_up,
+                bytes_down = r.bytes_down, "egress connection"
+            );
+        } else {
+            tracing::warn!(
+                call_id = %who.call_id, plugin = %who.plugin, scope = %who.scope,
+                via = r.via, name = %r.name, address = ?r.address, port = r.port,
+                rule = r.rule.as_deref().unwrap_or(""),
+                "egress refused: {}", r.reason.as_deref().unwrap_or("")
+            );
+        }
+    }
+
     /// The audit event's fields (kind `egress`).
     pub fn audit_fields(&self, who: &Attribution) -> serde_json::Value {
         json!({
@@ -114,21 +135,7 @@ impl Drop for ProxyGuard {
 impl Proxy {
     fn record(&self, r: &ConnectionRecord) {
         let who = &self.who;
-        if r.allowed {
-            tracing::info!(
-                call_id = %who.call_id, plugin = %who.plugin, scope = %who.scope,
-                via = r.via, name = %r.name, address = ?r.address, port = r.port,
-                rule = r.rule.as_deref().unwrap_or(""), bytes_up = r.bytes_up,
-                bytes_down = r.bytes_down, "egress connection"
-            );
-        } else {
-            tracing::warn!(
-                call_id = %who.call_id, plugin = %who.plugin, scope = %who.scope,
-                via = r.via, name = %r.name, address = ?r.address, port = r.port,
-                rule = r.rule.as_deref().unwrap_or(""),
-                "egress refused: {}", r.reason.as_deref().unwrap_or("")
-            );
-        }
+        r.log(who);
         if let Some(sink) = &self.sink {
             sink(who, r);
         }
