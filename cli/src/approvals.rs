@@ -45,10 +45,9 @@ pub struct ApprovalsArgs {
 enum ApprovalsCommand {
     /// The pending approvals, oldest first.
     List {
-        /// Print `[{"id", "tool", "arguments", "scope", "reason", "since",
-        /// "egress"}]` (`since`: unix milliseconds; `egress`: for a
-        /// connection's approval, `{"name", "port", "address", "plugin",
-        /// "via"}`, else null).
+        /// Print `[{"id", "tool", "arguments", "scope", "reason", "since"}]`
+        /// (`since`: unix milliseconds), and for a connection's approval
+        /// `"egress": {"name", "port", "address", "plugin", "via"}`.
         #[arg(long)]
         json: bool,
     },
@@ -277,11 +276,15 @@ pub fn run(args: ApprovalsArgs) -> anyhow::Result<ExitCode> {
                 let short: Vec<Value> = entries
                     .iter()
                     .map(|e| {
-                        json!({
+                        let mut short = json!({
                             "id": e["id"], "tool": e["tool"], "arguments": e["arguments"],
                             "scope": e["scope"], "reason": e["reason"], "since": e["since"],
-                            "egress": e["egress"],
-                        })
+                        });
+                        // An egress approval: the connection it is about.
+                        if e["egress"].is_object() {
+                            short["egress"] = e["egress"].clone();
+                        }
+                        short
                     })
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&short)?);

@@ -369,11 +369,9 @@ mod tests {
         assert!(!g.matches(&a), "never a call's own ask");
         a.scope = "other";
         assert!(!g.matches_egress(&a, "a.example.org", 443), "scope");
-        a.scope = "team";
-        assert!(
-            !g.matches_egress(&asked("edit", &args), "a.example.org", 443),
-            "tool"
-        );
+        let mut edit = asked("edit", &args);
+        edit.scope = "team";
+        assert!(!g.matches_egress(&edit, "a.example.org", 443), "tool");
         // Standalone: any tool.
         let any = GrantSpec {
             destination: Some("localhost".into()),

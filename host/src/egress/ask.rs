@@ -50,8 +50,11 @@ pub struct CallAsk {
     approver: Arc<dyn Approver>,
     call: Arc<CallInfo>,
     client: Option<Arc<Client>>,
-    answers: Mutex<HashMap<(String, u16), Arc<OnceCell<Answer>>>>,
+    answers: Mutex<HashMap<(String, u16), Shared>>,
 }
+
+/// One destination's answer, shared by the connections waiting for it.
+type Shared = Arc<OnceCell<Answer>>;
 
 impl std::fmt::Debug for CallAsk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
