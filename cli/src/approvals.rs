@@ -46,7 +46,8 @@ enum ApprovalsCommand {
     /// The pending approvals, oldest first.
     List {
         /// Print `[{"id", "tool", "arguments", "scope", "reason", "since"}]`
-        /// (`since`: unix milliseconds).
+        /// (`since`: unix milliseconds), and for a connection's approval
+        /// `"egress": {"name", "port", "address", "plugin", "via"}`.
         #[arg(long)]
         json: bool,
     },
@@ -66,7 +67,9 @@ enum ApprovalsCommand {
         message: Option<String>,
     },
     /// Approve pending calls (if IDs are given) and every later call that
-    /// matches, for a time and/or a number of calls.
+    /// matches, for a time and/or a number of calls. With --destination
+    /// (or from an egress approval) an egress grant: connections to
+    /// destinations no egress rule allows (`[egress] ask = true`).
     Grant {
         /// Pending entries to approve now (none: only the grant is made).
         #[arg(value_name = "ID")]
@@ -92,6 +95,16 @@ enum ApprovalsCommand {
         /// How many calls.
         #[arg(long)]
         count: Option<u64>,
+        /// An egress grant: a glob over the destination's name
+        /// (`*.example.org`). Default from an egress approval: the
+        /// destination it asked about. Without --tool it holds for any
+        /// tool (from an approval: that approval's tool).
+        #[arg(long, value_name = "GLOB")]
+        destination: Option<String>,
+        /// An egress grant's port (default from an egress approval: its
+        /// port; otherwise any).
+        #[arg(long, requires = "destination")]
+        port: Option<u16>,
     },
     /// The active grants.
     Grants {
@@ -263,10 +276,15 @@ pub fn run(args: ApprovalsArgs) -> anyhow::Result<ExitCode> {
                 let short: Vec<Value> = entries
                     .iter()
                     .map(|e| {
-                        json!({
+                        let mut short = json!({
                             "id": e["id"], "tool": e["tool"], "arguments": e["arguments"],
                             "scope": e["scope"], "reason": e["reason"], "since": e["since"],
-                        })
+                        });
+                        // An egress approval: the connection it is about.
+                        if e["egress"].is_object() {
+                            short["egress"] = e["egress"].clone();
+                        }
+                        short
                     })
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&short)?);
@@ -274,8 +292,19 @@ pub fn run(args: ApprovalsArgs) -> anyhow::Result<ExitCode> {
                 println!("no pending approvals");
             } else {
                 for e in &entries {
+                    let egress = &e["egress"];
+                    let what = if egress.is_object() {
+                        format!(
+                            "egress {}:{} ({}) ",
+                            egress["name"].as_str().unwrap_or("?"),
+                            egress["port"],
+                            egress["address"].as_str().unwrap_or("?")
+                        )
+                    } else {
+                        String::new()
+                    };
                     println!(
-                        "{}  {}  {}\n    {}",
+                        "{}  {what}{}  {}\n    {}",
                         e["id"].as_str().unwrap_or("?"),
                         e["tool"].as_str().unwrap_or("?"),
                         e["arguments"],
@@ -304,10 +333,13 @@ pub fn run(args: ApprovalsArgs) -> anyhow::Result<ExitCode> {
             client,
             minutes,
             count,
+            destination,
+            port,
         } => {
             let spec = json!({
                 "tool": tool, "argument": argument, "pattern": pattern, "scope": scope,
                 "client": client, "durationMs": minutes.map(|m| m * 60_000), "count": count,
+                "destination": destination, "port": port,
             });
             if ids.is_empty() {
                 let g = server.request("POST", "/console/api/grants", Some(&spec))?;
@@ -327,8 +359,15 @@ pub fn run(args: ApprovalsArgs) -> anyhow::Result<ExitCode> {
                 println!("{}", serde_json::to_string_pretty(&grants)?);
             } else {
                 for g in grants.as_array().into_iter().flatten() {
+                    let egress = match g["destination"].as_str() {
+                        Some(d) => match g["port"].as_u64() {
+                            Some(p) => format!("egress {d}:{p}  "),
+                            None => format!("egress {d}  "),
+                        },
+                        None => String::new(),
+                    };
                     println!(
-                        "{}  {}  {}={}  used {}  by {}",
+                        "{}  {egress}{}  {}={}  used {}  by {}",
                         g["id"].as_str().unwrap_or("?"),
                         g["tool"].as_str().unwrap_or("?"),
                         g["argument"].as_str().unwrap_or("*"),

@@ -74,7 +74,42 @@ pub trait Approver: Send + Sync {
     /// Shown in results as who decided.
     fn name(&self) -> &str;
     async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer;
+
+    /// A connection of `request.call` to a destination no egress rule
+    /// allows (`[egress] ask = true`; see `crate::egress::ask`): may it
+    /// go on? `request.prompt` says what connects where. By default the
+    /// same question as any other ([`approve`](Self::approve)); the
+    /// approval queue keeps the destination in its entry and answers from
+    /// its egress grants.
+    async fn approve_egress(
+        &self,
+        request: &ApprovalRequest,
+        egress: &EgressAsk,
+    ) -> ApprovalAnswer {
+        let _ = egress;
+        self.approve(request).await
+    }
 }
+
+/// The destination an egress approval is about (`[egress] ask = true`):
+/// what the queue's entry shows and an egress grant matches.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EgressAsk {
+    /// The destination as the process named it (normalised: lowercase,
+    /// no trailing dot), or an address.
+    pub name: String,
+    pub port: u16,
+    /// The address it resolved to (the one the connection would go to).
+    pub address: String,
+    /// The plugin whose process or component connects.
+    pub plugin: String,
+    /// `connect`, `http`, `socks5` (the proxy) or `wasi:http`.
+    pub via: String,
+}
+
+/// Who asks about egress: the `asked_by` of its approval requests.
+pub const EGRESS_ASKED_BY: &str = "egress";
 
 /// Approves everything (`--approve allow`).
 pub struct AllowAll;

@@ -275,6 +275,12 @@ pub const EGRESS_MAX_CONNECTIONS: usize = 64;
 pub const EGRESS_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 /// Time to resolve a name, and then to connect to an address. 10 s each.
 pub const EGRESS_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Destinations (name and port) one call may ask about with `[egress] ask
+/// = true`; beyond them a destination no rule allows is refused without
+/// asking. Threats: a process flooding the approver (or the queue) with
+/// questions, and using the names it asks about (each resolved before the
+/// question) to carry data out through DNS. 16.
+pub const EGRESS_MAX_ASKS_PER_CALL: usize = 16;
 
 /// `[approval] timeout_ms`: how long a call waits in the approval queue
 /// for a decision before it is denied (saying so). Threat: an entry nobody

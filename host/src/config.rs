@@ -334,6 +334,11 @@ pub struct EgressConfig {
     /// private, loopback, link-local, CGNAT… (refused by default).
     #[serde(default)]
     pub allow_private: Vec<String>,
+    /// A destination no rule allows (and no deny rule names, at an
+    /// address no class refuses) is asked about — the call's approver,
+    /// the approval queue — instead of refused. Default `false`.
+    #[serde(default)]
+    pub ask: bool,
 }
 
 /// A plugin's grants, as written.
@@ -732,7 +737,11 @@ fn schema() -> serde_json::Value {
             },
             "egress": {
                 "type": "object",
-                "properties": {"deny": strings(), "allow_private": strings()},
+                "properties": {
+                    "deny": strings(),
+                    "allow_private": strings(),
+                    "ask": {"type": "boolean"}
+                },
                 "additionalProperties": false
             },
             "console": {

@@ -430,12 +430,17 @@ pub fn check_hidden(
 
 /// `[egress]` from the configuration.
 pub fn egress_global(config: &HostConfig) -> Result<crate::egress::Global, HostError> {
-    crate::egress::Global::parse(&config.egress.deny, &config.egress.allow_private).map_err(|e| {
-        HostError::Config(crate::config::ConfigError::Invalid {
-            path: config.origin(),
-            problems: vec![format!("/egress: {e}")],
-        })
-    })
+    let mut global =
+        crate::egress::Global::parse(&config.egress.deny, &config.egress.allow_private).map_err(
+            |e| {
+                HostError::Config(crate::config::ConfigError::Invalid {
+                    path: config.origin(),
+                    problems: vec![format!("/egress: {e}")],
+                })
+            },
+        )?;
+    global.ask = config.egress.ask;
+    Ok(global)
 }
 
 /// How strictly the host sandboxes spawns, from the configuration.

@@ -77,6 +77,10 @@ pub struct BodyContext {
     /// The turn's own approver (`None`: the host's), for calls the body
     /// makes in turn through the pipeline (`run_code`).
     pub approver: Option<Arc<dyn Approver>>,
+    /// Who the call's connections ask about a destination no egress rule
+    /// allows (`[egress] ask = true`): the call's approver, once per
+    /// destination. `None`: no approver (such destinations are refused).
+    pub egress_ask: Option<Arc<crate::egress::ask::CallAsk>>,
 }
 
 pub use crate::approval::CallCard;

@@ -8,6 +8,16 @@
 //! after it as after any approval, so a grant cannot let through what a
 //! guard denies.
 //!
+//! An *egress grant* (`destination`, and optionally `port`) answers the
+//! approvals `[egress] ask = true` makes for connections no egress rule
+//! allows: a glob over the destination's name (`*.example.org`) instead
+//! of an argument, narrowed by tool (`*`: any), scope and client like the
+//! others, and bounded the same way (its count counts calls: a call asks
+//! once per destination). It never answers a call's own `ask`, and a tool
+//! grant never answers an egress approval. It is asked only after the
+//! egress rules: it cannot open what `[egress] deny` refuses, nor a
+//! private address `[egress] allow_private` does not name.
+//!
 //! A glob over a shell command matches the *text*: `cargo test*` also
 //! matches `cargo test; rm -rf ~`. Grant narrowly, with a count or a short
 //! time, and keep the guards that judge what a command does.
@@ -41,6 +51,12 @@ pub struct GrantSpec {
     /// How many calls it approves.
     #[serde(default)]
     pub count: Option<u64>,
+    /// An egress grant: a glob over the destination's name.
+    #[serde(default)]
+    pub destination: Option<String>,
+    /// An egress grant's port (none: any).
+    #[serde(default)]
+    pub port: Option<u16>,
 }
 
 /// A grant that cannot be made as asked.
@@ -62,7 +78,14 @@ pub enum GrantError {
     TooLongLived,
     #[error("a count of 0 approves nothing")]
     ZeroCount,
+    #[error("a port belongs to an egress grant: name its destination too")]
+    PortWithoutDestination,
+    #[error("an egress grant's destination and port must be a name glob and 1–65535")]
+    BadDestination,
 }
+
+/// The tool of an egress grant that holds for any tool.
+pub const ANY_TOOL: &str = "*";
 
 impl GrantSpec {
     /// Checks the spec and makes the grant (`tool`: the default tool).
@@ -73,12 +96,25 @@ impl GrantSpec {
         by: &str,
         now_ms: u64,
     ) -> Result<Grant, GrantError> {
+        let egress = self.destination.is_some();
         let tool = self
             .tool
             .clone()
             .or(default_tool.map(str::to_string))
+            .or(egress.then(|| ANY_TOOL.to_string()))
             .filter(|t| !t.is_empty())
             .ok_or(GrantError::NoTool)?;
+        if self.port.is_some() && !egress {
+            return Err(GrantError::PortWithoutDestination);
+        }
+        if self.port == Some(0)
+            || self
+                .destination
+                .as_ref()
+                .is_some_and(|d| d.trim().is_empty() || d.contains(['/', ':', ' ']))
+        {
+            return Err(GrantError::BadDestination);
+        }
         if self.duration_ms.is_none() && self.count.is_none() {
             return Err(GrantError::Unbounded);
         }
@@ -97,6 +133,7 @@ impl GrantSpec {
             ("the pattern", self.pattern.as_ref()),
             ("the scope", self.scope.as_ref()),
             ("the client", self.client.as_ref()),
+            ("the destination", self.destination.as_ref()),
         ] {
             if value.is_some_and(|v| v.len() > APPROVAL_MAX_PATTERN_BYTES) {
                 return Err(GrantError::TooLong { what });
@@ -104,6 +141,13 @@ impl GrantSpec {
         }
         if let Some(p) = &self.pattern {
             compile(p)?;
+        }
+        let destination = self
+            .destination
+            .as_ref()
+            .map(|d| d.trim().trim_end_matches('.').to_ascii_lowercase());
+        if let Some(d) = &destination {
+            compile(d)?;
         }
         Ok(Grant {
             id,
@@ -118,6 +162,8 @@ impl GrantSpec {
             remaining: self.count,
             used: 0,
             revoked: None,
+            destination,
+            port: self.port,
         })
     }
 }
@@ -148,9 +194,25 @@ impl Grant {
     /// [`Grant::active`]). A pattern that no longer compiles, or an
     /// argument that is absent or not a string, does not match.
     pub fn matches(&self, asked: &Asked<'_>) -> bool {
-        if self.tool != asked.tool {
+        self.destination.is_none() && self.tool == asked.tool && self.matches_call(asked)
+    }
+
+    /// Whether this egress grant covers a connection of the call `asked`
+    /// to `name` (normalised) on `port` (time and count aside). A tool
+    /// grant never does.
+    pub fn matches_egress(&self, asked: &Asked<'_>, name: &str, port: u16) -> bool {
+        let Some(destination) = &self.destination else {
             return false;
-        }
+        };
+        (self.tool == ANY_TOOL || self.tool == asked.tool)
+            && self.port.is_none_or(|p| p == port)
+            && compile(destination).is_ok_and(|m| m.is_match(name.to_ascii_lowercase()))
+            && self.matches_call(asked)
+    }
+
+    /// Scope, client and argument pattern (the tool is checked by the
+    /// caller).
+    fn matches_call(&self, asked: &Asked<'_>) -> bool {
         if let Some(scope) = &self.scope
             && scope != asked.scope
         {
@@ -176,7 +238,18 @@ impl Grant {
 
     /// One line saying what it covers (messages, the audit record).
     pub fn describe(&self) -> String {
-        let mut s = format!("grant {}: `{}`", self.id, self.tool);
+        let mut s = match &self.destination {
+            Some(d) => {
+                let port = self.port.map(|p| format!(":{p}")).unwrap_or_default();
+                let tool = if self.tool == ANY_TOOL {
+                    "any tool".to_string()
+                } else {
+                    format!("`{}`", self.tool)
+                };
+                format!("grant {}: egress to `{d}{port}` for {tool}", self.id)
+            }
+            None => format!("grant {}: `{}`", self.id, self.tool),
+        };
         if let (Some(a), Some(p)) = (&self.argument, &self.pattern) {
             s.push_str(&format!(" with {a} matching `{p}`"));
         }
@@ -271,6 +344,86 @@ mod tests {
             spec("x").grant("g".into(), None, "t", 0),
             Err(GrantError::NoTool)
         );
+    }
+
+    #[test]
+    fn egress_grants_match_destinations_only_and_tool_grants_never_do() {
+        let spec = GrantSpec {
+            destination: Some("*.Example.org.".into()),
+            port: Some(443),
+            scope: Some("team".into()),
+            count: Some(3),
+            ..GrantSpec::default()
+        };
+        // Made from a bash approval: the tool defaults to bash.
+        let g = spec.grant("g".into(), Some("bash"), "t", 0).unwrap();
+        assert_eq!(g.destination.as_deref(), Some("*.example.org"));
+        let args = json!({"command": "curl"});
+        let mut a = asked("bash", &args);
+        a.scope = "team";
+        assert!(g.matches_egress(&a, "pypi.example.org", 443));
+        assert!(g.matches_egress(&a, "A.B.EXAMPLE.ORG", 443));
+        assert!(!g.matches_egress(&a, "example.org", 443));
+        assert!(!g.matches_egress(&a, "example.org.evil.com", 443));
+        assert!(!g.matches_egress(&a, "a.example.org", 80), "port");
+        assert!(!g.matches(&a), "never a call's own ask");
+        a.scope = "other";
+        assert!(!g.matches_egress(&a, "a.example.org", 443), "scope");
+        let mut edit = asked("edit", &args);
+        edit.scope = "team";
+        assert!(!g.matches_egress(&edit, "a.example.org", 443), "tool");
+        // Standalone: any tool.
+        let any = GrantSpec {
+            destination: Some("localhost".into()),
+            duration_ms: Some(1000),
+            ..GrantSpec::default()
+        }
+        .grant("g2".into(), None, "t", 0)
+        .unwrap();
+        assert_eq!(any.tool, ANY_TOOL);
+        assert!(any.matches_egress(&asked("web_fetch", &args), "localhost", 8080));
+        assert!(
+            any.describe()
+                .contains("egress to `localhost` for any tool")
+        );
+        // A tool grant never answers an egress approval.
+        let tool = spec_of_tool();
+        assert!(!tool.matches_egress(&asked("bash", &args), "localhost", 80));
+        // Checked.
+        let bad = |destination: &str, port: Option<u16>| {
+            GrantSpec {
+                destination: Some(destination.into()),
+                port,
+                count: Some(1),
+                ..GrantSpec::default()
+            }
+            .grant("g".into(), None, "t", 0)
+        };
+        assert_eq!(bad("", None), Err(GrantError::BadDestination));
+        assert_eq!(bad("a.org:443", None), Err(GrantError::BadDestination));
+        assert_eq!(bad("a.org", Some(0)), Err(GrantError::BadDestination));
+        assert!(matches!(
+            bad("[a", None),
+            Err(GrantError::BadPattern { .. })
+        ));
+        let port_only = GrantSpec {
+            port: Some(443),
+            count: Some(1),
+            ..GrantSpec::default()
+        };
+        assert_eq!(
+            port_only.grant("g".into(), Some("bash"), "t", 0),
+            Err(GrantError::PortWithoutDestination)
+        );
+    }
+
+    fn spec_of_tool() -> Grant {
+        GrantSpec {
+            count: Some(1),
+            ..GrantSpec::default()
+        }
+        .grant("g".into(), Some("bash"), "t", 0)
+        .unwrap()
     }
 
     #[test]

@@ -39,6 +39,20 @@
 //! Such entries survive a restart pending — the client still holds the
 //! entry's id and calls again — and a decision made after the restart
 //! reaches the client's next retry.
+//!
+//! # Egress approvals
+//!
+//! With `[egress] ask = true` a connection no egress rule allows asks the
+//! call's approver ([`Approver::approve_egress`]; see `crate::egress::ask`).
+//! Here that is an entry like any other — the call's tool, arguments and
+//! scope — with the destination in [`Entry::egress`], answered first by an
+//! *egress grant* ([`Grant::destination`]: a name glob, a port) and never
+//! by a tool grant. Deciding it with a grant makes an egress grant (its
+//! destination and port default to the entry's). The connection waits as
+//! a call does, at most `[approval] timeout_ms`. Only calls that wait can
+//! ask: a stateless client's call is answered from the egress grants or
+//! refused ([`ApprovalQueue::egress_granted`]), never parked — an entry
+//! about a connection must never become the approval a retry runs.
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -51,7 +65,7 @@ use tokio::sync::oneshot;
 
 use super::grant::{Asked, GrantError, GrantSpec};
 use super::store::{ApprovalStore, Decided, Entry, EntryState, Grant, Listing, Retry, StoreError};
-use super::{ApprovalAnswer, ApprovalRequest, Approver};
+use super::{ApprovalAnswer, ApprovalRequest, Approver, EgressAsk};
 use crate::budgets::{
     APPROVAL_MAX_ARGUMENT_BYTES, APPROVAL_MAX_GRANTS, APPROVAL_MAX_MESSAGE_BYTES,
     APPROVAL_MAX_PENDING, APPROVAL_RETRY_HOLD_MS,
@@ -82,6 +96,10 @@ pub enum DecideError {
     TooManyGrants,
     #[error("no active grant `{0}`")]
     NoGrant(String),
+    #[error(
+        "approval `{0}` is a call's own: a grant made from it is a tool grant (no destination); make an egress grant from an egress approval, or on its own"
+    )]
+    NotEgress(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -357,13 +375,26 @@ impl ApprovalQueue {
                 message.map(|m| cut(m, APPROVAL_MAX_MESSAGE_BYTES)),
                 None,
             ),
-            Verdict::Grant(spec) => {
+            Verdict::Grant(mut spec) => {
                 let entry = self
                     .store
                     .get(id)
                     .await?
                     .filter(|e| e.state == EntryState::Pending)
                     .ok_or_else(|| DecideError::NotPending(id.to_string()))?;
+                match &entry.egress {
+                    // An egress approval makes an egress grant: by default
+                    // for the destination and port asked about.
+                    Some(asked) if spec.destination.is_none() => {
+                        spec.destination = Some(asked.name.clone());
+                        spec.port = spec.port.or(Some(asked.port));
+                    }
+                    Some(_) => {}
+                    None if spec.destination.is_some() || spec.port.is_some() => {
+                        return Err(DecideError::NotEgress(id.to_string()));
+                    }
+                    None => {}
+                }
                 let grant = self.make_grant(&spec, Some(&entry.tool), by).await?;
                 (EntryState::Approved, None, Some(grant.id))
             }
@@ -392,18 +423,55 @@ impl ApprovalQueue {
         Ok(entry)
     }
 
-    /// A grant that covers the call, used once; `None` if none does.
-    async fn granted(&self, asked: &Asked<'_>) -> Result<Option<Grant>, StoreError> {
+    /// A grant that covers the call (with `egress`: an egress grant that
+    /// covers that connection of it), used once; `None` if none does.
+    async fn granted(
+        &self,
+        asked: &Asked<'_>,
+        egress: Option<&EgressAsk>,
+    ) -> Result<Option<Grant>, StoreError> {
         let now = now_ms();
         for g in self.store.grants().await? {
+            let covers = match egress {
+                None => g.matches(asked),
+                Some(e) => g.matches_egress(asked, &e.name, e.port),
+            };
             if g.active(now)
-                && g.matches(asked)
+                && covers
                 && let Some(used) = self.store.use_grant(&g.id, now).await?
             {
                 return Ok(Some(used));
             }
         }
         Ok(None)
+    }
+
+    /// An egress approval of a call that cannot wait (a stateless
+    /// client's): answered by an egress grant, or refused saying what
+    /// would allow it. Never stored: see the module docs.
+    pub async fn egress_granted(
+        &self,
+        request: &ApprovalRequest,
+        egress: &EgressAsk,
+    ) -> ApprovalAnswer {
+        let client = request.client.as_deref();
+        let asked = Asked {
+            tool: &request.call.tool_name,
+            arguments: &request.call.arguments,
+            scope: &request.call.agent_scope,
+            client: client.and_then(|c| c.name.as_deref()),
+            session: client.and_then(|c| c.session.as_deref()),
+        };
+        match self.granted(&asked, Some(egress)).await {
+            Ok(Some(grant)) => ApprovalAnswer::ApprovedBy(grant.describe()),
+            Ok(None) => ApprovalAnswer::Unavailable(format!(
+                "this client's calls cannot wait for an egress approval (stateless requests); \
+                 no egress grant covers {}:{} (make one: `toolgate approvals grant \
+                 --destination {} --minutes N`)",
+                egress.name, egress.port, egress.name
+            )),
+            Err(e) => ApprovalAnswer::Unavailable(format!("{e}")),
+        }
     }
 
     /// Ends `id`'s wait by the queue itself (`Withdrawn`, `Expired`).
@@ -434,7 +502,11 @@ impl ApprovalQueue {
 
     /// A grant's answer, or the entry to keep for `request` (not stored
     /// yet), or why there can be none.
-    async fn entry_for(&self, request: &ApprovalRequest) -> Result<Entry, ApprovalAnswer> {
+    async fn entry_for(
+        &self,
+        request: &ApprovalRequest,
+        egress: Option<&EgressAsk>,
+    ) -> Result<Entry, ApprovalAnswer> {
         let call = &request.call;
         let client = request.client.as_deref();
         let asked = Asked {
@@ -444,7 +516,7 @@ impl ApprovalQueue {
             client: client.and_then(|c| c.name.as_deref()),
             session: client.and_then(|c| c.session.as_deref()),
         };
-        match self.granted(&asked).await {
+        match self.granted(&asked, egress).await {
             Ok(Some(grant)) => return Err(ApprovalAnswer::ApprovedBy(grant.describe())),
             Ok(None) => {}
             Err(e) => return Err(ApprovalAnswer::Unavailable(format!("{e}"))),
@@ -482,13 +554,14 @@ impl ApprovalQueue {
             state: EntryState::Pending,
             decided: None,
             retry: None,
+            egress: egress.cloned(),
         })
     }
 
     /// A call that does not wait (see the module docs): a grant answers at
     /// once; otherwise its entry is stored, pending, and expires by itself.
     pub async fn park(self: &Arc<Self>, request: &ApprovalRequest) -> Parked {
-        let mut entry = match self.entry_for(request).await {
+        let mut entry = match self.entry_for(request, None).await {
             Ok(entry) => entry,
             Err(answer) => return Parked::Answered(answer),
         };
@@ -598,8 +671,12 @@ impl ApprovalQueue {
         }
     }
 
-    async fn ask(self: &Arc<Self>, request: &ApprovalRequest) -> ApprovalAnswer {
-        let entry = match self.entry_for(request).await {
+    async fn ask(
+        self: &Arc<Self>,
+        request: &ApprovalRequest,
+        egress: Option<&EgressAsk>,
+    ) -> ApprovalAnswer {
+        let entry = match self.entry_for(request, egress).await {
             Ok(entry) => entry,
             Err(answer) => return answer,
         };
@@ -680,6 +757,17 @@ fn answer(entry: &Entry) -> ApprovalAnswer {
         .unwrap_or_else(|| QUEUE.into());
     let message = entry.decided.as_ref().and_then(|d| d.message.clone());
     match entry.state {
+        // A connection's record names the entry (and the grant made with
+        // it) besides who decided.
+        EntryState::Approved if entry.egress.is_some() => {
+            let grant = entry
+                .decided
+                .as_ref()
+                .and_then(|d| d.grant.as_ref())
+                .map(|g| format!(", grant {g}"))
+                .unwrap_or_default();
+            ApprovalAnswer::ApprovedBy(format!("approval {} by {by}{grant}", entry.id))
+        }
         EntryState::Approved => ApprovalAnswer::ApprovedBy(by),
         EntryState::Denied => ApprovalAnswer::DeniedBy {
             reason: message.unwrap_or_else(|| format!("denied by {by}")),
@@ -748,7 +836,17 @@ impl Approver for Arc<ApprovalQueue> {
     }
 
     async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
-        self.ask(request).await
+        self.ask(request, None).await
+    }
+
+    /// An entry with the destination (answered first by an egress grant);
+    /// an approval names its entry, so the connection's record says which.
+    async fn approve_egress(
+        &self,
+        request: &ApprovalRequest,
+        egress: &EgressAsk,
+    ) -> ApprovalAnswer {
+        self.ask(request, Some(egress)).await
     }
 }
 
@@ -893,5 +991,144 @@ mod tests {
             matches!(&again, ApprovalAnswer::DeniedBy { reason, .. } if reason.contains("ran its call already")),
             "{again}"
         );
+    }
+
+    fn egress(name: &str, port: u16) -> EgressAsk {
+        EgressAsk {
+            name: name.into(),
+            port,
+            address: "93.184.215.14".into(),
+            plugin: "bash".into(),
+            via: "connect".into(),
+        }
+    }
+
+    /// Waits until `n` entries are pending.
+    async fn until_pending(queue: &Arc<ApprovalQueue>, n: usize) -> Vec<Entry> {
+        for _ in 0..500 {
+            let p = queue.pending().await.unwrap();
+            if p.len() == n {
+                return p;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("not {n} pending");
+    }
+
+    #[tokio::test]
+    async fn egress_approvals_are_entries_and_egress_grants_answer_only_them() {
+        let queue = ApprovalQueue::open(store("egress"), Duration::from_millis(300))
+            .await
+            .unwrap();
+        // A tool grant for bash never answers a connection's question.
+        queue
+            .grant(
+                &GrantSpec {
+                    tool: Some("bash".into()),
+                    count: Some(10),
+                    ..GrantSpec::default()
+                },
+                "alice",
+            )
+            .await
+            .unwrap();
+        let q = queue.clone();
+        let waiting = tokio::spawn(async move {
+            q.approve_egress(&request("curl x"), &egress("pypi.org", 443))
+                .await
+        });
+        let pending = until_pending(&queue, 1).await;
+        let e = &pending[0];
+        assert_eq!(e.egress.as_ref(), Some(&egress("pypi.org", 443)));
+        assert_eq!((e.tool.as_str(), e.scope.as_str()), ("bash", ""));
+        assert_eq!(e.to_json()["egress"]["name"], "pypi.org");
+        // A grant from it is an egress grant for its destination and port.
+        let decided = queue
+            .decide(
+                &e.id,
+                Verdict::Grant(GrantSpec {
+                    duration_ms: Some(60_000),
+                    ..GrantSpec::default()
+                }),
+                "bob",
+            )
+            .await
+            .unwrap();
+        let grant_id = decided.decided.unwrap().grant.unwrap();
+        let answer = waiting.await.unwrap();
+        assert_eq!(
+            answer,
+            ApprovalAnswer::ApprovedBy(format!("approval {} by bob, grant {grant_id}", e.id))
+        );
+        let grants = queue.grants().await.unwrap();
+        let g = grants.iter().find(|g| g.id == grant_id).unwrap();
+        assert_eq!(
+            (g.destination.as_deref(), g.port, g.tool.as_str()),
+            (Some("pypi.org"), Some(443), "bash")
+        );
+        // It answers the next call's question at once, with no entry...
+        let again = queue
+            .approve_egress(&request("curl y"), &egress("pypi.org", 443))
+            .await;
+        assert!(
+            matches!(&again, ApprovalAnswer::ApprovedBy(by) if by.starts_with(&format!("grant {grant_id}: egress to `pypi.org:443`"))),
+            "{again}"
+        );
+        assert!(queue.pending().await.unwrap().is_empty());
+        // ...but not another port, and never a call's own `ask` (the tool
+        // grant does that).
+        let other = queue
+            .approve_egress(&request("curl z"), &egress("pypi.org", 8443))
+            .await;
+        assert!(
+            matches!(&other, ApprovalAnswer::DeniedBy { reason, .. } if reason.contains("nobody decided")),
+            "{other}"
+        );
+        let own = queue.approve(&request("ls")).await;
+        assert!(
+            matches!(&own, ApprovalAnswer::ApprovedBy(by) if by.contains("`bash`") && !by.contains("egress")),
+            "{own}"
+        );
+        // A call's own entry cannot make an egress grant.
+        let q = queue.clone();
+        let own = tokio::spawn(async move {
+            q.approve(&ApprovalRequest {
+                call: Arc::new(CallInfo::new(
+                    2,
+                    "c2".into(),
+                    "edit".into(),
+                    serde_json::json!({}),
+                    CallOrigin::default(),
+                    ToolMeta::unknown(),
+                )),
+                prompt: "p".into(),
+                asked_by: "h".into(),
+                card: None,
+                client: None,
+            })
+            .await
+        });
+        let e = until_pending(&queue, 1).await.remove(0);
+        let spec = GrantSpec {
+            destination: Some("*".into()),
+            count: Some(1),
+            ..GrantSpec::default()
+        };
+        assert!(matches!(
+            queue.decide(&e.id, Verdict::Grant(spec), "eve").await,
+            Err(DecideError::NotEgress(_))
+        ));
+        let _ = own.await;
+        // A stateless call's question is answered by grants only, never
+        // stored.
+        let none = queue
+            .egress_granted(&request("curl"), &egress("crates.io", 443))
+            .await;
+        assert!(matches!(none, ApprovalAnswer::Unavailable(_)), "{none}");
+        let yes = queue
+            .egress_granted(&request("curl"), &egress("pypi.org", 443))
+            .await;
+        assert!(matches!(yes, ApprovalAnswer::ApprovedBy(_)), "{yes}");
+        assert!(queue.pending().await.unwrap().is_empty());
     }
 }

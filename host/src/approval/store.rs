@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::CallCard;
+use super::{CallCard, EgressAsk};
 
 /// Where an entry is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -96,6 +96,11 @@ pub struct Entry {
     /// entry is decided (see [`super::queue`], "Calls that do not wait").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<Retry>,
+    /// Set for an egress approval (`[egress] ask = true`): the connection
+    /// of the call that waits, not the call itself. Approving it lets the
+    /// call connect there; a grant made from it is an egress grant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<EgressAsk>,
 }
 
 /// What ties a client's retry to the entry it asked about.
@@ -129,6 +134,7 @@ impl Entry {
             "card": self.card,
             "state": self.state.as_str(),
             "decided": self.decided,
+            "egress": self.egress,
         })
     }
 }
@@ -167,6 +173,15 @@ pub struct Grant {
     pub used: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revoked: Option<Decided>,
+    /// Set for an egress grant: a glob over the destination's name
+    /// (`*.example.org`; `*` also matches `.`), matched against egress
+    /// approvals only — never against a call's own `ask`; and a tool
+    /// grant never answers an egress approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination: Option<String>,
+    /// An egress grant's port (none: any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
 }
 
 impl Grant {

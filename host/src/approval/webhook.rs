@@ -294,6 +294,7 @@ mod tests {
             state: super::super::store::EntryState::Pending,
             decided: None,
             retry: None,
+            egress: None,
         };
         let body = payload(&entry);
         assert!(

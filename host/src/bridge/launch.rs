@@ -145,6 +145,9 @@ pub fn resolve(
                     scope: String::new(),
                 },
                 record,
+                // A server serves many calls: there is no one call to ask
+                // about, so what its rules leave open is refused.
+                None,
             )
         }
         None => resolved.sandbox.clone(),

@@ -18,7 +18,12 @@
 //!   checked.
 //!
 //! A destination is allowed by either: `[egress] deny`, then `network`,
-//! then `egress`. A refusal names the `egress` rule to add.
+//! then `egress`. A refusal names the `egress` rule to add. With `[egress]
+//! ask = true` a `wasi:http` request to a destination neither allows is
+//! asked about as a spawn's connection is (see [`super::ask`]), with the
+//! call's asking that [`ComponentEgress::set_call`] installs; a
+//! `wasi:sockets` connect is not (it is decided synchronously, and names
+//! an address only): it is refused.
 //!
 //! `wasi:http`: the host makes every request itself ([`send`]), so it sees
 //! method and path even for `https` — `METHOD HOST/PATH` rules apply to a
@@ -38,9 +43,10 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::addr::{Host, parse_host};
+use super::ask::CallAsk;
 use super::proxy::{Attribution, ConnectionRecord, RecordSink};
 use super::rules::Destination;
-use super::{Global, OpenError, Opened, Policy, Refusal};
+use super::{Asking, Global, OpenError, Opened, Policy, Refusal};
 
 /// An entry of the `network` grant: the name as written and the addresses
 /// it resolved to at load.
@@ -59,6 +65,8 @@ pub struct ComponentEgress {
     pinned: Vec<Pinned>,
     sink: Arc<OnceLock<RecordSink>>,
     who: Mutex<Attribution>,
+    /// The asking of the call being served (`[egress] ask`), if any.
+    ask: Mutex<Option<Arc<CallAsk>>>,
 }
 
 impl ComponentEgress {
@@ -100,17 +108,20 @@ impl ComponentEgress {
             policy,
             pinned,
             sink,
+            ask: Mutex::new(None),
         }
     }
 
-    /// The call the next connections belong to (`None` between calls).
-    pub fn set_call(&self, call_id: Option<(&str, &str)>) {
+    /// The call the next connections belong to (`None` between calls),
+    /// and who its connections ask (`[egress] ask`).
+    pub fn set_call(&self, call_id: Option<(&str, &str)>, ask: Option<Arc<CallAsk>>) {
         let mut who = self.who.lock().unwrap_or_else(|p| p.into_inner());
         let (id, scope) = call_id.unwrap_or(("", ""));
         if who.call_id != id || who.scope != scope {
             who.call_id = id.to_string();
             who.scope = scope.to_string();
         }
+        *self.ask.lock().unwrap_or_else(|p| p.into_inner()) = ask;
     }
 
     fn attribution(&self) -> Attribution {
@@ -134,13 +145,11 @@ impl ComponentEgress {
                 address: r.address,
                 port,
                 allowed: false,
-                rule: r
-                    .deny_rule
-                    .clone()
-                    .or_else(|| r.class.map(|c| format!("class:{c}"))),
+                rule: r.record_rule(),
                 reason: Some(r.message.clone()),
                 bytes_up: 0,
                 bytes_down: 0,
+                approval: r.refused_by.clone(),
             },
         );
     }
@@ -172,13 +181,21 @@ impl ComponentEgress {
             self.refused("wasi:http", name, port, &r);
             return Err(OpenError::Refused(r));
         }
+        let ask = self.ask.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let opened = match self
             .pinned
             .iter()
             .find(|p| p.host == *host && p.port == port)
         {
             Some(p) => self.open_pinned(p).await,
-            None => self.policy.open(&d).await,
+            None => {
+                let asking = ask.as_deref().map(|ask| Asking {
+                    ask,
+                    plugin: &self.plugin,
+                    via: "wasi:http",
+                });
+                self.policy.open_asking(&d, asking).await
+            }
         };
         match opened {
             Ok(o) => Ok(Counted::new(self.clone(), self.attribution(), name, o)),
@@ -212,6 +229,7 @@ impl ComponentEgress {
                         stream,
                         address: *a,
                         rule,
+                        approved_by: None,
                     });
                 }
                 Ok(Err(e)) => {
@@ -279,6 +297,7 @@ impl ComponentEgress {
                     reason: None,
                     bytes_up: 0,
                     bytes_down: 0,
+                    approval: None,
                 },
             ),
             Err(r) => self.refused("wasi:sockets", ip.to_string(), addr.port(), &r),
@@ -318,6 +337,7 @@ pub struct Counted {
     name: String,
     address: SocketAddr,
     rule: String,
+    approved_by: Option<String>,
     up: u64,
     down: u64,
 }
@@ -331,6 +351,7 @@ impl Counted {
             name,
             address: o.address,
             rule: o.rule,
+            approved_by: o.approved_by,
             up: 0,
             down: 0,
         }
@@ -366,6 +387,7 @@ impl Drop for Counted {
                 reason: None,
                 bytes_up: self.up,
                 bytes_down: self.down,
+                approval: self.approved_by.take(),
             },
         );
     }
@@ -429,7 +451,7 @@ mod tests {
         let cell = Arc::new(OnceLock::new());
         let _ = cell.set(sink);
         let e = ComponentEgress::new("p".into(), policy.as_ref(), global, &network, cell);
-        e.set_call(Some(("call-1", "team")));
+        e.set_call(Some(("call-1", "team")), None);
         (e, kept)
     }
 

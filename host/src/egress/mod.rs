@@ -25,9 +25,14 @@
 //!    logged and recorded with its call, plugin and scope;
 //! 5. [`component`]: the same decisions for components' own `wasi:http`
 //!    requests and `wasi:sockets` connects, next to the older `network`
-//!    grant.
+//!    grant;
+//! 6. [`ask`]: with `[egress] ask = true`, a destination no rule allows
+//!    (and no deny rule names, at an address no class refuses) is a
+//!    question to the call's approver, answered once per destination per
+//!    call.
 
 pub mod addr;
+pub mod ask;
 pub mod component;
 pub mod proxy;
 pub mod rules;
@@ -80,6 +85,7 @@ pub fn sandbox_policy(
     policy: &Arc<Policy>,
     who: proxy::Attribution,
     sink: Option<proxy::RecordSink>,
+    ask: Option<Arc<ask::CallAsk>>,
 ) -> toolgate_sandbox::SandboxPolicy {
     let policy = policy.clone();
     let serve = move |listener: std::net::TcpListener| -> Box<dyn Send> {
@@ -87,6 +93,7 @@ pub fn sandbox_policy(
             policy: policy.clone(),
             who: who.clone(),
             sink: sink.clone(),
+            ask: ask.clone(),
         };
         match proxy.serve(listener) {
             Ok(guard) => Box::new(guard),
@@ -115,6 +122,9 @@ pub struct Global {
     /// Blocks whose addresses may be reached although a refused class
     /// holds them.
     pub allow_private: Vec<Cidr>,
+    /// `[egress] ask`: a destination no rule allows is asked about (see
+    /// [`ask`]) instead of refused.
+    pub ask: bool,
 }
 
 impl Global {
@@ -131,6 +141,7 @@ impl Global {
                 .map(|c| Cidr::parse(c))
                 .collect::<Result<_, _>>()
                 .map_err(|e| format!("[egress] allow_private: {e}"))?,
+            ask: false,
         })
     }
 }
@@ -156,6 +167,8 @@ pub struct Refusal {
     pub class: Option<Class>,
     /// The address that was refused, if it got that far.
     pub address: Option<IpAddr>,
+    /// Who refused the approval asked for it (`[egress] ask`), if one was.
+    pub refused_by: Option<String>,
 }
 
 impl Refusal {
@@ -165,7 +178,32 @@ impl Refusal {
             deny_rule: None,
             class: None,
             address: None,
+            refused_by: None,
         }
+    }
+
+    /// This refusal of a destination no rule allows, after `by` refused
+    /// the approval asked for it (`[egress] ask`).
+    fn asked(self, by: String, reason: String, address: Option<IpAddr>) -> Refusal {
+        Refusal {
+            message: format!(
+                "{} (an approval was asked for it, and {by} refused: {reason})",
+                self.message
+            ),
+            deny_rule: None,
+            class: None,
+            address,
+            refused_by: Some(by),
+        }
+    }
+
+    /// The `rule` of its record: the `[egress] deny` rule, `class:NAME`,
+    /// or [`APPROVAL_RULE`] when an approval refused it.
+    pub fn record_rule(&self) -> Option<String> {
+        self.deny_rule
+            .clone()
+            .or_else(|| self.class.map(|c| format!("class:{}", c.name())))
+            .or_else(|| self.refused_by.as_ref().map(|_| APPROVAL_RULE.to_string()))
     }
 }
 
@@ -175,8 +213,24 @@ pub struct Opened {
     pub stream: TcpStream,
     /// The address connected to: the one that was checked.
     pub address: SocketAddr,
-    /// The rule that allowed it.
+    /// The rule that allowed it ([`APPROVAL_RULE`] when an approval did).
     pub rule: String,
+    /// The approval that allowed it (`[egress] ask`): who approved, or
+    /// the approval entry or grant and who made it.
+    pub approved_by: Option<String>,
+}
+
+/// The `rule` of a connection an approval allowed (`[egress] ask`).
+pub const APPROVAL_RULE: &str = "approval";
+
+/// Who may be asked about a destination the rules leave open: the call's
+/// asking, and what to tell it (the plugin, and how it connects).
+#[derive(Clone, Copy)]
+pub struct Asking<'a> {
+    pub ask: &'a ask::CallAsk,
+    pub plugin: &'a str,
+    /// `connect`, `http`, `socks5`, `wasi:http`.
+    pub via: &'a str,
 }
 
 /// Why a connection did not happen.
@@ -298,7 +352,35 @@ impl Policy {
     /// one that answers — the address that was checked, with no second
     /// resolution.
     pub async fn open(&self, d: &Destination<'_>) -> Result<Opened, OpenError> {
-        let rule = self.check_name(d).map_err(OpenError::Refused)?.text.clone();
+        self.open_asking(d, None).await
+    }
+
+    /// [`open`](Self::open), and with `[egress] ask = true` and someone to
+    /// ask, a destination no rule allows (and no deny rule names) is
+    /// resolved, its addresses checked (deny blocks, classes), and then
+    /// asked about with the first address it would connect to; approved,
+    /// it connects like an allowed one (to the checked addresses), and
+    /// refused, the refusal says by whom and still names the rule to add.
+    pub async fn open_asking(
+        &self,
+        d: &Destination<'_>,
+        asking: Option<Asking<'_>>,
+    ) -> Result<Opened, OpenError> {
+        let (mut rule, unknown) = match self.check_name(d) {
+            Ok(r) => (r.text.clone(), None),
+            Err(r) => match asking {
+                Some(a) if self.global.ask && r.deny_rule.is_none() => {
+                    // Refused already, or past the bound: not even resolved.
+                    if let Some(ask::Answer::Refused { by, reason }) =
+                        a.ask.before_resolving(&d.host.to_string(), d.port)
+                    {
+                        return Err(OpenError::Refused(r.asked(by, reason, None)));
+                    }
+                    (String::new(), Some((a, r)))
+                }
+                _ => return Err(OpenError::Refused(r)),
+            },
+        };
         let addrs: Vec<IpAddr> = match d.host {
             Host::Ip(a) => vec![*a],
             Host::Name(n) => {
@@ -316,11 +398,41 @@ impl Policy {
         };
         let mut first_refusal = None;
         let mut last_error = None;
+        let mut allowed = Vec::with_capacity(addrs.len());
         for ip in addrs {
-            if let Err(r) = self.check_address(d.host, ip) {
-                first_refusal.get_or_insert(r);
-                continue;
+            match self.check_address(d.host, ip) {
+                Ok(()) => allowed.push(ip),
+                Err(r) => {
+                    first_refusal.get_or_insert(r);
+                }
             }
+        }
+        let mut approved_by = None;
+        if let Some((a, not_allowed)) = unknown {
+            // Nothing to ask about when no address may be reached: an ask
+            // never opens a refused class.
+            let Some(first) = allowed.first() else {
+                return Err(match first_refusal {
+                    Some(r) => OpenError::Refused(r),
+                    None => OpenError::Unreachable(format!("{} has no address", d.host)),
+                });
+            };
+            let name = d.host.to_string();
+            match a.ask.ask(a.plugin, a.via, &name, d.port, *first).await {
+                ask::Answer::Approved(by) => {
+                    rule = APPROVAL_RULE.to_string();
+                    approved_by = Some(by);
+                }
+                ask::Answer::Refused { by, reason } => {
+                    return Err(OpenError::Refused(not_allowed.asked(
+                        by,
+                        reason,
+                        Some(*first),
+                    )));
+                }
+            }
+        }
+        for ip in allowed {
             let to = SocketAddr::new(ip, d.port);
             match tokio::time::timeout(EGRESS_CONNECT_TIMEOUT, TcpStream::connect(to)).await {
                 Ok(Ok(stream)) => {
@@ -329,6 +441,7 @@ impl Policy {
                         stream,
                         address: to,
                         rule,
+                        approved_by,
                     });
                 }
                 Ok(Err(e)) => last_error = Some(format!("connecting to {to}: {e}")),
@@ -463,5 +576,93 @@ mod tests {
             .unwrap();
         assert_eq!(o.address, SocketAddr::from(([127, 0, 0, 1], port)));
         assert_eq!(o.rule, "localhost");
+    }
+
+    /// `[egress] ask = true`: what the rules leave open is asked about,
+    /// after deny and the address classes; approved, it connects and says
+    /// who approved; refused, the message still names the rule to add.
+    #[tokio::test]
+    async fn ask_comes_after_deny_and_the_classes() {
+        use crate::egress::ask::{CallAsk, tests::Counting};
+        use std::sync::atomic::Ordering;
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let with_ask = |deny: &[&str], private: &[&str]| {
+            let mut p = policy(&["example.org"], deny, private);
+            let mut g = (*p.global).clone();
+            g.ask = true;
+            p.global = Arc::new(g);
+            p
+        };
+        let localhost = parse_host("localhost").unwrap();
+        let d = Destination {
+            host: &localhost,
+            port,
+            http: None,
+        };
+        let open = |p: Policy, approver: Arc<Counting>| async move {
+            let ask = CallAsk::new(approver, ask::tests::call(), None);
+            let asking = Asking {
+                ask: &ask,
+                plugin: "bash",
+                via: "connect",
+            };
+            p.open_asking(&d, Some(asking)).await
+        };
+        // Approved: connected to the checked address, the approver named.
+        let yes = Counting::new(true);
+        let o = open(with_ask(&[], &["127.0.0.1/32"]), yes.clone())
+            .await
+            .unwrap();
+        assert_eq!(o.address, SocketAddr::from(([127, 0, 0, 1], port)));
+        assert_eq!(o.rule, APPROVAL_RULE);
+        assert_eq!(o.approved_by.as_deref(), Some("counting"));
+        assert_eq!(yes.egress.load(Ordering::SeqCst), 1);
+        // Refused: the rule to add, and who refused.
+        let no = Counting::new(false);
+        match open(with_ask(&[], &["127.0.0.1/32"]), no.clone()).await {
+            Err(OpenError::Refused(r)) => {
+                assert!(
+                    r.message
+                        .contains(&format!("add \"localhost:{port}\" to `egress = [...]`"))
+                        && r.message.contains("counting refused: not there"),
+                    "{}",
+                    r.message
+                );
+                assert_eq!(r.refused_by.as_deref(), Some("counting"));
+                assert_eq!(r.record_rule().as_deref(), Some(APPROVAL_RULE));
+            }
+            other => panic!("{other:?}"),
+        }
+        // A loopback name without allow_private: refused by class, and
+        // nobody is asked — an ask never opens a private address.
+        let yes = Counting::new(true);
+        match open(with_ask(&[], &[]), yes.clone()).await {
+            Err(OpenError::Refused(r)) => assert_eq!(r.class, Some(Class::Loopback)),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(yes.egress.load(Ordering::SeqCst), 0);
+        // A deny rule by name is final: not asked.
+        match open(with_ask(&["localhost"], &["127.0.0.1/32"]), yes.clone()).await {
+            Err(OpenError::Refused(r)) => assert_eq!(r.deny_rule.as_deref(), Some("localhost")),
+            other => panic!("{other:?}"),
+        }
+        // Nor is a deny block holding the address.
+        match open(with_ask(&["127.0.0.0/8"], &["127.0.0.1/32"]), yes.clone()).await {
+            Err(OpenError::Refused(r)) => assert_eq!(r.deny_rule.as_deref(), Some("127.0.0.0/8")),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(yes.egress.load(Ordering::SeqCst), 0);
+        // `ask = false`: refused as before, not asked.
+        match open(
+            policy(&["example.org"], &[], &["127.0.0.1/32"]),
+            yes.clone(),
+        )
+        .await
+        {
+            Err(OpenError::Refused(r)) => assert!(r.refused_by.is_none()),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(yes.egress.load(Ordering::SeqCst), 0);
     }
 }

@@ -35,8 +35,9 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
 use super::addr::{Host, parse_host};
+use super::ask::CallAsk;
 use super::rules::Destination;
-use super::{OpenError, Opened, Policy};
+use super::{Asking, OpenError, Opened, Policy};
 use crate::budgets::{
     EGRESS_HEAD_TIMEOUT, EGRESS_IDLE_TIMEOUT, EGRESS_MAX_CONNECTIONS, EGRESS_MAX_HEAD_BYTES,
 };
@@ -67,6 +68,11 @@ pub struct ConnectionRecord {
     pub reason: Option<String>,
     pub bytes_up: u64,
     pub bytes_down: u64,
+    /// Who answered the approval asked for it (`[egress] ask`; `rule` is
+    /// then `approval`): the approver, the approval entry and who decided
+    /// it, or the grant and who made it — approving it if `allowed`, else
+    /// refusing it.
+    pub approval: Option<String>,
 }
 
 /// Where records go besides the log (the audit record, a test's list).
@@ -82,13 +88,15 @@ impl ConnectionRecord {
                 call_id = %who.call_id, plugin = %who.plugin, scope = %who.scope,
                 via = r.via, name = %r.name, address = ?r.address, port = r.port,
                 rule = r.rule.as_deref().unwrap_or(""), bytes_up = r.bytes_up,
-                bytes_down = r.bytes_down, "egress connection"
+                bytes_down = r.bytes_down, approval = r.approval.as_deref().unwrap_or(""),
+                "egress connection"
             );
         } else {
             tracing::warn!(
                 call_id = %who.call_id, plugin = %who.plugin, scope = %who.scope,
                 via = r.via, name = %r.name, address = ?r.address, port = r.port,
                 rule = r.rule.as_deref().unwrap_or(""),
+                approval = r.approval.as_deref().unwrap_or(""),
                 "egress refused: {}", r.reason.as_deref().unwrap_or("")
             );
         }
@@ -109,6 +117,7 @@ impl ConnectionRecord {
             "reason": self.reason,
             "bytesUp": self.bytes_up,
             "bytesDown": self.bytes_down,
+            "approval": self.approval,
         })
     }
 }
@@ -118,6 +127,9 @@ pub struct Proxy {
     pub policy: Arc<Policy>,
     pub who: Attribution,
     pub sink: Option<RecordSink>,
+    /// Who is asked about a destination the rules leave open (`[egress]
+    /// ask = true`): the call's asking; `None`: refused.
+    pub ask: Option<Arc<CallAsk>>,
 }
 
 /// Serving a listener; dropping it stops the proxy and every connection
@@ -189,6 +201,7 @@ impl Proxy {
             reason: Some(why.clone()),
             bytes_up: 0,
             bytes_down: 0,
+            approval: None,
         });
         let mut first = [0u8; 1];
         let socks = matches!(
@@ -227,18 +240,23 @@ impl Proxy {
         http: Option<(&str, &str)>,
     ) -> Result<Opened, (bool, String)> {
         let d = Destination { host, port, http };
-        match self.policy.open(&d).await {
+        let asking = self.ask.as_deref().map(|ask| Asking {
+            ask,
+            plugin: &self.who.plugin,
+            via,
+        });
+        match self.policy.open_asking(&d, asking).await {
             Ok(o) => Ok(o),
             Err(e) => {
-                let (refused, reason, rule, address) = match e {
+                let (refused, reason, rule, address, approval) = match e {
                     OpenError::Refused(r) => (
                         true,
-                        r.message,
-                        r.deny_rule
-                            .or(r.class.map(|c| format!("class:{}", c.name()))),
+                        r.message.clone(),
+                        r.record_rule(),
                         r.address,
+                        r.refused_by,
                     ),
-                    OpenError::Unreachable(m) => (false, m, None, None),
+                    OpenError::Unreachable(m) => (false, m, None, None, None),
                 };
                 self.record(&ConnectionRecord {
                     via,
@@ -250,6 +268,7 @@ impl Proxy {
                     reason: Some(reason.clone()),
                     bytes_up: 0,
                     bytes_down: 0,
+                    approval,
                 });
                 Err((refused, reason))
             }
@@ -281,6 +300,7 @@ impl Proxy {
                     reason: Some(format!("toolgate egress: {bad}")),
                     bytes_up: 0,
                     bytes_down: 0,
+                    approval: None,
                 });
                 let _ = c.write_all(&[5, 2, 0, 1, 0, 0, 0, 0, 0, 0]).await;
                 return;
@@ -469,6 +489,7 @@ impl Proxy {
             reason: Some(why.clone()),
             bytes_up: 0,
             bytes_down: 0,
+            approval: None,
         });
         self.answer_refusal(c, true, &why).await
     }
@@ -514,6 +535,7 @@ impl Proxy {
             reason: None,
             bytes_up: up.load(Ordering::Relaxed),
             bytes_down: down.load(Ordering::Relaxed),
+            approval: o.approved_by,
         });
     }
 
@@ -565,6 +587,7 @@ impl Proxy {
             reason: None,
             bytes_up: up.load(Ordering::Relaxed),
             bytes_down: down.load(Ordering::Relaxed),
+            approval: o.approved_by,
         });
     }
 }
@@ -829,6 +852,7 @@ mod tests {
                 scope: "".into(),
             },
             sink: Some(Arc::new(move |_, r| r2.lock().unwrap().push(r.clone()))),
+            ask: None,
         }
         .serve(l)
         .unwrap();

@@ -40,6 +40,13 @@
 //! decided ([`ApprovalQueue::resume`]) and then answered from it
 //! ([`RetriedApprover`]): the approved call runs once; a denial, an
 //! expiry or a withdrawal denies it, saying so.
+//!
+//! An egress approval (`[egress] ask = true`: a connection the call's body
+//! makes) is asked of an elicitating client like any `ask`; a stateless
+//! call cannot end and come back in the middle of its body, so there it is
+//! answered by the queue's egress grants or refused — never parked, and
+//! never answered from the `inputResponses` or the `requestState` a retry
+//! brought for the call's own `ask`.
 
 use std::sync::{Arc, Mutex};
 
@@ -51,8 +58,18 @@ use rmcp::model::{
 use rmcp::service::{Peer, RoleServer};
 use serde_json::Value;
 
+use crate::approval::EgressAsk;
 use crate::approval::queue::{ApprovalQueue, Parked, QUEUE, Resumed};
 use crate::pipeline::{ApprovalAnswer, ApprovalRequest, Approver};
+
+/// Why a stateless call's connection cannot be asked about.
+fn no_egress_round_trip(egress: &EgressAsk) -> ApprovalAnswer {
+    ApprovalAnswer::Unavailable(format!(
+        "this client's calls cannot wait for an egress approval (stateless requests), so \
+         {}:{} is not asked about",
+        egress.name, egress.port
+    ))
+}
 
 /// The key of the approval in `inputRequests` / `inputResponses`.
 pub const APPROVAL_INPUT: &str = "toolgate/approval";
@@ -176,6 +193,14 @@ impl Approver for RoundTripApprover {
             }
         }
     }
+
+    async fn approve_egress(
+        &self,
+        _request: &ApprovalRequest,
+        egress: &EgressAsk,
+    ) -> ApprovalAnswer {
+        no_egress_round_trip(egress)
+    }
 }
 
 /// The prefix of a `requestState` that names a pending entry of the
@@ -239,6 +264,14 @@ impl Approver for ParkingApprover {
             }
         }
     }
+
+    async fn approve_egress(
+        &self,
+        request: &ApprovalRequest,
+        egress: &EgressAsk,
+    ) -> ApprovalAnswer {
+        self.queue.egress_granted(request, egress).await
+    }
 }
 
 /// Answers a stateless client's retry from the entry it named.
@@ -261,5 +294,13 @@ impl Approver for RetriedApprover {
 
     async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
         self.queue.answer_retry(&self.resumed, &request.call).await
+    }
+
+    async fn approve_egress(
+        &self,
+        request: &ApprovalRequest,
+        egress: &EgressAsk,
+    ) -> ApprovalAnswer {
+        self.queue.egress_granted(request, egress).await
     }
 }

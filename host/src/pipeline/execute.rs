@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 use crate::approval::Approver;
 use crate::call::{CallInfo, CallSignal, Interrupt};
+use crate::egress::ask::CallAsk;
 use crate::outcome::{CallError, ErrorCode, Outcome, Stage};
 use crate::policy::{Chain, ExecNext, ExecuteAroundHook, PolicyError};
 use crate::tool::{BodyContext, BodyError, DeferredContexts, ToolEntry};
@@ -29,7 +30,15 @@ struct Shared {
     call: Arc<CallInfo>,
     deferred: DeferredContexts,
     approver: Option<Arc<dyn Approver>>,
+    egress_ask: Option<Arc<CallAsk>>,
     limits: toolgate_schema::Limits,
+}
+
+/// How the body is run: the turn's own approver (for calls it makes in
+/// turn) and the call's egress asking.
+pub struct BodyAsks {
+    pub approver: Option<Arc<dyn Approver>>,
+    pub egress: Option<Arc<CallAsk>>,
 }
 
 /// Run the execute waterfall and the body.
@@ -39,7 +48,7 @@ pub async fn run(
     call: &Arc<CallInfo>,
     signal: CallSignal,
     deferred: DeferredContexts,
-    approver: Option<Arc<dyn Approver>>,
+    asks: BodyAsks,
     limits: &toolgate_schema::Limits,
 ) -> Outcome {
     let shared = Arc::new(Shared {
@@ -47,7 +56,8 @@ pub async fn run(
         entry: entry.clone(),
         call: call.clone(),
         deferred,
-        approver,
+        approver: asks.approver,
+        egress_ask: asks.egress,
         limits: *limits,
     });
     run_from(shared, 0, signal).await
@@ -106,6 +116,7 @@ async fn dispatch_body(shared: &Shared, signal: CallSignal) -> Outcome {
         signal: signal.clone(),
         deferred: shared.deferred.clone(),
         approver: shared.approver.clone(),
+        egress_ask: shared.egress_ask.clone(),
     };
     let answer = signal.guard(entry.body.execute(call, ctx)).await;
     let outcome = match answer {

@@ -176,6 +176,9 @@ struct Held {
     /// The turn's own approver, for the calls a body makes in turn (Code
     /// Mode): they are asked about where the call itself would be.
     approver: Option<Arc<dyn Approver>>,
+    /// Who sent the call (the turn's client), for the questions its
+    /// connections ask (`[egress] ask`).
+    client: Option<Arc<crate::call::Client>>,
     /// Stage B's decisions, once it ran.
     decisions: Vec<Decision>,
 }
@@ -290,6 +293,7 @@ pub fn prepare(
             span,
             started,
             approver: turn.approver.clone(),
+            client: turn.client.clone(),
             decisions: Vec::new(),
         })),
         Err(early) => Err(finish(early.info, early.record, span, started)),
@@ -429,8 +433,15 @@ pub async fn complete(
         span,
         started,
         approver,
+        client,
         decisions,
     } = admitted.0;
+    // The call's connections ask its approver (the turn's, else the
+    // host's) about destinations no egress rule allows, once each.
+    let egress_ask = approver
+        .clone()
+        .or_else(|| settings.approver.clone())
+        .map(|a| crate::egress::ask::CallAsk::new(a, info.clone(), client));
     let record = async {
         let policies = &generation.policies;
         // C. execute: the finalizers in force are fixed now; then the around
@@ -445,7 +456,10 @@ pub async fn complete(
             &info,
             signal,
             deferred.clone(),
-            approver,
+            execute::BodyAsks {
+                approver,
+                egress: egress_ask,
+            },
             &settings.limits,
         )
         .await;

@@ -82,6 +82,9 @@ pub struct CallScope {
     /// [`crate::budgets::MAX_UNGRANTED_PATHS`]; see
     /// [`super::ungranted`]).
     pub(crate) ungranted: Vec<String>,
+    /// Who the call's connections ask (`[egress] ask`): the call's
+    /// approver (a tool body's call only).
+    pub(crate) egress_ask: Option<Arc<crate::egress::ask::CallAsk>>,
 }
 
 impl CallScope {
@@ -278,6 +281,7 @@ impl StoreData {
             signal: self.scope.signal.as_ref(),
             call: self.scope.call.as_deref(),
             egress_record: self.plugin.seams.egress_record.get(),
+            egress_ask: self.scope.egress_ask.as_ref(),
         }
     }
 
@@ -297,6 +301,7 @@ impl SeamHost for StoreData {
             table: &mut self.table,
             call: self.scope.call.as_deref(),
             signal: self.scope.signal.as_ref(),
+            egress_ask: self.scope.egress_ask.as_ref(),
         }
     }
 }
@@ -348,6 +353,7 @@ impl StoreData {
                 .call
                 .as_deref()
                 .map(|c| (c.call_id.as_str(), c.agent_scope.as_str())),
+            scope.egress_ask.clone(),
         );
         self.scope = scope;
     }

@@ -121,6 +121,9 @@ pub struct SeamCtx<'a> {
     pub call: Option<&'a CallInfo>,
     /// The call's signal (a spawned process dies with it).
     pub signal: Option<&'a CallSignal>,
+    /// Who the call's connections ask about a destination no egress rule
+    /// allows (`[egress] ask`), if anyone.
+    pub egress_ask: Option<&'a Arc<crate::egress::ask::CallAsk>>,
 }
 
 impl SeamCtx<'_> {

@@ -125,6 +125,8 @@ pub struct Requester<'a> {
     /// Where egress connections are recorded besides the log (the audit
     /// record), if the host records.
     pub egress_record: Option<&'a crate::egress::proxy::RecordSink>,
+    /// Who the call's connections ask (`[egress] ask`), if anyone.
+    pub egress_ask: Option<&'a std::sync::Arc<crate::egress::ask::CallAsk>>,
 }
 
 impl<'a> Requester<'a> {
@@ -135,6 +137,7 @@ impl<'a> Requester<'a> {
             signal: ctx.signal,
             call: ctx.call,
             egress_record: ctx.shared.egress_record.get(),
+            egress_ask: ctx.egress_ask,
         }
     }
 }
@@ -319,6 +322,7 @@ pub(crate) fn sandbox_policy<'a>(
         egress,
         attribution,
         who.egress_record.cloned(),
+        who.egress_ask.cloned(),
     ))
 }
 

@@ -160,6 +160,7 @@ async fn a_thousand_pending_entries_render_in_under_a_second() {
                 state: EntryState::Pending,
                 decided: None,
                 retry: None,
+                egress: None,
             })
             .await
             .unwrap();

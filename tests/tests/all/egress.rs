@@ -707,3 +707,411 @@ async fn wasi_sockets_connects_are_under_the_same_rules() {
     );
     assert_eq!(hits.load(Ordering::SeqCst), 1);
 }
+
+// ---- `[egress] ask = true`: unknown destinations asked about ---------------
+
+/// Answers every question `allow`ing or not, counting the egress
+/// questions (and keeping the last one's prompt and destination).
+struct Asked {
+    allow: bool,
+    egress: AtomicUsize,
+    last: std::sync::Mutex<Option<(String, toolgate::approval::EgressAsk)>>,
+}
+
+impl Asked {
+    fn new(allow: bool) -> Arc<Asked> {
+        Arc::new(Asked {
+            allow,
+            egress: AtomicUsize::new(0),
+            last: std::sync::Mutex::new(None),
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl toolgate::approval::Approver for Asked {
+    fn name(&self) -> &str {
+        if self.allow {
+            "test-allow"
+        } else {
+            "test-deny"
+        }
+    }
+    async fn approve(
+        &self,
+        _request: &toolgate::approval::ApprovalRequest,
+    ) -> toolgate::approval::ApprovalAnswer {
+        // A person taking a moment: concurrent connections wait for this
+        // one answer.
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        if self.allow {
+            toolgate::approval::ApprovalAnswer::Approve
+        } else {
+            toolgate::approval::ApprovalAnswer::Deny("not from this call".into())
+        }
+    }
+    async fn approve_egress(
+        &self,
+        request: &toolgate::approval::ApprovalRequest,
+        egress: &toolgate::approval::EgressAsk,
+    ) -> toolgate::approval::ApprovalAnswer {
+        self.egress.fetch_add(1, Ordering::SeqCst);
+        *self.last.lock().unwrap() = Some((request.prompt.clone(), egress.clone()));
+        self.approve(request).await
+    }
+}
+
+/// `bash` granted `example.org` only (so its spawns have the proxy), with
+/// `[egress]` holding `global` (and `ask = true`), answered by `approver`;
+/// `tables`: more of the configuration.
+async fn asking_bash(
+    t: &Tree,
+    global: &str,
+    tables: &str,
+    approver: Option<Arc<dyn toolgate::approval::Approver>>,
+    audit: &Path,
+) -> (Toolgate, PluginDir) {
+    let dir = PluginDir::new();
+    dir.add("bash", fixtures::PLUGIN_BASH);
+    let config = format!(
+        "[audit]\npath = {:?}\n\n{tables}\n[egress]\nask = true\n{global}\n\n\
+         [plugins.bash.grants]\nshell = true\negress = [\"example.org\"]\n\
+         fs = [{{ path = {:?}, access = \"read-write\", spawn_only = true }}]\n",
+        audit.display().to_string(),
+        t.path.display().to_string()
+    );
+    let mut b = toolgate_tests::builder(&dir, &config);
+    if let Some(a) = approver {
+        b = b.approver(a);
+    }
+    let h = b.build().await.expect("host builds");
+    assert!(h.problems().is_empty(), "{:?}", h.problems());
+    (h, dir)
+}
+
+/// Ten `curl`s at once, through the proxy, to `localhost:PORT/hello`.
+fn ten_curls(port: u16) -> String {
+    format!(
+        "for i in $(seq 10); do curl -sS -m 30 --noproxy '' http://localhost:{port}/hello & done; wait; echo; \
+         curl -sS -m 30 --noproxy '' -v http://localhost:{port}/hello 2>&1 | grep -E 'hello from|toolgate egress: ' | tail -1"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ask_approves_an_unknown_destination_once_per_call_and_records_who() {
+    let t = Tree::new("egress-ask-allow");
+    let audit = t.path.join("audit.jsonl");
+    let (port, hits) = origin("http://127.0.0.1/");
+    let approver = Asked::new(true);
+    let (h, _d) = asking_bash(
+        &t,
+        "allow_private = [\"127.0.0.1/32\"]",
+        "",
+        Some(approver.clone()),
+        &audit,
+    )
+    .await;
+    let out = bash(&h, &ten_curls(port)).await;
+    assert_eq!(out.matches("hello from origin").count(), 11, "{out}");
+    assert_eq!(hits.load(Ordering::SeqCst), 11);
+    // Eleven connections, one question — naming the call, the destination
+    // and the address it resolved to.
+    assert_eq!(approver.egress.load(Ordering::SeqCst), 1);
+    let (prompt, asked) = approver.last.lock().unwrap().clone().unwrap();
+    assert_eq!(
+        (
+            asked.name.as_str(),
+            asked.port,
+            asked.address.as_str(),
+            asked.plugin.as_str()
+        ),
+        ("localhost", port, "127.0.0.1", "bash")
+    );
+    for shown in [
+        "tool `bash`",
+        "call c1",
+        &format!("localhost:{port}"),
+        "127.0.0.1",
+    ] {
+        assert!(prompt.contains(shown), "{shown}: {prompt}");
+    }
+    // Recorded: allowed by an approval, and whose.
+    let recs = egress_records(&audit);
+    let approved: Vec<&Value> = recs
+        .iter()
+        .filter(|r| r["allowed"] == true && r["name"] == "localhost")
+        .collect();
+    // (A connection is recorded when it ends; the call's end may take the
+    // proxy away before the last one is: at least one is there.)
+    assert!(!approved.is_empty(), "{recs:#?}");
+    for r in approved {
+        assert_eq!(r["rule"], "approval", "{r}");
+        assert_eq!(r["approval"], "test-allow", "{r}");
+        assert_eq!(r["callId"], "c1");
+    }
+    // The next call asks again (an approval is for one call).
+    let out = bash(
+        &h,
+        &format!("curl -sS -m 30 --noproxy '' http://localhost:{port}/hello"),
+    )
+    .await;
+    assert!(out.contains("hello from origin"), "{out}");
+    assert_eq!(approver.egress.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ask_refused_shows_the_rule_to_add_and_never_opens_what_rules_close() {
+    let t = Tree::new("egress-ask-deny");
+    let audit = t.path.join("audit.jsonl");
+    let (port, hits) = origin("http://127.0.0.1/");
+    // `--approve deny`: the process sees the proxy's refusal naming the
+    // rule to add, and who refused.
+    let (h, _d) = asking_bash(
+        &t,
+        "allow_private = [\"127.0.0.1/32\"]",
+        "",
+        Some(Arc::new(toolgate::approval::DenyAll)),
+        &audit,
+    )
+    .await;
+    let out = bash(&h, &ten_curls(port)).await;
+    assert!(!out.contains("hello from origin"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "add \"localhost:{port}\" to `egress = [...]` under [plugins.bash.grants]"
+        )) && out.contains("deny-all refused: approvals are set to deny"),
+        "{out}"
+    );
+    assert_eq!(hits.load(Ordering::SeqCst), 0);
+    let recs = egress_records(&audit);
+    assert!(
+        recs.iter().any(|r| r["name"] == "localhost"
+            && r["allowed"] == false
+            && r["rule"] == "approval"
+            && r["approval"] == "deny-all"),
+        "{recs:#?}"
+    );
+    drop(h);
+    // An approver that allows everything still never opens a private
+    // address `allow_private` does not name: a name resolving to
+    // 127.0.0.1 is refused by class, and nobody is asked.
+    let approver = Asked::new(true);
+    let (h, _d) = asking_bash(&t, "", "", Some(approver.clone()), &audit).await;
+    let out = bash(
+        &h,
+        &format!("curl -sS -m 30 --noproxy '' -v http://localhost:{port}/hello 2>&1 | grep -o 'toolgate egress: .*' | head -1"),
+    )
+    .await;
+    assert!(
+        out.contains("localhost resolves to 127.0.0.1, which is a loopback address"),
+        "{out}"
+    );
+    drop(h);
+    // Nor anything `[egress] deny` names.
+    let (h, _d) = asking_bash(
+        &t,
+        "allow_private = [\"127.0.0.1/32\"]\ndeny = [\"localhost\"]",
+        "",
+        Some(approver.clone()),
+        &audit,
+    )
+    .await;
+    let out = bash(
+        &h,
+        &format!("curl -sS -m 30 --noproxy '' -v http://localhost:{port}/hello 2>&1 | grep -o 'toolgate egress: .*' | head -1"),
+    )
+    .await;
+    assert!(out.contains("in `[egress] deny`"), "{out}");
+    assert_eq!(approver.egress.load(Ordering::SeqCst), 0, "never asked");
+    assert_eq!(hits.load(Ordering::SeqCst), 0);
+}
+
+/// The approval queue: a connection waits as a pending entry naming its
+/// destination; a grant made from it lets the call through, and the next
+/// call's connection too, with no new entry; a denial reaches the process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_asks_about_a_destination_and_an_egress_grant_answers_the_next_call() {
+    use toolgate::approval::grant::GrantSpec;
+    use toolgate::approval::queue::Verdict;
+    let t = Tree::new("egress-ask-queue");
+    let audit = t.path.join("audit.jsonl");
+    let (port, hits) = origin("http://127.0.0.1/");
+    let tables = format!(
+        "[approval]\nmode = \"queue\"\nstore = {:?}\n",
+        t.path.join("approvals.sqlite").display().to_string()
+    );
+    let (h, _d) = asking_bash(
+        &t,
+        "allow_private = [\"127.0.0.1/32\"]",
+        &tables,
+        None,
+        &audit,
+    )
+    .await;
+    let queue = h.approvals().expect("the queue").clone();
+    let curl = format!(
+        "curl -sS -m 60 --noproxy '' -v http://localhost:{port}/hello 2>&1 | grep -E 'hello from|toolgate egress'"
+    );
+    let first = {
+        let (h, curl) = (h.clone(), curl.clone());
+        tokio::spawn(async move { bash(&h, &curl).await })
+    };
+    let pending = async {
+        for _ in 0..1000 {
+            let p = queue.pending().await.unwrap();
+            if !p.is_empty() {
+                return p;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        panic!("no entry");
+    }
+    .await;
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    let e = &pending[0];
+    let asked = e.egress.as_ref().expect("an egress entry");
+    assert_eq!(
+        (
+            asked.name.as_str(),
+            asked.port,
+            asked.address.as_str(),
+            asked.via.as_str()
+        ),
+        ("localhost", port, "127.0.0.1", "http")
+    );
+    assert_eq!((e.tool.as_str(), e.asked_by.as_str()), ("bash", "egress"));
+    assert!(e.reason.contains("call c1"), "{}", e.reason);
+    assert_eq!(hits.load(Ordering::SeqCst), 0, "it waits");
+    // Granted for any local* name on that port, for ten minutes.
+    let spec = GrantSpec {
+        destination: Some("local*".into()),
+        port: Some(port),
+        duration_ms: Some(600_000),
+        ..GrantSpec::default()
+    };
+    let decided = queue
+        .decide(&e.id, Verdict::Grant(spec), "api:alice")
+        .await
+        .unwrap();
+    let grant = decided.decided.unwrap().grant.unwrap();
+    let out = first.await.unwrap();
+    assert!(out.contains("hello from origin"), "{out}");
+    let grants = queue.grants().await.unwrap();
+    let g = grants.iter().find(|g| g.id == grant).unwrap();
+    assert_eq!(
+        (g.destination.as_deref(), g.port),
+        (Some("local*"), Some(port))
+    );
+    // The next call: through at once under the grant, no new entry.
+    let out = bash(&h, &curl).await;
+    assert!(out.contains("hello from origin"), "{out}");
+    assert!(queue.pending().await.unwrap().is_empty());
+    assert_eq!(
+        queue.decided(50).await.unwrap().len(),
+        1,
+        "one entry in all"
+    );
+    let recs = egress_records(&audit);
+    let approvals: Vec<&str> = recs
+        .iter()
+        .filter(|r| r["allowed"] == true && r["rule"] == "approval")
+        .filter_map(|r| r["approval"].as_str())
+        .collect();
+    let by_entry = format!("approval {} by api:alice, grant {grant}", e.id);
+    assert!(approvals.contains(&by_entry.as_str()), "{recs:#?}");
+    let by_grant = format!("grant {grant}: egress to `local*:{port}` for `bash`");
+    assert!(
+        approvals
+            .iter()
+            .any(|a| a.starts_with(&by_grant) && a.ends_with("granted by api:alice")),
+        "{recs:#?}"
+    );
+    // Revoked, the next call asks again; denied, the process is told.
+    queue.revoke(&grant, "api:alice").await.unwrap();
+    let third = {
+        let (h, curl) = (h.clone(), curl.clone());
+        tokio::spawn(async move { bash(&h, &curl).await })
+    };
+    let e = async {
+        for _ in 0..1000 {
+            if let Some(e) = queue.pending().await.unwrap().pop() {
+                return e;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        panic!("no entry");
+    }
+    .await;
+    queue
+        .decide(
+            &e.id,
+            Verdict::Deny(Some("use the mirror".into())),
+            "api:bob",
+        )
+        .await
+        .unwrap();
+    let out = third.await.unwrap();
+    assert!(
+        out.contains("api:bob refused: use the mirror") && out.contains("to allow it, add"),
+        "{out}"
+    );
+    assert_eq!(hits.load(Ordering::SeqCst), 2);
+}
+
+/// A component's own `wasi:http` requests (the real `web_fetch`) ask the
+/// same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_fetch_asks_about_an_unknown_destination_too() {
+    let t = Tree::new("egress-ask-web-fetch");
+    let audit = t.path.join("audit.jsonl");
+    let (port, hits) = page_server();
+    let config = format!(
+        "[audit]\npath = {:?}\n\n[egress]\nask = true\nallow_private = [\"127.0.0.1/32\"]\n\n\
+         [plugins.web-fetch.grants]\negress = [\"example.org\"]\n",
+        audit.display().to_string()
+    );
+    let url = format!("http://localhost:{port}/hello");
+    for allow in [true, false] {
+        let approver = Asked::new(allow);
+        let dir = PluginDir::new();
+        dir.add("web-fetch", fixtures::PLUGIN_WEB_FETCH);
+        let h = toolgate_tests::builder(&dir, &config)
+            .approver(approver.clone())
+            .build()
+            .await
+            .unwrap();
+        let r = run(&h, "web_fetch", json!({ "url": url })).await;
+        if allow {
+            assert_eq!(r.text(), "hello from origin", "{r:?}");
+        } else {
+            let e = refused(&r, "PERMISSION_DENIED");
+            assert!(
+                e.contains(&format!(
+                    "add \"localhost:{port}\" to `egress = [...]` under [plugins.web-fetch.grants]"
+                )) && e.contains("test-deny refused: not from this call"),
+                "{e}"
+            );
+        }
+        assert_eq!(approver.egress.load(Ordering::SeqCst), 1);
+        let (_, asked) = approver.last.lock().unwrap().clone().unwrap();
+        assert_eq!(
+            (asked.via.as_str(), asked.plugin.as_str()),
+            ("wasi:http", "web-fetch")
+        );
+    }
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+    let recs = egress_records(&audit);
+    assert!(
+        recs.iter().any(|r| r["via"] == "wasi:http"
+            && r["allowed"] == true
+            && r["rule"] == "approval"
+            && r["approval"] == "test-allow"),
+        "{recs:#?}"
+    );
+    assert!(
+        recs.iter().any(|r| r["via"] == "wasi:http"
+            && r["allowed"] == false
+            && r["approval"] == "test-deny"),
+        "{recs:#?}"
+    );
+}

@@ -100,7 +100,14 @@ function pendingRow(entry) {
   const first = el("td");
   first.appendChild(box);
   tr.appendChild(first);
-  tr.appendChild(el("td", entry.tool, "tool"));
+  const tool = el("td");
+  tool.appendChild(el("div", entry.tool, "tool"));
+  if (entry.egress) {
+    // An egress approval: the connection the call waits to make.
+    const e = entry.egress;
+    tool.appendChild(el("div", "egress " + e.name + ":" + e.port + " (" + e.address + ") via " + e.via, "hint"));
+  }
+  tr.appendChild(tool);
   tr.appendChild(callCell(entry));
   const why = el("td");
   why.appendChild(el("div", entry.reason, "reason"));
@@ -198,6 +205,10 @@ async function grant(ev) {
   if (minutes) spec.durationMs = Math.round(Number(minutes) * 60000);
   const count = value("grant-count");
   if (count) spec.count = Number(count);
+  const destination = value("grant-destination");
+  if (destination) spec.destination = destination;
+  const port = value("grant-port");
+  if (port) spec.port = Number(port);
   if (selected().length === 0) {
     // A grant for later calls only.
     try {
@@ -219,7 +230,8 @@ async function loadGrants() {
   for (const g of list) {
     const tr = el("tr");
     tr.dataset.id = g.id;
-    for (const v of [g.id, g.tool, g.argument, g.pattern, g.scope || "any",
+    const destination = g.destination ? g.destination + (g.port ? ":" + g.port : "") : "";
+    for (const v of [g.id, g.tool, destination, g.argument, g.pattern, g.scope || "any",
       g.expiresMs ? when(g.expiresMs) : "", g.remaining ?? "", g.used, g.createdBy]) {
       tr.appendChild(el("td", v));
     }
