@@ -164,10 +164,17 @@ fn run_verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
         // Files of several replicas: each replica's chain, verified on its
         // own.
         for c in &chains {
-            let files: Vec<String> = c.report.files.iter().map(|f| f.display().to_string()).collect();
+            let files: Vec<String> = c
+                .report
+                .files
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect();
             println!(
                 "replica {} ({}):",
-                c.replica.as_deref().unwrap_or("(unnamed: records before replica ids)"),
+                c.replica
+                    .as_deref()
+                    .unwrap_or("(unnamed: records before replica ids)"),
                 files.join(", ")
             );
             print_report(&c.report, "  ", key.is_none());

@@ -462,10 +462,9 @@ impl ToolgateBuilder {
             .audit
             .resolve(self.audit_by_default, self.runtime.state_dir.as_deref())?
         {
-            Some(settings) if !self.without_audit => Some(crate::audit::Audit::open(
-                settings,
-                &replica_id,
-            )?),
+            Some(settings) if !self.without_audit => {
+                Some(crate::audit::Audit::open(settings, &replica_id)?)
+            }
             _ => None,
         };
         let approvals = if self.approval_queue

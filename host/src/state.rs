@@ -482,7 +482,10 @@ pub fn check_replica_id(id: &str) -> Result<(), ReplicaIdError> {
 /// per state directory (replicas on one machine each have their own:
 /// they must, for their audit record and approval queue too). Without a
 /// state directory: `HOSTNAME-RANDOM`, new at every start.
-pub fn replica_id(configured: Option<&str>, state: Option<&Path>) -> Result<String, ReplicaIdError> {
+pub fn replica_id(
+    configured: Option<&str>,
+    state: Option<&Path>,
+) -> Result<String, ReplicaIdError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     if let Some(id) = configured {
@@ -552,11 +555,7 @@ fn hostname() -> String {
         })
         .take(MAX_REPLICA_ID_LEN - 8)
         .collect();
-    if name.is_empty() {
-        "host".into()
-    } else {
-        name
-    }
+    if name.is_empty() { "host".into() } else { name }
 }
 
 /// `n` random bytes in hex (the replica id's suffix).
@@ -665,6 +664,9 @@ mod tests {
         assert!(replica_id(None, Some(&dir)).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
         // Two hosts without a state directory differ.
-        assert_ne!(replica_id(None, None).unwrap(), replica_id(None, None).unwrap());
+        assert_ne!(
+            replica_id(None, None).unwrap(),
+            replica_id(None, None).unwrap()
+        );
     }
 }

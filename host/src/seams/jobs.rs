@@ -328,7 +328,9 @@ pub struct JobSpace {
 
 /// The replica a job id names (`job-3@r1` → `r1`), if any.
 pub fn replica_of(id: &str) -> Option<&str> {
-    id.rsplit_once('@').map(|(_, r)| r).filter(|r| !r.is_empty())
+    id.rsplit_once('@')
+        .map(|(_, r)| r)
+        .filter(|r| !r.is_empty())
 }
 
 /// Why `id` is not found here: it names another replica (a balancer sent
