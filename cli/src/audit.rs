@@ -21,8 +21,9 @@ pub struct AuditArgs {
 #[derive(Subcommand, Debug)]
 enum AuditCommand {
     /// Check the hash chain and the checkpoint signatures of a record (its
-    /// rotated files in any order) and name the first broken record. Exit
-    /// status 0 only when intact.
+    /// rotated files in any order) and name the first broken record. Files
+    /// of several replicas: each replica's chain is verified on its own and
+    /// reported. Exit status 0 only when every chain is intact.
     Verify(VerifyArgs),
     /// Print records, filtered (by tool, scope, decision, time, kind).
     Show(ShowArgs),
@@ -33,7 +34,9 @@ enum AuditCommand {
 
 #[derive(Args, Debug)]
 struct VerifyArgs {
-    /// The record's files (default: audit.jsonl in the state directory).
+    /// The record's files (default: audit.jsonl in the state directory);
+    /// files of several replicas are sorted by the replica their records
+    /// name.
     #[arg(value_name = "FILE")]
     files: Vec<PathBuf>,
     /// The public key every checkpoint must be signed with: 64 hex digits
@@ -126,7 +129,7 @@ fn run_verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
         key,
         allow_open: a.allow_open,
     };
-    let report = match verify::verify(&files, &options) {
+    let chains = match verify::verify_replicas(&files, &options) {
         Ok(r) => r,
         Err(e) => {
             if a.json {
@@ -140,11 +143,60 @@ fn run_verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    if a.json {
-        println!("{}", serde_json::to_string(&report)?);
-    } else if report.intact {
+    let intact = chains.iter().all(|c| c.report.intact);
+    if let [one] = chains.as_slice() {
+        // One replica's record: as it always was.
+        if a.json {
+            println!("{}", serde_json::to_string(&one.report)?);
+        } else {
+            print_report(&one.report, "", key.is_none());
+        }
+    } else if a.json {
         println!(
-            "intact: {} record(s), {} signed checkpoint(s){}{}",
+            "{}",
+            serde_json::json!({
+                "intact": intact,
+                "records": chains.iter().map(|c| c.report.records).sum::<u64>(),
+                "chains": chains,
+            })
+        );
+    } else {
+        // Files of several replicas: each replica's chain, verified on its
+        // own.
+        for c in &chains {
+            let files: Vec<String> = c
+                .report
+                .files
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect();
+            println!(
+                "replica {} ({}):",
+                c.replica
+                    .as_deref()
+                    .unwrap_or("(unnamed: records before replica ids)"),
+                files.join(", ")
+            );
+            print_report(&c.report, "  ", key.is_none());
+        }
+        println!(
+            "{} of {} replica chain(s) intact",
+            chains.iter().filter(|c| c.report.intact).count(),
+            chains.len()
+        );
+    }
+    Ok(if intact {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// One chain's verdict, each line indented by `indent`.
+fn print_report(report: &verify::Report, indent: &str, unpinned: bool) {
+    if report.intact {
+        println!(
+            "{indent}intact: {} record(s), {} signed checkpoint(s){}{}",
             report.records,
             report.checkpoints,
             if report.clean_end {
@@ -161,25 +213,20 @@ fn run_verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
                 )
             }
         );
-        if key.is_none() {
+        if unpinned {
             println!(
-                "note: signed by {} (pin the key with --key to detect a re-signed record)",
+                "{indent}note: signed by {} (pin the key with --key to detect a re-signed record)",
                 report.keys.join(", ")
             );
         }
     } else {
         println!(
-            "BROKEN at record {}: {}\n{} record(s) before it verified",
+            "{indent}BROKEN at record {}: {}\n{indent}{} record(s) before it verified",
             report.first_broken.unwrap_or(0),
             report.reason.as_deref().unwrap_or(""),
             report.records
         );
     }
-    Ok(if report.intact {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
 }
 
 /// Milliseconds since the epoch from RFC 3339 UTC or a number.

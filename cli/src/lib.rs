@@ -91,6 +91,14 @@ pub struct GlobalArgs {
     #[arg(long, global = true)]
     no_compile_cache: bool,
 
+    /// This replica's id among replicas of one deployment (as `[state]
+    /// replica_id`, which it overrides): in its background jobs' ids
+    /// (`job-3@ID`) and its audit records. 1 to 64 of A-Z a-z 0-9 . _ -.
+    /// Default: made at the first start (`HOSTNAME-RANDOM`) and kept in
+    /// `replica-id` in the state directory.
+    #[arg(long, value_name = "ID", global = true)]
+    replica_id: Option<String>,
+
     /// Code Mode (as `code_mode = true` in the configuration): the model
     /// sees only `run_code`, a JavaScript program whose tool calls each pass
     /// the pipeline; direct calls to other tools are refused.
@@ -245,6 +253,7 @@ const OCI_IGNORED: &[&str] = &[
     "approve",
     "no_compile_cache",
     "code_mode",
+    "replica_id",
 ];
 
 const HOST_OPTIONS: &[&str] = &[
@@ -254,6 +263,7 @@ const HOST_OPTIONS: &[&str] = &[
     "approve",
     "no_compile_cache",
     "code_mode",
+    "replica_id",
 ];
 
 /// `cmd` with [`IGNORED_OPTIONS`] hidden from the help of the commands
@@ -365,6 +375,9 @@ impl GlobalArgs {
         }
         if self.code_mode {
             b = b.code_mode(true);
+        }
+        if let Some(id) = &self.replica_id {
+            b = b.replica_id(id);
         }
         Ok(b)
     }

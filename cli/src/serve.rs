@@ -111,13 +111,23 @@ pub struct ServeArgs {
     #[arg(long, value_name = "MS", default_value_t = toolgate::mcp::DEFAULT_SESSION_UNUSED_IDLE.as_millis() as u64)]
     unused_session_idle_ms: u64,
 
-    /// On SIGTERM or Ctrl-C, `--http` stops accepting, answers 503 on
-    /// `/readyz`, and waits this many milliseconds at most for the MCP
+    /// On SIGTERM or Ctrl-C (after --drain-grace-ms), `--http` stops
+    /// accepting, answers 503 on `/readyz`, and waits this many milliseconds at most for the MCP
     /// requests in flight to be answered; then it cancels what is left
     /// and exits. A second signal exits at once. (stdio: calls are
     /// cancelled at once.)
     #[arg(long, value_name = "MS", default_value_t = toolgate::mcp::DEFAULT_DRAIN_TIMEOUT.as_millis() as u64)]
     drain_timeout_ms: u64,
+
+    /// On SIGTERM or Ctrl-C, `--http` first answers 503 on `/readyz` for
+    /// this many milliseconds while still accepting and serving, so a
+    /// load balancer's health check takes the replica out before its
+    /// listener closes; then it drains (--drain-timeout-ms). Set it above
+    /// the balancer's check interval × the failures that mark a server
+    /// down. At most 60000.
+    #[arg(long, value_name = "MS", default_value_t = toolgate::mcp::DEFAULT_DRAIN_GRACE.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(..=toolgate::mcp::MAX_DRAIN_GRACE.as_millis() as u64))]
+    drain_grace_ms: u64,
 
     /// Most concurrency-safe calls running at once.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
@@ -298,10 +308,28 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
     }
     let stop = Stop::default();
     {
-        let drain = stop.drain.clone();
+        let (leaving, drain) = (stop.leaving.clone(), stop.drain.clone());
         let http = args.http.is_some();
+        let grace = std::time::Duration::from_millis(args.drain_grace_ms);
         tokio::spawn(async move {
             let signal = stop_signal().await;
+            if http && !grace.is_zero() {
+                // The balancer's grace: `/readyz` says 503, all else goes
+                // on until its health check has taken this replica out.
+                leaving.cancel();
+                tracing::info!(
+                    signal,
+                    grace_ms = grace.as_millis() as u64,
+                    "leaving: /readyz answers 503, requests are still served until the grace ends"
+                );
+                tokio::select! {
+                    _ = tokio::time::sleep(grace) => {}
+                    signal = stop_signal() => {
+                        eprintln!("toolgate: {signal} again; exiting now");
+                        std::process::exit(1);
+                    }
+                }
+            }
             if http {
                 tracing::info!(
                     signal,

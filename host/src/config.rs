@@ -1403,6 +1403,10 @@ pub struct StateConfig {
     /// included, before it fails closed (default 1000 ms:
     /// [`crate::budgets::STATE_OP_TIMEOUT`]).
     pub timeout_ms: Option<u64>,
+    /// This replica's id (`--replica-id` wins): in its background jobs'
+    /// ids and its audit records. Default: made at the first start and
+    /// kept in the state directory ([`crate::state::replica_id`]).
+    pub replica_id: Option<String>,
 }
 
 /// `[console]` in the configuration.

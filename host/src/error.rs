@@ -22,6 +22,8 @@ pub enum HostError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     State(#[from] crate::state::StateError),
+    #[error(transparent)]
+    ReplicaId(#[from] crate::state::ReplicaIdError),
     /// The audit record could not be opened (a `crate::audit::AuditError`;
     /// boxed so that this module names nothing of the audit).
     #[error(transparent)]

@@ -66,6 +66,7 @@ pub struct ToolgateBuilder {
     without_audit: bool,
     approval_queue: bool,
     state_store: Option<Arc<dyn crate::store::KvBackend>>,
+    replica_id: Option<String>,
 }
 
 impl Default for ToolgateBuilder {
@@ -91,6 +92,7 @@ impl Default for ToolgateBuilder {
             without_audit: false,
             approval_queue: false,
             state_store: None,
+            replica_id: None,
         }
     }
 }
@@ -183,6 +185,13 @@ impl ToolgateBuilder {
     /// `store::sqlite::SqliteKv::memory()`).
     pub fn state_store(mut self, store: Arc<dyn crate::store::KvBackend>) -> Self {
         self.state_store = Some(store);
+        self
+    }
+
+    /// This replica's id (`--replica-id`; wins over `[state]
+    /// replica_id`): see [`crate::state::replica_id`].
+    pub fn replica_id(mut self, id: impl Into<String>) -> Self {
+        self.replica_id = Some(id.into());
         self
     }
 
@@ -436,12 +445,26 @@ impl ToolgateBuilder {
         if let Some(t) = self.policy_timeout {
             budgets.policy_timeout = t;
         }
+        // Who this replica is: in its job ids and its audit records.
+        let replica_id: Arc<str> = {
+            let dir = match &self.runtime.state_dir {
+                Some(d) => Some(crate::state::StateDir::open(d)?.path().to_path_buf()),
+                None => None,
+            };
+            let configured = self
+                .replica_id
+                .as_deref()
+                .or(self.config.state.replica_id.as_deref());
+            crate::state::replica_id(configured, dir.as_deref())?.into()
+        };
         let audit = match self
             .config
             .audit
             .resolve(self.audit_by_default, self.runtime.state_dir.as_deref())?
         {
-            Some(settings) if !self.without_audit => Some(crate::audit::Audit::open(settings)?),
+            Some(settings) if !self.without_audit => {
+                Some(crate::audit::Audit::open(settings, &replica_id)?)
+            }
             _ => None,
         };
         let approvals = if self.approval_queue
@@ -556,6 +579,7 @@ impl ToolgateBuilder {
             sources,
             self.config,
             crate::seams::kv::KvStore::new(kv),
+            replica_id.clone(),
         );
         // External MCP servers: their processes are confined like any spawn,
         // away from everything the host reads as authority.
@@ -590,6 +614,7 @@ impl ToolgateBuilder {
             watch_options: self.watch_options,
             audit,
             approvals,
+            replica_id,
         });
         let _ = nested_slot.set(Arc::new(WeakHost(Arc::downgrade(&inner))));
         let host = Toolgate { inner };
@@ -642,6 +667,7 @@ struct Inner {
     watch_options: WatchOptions,
     audit: Option<crate::audit::Audit>,
     approvals: Option<Arc<crate::approval::queue::ApprovalQueue>>,
+    replica_id: Arc<str>,
 }
 
 /// Record the plugins (and the configuration's digest) of the first
@@ -1108,6 +1134,11 @@ impl Toolgate {
     /// The audit record, when one is kept.
     pub fn audit(&self) -> Option<&crate::audit::Audit> {
         self.inner.audit.as_ref()
+    }
+
+    /// This replica's id ([`crate::state::replica_id`]).
+    pub fn replica_id(&self) -> &str {
+        &self.inner.replica_id
     }
 
     /// The approval queue, when it answers `ask` (`--approve queue`).

@@ -438,6 +438,142 @@ pub fn private_file(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// The replica id's file in the state directory, made at the first start
+/// when neither `--replica-id` nor `[state] replica_id` names one.
+pub const REPLICA_ID_FILE: &str = "replica-id";
+/// The longest replica id: 64 bytes.
+pub const MAX_REPLICA_ID_LEN: usize = 64;
+
+/// Why the replica id cannot be used or made.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplicaIdError {
+    #[error(
+        "the replica id `{id}` is not one: it must be 1 to {MAX_REPLICA_ID_LEN} of the characters A-Z a-z 0-9 . _ - (it is part of job ids and audit records)"
+    )]
+    Malformed { id: String },
+    #[error("the replica id file {path}: {source} (or name the replica with --replica-id)")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Refuse an id that could not be printed inside a job id (`job-3@ID`)
+/// or a log line as it is.
+pub fn check_replica_id(id: &str) -> Result<(), ReplicaIdError> {
+    let ok = !id.is_empty()
+        && id.len() <= MAX_REPLICA_ID_LEN
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ReplicaIdError::Malformed { id: id.to_string() })
+    }
+}
+
+/// This host's replica id: what names it among the replicas of one
+/// deployment, in its background jobs' ids (`job-3@ID`) and its audit
+/// records. `configured` (`--replica-id`, else `[state] replica_id`) wins;
+/// else the id kept in `replica-id` in the state directory, made at the
+/// first start as `HOSTNAME-RANDOM` — stable across restarts, and unique
+/// per state directory (replicas on one machine each have their own:
+/// they must, for their audit record and approval queue too). Without a
+/// state directory: `HOSTNAME-RANDOM`, new at every start.
+pub fn replica_id(
+    configured: Option<&str>,
+    state: Option<&Path>,
+) -> Result<String, ReplicaIdError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Some(id) = configured {
+        check_replica_id(id)?;
+        return Ok(id.to_string());
+    }
+    let made = format!("{}-{}", hostname(), random_hex(3));
+    let Some(dir) = state else {
+        return Ok(made);
+    };
+    let path = dir.join(REPLICA_ID_FILE);
+    let io = |source| ReplicaIdError::Io {
+        path: path.clone(),
+        source,
+    };
+    loop {
+        match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+        {
+            Ok(file) => {
+                let mut text = String::new();
+                file.take(256).read_to_string(&mut text).map_err(io)?;
+                let id = text.trim();
+                check_replica_id(id)?;
+                return Ok(id.to_string());
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(e)),
+        }
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+        {
+            Ok(mut file) => {
+                file.write_all(format!("{made}\n").as_bytes())
+                    .and_then(|()| file.sync_all())
+                    .map_err(io)?;
+                return Ok(made);
+            }
+            // Another start made it meanwhile: read that one (once it is
+            // written).
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(e) => return Err(io(e)),
+        }
+    }
+}
+
+/// The host name, cut to what a replica id may hold (`host` if none).
+fn hostname() -> String {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let name: String = name
+        .trim()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(MAX_REPLICA_ID_LEN - 8)
+        .collect();
+    if name.is_empty() { "host".into() } else { name }
+}
+
+/// `n` random bytes in hex (the replica id's suffix).
+fn random_hex(n: usize) -> String {
+    let mut bytes = vec![0u8; n];
+    let read = std::fs::File::open("/dev/urandom").and_then(|mut r| r.read_exact(&mut bytes));
+    if read.is_err() {
+        // No randomness: the time and the process tell starts apart.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0)
+            ^ std::process::id();
+        bytes = t.to_le_bytes()[..n.min(4)].to_vec();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -505,5 +641,32 @@ mod tests {
             Some("max_parallel_tool_calls = 2\n")
         );
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_replica_id_is_checked_made_once_and_kept() {
+        assert!(check_replica_id("r1").is_ok());
+        assert!(check_replica_id("web-3.eu_west").is_ok());
+        for bad in ["", "a@b", "a b", "ä", "a/b", &"x".repeat(65)] {
+            assert!(check_replica_id(bad).is_err(), "{bad}");
+        }
+        assert_eq!(replica_id(Some("r7"), None).unwrap(), "r7");
+        assert!(replica_id(Some("r@7"), None).is_err());
+        let dir = std::env::temp_dir().join(format!("toolgate-replica-id-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let made = replica_id(None, Some(&dir)).unwrap();
+        check_replica_id(&made).unwrap();
+        assert_eq!(replica_id(None, Some(&dir)).unwrap(), made, "stable");
+        // Configured wins over the file.
+        assert_eq!(replica_id(Some("r2"), Some(&dir)).unwrap(), "r2");
+        // A file someone wrote nonsense into is refused, not used.
+        std::fs::write(dir.join(REPLICA_ID_FILE), "a@b\n").unwrap();
+        assert!(replica_id(None, Some(&dir)).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+        // Two hosts without a state directory differ.
+        assert_ne!(
+            replica_id(None, None).unwrap(),
+            replica_id(None, None).unwrap()
+        );
     }
 }

@@ -206,7 +206,9 @@ impl std::fmt::Debug for Audit {
 impl Audit {
     /// Open the record (creating the file and, by default, the key) and
     /// write the `start` record, continuing the file's chain.
-    pub fn open(settings: AuditSettings) -> Result<Audit, AuditError> {
+    /// `replica` names this host among the replicas of a deployment (each
+    /// keeps its own chain): every record carries it.
+    pub fn open(settings: AuditSettings, replica: &str) -> Result<Audit, AuditError> {
         let key = CheckpointKey::load_or_create(&settings.signing_key)?;
         let instance = {
             let mut b = [0u8; 8];
@@ -228,12 +230,14 @@ impl Audit {
             "kind": "start",
             "ts": now_ms(),
             "inst": instance,
+            "replica": replica,
             "pid": std::process::id(),
             "version": env!("CARGO_PKG_VERSION"),
             "key": key.public_hex(),
             "sync": format!("{:?}", settings.sync).to_lowercase(),
         });
-        let writer = writer::Writer::open(settings.clone(), key, instance, start)?;
+        let writer =
+            writer::Writer::open(settings.clone(), key, instance, replica.to_string(), start)?;
         Ok(Audit {
             writer,
             settings: Arc::new(settings),
@@ -323,6 +327,7 @@ impl Audit {
             "kind": kind,
             "ts": now_ms(),
             "inst": self.writer.instance(),
+            "replica": self.writer.replica(),
         });
         if let (Some(o), Value::Object(extra)) = (body.as_object_mut(), fields) {
             o.extend(extra);
@@ -401,6 +406,7 @@ impl Audit {
             kind: "call",
             ts: now_ms(),
             inst: self.writer.instance(),
+            replica: self.writer.replica(),
             token: info.token,
             call_id: &info.call_id,
             tool: &info.tool_name,
@@ -503,6 +509,7 @@ struct CallBody<'a> {
     kind: &'static str,
     ts: u64,
     inst: &'a str,
+    replica: &'a str,
     token: u64,
     call_id: &'a str,
     tool: &'a str,

@@ -13,6 +13,11 @@
 //! | the tail cut | the end: no `shutdown` checkpoint last | the first missing number |
 //! | everything rewritten and re-signed | the key differs from the one pinned with `--key` | the first checkpoint |
 //!
+//! Replicas each keep their own chain, and every record names its
+//! replica: files of several replicas given at once are sorted into one
+//! chain per replica ([`chains`]) and each is verified on its own
+//! ([`verify_replicas`]); one chain does not vouch for another.
+//!
 //! A cut tail looks like a host killed mid-run (the record cannot tell
 //! them apart): both end without a `shutdown` checkpoint, and both are
 //! reported; `--allow-open` accepts such an end (a live host's file).
@@ -98,15 +103,96 @@ fn read_lines(path: &Path, file: usize, out: &mut Vec<Line>) -> Result<u64, Read
     Ok((bytes.len() - complete) as u64)
 }
 
+/// The first record of `path`, if it can be read as one.
+fn first_record(path: &Path) -> Option<Value> {
+    let f = std::fs::File::open(path).ok()?;
+    let mut first = String::new();
+    std::io::BufReader::new(f).read_line(&mut first).ok()?;
+    serde_json::from_str::<Value>(&first).ok()
+}
+
 fn first_seq(path: &Path) -> u64 {
-    std::fs::File::open(path)
-        .ok()
-        .and_then(|f| {
-            let mut first = String::new();
-            std::io::BufReader::new(f).read_line(&mut first).ok()?;
-            serde_json::from_str::<Value>(&first).ok()?["seq"].as_u64()
-        })
+    first_record(path)
+        .and_then(|r| r["seq"].as_u64())
         .unwrap_or(u64::MAX)
+}
+
+/// One replica's chain among files of several: its files, and whom the
+/// records name.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Chain {
+    /// The replica its first records name (`None`: records written before
+    /// they named one).
+    pub replica: Option<String>,
+    pub files: Vec<PathBuf>,
+}
+
+/// Sorts files of one or more replicas into their chains: each replica
+/// keeps its own chain (its own file, rotated), and every record names
+/// its replica, so a file goes to the chain of the replica its first
+/// record names. A file whose first record names none (written before
+/// records named one, or unreadable) belongs to the only replica named
+/// when there is one — one replica's record verifies exactly as before —
+/// else to a chain of its own (`replica: None`). Chains come sorted by
+/// replica, their files in chain order.
+pub fn chains(files: &[PathBuf]) -> Vec<Chain> {
+    let mut named: std::collections::BTreeMap<String, Vec<PathBuf>> = Default::default();
+    let mut unnamed = Vec::new();
+    for f in files {
+        match first_record(f).and_then(|r| r["replica"].as_str().map(String::from)) {
+            Some(replica) => named.entry(replica).or_default().push(f.clone()),
+            None => unnamed.push(f.clone()),
+        }
+    }
+    if named.len() == 1 {
+        named.values_mut().for_each(|v| v.append(&mut unnamed));
+    }
+    let mut out: Vec<Chain> = named
+        .into_iter()
+        .map(|(replica, files)| Chain {
+            replica: Some(replica),
+            files,
+        })
+        .collect();
+    if !unnamed.is_empty() {
+        out.insert(
+            0,
+            Chain {
+                replica: None,
+                files: unnamed,
+            },
+        );
+    }
+    for c in &mut out {
+        chain_order(&mut c.files);
+    }
+    out
+}
+
+/// One chain's verdict among several.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ChainReport {
+    pub replica: Option<String>,
+    #[serde(flatten)]
+    pub report: Report,
+}
+
+/// Verify the files of several replicas: each replica's chain on its own
+/// ([`chains`], then [`verify`] for each), one verdict per chain.
+pub fn verify_replicas(
+    files: &[PathBuf],
+    options: &VerifyOptions,
+) -> Result<Vec<ChainReport>, ReadError> {
+    chains(files)
+        .into_iter()
+        .map(|c| {
+            Ok(ChainReport {
+                replica: c.replica,
+                report: verify(&c.files, options)?,
+            })
+        })
+        .collect()
 }
 
 /// Puts the files of one record (a rotated chain) in chain order: by the

@@ -85,6 +85,8 @@ pub(crate) struct Writer {
     settings: AuditSettings,
     key: CheckpointKey,
     instance: String,
+    /// The replica this host is ([`crate::state::replica_id`]).
+    replica: String,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -209,6 +211,7 @@ impl Writer {
         settings: AuditSettings,
         key: CheckpointKey,
         instance: String,
+        replica: String,
         start: serde_json::Value,
     ) -> Result<Arc<Writer>, AuditError> {
         let path = settings.path.clone();
@@ -262,6 +265,7 @@ impl Writer {
             settings,
             key,
             instance,
+            replica,
         });
         let mut start = start;
         if let Some(o) = start.as_object_mut() {
@@ -299,6 +303,10 @@ impl Writer {
 
     pub(crate) fn instance(&self) -> &str {
         &self.instance
+    }
+
+    pub(crate) fn replica(&self) -> &str {
+        &self.replica
     }
 
     /// Queue `body` (a JSON object) and wait, blocking this thread, until
@@ -521,6 +529,7 @@ impl Writer {
             "kind": kind,
             "ts": super::now_ms(),
             "inst": self.instance,
+            "replica": self.replica,
             "key": self.key.public_hex(),
         })
         .to_string();

@@ -289,6 +289,7 @@ impl Lifecycle {
         sources: Sources,
         config: HostConfig,
         kv: crate::seams::kv::KvStore,
+        replica_id: Arc<str>,
     ) -> Lifecycle {
         let placeholder = registry::assemble(0, Vec::new(), &NativePolicies::default(), Vec::new());
         Lifecycle {
@@ -299,6 +300,7 @@ impl Lifecycle {
             registry: ArcSwap::from_pointee(Registry::global_only(placeholder, Vec::new())),
             seams: HostSeams {
                 kv: Arc::new(kv),
+                jobs: Arc::new(crate::seams::jobs::JobTable::for_replica(replica_id)),
                 ..HostSeams::default()
             },
             bridge: std::sync::OnceLock::new(),

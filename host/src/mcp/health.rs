@@ -13,7 +13,16 @@
 //! balancer's probe knows neither, and the answer holds nothing but the
 //! generation number.
 //!
-//! **Draining** (SIGTERM, `serve --http`): the listener stops accepting,
+//! **Leaving** (SIGTERM with `--drain-grace-ms`): `/readyz` answers 503
+//! first while everything else goes on — the listener accepts, requests
+//! are served — so that a balancer's health check marks the replica down
+//! and stops sending it requests *before* its listener closes. Without
+//! it a balancer learns of the drain from refused connections, and a
+//! request it sends on a kept-alive connection just as the replica closes
+//! it can be lost in between (HAProxy does not resend a request it
+//! already sent).
+//!
+//! **Draining** (SIGTERM, `serve --http`, after the grace): the listener stops accepting,
 //! `/readyz` answers 503, every open connection takes no request after
 //! the one it serves, and the server waits until every MCP `POST` in
 //! flight has its answer written ([`InFlight`]), at most `--drain-timeout-ms`;
@@ -41,16 +50,23 @@ pub const READYZ: &str = "/readyz";
 
 type Body = BoxBody<Bytes, std::convert::Infallible>;
 
-/// How serving ends. `drain` first (stop accepting, finish what is in
-/// flight), then `shutdown` (cancel what is left and return). Cancelling
-/// `shutdown` alone does both at once.
+/// How serving ends. `leaving` first (`/readyz` says 503, all else goes
+/// on: the balancer's grace), then `drain` (stop accepting, finish what is
+/// in flight), then `shutdown` (cancel what is left and return).
+/// Cancelling `shutdown` alone does both at once.
 #[derive(Clone, Debug, Default)]
 pub struct Stop {
+    pub leaving: CancellationToken,
     pub drain: CancellationToken,
     pub shutdown: CancellationToken,
 }
 
 impl Stop {
+    /// `/readyz` says 503: leaving, draining or shut down.
+    pub fn unready(&self) -> bool {
+        self.leaving.is_cancelled() || self.draining()
+    }
+
     /// Draining or shut down.
     pub fn draining(&self) -> bool {
         self.drain.is_cancelled() || self.shutdown.is_cancelled()
@@ -177,7 +193,7 @@ pub(super) fn answer(
         return Some(json_response(StatusCode::OK, json!({"status": "ok"})));
     }
     let r = readiness();
-    let reason = if stop.draining() {
+    let reason = if stop.unready() {
         Some("draining: this replica is stopping".to_string())
     } else if !r.loaded {
         Some("loading plugins".to_string())

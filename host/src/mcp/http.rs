@@ -913,6 +913,14 @@ async fn exact_errors(response: Response<Body>) -> Response<Body> {
              carries its Mcp-Session-Id), or, on the stateless revision (2026-07-28), give \
              each request its `_meta` fields"
                 .to_string()
+        } else if parts.status == StatusCode::NOT_FOUND && text.contains("Session not found") {
+            // Still 404, as the spec says (the client starts a new
+            // session); the text says why it may be unknown.
+            "the session is unknown to this server: it ended or timed out, or (behind a load \
+             balancer) it lives on another replica: 2025-era sessions need the balancer's \
+             session affinity on the Mcp-Session-Id header (see docs/operators.md, replicas); \
+             start a new session with `initialize`"
+                .to_string()
         } else {
             text
         };

@@ -73,6 +73,14 @@ pub const DEFAULT_SESSION_UNUSED_IDLE: Duration = Duration::from_secs(30);
 /// in flight to be answered before it cancels what is left
 /// (`--drain-timeout-ms`; see [`health`]).
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a `serve --http` given SIGTERM answers 503 on `/readyz` while
+/// still serving, before it drains (`--drain-grace-ms`; see [`health`]):
+/// none by default — set it above the balancer's health-check interval ×
+/// its failures to mark a server down.
+pub const DEFAULT_DRAIN_GRACE: Duration = Duration::ZERO;
+/// The longest `--drain-grace-ms` accepted: 60 s (a longer grace only
+/// delays the stop; an orchestrator's kill timeout is usually 30 s).
+pub const MAX_DRAIN_GRACE: Duration = Duration::from_secs(60);
 
 /// One client's default share of the HTTP connections and of the sessions:
 /// a quarter of the total ([`client_share`]).

@@ -18,6 +18,12 @@
 //! differs: the call's deadline does not apply, its own timeout does
 //! (default [`DEFAULT_TIMEOUT`], at most [`MAX_TIMEOUT`]).
 //!
+//! A job's id names the replica that runs it (`job-3@r1`: see
+//! [`crate::state::replica_id`]): jobs stay on their replica — a process
+//! cannot move — so behind a load balancer a `job_output` or `job_kill`
+//! that lands on another replica is answered with an error naming the
+//! one that holds the job, never a bare "no such job".
+//!
 //! Jobs belong to a plugin and an agent scope; another scope sees none of
 //! them. Limits: [`MAX_RUNNING`] running jobs per plugin and scope,
 //! [`MAX_KEPT`] jobs remembered (the oldest finished ones are forgotten
@@ -252,6 +258,10 @@ pub struct JobTable {
     /// Each owner's jobs, oldest first.
     jobs: Mutex<HashMap<Owner, Vec<Arc<Job>>>>,
     next_id: AtomicU64,
+    /// The replica this table's jobs run on: their ids end `@REPLICA`
+    /// ([`crate::state::replica_id`]); `None` (a table of its own, in
+    /// tests): plain `job-N`.
+    replica: Option<Arc<str>>,
 }
 
 impl Drop for JobTable {
@@ -264,6 +274,17 @@ impl Drop for JobTable {
 }
 
 impl JobTable {
+    /// The table of replica `replica`: its jobs' ids say so (`job-3@r1`),
+    /// so that an id seen through a load balancer names the replica that
+    /// holds the job, and another replica asked about it says where it is.
+    pub fn for_replica(replica: Arc<str>) -> JobTable {
+        JobTable {
+            jobs: Mutex::default(),
+            next_id: AtomicU64::new(0),
+            replica: Some(replica),
+        }
+    }
+
     /// The view of `plugin`.
     pub fn space(self: &Arc<Self>, plugin: Arc<str>) -> JobSpace {
         JobSpace {
@@ -305,8 +326,23 @@ pub struct JobSpace {
     plugin: Arc<str>,
 }
 
-fn no_job(id: &str) -> String {
-    format!("there is no job `{id}` (job_list shows the jobs of this agent)")
+/// The replica a job id names (`job-3@r1` → `r1`), if any.
+pub fn replica_of(id: &str) -> Option<&str> {
+    id.rsplit_once('@')
+        .map(|(_, r)| r)
+        .filter(|r| !r.is_empty())
+}
+
+/// Why `id` is not found here: it names another replica (a balancer sent
+/// the call elsewhere than the call that started it), or none of this
+/// agent's jobs.
+fn no_job(id: &str, here: Option<&str>) -> String {
+    match (replica_of(id), here) {
+        (Some(there), Some(here)) if there != here => format!(
+            "job `{id}` runs on replica `{there}`, not on this one (`{here}`): a job stays on the replica that started it; send this call to replica `{there}` (behind a load balancer: with the session affinity, or to that replica's own address)"
+        ),
+        _ => format!("there is no job `{id}` (job_list shows the jobs of this agent)"),
+    }
 }
 
 impl JobSpace {
@@ -362,10 +398,11 @@ impl JobSpace {
         }
         let mut child = toolgate_sandbox::spawn_piped(req.program, &req.cwd, &req.env, &policy)
             .map_err(spawn_error)?;
-        let id = format!(
-            "job-{}",
-            self.table.next_id.fetch_add(1, Ordering::Relaxed) + 1
-        );
+        let n = self.table.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let id = match &self.table.replica {
+            Some(replica) => format!("job-{n}@{replica}"),
+            None => format!("job-{n}"),
+        };
         tracing::info!(plugin = who.plugin, job = %id, pid = child.id(), "background job started");
         let (ended_tx, ended_rx) = tokio::sync::watch::channel(false);
         let job = Arc::new(Job {
@@ -473,7 +510,9 @@ impl JobSpace {
         since: u64,
         max: usize,
     ) -> Result<JobOutput, String> {
-        let job = self.find(scope, id).ok_or_else(|| no_job(id))?;
+        let job = self
+            .find(scope, id)
+            .ok_or_else(|| no_job(id, self.table.replica.as_deref()))?;
         let info = job.info();
         let s = job.state.lock().unwrap_or_else(|p| p.into_inner());
         let (mut data, skipped) = s.output.since(since);
@@ -493,7 +532,9 @@ impl JobSpace {
 
     /// Kill job `id` and wait (up to 5 s) until it has ended.
     pub async fn kill(&self, scope: &str, id: &str) -> Result<JobInfo, String> {
-        let job = self.find(scope, id).ok_or_else(|| no_job(id))?;
+        let job = self
+            .find(scope, id)
+            .ok_or_else(|| no_job(id, self.table.replica.as_deref()))?;
         job.stop.cancel();
         let mut ended = job.ended.clone();
         let _ = tokio::time::timeout(Duration::from_secs(5), ended.wait_for(|e| *e)).await;

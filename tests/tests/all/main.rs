@@ -21,6 +21,7 @@ mod oci;
 mod passthrough;
 mod pipeline;
 mod replicas;
+mod replicas_sdk;
 mod scheduler;
 mod serve;
 mod signatures;

@@ -35,9 +35,9 @@ use toolgate_tests::{
 use crate::oci::free_port;
 
 /// The longest any call may take before it counts as a hang.
-const HANG: Duration = Duration::from_secs(30);
+pub(crate) const HANG: Duration = Duration::from_secs(30);
 
-fn parts() {
+pub(crate) fn parts() {
     needs::expect(
         "replica_parts",
         ["redis-server", "haproxy"].iter().try_for_each(|p| {
@@ -55,7 +55,7 @@ fn parts() {
 }
 
 /// Wait until `ok` holds, or fail saying `what`.
-fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+pub(crate) fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
     let started = Instant::now();
     while !ok() {
         assert!(started.elapsed() < limit, "{what} within {limit:?}");
@@ -64,14 +64,14 @@ fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
 }
 
 /// A `redis-server` on a free port, in memory only (no RDB, no AOF).
-struct Redis {
+pub(crate) struct Redis {
     child: Option<Child>,
     port: u16,
     dir: TempDir,
 }
 
 impl Redis {
-    fn start() -> Redis {
+    pub(crate) fn start() -> Redis {
         let mut r = Redis {
             child: None,
             port: free_port(),
@@ -99,14 +99,14 @@ impl Redis {
     }
 
     /// `kill -9`: stopped, as a crash or a network cut would stop it.
-    fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
         }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/0", self.port)
     }
 }
@@ -118,13 +118,13 @@ impl Drop for Redis {
 }
 
 /// One `toolgate serve --http` replica.
-struct Replica {
-    child: Child,
-    port: u16,
+pub(crate) struct Replica {
+    pub(crate) child: Child,
+    pub(crate) port: u16,
 }
 
 impl Replica {
-    fn addr(&self) -> String {
+    pub(crate) fn addr(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
 }
@@ -137,7 +137,7 @@ impl Drop for Replica {
 }
 
 /// HAProxy, round-robin over the replicas, `/readyz` as its health check.
-struct Haproxy {
+pub(crate) struct Haproxy {
     child: Child,
     port: u16,
     socket: std::path::PathBuf,
@@ -145,7 +145,12 @@ struct Haproxy {
 }
 
 impl Haproxy {
-    fn start(backends: &[u16]) -> Haproxy {
+    pub(crate) fn start(backends: &[u16]) -> Haproxy {
+        Haproxy::start_with(backends, "")
+    }
+
+    /// `backend`: lines added to the backend section (each `    …\n`).
+    pub(crate) fn start_with(backends: &[u16], backend: &str) -> Haproxy {
         let dir = TempDir::new("haproxy");
         let port = free_port();
         let socket = dir.path().join("stats.sock");
@@ -164,7 +169,7 @@ impl Haproxy {
              \x20   retries 3\n    option redispatch\n\
              frontend fe\n    bind 127.0.0.1:{port}\n    default_backend replicas\n\
              backend replicas\n    balance roundrobin\n    option httpchk GET /readyz\n\
-             \x20   http-check expect status 200\n    default-server inter 200ms fall 1 rise 2\n{servers}",
+             \x20   http-check expect status 200\n    default-server inter 200ms fall 1 rise 2\n{backend}{servers}",
             socket.display()
         );
         let path = dir.path().join("haproxy.cfg");
@@ -188,12 +193,12 @@ impl Haproxy {
         }
     }
 
-    fn addr(&self) -> String {
+    pub(crate) fn addr(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
 
     /// Per server of the backend: (name, status, sessions in total).
-    fn stats(&self) -> Vec<(String, String, u64)> {
+    pub(crate) fn stats(&self) -> Vec<(String, String, u64)> {
         use std::io::{Read, Write};
         let mut s = std::os::unix::net::UnixStream::connect(&self.socket).expect("stats socket");
         s.write_all(b"show stat\n").unwrap();
@@ -213,7 +218,7 @@ impl Haproxy {
     }
 
     /// Wait until the servers' health checks say `up` of them are UP.
-    fn wait_up(&self, up: usize) {
+    pub(crate) fn wait_up(&self, up: usize) {
         wait_for(
             &format!("haproxy sees {up} replicas up"),
             Duration::from_secs(20),
@@ -243,14 +248,14 @@ struct Cluster {
 
 /// The binary the replicas run: `TOOLGATE_REPLICAS_BIN` (the
 /// measurement runs a release build), else the one built with the tests.
-fn replica_bin() -> std::path::PathBuf {
+pub(crate) fn replica_bin() -> std::path::PathBuf {
     std::env::var_os("TOOLGATE_REPLICAS_BIN")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(toolgate_bin)
 }
 
 /// The compile cache the replicas share (the first one fills it).
-fn cache_dir() -> std::path::PathBuf {
+pub(crate) fn cache_dir() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("replicas-compile-cache")
 }
 
@@ -386,7 +391,7 @@ impl Cluster {
 }
 
 /// The tool call's result: `Ok(text)` or `Err(the host's error message)`.
-fn outcome(answer: &Value) -> Result<String, String> {
+pub(crate) fn outcome(answer: &Value) -> Result<String, String> {
     let r = &answer["result"];
     assert!(answer.get("error").is_none(), "a JSON-RPC error: {answer}");
     let text = r["content"][0]["text"]
