@@ -123,6 +123,13 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     max_parallel: Option<u16>,
 
+    /// This replica's id among those sharing `[state] url` (overrides
+    /// `[state] replica_id`; default: made once and kept in the state
+    /// directory). Recorded in the approval entries it asks; unique per
+    /// replica, stable across its restarts.
+    #[arg(long, value_name = "ID")]
+    replica_id: Option<String>,
+
     /// Do not watch the plugin directories and the configuration file
     /// (by default a change is loaded while serving: see
     /// docs/operators.md#hot-reload).
@@ -223,6 +230,9 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
     }
     if let Some(n) = args.max_parallel {
         builder = builder.max_parallel(n.into());
+    }
+    if let Some(id) = &args.replica_id {
+        builder = builder.replica_id(id);
     }
     if let Some(dir) = &args.workdir {
         let dir = dir

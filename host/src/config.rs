@@ -1354,7 +1354,8 @@ pub struct ApprovalConfig {
     /// milliseconds (see [`crate::budgets::APPROVAL_RETRY_HOLD_MS`]).
     pub retry_hold_ms: Option<u64>,
     /// The queue's SQLite file (default: `approvals.sqlite` in the state
-    /// directory).
+    /// directory; with `[state] url` and this unset, the queue is in that
+    /// shared store instead: see [`crate::approval::redis`]).
     pub store: Option<PathBuf>,
     /// POST each new pending approval there (see
     /// [`crate::approval::webhook`]).
@@ -1394,6 +1395,9 @@ pub struct StateConfig {
     /// included, before it fails closed (default 1000 ms:
     /// [`crate::budgets::STATE_OP_TIMEOUT`]).
     pub timeout_ms: Option<u64>,
+    /// This replica's id among those sharing the store (default: made once
+    /// and kept in the state directory; see [`crate::store::replica`]).
+    pub replica_id: Option<String>,
 }
 
 /// `[console]` in the configuration.

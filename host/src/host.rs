@@ -58,6 +58,7 @@ pub struct ToolgateBuilder {
     authority: Vec<(PathBuf, String)>,
     secrets: Vec<(PathBuf, String)>,
     code_mode: Option<bool>,
+    replica_id: Option<String>,
     config_file: Option<ConfigFile>,
     watch: bool,
     watch_options: WatchOptions,
@@ -83,6 +84,7 @@ impl Default for ToolgateBuilder {
             authority: Vec::new(),
             secrets: Vec::new(),
             code_mode: None,
+            replica_id: None,
             config_file: None,
             watch: false,
             watch_options: WatchOptions::default(),
@@ -195,6 +197,13 @@ impl ToolgateBuilder {
     /// Budget of one policy invocation (overrides the configuration).
     pub fn policy_timeout(mut self, timeout: Duration) -> Self {
         self.policy_timeout = Some(timeout);
+        self
+    }
+
+    /// This replica's id among those sharing `[state] url` (overrides
+    /// `[state] replica_id`; see [`crate::store::replica`]).
+    pub fn replica_id(mut self, id: impl Into<String>) -> Self {
+        self.replica_id = Some(id.into());
         self
     }
 
@@ -358,28 +367,13 @@ impl ToolgateBuilder {
         self
     }
 
-    /// The approval queue over its store: `[approval] store`, else
+    /// The approval queue over its store: `[approval] store`, else the
+    /// shared store of `[state] url` (replicas share the queue), else
     /// `approvals.sqlite` in the state directory.
     async fn open_approvals(
         &self,
     ) -> Result<Arc<crate::approval::queue::ApprovalQueue>, HostError> {
-        use crate::approval::store::StoreError;
-        let path = match (&self.config.approval.store, &self.runtime.state_dir) {
-            (Some(p), _) => p.clone(),
-            (None, Some(dir)) => crate::state::StateDir::open(dir)?
-                .path()
-                .join(crate::approval::sqlite::DEFAULT_FILE),
-            (None, None) => {
-                return Err(StoreError::Open {
-                    path: crate::approval::sqlite::DEFAULT_FILE.into(),
-                    message: "there is no state directory to keep it in; set `[approval] store` \
-                              or TOOLGATE_STATE_DIR"
-                        .into(),
-                }
-                .into());
-            }
-        };
-        let store = crate::approval::sqlite::SqliteStore::open(&path)?;
+        use crate::approval::store::ApprovalStore;
         let timeout = Duration::from_millis(
             self.config
                 .approval
@@ -387,7 +381,34 @@ impl ToolgateBuilder {
                 .unwrap_or(crate::budgets::APPROVAL_TIMEOUT_MS)
                 .max(1),
         );
-        let queue = crate::approval::queue::ApprovalQueue::open(Arc::new(store), timeout).await?;
+        let state = &self.config.state;
+        let (store, replica): (Arc<dyn ApprovalStore>, Option<String>) =
+            match (&self.config.approval.store, &state.url) {
+                (None, Some(url)) => {
+                    let op = state
+                        .timeout_ms
+                        .map(|ms| Duration::from_millis(ms.max(1)))
+                        .unwrap_or(crate::budgets::STATE_OP_TIMEOUT);
+                    let prefix = state
+                        .prefix
+                        .as_deref()
+                        .unwrap_or(crate::store::redis::DEFAULT_PREFIX);
+                    let dir = match &self.runtime.state_dir {
+                        Some(d) => Some(crate::state::StateDir::open(d)?.path().to_path_buf()),
+                        None => None,
+                    };
+                    let replica =
+                        crate::store::replica::id(state.replica_id.as_deref(), dir.as_deref())?;
+                    tracing::info!(replica = %replica, "approvals in the shared store; this replica's id");
+                    (
+                        Arc::new(crate::approval::redis::RedisApprovals::open(url, prefix, op)?),
+                        Some(replica),
+                    )
+                }
+                _ => (Arc::new(self.approval_file()?), None),
+            };
+        let queue =
+            crate::approval::queue::ApprovalQueue::open_as(store, timeout, replica).await?;
         if let Some(ms) = self.config.approval.retry_hold_ms {
             queue.set_retry_hold(Duration::from_millis(ms));
         }
@@ -406,6 +427,28 @@ impl ToolgateBuilder {
             Webhook::new(url, &key)?.start(&queue);
         }
         Ok(queue)
+    }
+
+    /// The approval queue's embedded store: `[approval] store`, else
+    /// `approvals.sqlite` in the state directory.
+    fn approval_file(&self) -> Result<crate::approval::sqlite::SqliteStore, HostError> {
+        use crate::approval::store::StoreError;
+        let path = match (&self.config.approval.store, &self.runtime.state_dir) {
+            (Some(p), _) => p.clone(),
+            (None, Some(dir)) => crate::state::StateDir::open(dir)?
+                .path()
+                .join(crate::approval::sqlite::DEFAULT_FILE),
+            (None, None) => {
+                return Err(StoreError::Open {
+                    path: crate::approval::sqlite::DEFAULT_FILE.into(),
+                    message: "there is no state directory to keep it in; set `[approval] store` \
+                              or TOOLGATE_STATE_DIR"
+                        .into(),
+                }
+                .into());
+            }
+        };
+        Ok(crate::approval::sqlite::SqliteStore::open(&path)?)
     }
 
     /// Create the engine and load every plugin. Plugins that fail to load
@@ -431,6 +474,9 @@ impl ToolgateBuilder {
         // it came as a value or from the file just read.
         if let Some(on) = self.code_mode {
             self.config.code_mode = on;
+        }
+        if let Some(id) = self.replica_id.take() {
+            self.config.state.replica_id = Some(id);
         }
         let mut budgets = self.config.limits.budgets(self.config.policy_timeout_ms);
         if let Some(t) = self.policy_timeout {
