@@ -14,7 +14,16 @@
 //!   others go on;
 //! * `redis-server` stopped for 5 s: the guard that needs its counter
 //!   denies with a clear error, a tool no stateful policy guards still
-//!   serves, and after redis returns the guard counts again — no restart.
+//!   serves, and after redis returns the guard counts again — no restart;
+//! * the approval queue shared in Redis (`--approve queue`): a call asked
+//!   on replica A (a 2026-07-28 retry held there, or a 2025 session's call
+//!   waiting there) is approved with `toolgate approvals` on replica B and
+//!   completes on A; a grant made on B applies on A and C with one count;
+//!   two decisions racing on two replicas: one wins; Redis down: asking
+//!   fails closed, deciding reports it, both recover without a restart.
+//!   `the_redis_approval_store_decides_once_and_wakes_other_replicas`
+//!   checks the store's atomicity and bounds, the restart and overdue
+//!   rules, and measures the decision-to-wake latency across two queues.
 //!
 //! `measure_calls_per_second` (ignored: run it with `--ignored
 //! --nocapture`) gives the figures in BENCHMARKS.md.
