@@ -289,8 +289,9 @@ pub fn stateless_call_with(
     if let Some(state) = request_state {
         params["requestState"] = Value::String(state.to_string());
     }
-    let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
-        .to_string();
+    let body =
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+            .to_string();
     let request = format!(
         "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
          Accept: application/json, text/event-stream\r\nAuthorization: Bearer {token}\r\n\

@@ -382,33 +382,36 @@ impl ToolgateBuilder {
                 .max(1),
         );
         let state = &self.config.state;
-        let (store, replica): (Arc<dyn ApprovalStore>, Option<String>) =
-            match (&self.config.approval.store, &state.url) {
-                (None, Some(url)) => {
-                    let op = state
-                        .timeout_ms
-                        .map(|ms| Duration::from_millis(ms.max(1)))
-                        .unwrap_or(crate::budgets::STATE_OP_TIMEOUT);
-                    let prefix = state
-                        .prefix
-                        .as_deref()
-                        .unwrap_or(crate::store::redis::DEFAULT_PREFIX);
-                    let dir = match &self.runtime.state_dir {
-                        Some(d) => Some(crate::state::StateDir::open(d)?.path().to_path_buf()),
-                        None => None,
-                    };
-                    let replica =
-                        crate::store::replica::id(state.replica_id.as_deref(), dir.as_deref())?;
-                    tracing::info!(replica = %replica, "approvals in the shared store; this replica's id");
-                    (
-                        Arc::new(crate::approval::redis::RedisApprovals::open(url, prefix, op)?),
-                        Some(replica),
-                    )
-                }
-                _ => (Arc::new(self.approval_file()?), None),
-            };
-        let queue =
-            crate::approval::queue::ApprovalQueue::open_as(store, timeout, replica).await?;
+        let (store, replica): (Arc<dyn ApprovalStore>, Option<String>) = match (
+            &self.config.approval.store,
+            &state.url,
+        ) {
+            (None, Some(url)) => {
+                let op = state
+                    .timeout_ms
+                    .map(|ms| Duration::from_millis(ms.max(1)))
+                    .unwrap_or(crate::budgets::STATE_OP_TIMEOUT);
+                let prefix = state
+                    .prefix
+                    .as_deref()
+                    .unwrap_or(crate::store::redis::DEFAULT_PREFIX);
+                let dir = match &self.runtime.state_dir {
+                    Some(d) => Some(crate::state::StateDir::open(d)?.path().to_path_buf()),
+                    None => None,
+                };
+                let replica =
+                    crate::store::replica::id(state.replica_id.as_deref(), dir.as_deref())?;
+                tracing::info!(replica = %replica, "approvals in the shared store; this replica's id");
+                (
+                    Arc::new(crate::approval::redis::RedisApprovals::open(
+                        url, prefix, op,
+                    )?),
+                    Some(replica),
+                )
+            }
+            _ => (Arc::new(self.approval_file()?), None),
+        };
+        let queue = crate::approval::queue::ApprovalQueue::open_as(store, timeout, replica).await?;
         if let Some(ms) = self.config.approval.retry_hold_ms {
             queue.set_retry_hold(Duration::from_millis(ms));
         }

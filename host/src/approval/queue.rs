@@ -78,9 +78,10 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::grant::{Asked, GrantError, GrantSpec};
-use super::store::{ApprovalStore, Decided, Entry, EntryState, Grant, Listing, Retry, StoreError};
+use super::store::{
+    ApprovalStore, Change, Decided, Entry, EntryState, Grant, Listing, Retry, StoreError,
+};
 use super::{ApprovalAnswer, ApprovalRequest, Approver};
-use super::store::Change;
 use crate::budgets::{
     APPROVAL_MAX_ARGUMENT_BYTES, APPROVAL_MAX_GRANTS, APPROVAL_MAX_MESSAGE_BYTES,
     APPROVAL_MAX_PENDING, APPROVAL_RETRY_HOLD_MS, APPROVAL_SHARED_GRACE_MS,
@@ -416,7 +417,11 @@ impl ApprovalQueue {
                 "nobody decided within {} ms (`[approval] timeout_ms`), so the call is denied",
                 entry.expires_ms.saturating_sub(entry.since_ms)
             );
-            if self.end(&entry.id, EntryState::Expired, &why).await.is_some() {
+            if self
+                .end(&entry.id, EntryState::Expired, &why)
+                .await
+                .is_some()
+            {
                 tracing::info!(
                     id = %entry.id,
                     replica = entry.replica.as_deref().unwrap_or("-"),

@@ -909,7 +909,12 @@ fn an_approval_asked_on_one_replica_is_decided_on_another() {
     assert!(e["replica"].is_string(), "the entry names its replica: {e}");
     // The approval ran its call, once: the same retry on C is refused.
     let again = c
-        .call_on(2, "bash", json!({"command": "echo shared-one"}), Some(&state))
+        .call_on(
+            2,
+            "bash",
+            json!({"command": "echo shared-one"}),
+            Some(&state),
+        )
         .unwrap();
     let e = outcome(&again).expect_err("an approval runs one call");
     assert!(e.contains("ran its call already"), "{e}");
@@ -933,7 +938,12 @@ fn an_approval_asked_on_one_replica_is_decided_on_another() {
     assert!(succeeded(&out), "{}", said(&out));
     for (i, word) in [(0, "granted-a"), (2, "granted-c")] {
         let a = c
-            .call_on(i, "bash", json!({ "command": format!("echo {word}") }), None)
+            .call_on(
+                i,
+                "bash",
+                json!({ "command": format!("echo {word}") }),
+                None,
+            )
             .unwrap();
         assert!(a["result"]["requestState"].is_null(), "not asked: {a}");
         assert!(
@@ -973,7 +983,11 @@ fn an_approval_asked_on_one_replica_is_decided_on_another() {
             said(&b)
         );
         let loser = if succeeded(&a) { &b } else { &a };
-        assert!(said(loser).contains("no pending approval"), "{}", said(loser));
+        assert!(
+            said(loser).contains("no pending approval"),
+            "{}",
+            said(loser)
+        );
     }
 
     // 4. Redis down: the ask fails closed, saying why; a decision reports
@@ -1125,7 +1139,12 @@ fn approval_request(command: &str) -> toolgate::approval::ApprovalRequest {
 }
 
 /// An entry as a replica's queue would keep it.
-fn shared_entry(id: &str, replica: &str, since_ms: u64, expires_ms: u64) -> toolgate::approval::store::Entry {
+fn shared_entry(
+    id: &str,
+    replica: &str,
+    since_ms: u64,
+    expires_ms: u64,
+) -> toolgate::approval::store::Entry {
     toolgate::approval::store::Entry {
         id: id.into(),
         since_ms,
@@ -1207,7 +1226,11 @@ async fn the_redis_approval_store_decides_once_and_wakes_other_replicas() {
                         message: None,
                         grant: None,
                     };
-                    if s.decide(&format!("e-{i}"), state, &d).await.unwrap().is_some() {
+                    if s.decide(&format!("e-{i}"), state, &d)
+                        .await
+                        .unwrap()
+                        .is_some()
+                    {
                         wins += 1;
                     }
                 }
@@ -1231,7 +1254,10 @@ async fn the_redis_approval_store_decides_once_and_wakes_other_replicas() {
         ran_ms: None,
     });
     s.put_pending(&parked).await.unwrap();
-    assert!(s.run_once("p-1", now_ms()).await.unwrap().is_none(), "not approved yet");
+    assert!(
+        s.run_once("p-1", now_ms()).await.unwrap().is_none(),
+        "not approved yet"
+    );
     s.decide("p-1", EntryState::Approved, &decided("bob"))
         .await
         .unwrap()
@@ -1247,7 +1273,16 @@ async fn the_redis_approval_store_decides_once_and_wakes_other_replicas() {
         ran += t.await.unwrap() as usize;
     }
     assert_eq!(ran, 1);
-    assert!(s.get("p-1").await.unwrap().unwrap().retry.unwrap().ran_ms.is_some());
+    assert!(
+        s.get("p-1")
+            .await
+            .unwrap()
+            .unwrap()
+            .retry
+            .unwrap()
+            .ran_ms
+            .is_some()
+    );
     // 3. A grant of 10 uses, 16 tasks taking 5 each: exactly 10.
     let grant = Grant {
         id: "g-1".into(),
@@ -1294,8 +1329,18 @@ async fn the_redis_approval_store_decides_once_and_wakes_other_replicas() {
     .await
     .unwrap();
     assert!(s.use_grant("g-2", now_ms()).await.unwrap().is_none());
-    assert!(s.revoke_grant("g-2", &decided("bob")).await.unwrap().is_some());
-    assert!(s.revoke_grant("g-2", &decided("bob")).await.unwrap().is_none());
+    assert!(
+        s.revoke_grant("g-2", &decided("bob"))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        s.revoke_grant("g-2", &decided("bob"))
+            .await
+            .unwrap()
+            .is_none()
+    );
     assert_eq!(s.grants().await.unwrap().len(), 1);
     // 4. Bounds: the history keeps the last 1000; another prefix sees
     // nothing of this one.
@@ -1305,7 +1350,9 @@ async fn the_redis_approval_store_decides_once_and_wakes_other_replicas() {
         s.put_pending(&shared_entry(&id, "r", now, now + 60_000))
             .await
             .unwrap();
-        s.decide(&id, EntryState::Expired, &decided("q")).await.unwrap();
+        s.decide(&id, EntryState::Expired, &decided("q"))
+            .await
+            .unwrap();
     }
     let history = s.list(Listing::Decided(usize::MAX)).await.unwrap();
     assert_eq!(history.len(), keep);
@@ -1327,7 +1374,9 @@ async fn the_redis_approval_store_decides_once_and_wakes_other_replicas() {
         let ask = {
             let qa = qa.clone();
             tokio::spawn(async move {
-                let answer = qa.approve(&approval_request(&format!("echo {round}"))).await;
+                let answer = qa
+                    .approve(&approval_request(&format!("echo {round}")))
+                    .await;
                 (answer, Instant::now())
             })
         };
@@ -1387,12 +1436,21 @@ async fn the_redis_approval_store_decides_once_and_wakes_other_replicas() {
             assert!(why.contains("nobody decided within 7000 ms"), "{why}");
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(10), "{old:?} {dead:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{old:?} {dead:?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let live = qs.get("live-rb").await.unwrap().unwrap();
-    assert_eq!(live.state, EntryState::Pending, "another replica's wait stays");
-    qb.decide("live-rb", Verdict::Deny(None), "bob").await.unwrap();
+    assert_eq!(
+        live.state,
+        EntryState::Pending,
+        "another replica's wait stays"
+    );
+    qb.decide("live-rb", Verdict::Deny(None), "bob")
+        .await
+        .unwrap();
     // 7. Redis down: asking fails closed, deciding reports it; back: both
     // work again, the same queues.
     redis.stop();
