@@ -343,7 +343,7 @@ impl ApprovalQueue {
                     }
                     Next::Change(Ok(Change::Ended(e))) => {
                         let _ = queue.events.send(Event::Ended(e.clone()));
-                        queue.wake(e);
+                        queue.wake_from_store(&e.id).await;
                     }
                     Next::Change(Ok(Change::Missed) | Err(RecvError::Lagged(_))) => {
                         queue.recheck().await;
@@ -373,6 +373,27 @@ impl ApprovalQueue {
             .remove(&entry.id);
         if let Some(tx) = waiter {
             let _ = tx.send(entry);
+        }
+    }
+
+    /// Wakes the call of this process waiting on `id`, if one does and
+    /// the store says the entry ended: what a waiting call goes on with
+    /// is read from the store, never taken from the feed's message.
+    async fn wake_from_store(&self, id: &str) {
+        let waits = self
+            .waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(id);
+        if !waits {
+            return;
+        }
+        match self.store.get(id).await {
+            Ok(Some(e)) if e.state != EntryState::Pending => self.wake(e),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(id, error = %e, "cannot read an approval another replica ended")
+            }
         }
     }
 
