@@ -267,12 +267,31 @@ pub fn stateless_call(
     arguments: Value,
     timeout: Duration,
 ) -> Result<Value, String> {
+    stateless_call_with(addr, token, id, tool, arguments, None, timeout)
+}
+
+/// [`stateless_call`], retrying with `request_state` (the
+/// `requestState` of an `InputRequiredResult`) when given.
+pub fn stateless_call_with(
+    addr: &str,
+    token: &str,
+    id: u64,
+    tool: &str,
+    arguments: Value,
+    request_state: Option<&str>,
+    timeout: Duration,
+) -> Result<Value, String> {
     use std::io::{Read, Write};
-    let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+    let mut params = serde_json::json!({
         "name": tool, "arguments": arguments,
         "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                  "io.modelcontextprotocol/clientCapabilities": {}}}})
-    .to_string();
+                  "io.modelcontextprotocol/clientCapabilities": {}}});
+    if let Some(state) = request_state {
+        params["requestState"] = Value::String(state.to_string());
+    }
+    let body =
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+            .to_string();
     let request = format!(
         "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
          Accept: application/json, text/event-stream\r\nAuthorization: Bearer {token}\r\n\

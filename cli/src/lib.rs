@@ -92,8 +92,9 @@ pub struct GlobalArgs {
     no_compile_cache: bool,
 
     /// This replica's id among replicas of one deployment (as `[state]
-    /// replica_id`, which it overrides): in its background jobs' ids
-    /// (`job-3@ID`) and its audit records. 1 to 64 of A-Z a-z 0-9 . _ -.
+    /// replica_id`, which it overrides): in the approval entries it asks
+    /// (a shared queue), its background jobs' ids (`job-3@ID`) and its
+    /// audit records. 1 to 64 of A-Z a-z 0-9 . _ -.
     /// Default: made at the first start (`HOSTNAME-RANDOM`) and kept in
     /// `replica-id` in the state directory.
     #[arg(long, value_name = "ID", global = true)]

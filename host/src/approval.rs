@@ -8,11 +8,12 @@
 //!
 //! The approval queue (`--approve queue`) is one such service, owned by
 //! the host: [`queue`] (the waiting, grants, expiry), [`store`] (what it
-//! keeps, behind a trait), [`sqlite`] (the embedded store), [`grant`]
-//! (what a grant matches).
+//! keeps, behind a trait), [`sqlite`] (the embedded store), [`redis`]
+//! (the store replicas share), [`grant`] (what a grant matches).
 
 pub mod grant;
 pub mod queue;
+pub mod redis;
 pub mod sqlite;
 pub mod store;
 pub mod webhook;

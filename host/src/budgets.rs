@@ -295,6 +295,19 @@ pub const APPROVAL_TIMEOUT_MS: u64 = 600_000;
 /// and a client polling in a tight loop when it is too short. Default
 /// 20000 ms (20 s).
 pub const APPROVAL_RETRY_HOLD_MS: u64 = 20_000;
+/// Replicas sharing an approval store: how often each looks for entries
+/// overdue (their expiry passed, and the replica that asked did not end
+/// them — killed, say). Threat: a killed replica's entries pending for
+/// ever. 1 s; not configurable.
+pub const APPROVAL_SHARED_SWEEP: Duration = Duration::from_secs(1);
+/// How long past its expiry an entry is left to the replica that asked
+/// before another replica ends it. 2000 ms; not configurable.
+pub const APPROVAL_SHARED_GRACE_MS: u64 = 2_000;
+/// Replicas sharing an approval store: how often a replica reads again the
+/// entries its calls wait on, besides the change feed (which says when it
+/// reconnected). Threat: a decision whose announcement was lost holding a
+/// call until its timeout. 10 s; not configurable.
+pub const APPROVAL_SHARED_RECHECK: Duration = Duration::from_secs(10);
 /// Entries pending at once in the approval queue; beyond, an `ask` is
 /// denied ("the approval queue is full"). Threat: a model (or many
 /// clients) flooding the queue and the store. 10000; not configurable.

@@ -1363,7 +1363,8 @@ pub struct ApprovalConfig {
     /// milliseconds (see [`crate::budgets::APPROVAL_RETRY_HOLD_MS`]).
     pub retry_hold_ms: Option<u64>,
     /// The queue's SQLite file (default: `approvals.sqlite` in the state
-    /// directory).
+    /// directory; with `[state] url` and this unset, the queue is in that
+    /// shared store instead: see [`crate::approval::redis`]).
     pub store: Option<PathBuf>,
     /// POST each new pending approval there (see
     /// [`crate::approval::webhook`]).
@@ -1403,9 +1404,9 @@ pub struct StateConfig {
     /// included, before it fails closed (default 1000 ms:
     /// [`crate::budgets::STATE_OP_TIMEOUT`]).
     pub timeout_ms: Option<u64>,
-    /// This replica's id (`--replica-id` wins): in its background jobs'
-    /// ids and its audit records. Default: made at the first start and
-    /// kept in the state directory ([`crate::state::replica_id`]).
+    /// This replica's id among those sharing the store (`--replica-id`
+    /// wins): in its approval entries, its background jobs' ids and its
+    /// audit records. Default: made once and kept in the state directory.
     pub replica_id: Option<String>,
 }
 

@@ -58,6 +58,7 @@ pub struct ToolgateBuilder {
     authority: Vec<(PathBuf, String)>,
     secrets: Vec<(PathBuf, String)>,
     code_mode: Option<bool>,
+    replica_id: Option<String>,
     config_file: Option<ConfigFile>,
     watch: bool,
     watch_options: WatchOptions,
@@ -66,7 +67,6 @@ pub struct ToolgateBuilder {
     without_audit: bool,
     approval_queue: bool,
     state_store: Option<Arc<dyn crate::store::KvBackend>>,
-    replica_id: Option<String>,
 }
 
 impl Default for ToolgateBuilder {
@@ -84,6 +84,7 @@ impl Default for ToolgateBuilder {
             authority: Vec::new(),
             secrets: Vec::new(),
             code_mode: None,
+            replica_id: None,
             config_file: None,
             watch: false,
             watch_options: WatchOptions::default(),
@@ -92,7 +93,6 @@ impl Default for ToolgateBuilder {
             without_audit: false,
             approval_queue: false,
             state_store: None,
-            replica_id: None,
         }
     }
 }
@@ -367,28 +367,14 @@ impl ToolgateBuilder {
         self
     }
 
-    /// The approval queue over its store: `[approval] store`, else
+    /// The approval queue over its store: `[approval] store`, else the
+    /// shared store of `[state] url` (replicas share the queue), else
     /// `approvals.sqlite` in the state directory.
     async fn open_approvals(
         &self,
+        replica: &str,
     ) -> Result<Arc<crate::approval::queue::ApprovalQueue>, HostError> {
-        use crate::approval::store::StoreError;
-        let path = match (&self.config.approval.store, &self.runtime.state_dir) {
-            (Some(p), _) => p.clone(),
-            (None, Some(dir)) => crate::state::StateDir::open(dir)?
-                .path()
-                .join(crate::approval::sqlite::DEFAULT_FILE),
-            (None, None) => {
-                return Err(StoreError::Open {
-                    path: crate::approval::sqlite::DEFAULT_FILE.into(),
-                    message: "there is no state directory to keep it in; set `[approval] store` \
-                              or TOOLGATE_STATE_DIR"
-                        .into(),
-                }
-                .into());
-            }
-        };
-        let store = crate::approval::sqlite::SqliteStore::open(&path)?;
+        use crate::approval::store::ApprovalStore;
         let timeout = Duration::from_millis(
             self.config
                 .approval
@@ -396,7 +382,32 @@ impl ToolgateBuilder {
                 .unwrap_or(crate::budgets::APPROVAL_TIMEOUT_MS)
                 .max(1),
         );
-        let queue = crate::approval::queue::ApprovalQueue::open(Arc::new(store), timeout).await?;
+        let state = &self.config.state;
+        let (store, replica): (Arc<dyn ApprovalStore>, Option<String>) = match (
+            &self.config.approval.store,
+            &state.url,
+        ) {
+            (None, Some(url)) => {
+                let op = state
+                    .timeout_ms
+                    .map(|ms| Duration::from_millis(ms.max(1)))
+                    .unwrap_or(crate::budgets::STATE_OP_TIMEOUT);
+                let prefix = state
+                    .prefix
+                    .as_deref()
+                    .unwrap_or(crate::store::redis::DEFAULT_PREFIX);
+                let replica = replica.to_string();
+                tracing::info!(replica = %replica, "approvals in the shared store; this replica's id");
+                (
+                    Arc::new(crate::approval::redis::RedisApprovals::open(
+                        url, prefix, op,
+                    )?),
+                    Some(replica),
+                )
+            }
+            _ => (Arc::new(self.approval_file()?), None),
+        };
+        let queue = crate::approval::queue::ApprovalQueue::open_as(store, timeout, replica).await?;
         if let Some(ms) = self.config.approval.retry_hold_ms {
             queue.set_retry_hold(Duration::from_millis(ms));
         }
@@ -415,6 +426,28 @@ impl ToolgateBuilder {
             Webhook::new(url, &key)?.start(&queue);
         }
         Ok(queue)
+    }
+
+    /// The approval queue's embedded store: `[approval] store`, else
+    /// `approvals.sqlite` in the state directory.
+    fn approval_file(&self) -> Result<crate::approval::sqlite::SqliteStore, HostError> {
+        use crate::approval::store::StoreError;
+        let path = match (&self.config.approval.store, &self.runtime.state_dir) {
+            (Some(p), _) => p.clone(),
+            (None, Some(dir)) => crate::state::StateDir::open(dir)?
+                .path()
+                .join(crate::approval::sqlite::DEFAULT_FILE),
+            (None, None) => {
+                return Err(StoreError::Open {
+                    path: crate::approval::sqlite::DEFAULT_FILE.into(),
+                    message: "there is no state directory to keep it in; set `[approval] store` \
+                              or TOOLGATE_STATE_DIR"
+                        .into(),
+                }
+                .into());
+            }
+        };
+        Ok(crate::approval::sqlite::SqliteStore::open(&path)?)
     }
 
     /// Create the engine and load every plugin. Plugins that fail to load
@@ -470,7 +503,7 @@ impl ToolgateBuilder {
         let approvals = if self.approval_queue
             || self.config.approval.mode == Some(crate::config::ApprovalMode::Queue)
         {
-            Some(self.open_approvals().await?)
+            Some(self.open_approvals(&replica_id).await?)
         } else {
             None
         };

@@ -20,6 +20,34 @@
 //! wakes the call at once. The store is the durable record of what waits
 //! and what was decided.
 //!
+//! # Replicas sharing a store
+//!
+//! With a shared store ([`ApprovalStore::shared`]: `[state] url`), every
+//! replica sees every entry, and a person may decide on any of them. What
+//! differs:
+//!
+//! * Each entry records the replica that asked ([`Entry::replica`],
+//!   `[state] replica_id`). At its start, a replica ends only the waits of
+//!   its own previous run (entries with its id, asked before it started),
+//!   not those of the replicas still running.
+//! * The store's change feed ([`ApprovalStore::changes`]) brings what
+//!   other replicas changed: a decision made on replica B wakes the call
+//!   waiting on replica A, and a retry held there; new and ended entries
+//!   reach this replica's console. When the feed may have dropped
+//!   something (a reconnection), and every
+//!   [`APPROVAL_SHARED_RECHECK`](crate::budgets::APPROVAL_SHARED_RECHECK)
+//!   anyway, the queue reads again the entries its calls wait on.
+//! * Every replica ends the entries overdue by more than
+//!   [`APPROVAL_SHARED_GRACE_MS`](crate::budgets::APPROVAL_SHARED_GRACE_MS)
+//!   (looking every
+//!   [`APPROVAL_SHARED_SWEEP`](crate::budgets::APPROVAL_SHARED_SWEEP)):
+//!   those of a replica killed while its calls waited, which would
+//!   otherwise stay pending for ever. Two replicas ending one entry race
+//!   like two decisions: the store lets one win.
+//! * The store down: asking fails closed (the call is denied, saying the
+//!   store is unreachable), deciding reports the error; both work again
+//!   once it answers, without a restart.
+//!
 //! # Calls that do not wait
 //!
 //! A client of the stateless revision (2026-07-28) cannot be held for
@@ -64,11 +92,14 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::grant::{Asked, GrantError, GrantSpec};
-use super::store::{ApprovalStore, Decided, Entry, EntryState, Grant, Listing, Retry, StoreError};
+use super::store::{
+    ApprovalStore, Change, Decided, Entry, EntryState, Grant, Listing, Retry, StoreError,
+};
 use super::{ApprovalAnswer, ApprovalRequest, Approver, EgressAsk};
 use crate::budgets::{
     APPROVAL_MAX_ARGUMENT_BYTES, APPROVAL_MAX_GRANTS, APPROVAL_MAX_MESSAGE_BYTES,
-    APPROVAL_MAX_PENDING, APPROVAL_RETRY_HOLD_MS,
+    APPROVAL_MAX_PENDING, APPROVAL_RETRY_HOLD_MS, APPROVAL_SHARED_GRACE_MS,
+    APPROVAL_SHARED_RECHECK, APPROVAL_SHARED_SWEEP,
 };
 use crate::call::CallInfo;
 
@@ -147,6 +178,11 @@ pub struct ApprovalQueue {
     retry_hold_ms: std::sync::atomic::AtomicU64,
     waiting: Mutex<HashMap<String, oneshot::Sender<Entry>>>,
     events: tokio::sync::broadcast::Sender<Event>,
+    /// This replica's id, recorded in its entries.
+    replica: Option<String>,
+    /// When this queue opened (unix ms): a shared store's entries of this
+    /// replica asked before are of its previous run.
+    started_ms: u64,
 }
 
 /// Unix time in milliseconds.
@@ -157,20 +193,25 @@ pub fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// A fresh id: `prefix` and 12 random hex digits.
-fn new_id(prefix: &str) -> String {
-    let mut bytes = [0u8; 6];
+/// `2 * n` random hex digits (at most 16).
+pub fn random_hex(n: usize) -> String {
+    let n = n.min(8);
+    let mut bytes = [0u8; 8];
     if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
+        .and_then(|mut f| f.read_exact(&mut bytes[..n]))
         .is_err()
     {
         // No randomness: time and a counter still make ids unique here.
         static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed) ^ now_ms();
-        bytes.copy_from_slice(&n.to_le_bytes()[..6]);
+        let v = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed) ^ now_ms();
+        bytes = v.to_le_bytes();
     }
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{prefix}{hex}")
+    bytes[..n].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A fresh id: `prefix` and 12 random hex digits.
+fn new_id(prefix: &str) -> String {
+    format!("{prefix}{}", random_hex(6))
 }
 
 fn cut(mut text: String, max: usize) -> String {
@@ -192,7 +233,52 @@ impl ApprovalQueue {
         store: Arc<dyn ApprovalStore>,
         timeout: Duration,
     ) -> Result<Arc<ApprovalQueue>, StoreError> {
-        let leftover = store.list(Listing::Pending).await?;
+        ApprovalQueue::open_as(store, timeout, None).await
+    }
+
+    /// The queue of replica `replica` (`[state] replica_id`; see the
+    /// module docs, "Replicas sharing a store"). Over a shared store it
+    /// opens while the store is down: what it does at the start (ending
+    /// the waits of this replica's previous run) it does once the store
+    /// answers.
+    pub async fn open_as(
+        store: Arc<dyn ApprovalStore>,
+        timeout: Duration,
+        replica: Option<String>,
+    ) -> Result<Arc<ApprovalQueue>, StoreError> {
+        let queue = Arc::new(ApprovalQueue {
+            store: store.clone(),
+            timeout,
+            retry_hold_ms: APPROVAL_RETRY_HOLD_MS.into(),
+            waiting: Mutex::new(HashMap::new()),
+            events: tokio::sync::broadcast::channel(EVENTS).0,
+            replica,
+            started_ms: now_ms(),
+        });
+        if store.shared() {
+            queue.maintain();
+        } else {
+            queue.end_leftovers().await?;
+        }
+        Ok(queue)
+    }
+
+    /// Ends the waits of a previous run (see the module docs): every
+    /// pending entry of a store of one host; over a shared store, those of
+    /// this replica asked before it started, whose calls ended with it (a
+    /// stateless client's entry stays pending: its client calls again).
+    async fn end_leftovers(self: &Arc<Self>) -> Result<(), StoreError> {
+        let store = &self.store;
+        let shared = store.shared();
+        let mut leftover = store.list(Listing::Pending).await?;
+        if shared {
+            leftover.retain(|e| {
+                self.replica.is_some()
+                    && e.replica == self.replica
+                    && e.since_ms < self.started_ms
+                    && e.retry.is_none()
+            });
+        }
         let mut parked = Vec::new();
         for entry in leftover {
             // A stateless client's entry: its client still holds the id
@@ -218,23 +304,170 @@ impl ApprovalQueue {
                 message: Some(message),
                 grant: None,
             };
-            store
+            if let Some(e) = store
                 .decide(&entry.id, EntryState::Expired, &decided)
-                .await?;
+                .await?
+            {
+                let _ = self.events.send(Event::Ended(e));
+            }
             tracing::info!(id = %entry.id, tool = %entry.tool, "a pending approval of a previous run expired");
         }
-        let queue = Arc::new(ApprovalQueue {
-            store,
-            timeout,
-            retry_hold_ms: APPROVAL_RETRY_HOLD_MS.into(),
-            waiting: Mutex::new(HashMap::new()),
-            events: tokio::sync::broadcast::channel(EVENTS).0,
-        });
         for entry in parked {
             tracing::info!(id = %entry.id, tool = %entry.tool, "a pending approval of a previous run still waits for its client's retry");
-            queue.expire_at(&entry);
+            self.expire_at(&entry);
         }
-        Ok(queue)
+        Ok(())
+    }
+
+    /// Over a shared store: follows the other replicas' changes, ends
+    /// this replica's leftovers once the store answers, and ends every
+    /// replica's overdue entries (see the module docs). Stops when the
+    /// queue goes.
+    fn maintain(self: &Arc<Self>) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let weak = Arc::downgrade(self);
+        let mut changes = self.store.changes();
+        rt.spawn(async move {
+            use tokio::sync::broadcast::error::RecvError;
+            let mut sweep = tokio::time::interval(APPROVAL_SHARED_SWEEP);
+            sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut recheck = tokio::time::interval(APPROVAL_SHARED_RECHECK);
+            recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut leftovers_ended = false;
+            loop {
+                enum Next {
+                    Change(Result<Change, RecvError>),
+                    Sweep,
+                    Recheck,
+                }
+                let next = tokio::select! {
+                    c = async {
+                        match changes.as_mut() {
+                            Some(rx) => rx.recv().await,
+                            None => std::future::pending().await,
+                        }
+                    } => Next::Change(c),
+                    _ = sweep.tick() => Next::Sweep,
+                    _ = recheck.tick() => Next::Recheck,
+                };
+                let Some(queue) = weak.upgrade() else {
+                    return;
+                };
+                match next {
+                    Next::Change(Ok(Change::Pending(e))) => {
+                        let _ = queue.events.send(Event::Pending(e));
+                    }
+                    Next::Change(Ok(Change::Ended(e))) => {
+                        let _ = queue.events.send(Event::Ended(e.clone()));
+                        queue.wake_from_store(&e.id).await;
+                    }
+                    Next::Change(Ok(Change::Missed) | Err(RecvError::Lagged(_))) => {
+                        queue.recheck().await;
+                    }
+                    Next::Change(Err(RecvError::Closed)) => changes = None,
+                    Next::Sweep => {
+                        if !leftovers_ended {
+                            match queue.end_leftovers().await {
+                                Ok(()) => leftovers_ended = true,
+                                Err(e) => tracing::warn!(error = %e, "cannot end this replica's approvals of its previous run yet"),
+                            }
+                        }
+                        queue.sweep().await;
+                    }
+                    Next::Recheck => queue.recheck().await,
+                }
+            }
+        });
+    }
+
+    /// Hands `entry`, ended, to the call of this process waiting on it.
+    fn wake(&self, entry: Entry) {
+        let waiter = self
+            .waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&entry.id);
+        if let Some(tx) = waiter {
+            let _ = tx.send(entry);
+        }
+    }
+
+    /// Wakes the call of this process waiting on `id`, if one does and
+    /// the store says the entry ended: what a waiting call goes on with
+    /// is read from the store, never taken from the feed's message.
+    async fn wake_from_store(&self, id: &str) {
+        let waits = self
+            .waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(id);
+        if !waits {
+            return;
+        }
+        match self.store.get(id).await {
+            Ok(Some(e)) if e.state != EntryState::Pending => self.wake(e),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(id, error = %e, "cannot read an approval another replica ended")
+            }
+        }
+    }
+
+    /// Reads again the entries this process's calls wait on, and wakes
+    /// those ended meanwhile (by a change the feed did not bring).
+    async fn recheck(&self) {
+        let ids: Vec<String> = self
+            .waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        for id in ids {
+            match self.store.get(&id).await {
+                Ok(Some(e)) if e.state != EntryState::Pending => {
+                    let _ = self.events.send(Event::Ended(e.clone()));
+                    self.wake(e);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the approvals this replica waits on");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Ends the entries overdue by more than the grace, whichever replica
+    /// asked.
+    async fn sweep(&self) {
+        let due = now_ms().saturating_sub(APPROVAL_SHARED_GRACE_MS);
+        let overdue = match self.store.overdue(due, 100).await {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot look for overdue approvals");
+                return;
+            }
+        };
+        for entry in overdue {
+            let why = format!(
+                "nobody decided within {} ms (`[approval] timeout_ms`), so the call is denied",
+                entry.expires_ms.saturating_sub(entry.since_ms)
+            );
+            if self
+                .end(&entry.id, EntryState::Expired, &why)
+                .await
+                .is_some()
+            {
+                tracing::info!(
+                    id = %entry.id,
+                    replica = entry.replica.as_deref().unwrap_or("-"),
+                    "ended an overdue approval (the replica that asked did not: it may have stopped)"
+                );
+            }
+        }
     }
 
     /// Holds a retry at most `hold` for a decision (`[approval]
@@ -412,14 +645,7 @@ impl ApprovalQueue {
             .ok_or_else(|| DecideError::NotPending(id.to_string()))?;
         tracing::info!(id, by, state = entry.state.as_str(), "approval decided");
         let _ = self.events.send(Event::Ended(entry.clone()));
-        let waiter = self
-            .waiting
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id);
-        if let Some(tx) = waiter {
-            let _ = tx.send(entry.clone());
-        }
+        self.wake(entry.clone());
         Ok(entry)
     }
 
@@ -553,6 +779,7 @@ impl ApprovalQueue {
             reason: cut(request.prompt.clone(), APPROVAL_MAX_MESSAGE_BYTES),
             state: EntryState::Pending,
             decided: None,
+            replica: self.replica.clone(),
             retry: None,
             egress: egress.cloned(),
         })
@@ -590,6 +817,7 @@ impl ApprovalQueue {
         // Subscribed before the first look: a decision in between is seen.
         let mut events = self.events.subscribe();
         let deadline = tokio::time::Instant::now() + self.retry_hold();
+        let shared = self.store.shared();
         let mut cancelled = false;
         loop {
             let entry = match self.store.get(id).await? {
@@ -616,6 +844,9 @@ impl ApprovalQueue {
                     }
                 }
                 () = tokio::time::sleep_until(deadline) => return Ok(Resumed::Pending(entry)),
+                // A shared store: read it again now and then, in case the
+                // change feed dropped the decision (see the module docs).
+                () = tokio::time::sleep(APPROVAL_SHARED_RECHECK), if shared => {}
                 event = events.recv() => match event {
                     Ok(Event::Ended(e)) if e.id == id => return Ok(Resumed::Ended(e)),
                     Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}

@@ -5,9 +5,13 @@
 //! and makes each change atomic: a pending entry is decided once (the
 //! first of two racing decisions wins, the other is told it was too
 //! late), a grant's count is taken one use at a time. That is the whole
-//! contract, so that a shared database (the shared-state work's Redis)
-//! can back it later as well as the embedded SQLite file does now
-//! ([`super::sqlite::SqliteStore`]).
+//! contract, so that a shared database backs it as well as the embedded
+//! file: [`super::sqlite::SqliteStore`] (one host per file) and
+//! [`super::redis::RedisApprovals`] (replicas sharing `[state] url`).
+//!
+//! A shared store also tells each replica what the others changed
+//! ([`ApprovalStore::changes`]): a call waiting on one replica goes on
+//! when a person decides on another.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -91,6 +95,11 @@ pub struct Entry {
     pub state: EntryState,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided: Option<Decided>,
+    /// The replica that asked (`[state] replica_id`): after a restart, a
+    /// replica ends only the waits that were its own (see
+    /// [`super::queue`]). `None` in entries of a host without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica: Option<String>,
     /// Set for a call of the stateless revision (2026-07-28), which does
     /// not wait: its client is answered at once and calls again once the
     /// entry is decided (see [`super::queue`], "Calls that do not wait").
@@ -120,7 +129,7 @@ impl Entry {
     /// The entry as the console's API lists it and the webhook posts it
     /// (`toolgate approvals list --json` prints these keys first).
     pub fn to_json(&self) -> Value {
-        json!({
+        let mut v = json!({
             "id": self.id,
             "tool": self.tool,
             "arguments": self.arguments,
@@ -135,7 +144,12 @@ impl Entry {
             "state": self.state.as_str(),
             "decided": self.decided,
             "egress": self.egress,
-        })
+        });
+        // Only with a shared store: which replica asked.
+        if let Some(r) = &self.replica {
+            v["replica"] = Value::String(r.clone());
+        }
+        v
     }
 }
 
@@ -209,6 +223,28 @@ pub enum StoreError {
     Open { path: String, message: String },
     #[error("the approval store failed: {0}")]
     Backend(String),
+    /// The shared store did not answer (down, unreachable, too slow).
+    #[error(
+        "the shared approval store ({store}) is unreachable: {message}; asking fails closed (the call is denied) until it answers again (the host reconnects by itself)"
+    )]
+    Unavailable { store: String, message: String },
+    /// A limit the store enforces atomically across replicas.
+    #[error("{0}")]
+    Full(String),
+}
+
+/// What another replica sharing the store changed
+/// ([`ApprovalStore::changes`]).
+#[derive(Clone, Debug)]
+pub enum Change {
+    /// A new pending entry.
+    Pending(Entry),
+    /// An entry's wait ended (decided, withdrawn, expired), or an approved
+    /// entry's retry ran.
+    Ended(Entry),
+    /// Changes may have been missed (the store's feed reconnected, or
+    /// this replica fell behind): look again at what waits here.
+    Missed,
 }
 
 /// The approval queue's durable state. Every method is one atomic change
@@ -246,4 +282,30 @@ pub trait ApprovalStore: Send + Sync + 'static {
     async fn use_grant(&self, id: &str, now_ms: u64) -> Result<Option<Grant>, StoreError>;
     /// Revoke a grant. `None`: no such active grant.
     async fn revoke_grant(&self, id: &str, revoked: &Decided) -> Result<Option<Grant>, StoreError>;
+    /// Pending entries whose expiry is at or before `at_ms`, soonest
+    /// first, at most `limit`: what a replica ends for a replica that
+    /// went away without ending its own.
+    async fn overdue(&self, at_ms: u64, limit: usize) -> Result<Vec<Entry>, StoreError> {
+        let mut due: Vec<Entry> = self
+            .list(Listing::Pending)
+            .await?
+            .into_iter()
+            .filter(|e| e.expires_ms <= at_ms)
+            .collect();
+        due.sort_by_key(|e| e.expires_ms);
+        due.truncate(limit);
+        Ok(due)
+    }
+    /// Whether other processes share this store (replicas): then a
+    /// replica ends only its own waits after a restart, and ends the
+    /// overdue entries of any replica.
+    fn shared(&self) -> bool {
+        false
+    }
+    /// What other processes sharing the store change, from now on (`None`
+    /// for a store of one host). A feed that may have dropped some sends
+    /// [`Change::Missed`].
+    fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<Change>> {
+        None
+    }
 }

@@ -293,6 +293,7 @@ mod tests {
             reason: "r".repeat(10_000),
             state: super::super::store::EntryState::Pending,
             decided: None,
+            replica: None,
             retry: None,
             egress: None,
         };

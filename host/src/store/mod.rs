@@ -28,7 +28,9 @@
 //! What is in it today: the `kv` seam ([`KvBackend`]: per plugin, per
 //! agent scope, with the seam's limits and quota enforced atomically by
 //! the backend). Pending approvals have their own store
-//! ([`crate::approval::store`]); jobs stay on the replica that runs them.
+//! ([`crate::approval::store`]), which with `[state] url` is in the same
+//! server ([`crate::approval::redis`]); jobs stay on the replica that runs
+//! them. [`replica`] gives each replica its id.
 //!
 //! **Fail closed**: when the store cannot be reached, every operation
 //! returns [`KvError::Unavailable`] — quickly, within the timeout — and the

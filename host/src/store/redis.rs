@@ -122,11 +122,7 @@ impl RedisStore {
             url: redact(url),
             message,
         };
-        let url_for_client = match url.strip_prefix("valkey://") {
-            Some(rest) => format!("redis://{rest}"),
-            None => url.to_string(),
-        };
-        let client = redis::Client::open(url_for_client).map_err(|e| bad(e.to_string()))?;
+        let client = client(url).map_err(|e| bad(e.to_string()))?;
         let config = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(Some(STATE_CONNECT_TIMEOUT))
             .set_response_timeout(Some(timeout))
@@ -178,12 +174,7 @@ impl RedisStore {
     }
 
     fn error(&self, e: redis::RedisError) -> KvError {
-        if e.is_io_error()
-            || e.is_connection_dropped()
-            || e.is_connection_refusal()
-            || e.is_timeout()
-            || e.is_unrecoverable_error()
-        {
+        if is_unavailable(&e) {
             KvError::Unavailable {
                 store: self.what.clone(),
                 message: e.to_string(),
@@ -197,8 +188,27 @@ impl RedisStore {
     }
 }
 
+/// A client for `url` (`valkey://` is `redis://`); it connects later.
+/// The approval queue's shared store makes its own from the same URL.
+pub fn client(url: &str) -> redis::RedisResult<redis::Client> {
+    match url.strip_prefix("valkey://") {
+        Some(rest) => redis::Client::open(format!("redis://{rest}")),
+        None => redis::Client::open(url),
+    }
+}
+
+/// Whether `e` says the server cannot be reached (rather than refused
+/// the request).
+pub fn is_unavailable(e: &redis::RedisError) -> bool {
+    e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_timeout()
+        || e.is_unrecoverable_error()
+}
+
 /// `url` without a password.
-fn redact(url: &str) -> String {
+pub fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(s), Some(at)) if at > s => format!("{}://…@{}", &url[..s], &url[at + 1..]),
         _ => url.to_string(),

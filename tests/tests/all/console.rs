@@ -159,6 +159,7 @@ async fn a_thousand_pending_entries_render_in_under_a_second() {
                 reason: "this command can change or delete data".into(),
                 state: EntryState::Pending,
                 decided: None,
+                replica: None,
                 retry: None,
                 egress: None,
             })

@@ -14,7 +14,16 @@
 //!   others go on;
 //! * `redis-server` stopped for 5 s: the guard that needs its counter
 //!   denies with a clear error, a tool no stateful policy guards still
-//!   serves, and after redis returns the guard counts again — no restart.
+//!   serves, and after redis returns the guard counts again — no restart;
+//! * the approval queue shared in Redis (`--approve queue`): a call asked
+//!   on replica A (a 2026-07-28 retry held there, or a 2025 session's call
+//!   waiting there) is approved with `toolgate approvals` on replica B and
+//!   completes on A; a grant made on B applies on A and C with one count;
+//!   two decisions racing on two replicas: one wins; Redis down: asking
+//!   fails closed, deciding reports it, both recover without a restart.
+//!   `the_redis_approval_store_decides_once_and_wakes_other_replicas`
+//!   checks the store's atomicity and bounds, the restart and overdue
+//!   rules, and measures the decision-to-wake latency across two queues.
 //!
 //! `measure_calls_per_second` (ignored: run it with `--ignored
 //! --nocapture`) gives the figures in BENCHMARKS.md.
@@ -121,6 +130,8 @@ impl Drop for Redis {
 pub(crate) struct Replica {
     pub(crate) child: Child,
     pub(crate) port: u16,
+    /// Its state directory (its console's token, its replica id).
+    pub(crate) state_dir: std::path::PathBuf,
 }
 
 impl Replica {
@@ -262,6 +273,17 @@ pub(crate) fn cache_dir() -> std::path::PathBuf {
 impl Cluster {
     /// `state`: the `[state]` table's body (`None`: Redis's).
     fn start(n: usize, limit: u64, state: Option<&str>) -> Cluster {
+        Cluster::start_with(n, limit, state, "deny", "")
+    }
+
+    /// With `--approve approve` and `extra` added to the configuration.
+    fn start_with(
+        n: usize,
+        limit: u64,
+        state: Option<&str>,
+        approve: &str,
+        extra: &str,
+    ) -> Cluster {
         parts();
         let redis = Redis::start();
         let work = TempDir::new("replicas");
@@ -279,7 +301,7 @@ impl Cluster {
             format!(
                 "[state]\n{state}\
                  [plugins.rate-limit]\nvars = {{ LIMIT = \"{limit}\", WINDOW_SECONDS = \"60\", TOOLS = \"echo\" }}\n\
-                 [plugins.rate-limit.grants]\nkv = true\n"
+                 [plugins.rate-limit.grants]\nkv = true\n{extra}"
             ),
         )
         .unwrap();
@@ -302,7 +324,7 @@ impl Cluster {
                 .args(["serve", "--http", &format!("127.0.0.1:{port}")])
                 .arg("--token-file")
                 .arg(&token_file)
-                .args(["--approve", "deny", "--no-watch", "--max-sessions", "512"])
+                .args(["--approve", approve, "--no-watch", "--max-sessions", "512"])
                 .args([
                     "--max-sessions-per-client",
                     "512",
@@ -324,7 +346,11 @@ impl Cluster {
                 .stderr(std::fs::File::create(&log).unwrap())
                 .spawn()
                 .expect("start a replica");
-            let mut replica = Replica { child, port };
+            let mut replica = Replica {
+                child,
+                port,
+                state_dir,
+            };
             // One at a time: the first fills the compile cache the others
             // read.
             let addr = replica.addr();
@@ -727,4 +753,768 @@ async fn the_redis_store_is_atomic_and_keeps_the_limits() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// `[approval]` for replicas sharing the approval queue in Redis (no
+/// `[approval] store`: the queue is in `[state] url`'s server). A retry
+/// is held 20 s: one answered sooner was woken by the decision.
+const SHARED_QUEUE: &str =
+    "[approval]\nmode = \"queue\"\ntimeout_ms = 60000\nretry_hold_ms = 20000\n";
+
+impl Cluster {
+    /// `toolgate approvals ARGS` against replica `i`'s console, with its
+    /// token, as `tester-i`.
+    fn approvals(&self, i: usize, args: &[&str]) -> std::process::Output {
+        Command::new(toolgate_bin())
+            .arg("approvals")
+            .args(args)
+            .args(["--server", &format!("http://{}", self.replicas[i].addr())])
+            .arg("--token-file")
+            .arg(self.replicas[i].state_dir.join("console-token"))
+            .args(["--as", &format!("tester-{i}")])
+            .output()
+            .unwrap()
+    }
+
+    /// Replica `i`'s pending entries (`list --json`), waiting (20 s at
+    /// most) until there are `n`.
+    fn pending_on(&self, i: usize, n: usize) -> Vec<Value> {
+        let started = Instant::now();
+        loop {
+            let out = self.approvals(i, &["list", "--json"]);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let list: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+            if list.len() == n {
+                return list;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "replica {i}: {list:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// A 2026-07-28 call straight to replica `i` (no balancer), retrying
+    /// with `state` when given.
+    fn call_on(
+        &self,
+        i: usize,
+        tool: &str,
+        arguments: Value,
+        state: Option<&str>,
+    ) -> Result<Value, String> {
+        let id = self.ids.fetch_add(1, Ordering::Relaxed);
+        toolgate_tests::stateless_call_with(
+            &self.replicas[i].addr(),
+            &self.token,
+            id,
+            tool,
+            arguments,
+            state,
+            HANG,
+        )
+    }
+
+    /// A `bash` call on replica `i` that the queue parks: its entry's id
+    /// and the `requestState` to retry with.
+    fn asked_on(&self, i: usize, command: &str) -> (String, String) {
+        let a = self
+            .call_on(i, "bash", json!({ "command": command }), None)
+            .expect("an answer");
+        let state = a["result"]["requestState"]
+            .as_str()
+            .unwrap_or_else(|| panic!("not input required: {a}"))
+            .to_string();
+        let id = state
+            .strip_prefix("toolgate-approval:")
+            .unwrap_or_else(|| panic!("{state}"))
+            .to_string();
+        (id, state)
+    }
+}
+
+fn succeeded(out: &std::process::Output) -> bool {
+    out.status.success()
+}
+
+fn said(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Issue 32: "an approval asked on replica A is approved through the
+/// console or CLI of replica B, and the call on A completes" — for a
+/// 2026-07-28 client (its retry held on A is woken by the decision on B);
+/// a grant made on B applies on A and C, its count shared; two decisions
+/// racing on A and on C: exactly one wins; Redis down: asking fails
+/// closed saying so, deciding reports it, and both work again once Redis
+/// is back — no restart.
+#[test]
+#[cfg_attr(
+    not(has_replica_parts),
+    ignore = "needs redis-server and haproxy: run `apt-get install -y redis-server haproxy`"
+)]
+fn an_approval_asked_on_one_replica_is_decided_on_another() {
+    let mut c = Cluster::start_with(3, 1_000_000_000, None, "queue", SHARED_QUEUE);
+    // 1. Asked on A; B lists it; A's retry waits; approved on B.
+    let (id, state) = c.asked_on(0, "echo shared-one");
+    let on_b = c.pending_on(1, 1);
+    assert_eq!(on_b[0]["id"], id.as_str(), "{on_b:?}");
+    let retry = {
+        let (token, addr) = (c.token.clone(), c.replicas[0].addr());
+        let state = state.clone();
+        std::thread::spawn(move || {
+            let a = toolgate_tests::stateless_call_with(
+                &addr,
+                &token,
+                1_000_000,
+                "bash",
+                json!({"command": "echo shared-one"}),
+                Some(&state),
+                HANG,
+            );
+            (a, Instant::now())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(!retry.is_finished(), "the retry is held for a decision");
+    let out = c.approvals(1, &["approve", &id]);
+    assert!(succeeded(&out), "{}", said(&out));
+    let approved = Instant::now();
+    let (answer, done) = retry.join().unwrap();
+    let answer = answer.expect("the retry's answer");
+    assert!(
+        outcome(&answer).is_ok_and(|t| t.contains("shared-one")),
+        "{answer}"
+    );
+    let woken = done.saturating_duration_since(approved);
+    eprintln!("decided on B -> the held retry on A answered: {woken:?}");
+    assert!(
+        woken < Duration::from_secs(3),
+        "woken by the decision, not the 20 s hold: {woken:?}"
+    );
+    // The third replica's history: decided on B, by B's caller.
+    let token = std::fs::read_to_string(c.replicas[2].state_dir.join("console-token")).unwrap();
+    let decided = console_get(&c.replicas[2].addr(), token.trim(), "/console/api/decided");
+    let e = decided
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == id.as_str())
+        .unwrap_or_else(|| panic!("{decided}"));
+    assert_eq!(e["decided"]["by"], "api:tester-1", "{e}");
+    assert!(e["replica"].is_string(), "the entry names its replica: {e}");
+    // The approval ran its call, once: the same retry on C is refused.
+    let again = c
+        .call_on(
+            2,
+            "bash",
+            json!({"command": "echo shared-one"}),
+            Some(&state),
+        )
+        .unwrap();
+    let e = outcome(&again).expect_err("an approval runs one call");
+    assert!(e.contains("ran its call already"), "{e}");
+
+    // 2. A grant made on B (two calls) applies on A and C; the third call
+    // is asked again.
+    let out = c.approvals(
+        1,
+        &[
+            "grant",
+            "--tool",
+            "bash",
+            "--argument",
+            "command",
+            "--pattern",
+            "echo granted*",
+            "--count",
+            "2",
+        ],
+    );
+    assert!(succeeded(&out), "{}", said(&out));
+    for (i, word) in [(0, "granted-a"), (2, "granted-c")] {
+        let a = c
+            .call_on(
+                i,
+                "bash",
+                json!({ "command": format!("echo {word}") }),
+                None,
+            )
+            .unwrap();
+        assert!(a["result"]["requestState"].is_null(), "not asked: {a}");
+        assert!(
+            outcome(&a).is_ok_and(|t| t.contains(word)),
+            "replica {i}: {a}"
+        );
+    }
+    let (third, _) = c.asked_on(0, "echo granted-more");
+    assert_eq!(c.pending_on(2, 1)[0]["id"], third.as_str());
+    let out = c.approvals(2, &["deny", &third, "--message", "no"]);
+    assert!(succeeded(&out), "{}", said(&out));
+
+    // 3. Two decisions racing on A and C: one wins, the other is told.
+    for round in 0..5 {
+        let (id, _) = c.asked_on(1, &format!("echo race-{round}"));
+        c.pending_on(0, 1);
+        let decide = |i: usize, verdict: &'static str| {
+            let bin = toolgate_bin();
+            let server = format!("http://{}", c.replicas[i].addr());
+            let token = c.replicas[i].state_dir.join("console-token");
+            let id = id.clone();
+            std::thread::spawn(move || {
+                Command::new(bin)
+                    .args(["approvals", verdict, &id, "--server", &server])
+                    .arg("--token-file")
+                    .arg(token)
+                    .output()
+                    .unwrap()
+            })
+        };
+        let (a, b) = (decide(0, "approve"), decide(2, "deny"));
+        let (a, b) = (a.join().unwrap(), b.join().unwrap());
+        assert!(
+            succeeded(&a) != succeeded(&b),
+            "exactly one wins: {} / {}",
+            said(&a),
+            said(&b)
+        );
+        let loser = if succeeded(&a) { &b } else { &a };
+        assert!(
+            said(loser).contains("no pending approval"),
+            "{}",
+            said(loser)
+        );
+    }
+
+    // 4. Redis down: the ask fails closed, saying why; a decision reports
+    // it.
+    c.redis.stop();
+    let started = Instant::now();
+    let a = c
+        .call_on(0, "bash", json!({"command": "echo while-down"}), None)
+        .expect("an answer");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let e = outcome(&a).expect_err("denied");
+    assert!(
+        e.contains("DENIED") && e.contains("approval store") && e.contains("unreachable"),
+        "{e}"
+    );
+    let out = c.approvals(1, &["approve", "a-000000000000"]);
+    assert!(!succeeded(&out));
+    assert!(said(&out).contains("unreachable"), "{}", said(&out));
+    // Back (empty): asking and deciding work again, same processes.
+    c.redis.start_again();
+    let started = Instant::now();
+    let id = loop {
+        let a = c
+            .call_on(0, "bash", json!({"command": "echo back"}), None)
+            .unwrap();
+        if let Some(s) = a["result"]["requestState"].as_str() {
+            break s.trim_start_matches("toolgate-approval:").to_string();
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "{a}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // The replica whose connection the restart cut may report that once
+    // (its next operation reconnects): deciding recovers without a
+    // restart.
+    let started = Instant::now();
+    loop {
+        let out = c.approvals(2, &["approve", &id]);
+        if succeeded(&out) {
+            break;
+        }
+        assert!(
+            said(&out).contains("unreachable") && started.elapsed() < Duration::from_secs(10),
+            "{}",
+            said(&out)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A GET on a replica's console API, as JSON.
+fn console_get(addr: &str, token: &str, path: &str) -> Value {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(
+        format!(
+            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let mut text = String::new();
+    let _ = s.read_to_string(&mut text);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}\n{body}");
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+/// The 2025 half: an MCP session's `bash` call (the Python SDK) waits in
+/// the queue on replica A; replica B's live event stream announces it;
+/// `toolgate approvals approve` on B releases it and the call on A
+/// completes.
+#[test]
+#[cfg_attr(
+    not(all(has_replica_parts, has_mcp_client)),
+    ignore = "needs redis-server, haproxy and the MCP Python SDK: run `apt-get install -y redis-server haproxy` and `bash tests/mcp/setup-venv.sh target/tmp/mcp-venv`"
+)]
+fn a_session_s_call_waiting_on_one_replica_completes_when_another_approves() {
+    let python = crate::serve::python();
+    let c = Cluster::start_with(2, 1_000_000_000, None, "queue", SHARED_QUEUE);
+    // B's live feed, open before the call.
+    let events = {
+        use std::io::{BufRead, Write};
+        let addr = c.replicas[1].addr();
+        let token = std::fs::read_to_string(c.replicas[1].state_dir.join("console-token")).unwrap();
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        s.write_all(
+            format!(
+                "GET /console/api/events HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\n\r\n",
+                token.trim()
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        let mut reader = std::io::BufReader::new(s);
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            while reader.read_line(&mut line).unwrap_or(0) > 0 {
+                if let Some(data) = line.trim().strip_prefix("data: ")
+                    && let Ok(e) = serde_json::from_str::<Value>(data)
+                    && e["state"] == "pending"
+                {
+                    return Some(e);
+                }
+                line.clear();
+            }
+            None
+        })
+    };
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/approvals_client.py");
+    let client = Command::new(python)
+        .arg(script)
+        .args(["--http", &format!("http://{}/mcp", c.replicas[0].addr())])
+        .args(["--token", &c.token])
+        .arg("echo from-a-session")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let list = c.pending_on(1, 1);
+    let id = list[0]["id"].as_str().unwrap().to_string();
+    let announced = events.join().unwrap().expect("B's feed announced it");
+    assert_eq!(announced["id"], id.as_str(), "{announced}");
+    assert_eq!(announced["arguments"]["command"], "echo from-a-session");
+    std::thread::sleep(Duration::from_millis(300));
+    let out = c.approvals(1, &["approve", &id]);
+    assert!(succeeded(&out), "{}", said(&out));
+    let approved = Instant::now();
+    let out = client.wait_with_output().unwrap();
+    let took = approved.elapsed();
+    assert!(
+        out.status.success(),
+        "the client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["questions"], json!([]), "the client is never asked");
+    let r = &report["results"][0];
+    assert_eq!(r["isError"], false, "{r}");
+    assert!(r.to_string().contains("from-a-session"), "{r}");
+    eprintln!("approved on B -> the session's call on A answered (client exit included): {took:?}");
+    assert!(c.pending_on(0, 0).is_empty());
+}
+
+/// A `bash` call's approval request, as the pipeline makes it.
+fn approval_request(command: &str) -> toolgate::approval::ApprovalRequest {
+    use toolgate::call::{CallInfo, CallOrigin, ToolMeta};
+    toolgate::approval::ApprovalRequest {
+        call: Arc::new(CallInfo::new(
+            1,
+            "c".into(),
+            "bash".into(),
+            json!({ "command": command }),
+            CallOrigin::default(),
+            ToolMeta::unknown(),
+        )),
+        prompt: "may change data".into(),
+        asked_by: "ask-destructive".into(),
+        card: None,
+        client: None,
+    }
+}
+
+/// An entry as a replica's queue would keep it.
+fn shared_entry(
+    id: &str,
+    replica: &str,
+    since_ms: u64,
+    expires_ms: u64,
+) -> toolgate::approval::store::Entry {
+    toolgate::approval::store::Entry {
+        id: id.into(),
+        since_ms,
+        expires_ms,
+        scope: String::new(),
+        client: None,
+        session: None,
+        tool: "bash".into(),
+        // What Lua's cjson would garble, were the store to re-encode it.
+        arguments: json!({"command": "x", "xs": [], "big": 12345678901234567890u64, "f": 0.1}),
+        card: None,
+        asked_by: "ask-destructive".into(),
+        reason: "r".into(),
+        state: toolgate::approval::store::EntryState::Pending,
+        decided: None,
+        replica: Some(replica.into()),
+        retry: None,
+        egress: None,
+    }
+}
+
+/// The shared approval store against a real `redis-server`, two queues
+/// over it as two replicas would hold them: racing decisions decide once,
+/// racing retries run once, a grant's count is taken one use at a time,
+/// the history and the prefix keep their bounds; a call waiting on one
+/// queue goes on when the other decides (the latency measured); a
+/// restarted replica ends only its own leftovers; a dead replica's entry
+/// is ended by another after its expiry; Redis down fails closed and is
+/// survived without reopening.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(has_replica_parts),
+    ignore = "needs redis-server and haproxy: run `apt-get install -y redis-server haproxy`"
+)]
+async fn the_redis_approval_store_decides_once_and_wakes_other_replicas() {
+    use toolgate::approval::ApprovalAnswer;
+    use toolgate::approval::Approver;
+    use toolgate::approval::queue::{ApprovalQueue, Verdict, now_ms};
+    use toolgate::approval::redis::RedisApprovals;
+    use toolgate::approval::store::{
+        ApprovalStore, Decided, EntryState, Grant, Listing, Retry, StoreError,
+    };
+    parts();
+    let mut redis = Redis::start();
+    let url = redis.url();
+    let open = |prefix: &str| -> Arc<dyn ApprovalStore> {
+        Arc::new(RedisApprovals::open(&url, prefix, Duration::from_millis(500)).unwrap())
+    };
+    let s = open("t");
+    let decided = |by: &str| Decided {
+        by: by.into(),
+        at_ms: now_ms(),
+        message: None,
+        grant: None,
+    };
+    // 1. Racing decisions: one winner per entry; JSON kept exactly.
+    let now = now_ms();
+    for i in 0..20 {
+        s.put_pending(&shared_entry(&format!("e-{i}"), "r", now, now + 60_000))
+            .await
+            .unwrap();
+    }
+    assert_eq!(s.count_pending().await.unwrap(), 20);
+    let got = s.get("e-0").await.unwrap().unwrap();
+    assert_eq!(got, shared_entry("e-0", "r", now, now + 60_000));
+    let tasks: Vec<_> = (0..8)
+        .map(|t| {
+            let s = s.clone();
+            tokio::spawn(async move {
+                let mut wins = 0;
+                for i in 0..20 {
+                    let state = if t % 2 == 0 {
+                        EntryState::Approved
+                    } else {
+                        EntryState::Denied
+                    };
+                    let d = Decided {
+                        by: format!("t{t}"),
+                        at_ms: now_ms(),
+                        message: None,
+                        grant: None,
+                    };
+                    if s.decide(&format!("e-{i}"), state, &d)
+                        .await
+                        .unwrap()
+                        .is_some()
+                    {
+                        wins += 1;
+                    }
+                }
+                wins
+            })
+        })
+        .collect();
+    let mut wins = 0;
+    for t in tasks {
+        wins += t.await.unwrap();
+    }
+    assert_eq!(wins, 20, "each entry decided exactly once");
+    assert_eq!(s.count_pending().await.unwrap(), 0);
+    let e = s.get("e-3").await.unwrap().unwrap();
+    assert_ne!(e.state, EntryState::Pending);
+    assert_eq!(e.arguments, shared_entry("e-3", "r", 0, 0).arguments);
+    // 2. Racing retries: an approval runs once.
+    let mut parked = shared_entry("p-1", "r", now, now + 60_000);
+    parked.retry = Some(Retry {
+        digest: "d".into(),
+        ran_ms: None,
+    });
+    s.put_pending(&parked).await.unwrap();
+    assert!(
+        s.run_once("p-1", now_ms()).await.unwrap().is_none(),
+        "not approved yet"
+    );
+    s.decide("p-1", EntryState::Approved, &decided("bob"))
+        .await
+        .unwrap()
+        .unwrap();
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let s = s.clone();
+            tokio::spawn(async move { s.run_once("p-1", now_ms()).await.unwrap().is_some() })
+        })
+        .collect();
+    let mut ran = 0;
+    for t in tasks {
+        ran += t.await.unwrap() as usize;
+    }
+    assert_eq!(ran, 1);
+    assert!(
+        s.get("p-1")
+            .await
+            .unwrap()
+            .unwrap()
+            .retry
+            .unwrap()
+            .ran_ms
+            .is_some()
+    );
+    // 3. A grant of 10 uses, 16 tasks taking 5 each: exactly 10.
+    let grant = Grant {
+        id: "g-1".into(),
+        tool: "bash".into(),
+        argument: None,
+        pattern: None,
+        scope: None,
+        client: None,
+        destination: None,
+        port: None,
+        created_ms: now,
+        created_by: "bob".into(),
+        expires_ms: Some(now + 60_000),
+        remaining: Some(10),
+        used: 0,
+        revoked: None,
+    };
+    s.put_grant(&grant).await.unwrap();
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let s = s.clone();
+            tokio::spawn(async move {
+                let mut used = 0;
+                for _ in 0..5 {
+                    used += s.use_grant("g-1", now_ms()).await.unwrap().is_some() as usize;
+                }
+                used
+            })
+        })
+        .collect();
+    let mut used = 0;
+    for t in tasks {
+        used += t.await.unwrap();
+    }
+    assert_eq!(used, 10);
+    let g = &s.grants().await.unwrap()[0];
+    assert_eq!((g.remaining, g.used), (Some(0), 10));
+    assert!(s.use_grant("g-1", now_ms()).await.unwrap().is_none());
+    // Expired by time; revoked once.
+    s.put_grant(&Grant {
+        id: "g-2".into(),
+        expires_ms: Some(now),
+        remaining: None,
+        ..grant.clone()
+    })
+    .await
+    .unwrap();
+    assert!(s.use_grant("g-2", now_ms()).await.unwrap().is_none());
+    assert!(
+        s.revoke_grant("g-2", &decided("bob"))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        s.revoke_grant("g-2", &decided("bob"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(s.grants().await.unwrap().len(), 1);
+    // 4. Bounds: the history keeps the last 1000; another prefix sees
+    // nothing of this one.
+    let keep = toolgate::budgets::APPROVAL_KEEP_DECIDED;
+    for i in 0..keep + 5 {
+        let id = format!("h-{i}");
+        s.put_pending(&shared_entry(&id, "r", now, now + 60_000))
+            .await
+            .unwrap();
+        s.decide(&id, EntryState::Expired, &decided("q"))
+            .await
+            .unwrap();
+    }
+    let history = s.list(Listing::Decided(usize::MAX)).await.unwrap();
+    assert_eq!(history.len(), keep);
+    assert!(s.get("e-0").await.unwrap().is_none(), "the oldest dropped");
+    let other = open("other");
+    assert!(other.list(Listing::Decided(10)).await.unwrap().is_empty());
+    assert!(other.grants().await.unwrap().is_empty());
+
+    // 5. Two replicas' queues: a call waiting on A goes on when B decides.
+    let qa = ApprovalQueue::open_as(open("q"), Duration::from_secs(60), Some("ra".into()))
+        .await
+        .unwrap();
+    let qb = ApprovalQueue::open_as(open("q"), Duration::from_secs(60), Some("rb".into()))
+        .await
+        .unwrap();
+    let mut b_events = qb.subscribe();
+    let mut lat = Vec::new();
+    for round in 0..30 {
+        let ask = {
+            let qa = qa.clone();
+            tokio::spawn(async move {
+                let answer = qa
+                    .approve(&approval_request(&format!("echo {round}")))
+                    .await;
+                (answer, Instant::now())
+            })
+        };
+        // B learns of it through the feed.
+        let id = loop {
+            match tokio::time::timeout(Duration::from_secs(10), b_events.recv())
+                .await
+                .expect("B hears of A's entry")
+                .unwrap()
+            {
+                toolgate::approval::queue::Event::Pending(e) => break e.id,
+                _ => continue,
+            }
+        };
+        let e = qb.get(&id).await.unwrap().unwrap();
+        assert_eq!(e.replica.as_deref(), Some("ra"));
+        let started = Instant::now();
+        qb.decide(&id, Verdict::Approve, "bob").await.unwrap();
+        let (answer, done) = ask.await.unwrap();
+        assert_eq!(answer, ApprovalAnswer::ApprovedBy("bob".into()));
+        lat.push(done.saturating_duration_since(started));
+    }
+    lat.sort();
+    eprintln!(
+        "decision on replica B -> the call waiting on replica A goes on: median {:?}, max {:?} (30 rounds)",
+        lat[lat.len() / 2],
+        lat[lat.len() - 1]
+    );
+    assert!(lat[lat.len() / 2] < Duration::from_millis(200), "{lat:?}");
+    // 6. A restarted replica ends its own leftovers only; an entry of a
+    // dead replica is ended by another once overdue.
+    let qs = open("q");
+    let t = now_ms();
+    qs.put_pending(&shared_entry("old-ra", "ra", t - 1000, t + 60_000))
+        .await
+        .unwrap();
+    qs.put_pending(&shared_entry("live-rb", "rb", t - 1000, t + 60_000))
+        .await
+        .unwrap();
+    qs.put_pending(&shared_entry("dead-rx", "rx", t - 10_000, t - 3_000))
+        .await
+        .unwrap();
+    drop(qa);
+    let qa = ApprovalQueue::open_as(open("q"), Duration::from_secs(60), Some("ra".into()))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    loop {
+        let old = qs.get("old-ra").await.unwrap().unwrap();
+        let dead = qs.get("dead-rx").await.unwrap().unwrap();
+        if old.state != EntryState::Pending && dead.state != EntryState::Pending {
+            assert_eq!(old.state, EntryState::Expired);
+            let why = old.decided.unwrap().message.unwrap();
+            assert!(why.contains("restarted"), "{why}");
+            assert_eq!(dead.state, EntryState::Expired);
+            let why = dead.decided.unwrap().message.unwrap();
+            assert!(why.contains("nobody decided within 7000 ms"), "{why}");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{old:?} {dead:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let live = qs.get("live-rb").await.unwrap().unwrap();
+    assert_eq!(
+        live.state,
+        EntryState::Pending,
+        "another replica's wait stays"
+    );
+    qb.decide("live-rb", Verdict::Deny(None), "bob")
+        .await
+        .unwrap();
+    // 7. Redis down: asking fails closed, deciding reports it; back: both
+    // work again, the same queues.
+    redis.stop();
+    let started = Instant::now();
+    let answer = qa.approve(&approval_request("echo down")).await;
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(
+        matches!(&answer, ApprovalAnswer::Unavailable(why) if why.contains("unreachable")),
+        "{answer}"
+    );
+    let e = qb.decide("a-0", Verdict::Approve, "bob").await.unwrap_err();
+    assert!(e.to_string().contains("unreachable"), "{e}");
+    assert!(matches!(
+        qs.count_pending().await,
+        Err(StoreError::Unavailable { .. })
+    ));
+    redis.start_again();
+    let started = Instant::now();
+    while qs.count_pending().await.is_err() {
+        assert!(started.elapsed() < Duration::from_secs(10));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ask = {
+        let qa = qa.clone();
+        tokio::spawn(async move { qa.approve(&approval_request("echo back")).await })
+    };
+    let id = loop {
+        if let Some(e) = qb.pending().await.unwrap().first() {
+            break e.id.clone();
+        }
+        assert!(started.elapsed() < Duration::from_secs(10));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    qb.decide(&id, Verdict::Deny(Some("not now".into())), "bob")
+        .await
+        .unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(5), ask)
+        .await
+        .expect("woken")
+        .unwrap();
+    assert!(
+        matches!(&answer, ApprovalAnswer::DeniedBy { reason, .. } if reason == "not now"),
+        "{answer}"
+    );
 }

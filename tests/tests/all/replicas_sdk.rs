@@ -122,7 +122,11 @@ impl Fleet {
                 .stderr(std::fs::File::create(&log).unwrap())
                 .spawn()
                 .expect("start a replica");
-            let mut replica = Replica { child, port };
+            let mut replica = Replica {
+                child,
+                port,
+                state_dir: work.path().join(format!("state-r{i}")),
+            };
             let started = Instant::now();
             while http_get_status(&replica.addr(), "/readyz") != 200 {
                 let exited = replica.child.try_wait().unwrap();
