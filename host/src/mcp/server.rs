@@ -733,9 +733,13 @@ impl ServerHandler for ToolgateServer {
                     task,
                     queue,
                     id,
-                    self.shared.clone(),
-                    call,
-                    turn,
+                    super::tasks::Run {
+                        arrivals: self.shared.clone(),
+                        call,
+                        turn,
+                        to_result,
+                        busy: BUSY,
+                    },
                 ));
                 return Ok(CallToolResponse::Task(seed));
             }

@@ -61,6 +61,7 @@ use crate::budgets::{
     TASKS_MAX_RESULT_TOTAL_BYTES, TASKS_POLL_INTERVAL_MS,
 };
 use crate::call::ToolCall;
+use crate::outcome::CallRecord;
 use crate::scheduler::{Arrivals, ArrivalsError};
 use crate::turn::TurnOptions;
 
@@ -416,18 +417,34 @@ impl Drop for Unfinished<'_> {
     }
 }
 
+/// What a task runs: the call, its turn, where, and how its record
+/// becomes a result (the server's mapping; `busy`: the error code of a
+/// full scheduler).
+pub struct Run {
+    pub arrivals: Arc<Arrivals>,
+    pub call: ToolCall,
+    pub turn: TurnOptions,
+    pub to_result: fn(CallRecord) -> CallToolResult,
+    pub busy: ErrorCode,
+}
+
 /// Drives one task: waits for its entry's decision (no hold: the client
-/// polls `tasks/get` meanwhile), then runs the call through the pipeline
-/// in `arrivals`, answered from the entry, and keeps its result.
+/// polls `tasks/get` meanwhile), then runs the call through the pipeline,
+/// answered from the entry, and keeps its result.
 pub async fn drive(
     tasks: Arc<Tasks>,
     slot: Arc<Slot>,
     queue: Arc<ApprovalQueue>,
     entry: String,
-    arrivals: Arc<Arrivals>,
-    call: ToolCall,
-    turn: TurnOptions,
+    run: Run,
 ) {
+    let Run {
+        arrivals,
+        call,
+        turn,
+        to_result,
+        busy,
+    } = run;
     let _unfinished = Unfinished {
         tasks: &tasks,
         slot: &slot,
@@ -490,10 +507,10 @@ pub async fn drive(
     match outcome {
         Ok(record) => {
             let message = record.error.as_ref().map(|e| e.message.clone()).or(decided);
-            tasks.complete(&slot, super::server::to_result(record), message);
+            tasks.complete(&slot, to_result(record), message);
         }
         Err(e @ ArrivalsError::Busy { .. }) => {
-            tasks.fail(&slot, super::server::BUSY, e.to_string());
+            tasks.fail(&slot, busy, e.to_string());
         }
         Err(e @ ArrivalsError::Failed(_)) => {
             tasks.fail(&slot, ErrorCode::INTERNAL_ERROR, e.to_string());
