@@ -9,9 +9,12 @@
 //! The approval queue (`--approve queue`) is one such service, owned by
 //! the host: [`queue`] (the waiting, grants, expiry), [`store`] (what it
 //! keeps, behind a trait), [`sqlite`] (the embedded store), [`redis`]
-//! (the store replicas share), [`grant`] (what a grant matches).
+//! (the store replicas share), [`grant`] (what a grant matches), [`hold`]
+//! (a stateless request's Code Mode program waiting, bounded, for its
+//! nested call's decision).
 
 pub mod grant;
+pub mod hold;
 pub mod queue;
 pub mod redis;
 pub mod sqlite;
@@ -89,6 +92,15 @@ pub trait Approver: Send + Sync {
     ) -> ApprovalAnswer {
         let _ = egress;
         self.approve(request).await
+    }
+
+    /// The approver of the calls a call's body makes in turn (Code Mode's
+    /// nested calls), given the body's signal; `None`: this one. An
+    /// approver that cannot be asked from inside a body (one that ends
+    /// the request and waits for the client's retry) names one that can
+    /// ([`hold::HoldingApprover`]).
+    fn nested(&self, _signal: &crate::call::CallSignal) -> Option<Arc<dyn Approver>> {
+        None
     }
 }
 

@@ -308,6 +308,28 @@ pub const APPROVAL_SHARED_GRACE_MS: u64 = 2_000;
 /// reconnected). Threat: a decision whose announcement was lost holding a
 /// call until its timeout. 10 s; not configurable.
 pub const APPROVAL_SHARED_RECHECK: Duration = Duration::from_secs(10);
+
+/// Tasks (the MCP Tasks extension: a 2026-07-28 client's call waiting in
+/// the approval queue; see `mcp::tasks`) the host keeps at once, in any
+/// state. Past it, the call is answered with an `InputRequiredResult`
+/// instead (its retry works as without tasks). Threat: a client creating
+/// tasks faster than they end. 1024; not configurable.
+pub const TASKS_MAX: usize = 1024;
+/// Of those, one client's (a local user, or a peer address: see
+/// `mcp::peer`). 64; not configurable.
+pub const TASKS_MAX_PER_CLIENT: usize = 64;
+/// How long an ended task (completed, failed, cancelled) is kept for
+/// `tasks/get`, from its end; then it is gone ("unknown task"). 600000 ms
+/// (10 minutes); not configurable.
+pub const TASKS_KEEP_MS: u64 = 600_000;
+/// Bytes (JSON) of one task's result kept; a larger result is replaced by
+/// an error result that gives its size. 1 MiB; not configurable.
+pub const TASKS_MAX_RESULT_BYTES: usize = 1 << 20;
+/// Bytes (JSON) of all kept results together; a result that would pass
+/// it is replaced the same way. 64 MiB; not configurable.
+pub const TASKS_MAX_RESULT_TOTAL_BYTES: usize = 64 << 20;
+/// The `pollIntervalMs` a task suggests. 1000 ms.
+pub const TASKS_POLL_INTERVAL_MS: u64 = 1000;
 /// Entries pending at once in the approval queue; beyond, an `ask` is
 /// denied ("the approval queue is full"). Threat: a model (or many
 /// clients) flooding the queue and the store. 10000; not configurable.

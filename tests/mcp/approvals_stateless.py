@@ -7,7 +7,7 @@ entries meanwhile, restart the server, and check what is printed (one JSON
 object on stdout). Nothing is asserted here: the test decides.
 
     python approvals_stateless.py --http URL --token TOKEN [--rounds N] \
-        [--first-only] [--state STATE] [--probe] [--auto CMD] [CMD...]
+        [--first-only] [--state STATE] [--probe] [--auto CMD] [--code JS]... [CMD...]
 
 * each CMD: driven by hand (`session.call_tool(..., allow_input_required=True)`),
   every round recorded: the result type, the request state;
@@ -17,7 +17,10 @@ object on stdout). Nothing is asserted here: the test decides.
 * `--state STATE`: start each CMD's loop from that state (a client that
   reconnected to a restarted server);
 * `--probe`: after a CMD completed, send its last state again with other
-  arguments, then with the same ones (both must be refused).
+  arguments, then with the same ones (both must be refused);
+* `--code JS` (repeatable): a Code Mode program, `run_code {code: JS}`
+  through `Client.call_tool`, one after the other (`programs`: each
+  result and how long it took).
 """
 
 import argparse
@@ -45,6 +48,7 @@ async def main() -> None:
     parser.add_argument("--state")
     parser.add_argument("--probe", action="store_true")
     parser.add_argument("--auto")
+    parser.add_argument("--code", action="append", default=[])
     parser.add_argument("commands", nargs="*")
     args = parser.parse_args()
     questions = []
@@ -53,7 +57,8 @@ async def main() -> None:
         questions.append(params.message)
         return types.ElicitResult(action="decline")
 
-    out = {"calls": [None] * len(args.commands), "auto": None, "questions": questions}
+    out = {"calls": [None] * len(args.commands), "auto": None, "questions": questions,
+           "programs": []}
 
     def connect():
         http = httpx.AsyncClient(
@@ -103,6 +108,10 @@ async def main() -> None:
     async with connect() as client:
         out["protocol"] = client.protocol_version
         await client.list_tools()
+        for code in args.code:
+            started = time.time()
+            r = await client.call_tool("run_code", {"code": code})
+            out["programs"].append({"result": dump(r), "seconds": time.time() - started})
         async with anyio.create_task_group() as tg:
             for i, command in enumerate(args.commands):
                 tg.start_soon(by_hand, client, i, command)

@@ -66,7 +66,9 @@
 //! expired or withdrawn entry answers the retry with a denial saying so.
 //! Such entries survive a restart pending — the client still holds the
 //! entry's id and calls again — and a decision made after the restart
-//! reaches the client's next retry.
+//! reaches the client's next retry. (A client of the Tasks extension
+//! follows the same entry as a task, `mcp::tasks`; a Code Mode program's
+//! nested call waits on it instead, bounded, `super::hold`.)
 //!
 //! # Egress approvals
 //!

@@ -188,7 +188,11 @@ impl ToolBody for RunCode {
             host,
             call.clone(),
             signal.clone(),
-            ctx.approver.clone(),
+            // The program's approver, or the one it names for calls made
+            // inside a body (a stateless request's: `approval::hold`).
+            ctx.approver
+                .as_ref()
+                .map(|a| a.nested(&signal).unwrap_or_else(|| a.clone())),
             self.limits.max_nested_calls,
         );
         let ran = self

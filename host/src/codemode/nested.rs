@@ -10,7 +10,9 @@
 //!
 //! * `code-mode` set and the program's call id as `parent-id`, its agent
 //!   scope, its approver (an `ask` reaches whoever the program's call
-//!   would have been asked about);
+//!   would have been asked about; for a stateless request with the
+//!   approval queue, a bounded wait in the queue instead of ending the
+//!   request: see `approval::hold`, which says why);
 //! * the program's signal: the batch's turn is cancelled when the program's
 //!   caller cancels or its deadline passes, so no nested call outlives the
 //!   program;

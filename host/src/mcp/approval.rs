@@ -39,7 +39,11 @@
 //! do, with a short backoff), and the retry is held until the entry is
 //! decided ([`ApprovalQueue::resume`]) and then answered from it
 //! ([`RetriedApprover`]): the approved call runs once; a denial, an
-//! expiry or a withdrawal denies it, saying so.
+//! expiry or a withdrawal denies it, saying so. A client that declared
+//! the Tasks extension gets a task instead ([`super::tasks`]). The calls a
+//! Code Mode program makes are never parked (the retry would run the
+//! program's earlier calls again): both approvers name
+//! [`HoldingApprover`] for them, a bounded wait in the queue.
 //!
 //! An egress approval (`[egress] ask = true`: a connection the call's body
 //! makes) is asked of an elicitating client like any `ask`; a stateless
@@ -59,7 +63,9 @@ use rmcp::service::{Peer, RoleServer};
 use serde_json::Value;
 
 use crate::approval::EgressAsk;
+use crate::approval::hold::HoldingApprover;
 use crate::approval::queue::{ApprovalQueue, Parked, QUEUE, Resumed};
+use crate::call::CallSignal;
 use crate::pipeline::{ApprovalAnswer, ApprovalRequest, Approver};
 
 /// Why a stateless call's connection cannot be asked about.
@@ -247,6 +253,10 @@ impl Approver for ParkingApprover {
         QUEUE
     }
 
+    fn nested(&self, signal: &CallSignal) -> Option<Arc<dyn Approver>> {
+        Some(HoldingApprover::new(self.queue.clone(), signal.clone()))
+    }
+
     async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
         match self.queue.park(request).await {
             Parked::Answered(answer) => answer,
@@ -290,6 +300,10 @@ impl RetriedApprover {
 impl Approver for RetriedApprover {
     fn name(&self) -> &str {
         QUEUE
+    }
+
+    fn nested(&self, signal: &CallSignal) -> Option<Arc<dyn Approver>> {
+        Some(HoldingApprover::new(self.queue.clone(), signal.clone()))
     }
 
     async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {

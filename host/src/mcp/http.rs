@@ -641,7 +641,9 @@ impl Route {
         }
         // The body, whole, within the deadline and the size bound: a body
         // trickled to hold the connection ends at the deadline.
-        let (parts, body) = request.into_parts();
+        let (mut parts, body) = request.into_parts();
+        // Who sent it, for the handler (a task belongs to its client).
+        parts.extensions.insert(self.client);
         let limited = http_body_util::Limited::new(body, self.limits.max_message_bytes);
         let body = match tokio::time::timeout(self.limits.body_timeout, limited.collect()).await {
             Ok(Ok(collected)) => collected.to_bytes(),

@@ -14,7 +14,9 @@
 //!   `toolgate run` runs a turn, and the record maps to MCP content,
 //!   `isError`, `structuredContent` and `_meta`.
 //! * [`approval`] — an `ask` goes to the client that made the call, as an
-//!   MCP elicitation, when it declared the capability.
+//!   MCP elicitation, when it declared the capability; with the host's
+//!   approval queue, a stateless client's call is parked and retried, or
+//!   followed as a task ([`tasks`]: the Tasks extension).
 //! * [`stdio`] — a transport of our own for stdin/stdout: bounded frames,
 //!   a JSON-RPC error for every bad frame, a bounded number of requests in
 //!   flight and a bounded output queue, and a disconnect that cancels
@@ -50,6 +52,7 @@ pub mod projection;
 pub mod server;
 pub mod session;
 pub mod stdio;
+pub mod tasks;
 
 use std::time::Duration;
 

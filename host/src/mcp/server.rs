@@ -50,13 +50,14 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use rmcp::ErrorData;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
-    CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation,
-    InputRequiredResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, MetaObject,
-    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResponse, ResourceContents, ServerCapabilities,
-    ServerConfig, ServerNotification, SetLevelRequestParams, SubscriptionFilter, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    CustomRequest, CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse,
+    GetTaskParams, GetTaskResult, Implementation, InputRequiredResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
+    LoggingMessageNotificationParam, MetaObject, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ResourceContents, ServerCapabilities, ServerConfig, ServerNotification, SetLevelRequestParams,
+    SubscriptionFilter, TASKS_EXTENSION_ID, Tool, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext};
 use serde_json::{Map, Value, json};
@@ -119,6 +120,9 @@ pub struct ToolgateServer {
     /// Whether a client that declared elicitation answers `ask` itself
     /// (`--no-elicitation`: never; the operator's approver answers).
     elicitation: bool,
+    /// The tasks of calls that met the approval queue (the Tasks
+    /// extension), shared by every session and stateless request.
+    tasks: Arc<super::tasks::Tasks>,
     /// Stops this session's reload notifier when the handler is dropped
     /// (the session ended).
     closed: CancellationToken,
@@ -141,6 +145,9 @@ impl ToolgateServer {
             scope: Arc::from(""),
             level: Arc::new(AtomicU8::new(NO_LOGS)),
             elicitation: true,
+            tasks: super::tasks::Tasks::new(std::time::Duration::from_millis(
+                crate::budgets::TASKS_KEEP_MS,
+            )),
             _closed: closed.clone().drop_guard(),
             closed,
             _slot: None,
@@ -190,6 +197,7 @@ impl ToolgateServer {
             scope: self.scope.clone(),
             level: Arc::new(AtomicU8::new(NO_LOGS)),
             elicitation: self.elicitation,
+            tasks: self.tasks.clone(),
             _closed: closed.clone().drop_guard(),
             closed,
             _slot: slot,
@@ -353,6 +361,13 @@ impl ServerHandler for ToolgateServer {
             .enable_tool_list_changed()
             .enable_logging()
             .build();
+        // The approval queue's waiting calls as tasks (`super::tasks`).
+        if self.host.approvals().is_some() {
+            capabilities
+                .extensions
+                .get_or_insert_with(Default::default)
+                .insert(TASKS_EXTENSION_ID.to_string(), Default::default());
+        }
         // Bridged servers' resources and prompts are passed through.
         if self.host.bridge().is_some_and(|b| b.passes_through()) {
             capabilities.resources = Some(Default::default());
@@ -523,6 +538,39 @@ impl ServerHandler for ToolgateServer {
         }
     }
 
+    /// `tasks/get` (the Tasks extension): the task's state, its result
+    /// inlined once it ended.
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let slot = self.tasks.lookup(&request.task_id, &owner(&context))?;
+        Ok(GetTaskResult::new(self.tasks.detailed(&slot)))
+    }
+
+    /// `tasks/update`: these tasks never ask the client anything, so there
+    /// is no outstanding input to answer; acknowledged (the revision says
+    /// to ignore responses to keys that are not outstanding).
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.lookup(&request.task_id, &owner(&context))?;
+        Ok(())
+    }
+
+    /// `tasks/cancel`: withdraws the task's pending entry, or cancels its
+    /// running call.
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.cancel(&request.task_id, &owner(&context))
+    }
+
     async fn set_level(
         &self,
         request: SetLevelRequestParams,
@@ -549,6 +597,10 @@ impl ServerHandler for ToolgateServer {
                 .client_capabilities()
                 .is_some_and(|c| c.elicitation.is_some());
         let stateless = stateless(&context);
+        // A task instead of the input-required answer (`super::tasks`)?
+        let tasks_declared = context
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks());
         let mut round_trip = None;
         let mut parking = None;
         // The host's queue and a stateless request: the call cannot wait
@@ -628,6 +680,8 @@ impl ServerHandler for ToolgateServer {
         } else {
             &self.arrivals
         };
+        // What a task would run again once its entry is decided.
+        let again = (parking.is_some() && tasks_declared).then(|| (call.clone(), turn.clone()));
         // Boxed: the pipeline's future is large, and the SDK moves the
         // handler's future into a task of its own per request (a memmove of
         // all of it, measured at ~5% of a call).
@@ -663,6 +717,32 @@ impl ServerHandler for ToolgateServer {
                     && e.decided_by.as_deref() == Some(crate::approval::queue::QUEUE)
             })
         {
+            // A client that follows tasks gets one (within the bounds).
+            if let Some((call, turn)) = again
+                && let Some(queue) = self.host.approvals().cloned()
+                && let Some(task) = self.tasks.create(&owner(&context), queue.timeout())
+            {
+                let seed = self.tasks.seed(&task);
+                tracing::info!(
+                    task = task.id(),
+                    entry = id,
+                    "the call waits for approval as a task"
+                );
+                tokio::spawn(super::tasks::drive(
+                    self.tasks.clone(),
+                    task,
+                    queue,
+                    id,
+                    super::tasks::Run {
+                        arrivals: self.shared.clone(),
+                        call,
+                        turn,
+                        to_result,
+                        busy: BUSY,
+                    },
+                ));
+                return Ok(CallToolResponse::Task(seed));
+            }
             return Ok(CallToolResponse::InputRequired(
                 InputRequiredResult::from_request_state(super::approval::request_state(&id)),
             ));
@@ -761,6 +841,28 @@ pub fn block(content: Content) -> ContentBlock {
                 meta: None,
             },
         }),
+    }
+}
+
+/// Whose a task is: over HTTP the client ([`super::peer`]: a local user
+/// or a peer address) and its session, if any; over stdio the one client
+/// of the process.
+fn owner(context: &RequestContext<RoleServer>) -> String {
+    let Some(http) = context.extensions.get::<http::request::Parts>() else {
+        return "stdio".into();
+    };
+    let client = http
+        .extensions
+        .get::<super::peer::Client>()
+        .map(|c| c.to_string())
+        .unwrap_or_else(|| "http".into());
+    match http
+        .headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+    {
+        Some(session) => format!("{client} session {session}"),
+        None => client,
     }
 }
 

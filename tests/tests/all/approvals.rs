@@ -492,7 +492,7 @@ pub(crate) struct Served {
     /// What the server printed up to the console's line.
     pub(crate) said: String,
     args: Vec<String>,
-    dir: TempDir,
+    pub(crate) dir: TempDir,
 }
 
 impl Served {
@@ -621,7 +621,7 @@ impl Served {
     }
 
     /// `toolgate approvals ARGS --server … --token-file …`.
-    fn approvals(&self, args: &[&str]) -> std::process::Output {
+    pub(crate) fn approvals(&self, args: &[&str]) -> std::process::Output {
         std::process::Command::new(toolgate_bin())
             .arg("approvals")
             .args(args)
@@ -996,7 +996,7 @@ async fn decision_latency() {
 
 /// `tests/mcp/approvals_stateless.py ARGS` against `server`: a 2026-07-28
 /// client (the SDK's default mode), running.
-fn stateless_client(server: &Served, args: &[&str]) -> std::process::Child {
+pub(crate) fn stateless_client(server: &Served, args: &[&str]) -> std::process::Child {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/approvals_stateless.py");
     std::process::Command::new(crate::serve::python())
         .arg(script)
@@ -1010,7 +1010,7 @@ fn stateless_client(server: &Served, args: &[&str]) -> std::process::Child {
 }
 
 /// Its report, once it is done.
-fn report_of(client: std::process::Child) -> Value {
+pub(crate) fn report_of(client: std::process::Child) -> Value {
     let out = client.wait_with_output().unwrap();
     assert!(
         out.status.success(),
@@ -1024,7 +1024,7 @@ fn report_of(client: std::process::Child) -> Value {
 }
 
 /// The text of a `CallToolResult`'s content.
-fn result_text(result: &Value) -> String {
+pub(crate) fn result_text(result: &Value) -> String {
     result["content"]
         .as_array()
         .map(|c| {
@@ -1044,7 +1044,7 @@ fn final_result(call: &Value) -> &Value {
 }
 
 /// The entry whose `command` is `command`, from `list --json`.
-fn entry_for<'a>(list: &'a [Value], command: &str) -> &'a str {
+pub(crate) fn entry_for<'a>(list: &'a [Value], command: &str) -> &'a str {
     list.iter()
         .find(|e| e["arguments"]["command"] == command)
         .unwrap_or_else(|| panic!("no entry for {command}: {list:?}"))["id"]

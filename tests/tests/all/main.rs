@@ -1,5 +1,6 @@
 //! The integration tests, in one binary (linking wasmtime once).
 
+mod approval_tasks;
 mod approvals;
 mod arrivals;
 mod audit;
