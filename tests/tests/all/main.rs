@@ -23,6 +23,7 @@ mod pipeline;
 mod replicas;
 mod scheduler;
 mod serve;
+mod keyless;
 mod signatures;
 
 // Under CI, a test ignored because the build found a need missing
