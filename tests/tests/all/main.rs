@@ -16,6 +16,7 @@ mod contract;
 mod egress;
 mod examples;
 mod foundation;
+mod keyless;
 mod lifecycle;
 mod oci;
 mod passthrough;
@@ -23,7 +24,6 @@ mod pipeline;
 mod replicas;
 mod scheduler;
 mod serve;
-mod keyless;
 mod signatures;
 
 // Under CI, a test ignored because the build found a need missing

@@ -16,7 +16,42 @@ use base64::Engine as _;
 use crate::budgets::{
     KEYLESS_MAX_CA_CHAIN, KEYLESS_MAX_ROOT_ENTRIES, KEYLESS_MAX_TRUSTED_ROOT_BYTES,
 };
-use super::cert::LogKey;
+
+/// The algorithms a transparency log's signature (SET, checkpoint) is
+/// checked with: the key's own (webpki refuses one of another key type).
+static LOG_ALGORITHMS: &[&dyn rustls_pki_types::SignatureVerificationAlgorithm] = &[
+    webpki::ring::ECDSA_P256_SHA256,
+    webpki::ring::ECDSA_P384_SHA384,
+    webpki::ring::ED25519,
+];
+
+/// A transparency log's public key (a DER SubjectPublicKeyInfo: ECDSA
+/// P-256 or P-384, or Ed25519).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogKey {
+    spki: Vec<u8>,
+}
+
+impl LogKey {
+    /// The key of a DER SubjectPublicKeyInfo, checked to parse.
+    pub fn from_spki(spki: Vec<u8>) -> Result<LogKey, String> {
+        let der = rustls_pki_types::SubjectPublicKeyInfoDer::from(spki.as_slice());
+        webpki::RawPublicKeyEntity::try_from(&der)
+            .map_err(|e| format!("not a SubjectPublicKeyInfo: {e:?}"))?;
+        Ok(LogKey { spki })
+    }
+
+    /// Whether `signature` is this key's over `message`.
+    pub fn verifies(&self, message: &[u8], signature: &[u8]) -> bool {
+        let der = rustls_pki_types::SubjectPublicKeyInfoDer::from(self.spki.as_slice());
+        let Ok(key) = webpki::RawPublicKeyEntity::try_from(&der) else {
+            return false;
+        };
+        LOG_ALGORITHMS
+            .iter()
+            .any(|alg| key.verify_signature(*alg, message, signature).is_ok())
+    }
+}
 
 /// A time range, in milliseconds since the epoch, both ends included.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
