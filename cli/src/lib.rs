@@ -160,8 +160,10 @@ enum Command {
     /// uses); prints the digest to pin. --sign-key signs it (cosign format).
     Push(oci::PushArgs),
     /// Say who signed a component in an OCI registry: exit 0 when a trusted
-    /// key (--key, or the configuration's [trust]) signed the digest the
+    /// key or keyless identity (--key, --trusted-root and the identity
+    /// flags, or the configuration's [trust]) signed the digest the
     /// reference resolves to, 1 when none did, 2 when it cannot be told.
+    /// With --bundle, REF is a local file and its Sigstore bundle is checked.
     Verify(oci::VerifyArgs),
     /// Make a key pair to sign components with (`push --sign-key`): KEY.pem
     /// (private, 0600) and KEY.pub (for [trust] keys).

@@ -11,7 +11,7 @@ use clap::Args;
 
 use super::GlobalArgs;
 use toolgate::oci::signature::{self, SigningKey};
-use toolgate::oci::{Client, OciRef, Store, trust};
+use toolgate::oci::{Client, OciRef, Store, keyless, trust};
 
 #[derive(Args, Debug)]
 pub struct PullArgs {
@@ -52,6 +52,31 @@ pub struct VerifyArgs {
     /// keys the configuration's `[trust]` names for this reference.
     #[arg(long = "key", value_name = "PUB.pem")]
     keys: Vec<PathBuf>,
+    /// Verify a local component (REF is then a .wasm file) with this
+    /// Sigstore bundle (`cosign sign-blob --bundle`, `sigstore sign`):
+    /// keyless, offline, against --trusted-root and the identity flags
+    /// (default: the configuration's [trust] trusted_root and identities).
+    #[arg(long, value_name = "FILE")]
+    bundle: Option<PathBuf>,
+    /// The Sigstore trusted root (trusted_root.json) keyless signatures are
+    /// verified against. Default: the configuration's [trust] trusted_root.
+    #[arg(long, value_name = "FILE")]
+    trusted_root: Option<PathBuf>,
+    /// The OIDC issuer of an accepted keyless signer (with
+    /// --certificate-identity or --certificate-identity-glob).
+    #[arg(long, value_name = "URL")]
+    certificate_oidc_issuer: Option<String>,
+    /// The accepted keyless signer's SAN (an e-mail address or URI), exactly.
+    #[arg(
+        long,
+        value_name = "SAN",
+        requires = "certificate_oidc_issuer",
+        conflicts_with = "certificate_identity_glob"
+    )]
+    certificate_identity: Option<String>,
+    /// A glob over the accepted signer's SAN (`*` does not cross `/`).
+    #[arg(long, value_name = "GLOB", requires = "certificate_oidc_issuer")]
+    certificate_identity_glob: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -139,8 +164,87 @@ pub async fn verify(global: &GlobalArgs, args: VerifyArgs) -> anyhow::Result<Exi
     }
 }
 
+/// The keyless policy the flags name, else the configuration's `[trust]`
+/// (`None` when neither names a trusted root).
+fn keyless_policy(
+    config: &toolgate::HostConfig,
+    args: &VerifyArgs,
+) -> anyhow::Result<Option<signature::KeylessPolicy>> {
+    let top = config.trust.as_ref().map(|t| t.rule()).unwrap_or_default();
+    let (base, root_path) = match &args.trusted_root {
+        Some(p) => (std::path::PathBuf::new(), Some(p.clone())),
+        None => (config.trust_base(), top.trusted_root.clone()),
+    };
+    let Some(root_path) = root_path else {
+        return Ok(None);
+    };
+    let root = trust::read_trusted_root(&base, &root_path)
+        .map_err(|e| anyhow::anyhow!("the trusted root: {e}"))?;
+    let identities = match &args.certificate_oidc_issuer {
+        Some(issuer) => {
+            let identity = keyless::Identity {
+                issuer: issuer.clone(),
+                subject: args.certificate_identity.clone(),
+                subject_glob: args.certificate_identity_glob.clone(),
+            };
+            if let Some(why) = identity.problem() {
+                anyhow::bail!(
+                    "the accepted identity {why} (pass --certificate-identity or --certificate-identity-glob)"
+                );
+            }
+            vec![identity]
+        }
+        None => top.identities.clone().unwrap_or_default(),
+    };
+    if identities.is_empty() {
+        anyhow::bail!(
+            "no keyless identity is accepted: pass --certificate-oidc-issuer with --certificate-identity (or -glob), or set [trust] identities"
+        );
+    }
+    Ok(Some(signature::KeylessPolicy { root, identities }))
+}
+
+/// `toolgate verify FILE.wasm --bundle B`: a local component and its
+/// Sigstore bundle.
+fn verify_file(
+    config: &toolgate::HostConfig,
+    args: &VerifyArgs,
+    bundle: &std::path::Path,
+) -> anyhow::Result<bool> {
+    let artifact = std::fs::read(&args.reference)
+        .with_context(|| format!("cannot read {}", args.reference))?;
+    let digest = toolgate::oci::sha256_digest(&artifact);
+    let policy = keyless_policy(config, args)?.context(
+        "no trusted root to verify the bundle against: pass --trusted-root FILE, or set [trust] trusted_root",
+    )?;
+    let bytes = trust::read_bounded(bundle, toolgate::budgets::KEYLESS_MAX_BUNDLE_BYTES)
+        .map_err(|e| anyhow::anyhow!("--bundle {e}"))?;
+    let verdict = keyless::Bundle::from_json(&bytes).and_then(|b| {
+        keyless::verify(
+            &b,
+            &artifact,
+            &policy.root,
+            &policy.identities,
+            keyless::now(),
+        )
+    });
+    match verdict {
+        Ok(signer) => {
+            println!("{} ({digest}) is signed by {signer}", args.reference);
+            Ok(true)
+        }
+        Err(why) => {
+            println!("{} ({digest}) is NOT verified: {why}", args.reference);
+            Ok(false)
+        }
+    }
+}
+
 async fn verify_inner(global: &GlobalArgs, args: VerifyArgs) -> anyhow::Result<bool> {
     let config = global.load_config()?;
+    if let Some(bundle) = &args.bundle {
+        return verify_file(&config, &args, bundle);
+    }
     let reference = OciRef::parse(&args.reference)?;
     let dir = toolgate::state::default_dir()
         .context("no state directory to keep pulled components in (set TOOLGATE_STATE_DIR)")?;
@@ -156,7 +260,8 @@ async fn verify_inner(global: &GlobalArgs, args: VerifyArgs) -> anyhow::Result<b
         }
         Err(e) => return Err(e.into()),
     };
-    let check = if args.keys.is_empty() {
+    let flags_name_keyless = args.trusted_root.is_some() || args.certificate_oidc_issuer.is_some();
+    let check = if args.keys.is_empty() && !flags_name_keyless {
         let plugin = config
             .plugins
             .values()
@@ -177,7 +282,7 @@ async fn verify_inner(global: &GlobalArgs, args: VerifyArgs) -> anyhow::Result<b
             &stored.signatures,
         )
         .map(|c| c.signer)
-        .context("no key to verify with: pass --key PUB.pem, or name keys in the configuration's [trust]")?
+        .context("no key to verify with: pass --key PUB.pem (or --trusted-root and an identity), or name keys in the configuration's [trust]")?
     } else {
         let mut keys = Vec::new();
         for path in &args.keys {
@@ -186,7 +291,13 @@ async fn verify_inner(global: &GlobalArgs, args: VerifyArgs) -> anyhow::Result<b
                     .map_err(|e| anyhow::anyhow!("--key {e}"))?,
             );
         }
-        signature::verify(&stored.signatures, &stored.digest, &keys).map_err(|e| e.0)
+        let keyless = if flags_name_keyless {
+            keyless_policy(&config, &args)?
+        } else {
+            None
+        };
+        signature::verify_with(&stored.signatures, &stored.digest, &keys, keyless.as_ref())
+            .map_err(|e| e.0)
     };
     match check {
         Ok(signer) => {

@@ -241,9 +241,10 @@ pub const OCI_TIMEOUT_MS: u64 = 120_000;
 pub const OCI_READ_TIMEOUT_MS: u64 = 30_000;
 /// Bytes of a signature manifest (the `sha256-HEX.sig` tag cosign writes,
 /// [`crate::oci::signature`]), read like a component's manifest. Threat: a
-/// registry answering a huge signature manifest. 64 KiB (one signature
-/// layer is about 300 bytes).
-pub const OCI_MAX_SIGNATURE_MANIFEST_BYTES: usize = 64 << 10;
+/// registry answering a huge signature manifest. 256 KiB (a key-based
+/// signature layer is about 300 bytes, a keyless one, with its
+/// certificates and log entry in annotations, about 10 KB: 16 of them fit).
+pub const OCI_MAX_SIGNATURE_MANIFEST_BYTES: usize = 256 << 10;
 /// Layers of a signature manifest: one per signature; more is refused
 /// before any payload is fetched. Threat: 10,000 signature layers, each a
 /// fetch and a verification. 16.
@@ -253,6 +254,35 @@ pub const OCI_MAX_SIGNATURE_LAYERS: usize = 16;
 /// declared size. Threat: a gigabyte "payload". 16 KiB (cosign's is about
 /// 250 bytes).
 pub const OCI_MAX_SIGNATURE_PAYLOAD_BYTES: usize = 16 << 10;
+
+// Keyless signatures ([`crate::oci::keyless`], docs/operators.md,
+// "Keyless signatures", which states the same numbers). What they bound
+// comes from a registry or a bundle file, and the operator's trusted root.
+
+/// Bytes of a Sigstore bundle (a `--bundle` file) and of each keyless
+/// annotation of a cosign signature layer (certificate, chain, bundle).
+/// Threat: a gigabyte "bundle" read whole into memory and parsed. 64 KiB
+/// (a bundle is 5 to 10 KB).
+pub const KEYLESS_MAX_BUNDLE_BYTES: usize = 64 << 10;
+/// Bytes of the trusted root file (`[trust] trusted_root`). 1 MiB
+/// (Sigstore's production root is about 7 KB).
+pub const KEYLESS_MAX_TRUSTED_ROOT_BYTES: usize = 1 << 20;
+/// Certificates in one CA's chain in the trusted root, and in a bundle's
+/// `x509CertificateChain`. Threat: a path search over hundreds of
+/// certificates. 8 (Fulcio's is 2).
+pub const KEYLESS_MAX_CA_CHAIN: usize = 8;
+/// Entries of each list of the trusted root (certificate authorities,
+/// transparency logs…). 64.
+pub const KEYLESS_MAX_ROOT_ENTRIES: usize = 64;
+/// Hashes of an inclusion proof: a Merkle tree of 2^64 entries needs 64.
+/// Threat: a proof of millions of hashes. 64.
+pub const KEYLESS_MAX_PROOF_HASHES: usize = 64;
+/// Signature lines of a checkpoint examined (a witnessed checkpoint has a
+/// few). 16.
+pub const KEYLESS_MAX_CHECKPOINT_SIGNATURES: usize = 16;
+/// How far in the future a log entry's `integratedTime` may be (clock
+/// skew between this machine and the log). 300 s.
+pub const KEYLESS_CLOCK_SKEW_SECS: i64 = 300;
 
 // The egress proxy's limits (see `crate::egress` and docs/operators.md,
 // "Egress", which states the same numbers). What they bound comes from a

@@ -27,7 +27,7 @@ use oci_client::secrets::RegistryAuth;
 use super::signature::{self, Signature, SigningKey};
 use super::{OciConfig, OciError, OciRef, Store, Stored, layout, sha256_digest};
 use crate::budgets::{
-    OCI_MAX_MANIFEST_BYTES, OCI_MAX_REDIRECTS, OCI_MAX_SIGNATURE_LAYERS,
+    KEYLESS_MAX_BUNDLE_BYTES, OCI_MAX_MANIFEST_BYTES, OCI_MAX_REDIRECTS, OCI_MAX_SIGNATURE_LAYERS,
     OCI_MAX_SIGNATURE_MANIFEST_BYTES, OCI_MAX_SIGNATURE_PAYLOAD_BYTES, OCI_READ_TIMEOUT_MS,
     OCI_TIMEOUT_MS,
 };
@@ -393,9 +393,25 @@ impl Client {
                 )));
             }
             let payload = self.small_blob(reference, oci, layer, size).await?;
+            // A keyless signature (cosign without --key) carries its
+            // certificate and transparency log entry beside it; each is
+            // bounded like a bundle.
+            let annotation = |key: &str| -> Result<Option<String>, OciError> {
+                let value = layer.annotations.as_ref().and_then(|a| a.get(key));
+                match value {
+                    Some(v) if v.len() > KEYLESS_MAX_BUNDLE_BYTES => Err(refused(format!(
+                        "the annotation {key} is {} bytes; at most {KEYLESS_MAX_BUNDLE_BYTES} are read",
+                        v.len()
+                    ))),
+                    v => Ok(v.cloned()),
+                }
+            };
             out.push(Signature {
                 payload: base64::Engine::encode(&b64, payload),
                 signature: sig.clone(),
+                certificate: annotation(signature::CERTIFICATE_ANNOTATION)?,
+                chain: annotation(signature::CHAIN_ANNOTATION)?,
+                bundle: annotation(signature::BUNDLE_ANNOTATION)?,
             });
         }
         Ok(out)

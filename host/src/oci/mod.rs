@@ -36,12 +36,16 @@
 //! `127.x.x.x`) or one listed in `[oci] insecure_registries`;
 //! every other registry is HTTPS (rustls, the system's roots).
 //!
-//! Signatures ([`signature`], [`trust`]): a pull fetches the cosign
-//! signatures of the manifest's digest with it (bounded, into the store);
-//! every load verifies them, offline, against the `[trust]` policy, and
-//! the signer is what `toolgate plugins` and the audit record name.
+//! Signatures ([`signature`], [`keyless`], [`trust`]): a pull fetches the
+//! cosign signatures of the manifest's digest with it (bounded, into the
+//! store) — key-based ones, and keyless ones with their Fulcio certificate
+//! and Rekor entry; every load verifies them, offline, against the
+//! `[trust]` policy (keys; a Sigstore trusted root and accepted
+//! identities), and the signer is what `toolgate plugins` and the audit
+//! record name.
 
 pub mod client;
+pub mod keyless;
 pub mod layout;
 pub mod signature;
 pub mod store;

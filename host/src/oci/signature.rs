@@ -41,6 +41,7 @@
 use base64::Engine as _;
 use ring::signature::{self as sig, KeyPair as _};
 
+use super::keyless::{Bundle, Identity, KeylessSigner, TrustedRoot};
 use super::sha256_digest;
 
 /// The media type of a signature layer (the payload).
@@ -49,6 +50,13 @@ pub const PAYLOAD_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v
 pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
 /// The payload's `critical.type`.
 pub const PAYLOAD_TYPE: &str = "cosign container image signature";
+/// The layer annotation of a keyless signature's certificate (PEM).
+pub const CERTIFICATE_ANNOTATION: &str = "dev.sigstore.cosign/certificate";
+/// The layer annotation of its certificate chain (PEM).
+pub const CHAIN_ANNOTATION: &str = "dev.sigstore.cosign/chain";
+/// The layer annotation of its Rekor entry (`{"SignedEntryTimestamp",
+/// "Payload"}`).
+pub const BUNDLE_ANNOTATION: &str = "dev.sigstore.cosign/bundle";
 
 /// The DER prefix of an Ed25519 SubjectPublicKeyInfo (RFC 8410); the 32
 /// key bytes follow.
@@ -261,24 +269,63 @@ pub struct Signature {
     pub payload: String,
     /// The signature, base64 (the annotation's value).
     pub signature: String,
+    /// A keyless signature's certificate (PEM, the layer annotation
+    /// [`CERTIFICATE_ANNOTATION`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate: Option<String>,
+    /// Its chain (PEM, [`CHAIN_ANNOTATION`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<String>,
+    /// Its transparency log entry (JSON, [`BUNDLE_ANNOTATION`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bundle: Option<String>,
 }
 
-/// Who signed: the key that verified, and what it signed.
+impl Signature {
+    /// A key-based signature: `payload` and `signature`, base64.
+    pub fn keyed(payload: String, signature: String) -> Signature {
+        Signature {
+            payload,
+            signature,
+            certificate: None,
+            chain: None,
+            bundle: None,
+        }
+    }
+}
+
+/// Who signed: the key that verified (or the keyless identity), and what
+/// it signed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Signer {
-    /// `sha256:HEX` of the key ([`PublicKey::fingerprint`]).
+    /// `sha256:HEX` of the key ([`PublicKey::fingerprint`]), or of a
+    /// keyless signature's certificate.
     pub fingerprint: String,
-    /// The key's file name.
+    /// The key's file name, or a keyless signer's `ISSUER SUBJECT`.
     pub key: String,
+    /// `ecdsa-p256`, `ed25519`, or `keyless`.
     pub algorithm: &'static str,
     /// The payload's `docker-reference`.
     pub docker_reference: String,
+    /// A keyless signer's identity and log entry.
+    pub keyless: Option<KeylessSigner>,
 }
 
 impl std::fmt::Display for Signer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({}, {})", self.fingerprint, self.key, self.algorithm)
+        match &self.keyless {
+            Some(k) => write!(f, "{k}"),
+            None => write!(f, "{} ({}, {})", self.fingerprint, self.key, self.algorithm),
+        }
     }
+}
+
+/// What keyless signatures are checked against: the trusted root and the
+/// accepted identities (`[trust] trusted_root`, `[trust] identities`).
+#[derive(Clone, Debug)]
+pub struct KeylessPolicy {
+    pub root: TrustedRoot,
+    pub identities: Vec<Identity>,
 }
 
 /// Why no signature was accepted: a sentence naming what was found.
@@ -293,15 +340,26 @@ pub fn verify(
     digest: &str,
     keys: &[PublicKey],
 ) -> Result<Signer, Unverified> {
+    verify_with(signatures, digest, keys, None)
+}
+
+/// [`verify`], with keyless signatures (a layer with a certificate)
+/// checked against `keyless` ([`super::keyless`]).
+pub fn verify_with(
+    signatures: &[Signature],
+    digest: &str,
+    keys: &[PublicKey],
+    keyless: Option<&KeylessPolicy>,
+) -> Result<Signer, Unverified> {
     if signatures.is_empty() {
         return Err(Unverified(format!(
             "it is not signed (no cosign signature under the tag {})",
             signature_tag(digest)
         )));
     }
-    if keys.is_empty() {
+    if keys.is_empty() && keyless.is_none() {
         return Err(Unverified(
-            "no trusted key is configured (`[trust] keys`)".into(),
+            "no trusted key is configured (`[trust] keys`; for keyless signatures `[trust] trusted_root` and `identities`)".into(),
         ));
     }
     let b64 = base64::engine::general_purpose::STANDARD;
@@ -312,18 +370,60 @@ pub fn verify(
             reasons.push(format!("signature {i} is not base64"));
             continue;
         };
-        let Some(key) = keys.iter().find(|k| k.verifies(&payload, &signature)) else {
-            reasons.push(format!(
-                "signature {i} is by no trusted key (or its payload was altered)"
-            ));
-            continue;
+        let (name, fingerprint, algorithm, who) = if let Some(certificate) = &s.certificate {
+            let Some(policy) = keyless else {
+                reasons.push(format!(
+                    "signature {i} is keyless (a certificate) and no `[trust] trusted_root` and `identities` are configured"
+                ));
+                continue;
+            };
+            let Some(rekor) = &s.bundle else {
+                reasons.push(format!(
+                    "signature {i} is keyless but has no transparency log entry ({BUNDLE_ANNOTATION})"
+                ));
+                continue;
+            };
+            let checked = Bundle::from_cosign(certificate, s.chain.as_deref(), rekor, &s.signature)
+                .and_then(|b| {
+                    super::keyless::verify(
+                        &b,
+                        &payload,
+                        &policy.root,
+                        &policy.identities,
+                        super::keyless::now(),
+                    )
+                });
+            match checked {
+                Ok(who) => (
+                    format!("{} {}", who.issuer, who.subject),
+                    who.certificate.clone(),
+                    "keyless",
+                    Some(who),
+                ),
+                Err(why) => {
+                    reasons.push(format!("signature {i} (keyless) is refused: {why}"));
+                    continue;
+                }
+            }
+        } else {
+            let Some(key) = keys.iter().find(|k| k.verifies(&payload, &signature)) else {
+                reasons.push(format!(
+                    "signature {i} is by no trusted key (or its payload was altered)"
+                ));
+                continue;
+            };
+            (
+                key.name.clone(),
+                key.fingerprint(),
+                key.algorithm.name(),
+                None,
+            )
         };
         let parsed: serde_json::Value = match serde_json::from_slice(&payload) {
             Ok(v) => v,
             Err(e) => {
                 reasons.push(format!(
-                    "signature {i} (by {}) signs a payload that is not JSON: {e}",
-                    key.name
+                    "signature {i} (by {name}) signs a payload that is not JSON: {e}"
                 ));
                 continue;
             }
@@ -331,8 +431,8 @@ pub fn verify(
         let critical = &parsed["critical"];
         if critical["type"] != PAYLOAD_TYPE {
             reasons.push(format!(
-                "signature {i} (by {}) is not a cosign image signature (its type is {})",
-                key.name, critical["type"]
+                "signature {i} (by {name}) is not a cosign image signature (its type is {})",
+                critical["type"]
             ));
             continue;
         }
@@ -341,15 +441,15 @@ pub fn verify(
             .unwrap_or_default();
         if signed != digest {
             reasons.push(format!(
-                "signature {i} (by {}) is over another digest, {signed:?}, not {digest}",
-                key.name
+                "signature {i} (by {name}) is over another digest, {signed:?}, not {digest}"
             ));
             continue;
         }
         return Ok(Signer {
-            fingerprint: key.fingerprint(),
-            key: key.name.clone(),
-            algorithm: key.algorithm.name(),
+            fingerprint,
+            key: name,
+            algorithm,
+            keyless: who,
             docker_reference: critical["identity"]["docker-reference"]
                 .as_str()
                 .unwrap_or_default()
@@ -406,10 +506,7 @@ mod tests {
     fn signed(key: &SigningKey, digest: &str) -> Signature {
         let b64 = base64::engine::general_purpose::STANDARD;
         let p = payload("127.0.0.1:5000/acme/guard", digest);
-        Signature {
-            signature: b64.encode(key.sign(&p)),
-            payload: b64.encode(p),
-        }
+        Signature::keyed(b64.encode(p.clone()), b64.encode(key.sign(&p)))
     }
 
     #[test]

@@ -376,10 +376,7 @@ mod tests {
         let r = OciRef::parse("oci://127.0.0.1:5000/acme/x:1").unwrap();
         let digest = put(&store, &r, b"component bytes");
         assert!(store.load(&r).unwrap().unwrap().signatures.is_empty());
-        let sigs = vec![Signature {
-            payload: "cGF5bG9hZA==".into(),
-            signature: "c2ln".into(),
-        }];
+        let sigs = vec![Signature::keyed("cGF5bG9hZA==".into(), "c2ln".into())];
         store.put_signatures(&digest, &sigs).unwrap();
         assert_eq!(store.load(&r).unwrap().unwrap().signatures, sigs);
         // Changed on disk: refused, not read as "unsigned".

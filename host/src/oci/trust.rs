@@ -27,16 +27,31 @@
 //! any policy that fails to load, and an update (a reload, a new tag) that
 //! fails it is refused while the version serving keeps serving.
 //!
+//! Keyless signatures ([`super::keyless`]) are accepted when the rule
+//! that applies names a `trusted_root` (a Sigstore `trusted_root.json`,
+//! relative to the configuration file) and `identities`:
+//!
+//! ```toml
+//! [trust]
+//! trusted_root = "sigstore/trusted_root.json"
+//! identities = [
+//!   { issuer = "https://token.actions.githubusercontent.com",
+//!     subject_glob = "https://github.com/acme/*/.github/workflows/release.yml@refs/tags/*" },
+//! ]
+//! ```
+//!
+//! `keys`, `identities` and `trusted_root` each fall back through the
+//! levels on their own, like `require_signature`.
+//!
 //! Signatures apply to OCI sources: a plugin file is pinned by its path
-//! and `sha256`, and is not asked for one. Keyless verification (Fulcio
-//! certificates against a trusted root: `identities`, `trusted_root`) is
-//! not built: the configuration refuses those keys rather than ignore them.
+//! and `sha256`, and is not asked for one.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::OciRef;
-use super::signature::{self, PublicKey, Signature, Signer};
+use super::keyless::{Identity, TrustedRoot};
+use super::signature::{self, KeylessPolicy, PublicKey, Signature, Signer};
 
 /// `[trust]`.
 #[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
@@ -45,10 +60,11 @@ pub struct TrustConfig {
     /// The keys of every OCI plugin no narrower rule names keys for.
     pub keys: Option<Vec<PathBuf>>,
     pub require_signature: Option<bool>,
-    /// Keyless (refused: not built).
-    pub identities: Option<serde_json::Value>,
-    /// Keyless (refused: not built).
-    pub trusted_root: Option<serde_json::Value>,
+    /// Keyless signers accepted (issuer and subject).
+    pub identities: Option<Vec<Identity>>,
+    /// The Sigstore trusted root keyless signatures are verified against,
+    /// relative to the configuration file.
+    pub trusted_root: Option<PathBuf>,
     /// Rules by `REGISTRY/REPOSITORY` prefix.
     #[serde(default)]
     pub registries: BTreeMap<String, TrustRule>,
@@ -75,10 +91,11 @@ pub struct TrustRule {
     /// file.
     pub keys: Option<Vec<PathBuf>>,
     pub require_signature: Option<bool>,
-    /// Keyless (refused: not built).
-    pub identities: Option<serde_json::Value>,
-    /// Keyless (refused: not built).
-    pub trusted_root: Option<serde_json::Value>,
+    /// Keyless signers accepted (issuer and subject).
+    pub identities: Option<Vec<Identity>>,
+    /// The Sigstore trusted root keyless signatures are verified against,
+    /// relative to the configuration file.
+    pub trusted_root: Option<PathBuf>,
 }
 
 /// Which roles must be signed.
@@ -119,15 +136,14 @@ impl SignatureCheck {
 /// The problems of a trust rule at `at` (`/trust`, `/plugins/NAME/trust`),
 /// its key files read relative to `base`.
 pub fn check_rule(at: &str, rule: &TrustRule, base: &Path, problems: &mut Vec<String>) {
-    for key in ["identities", "trusted_root"] {
-        let set = match key {
-            "identities" => rule.identities.is_some(),
-            _ => rule.trusted_root.is_some(),
-        };
-        if set {
-            problems.push(format!(
-                "{at}/{key}: keyless verification is not built yet; name PEM public keys in `keys` (docs/operators.md, \"Signatures and trust\")"
-            ));
+    for (i, identity) in rule.identities.iter().flatten().enumerate() {
+        if let Some(why) = identity.problem() {
+            problems.push(format!("{at}/identities/{i}: {why}"));
+        }
+    }
+    if let Some(path) = &rule.trusted_root {
+        if let Err(e) = read_trusted_root(base, path) {
+            problems.push(format!("{at}/trusted_root: {e}"));
         }
     }
     for (i, path) in rule.keys.iter().flatten().enumerate() {
@@ -169,6 +185,11 @@ pub fn check(
     let top = trust.map(TrustConfig::rule);
     let levels = [plugin, registry, top.as_ref()];
     let keys = levels.iter().flatten().find_map(|r| r.keys.as_ref());
+    let identities = levels.iter().flatten().find_map(|r| r.identities.as_ref());
+    let trusted_root = levels
+        .iter()
+        .flatten()
+        .find_map(|r| r.trusted_root.as_ref());
     let require = match levels.iter().flatten().find_map(|r| r.require_signature) {
         Some(r) => Requirement {
             policies: r,
@@ -187,18 +208,65 @@ pub fn check(
             Err(e) => unreadable.push(e),
         }
     }
-    let signer = signature::verify(signatures, digest, &trusted).map_err(|e| {
-        if unreadable.is_empty() {
-            e.0
-        } else {
-            format!(
-                "{} (and a trusted key cannot be read: {})",
-                e.0,
-                unreadable.join("; ")
-            )
+    let keyless = match (trusted_root, identities) {
+        (Some(path), Some(identities)) => match read_trusted_root(base, path) {
+            Ok(root) => Some(KeylessPolicy {
+                root,
+                identities: identities.clone(),
+            }),
+            Err(e) => {
+                unreadable.push(e);
+                None
+            }
+        },
+        (Some(_), None) => {
+            unreadable.push("`trusted_root` is set but no `identities` are accepted".into());
+            None
         }
-    });
+        (None, Some(_)) => {
+            unreadable.push("`identities` are set but no `trusted_root` is".into());
+            None
+        }
+        (None, None) => None,
+    };
+    let signer =
+        signature::verify_with(signatures, digest, &trusted, keyless.as_ref()).map_err(|e| {
+            if unreadable.is_empty() {
+                e.0
+            } else {
+                format!(
+                    "{} (and the trust policy is incomplete: {})",
+                    e.0,
+                    unreadable.join("; ")
+                )
+            }
+        });
     Some(SignatureCheck { signer, require })
+}
+
+/// Read and parse a trusted root file (`base` joined to a relative `path`).
+pub fn read_trusted_root(base: &Path, path: &Path) -> Result<TrustedRoot, String> {
+    let full = base.join(path);
+    let bytes = read_bounded(&full, crate::budgets::KEYLESS_MAX_TRUSTED_ROOT_BYTES)?;
+    TrustedRoot::from_json(&bytes).map_err(|e| format!("{}: {e}", full.display()))
+}
+
+/// A file's bytes, refused past `max` without reading it whole.
+pub fn read_bounded(path: &Path, max: usize) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path)
+        .map_err(|e| format!("{}: cannot be read: {e}", path.display()))?;
+    let mut bytes = Vec::new();
+    file.take(max as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{}: cannot be read: {e}", path.display()))?;
+    if bytes.len() > max {
+        return Err(format!(
+            "{}: is larger than {max} bytes (the limit for this file)",
+            path.display()
+        ));
+    }
+    Ok(bytes)
 }
 
 /// Read and parse one key file (`base` joined to a relative `path`).
@@ -235,10 +303,10 @@ mod tests {
         let digest = format!("sha256:{}", "ab".repeat(32));
         let b64 = base64::engine::general_purpose::STANDARD;
         let payload = signature::payload("127.0.0.1:5000/acme/guard", &digest);
-        let sigs = vec![Signature {
-            signature: b64.encode(acme.sign(&payload)),
-            payload: b64.encode(&payload),
-        }];
+        let sigs = vec![Signature::keyed(
+            b64.encode(&payload),
+            b64.encode(acme.sign(&payload)),
+        )];
         let r = OciRef::parse("oci://127.0.0.1:5000/acme/guard:1").unwrap();
         let trust = TrustConfig {
             keys: Some(vec!["other.pub".into()]),
@@ -278,13 +346,25 @@ mod tests {
             "/trust",
             &TrustRule {
                 keys: Some(vec!["missing.pub".into()]),
-                identities: Some(serde_json::json!([])),
+                identities: Some(vec![Identity {
+                    issuer: "https://accounts.google.com".into(),
+                    subject: Some("a@example.com".into()),
+                    subject_glob: Some("*@example.com".into()),
+                }]),
+                trusted_root: Some("missing.json".into()),
                 ..Default::default()
             },
             &dir,
             &mut problems,
         );
-        assert!(problems[0].contains("keyless verification is not built yet"));
-        assert!(problems[1].starts_with("/trust/keys/0: ") && problems[1].contains("missing.pub"));
+        assert!(
+            problems[0].starts_with("/trust/identities/0: has both"),
+            "{problems:?}"
+        );
+        assert!(
+            problems[1].starts_with("/trust/trusted_root: ")
+                && problems[1].contains("missing.json")
+        );
+        assert!(problems[2].starts_with("/trust/keys/0: ") && problems[2].contains("missing.pub"));
     }
 }

@@ -17,6 +17,7 @@ mod contract;
 mod egress;
 mod examples;
 mod foundation;
+mod keyless;
 mod lifecycle;
 mod oci;
 mod passthrough;

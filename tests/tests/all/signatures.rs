@@ -441,9 +441,9 @@ async fn a_signature_made_by_an_independent_implementation_verifies() {
 }
 
 /// Hostile signature manifests are bounded before anything is verified:
-/// one of 2 GB stops at 64 KiB, 100 signature layers are refused (at most
+/// one of 2 GB stops at 256 KiB, 100 signature layers are refused (at most
 /// 16 are read), a payload claiming a gigabyte is refused before its fetch.
-/// Keyless trust settings are refused by the configuration, not ignored.
+/// Malformed keyless trust settings are refused by the configuration.
 #[tokio::test(flavor = "multi_thread")]
 async fn hostile_signature_manifests_are_bounded() {
     let port = hostile_registry().await;
@@ -453,7 +453,7 @@ async fn hostile_signature_manifests_are_bounded() {
     });
     let digest = format!("sha256:{}", "d".repeat(64));
     for (repo, why) in [
-        ("huge:1", "larger than 65536 bytes"),
+        ("huge:1", "larger than 262144 bytes"),
         ("sigs-many:1", "lists 100 layers; at most 16"),
         ("sigs-big:1", "a payload of 1073741824 bytes; at most 16384"),
     ] {
@@ -468,11 +468,22 @@ async fn hostile_signature_manifests_are_bounded() {
             "{repo}: {e}"
         );
     }
-    for key in ["identities = []", "trusted_root = \"root.json\""] {
+    for (key, why) in [
+        (
+            "identities = [{ issuer = \"i\" }]",
+            "/trust/identities/0: has neither `subject` nor `subject_glob`",
+        ),
+        (
+            "identities = [{ issuer = \"i\", subject_glob = \"[\" }]",
+            "is not a glob",
+        ),
+        ("trusted_root = \"root.json\"", "/trust/trusted_root: "),
+        ("identities = [{ subject = \"s\" }]", "issuer"),
+    ] {
         let e = toolgate::HostConfig::parse(&format!("[trust]\n{key}\n"), "t.toml")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("keyless verification is not built yet"), "{e}");
+        assert!(e.contains(why), "{key}: {e}");
     }
     let e = toolgate::HostConfig::parse("[trust]\nkeys = [\"nowhere.pub\"]\n", "t.toml")
         .unwrap_err()

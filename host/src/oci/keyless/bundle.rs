@@ -1,0 +1,364 @@
+//! The two shapes a keyless signature arrives in, read into one
+//! [`Bundle`]:
+//!
+//! * a **Sigstore bundle** (`application/vnd.dev.sigstore.bundle+json;
+//!   version=0.1|0.2|0.3`, or `…bundle.v0.3+json`): what `cosign
+//!   sign-blob --bundle`, `sigstore sign` and the other Sigstore clients
+//!   write. Its `verificationMaterial` holds the leaf certificate
+//!   (`certificate`, or the first of `x509CertificateChain`) and one
+//!   `tlogEntries` entry; its `messageSignature` the signature over the
+//!   artifact. A DSSE envelope (attestations) is refused: what a plugin
+//!   needs signed is its bytes.
+//! * **cosign's layer annotations** on a `sha256-HEX.sig` signature layer:
+//!   `dev.sigstore.cosign/certificate` (PEM), `…/chain` (PEM) and
+//!   `…/bundle` (`{"SignedEntryTimestamp", "Payload": {"body",
+//!   "integratedTime", "logIndex", "logID"}}`), the signature itself in
+//!   `dev.cosignproject.cosign/signature`; the signed artifact is the
+//!   layer's simple-signing payload.
+//!
+//! Numbers the protobuf JSON writes as strings (`"logIndex": "27246492"`)
+//! are read in either form; a negative one is refused.
+
+use base64::Engine as _;
+
+use crate::budgets::{KEYLESS_MAX_BUNDLE_BYTES, KEYLESS_MAX_PROOF_HASHES};
+
+/// The bundle versions read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Version {
+    /// v0.1: the signed entry timestamp (SET) is required.
+    V01,
+    /// v0.2 and v0.3: the inclusion proof, with its checkpoint, is required.
+    V02,
+    V03,
+    /// cosign's `.sig` layer annotations: a SET, no inclusion proof.
+    CosignAnnotations,
+}
+
+/// An inclusion proof (RFC 6962) and its signed checkpoint.
+#[derive(Clone, Debug)]
+pub struct Proof {
+    /// The entry's index in the tree the proof is for.
+    pub index: u64,
+    pub tree_size: u64,
+    pub root_hash: Vec<u8>,
+    pub hashes: Vec<Vec<u8>>,
+    /// The checkpoint (a signed note), if present.
+    pub checkpoint: Option<String>,
+}
+
+/// A transparency log entry.
+#[derive(Clone, Debug)]
+pub struct TlogEntry {
+    pub log_index: u64,
+    pub log_id: Vec<u8>,
+    pub kind: String,
+    pub version: String,
+    /// Seconds since the epoch; `None` when the entry has none (Rekor v2).
+    pub integrated_time: Option<i64>,
+    /// The signed entry timestamp.
+    pub set: Option<Vec<u8>>,
+    pub proof: Option<Proof>,
+    /// The canonicalized body, decoded from base64.
+    pub body: Vec<u8>,
+    /// The body as base64, as the SET signs it.
+    pub body_b64: String,
+}
+
+/// A keyless signature: certificate, log entry, signature.
+#[derive(Clone, Debug)]
+pub struct Bundle {
+    pub version: Version,
+    /// The leaf certificate, DER.
+    pub leaf: Vec<u8>,
+    /// Further certificates the bundle carries (not used to build the path:
+    /// the trusted root's chain is; one that is a root is refused).
+    pub extra: Vec<Vec<u8>>,
+    pub entry: TlogEntry,
+    pub signature: Vec<u8>,
+    /// `messageSignature.messageDigest` (SHA-256), when present.
+    pub message_digest: Option<Vec<u8>>,
+}
+
+fn b64(text: &str, what: &str) -> Result<Vec<u8>, String> {
+    base64::engine::general_purpose::STANDARD
+        .decode(text.trim())
+        .map_err(|e| format!("{what} is not base64: {e}"))
+}
+
+fn int(v: &serde_json::Value, what: &str) -> Result<i64, String> {
+    match v {
+        serde_json::Value::Number(n) => n.as_i64(),
+        serde_json::Value::String(s) => s.parse().ok(),
+        _ => None,
+    }
+    .ok_or_else(|| format!("{what} is missing or not an integer"))
+}
+
+fn uint(v: &serde_json::Value, what: &str) -> Result<u64, String> {
+    let n = int(v, what)?;
+    u64::try_from(n).map_err(|_| format!("{what} is negative ({n})"))
+}
+
+fn text<'a>(v: &'a serde_json::Value, what: &str) -> Result<&'a str, String> {
+    v.as_str().ok_or_else(|| format!("{what} is missing"))
+}
+
+impl Bundle {
+    /// Parse a Sigstore bundle's JSON.
+    pub fn from_json(bytes: &[u8]) -> Result<Bundle, String> {
+        if bytes.len() > KEYLESS_MAX_BUNDLE_BYTES {
+            return Err(format!(
+                "the bundle is {} bytes; at most {KEYLESS_MAX_BUNDLE_BYTES} are read (a Sigstore bundle is 5 to 10 KB)",
+                bytes.len()
+            ));
+        }
+        let v: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(|e| format!("the bundle is not JSON: {e}"))?;
+        let media = v["mediaType"].as_str().unwrap_or_default();
+        let version = match media {
+            "application/vnd.dev.sigstore.bundle+json;version=0.1" => Version::V01,
+            "application/vnd.dev.sigstore.bundle+json;version=0.2" => Version::V02,
+            "application/vnd.dev.sigstore.bundle+json;version=0.3"
+            | "application/vnd.dev.sigstore.bundle.v0.3+json" => Version::V03,
+            _ => {
+                return Err(format!(
+                    "the bundle's media type {:?} is not a Sigstore bundle of version 0.1 to 0.3",
+                    v["mediaType"]
+                ));
+            }
+        };
+        if !v["dsseEnvelope"].is_null() {
+            return Err(
+                "the bundle holds a DSSE envelope (an attestation); a signature over the artifact itself (`messageSignature`) is what verifies a plugin"
+                    .into(),
+            );
+        }
+        let material = &v["verificationMaterial"];
+        if !material["publicKey"].is_null() {
+            return Err(
+                "the bundle is signed with a key, not a certificate: name the key in `[trust] keys` and use a cosign signature (keyless bundles carry a certificate)"
+                    .into(),
+            );
+        }
+        let mut certs = Vec::new();
+        if let Some(c) = material["certificate"]["rawBytes"].as_str() {
+            certs.push(b64(c, "the certificate")?);
+        } else if let Some(list) = material["x509CertificateChain"]["certificates"].as_array() {
+            if list.len() > crate::budgets::KEYLESS_MAX_CA_CHAIN {
+                return Err(format!(
+                    "the bundle's certificate chain holds {} certificates; at most {} are read",
+                    list.len(),
+                    crate::budgets::KEYLESS_MAX_CA_CHAIN
+                ));
+            }
+            for (i, c) in list.iter().enumerate() {
+                certs.push(b64(
+                    text(&c["rawBytes"], "a chain certificate")?,
+                    &format!("certificate {i} of the chain"),
+                )?);
+            }
+        }
+        if certs.is_empty() {
+            return Err("the bundle carries no certificate (an empty certificate chain)".into());
+        }
+        let leaf = certs.remove(0);
+        let entries = material["tlogEntries"]
+            .as_array()
+            .ok_or("the bundle has no transparency log entry (`tlogEntries`)")?;
+        if entries.len() != 1 {
+            return Err(format!(
+                "the bundle has {} transparency log entries; exactly one is expected",
+                entries.len()
+            ));
+        }
+        let e = &entries[0];
+        let body_b64 =
+            text(&e["canonicalizedBody"], "the log entry's canonicalizedBody")?.to_string();
+        let proof = match &e["inclusionProof"] {
+            serde_json::Value::Null => None,
+            p => {
+                let hashes = p["hashes"].as_array().cloned().unwrap_or_default();
+                if hashes.len() > KEYLESS_MAX_PROOF_HASHES {
+                    return Err(format!(
+                        "the inclusion proof has {} hashes; at most {KEYLESS_MAX_PROOF_HASHES} are read (a tree of 2^64 entries needs 64)",
+                        hashes.len()
+                    ));
+                }
+                let hashes = hashes
+                    .iter()
+                    .map(|h| b64(h.as_str().unwrap_or("?"), "an inclusion proof hash"))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Some(Proof {
+                    index: uint(&p["logIndex"], "the inclusion proof's logIndex")?,
+                    tree_size: uint(&p["treeSize"], "the inclusion proof's treeSize")?,
+                    root_hash: b64(
+                        text(&p["rootHash"], "the inclusion proof's rootHash")?,
+                        "the rootHash",
+                    )?,
+                    hashes,
+                    checkpoint: p["checkpoint"]["envelope"].as_str().map(str::to_string),
+                })
+            }
+        };
+        let entry = TlogEntry {
+            log_index: uint(&e["logIndex"], "the log entry's logIndex")?,
+            log_id: b64(
+                text(&e["logId"]["keyId"], "the log entry's logId")?,
+                "the logId",
+            )?,
+            kind: text(&e["kindVersion"]["kind"], "the log entry's kind")?.to_string(),
+            version: text(&e["kindVersion"]["version"], "the log entry's version")?.to_string(),
+            integrated_time: match &e["integratedTime"] {
+                serde_json::Value::Null => None,
+                t => Some(int(t, "the log entry's integratedTime")?),
+            },
+            set: match e["inclusionPromise"]["signedEntryTimestamp"].as_str() {
+                None => None,
+                Some(s) => Some(b64(s, "the signed entry timestamp")?),
+            },
+            proof,
+            body: b64(&body_b64, "the log entry's body")?,
+            body_b64,
+        };
+        let sig = &v["messageSignature"];
+        if sig.is_null() {
+            return Err("the bundle has no `messageSignature`".into());
+        }
+        let signature = b64(
+            text(&sig["signature"], "the bundle's signature")?,
+            "the bundle's signature",
+        )?;
+        let message_digest = match &sig["messageDigest"] {
+            serde_json::Value::Null => None,
+            d => {
+                if d["algorithm"] != "SHA2_256" {
+                    return Err(format!(
+                        "the message digest's algorithm {} is not SHA2_256",
+                        d["algorithm"]
+                    ));
+                }
+                Some(b64(
+                    text(&d["digest"], "the message digest")?,
+                    "the message digest",
+                )?)
+            }
+        };
+        Ok(Bundle {
+            version,
+            leaf,
+            extra: certs,
+            entry,
+            signature,
+            message_digest,
+        })
+    }
+
+    /// The bundle of a cosign keyless signature layer: the PEM certificate
+    /// (and chain) and the `dev.sigstore.cosign/bundle` annotation, with the
+    /// layer's base64 signature.
+    pub fn from_cosign(
+        certificate: &str,
+        chain: Option<&str>,
+        rekor_bundle: &str,
+        signature_b64: &str,
+    ) -> Result<Bundle, String> {
+        if rekor_bundle.len() > KEYLESS_MAX_BUNDLE_BYTES
+            || certificate.len() > KEYLESS_MAX_BUNDLE_BYTES
+            || chain.is_some_and(|c| c.len() > KEYLESS_MAX_BUNDLE_BYTES)
+        {
+            return Err(format!(
+                "a keyless annotation is larger than {KEYLESS_MAX_BUNDLE_BYTES} bytes"
+            ));
+        }
+        let leaf = pem_certificates(certificate)?
+            .into_iter()
+            .next()
+            .ok_or("the certificate annotation holds no PEM CERTIFICATE")?;
+        let extra = match chain {
+            Some(c) => pem_certificates(c)?,
+            None => Vec::new(),
+        };
+        if extra.len() > crate::budgets::KEYLESS_MAX_CA_CHAIN {
+            return Err(format!(
+                "the chain annotation holds {} certificates; at most {} are read",
+                extra.len(),
+                crate::budgets::KEYLESS_MAX_CA_CHAIN
+            ));
+        }
+        let v: serde_json::Value = serde_json::from_str(rekor_bundle)
+            .map_err(|e| format!("the bundle annotation is not JSON: {e}"))?;
+        let p = &v["Payload"];
+        let body_b64 = text(&p["body"], "the bundle annotation's Payload.body")?.to_string();
+        let log_id_hex = text(&p["logID"], "the bundle annotation's Payload.logID")?;
+        let log_id = hex_decode(log_id_hex).ok_or("the bundle annotation's logID is not hex")?;
+        let body = b64(&body_b64, "the bundle annotation's body")?;
+        let parsed: serde_json::Value = serde_json::from_slice(&body)
+            .map_err(|e| format!("the log entry's body is not JSON: {e}"))?;
+        Ok(Bundle {
+            version: Version::CosignAnnotations,
+            leaf,
+            extra,
+            entry: TlogEntry {
+                log_index: uint(&p["logIndex"], "the bundle annotation's logIndex")?,
+                log_id,
+                kind: parsed["kind"].as_str().unwrap_or_default().to_string(),
+                version: parsed["apiVersion"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                integrated_time: Some(int(
+                    &p["integratedTime"],
+                    "the bundle annotation's integratedTime",
+                )?),
+                set: Some(b64(
+                    text(
+                        &v["SignedEntryTimestamp"],
+                        "the bundle annotation's SignedEntryTimestamp",
+                    )?,
+                    "the SignedEntryTimestamp",
+                )?),
+                proof: None,
+                body,
+                body_b64,
+            },
+            signature: b64(signature_b64, "the signature")?,
+            message_digest: None,
+        })
+    }
+}
+
+/// The DER of each `CERTIFICATE` block of a PEM text.
+pub fn pem_certificates(text: &str) -> Result<Vec<Vec<u8>>, String> {
+    const BEGIN: &str = "-----BEGIN CERTIFICATE-----";
+    const END: &str = "-----END CERTIFICATE-----";
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find(BEGIN) {
+        let after = &rest[start + BEGIN.len()..];
+        let stop = after
+            .find(END)
+            .ok_or("a PEM CERTIFICATE block has no END line")?;
+        let body: String = after[..stop]
+            .chars()
+            .filter(|c| !c.is_ascii_whitespace())
+            .collect();
+        out.push(b64(&body, "a PEM certificate")?);
+        rest = &after[stop + END.len()..];
+    }
+    Ok(out)
+}
+
+pub fn hex_decode(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,370 @@
+//! The operator's trusted root: Sigstore's `TrustedRoot` JSON
+//! (`application/vnd.dev.sigstore.trustedroot+json;version=0.1`, the file
+//! `sigstore` clients and `cosign --trusted-root` read).
+//!
+//! Of it this host uses `certificateAuthorities` (each a `certChain`, leaf
+//! side first and its root last, and a `validFor` time range) and `tlogs`
+//! (each a transparency log's public key, `logId` and `validFor`).
+//! `ctlogs` and `timestampAuthorities` are read past: certificate
+//! transparency SCTs and RFC 3161 timestamps are not checked (see
+//! docs/operators.md). A `validFor` without a `start` is refused (an
+//! unbounded start would trust a key before it existed); an absent `end`
+//! is open; both ends are inclusive.
+
+use base64::Engine as _;
+
+use crate::budgets::{
+    KEYLESS_MAX_CA_CHAIN, KEYLESS_MAX_ROOT_ENTRIES, KEYLESS_MAX_TRUSTED_ROOT_BYTES,
+};
+
+/// The algorithms a transparency log's signature (SET, checkpoint) is
+/// checked with: the key's own (webpki refuses one of another key type).
+static LOG_ALGORITHMS: &[&dyn rustls_pki_types::SignatureVerificationAlgorithm] = &[
+    webpki::ring::ECDSA_P256_SHA256,
+    webpki::ring::ECDSA_P384_SHA384,
+    webpki::ring::ED25519,
+];
+
+/// A transparency log's public key (a DER SubjectPublicKeyInfo: ECDSA
+/// P-256 or P-384, or Ed25519).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogKey {
+    spki: Vec<u8>,
+}
+
+impl LogKey {
+    /// The key of a DER SubjectPublicKeyInfo, checked to parse.
+    pub fn from_spki(spki: Vec<u8>) -> Result<LogKey, String> {
+        let der = rustls_pki_types::SubjectPublicKeyInfoDer::from(spki.as_slice());
+        webpki::RawPublicKeyEntity::try_from(&der)
+            .map_err(|e| format!("not a SubjectPublicKeyInfo: {e:?}"))?;
+        Ok(LogKey { spki })
+    }
+
+    /// Whether `signature` is this key's over `message`.
+    pub fn verifies(&self, message: &[u8], signature: &[u8]) -> bool {
+        let der = rustls_pki_types::SubjectPublicKeyInfoDer::from(self.spki.as_slice());
+        let Ok(key) = webpki::RawPublicKeyEntity::try_from(&der) else {
+            return false;
+        };
+        LOG_ALGORITHMS
+            .iter()
+            .any(|alg| key.verify_signature(*alg, message, signature).is_ok())
+    }
+}
+
+/// A time range, in milliseconds since the epoch, both ends included.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimeRange {
+    pub start_ms: i64,
+    pub end_ms: Option<i64>,
+}
+
+impl TimeRange {
+    /// Whether `at` (seconds since the epoch) is in the range.
+    pub fn contains(&self, at: i64) -> bool {
+        let ms = at.saturating_mul(1000);
+        ms >= self.start_ms && self.end_ms.is_none_or(|end| ms <= end)
+    }
+}
+
+impl std::fmt::Display for TimeRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "valid from {}",
+            format_time(self.start_ms.div_euclid(1000))
+        )?;
+        match self.end_ms {
+            Some(end) => write!(f, " to {}", format_time(end.div_euclid(1000))),
+            None => write!(f, " on"),
+        }
+    }
+}
+
+/// A certificate authority (Fulcio).
+#[derive(Clone, Debug)]
+pub struct CertificateAuthority {
+    /// Its `uri` (or its subject's common name), for messages.
+    pub name: String,
+    /// DER certificates, issuing side first, the root last.
+    pub chain: Vec<Vec<u8>>,
+    pub valid: TimeRange,
+}
+
+/// A transparency log (Rekor).
+#[derive(Clone, Debug)]
+pub struct TransparencyLog {
+    /// Its `baseUrl`, for messages.
+    pub name: String,
+    /// The `logId.keyId` bytes (the SHA-256 of its key's DER).
+    pub log_id: Vec<u8>,
+    /// Its key, or why it cannot be used.
+    pub key: Result<LogKey, String>,
+    pub valid: TimeRange,
+}
+
+/// A parsed trusted root.
+#[derive(Clone, Debug)]
+pub struct TrustedRoot {
+    pub cas: Vec<CertificateAuthority>,
+    pub tlogs: Vec<TransparencyLog>,
+}
+
+/// The media types of a trusted root this host reads.
+const MEDIA_TYPES: &[&str] = &[
+    "application/vnd.dev.sigstore.trustedroot+json;version=0.1",
+    "application/vnd.dev.sigstore.trustedroot.v0.2+json",
+];
+
+impl TrustedRoot {
+    /// Parse a trusted root's JSON; errors say which field.
+    pub fn from_json(bytes: &[u8]) -> Result<TrustedRoot, String> {
+        if bytes.len() > KEYLESS_MAX_TRUSTED_ROOT_BYTES {
+            return Err(format!(
+                "is {} bytes; at most {KEYLESS_MAX_TRUSTED_ROOT_BYTES} are read (Sigstore's is about 7 KB)",
+                bytes.len()
+            ));
+        }
+        let v: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(|e| format!("is not JSON: {e}"))?;
+        let media = v["mediaType"].as_str().unwrap_or_default();
+        if !MEDIA_TYPES.contains(&media) {
+            return Err(format!(
+                "has the media type {:?}; a Sigstore trusted root ({}) is expected",
+                v["mediaType"],
+                MEDIA_TYPES.join(" or ")
+            ));
+        }
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let list = |key: &str| -> Result<Vec<serde_json::Value>, String> {
+            let items = match &v[key] {
+                serde_json::Value::Null => Vec::new(),
+                serde_json::Value::Array(a) => a.clone(),
+                _ => return Err(format!("/{key} is not a list")),
+            };
+            if items.len() > KEYLESS_MAX_ROOT_ENTRIES {
+                return Err(format!(
+                    "/{key} lists {} entries; at most {KEYLESS_MAX_ROOT_ENTRIES} are read",
+                    items.len()
+                ));
+            }
+            Ok(items)
+        };
+        let mut cas = Vec::new();
+        for (i, ca) in list("certificateAuthorities")?.iter().enumerate() {
+            let at = format!("/certificateAuthorities/{i}");
+            let certs = ca["certChain"]["certificates"]
+                .as_array()
+                .ok_or_else(|| format!("{at}/certChain/certificates is not a list"))?;
+            if certs.is_empty() || certs.len() > KEYLESS_MAX_CA_CHAIN {
+                return Err(format!(
+                    "{at}/certChain holds {} certificates; 1 to {KEYLESS_MAX_CA_CHAIN} are read",
+                    certs.len()
+                ));
+            }
+            let mut chain = Vec::new();
+            for (j, c) in certs.iter().enumerate() {
+                let der = c["rawBytes"]
+                    .as_str()
+                    .and_then(|s| b64.decode(s).ok())
+                    .ok_or_else(|| {
+                        format!("{at}/certChain/certificates/{j}/rawBytes is not base64")
+                    })?;
+                chain.push(der);
+            }
+            let name = ca["uri"]
+                .as_str()
+                .or(ca["subject"]["commonName"].as_str())
+                .unwrap_or("(unnamed)")
+                .to_string();
+            cas.push(CertificateAuthority {
+                name,
+                chain,
+                valid: time_range(&ca["validFor"]).map_err(|e| format!("{at}/validFor: {e}"))?,
+            });
+        }
+        let mut tlogs = Vec::new();
+        for (i, log) in list("tlogs")?.iter().enumerate() {
+            let at = format!("/tlogs/{i}");
+            let log_id = log["logId"]["keyId"]
+                .as_str()
+                .and_then(|s| b64.decode(s).ok())
+                .ok_or_else(|| format!("{at}/logId/keyId is not base64"))?;
+            let key = &log["publicKey"];
+            let valid = time_range(&key["validFor"])
+                .map_err(|e| format!("{at}/publicKey/validFor: {e}"))?;
+            let name = log["baseUrl"].as_str().unwrap_or("(unnamed)").to_string();
+            let der = key["rawBytes"]
+                .as_str()
+                .and_then(|s| b64.decode(s).ok())
+                .ok_or_else(|| format!("{at}/publicKey/rawBytes is not base64"))?;
+            let key = LogKey::from_spki(der).map_err(|e| {
+                format!(
+                    "its key ({}) cannot be read: {e}",
+                    key["keyDetails"].as_str().unwrap_or("of unknown kind")
+                )
+            });
+            tlogs.push(TransparencyLog {
+                name,
+                log_id,
+                key,
+                valid,
+            });
+        }
+        if cas.is_empty() || tlogs.is_empty() {
+            return Err(
+                "names no certificate authority or no transparency log: keyless signatures cannot verify against it"
+                    .into(),
+            );
+        }
+        Ok(TrustedRoot { cas, tlogs })
+    }
+}
+
+fn time_range(v: &serde_json::Value) -> Result<TimeRange, String> {
+    let start = v["start"]
+        .as_str()
+        .ok_or("has no `start` (a time range must say when it begins)")?;
+    let start_ms = parse_time(start)?;
+    let end_ms = match &v["end"] {
+        serde_json::Value::Null => None,
+        e => Some(parse_time(e.as_str().ok_or("`end` is not a time")?)?),
+    };
+    Ok(TimeRange { start_ms, end_ms })
+}
+
+/// Milliseconds since the epoch of an RFC 3339 time (`Z` or `±HH:MM`; a
+/// fraction of a second is kept to the millisecond).
+pub fn parse_time(text: &str) -> Result<i64, String> {
+    let bad = || format!("{text:?} is not an RFC 3339 time (e.g. 2022-04-13T20:06:15Z)");
+    let b = text.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') {
+        return Err(bad());
+    }
+    let num = |r: std::ops::Range<usize>| -> Result<i64, String> {
+        let s = text.get(r).ok_or_else(bad)?;
+        if !s.bytes().all(|c| c.is_ascii_digit()) {
+            return Err(bad());
+        }
+        s.parse().map_err(|_| bad())
+    };
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    if b[13] != b':' || b[16] != b':' {
+        return Err(bad());
+    }
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return Err(bad());
+    }
+    let mut i = 19;
+    let mut millis = 0;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        let digits = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if digits == 0 {
+            return Err(bad());
+        }
+        let frac = &text[i..i + digits.min(3)];
+        millis = frac.parse::<i64>().map_err(|_| bad())? * 10_i64.pow(3 - frac.len() as u32);
+        i += digits;
+    }
+    let offset = match &text[i..] {
+        "Z" | "z" => 0,
+        tz if tz.len() == 6
+            && matches!(tz.as_bytes()[0], b'+' | b'-')
+            && tz.as_bytes()[3] == b':' =>
+        {
+            let h = num(i + 1..i + 3)?;
+            let m = num(i + 4..i + 6)?;
+            let sign = if tz.starts_with('-') { -1 } else { 1 };
+            sign * (h * 3600 + m * 60)
+        }
+        _ => return Err(bad()),
+    };
+    let days = days_from_civil(year, month, day);
+    let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset;
+    Ok(secs * 1000 + millis)
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` of seconds since the epoch.
+pub fn format_time(secs: i64) -> String {
+    let days = secs.div_euclid(86_400);
+    let rest = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+// Howard Hinnant's algorithms for the proleptic Gregorian calendar.
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_parse_and_print() {
+        assert_eq!(parse_time("1970-01-01T00:00:00Z").unwrap(), 0);
+        assert_eq!(
+            parse_time("2022-04-13T20:06:15Z").unwrap(),
+            1_649_880_375_000
+        );
+        assert_eq!(
+            parse_time("2022-12-31T23:59:59.999Z").unwrap(),
+            1_672_531_199_999
+        );
+        assert_eq!(
+            parse_time("2022-12-31T23:59:59.5Z").unwrap(),
+            1_672_531_199_500
+        );
+        assert_eq!(
+            parse_time("2022-04-13T22:06:15+02:00").unwrap(),
+            1_649_880_375_000
+        );
+        assert_eq!(format_time(1_689_177_396), "2023-07-12T15:56:36Z");
+        for bad in [
+            "2022-04-13",
+            "2022-04-13T20:06:15",
+            "2022-13-01T00:00:00Z",
+            "x022-04-13T20:06:15Z",
+        ] {
+            assert!(parse_time(bad).is_err(), "{bad}");
+        }
+        let r = TimeRange {
+            start_ms: 1000,
+            end_ms: Some(2000),
+        };
+        assert!(r.contains(1) && r.contains(2) && !r.contains(0) && !r.contains(3));
+    }
+}

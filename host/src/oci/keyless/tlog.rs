@@ -1,0 +1,315 @@
+//! The transparency log's word for an entry, checked offline with the
+//! log's key from the trusted root:
+//!
+//! * the **signed entry timestamp** (SET, Rekor's "inclusion promise"):
+//!   the log's signature over the canonical JSON
+//!   `{"body":…,"integratedTime":…,"logID":…,"logIndex":…}` (keys sorted,
+//!   no spaces; `logID` in hex). It is what makes `integratedTime` a time
+//!   the certificate can be judged at.
+//! * the **inclusion proof** (RFC 6962 / RFC 9162 §2.1.3.2): the entry's
+//!   leaf hash `SHA-256(0x00 ‖ body)` and the proof's hashes give the
+//!   tree's root, which must be the proof's `rootHash` and the root of the
+//!   **checkpoint**, a signed note (`origin\nsize\nroot\n…\n\n— name
+//!   base64(keyhint ‖ signature)`) signed by the same log's key (the key
+//!   hint is the first 4 bytes of the `logId`).
+//! * the **body** (`hashedrekord` 0.0.1) must name the bundle's
+//!   certificate, its signature and the artifact's SHA-256: a log entry of
+//!   another signature proves nothing about this one.
+
+use base64::Engine as _;
+use sha2::{Digest, Sha256};
+
+use super::bundle::{Proof, TlogEntry, hex};
+use super::root::TransparencyLog;
+
+/// The log `entry` names, valid at `at` (seconds), if the trusted root has it.
+pub fn log_for<'a>(
+    logs: &'a [TransparencyLog],
+    entry: &TlogEntry,
+) -> Result<&'a TransparencyLog, String> {
+    logs.iter()
+        .find(|l| l.log_id == entry.log_id)
+        .ok_or_else(|| {
+            let b64 = base64::engine::general_purpose::STANDARD;
+            format!(
+                "the log entry is from a transparency log the trusted root does not name (logId {})",
+                b64.encode(&entry.log_id)
+            )
+        })
+}
+
+/// Check the SET of `entry` with `log`'s key.
+pub fn verify_set(log: &TransparencyLog, entry: &TlogEntry) -> Result<(), String> {
+    let set = entry
+        .set
+        .as_ref()
+        .ok_or("the log entry has no signed entry timestamp")?;
+    let time = entry
+        .integrated_time
+        .ok_or("the log entry has no integratedTime")?;
+    let key = log
+        .key
+        .as_ref()
+        .map_err(|e| format!("log {}: {e}", log.name))?;
+    let canonical = format!(
+        r#"{{"body":"{}","integratedTime":{},"logID":"{}","logIndex":{}}}"#,
+        entry.body_b64,
+        time,
+        hex(&entry.log_id),
+        entry.log_index
+    );
+    if !key.verifies(canonical.as_bytes(), set) {
+        return Err(format!(
+            "the signed entry timestamp is not the log's signature ({}) over this entry (its body, integratedTime, logID and logIndex)",
+            log.name
+        ));
+    }
+    Ok(())
+}
+
+/// Check an inclusion proof and its checkpoint for `body`.
+pub fn verify_inclusion(log: &TransparencyLog, proof: &Proof, body: &[u8]) -> Result<(), String> {
+    let checkpoint = proof
+        .checkpoint
+        .as_deref()
+        .ok_or("the inclusion proof has no checkpoint")?;
+    let leaf = hash_leaf(body);
+    let root = root_from_proof(proof.index, proof.tree_size, leaf, &proof.hashes)?;
+    if root.as_slice() != proof.root_hash.as_slice() {
+        return Err(
+            "the inclusion proof does not lead to its rootHash (a proof hash or the entry was altered)"
+                .into(),
+        );
+    }
+    let (size, root_hash) = verify_checkpoint(log, checkpoint)?;
+    if size != proof.tree_size || root_hash != proof.root_hash {
+        return Err(format!(
+            "the checkpoint is for another tree (size {size}) than the inclusion proof (size {}, or another root hash)",
+            proof.tree_size
+        ));
+    }
+    Ok(())
+}
+
+fn hash_leaf(body: &[u8]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update([0u8]);
+    h.update(body);
+    h.finalize().into()
+}
+
+fn hash_children(left: &[u8], right: &[u8]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update([1u8]);
+    h.update(left);
+    h.update(right);
+    h.finalize().into()
+}
+
+/// RFC 9162 §2.1.3.2: the root an inclusion proof gives.
+pub fn root_from_proof(
+    index: u64,
+    size: u64,
+    leaf: [u8; 32],
+    proof: &[Vec<u8>],
+) -> Result<[u8; 32], String> {
+    if index >= size {
+        return Err(format!(
+            "the inclusion proof's index {index} is not below its tree size {size}"
+        ));
+    }
+    let (mut f, mut s) = (index, size - 1);
+    let mut r = leaf;
+    for p in proof {
+        if p.len() != 32 {
+            return Err("an inclusion proof hash is not 32 bytes".into());
+        }
+        if s == 0 {
+            return Err("the inclusion proof has more hashes than the tree is deep".into());
+        }
+        if f & 1 == 1 || f == s {
+            r = hash_children(p, &r);
+            if f & 1 == 0 {
+                while f & 1 == 0 && f != 0 {
+                    f >>= 1;
+                    s >>= 1;
+                }
+            }
+        } else {
+            r = hash_children(&r, p);
+        }
+        f >>= 1;
+        s >>= 1;
+    }
+    if s != 0 {
+        return Err("the inclusion proof has fewer hashes than the tree is deep".into());
+    }
+    Ok(r)
+}
+
+/// Verify a checkpoint's signature by `log`; its tree size and root hash.
+fn verify_checkpoint(log: &TransparencyLog, note: &str) -> Result<(u64, Vec<u8>), String> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let (text, signatures) = note
+        .split_once("\n\n")
+        .ok_or("the checkpoint is not a signed note (no blank line before its signatures)")?;
+    let text = format!("{text}\n");
+    let mut lines = text.lines();
+    let _origin = lines
+        .next()
+        .filter(|o| !o.is_empty())
+        .ok_or("the checkpoint has no origin")?;
+    let size: u64 = lines
+        .next()
+        .and_then(|l| l.parse().ok())
+        .ok_or("the checkpoint has no tree size")?;
+    let root = lines
+        .next()
+        .and_then(|l| b64.decode(l).ok())
+        .filter(|r| r.len() == 32)
+        .ok_or("the checkpoint has no root hash")?;
+    let key = log
+        .key
+        .as_ref()
+        .map_err(|e| format!("log {}: {e}", log.name))?;
+    let hint = log.log_id.get(..4).unwrap_or_default();
+    let mut found = false;
+    for line in signatures
+        .lines()
+        .filter(|l| !l.is_empty())
+        .take(crate::budgets::KEYLESS_MAX_CHECKPOINT_SIGNATURES)
+    {
+        let Some(rest) = line.strip_prefix("\u{2014} ") else {
+            return Err("a checkpoint signature line does not start with an em dash".into());
+        };
+        let Some((_name, sig)) = rest.rsplit_once(' ') else {
+            continue;
+        };
+        let Ok(sig) = b64.decode(sig) else {
+            continue;
+        };
+        if sig.len() < 5 || &sig[..4] != hint {
+            continue;
+        }
+        found = true;
+        if key.verifies(text.as_bytes(), &sig[4..]) {
+            return Ok((size, root));
+        }
+    }
+    Err(if found {
+        format!("the checkpoint's signature by {} does not verify", log.name)
+    } else {
+        format!(
+            "the checkpoint carries no signature by {} (no key hint matches)",
+            log.name
+        )
+    })
+}
+
+/// Check that a `hashedrekord` body names `leaf` (DER), `signature` and
+/// the artifact's `digest` (SHA-256).
+pub fn check_body(
+    entry: &TlogEntry,
+    leaf: &[u8],
+    signature: &[u8],
+    digest: &[u8],
+) -> Result<(), String> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let v: serde_json::Value = serde_json::from_slice(&entry.body)
+        .map_err(|e| format!("the log entry's body is not JSON: {e}"))?;
+    let (kind, version) = (
+        v["kind"].as_str().unwrap_or_default(),
+        v["apiVersion"].as_str().unwrap_or_default(),
+    );
+    if kind != "hashedrekord" || version != "0.0.1" {
+        return Err(format!(
+            "the log entry is a {kind:?} {version:?}; a hashedrekord 0.0.1 (Rekor v1) is what is verified (Rekor v2 entries need RFC 3161 timestamps, not supported)"
+        ));
+    }
+    if entry.kind != kind || entry.version != version {
+        return Err(format!(
+            "the log entry says it is {} {} but its body is {kind} {version}",
+            entry.kind, entry.version
+        ));
+    }
+    let spec = &v["spec"];
+    if spec["data"]["hash"]["algorithm"] != "sha256"
+        || spec["data"]["hash"]["value"].as_str() != Some(hex(digest).as_str())
+    {
+        return Err(format!(
+            "the log entry is for another artifact (sha256 {}), not this one (sha256 {})",
+            spec["data"]["hash"]["value"].as_str().unwrap_or("?"),
+            hex(digest)
+        ));
+    }
+    let logged_sig = spec["signature"]["content"]
+        .as_str()
+        .and_then(|s| b64.decode(s).ok())
+        .unwrap_or_default();
+    if logged_sig != signature {
+        return Err("the log entry records another signature than the bundle's".into());
+    }
+    let logged_cert = spec["signature"]["publicKey"]["content"]
+        .as_str()
+        .and_then(|s| b64.decode(s).ok())
+        .and_then(|pem| String::from_utf8(pem).ok())
+        .map(|pem| super::bundle::pem_certificates(&pem).unwrap_or_default())
+        .unwrap_or_default();
+    if logged_cert.first().map(Vec::as_slice) != Some(leaf) {
+        return Err("the log entry records another certificate than the bundle's".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// RFC 6962 trees of every size up to 9: every leaf's proof (built
+    /// here by the definition) gives the root, and a wrong index does not.
+    #[test]
+    fn inclusion_proofs_of_small_trees() {
+        fn mth(leaves: &[[u8; 32]]) -> [u8; 32] {
+            if leaves.len() == 1 {
+                return leaves[0];
+            }
+            let k = leaves.len().next_power_of_two() / 2;
+            hash_children(&mth(&leaves[..k]), &mth(&leaves[k..]))
+        }
+        fn path(m: usize, leaves: &[[u8; 32]]) -> Vec<Vec<u8>> {
+            if leaves.len() == 1 {
+                return Vec::new();
+            }
+            let k = leaves.len().next_power_of_two() / 2;
+            if m < k {
+                let mut p = path(m, &leaves[..k]);
+                p.push(mth(&leaves[k..]).to_vec());
+                p
+            } else {
+                let mut p = path(m - k, &leaves[k..]);
+                p.push(mth(&leaves[..k]).to_vec());
+                p
+            }
+        }
+        for n in 1..=9usize {
+            let leaves: Vec<[u8; 32]> = (0..n).map(|i| hash_leaf(&[i as u8])).collect();
+            let root = mth(&leaves);
+            for m in 0..n {
+                let p = path(m, &leaves);
+                assert_eq!(
+                    root_from_proof(m as u64, n as u64, leaves[m], &p).unwrap(),
+                    root,
+                    "{n} {m}"
+                );
+                if n > 1 {
+                    let other = (m + 1) % n;
+                    assert_ne!(
+                        root_from_proof(other as u64, n as u64, leaves[m], &p).ok(),
+                        Some(root)
+                    );
+                }
+            }
+        }
+        assert!(root_from_proof(3, 3, [0; 32], &[]).is_err());
+    }
+}

@@ -1,0 +1,300 @@
+"""Sign keylessly, as Fulcio + Rekor + cosign would, independently of
+toolgate: a test certificate authority and a test transparency log key are
+made here (Python's `cryptography`), a ten-minute leaf certificate is
+issued for a CI identity (SAN URI, code-signing EKU, Fulcio's OIDC issuer
+extension 1.3.6.1.4.1.57264.1.8 as a DER UTF8String), the artifact is
+signed with the leaf's key, a `hashedrekord` 0.0.1 log entry is made and
+its signed entry timestamp (SET) signed by the log key over the canonical
+JSON {body, integratedTime, logID, logIndex}. TRUSTED_ROOT_OUT gets a
+Sigstore trusted root (certificateAuthorities, tlogs) naming the CA and
+the log.
+
+usage:
+  cosign_keyless_sign.py oci REGISTRY REPOSITORY DIGEST TRUSTED_ROOT_OUT [MODE]
+      signs the simple-signing payload of DIGEST and pushes it as cosign
+      does for a keyless signature: the layer under sha256-HEX.sig with the
+      annotations dev.cosignproject.cosign/signature,
+      dev.sigstore.cosign/certificate, dev.sigstore.cosign/chain and
+      dev.sigstore.cosign/bundle.
+  cosign_keyless_sign.py bundle FILE BUNDLE_OUT TRUSTED_ROOT_OUT [MODE]
+      writes a Sigstore bundle v0.3 for FILE, with an inclusion proof (a
+      one-entry tree) and a checkpoint signed by the log key.
+
+MODE: `logged-while-valid` (default: the certificate expired before now,
+but the entry was logged while it was valid) or `logged-after-expiry` (the
+entry was logged after the certificate expired: must be refused).
+Prints the identity: ISSUER SUBJECT.
+"""
+
+import base64
+import datetime
+import hashlib
+import json
+import sys
+import time
+import urllib.request
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+ISSUER = "https://token.actions.githubusercontent.com"
+SUBJECT = "https://github.com/acme/guard/.github/workflows/release.yml@refs/tags/v1.0"
+
+command = sys.argv[1]
+mode = sys.argv[6] if command == "oci" and len(sys.argv) > 6 else (
+    sys.argv[5] if command == "bundle" and len(sys.argv) > 5 else "logged-while-valid"
+)
+now = int(time.time())
+utc = datetime.timezone.utc
+
+
+def ts(secs: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(secs, utc)
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def spki_der(key) -> bytes:
+    return key.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+
+
+# The certificate authority: a self-signed P-384 root, valid for days.
+ca_key = ec.generate_private_key(ec.SECP384R1())
+ca_name = x509.Name(
+    [
+        x509.NameAttribute(NameOID.ORGANIZATION_NAME, "toolgate-test"),
+        x509.NameAttribute(NameOID.COMMON_NAME, "test-fulcio"),
+    ]
+)
+ca = (
+    x509.CertificateBuilder()
+    .subject_name(ca_name)
+    .issuer_name(ca_name)
+    .public_key(ca_key.public_key())
+    .serial_number(x509.random_serial_number())
+    .not_valid_before(ts(now - 86400))
+    .not_valid_after(ts(now + 86400))
+    .add_extension(x509.BasicConstraints(ca=True, path_length=1), critical=True)
+    .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+    .add_extension(
+        x509.KeyUsage(
+            digital_signature=False, content_commitment=False, key_encipherment=False,
+            data_encipherment=False, key_agreement=False, key_cert_sign=True,
+            crl_sign=True, encipher_only=False, decipher_only=False,
+        ),
+        critical=True,
+    )
+    .sign(ca_key, hashes.SHA384())
+)
+
+# The leaf: ten minutes, 20 to 10 minutes ago (expired now).
+leaf_key = ec.generate_private_key(ec.SECP256R1())
+issuer_der = bytes([0x0C, len(ISSUER)]) + ISSUER.encode()
+leaf = (
+    x509.CertificateBuilder()
+    .subject_name(x509.Name([]))
+    .issuer_name(ca_name)
+    .public_key(leaf_key.public_key())
+    .serial_number(x509.random_serial_number())
+    .not_valid_before(ts(now - 1200))
+    .not_valid_after(ts(now - 600))
+    .add_extension(x509.SubjectAlternativeName([x509.UniformResourceIdentifier(SUBJECT)]), critical=True)
+    .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CODE_SIGNING]), critical=False)
+    .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+    .add_extension(x509.SubjectKeyIdentifier.from_public_key(leaf_key.public_key()), critical=False)
+    .add_extension(
+        x509.KeyUsage(
+            digital_signature=True, content_commitment=False, key_encipherment=False,
+            data_encipherment=False, key_agreement=False, key_cert_sign=False,
+            crl_sign=False, encipher_only=False, decipher_only=False,
+        ),
+        critical=True,
+    )
+    .add_extension(
+        x509.UnrecognizedExtension(x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.8"), issuer_der),
+        critical=False,
+    )
+    .sign(ca_key, hashes.SHA384())
+)
+leaf_pem = leaf.public_bytes(serialization.Encoding.PEM)
+ca_pem = ca.public_bytes(serialization.Encoding.PEM)
+integrated_time = now - 900 if mode == "logged-while-valid" else now - 300
+
+# The transparency log.
+log_key = ec.generate_private_key(ec.SECP256R1())
+log_id = hashlib.sha256(spki_der(log_key)).digest()
+log_index = 4242
+
+
+def log_entry(artifact: bytes, signature: bytes):
+    body = json.dumps(
+        {
+            "apiVersion": "0.0.1",
+            "kind": "hashedrekord",
+            "spec": {
+                "data": {"hash": {"algorithm": "sha256", "value": hashlib.sha256(artifact).hexdigest()}},
+                "signature": {"content": b64(signature), "publicKey": {"content": b64(leaf_pem)}},
+            },
+        },
+        separators=(",", ":"),
+        sort_keys=True,
+    ).encode()
+    canonical = json.dumps(
+        {"body": b64(body), "integratedTime": integrated_time, "logID": log_id.hex(), "logIndex": log_index},
+        separators=(",", ":"),
+        sort_keys=True,
+    ).encode()
+    set_ = log_key.sign(canonical, ec.ECDSA(hashes.SHA256()))
+    return body, set_
+
+
+def write_root(path: str):
+    start = ts(now - 86400).strftime("%Y-%m-%dT%H:%M:%SZ")
+    root = {
+        "mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1",
+        "tlogs": [
+            {
+                "baseUrl": "https://rekor.test",
+                "hashAlgorithm": "SHA2_256",
+                "publicKey": {"rawBytes": b64(spki_der(log_key)), "keyDetails": "PKIX_ECDSA_P256_SHA_256", "validFor": {"start": start}},
+                "logId": {"keyId": b64(log_id)},
+            }
+        ],
+        "certificateAuthorities": [
+            {
+                "subject": {"organization": "toolgate-test", "commonName": "test-fulcio"},
+                "uri": "https://fulcio.test",
+                "certChain": {"certificates": [{"rawBytes": b64(ca.public_bytes(serialization.Encoding.DER))}]},
+                "validFor": {"start": start},
+            }
+        ],
+        "ctlogs": [],
+        "timestampAuthorities": [],
+    }
+    with open(path, "w") as f:
+        json.dump(root, f, indent=2)
+
+
+def push_blob(base: str, registry: str, data: bytes) -> str:
+    d = "sha256:" + hashlib.sha256(data).hexdigest()
+    with urllib.request.urlopen(urllib.request.Request(f"{base}/blobs/uploads/", method="POST")) as r:
+        location = r.headers["Location"]
+    if location.startswith("/"):
+        location = f"http://{registry}{location}"
+    sep = "&" if "?" in location else "?"
+    urllib.request.urlopen(
+        urllib.request.Request(
+            f"{location}{sep}digest={d}", data=data, method="PUT",
+            headers={"Content-Type": "application/octet-stream"},
+        )
+    ).close()
+    return d
+
+
+if command == "oci":
+    registry, repository, digest, root_out = sys.argv[2:6]
+    base = f"http://{registry}/v2/{repository}"
+    payload = json.dumps(
+        {
+            "critical": {
+                "identity": {"docker-reference": f"{registry}/{repository}"},
+                "image": {"docker-manifest-digest": digest},
+                "type": "cosign container image signature",
+            },
+            "optional": None,
+        },
+        separators=(",", ":"),
+    ).encode()
+    signature = leaf_key.sign(payload, ec.ECDSA(hashes.SHA256()))
+    body, set_ = log_entry(payload, signature)
+    rekor_bundle = json.dumps(
+        {
+            "SignedEntryTimestamp": b64(set_),
+            "Payload": {"body": b64(body), "integratedTime": integrated_time, "logIndex": log_index, "logID": log_id.hex()},
+        }
+    )
+    payload_digest = push_blob(base, registry, payload)
+    config = json.dumps(
+        {"architecture": "", "config": {}, "created": "0001-01-01T00:00:00Z",
+         "history": [{"created": "0001-01-01T00:00:00Z"}], "os": "",
+         "rootfs": {"type": "layers", "diff_ids": [payload_digest]}},
+        separators=(",", ":"),
+    ).encode()
+    config_digest = push_blob(base, registry, config)
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "size": len(config), "digest": config_digest},
+            "layers": [
+                {
+                    "mediaType": "application/vnd.dev.cosign.simplesigning.v1+json",
+                    "size": len(payload),
+                    "digest": payload_digest,
+                    "annotations": {
+                        "dev.cosignproject.cosign/signature": b64(signature),
+                        "dev.sigstore.cosign/certificate": leaf_pem.decode(),
+                        "dev.sigstore.cosign/chain": ca_pem.decode(),
+                        "dev.sigstore.cosign/bundle": rekor_bundle,
+                    },
+                }
+            ],
+        }
+    ).encode()
+    tag = digest.replace(":", "-", 1) + ".sig"
+    urllib.request.urlopen(
+        urllib.request.Request(
+            f"{base}/manifests/{tag}", data=manifest, method="PUT",
+            headers={"Content-Type": "application/vnd.oci.image.manifest.v1+json"},
+        )
+    ).close()
+    write_root(root_out)
+elif command == "bundle":
+    path, bundle_out, root_out = sys.argv[2:5]
+    artifact = open(path, "rb").read()
+    signature = leaf_key.sign(artifact, ec.ECDSA(hashes.SHA256()))
+    body, set_ = log_entry(artifact, signature)
+    # A one-entry tree: the root is the leaf hash, the proof is empty.
+    root_hash = hashlib.sha256(b"\x00" + body).digest()
+    note = f"rekor.test - 1\n1\n{b64(root_hash)}\n"
+    note_sig = log_key.sign(note.encode(), ec.ECDSA(hashes.SHA256()))
+    checkpoint = note + "\n" + "\u2014 rekor.test " + b64(log_id[:4] + note_sig) + "\n"
+    bundle = {
+        "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
+        "verificationMaterial": {
+            "certificate": {"rawBytes": b64(leaf.public_bytes(serialization.Encoding.DER))},
+            "tlogEntries": [
+                {
+                    "logIndex": str(log_index),
+                    "logId": {"keyId": b64(log_id)},
+                    "kindVersion": {"kind": "hashedrekord", "version": "0.0.1"},
+                    "integratedTime": str(integrated_time),
+                    "inclusionPromise": {"signedEntryTimestamp": b64(set_)},
+                    "inclusionProof": {
+                        "logIndex": "0",
+                        "rootHash": b64(root_hash),
+                        "treeSize": "1",
+                        "hashes": [],
+                        "checkpoint": {"envelope": checkpoint},
+                    },
+                    "canonicalizedBody": b64(body),
+                }
+            ],
+        },
+        "messageSignature": {
+            "messageDigest": {"algorithm": "SHA2_256", "digest": b64(hashlib.sha256(artifact).digest())},
+            "signature": b64(signature),
+        },
+    }
+    with open(bundle_out, "w") as f:
+        json.dump(bundle, f)
+    write_root(root_out)
+else:
+    sys.exit(f"unknown command {command!r}")
+print(f"{ISSUER} {SUBJECT}")
