@@ -339,6 +339,9 @@ impl ApprovalQueue {
             recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             let mut leftovers_ended = false;
             loop {
+                // One value per turn of the loop, matched at once: boxing
+                // the change would only add an allocation.
+                #[allow(clippy::large_enum_variant)]
                 enum Next {
                     Change(Result<Change, RecvError>),
                     Sweep,

@@ -141,10 +141,10 @@ pub fn check_rule(at: &str, rule: &TrustRule, base: &Path, problems: &mut Vec<St
             problems.push(format!("{at}/identities/{i}: {why}"));
         }
     }
-    if let Some(path) = &rule.trusted_root {
-        if let Err(e) = read_trusted_root(base, path) {
-            problems.push(format!("{at}/trusted_root: {e}"));
-        }
+    if let Some(path) = &rule.trusted_root
+        && let Err(e) = read_trusted_root(base, path)
+    {
+        problems.push(format!("{at}/trusted_root: {e}"));
     }
     for (i, path) in rule.keys.iter().flatten().enumerate() {
         if let Err(e) = read_key(base, path) {

@@ -88,7 +88,7 @@ impl Case {
             &self.bundle,
             &self.artifact,
             &self.root,
-            &[self.identity.clone()],
+            std::slice::from_ref(&self.identity),
         )
     }
 

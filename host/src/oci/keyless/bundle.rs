@@ -350,7 +350,7 @@ pub fn pem_certificates(text: &str) -> Result<Vec<Vec<u8>>, String> {
 }
 
 pub fn hex_decode(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     (0..s.len())

@@ -185,10 +185,10 @@ fn identity_inner(der: &[u8]) -> Result<CertIdentity, der::Error> {
                     let names = first(value.value())?;
                     for name in items(names.value())? {
                         // [1] rfc822Name, [6] uniformResourceIdentifier
-                        if matches!(u8::from(name.tag()), 0x81 | 0x86) {
-                            if let Ok(s) = std::str::from_utf8(name.value()) {
-                                out.sans.push(s.to_string());
-                            }
+                        if matches!(u8::from(name.tag()), 0x81 | 0x86)
+                            && let Ok(s) = std::str::from_utf8(name.value())
+                        {
+                            out.sans.push(s.to_string());
                         }
                     }
                 }

@@ -183,13 +183,13 @@ pub fn verify(
         }
     }
     let digest: [u8; 32] = Sha256::digest(artifact).into();
-    if let Some(d) = &bundle.message_digest {
-        if d.as_slice() != digest {
-            return Err(format!(
-                "the bundle's message digest is not the artifact's (sha256 {})",
-                bundle::hex(&digest)
-            ));
-        }
+    if let Some(d) = &bundle.message_digest
+        && d.as_slice() != digest
+    {
+        return Err(format!(
+            "the bundle's message digest is not the artifact's (sha256 {})",
+            bundle::hex(&digest)
+        ));
     }
     tlog::check_body(entry, &bundle.leaf, &bundle.signature, &digest)?;
     cert::verify_path(&bundle.leaf, &root.cas, time)?;
