@@ -526,7 +526,7 @@ impl ToolgateBuilder {
                     (c, None) if c.url.is_none() && c.path.is_none() => {
                         Arc::new(crate::store::sqlite::SqliteKv::memory())
                     }
-                    (c, dir) => crate::store::open(c, dir.as_deref())?,
+                    (c, dir) => open_state_store(c, dir.as_deref())?,
                 }
             }
         };
@@ -1229,4 +1229,32 @@ impl Toolgate {
             .unwrap_or_else(|p| p.into_inner())
             .is_some()
     }
+}
+
+/// The state store (the `kv` seam's) `[state]` names: Redis when `url`
+/// is set, else the embedded SQLite file. Here, not in `store`, so that
+/// the store does not depend on the configuration.
+fn open_state_store(
+    config: &crate::config::StateConfig,
+    state_dir: Option<&std::path::Path>,
+) -> Result<Arc<dyn crate::store::KvBackend>, crate::store::OpenError> {
+    if let Some(url) = &config.url {
+        let timeout = config
+            .timeout_ms
+            .map(|ms| std::time::Duration::from_millis(ms.max(1)))
+            .unwrap_or(crate::budgets::STATE_OP_TIMEOUT);
+        let prefix = config
+            .prefix
+            .as_deref()
+            .unwrap_or(crate::store::redis::DEFAULT_PREFIX);
+        return Ok(Arc::new(crate::store::redis::RedisStore::open(
+            url, prefix, timeout,
+        )?));
+    }
+    let path = match (&config.path, state_dir) {
+        (Some(p), _) => p.clone(),
+        (None, Some(dir)) => dir.join(crate::store::sqlite::DEFAULT_FILE),
+        (None, None) => return Err(crate::store::OpenError::NoStateDir),
+    };
+    Ok(Arc::new(crate::store::sqlite::SqliteKv::open(&path)?))
 }

@@ -43,7 +43,6 @@ pub mod redis;
 pub mod sqlite;
 
 use std::future::Future;
-use std::sync::Arc;
 
 use async_trait::async_trait;
 
@@ -165,28 +164,6 @@ pub fn parse_counter(key: &str, value: &[u8]) -> Result<i64, KvError> {
         .ok()
         .and_then(|s| s.parse::<i64>().ok().filter(|n| n.to_string() == s))
         .ok_or_else(|| KvError::NotInteger { key: key.into() })
-}
-
-/// The `[state]` settings the store is opened from (see
-/// [`crate::config::StateConfig`]).
-pub fn open(
-    config: &crate::config::StateConfig,
-    state_dir: Option<&std::path::Path>,
-) -> Result<Arc<dyn KvBackend>, OpenError> {
-    if let Some(url) = &config.url {
-        let timeout = config
-            .timeout_ms
-            .map(|ms| std::time::Duration::from_millis(ms.max(1)))
-            .unwrap_or(crate::budgets::STATE_OP_TIMEOUT);
-        let prefix = config.prefix.as_deref().unwrap_or(redis::DEFAULT_PREFIX);
-        return Ok(Arc::new(redis::RedisStore::open(url, prefix, timeout)?));
-    }
-    let path = match (&config.path, state_dir) {
-        (Some(p), _) => p.clone(),
-        (None, Some(dir)) => dir.join(sqlite::DEFAULT_FILE),
-        (None, None) => return Err(OpenError::NoStateDir),
-    };
-    Ok(Arc::new(sqlite::SqliteKv::open(&path)?))
 }
 
 /// Drive `fut` to its end from inside a synchronous host call (the `kv`
