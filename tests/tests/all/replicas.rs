@@ -923,6 +923,34 @@ fn an_approval_asked_on_one_replica_is_decided_on_another() {
         .unwrap();
     let e = outcome(&again).expect_err("an approval runs one call");
     assert!(e.contains("ran its call already"), "{e}");
+    // A retry a balancer sends to another replica than the one that asked
+    // (round-robin, no affinity): asked on A, approved on B, retried on C,
+    // it runs on C, once.
+    let (id, state) = c.asked_on(0, "echo elsewhere");
+    let out = c.approvals(1, &["approve", &id]);
+    assert!(succeeded(&out), "{}", said(&out));
+    let on_c = c
+        .call_on(
+            2,
+            "bash",
+            json!({"command": "echo elsewhere"}),
+            Some(&state),
+        )
+        .unwrap();
+    assert!(
+        outcome(&on_c).is_ok_and(|t| t.contains("elsewhere")),
+        "{on_c}"
+    );
+    let on_a = c
+        .call_on(
+            0,
+            "bash",
+            json!({"command": "echo elsewhere"}),
+            Some(&state),
+        )
+        .unwrap();
+    let e = outcome(&on_a).expect_err("an approval runs one call, on any replica");
+    assert!(e.contains("ran its call already"), "{e}");
 
     // 2. A grant made on B (two calls) applies on A and C; the third call
     // is asked again.
