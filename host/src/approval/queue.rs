@@ -238,7 +238,19 @@ impl ApprovalQueue {
         ApprovalQueue::open_as(store, timeout, None).await
     }
 
-    /// The queue of replica `replica` (`[state] replica_id`; see the
+    /// This replica's id when the queue is shared (`None`: a queue of its
+    /// own).
+    pub fn replica(&self) -> Option<&str> {
+        self.replica.as_deref()
+    }
+
+    /// Whether this replica asked `entry` (always, for a queue of its own):
+    /// what only one replica should do for an entry — post it to the
+    /// webhook — is done by the one that asked.
+    pub fn asked_here(&self, entry: &Entry) -> bool {
+        self.replica.is_none() || entry.replica.is_none() || entry.replica == self.replica
+    }
+
     /// module docs, "Replicas sharing a store"). Over a shared store it
     /// opens while the store is down: what it does at the start (ending
     /// the waits of this replica's previous run) it does once the store
@@ -1124,6 +1136,36 @@ mod tests {
             Parked::Pending(e) => *e,
             Parked::Answered(a) => panic!("answered at once: {a}"),
         }
+    }
+
+    /// Replicas sharing a queue all hear of every entry; what only one
+    /// should do (post it to the webhook) is done by the one that asked.
+    #[tokio::test]
+    async fn only_the_replica_that_asked_counts_an_entry_as_its_own() {
+        let shared = ApprovalQueue::open_as(
+            store("asked-ra"),
+            Duration::from_secs(60),
+            Some("ra".into()),
+        )
+        .await
+        .unwrap();
+        let own = ApprovalQueue::open(store("asked-own"), Duration::from_secs(60))
+            .await
+            .unwrap();
+        let mut entry = parked(&shared, "echo x").await;
+        assert_eq!(entry.replica.as_deref(), Some("ra"));
+        assert!(shared.asked_here(&entry));
+        entry.replica = Some("rb".into());
+        assert!(!shared.asked_here(&entry), "another replica's entry");
+        assert!(
+            own.asked_here(&entry),
+            "a queue of its own posts everything"
+        );
+        entry.replica = None;
+        assert!(
+            shared.asked_here(&entry),
+            "an entry of no replica (before sharing)"
+        );
     }
 
     #[tokio::test]

@@ -172,14 +172,22 @@ impl Webhook {
 
     /// Posts every new pending entry of `queue` from now on, in tasks of
     /// their own (they end with the queue's event feed).
-    pub fn start(self, queue: &ApprovalQueue) {
+    pub fn start(self, queue: &Arc<ApprovalQueue>) {
         let mut events = queue.subscribe();
+        // Replicas sharing the queue all hear of every entry; only the one
+        // that asked posts it, so the webhook gets each entry once.
+        let own = Arc::downgrade(queue);
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Entry>(APPROVAL_WEBHOOK_BACKLOG);
         // The feed's reader: never waits on the network.
         tokio::spawn(async move {
             loop {
                 match events.recv().await {
                     Ok(Event::Pending(entry)) => {
+                        match own.upgrade() {
+                            Some(q) if !q.asked_here(&entry) => continue,
+                            None => break,
+                            Some(_) => {}
+                        }
                         let id = entry.id.clone();
                         if tx.try_send(entry).is_err() {
                             tracing::warn!(

@@ -134,6 +134,77 @@ pub(crate) struct Replica {
     pub(crate) state_dir: std::path::PathBuf,
 }
 
+/// How to start one replica: `toolgate serve --http` on a free port,
+/// sharing `config`, `plugins` and the token with the others.
+pub(crate) struct Launch<'a> {
+    pub(crate) work: &'a std::path::Path,
+    pub(crate) plugins: &'a std::path::Path,
+    pub(crate) config: &'a std::path::Path,
+    pub(crate) token_file: &'a std::path::Path,
+    /// Its name: its state directory, its log and (with `id`) its replica id.
+    pub(crate) name: String,
+    /// `--replica-id` (`None`: the one it makes).
+    pub(crate) id: bool,
+    /// `--approve`.
+    pub(crate) approve: &'a str,
+    /// More flags of `serve`.
+    pub(crate) args: &'a [&'a str],
+}
+
+impl Launch<'_> {
+    /// Starts it and waits for its `/readyz` (one at a time: the first
+    /// fills the compile cache the others read).
+    pub(crate) fn start(&self) -> Replica {
+        let port = free_port();
+        let state_dir = self.work.join(format!("state-{}", self.name));
+        let log = self.work.join(format!("{}.log", self.name));
+        let mut command = Command::new(replica_bin());
+        command
+            .arg("--plugins")
+            .arg(self.plugins)
+            .arg("--config")
+            .arg(self.config);
+        if self.id {
+            command.args(["--replica-id", &self.name]);
+        }
+        let child = command
+            .args(["serve", "--http", &format!("127.0.0.1:{port}")])
+            .arg("--token-file")
+            .arg(self.token_file)
+            .args(["--approve", self.approve, "--no-watch"])
+            .args(["--max-sessions", "512", "--max-sessions-per-client", "512"])
+            .args(["--max-queued-calls", "1024", "--max-connections", "1024"])
+            .args(["--max-connections-per-client", "1024"])
+            .args(self.args)
+            .current_dir(self.work)
+            .env("TOOLGATE_CACHE_DIR", cache_dir())
+            .env("TOOLGATE_STATE_DIR", &state_dir)
+            .env("RUST_LOG", "error")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start a replica");
+        let mut replica = Replica {
+            child,
+            port,
+            state_dir,
+        };
+        let started = Instant::now();
+        while http_get_status(&replica.addr(), "/readyz") != 200 {
+            let exited = replica.child.try_wait().unwrap();
+            assert!(
+                exited.is_none() && started.elapsed() < Duration::from_secs(180),
+                "replica {} not ready (exited: {exited:?}); its stderr:\n{}",
+                self.name,
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        replica
+    }
+}
+
 impl Replica {
     pub(crate) fn addr(&self) -> String {
         format!("127.0.0.1:{}", self.port)
@@ -313,58 +384,19 @@ impl Cluster {
         std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
         let mut replicas = Vec::new();
         for i in 0..n {
-            let port = free_port();
-            let state_dir = work.path().join(format!("state-{i}"));
-            let log = work.path().join(format!("replica-{i}.log"));
-            let child = Command::new(replica_bin())
-                .arg("--plugins")
-                .arg(plugins.path())
-                .arg("--config")
-                .arg(&config)
-                .args(["serve", "--http", &format!("127.0.0.1:{port}")])
-                .arg("--token-file")
-                .arg(&token_file)
-                .args(["--approve", approve, "--no-watch", "--max-sessions", "512"])
-                .args([
-                    "--max-sessions-per-client",
-                    "512",
-                    "--max-queued-calls",
-                    "1024",
-                ])
-                .args([
-                    "--max-connections",
-                    "1024",
-                    "--max-connections-per-client",
-                    "1024",
-                ])
-                .current_dir(work.path())
-                .env("TOOLGATE_CACHE_DIR", cache_dir())
-                .env("TOOLGATE_STATE_DIR", &state_dir)
-                .env("RUST_LOG", "error")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(std::fs::File::create(&log).unwrap())
-                .spawn()
-                .expect("start a replica");
-            let mut replica = Replica {
-                child,
-                port,
-                state_dir,
-            };
-            // One at a time: the first fills the compile cache the others
-            // read.
-            let addr = replica.addr();
-            let started = Instant::now();
-            while http_get_status(&addr, "/readyz") != 200 {
-                let exited = replica.child.try_wait().unwrap();
-                assert!(
-                    exited.is_none() && started.elapsed() < Duration::from_secs(120),
-                    "replica {i} not ready (exited: {exited:?}); its stderr:\n{}",
-                    std::fs::read_to_string(&log).unwrap_or_default()
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            replicas.push(replica);
+            replicas.push(
+                Launch {
+                    work: work.path(),
+                    plugins: plugins.path(),
+                    config: &config,
+                    token_file: &token_file,
+                    name: i.to_string(),
+                    id: false,
+                    approve,
+                    args: &[],
+                }
+                .start(),
+            );
         }
         let haproxy = Haproxy::start(&replicas.iter().map(|r| r.port).collect::<Vec<_>>());
         haproxy.wait_up(n);
@@ -1419,6 +1451,35 @@ async fn the_redis_approval_store_decides_once_and_wakes_other_replicas() {
         .await
         .unwrap();
     let mut b_events = qb.subscribe();
+    // B's change feed subscribes in the background, and pub/sub reaches
+    // subscribers only: ask on A until B hears one, then end the probes.
+    let mut probes = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    'heard: loop {
+        assert!(Instant::now() < deadline, "B never heard of A's entries");
+        let qa = qa.clone();
+        let n = probes.len();
+        probes.push(tokio::spawn(async move {
+            qa.approve(&approval_request(&format!("echo probe {n}")))
+                .await
+        }));
+        let wait = tokio::time::sleep(Duration::from_millis(200));
+        tokio::pin!(wait);
+        loop {
+            tokio::select! {
+                e = b_events.recv() => if let Ok(toolgate::approval::queue::Event::Pending(_)) = e {
+                    break 'heard;
+                },
+                _ = &mut wait => break,
+            }
+        }
+    }
+    while probes.iter().any(|p| !p.is_finished()) {
+        for e in qb.pending().await.unwrap() {
+            let _ = qb.decide(&e.id, Verdict::Deny(None), "bob").await;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let mut lat = Vec::new();
     for round in 0..30 {
         let ask = {
@@ -1435,10 +1496,16 @@ async fn the_redis_approval_store_decides_once_and_wakes_other_replicas() {
             match tokio::time::timeout(Duration::from_secs(10), b_events.recv())
                 .await
                 .expect("B hears of A's entry")
-                .unwrap()
             {
-                toolgate::approval::queue::Event::Pending(e) => break e.id,
-                _ => continue,
+                Ok(toolgate::approval::queue::Event::Pending(e))
+                    if e.arguments["command"] == format!("echo {round}").as_str() =>
+                {
+                    break e.id;
+                }
+                // Lagged behind (a loaded machine): the newest events,
+                // this round's among them, are still to come.
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(e) => panic!("B's event stream: {e}"),
             }
         };
         let e = qb.get(&id).await.unwrap().unwrap();

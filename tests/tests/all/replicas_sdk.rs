@@ -32,9 +32,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use toolgate_tests::{PluginDir, TempDir, fixtures, http_get_status, stateless_call};
 
-use crate::oci::free_port;
 use crate::replicas::{
-    HANG, Haproxy, Redis, Replica, cache_dir, outcome, parts, replica_bin, wait_for,
+    HANG, Haproxy, Launch, Redis, Replica, outcome, parts, replica_bin, wait_for,
 };
 
 /// The HAProxy lines (in the backend) that keep a 2025-era session on the
@@ -93,51 +92,20 @@ impl Fleet {
         std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
         let mut replicas = Vec::new();
         for i in 1..=n {
-            let port = free_port();
-            let log = work.path().join(format!("r{i}.log"));
-            let child = Command::new(replica_bin())
-                .arg("--plugins")
-                .arg(plugins.path())
-                .arg("--config")
-                .arg(&config)
-                .args(["--replica-id", &format!("r{i}")])
-                .args(["serve", "--http", &format!("127.0.0.1:{port}")])
-                .arg("--token-file")
-                .arg(&token_file)
-                // `bash` asks by default; nobody is there to answer.
-                .args(["--approve", "allow", "--no-watch"])
-                .args(["--max-sessions", "512", "--max-sessions-per-client", "512"])
-                .args(["--max-queued-calls", "1024", "--max-connections", "1024"])
-                .args(["--max-connections-per-client", "1024"])
-                .args(args)
-                .current_dir(work.path())
-                .env("TOOLGATE_CACHE_DIR", cache_dir())
-                .env(
-                    "TOOLGATE_STATE_DIR",
-                    work.path().join(format!("state-r{i}")),
-                )
-                .env("RUST_LOG", "error")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(std::fs::File::create(&log).unwrap())
-                .spawn()
-                .expect("start a replica");
-            let mut replica = Replica {
-                child,
-                port,
-                state_dir: work.path().join(format!("state-r{i}")),
-            };
-            let started = Instant::now();
-            while http_get_status(&replica.addr(), "/readyz") != 200 {
-                let exited = replica.child.try_wait().unwrap();
-                assert!(
-                    exited.is_none() && started.elapsed() < Duration::from_secs(180),
-                    "replica r{i} not ready (exited: {exited:?}); its stderr:\n{}",
-                    std::fs::read_to_string(&log).unwrap_or_default()
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            replicas.push(Some(replica));
+            replicas.push(Some(
+                Launch {
+                    work: work.path(),
+                    plugins: plugins.path(),
+                    config: &config,
+                    token_file: &token_file,
+                    name: format!("r{i}"),
+                    id: true,
+                    // `bash` asks by default; nobody is there to answer.
+                    approve: "allow",
+                    args,
+                }
+                .start(),
+            ));
         }
         let haproxy = Haproxy::start_with(&ports(&replicas), backend);
         haproxy.wait_up(n);
