@@ -252,40 +252,13 @@ fn parse_time(text: &str) -> anyhow::Result<u64> {
         return Err(bad());
     }
     let ms: i64 = format!("{frac:0<3}")[..3].parse().map_err(|_| bad())?;
-    let days = days_from_civil(d[0], d[1], d[2]);
+    let days = toolgate::clock::days_from_civil(d[0], d[1], d[2]);
     Ok((((days * 24 + h[0]) * 60 + h[1]) * 60 + h[2]) as u64 * 1000 + ms as u64)
-}
-
-/// Days since 1970-01-01 (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146097 + doe - 719468
 }
 
 /// RFC 3339 UTC with milliseconds.
 fn format_time(ms: u64) -> String {
-    let secs = (ms / 1000) as i64;
-    let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
-    let z = days + 719468;
-    let era = z.div_euclid(146097);
-    let doe = z - era * 146097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60,
-        ms % 1000
-    )
+    toolgate::clock::rfc3339_millis(ms)
 }
 
 fn run_show(a: ShowArgs) -> anyhow::Result<ExitCode> {

@@ -16,6 +16,7 @@ pub mod bridge;
 pub mod budgets;
 pub mod call;
 pub mod cause;
+pub mod clock;
 pub mod codemode;
 pub mod config;
 pub mod content;

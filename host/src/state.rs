@@ -492,7 +492,16 @@ pub fn replica_id(
         check_replica_id(id)?;
         return Ok(id.to_string());
     }
-    let made = format!("{}-{}", hostname(), random_hex(3));
+    let suffix = random_hex(3).unwrap_or_else(|_| {
+        // No randomness: the time and the process tell starts apart.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0)
+            ^ std::process::id();
+        format!("{:06x}", t & 0xff_ffff)
+    });
+    let made = format!("{}-{suffix}", hostname());
     let Some(dir) = state else {
         return Ok(made);
     };
@@ -558,20 +567,13 @@ fn hostname() -> String {
     if name.is_empty() { "host".into() } else { name }
 }
 
-/// `n` random bytes in hex (the replica id's suffix).
-fn random_hex(n: usize) -> String {
+/// `n` bytes from the kernel's random source, in hex: unguessable, or
+/// the error (each caller says what it does without: a session fails
+/// closed, an id falls back to what keeps it unique).
+pub fn random_hex(n: usize) -> std::io::Result<String> {
     let mut bytes = vec![0u8; n];
-    let read = std::fs::File::open("/dev/urandom").and_then(|mut r| r.read_exact(&mut bytes));
-    if read.is_err() {
-        // No randomness: the time and the process tell starts apart.
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0)
-            ^ std::process::id();
-        bytes = t.to_le_bytes()[..n.min(4)].to_vec();
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    std::fs::File::open("/dev/urandom").and_then(|mut r| r.read_exact(&mut bytes))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 #[cfg(test)]

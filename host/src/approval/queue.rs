@@ -85,7 +85,6 @@
 //! about a connection must never become the approval a retry runs.
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -198,17 +197,15 @@ pub fn now_ms() -> u64 {
 /// `2 * n` random hex digits (at most 16).
 pub fn random_hex(n: usize) -> String {
     let n = n.min(8);
-    let mut bytes = [0u8; 8];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes[..n]))
-        .is_err()
-    {
+    crate::state::random_hex(n).unwrap_or_else(|_| {
         // No randomness: time and a counter still make ids unique here.
         static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let v = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed) ^ now_ms();
-        bytes = v.to_le_bytes();
-    }
-    bytes[..n].iter().map(|b| format!("{b:02x}")).collect()
+        v.to_le_bytes()[..n]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    })
 }
 
 /// A fresh id: `prefix` and 12 random hex digits.

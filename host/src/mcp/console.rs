@@ -26,7 +26,6 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::io::Read;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -83,15 +82,8 @@ impl Caller {
 }
 
 fn random_hex(n: usize) -> String {
-    let mut bytes = vec![0u8; n];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .is_err()
-    {
-        // Fail closed: an unguessable value or none.
-        panic!("cannot read /dev/urandom for a console session");
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    // Fail closed: an unguessable value or none.
+    crate::state::random_hex(n).expect("cannot read /dev/urandom for a console session")
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

@@ -129,38 +129,7 @@ impl Slot {
 
 /// A fresh task id: `t-` and 32 hex digits (128 random bits).
 fn new_task_id() -> Option<String> {
-    use std::io::Read;
-    let mut bytes = [0u8; 16];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .ok()?;
-    Some(format!(
-        "t-{}",
-        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
-    ))
-}
-
-/// Unix milliseconds as ISO 8601 (UTC).
-fn iso8601(ms: u64) -> String {
-    let secs = ms / 1000;
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    // Days to a civil date (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        ms % 1000
-    )
+    crate::state::random_hex(16).ok().map(|h| format!("t-{h}"))
 }
 
 /// The error for an id this client has no task under.
@@ -271,8 +240,8 @@ impl Tasks {
         let mut task = Task::new(
             slot.id.clone(),
             TaskStatus::Working,
-            iso8601(slot.created_ms),
-            iso8601(status.updated_ms),
+            crate::clock::rfc3339_millis(slot.created_ms),
+            crate::clock::rfc3339_millis(status.updated_ms),
         )
         .with_ttl_ms(ttl);
         if !status.phase.ended() {
@@ -522,13 +491,6 @@ pub async fn drive(
 mod tests {
     use super::*;
     use std::time::Duration;
-
-    #[test]
-    fn iso8601_dates() {
-        assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(iso8601(951_782_400_123), "2000-02-29T00:00:00.123Z");
-        assert_eq!(iso8601(1_796_290_800_000), "2026-12-03T09:40:00.000Z");
-    }
 
     fn ok(text: &str) -> CallToolResult {
         CallToolResult::success(vec![rmcp::model::ContentBlock::text(text.to_string())])

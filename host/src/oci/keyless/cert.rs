@@ -73,7 +73,7 @@ pub fn verify_path(leaf: &[u8], cas: &[CertificateAuthority], at: i64) -> Result
             reasons.push(format!(
                 "CA {} is not valid at {} ({})",
                 ca.name,
-                super::root::format_time(at),
+                crate::clock::rfc3339(at),
                 ca.valid
             ));
             continue;
@@ -116,15 +116,15 @@ pub fn verify_path(leaf: &[u8], cas: &[CertificateAuthority], at: i64) -> Result
 }
 
 fn explain(e: &webpki::Error, at: i64) -> String {
-    let when = super::root::format_time(at);
+    let when = crate::clock::rfc3339(at);
     match e {
         webpki::Error::CertExpired { not_after, .. } => format!(
             "a certificate of the path expired at {}, before the signature was logged at {when}",
-            super::root::format_time(not_after.as_secs() as i64)
+            crate::clock::rfc3339(not_after.as_secs() as i64)
         ),
         webpki::Error::CertNotValidYet { not_before, .. } => format!(
             "a certificate of the path was not valid until {}, after the signature was logged at {when}",
-            super::root::format_time(not_before.as_secs() as i64)
+            crate::clock::rfc3339(not_before.as_secs() as i64)
         ),
         webpki::Error::UnknownIssuer => "it is not issued by this CA".into(),
         webpki::Error::RequiredEkuNotFoundContext(_) => {

@@ -120,7 +120,7 @@ impl std::fmt::Display for KeylessSigner {
             self.subject,
             self.certificate,
             self.log_index,
-            root::format_time(self.integrated_time)
+            crate::clock::rfc3339(self.integrated_time)
         )
     }
 }
@@ -161,7 +161,7 @@ pub fn verify(
     if !log.valid.contains(time) {
         return Err(format!(
             "the entry was logged at {} but the log's key ({}) is {}",
-            root::format_time(time),
+            crate::clock::rfc3339(time),
             log.name,
             log.valid
         ));
@@ -169,7 +169,7 @@ pub fn verify(
     if time > now + crate::budgets::KEYLESS_CLOCK_SKEW_SECS {
         return Err(format!(
             "the entry's integratedTime {} is in the future",
-            root::format_time(time)
+            crate::clock::rfc3339(time)
         ));
     }
     match (&entry.proof, bundle.version) {

@@ -73,10 +73,10 @@ impl std::fmt::Display for TimeRange {
         write!(
             f,
             "valid from {}",
-            format_time(self.start_ms.div_euclid(1000))
+            crate::clock::rfc3339(self.start_ms.div_euclid(1000))
         )?;
         match self.end_ms {
-            Some(end) => write!(f, " to {}", format_time(end.div_euclid(1000))),
+            Some(end) => write!(f, " to {}", crate::clock::rfc3339(end.div_euclid(1000))),
             None => write!(f, " on"),
         }
     }
@@ -287,46 +287,9 @@ pub fn parse_time(text: &str) -> Result<i64, String> {
         }
         _ => return Err(bad()),
     };
-    let days = days_from_civil(year, month, day);
+    let days = crate::clock::days_from_civil(year, month, day);
     let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset;
     Ok(secs * 1000 + millis)
-}
-
-/// `YYYY-MM-DDTHH:MM:SSZ` of seconds since the epoch.
-pub fn format_time(secs: i64) -> String {
-    let days = secs.div_euclid(86_400);
-    let rest = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
-}
-
-// Howard Hinnant's algorithms for the proleptic Gregorian calendar.
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
 #[cfg(test)]
@@ -352,7 +315,7 @@ mod tests {
             parse_time("2022-04-13T22:06:15+02:00").unwrap(),
             1_649_880_375_000
         );
-        assert_eq!(format_time(1_689_177_396), "2023-07-12T15:56:36Z");
+        assert_eq!(crate::clock::rfc3339(1_689_177_396), "2023-07-12T15:56:36Z");
         for bad in [
             "2022-04-13",
             "2022-04-13T20:06:15",
