@@ -79,12 +79,12 @@ pub async fn run(global: &GlobalArgs, args: CheckArgs) -> anyhow::Result<ExitCod
 
 async fn check(global: &GlobalArgs, args: CheckArgs, dir: TempDir) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
-    let host = one_component(global, dir.path(), None, None).await?;
+    let (host, recorder) = one_component(global, dir.path(), None, None).await?;
     let load_time = started.elapsed();
     let report = Report::new(global, &args.file, dir.path(), &host, load_time)?;
     if let Some(call) = &args.call {
         let call = read_call(call)?;
-        return try_call(global, &args, dir.path(), &report, call).await;
+        return try_call(global, &args, dir.path(), &report, (host, recorder), call).await;
     }
     if args.conformance {
         if !report.loaded() {
@@ -95,7 +95,9 @@ async fn check(global: &GlobalArgs, args: CheckArgs, dir: TempDir) -> anyhow::Re
         let host = if report.tool_names().iter().any(|t| t == stand_in) {
             host
         } else {
-            one_component(global, dir.path(), Some(stand_in), None).await?
+            one_component(global, dir.path(), Some(stand_in), None)
+                .await?
+                .0
         };
         let findings = conformance::run(&host, &report.plugin_name()).await;
         return conformance::print(&args.file, &report, &findings, args.json);
@@ -110,13 +112,13 @@ async fn check(global: &GlobalArgs, args: CheckArgs, dir: TempDir) -> anyhow::Re
 
 /// A host with this one component (no built-ins), plus a stand-in tool
 /// named `stand_in` for a policy to be tried on, with `mode` overriding its
-/// instance mode.
+/// instance mode; and the approver that records what its hooks asked.
 async fn one_component(
     global: &GlobalArgs,
     dir: &Path,
     stand_in: Option<&str>,
     mode: Option<(String, InstanceMode)>,
-) -> anyhow::Result<Toolgate> {
+) -> anyhow::Result<(Toolgate, Arc<Recorder>)> {
     let mut config = global.load_config()?;
     if let Some((plugin, mode)) = mode {
         config.plugins.entry(plugin).or_default().instances = Some(mode);
@@ -132,11 +134,11 @@ async fn one_component(
         .config(config)
         .builtin_plugins(false)
         .plugin_dir(dir)
-        .approver(recorder);
+        .approver(recorder.clone());
     if let Some(name) = stand_in {
         b = b.tool(stand_in_tool(name), Arc::new(StandIn))?;
     }
-    Ok(b.build().await?)
+    Ok((b.build().await?, recorder))
 }
 
 /// The definition of the stand-in tool a policy is tried on.
@@ -246,6 +248,7 @@ async fn try_call(
     args: &CheckArgs,
     dir: &Path,
     report: &Report,
+    loaded: (Toolgate, Arc<Recorder>),
     call: ToolCall,
 ) -> anyhow::Result<ExitCode> {
     if !report.loaded() {
@@ -253,31 +256,23 @@ async fn try_call(
         return Ok(ExitCode::FAILURE);
     }
     let stand_in = (!report.tool_names().contains(&call.name)).then_some(call.name.as_str());
-    let recorder = Arc::new(Recorder {
-        asked: Mutex::new(Vec::new()),
-        answer: global.approve,
-    });
-    let build = |mode: Option<InstanceMode>| {
-        let recorder = recorder.clone();
-        let plugin = report.plugin_name();
-        async move {
-            let mut config = global.load_config()?;
-            if let Some(mode) = mode {
-                config.plugins.entry(plugin).or_default().instances = Some(mode);
-            }
-            let mut b = global
-                .builder()?
-                .config(config)
-                .builtin_plugins(false)
-                .plugin_dir(dir)
-                .approver(recorder);
-            if let Some(name) = stand_in {
-                b = b.tool(stand_in_tool(name), Arc::new(StandIn))?;
-            }
-            anyhow::Ok(b.build().await?)
+    let plugin = report.plugin_name();
+    // The call runs on the host the report was made from (one load, so the
+    // report and the call see the same component); a policy's call needs
+    // a host with a stand-in tool added.
+    let (host, recorder) = match stand_in {
+        None => loaded,
+        Some(name) => {
+            drop(loaded);
+            one_component(global, dir, Some(name), None).await?
         }
     };
-    let host = build(None).await?;
+    if host.generation().plugins.is_empty() {
+        anyhow::bail!(
+            "{} loaded for the report but not for the call (see the log above for why)",
+            args.file.display()
+        );
+    }
     let turn = TurnOptions::default();
     let started = Instant::now();
     let record = host.call(call.clone(), &turn).await;
@@ -290,7 +285,14 @@ async fn try_call(
     let mut timing = None;
     if let Some(n) = args.repeat.filter(|n| *n > 0) {
         let warm = time_calls(&host, &call, n).await;
-        let fresh_host = build(Some(InstanceMode::Fresh)).await?;
+        let fresh_host = one_component(
+            global,
+            dir,
+            stand_in,
+            Some((plugin.clone(), InstanceMode::Fresh)),
+        )
+        .await?
+        .0;
         let fresh = time_calls(&fresh_host, &call, n).await;
         timing = Some((n, warm, fresh));
     }
