@@ -5,24 +5,35 @@ issued for a CI identity (SAN URI, code-signing EKU, Fulcio's OIDC issuer
 extension 1.3.6.1.4.1.57264.1.8 as a DER UTF8String), the artifact is
 signed with the leaf's key, a `hashedrekord` 0.0.1 log entry is made and
 its signed entry timestamp (SET) signed by the log key over the canonical
-JSON {body, integratedTime, logID, logIndex}. TRUSTED_ROOT_OUT gets a
-Sigstore trusted root (certificateAuthorities, tlogs) naming the CA and
-the log.
+JSON {body, integratedTime, logID, logIndex}. As Fulcio does, the leaf
+embeds an SCT (RFC 6962, extension 1.3.6.1.4.1.11129.2.4.2) from a test
+CT log key: the log's signature over the precertificate (the leaf's
+TBSCertificate without that extension, as `cryptography` builds it before
+the extension is added) and the issuer's key hash. TRUSTED_ROOT_OUT gets a
+Sigstore trusted root (certificateAuthorities, tlogs, ctlogs) naming the
+CA, the log and the CT log.
 
 usage:
-  cosign_keyless_sign.py oci REGISTRY REPOSITORY DIGEST TRUSTED_ROOT_OUT [MODE]
+  cosign_keyless_sign.py oci REGISTRY REPOSITORY DIGEST TRUSTED_ROOT_OUT [MODE [SCT]]
       signs the simple-signing payload of DIGEST and pushes it as cosign
       does for a keyless signature: the layer under sha256-HEX.sig with the
       annotations dev.cosignproject.cosign/signature,
       dev.sigstore.cosign/certificate, dev.sigstore.cosign/chain and
       dev.sigstore.cosign/bundle.
-  cosign_keyless_sign.py bundle FILE BUNDLE_OUT TRUSTED_ROOT_OUT [MODE]
+  cosign_keyless_sign.py bundle FILE BUNDLE_OUT TRUSTED_ROOT_OUT [MODE [SCT]]
       writes a Sigstore bundle v0.3 for FILE, with an inclusion proof (a
       one-entry tree) and a checkpoint signed by the log key.
 
 MODE: `logged-while-valid` (default: the certificate expired before now,
 but the entry was logged while it was valid) or `logged-after-expiry` (the
 entry was logged after the certificate expired: must be refused).
+SCT: `good` (default), `extensions` (good, with 8 bytes of SCT extensions,
+as a Static CT log writes), or a hostile one: `unknown-log` (signed by a
+CT key the trusted root does not name), `outside-validity` (the CT log's
+validFor ends before the SCT), `wrong-signature` (signed over another
+precertificate), `corrupt` (the list's length is wrong), `huge` (40 SCTs,
+about 5 KB), `none` (no SCT extension), `no-ctlogs` (the trusted root
+names no CT log).
 Prints the identity: ISSUER SUBJECT.
 """
 
@@ -30,6 +41,7 @@ import base64
 import datetime
 import hashlib
 import json
+import struct
 import sys
 import time
 import urllib.request
@@ -45,6 +57,9 @@ SUBJECT = "https://github.com/acme/guard/.github/workflows/release.yml@refs/tags
 command = sys.argv[1]
 mode = sys.argv[6] if command == "oci" and len(sys.argv) > 6 else (
     sys.argv[5] if command == "bundle" and len(sys.argv) > 5 else "logged-while-valid"
+)
+sct_mode = sys.argv[7] if command == "oci" and len(sys.argv) > 7 else (
+    sys.argv[6] if command == "bundle" and len(sys.argv) > 6 else "good"
 )
 now = int(time.time())
 utc = datetime.timezone.utc
@@ -96,12 +111,13 @@ ca = (
 # The leaf: ten minutes, 20 to 10 minutes ago (expired now).
 leaf_key = ec.generate_private_key(ec.SECP256R1())
 issuer_der = bytes([0x0C, len(ISSUER)]) + ISSUER.encode()
-leaf = (
+leaf_serial = x509.random_serial_number()
+precert = (
     x509.CertificateBuilder()
     .subject_name(x509.Name([]))
     .issuer_name(ca_name)
     .public_key(leaf_key.public_key())
-    .serial_number(x509.random_serial_number())
+    .serial_number(leaf_serial)
     .not_valid_before(ts(now - 1200))
     .not_valid_after(ts(now - 600))
     .add_extension(x509.SubjectAlternativeName([x509.UniformResourceIdentifier(SUBJECT)]), critical=True)
@@ -120,8 +136,61 @@ leaf = (
         x509.UnrecognizedExtension(x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.8"), issuer_der),
         critical=False,
     )
-    .sign(ca_key, hashes.SHA384())
 )
+
+# The CT log, and the leaf's SCT over its precertificate.
+ct_key = ec.generate_private_key(ec.SECP256R1())
+other_ct_key = ec.generate_private_key(ec.SECP256R1())
+sct_ms = (now - 1200) * 1000
+tbs = precert.sign(ca_key, hashes.SHA384()).tbs_certificate_bytes
+issuer_key_hash = hashlib.sha256(spki_der(ca_key)).digest()
+
+
+def der_octets(data: bytes) -> bytes:
+    n = len(data)
+    if n < 0x80:
+        head = bytes([n])
+    else:
+        size = n.to_bytes((n.bit_length() + 7) // 8, "big")
+        head = bytes([0x80 | len(size)]) + size
+    return b"\x04" + head + data
+
+
+def sct(key, ext: bytes = b"", over: bytes = tbs) -> bytes:
+    signed = (
+        struct.pack("!BBQH", 0, 0, sct_ms, 1) + issuer_key_hash
+        + len(over).to_bytes(3, "big") + over + struct.pack("!H", len(ext)) + ext
+    )
+    sig = key.sign(signed, ec.ECDSA(hashes.SHA256()))
+    log_id = hashlib.sha256(spki_der(key)).digest()
+    return (
+        struct.pack("!B", 0) + log_id + struct.pack("!QH", sct_ms, len(ext)) + ext
+        + bytes([4, 3]) + struct.pack("!H", len(sig)) + sig
+    )
+
+
+def sct_list(scts) -> bytes:
+    body = b"".join(struct.pack("!H", len(s)) + s for s in scts)
+    return struct.pack("!H", len(body)) + body
+
+
+scts = {
+    "extensions": lambda: sct_list([sct(ct_key, b"\x00\x00\x05\x00\x00\x00\x00\x2a")]),
+    "unknown-log": lambda: sct_list([sct(other_ct_key)]),
+    "wrong-signature": lambda: sct_list([sct(ct_key, over=tbs[:-1] + bytes([tbs[-1] ^ 1]))]),
+    "corrupt": lambda: b"\x00\x05" + sct_list([sct(ct_key)])[2:],
+    "huge": lambda: sct_list([sct(ct_key)] * 40),
+    "none": lambda: None,
+}.get(sct_mode, lambda: sct_list([sct(ct_key)]))()
+if scts is not None:
+    precert = precert.add_extension(
+        x509.UnrecognizedExtension(x509.ObjectIdentifier("1.3.6.1.4.1.11129.2.4.2"), der_octets(scts)),
+        critical=False,
+    )
+leaf = precert.sign(ca_key, hashes.SHA384())
+if sct_mode in ("good", "extensions"):
+    # cryptography's own precertificate TBS is what the SCT signed.
+    assert leaf.tbs_precertificate_bytes == tbs
 leaf_pem = leaf.public_bytes(serialization.Encoding.PEM)
 ca_pem = ca.public_bytes(serialization.Encoding.PEM)
 integrated_time = now - 900 if mode == "logged-while-valid" else now - 300
@@ -174,7 +243,19 @@ def write_root(path: str):
                 "validFor": {"start": start},
             }
         ],
-        "ctlogs": [],
+        "ctlogs": [] if sct_mode == "no-ctlogs" else [
+            {
+                "baseUrl": "https://ctfe.test",
+                "hashAlgorithm": "SHA2_256",
+                "publicKey": {
+                    "rawBytes": b64(spki_der(ct_key)),
+                    "keyDetails": "PKIX_ECDSA_P256_SHA_256",
+                    "validFor": {"start": start, "end": ts(now - 3600).strftime("%Y-%m-%dT%H:%M:%SZ")}
+                    if sct_mode == "outside-validity" else {"start": start},
+                },
+                "logId": {"keyId": b64(hashlib.sha256(spki_der(ct_key)).digest())},
+            }
+        ],
         "timestampAuthorities": [],
     }
     with open(path, "w") as f:
