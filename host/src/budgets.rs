@@ -280,6 +280,16 @@ pub const KEYLESS_MAX_PROOF_HASHES: usize = 64;
 /// Signature lines of a checkpoint examined (a witnessed checkpoint has a
 /// few). 16.
 pub const KEYLESS_MAX_CHECKPOINT_SIGNATURES: usize = 16;
+/// Bytes of the SCT list a signing certificate embeds (extension
+/// 1.3.6.1.4.1.11129.2.4.2). Threat: a certificate whose list is most of
+/// its size, parsed SCT by SCT. 4096 (an SCT is about 120 bytes).
+pub const KEYLESS_MAX_SCT_LIST_BYTES: usize = 4096;
+/// SCTs of that list examined. Threat: a list of hundreds of SCTs, each a
+/// signature check. 8 (Fulcio embeds one).
+pub const KEYLESS_MAX_SCTS: usize = 8;
+/// Bytes of one SCT's `extensions` (signed with it; a Static CT log puts
+/// the entry's index there, 8 bytes). 256.
+pub const KEYLESS_MAX_SCT_EXTENSIONS_BYTES: usize = 256;
 /// How far in the future a log entry's `integratedTime` may be (clock
 /// skew between this machine and the log). 300 s.
 pub const KEYLESS_CLOCK_SKEW_SECS: i64 = 300;

@@ -21,18 +21,24 @@
 //!    built at `integratedTime` (a certificate expired now but valid when
 //!    it was logged verifies; one logged outside its validity does not),
 //!    with the code-signing extended key usage;
-//! 4. the signature over the artifact, with the certificate's key;
-//! 5. the identity: one of `identities` whose `issuer` is the
+//! 4. its certificate transparency ([`sct`]): one of the SCTs embedded in
+//!    the leaf is signed by a CT log of the trusted root (`ctlogs`), over
+//!    the precertificate this CA issued, at a time inside that log's
+//!    `validFor` (a trusted root with no `ctlogs` verifies nothing, as in
+//!    Sigstore's clients);
+//! 5. the signature over the artifact, with the certificate's key;
+//! 6. the identity: one of `identities` whose `issuer` is the
 //!    certificate's OIDC issuer and whose `subject` (exact) or
 //!    `subject_glob` matches one of its e-mail or URI SANs.
 //!
-//! Not checked: certificate transparency SCTs in the certificate, RFC 3161
+//! Not checked: RFC 3161
 //! timestamps (so Rekor v2 entries, which carry no `integratedTime`, are
 //! refused), DSSE envelopes, revocation; nothing is looked up online.
 
 pub mod bundle;
 pub mod cert;
 pub mod root;
+pub mod sct;
 pub mod tlog;
 
 use sha2::{Digest, Sha256};
@@ -192,7 +198,8 @@ pub fn verify(
         ));
     }
     tlog::check_body(entry, &bundle.leaf, &bundle.signature, &digest)?;
-    cert::verify_path(&bundle.leaf, &root.cas, time)?;
+    let ca = cert::verify_path(&bundle.leaf, &root.cas, time)?;
+    sct::verify(&bundle.leaf, &root.cas[ca], &root.ctlogs)?;
     if !cert::verifies(&bundle.leaf, artifact, &bundle.signature) {
         return Err(
             "the signature does not verify over the artifact with the certificate's key".into(),

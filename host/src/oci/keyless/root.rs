@@ -4,14 +4,17 @@
 //!
 //! Of it this host uses `certificateAuthorities` (each a `certChain`, leaf
 //! side first and its root last, and a `validFor` time range) and `tlogs`
-//! (each a transparency log's public key, `logId` and `validFor`).
-//! `ctlogs` and `timestampAuthorities` are read past: certificate
-//! transparency SCTs and RFC 3161 timestamps are not checked (see
-//! docs/operators.md). A `validFor` without a `start` is refused (an
+//! (each a transparency log's public key, `logId` and `validFor`) and
+//! `ctlogs` (the certificate transparency logs whose SCTs a certificate
+//! must carry; each found by the SHA-256 of its key's DER, the RFC 6962
+//! log id, whatever its `logId` says). `timestampAuthorities` are read
+//! past: RFC 3161 timestamps are not checked (see docs/operators.md). A
+//! `validFor` without a `start` is refused (an
 //! unbounded start would trust a key before it existed); an absent `end`
 //! is open; both ends are inclusive.
 
 use base64::Engine as _;
+use sha2::Digest as _;
 
 use crate::budgets::{
     KEYLESS_MAX_CA_CHAIN, KEYLESS_MAX_ROOT_ENTRIES, KEYLESS_MAX_TRUSTED_ROOT_BYTES,
@@ -43,11 +46,22 @@ impl LogKey {
 
     /// Whether `signature` is this key's over `message`.
     pub fn verifies(&self, message: &[u8], signature: &[u8]) -> bool {
+        self.verifies_with(LOG_ALGORITHMS, message, signature)
+    }
+
+    /// Whether `signature` is this key's over `message` by one of
+    /// `algorithms` (webpki refuses one of another key type).
+    pub fn verifies_with(
+        &self,
+        algorithms: &[&dyn rustls_pki_types::SignatureVerificationAlgorithm],
+        message: &[u8],
+        signature: &[u8],
+    ) -> bool {
         let der = rustls_pki_types::SubjectPublicKeyInfoDer::from(self.spki.as_slice());
         let Ok(key) = webpki::RawPublicKeyEntity::try_from(&der) else {
             return false;
         };
-        LOG_ALGORITHMS
+        algorithms
             .iter()
             .any(|alg| key.verify_signature(*alg, message, signature).is_ok())
     }
@@ -63,7 +77,11 @@ pub struct TimeRange {
 impl TimeRange {
     /// Whether `at` (seconds since the epoch) is in the range.
     pub fn contains(&self, at: i64) -> bool {
-        let ms = at.saturating_mul(1000);
+        self.contains_ms(at.saturating_mul(1000))
+    }
+
+    /// Whether `ms` (milliseconds since the epoch) is in the range.
+    pub fn contains_ms(&self, ms: i64) -> bool {
         ms >= self.start_ms && self.end_ms.is_none_or(|end| ms <= end)
     }
 }
@@ -92,12 +110,13 @@ pub struct CertificateAuthority {
     pub valid: TimeRange,
 }
 
-/// A transparency log (Rekor).
+/// A transparency log (Rekor), or a certificate transparency log.
 #[derive(Clone, Debug)]
 pub struct TransparencyLog {
     /// Its `baseUrl`, for messages.
     pub name: String,
-    /// The `logId.keyId` bytes (the SHA-256 of its key's DER).
+    /// The `logId.keyId` bytes (the SHA-256 of its key's DER); for a CT
+    /// log, that SHA-256 computed here.
     pub log_id: Vec<u8>,
     /// Its key, or why it cannot be used.
     pub key: Result<LogKey, String>,
@@ -109,6 +128,9 @@ pub struct TransparencyLog {
 pub struct TrustedRoot {
     pub cas: Vec<CertificateAuthority>,
     pub tlogs: Vec<TransparencyLog>,
+    /// Certificate transparency logs (may be empty: then no certificate
+    /// verifies, see [`super::sct`]).
+    pub ctlogs: Vec<TransparencyLog>,
 }
 
 /// The media types of a trusted root this host reads.
@@ -212,13 +234,38 @@ impl TrustedRoot {
                 valid,
             });
         }
+        let mut ctlogs = Vec::new();
+        for (i, log) in list("ctlogs")?.iter().enumerate() {
+            let at = format!("/ctlogs/{i}");
+            let key = &log["publicKey"];
+            let valid = time_range(&key["validFor"])
+                .map_err(|e| format!("{at}/publicKey/validFor: {e}"))?;
+            let name = log["baseUrl"].as_str().unwrap_or("(unnamed)").to_string();
+            let der = key["rawBytes"]
+                .as_str()
+                .and_then(|s| b64.decode(s).ok())
+                .ok_or_else(|| format!("{at}/publicKey/rawBytes is not base64"))?;
+            let log_id = sha2::Sha256::digest(&der).to_vec();
+            let key = LogKey::from_spki(der).map_err(|e| {
+                format!(
+                    "its key ({}) cannot be read: {e}",
+                    key["keyDetails"].as_str().unwrap_or("of unknown kind")
+                )
+            });
+            ctlogs.push(TransparencyLog {
+                name,
+                log_id,
+                key,
+                valid,
+            });
+        }
         if cas.is_empty() || tlogs.is_empty() {
             return Err(
                 "names no certificate authority or no transparency log: keyless signatures cannot verify against it"
                     .into(),
             );
         }
-        Ok(TrustedRoot { cas, tlogs })
+        Ok(TrustedRoot { cas, tlogs, ctlogs })
     }
 }
 
