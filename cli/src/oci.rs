@@ -301,9 +301,14 @@ async fn verify_inner(global: &GlobalArgs, args: VerifyArgs) -> anyhow::Result<b
     };
     match check {
         Ok(signer) => {
+            let how = if signer.docker_reference.is_empty() {
+                "in a Sigstore bundle attached as an OCI referrer".to_string()
+            } else {
+                format!("as {}", signer.docker_reference)
+            };
             println!(
-                "{reference}: {} is signed by {signer}, as {}",
-                stored.digest, signer.docker_reference
+                "{reference}: {} is signed by {signer}, {how}",
+                stored.digest
             );
             Ok(true)
         }

@@ -255,6 +255,18 @@ pub const OCI_MAX_SIGNATURE_LAYERS: usize = 16;
 /// 250 bytes).
 pub const OCI_MAX_SIGNATURE_PAYLOAD_BYTES: usize = 16 << 10;
 
+/// Sigstore bundles attached to one manifest as OCI referrers
+/// ([`crate::oci::referrers`]) that are read. Threat: a repository where
+/// anyone may push has a manifest's referrers grow without bound, each a
+/// fetch and a verification at every load. 16 (cosign attaches one per
+/// signing).
+pub const OCI_MAX_REFERRERS: usize = 16;
+/// Bytes of the referrers index (the referrers API's answer or the
+/// `sha256-HEX` tag's index). 256 KiB (an entry is about 300 bytes).
+pub const OCI_MAX_REFERRERS_INDEX_BYTES: usize = 256 << 10;
+/// Bytes of one referrer's manifest. 64 KiB (cosign's is under 1 KB).
+pub const OCI_MAX_REFERRER_MANIFEST_BYTES: usize = 64 << 10;
+
 // Keyless signatures ([`crate::oci::keyless`], docs/operators.md,
 // "Keyless signatures", which states the same numbers). What they bound
 // comes from a registry or a bundle file, and the operator's trusted root.
@@ -264,6 +276,14 @@ pub const OCI_MAX_SIGNATURE_PAYLOAD_BYTES: usize = 16 << 10;
 /// Threat: a gigabyte "bundle" read whole into memory and parsed. 64 KiB
 /// (a bundle is 5 to 10 KB).
 pub const KEYLESS_MAX_BUNDLE_BYTES: usize = 64 << 10;
+/// Bytes of the in-toto statement of a DSSE bundle (its decoded
+/// payload), parsed as JSON. A `cosign sign` statement is about 300
+/// bytes. 32 KiB.
+pub const KEYLESS_MAX_STATEMENT_BYTES: usize = 32 << 10;
+/// Subjects of an in-toto statement examined for the artifact's digest.
+/// Threat: a statement of thousands of subjects compared one by one. 64
+/// (cosign names one).
+pub const KEYLESS_MAX_STATEMENT_SUBJECTS: usize = 64;
 /// Bytes of the trusted root file (`[trust] trusted_root`). 1 MiB
 /// (Sigstore's production root is about 7 KB).
 pub const KEYLESS_MAX_TRUSTED_ROOT_BYTES: usize = 1 << 20;

@@ -20,6 +20,20 @@ usage:
       annotations dev.cosignproject.cosign/signature,
       dev.sigstore.cosign/certificate, dev.sigstore.cosign/chain and
       dev.sigstore.cosign/bundle.
+  cosign_keyless_sign.py referrer REGISTRY REPOSITORY DIGEST TRUSTED_ROOT_OUT [MODE]
+      signs DIGEST as `cosign sign` 3 does by default: an in-toto statement
+      (subject: DIGEST's sha256, predicateType
+      https://sigstore.dev/cosign/sign/v1) in a DSSE envelope, logged as a
+      `dsse` 0.0.1 entry, in a Sigstore bundle v0.3 pushed as an OCI
+      referrer (artifactType application/vnd.dev.sigstore.bundle.v0.3+json,
+      empty config, the bundle as the one layer, `subject` = DIGEST's
+      descriptor); when the registry has no referrers API (a 404), the
+      referrers tag schema index `sha256-HEX` is written, as
+      go-containerregistry does for cosign. Prints a second line: `api` or
+      `tag`, how the referrer is found. Extra MODEs: `other-digest` (the
+      statement names another digest), `bad-signature` (the envelope's
+      signature, also the one logged, is over another payload),
+      `other-subject` (the referrer's `subject` is another manifest).
   cosign_keyless_sign.py bundle FILE BUNDLE_OUT TRUSTED_ROOT_OUT [MODE [SCT]]
       writes a Sigstore bundle v0.3 for FILE, with an inclusion proof (a
       one-entry tree) and a checkpoint signed by the log key.
@@ -44,6 +58,7 @@ import json
 import struct
 import sys
 import time
+import urllib.error
 import urllib.request
 
 from cryptography import x509
@@ -55,7 +70,7 @@ ISSUER = "https://token.actions.githubusercontent.com"
 SUBJECT = "https://github.com/acme/guard/.github/workflows/release.yml@refs/tags/v1.0"
 
 command = sys.argv[1]
-mode = sys.argv[6] if command == "oci" and len(sys.argv) > 6 else (
+mode = sys.argv[6] if command in ("oci", "referrer") and len(sys.argv) > 6 else (
     sys.argv[5] if command == "bundle" and len(sys.argv) > 5 else "logged-while-valid"
 )
 sct_mode = sys.argv[7] if command == "oci" and len(sys.argv) > 7 else (
@@ -193,7 +208,7 @@ if sct_mode in ("good", "extensions"):
     assert leaf.tbs_precertificate_bytes == tbs
 leaf_pem = leaf.public_bytes(serialization.Encoding.PEM)
 ca_pem = ca.public_bytes(serialization.Encoding.PEM)
-integrated_time = now - 900 if mode == "logged-while-valid" else now - 300
+integrated_time = now - 300 if mode == "logged-after-expiry" else now - 900
 
 # The transparency log.
 log_key = ec.generate_private_key(ec.SECP256R1())
@@ -201,12 +216,12 @@ log_id = hashlib.sha256(spki_der(log_key)).digest()
 log_index = 4242
 
 
-def log_entry(artifact: bytes, signature: bytes):
+def log_entry(artifact: bytes, signature: bytes, spec=None):
     body = json.dumps(
         {
             "apiVersion": "0.0.1",
-            "kind": "hashedrekord",
-            "spec": {
+            "kind": "hashedrekord" if spec is None else "dsse",
+            "spec": spec or {
                 "data": {"hash": {"algorithm": "sha256", "value": hashlib.sha256(artifact).hexdigest()}},
                 "signature": {"content": b64(signature), "publicKey": {"content": b64(leaf_pem)}},
             },
@@ -336,6 +351,126 @@ if command == "oci":
         )
     ).close()
     write_root(root_out)
+elif command == "referrer":
+    registry, repository, digest, root_out = sys.argv[2:6]
+    base = f"http://{registry}/v2/{repository}"
+    named = digest if mode != "other-digest" else "sha256:" + hashlib.sha256(b"another").hexdigest()
+    statement = json.dumps(
+        {
+            "_type": "https://in-toto.io/Statement/v1",
+            "subject": [{"digest": {"sha256": named.split(":", 1)[1]}}],
+            "predicateType": "https://sigstore.dev/cosign/sign/v1",
+            "predicate": {},
+        },
+        separators=(",", ":"),
+    ).encode()
+    payload_type = "application/vnd.in-toto+json"
+
+    def pae(body: bytes) -> bytes:
+        return b"DSSEv1 %d %s %d %s" % (len(payload_type), payload_type.encode(), len(body), body)
+
+    signed = statement if mode != "bad-signature" else statement + b" "
+    signature = leaf_key.sign(pae(signed), ec.ECDSA(hashes.SHA256()))
+    envelope = {"payload": b64(statement), "payloadType": payload_type, "signatures": [{"sig": b64(signature)}]}
+    spec = {
+        "envelopeHash": {"algorithm": "sha256", "value": hashlib.sha256(json.dumps(envelope).encode()).hexdigest()},
+        "payloadHash": {"algorithm": "sha256", "value": hashlib.sha256(statement).hexdigest()},
+        "signatures": [{"signature": b64(signature), "verifier": b64(leaf_pem)}],
+    }
+    body, set_ = log_entry(statement, signature, spec)
+    root_hash = hashlib.sha256(b"\x00" + body).digest()
+    note = f"rekor.test - 1\n1\n{b64(root_hash)}\n"
+    note_sig = log_key.sign(note.encode(), ec.ECDSA(hashes.SHA256()))
+    checkpoint = note + "\n" + "\u2014 rekor.test " + b64(log_id[:4] + note_sig) + "\n"
+    bundle = json.dumps({
+        "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
+        "verificationMaterial": {
+            "certificate": {"rawBytes": b64(leaf.public_bytes(serialization.Encoding.DER))},
+            "tlogEntries": [{
+                "logIndex": str(log_index),
+                "logId": {"keyId": b64(log_id)},
+                "kindVersion": {"kind": "dsse", "version": "0.0.1"},
+                "integratedTime": str(integrated_time),
+                "inclusionPromise": {"signedEntryTimestamp": b64(set_)},
+                "inclusionProof": {
+                    "logIndex": "0", "rootHash": b64(root_hash), "treeSize": "1", "hashes": [],
+                    "checkpoint": {"envelope": checkpoint},
+                },
+                "canonicalizedBody": b64(body),
+            }],
+        },
+        "dsseEnvelope": envelope,
+    }).encode()
+    bundle_type = "application/vnd.dev.sigstore.bundle.v0.3+json"
+    manifest_type = "application/vnd.oci.image.manifest.v1+json"
+    index_type = "application/vnd.oci.image.index.v1+json"
+    # The subject's descriptor, as the registry serves it (cosign HEADs it).
+    target = digest
+    if mode == "other-subject":
+        # Another manifest in the same repository: the empty config's
+        # artifact, pushed here.
+        other_config = push_blob(base, registry, b"{}")
+        other = json.dumps({
+            "schemaVersion": 2, "mediaType": manifest_type,
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "size": 2, "digest": other_config},
+            "layers": [],
+        }).encode()
+        with urllib.request.urlopen(urllib.request.Request(
+            f"{base}/manifests/other", data=other, method="PUT", headers={"Content-Type": manifest_type},
+        )) as r:
+            target = r.headers["Docker-Content-Digest"]
+    with urllib.request.urlopen(urllib.request.Request(
+        f"{base}/manifests/{target}", method="HEAD", headers={"Accept": manifest_type},
+    )) as r:
+        subject = {"mediaType": manifest_type, "digest": target, "size": int(r.headers["Content-Length"])}
+    bundle_digest = push_blob(base, registry, bundle)
+    config_digest = push_blob(base, registry, b"{}")
+    referrer = json.dumps({
+        "schemaVersion": 2,
+        "mediaType": manifest_type,
+        "config": {"mediaType": "application/vnd.oci.empty.v1+json", "size": 2, "digest": config_digest},
+        "layers": [{"mediaType": bundle_type, "size": len(bundle), "digest": bundle_digest}],
+        "subject": subject,
+        "annotations": {
+            "dev.sigstore.bundle.content": "dsse-envelope",
+            "dev.sigstore.bundle.predicateType": "https://sigstore.dev/cosign/sign/v1",
+            "org.opencontainers.image.created": ts(now).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        },
+        "artifactType": bundle_type,
+    }).encode()
+    referrer_digest = "sha256:" + hashlib.sha256(referrer).hexdigest()
+    with urllib.request.urlopen(urllib.request.Request(
+        f"{base}/manifests/{referrer_digest}", data=referrer, method="PUT",
+        headers={"Content-Type": manifest_type},
+    )) as r:
+        has_api = r.headers.get("OCI-Subject") is not None
+    how = "api"
+    if not has_api:
+        # The referrers tag schema: the index under sha256-HEX of the
+        # digest signed lists the referrer (added to what it lists).
+        how = "tag"
+        tag = digest.replace(":", "-", 1)
+        manifests = []
+        try:
+            with urllib.request.urlopen(urllib.request.Request(
+                f"{base}/manifests/{tag}", headers={"Accept": index_type},
+            )) as r:
+                manifests = json.load(r).get("manifests", [])
+        except urllib.error.HTTPError as e:
+            if e.code != 404:
+                raise
+        manifests.append({
+            "mediaType": manifest_type, "digest": referrer_digest, "size": len(referrer),
+            "artifactType": bundle_type,
+        })
+        index = json.dumps({"schemaVersion": 2, "mediaType": index_type, "manifests": manifests}).encode()
+        urllib.request.urlopen(urllib.request.Request(
+            f"{base}/manifests/{tag}", data=index, method="PUT", headers={"Content-Type": index_type},
+        )).close()
+    write_root(root_out)
+    print(f"{ISSUER} {SUBJECT}")
+    print(how)
+    sys.exit(0)
 elif command == "bundle":
     path, bundle_out, root_out = sys.argv[2:5]
     artifact = open(path, "rb").read()

@@ -25,9 +25,10 @@ use oci_client::manifest::{OciDescriptor, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 
 use super::signature::{self, Signature, SigningKey};
-use super::{OciConfig, OciError, OciRef, Store, Stored, layout, sha256_digest};
+use super::{OciConfig, OciError, OciRef, Store, Stored, layout, referrers, sha256_digest};
 use crate::budgets::{
-    KEYLESS_MAX_BUNDLE_BYTES, OCI_MAX_MANIFEST_BYTES, OCI_MAX_REDIRECTS, OCI_MAX_SIGNATURE_LAYERS,
+    KEYLESS_MAX_BUNDLE_BYTES, OCI_MAX_MANIFEST_BYTES, OCI_MAX_REDIRECTS,
+    OCI_MAX_REFERRER_MANIFEST_BYTES, OCI_MAX_REFERRERS_INDEX_BYTES, OCI_MAX_SIGNATURE_LAYERS,
     OCI_MAX_SIGNATURE_MANIFEST_BYTES, OCI_MAX_SIGNATURE_PAYLOAD_BYTES, OCI_READ_TIMEOUT_MS,
     OCI_TIMEOUT_MS,
 };
@@ -243,80 +244,27 @@ impl Client {
         auth: &RegistryAuth,
         max: usize,
     ) -> Result<Option<(Vec<u8>, String)>, OciError> {
+        let url = format!("{}/manifests/{target}", self.repository_url(reference));
+        // cosign before 2.x writes its signature manifests in Docker's.
+        let accept = [layout::MANIFEST_MEDIA_TYPE, DOCKER_MANIFEST_MEDIA_TYPE];
+        let Some((body, claimed)) = self
+            .get_bounded(
+                reference,
+                &url,
+                &accept,
+                token,
+                auth,
+                max,
+                &format!("the manifest {target}"),
+            )
+            .await?
+        else {
+            return Ok(None);
+        };
         let refused = |why: String| OciError::Refused {
             reference: reference.to_string(),
             why,
         };
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::limited(OCI_MAX_REDIRECTS))
-            .read_timeout(Duration::from_millis(OCI_READ_TIMEOUT_MS))
-            .connect_timeout(Duration::from_millis(OCI_READ_TIMEOUT_MS))
-            .build()
-            .map_err(|e| registry_error(reference, "cannot set up the HTTP client", e))?;
-        let scheme = if self.plain_http(reference) {
-            "http"
-        } else {
-            "https"
-        };
-        let url = format!(
-            "{scheme}://{}/v2/{}/manifests/{}",
-            reference.registry(),
-            reference.repository(),
-            target
-        );
-        let mut request = http
-            .get(&url)
-            .header(reqwest::header::ACCEPT, layout::MANIFEST_MEDIA_TYPE)
-            // cosign before 2.x writes its signature manifests in Docker's.
-            .header(reqwest::header::ACCEPT, DOCKER_MANIFEST_MEDIA_TYPE);
-        request = match (token, auth) {
-            (Some(t), _) => request.bearer_auth(t),
-            (None, RegistryAuth::Basic(u, p)) => request.basic_auth(u, Some(p)),
-            (None, _) => request,
-        };
-        let mut response = request.send().await.map_err(|e| {
-            let what = if e.is_redirect() {
-                format!("the manifest request was redirected more than {OCI_MAX_REDIRECTS} times (a redirect loop?)")
-            } else {
-                "the manifest cannot be fetched".to_string()
-            };
-            registry_error(reference, &what, e)
-        })?;
-        let status = response.status();
-        if status == reqwest::StatusCode::NOT_FOUND {
-            return Ok(None);
-        }
-        if !status.is_success() {
-            return Err(OciError::Registry {
-                reference: reference.to_string(),
-                what: format!("the registry answered {status} for the manifest ({url})"),
-                source: None,
-            });
-        }
-        let too_big = || {
-            refused(format!(
-                "the manifest {target} is larger than {max} bytes (a component's, or its signatures', is a few hundred)"
-            ))
-        };
-        if response.content_length().is_some_and(|n| n > max as u64) {
-            return Err(too_big());
-        }
-        let claimed = response
-            .headers()
-            .get("docker-content-digest")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        let mut body = Vec::new();
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|e| registry_error(reference, "the manifest download failed", e))?
-        {
-            if body.len() + chunk.len() > max {
-                return Err(too_big());
-            }
-            body.extend_from_slice(&chunk);
-        }
         let digest = sha256_digest(&body);
         if target.starts_with("sha256:") {
             if target != digest {
@@ -334,7 +282,198 @@ impl Client {
         Ok(Some((body, digest)))
     }
 
-    /// The signature layers under `sha256-HEX.sig`, bounded: the manifest
+    /// `SCHEME://REGISTRY/v2/REPOSITORY`.
+    fn repository_url(&self, reference: &OciRef) -> String {
+        let scheme = if self.plain_http(reference) {
+            "http"
+        } else {
+            "https"
+        };
+        format!(
+            "{scheme}://{}/v2/{}",
+            reference.registry(),
+            reference.repository()
+        )
+    }
+
+    /// GET `url` accepting `accept`, at most `max` bytes; its body and the
+    /// registry's `Docker-Content-Digest`, or `None` on a 404.
+    #[allow(clippy::too_many_arguments)]
+    async fn get_bounded(
+        &self,
+        reference: &OciRef,
+        url: &str,
+        accept: &[&str],
+        token: &Option<String>,
+        auth: &RegistryAuth,
+        max: usize,
+        what: &str,
+    ) -> Result<Option<(Vec<u8>, Option<String>)>, OciError> {
+        let refused = |why: String| OciError::Refused {
+            reference: reference.to_string(),
+            why,
+        };
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::limited(OCI_MAX_REDIRECTS))
+            .read_timeout(Duration::from_millis(OCI_READ_TIMEOUT_MS))
+            .connect_timeout(Duration::from_millis(OCI_READ_TIMEOUT_MS))
+            .build()
+            .map_err(|e| registry_error(reference, "cannot set up the HTTP client", e))?;
+        let mut request = http.get(url);
+        for a in accept {
+            request = request.header(reqwest::header::ACCEPT, *a);
+        }
+        request = match (token, auth) {
+            (Some(t), _) => request.bearer_auth(t),
+            (None, RegistryAuth::Basic(u, p)) => request.basic_auth(u, Some(p)),
+            (None, _) => request,
+        };
+        let mut response = request.send().await.map_err(|e| {
+            let why = if e.is_redirect() {
+                format!("the request for {what} was redirected more than {OCI_MAX_REDIRECTS} times (a redirect loop?)")
+            } else {
+                format!("{what} cannot be fetched")
+            };
+            registry_error(reference, &why, e)
+        })?;
+        let status = response.status();
+        if status == reqwest::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if !status.is_success() {
+            return Err(OciError::Registry {
+                reference: reference.to_string(),
+                what: format!("the registry answered {status} for {what} ({url})"),
+                source: None,
+            });
+        }
+        let too_big = || {
+            refused(format!(
+                "{what} is larger than {max} bytes (a component's manifest, or its signatures', is a few hundred)"
+            ))
+        };
+        if response.content_length().is_some_and(|n| n > max as u64) {
+            return Err(too_big());
+        }
+        let claimed = response
+            .headers()
+            .get("docker-content-digest")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| registry_error(reference, &format!("the download of {what} failed"), e))?
+        {
+            if body.len() + chunk.len() > max {
+                return Err(too_big());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(Some((body, claimed)))
+    }
+
+    /// The Sigstore bundles attached to `digest` as OCI referrers
+    /// ([`referrers`]): the referrers API, or on a 404 the `sha256-HEX`
+    /// tag's index; each bundle referrer's manifest (by digest,
+    /// [`OCI_MAX_REFERRER_MANIFEST_BYTES`]) and bundle layer
+    /// ([`crate::budgets::KEYLESS_MAX_BUNDLE_BYTES`]). A referrer that is
+    /// not a bundle is passed over; none is no error.
+    async fn referrer_bundles(
+        &self,
+        reference: &OciRef,
+        oci: &oci_client::Client,
+        digest: &str,
+        token: &Option<String>,
+        auth: &RegistryAuth,
+    ) -> Result<Vec<Signature>, OciError> {
+        let refused = |why: String| OciError::Refused {
+            reference: reference.to_string(),
+            why: format!("its Sigstore bundle referrers: {why}"),
+        };
+        let base = self.repository_url(reference);
+        let api = format!(
+            "{base}/referrers/{digest}?artifactType={}",
+            referrers::BUNDLE_MEDIA_TYPE.replace('+', "%2B")
+        );
+        let accept = [referrers::INDEX_MEDIA_TYPE];
+        let index = match self
+            .get_bounded(
+                reference,
+                &api,
+                &accept,
+                token,
+                auth,
+                OCI_MAX_REFERRERS_INDEX_BYTES,
+                "the referrers index",
+            )
+            .await
+        {
+            Ok(Some((body, _))) => body,
+            // A 404 is the spec's "no referrers API"; some registries
+            // answer 400 or 405 instead: the tag schema is tried for both.
+            Ok(None) | Err(OciError::Registry { .. }) => {
+                let tag = referrers::fallback_tag(digest);
+                let url = format!("{base}/manifests/{tag}");
+                match self
+                    .get_bounded(
+                        reference,
+                        &url,
+                        &accept,
+                        token,
+                        auth,
+                        OCI_MAX_REFERRERS_INDEX_BYTES,
+                        &format!("the referrers tag {tag}"),
+                    )
+                    .await?
+                {
+                    Some((body, _)) => body,
+                    None => return Ok(Vec::new()),
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        let mut out = Vec::new();
+        for referrer in referrers::bundle_referrers(&index).map_err(refused)? {
+            if !is_sha256(&referrer) {
+                return Err(refused(format!("{referrer:?} is not a sha256 digest")));
+            }
+            let Some((manifest, _)) = self
+                .manifest(
+                    reference,
+                    &referrer,
+                    token,
+                    auth,
+                    OCI_MAX_REFERRER_MANIFEST_BYTES,
+                )
+                .await?
+            else {
+                continue;
+            };
+            let r = match referrers::referrer(&manifest) {
+                Ok(r) => r,
+                Err(why) => return Err(refused(format!("{referrer}: {why}"))),
+            };
+            let layer = OciDescriptor {
+                media_type: referrers::BUNDLE_MEDIA_TYPE.to_string(),
+                digest: r.layer_digest.clone(),
+                size: r.layer_size as i64,
+                ..OciDescriptor::default()
+            };
+            let bundle = self
+                .small_blob(reference, oci, &layer, r.layer_size)
+                .await?;
+            let bundle = String::from_utf8(bundle)
+                .map_err(|_| refused(format!("{referrer}: the bundle is not UTF-8")))?;
+            out.push(Signature::referrer(bundle, referrer, r.subject));
+        }
+        Ok(out)
+    }
+
+    /// The Sigstore bundles attached as OCI referrers (see
+    /// [`Self::referrer_bundles`]), then the signature layers under
+    /// `sha256-HEX.sig`, bounded: the manifest
     /// by [`OCI_MAX_SIGNATURE_MANIFEST_BYTES`], the layers by
     /// [`OCI_MAX_SIGNATURE_LAYERS`], each payload by
     /// [`OCI_MAX_SIGNATURE_PAYLOAD_BYTES`]. None is no error: whether an
@@ -352,6 +491,9 @@ impl Client {
             reference: reference.to_string(),
             why: format!("its signatures ({tag}): {why}"),
         };
+        let mut out = self
+            .referrer_bundles(reference, oci, digest, token, auth)
+            .await?;
         let Some((bytes, _)) = self
             .manifest(
                 reference,
@@ -362,7 +504,7 @@ impl Client {
             )
             .await?
         else {
-            return Ok(Vec::new());
+            return Ok(out);
         };
         let manifest: OciImageManifest = serde_json::from_slice(&bytes)
             .map_err(|e| refused(format!("the manifest is not an image manifest: {e}")))?;
@@ -373,7 +515,6 @@ impl Client {
             )));
         }
         let b64 = base64::engine::general_purpose::STANDARD;
-        let mut out = Vec::new();
         for layer in &manifest.layers {
             if layer.media_type != signature::PAYLOAD_MEDIA_TYPE {
                 continue;
@@ -412,6 +553,9 @@ impl Client {
                 certificate: annotation(signature::CERTIFICATE_ANNOTATION)?,
                 chain: annotation(signature::CHAIN_ANNOTATION)?,
                 bundle: annotation(signature::BUNDLE_ANNOTATION)?,
+                sigstore_bundle: None,
+                referrer: None,
+                subject: None,
             });
         }
         Ok(out)
@@ -428,17 +572,17 @@ impl Client {
         let mut stream = oci
             .pull_blob_stream(reference.inner(), layer)
             .await
-            .map_err(|e| registry_error(reference, "a signature payload cannot be fetched", e))?
+            .map_err(|e| registry_error(reference, "a signature blob cannot be fetched", e))?
             .stream;
         let mut bytes = Vec::new();
         while let Some(chunk) = stream.next().await {
             let chunk = chunk
-                .map_err(|e| registry_error(reference, "a signature payload download failed", e))?;
+                .map_err(|e| registry_error(reference, "a signature blob download failed", e))?;
             if bytes.len() as u64 + chunk.len() as u64 > size {
                 return Err(OciError::Refused {
                     reference: reference.to_string(),
                     why: format!(
-                        "the registry sent more than a signature payload's declared {size} bytes"
+                        "the registry sent more than a signature blob's declared {size} bytes"
                     ),
                 });
             }
@@ -448,7 +592,7 @@ impl Client {
             return Err(OciError::Refused {
                 reference: reference.to_string(),
                 why: format!(
-                    "a signature payload does not match its digest {}",
+                    "a signature blob does not match its digest {}",
                     layer.digest
                 ),
             });
@@ -577,6 +721,12 @@ impl Client {
         .map_err(|e| failed("the manifest cannot be pushed", e))?;
         Ok(sha256_digest(&manifest))
     }
+}
+
+fn is_sha256(digest: &str) -> bool {
+    digest
+        .strip_prefix("sha256:")
+        .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// Anonymous, or basic credentials from the environment.

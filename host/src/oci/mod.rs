@@ -36,10 +36,11 @@
 //! `127.x.x.x`) or one listed in `[oci] insecure_registries`;
 //! every other registry is HTTPS (rustls, the system's roots).
 //!
-//! Signatures ([`signature`], [`keyless`], [`trust`]): a pull fetches the
-//! cosign signatures of the manifest's digest with it (bounded, into the
-//! store) — key-based ones, and keyless ones with their Fulcio certificate
-//! and Rekor entry; every load verifies them, offline, against the
+//! Signatures ([`signature`], [`keyless`], [`referrers`], [`trust`]): a
+//! pull fetches the cosign signatures of the manifest's digest with it
+//! (bounded, into the store) — key-based ones, keyless ones with their
+//! Fulcio certificate and Rekor entry under the `.sig` tag, and the
+//! Sigstore bundles (DSSE) cosign 3 attaches as OCI referrers; every load verifies them, offline, against the
 //! `[trust]` policy (keys; a Sigstore trusted root and accepted
 //! identities), and the signer is what `toolgate plugins` and the audit
 //! record name.
@@ -47,6 +48,7 @@
 pub mod client;
 pub mod keyless;
 pub mod layout;
+pub mod referrers;
 pub mod signature;
 pub mod store;
 pub mod trust;

@@ -279,6 +279,15 @@ pub struct Signature {
     /// Its transparency log entry (JSON, [`BUNDLE_ANNOTATION`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bundle: Option<String>,
+    /// A Sigstore bundle (JSON) attached as an OCI referrer
+    /// ([`super::referrers`]); `payload` and `signature` are then empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sigstore_bundle: Option<String>,
+    /// That referrer's manifest digest and the `subject` it names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub referrer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
 }
 
 impl Signature {
@@ -290,6 +299,24 @@ impl Signature {
             certificate: None,
             chain: None,
             bundle: None,
+            sigstore_bundle: None,
+            referrer: None,
+            subject: None,
+        }
+    }
+
+    /// A Sigstore bundle attached as the OCI referrer `referrer` to the
+    /// manifest `subject`.
+    pub fn referrer(bundle: String, referrer: String, subject: String) -> Signature {
+        Signature {
+            payload: String::new(),
+            signature: String::new(),
+            certificate: None,
+            chain: None,
+            bundle: None,
+            sigstore_bundle: Some(bundle),
+            referrer: Some(referrer),
+            subject: Some(subject),
         }
     }
 }
@@ -305,7 +332,8 @@ pub struct Signer {
     pub key: String,
     /// `ecdsa-p256`, `ed25519`, or `keyless`.
     pub algorithm: &'static str,
-    /// The payload's `docker-reference`.
+    /// The payload's `docker-reference` (empty for a Sigstore bundle
+    /// referrer: its statement names the manifest by digest only).
     pub docker_reference: String,
     /// A keyless signer's identity and log entry.
     pub keyless: Option<KeylessSigner>,
@@ -326,6 +354,62 @@ impl std::fmt::Display for Signer {
 pub struct KeylessPolicy {
     pub root: TrustedRoot,
     pub identities: Vec<Identity>,
+}
+
+/// Verify a Sigstore bundle attached as an OCI referrer to `digest`
+/// ([`super::referrers`]): keyless, a DSSE statement of cosign's signature
+/// predicate naming `digest`.
+fn verify_referrer(
+    s: &Signature,
+    bundle: &str,
+    digest: &str,
+    keyless: Option<&KeylessPolicy>,
+) -> Result<Signer, String> {
+    let subject = s.subject.as_deref().unwrap_or_default();
+    if subject != digest {
+        return Err(format!(
+            "it is attached to another manifest ({subject}), not {digest}"
+        ));
+    }
+    let bundle = Bundle::from_json(bundle.as_bytes())?;
+    let Some(dsse) = &bundle.dsse else {
+        return Err(
+            "it holds a message signature, not the DSSE statement `cosign sign` writes".into(),
+        );
+    };
+    let statement = dsse.statement()?;
+    if statement.predicate_type != super::referrers::COSIGN_SIGN_PREDICATE {
+        return Err(format!(
+            "it is an attestation of type {:?}, not a cosign signature ({})",
+            statement.predicate_type,
+            super::referrers::COSIGN_SIGN_PREDICATE
+        ));
+    }
+    let Some(policy) = keyless else {
+        return Err(
+            "it is keyless (a certificate) and no `[trust] trusted_root` and `identities` are configured"
+                .into(),
+        );
+    };
+    let raw: [u8; 32] = digest
+        .strip_prefix("sha256:")
+        .and_then(super::keyless::bundle::hex_decode)
+        .and_then(|d| d.try_into().ok())
+        .ok_or_else(|| format!("{digest} is not a sha256 digest"))?;
+    let who = super::keyless::verify_artifact(
+        &bundle,
+        super::keyless::Artifact::Sha256(raw),
+        &policy.root,
+        &policy.identities,
+        super::keyless::now(),
+    )?;
+    Ok(Signer {
+        fingerprint: who.certificate.clone(),
+        key: format!("{} {}", who.issuer, who.subject),
+        algorithm: "keyless",
+        docker_reference: String::new(),
+        keyless: Some(who),
+    })
 }
 
 /// Why no signature was accepted: a sentence naming what was found.
@@ -353,7 +437,7 @@ pub fn verify_with(
 ) -> Result<Signer, Unverified> {
     if signatures.is_empty() {
         return Err(Unverified(format!(
-            "it is not signed (no cosign signature under the tag {})",
+            "it is not signed (no cosign signature under the tag {}, no Sigstore bundle attached as an OCI referrer)",
             signature_tag(digest)
         )));
     }
@@ -365,6 +449,18 @@ pub fn verify_with(
     let b64 = base64::engine::general_purpose::STANDARD;
     let mut reasons = Vec::new();
     for (i, s) in signatures.iter().enumerate() {
+        if let Some(bundle) = &s.sigstore_bundle {
+            match verify_referrer(s, bundle, digest, keyless) {
+                Ok(signer) => return Ok(signer),
+                Err(why) => {
+                    reasons.push(format!(
+                        "the Sigstore bundle of OCI referrer {} is refused: {why}",
+                        s.referrer.as_deref().unwrap_or("?")
+                    ));
+                    continue;
+                }
+            }
+        }
         let (Ok(payload), Ok(signature)) = (b64.decode(&s.payload), b64.decode(s.signature.trim()))
         else {
             reasons.push(format!("signature {i} is not base64"));

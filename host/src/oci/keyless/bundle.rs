@@ -6,9 +6,11 @@
 //!   sign-blob --bundle`, `sigstore sign` and the other Sigstore clients
 //!   write. Its `verificationMaterial` holds the leaf certificate
 //!   (`certificate`, or the first of `x509CertificateChain`) and one
-//!   `tlogEntries` entry; its `messageSignature` the signature over the
-//!   artifact. A DSSE envelope (attestations) is refused: what a plugin
-//!   needs signed is its bytes.
+//!   `tlogEntries` entry; either its `messageSignature` (the signature
+//!   over the artifact's bytes) or its `dsseEnvelope` ([`Dsse`]: an in-toto
+//!   statement naming the artifact's digest, signed over its DSSE
+//!   pre-authentication encoding) — the latter is what `cosign sign` 3
+//!   attaches to an image as an OCI referrer (see [`crate::oci::referrers`]).
 //! * **cosign's layer annotations** on a `sha256-HEX.sig` signature layer:
 //!   `dev.sigstore.cosign/certificate` (PEM), `…/chain` (PEM) and
 //!   `…/bundle` (`{"SignedEntryTimestamp", "Payload": {"body",
@@ -65,6 +67,113 @@ pub struct TlogEntry {
     pub body_b64: String,
 }
 
+/// A DSSE envelope (one signature): what the signature is over is
+/// [`Dsse::pae`] of the payload, not the artifact.
+#[derive(Clone, Debug)]
+pub struct Dsse {
+    pub payload_type: String,
+    pub payload: Vec<u8>,
+}
+
+/// The DSSE payload type of an in-toto statement.
+pub const IN_TOTO_PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
+
+impl Dsse {
+    /// The DSSE v1 pre-authentication encoding, what is signed:
+    /// `"DSSEv1" SP LEN(type) SP type SP LEN(body) SP body`.
+    pub fn pae(&self) -> Vec<u8> {
+        let mut out = format!(
+            "DSSEv1 {} {} {} ",
+            self.payload_type.len(),
+            self.payload_type,
+            self.payload.len()
+        )
+        .into_bytes();
+        out.extend_from_slice(&self.payload);
+        out
+    }
+
+    /// The in-toto statement the payload holds, bounded.
+    pub fn statement(&self) -> Result<Statement, String> {
+        Statement::parse(&self.payload_type, &self.payload)
+    }
+}
+
+/// An in-toto statement (v1, or v0.1 which has the same fields used here).
+#[derive(Clone, Debug)]
+pub struct Statement {
+    pub predicate_type: String,
+    /// Each subject's `sha256` digest (lowercase hex), or `None` for one
+    /// without.
+    pub subjects: Vec<Option<String>>,
+}
+
+impl Statement {
+    fn parse(payload_type: &str, payload: &[u8]) -> Result<Statement, String> {
+        use crate::budgets::{KEYLESS_MAX_STATEMENT_BYTES, KEYLESS_MAX_STATEMENT_SUBJECTS};
+        if payload_type != IN_TOTO_PAYLOAD_TYPE {
+            return Err(format!(
+                "the DSSE envelope's payload type is {payload_type:?}, not an in-toto statement ({IN_TOTO_PAYLOAD_TYPE})"
+            ));
+        }
+        if payload.len() > KEYLESS_MAX_STATEMENT_BYTES {
+            return Err(format!(
+                "the in-toto statement is {} bytes; at most {KEYLESS_MAX_STATEMENT_BYTES} are read",
+                payload.len()
+            ));
+        }
+        let v: serde_json::Value = serde_json::from_slice(payload)
+            .map_err(|e| format!("the in-toto statement is not JSON: {e}"))?;
+        match v["_type"].as_str() {
+            Some("https://in-toto.io/Statement/v1" | "https://in-toto.io/Statement/v0.1") => {}
+            t => {
+                return Err(format!(
+                    "the DSSE payload is not an in-toto statement (its _type is {t:?})"
+                ));
+            }
+        }
+        let subjects = v["subject"]
+            .as_array()
+            .ok_or("the in-toto statement has no `subject` list")?;
+        if subjects.len() > KEYLESS_MAX_STATEMENT_SUBJECTS {
+            return Err(format!(
+                "the in-toto statement names {} subjects; at most {KEYLESS_MAX_STATEMENT_SUBJECTS} are read",
+                subjects.len()
+            ));
+        }
+        Ok(Statement {
+            predicate_type: v["predicateType"].as_str().unwrap_or_default().to_string(),
+            subjects: subjects
+                .iter()
+                .map(|s| s["digest"]["sha256"].as_str().map(str::to_ascii_lowercase))
+                .collect(),
+        })
+    }
+
+    /// Whether a subject's SHA-256 is `digest`.
+    pub fn names(&self, digest: &[u8]) -> bool {
+        let want = hex(digest);
+        self.subjects.iter().flatten().any(|d| *d == want)
+    }
+
+    /// The subjects' digests, for a refusal.
+    pub fn named(&self) -> String {
+        let list: Vec<String> = self
+            .subjects
+            .iter()
+            .map(|d| match d {
+                Some(d) => format!("sha256:{d}"),
+                None => "(no sha256)".into(),
+            })
+            .collect();
+        if list.is_empty() {
+            "nothing".into()
+        } else {
+            list.join(", ")
+        }
+    }
+}
+
 /// A keyless signature: certificate, log entry, signature.
 #[derive(Clone, Debug)]
 pub struct Bundle {
@@ -78,6 +187,9 @@ pub struct Bundle {
     pub signature: Vec<u8>,
     /// `messageSignature.messageDigest` (SHA-256), when present.
     pub message_digest: Option<Vec<u8>>,
+    /// The DSSE envelope, when the bundle has one instead of a
+    /// `messageSignature` (`signature` is then the envelope's).
+    pub dsse: Option<Dsse>,
 }
 
 fn b64(text: &str, what: &str) -> Result<Vec<u8>, String> {
@@ -128,16 +240,10 @@ impl Bundle {
                 ));
             }
         };
-        if !v["dsseEnvelope"].is_null() {
-            return Err(
-                "the bundle holds a DSSE envelope (an attestation); a signature over the artifact itself (`messageSignature`) is what verifies a plugin"
-                    .into(),
-            );
-        }
         let material = &v["verificationMaterial"];
         if !material["publicKey"].is_null() {
             return Err(
-                "the bundle is signed with a key, not a certificate: name the key in `[trust] keys` and use a cosign signature (keyless bundles carry a certificate)"
+                "the bundle is signed with a key, not a certificate (a key hint); key-based Sigstore bundles are not verified: name the key in `[trust] keys` and sign with `cosign sign --key … --new-bundle-format=false` (keyless bundles carry a certificate)"
                     .into(),
             );
         }
@@ -221,27 +327,60 @@ impl Bundle {
             body: b64(&body_b64, "the log entry's body")?,
             body_b64,
         };
-        let sig = &v["messageSignature"];
-        if sig.is_null() {
-            return Err("the bundle has no `messageSignature`".into());
-        }
-        let signature = b64(
-            text(&sig["signature"], "the bundle's signature")?,
-            "the bundle's signature",
-        )?;
-        let message_digest = match &sig["messageDigest"] {
-            serde_json::Value::Null => None,
-            d => {
-                if d["algorithm"] != "SHA2_256" {
+        let (signature, message_digest, dsse) = match (&v["messageSignature"], &v["dsseEnvelope"]) {
+            (serde_json::Value::Null, serde_json::Value::Null) => {
+                return Err(
+                    "the bundle has neither a `messageSignature` nor a `dsseEnvelope`".into(),
+                );
+            }
+            (serde_json::Value::Null, env) => {
+                let sigs = env["signatures"]
+                    .as_array()
+                    .ok_or("the DSSE envelope has no `signatures`")?;
+                if sigs.len() != 1 {
                     return Err(format!(
-                        "the message digest's algorithm {} is not SHA2_256",
-                        d["algorithm"]
+                        "the DSSE envelope has {} signatures; exactly one is expected",
+                        sigs.len()
                     ));
                 }
-                Some(b64(
-                    text(&d["digest"], "the message digest")?,
-                    "the message digest",
-                )?)
+                let signature = b64(
+                    text(&sigs[0]["sig"], "the DSSE envelope's signature")?,
+                    "the DSSE envelope's signature",
+                )?;
+                let dsse = Dsse {
+                    payload_type: text(&env["payloadType"], "the DSSE envelope's payloadType")?
+                        .to_string(),
+                    payload: b64(
+                        text(&env["payload"], "the DSSE envelope's payload")?,
+                        "the DSSE envelope's payload",
+                    )?,
+                };
+                (signature, None, Some(dsse))
+            }
+            (sig, serde_json::Value::Null) => {
+                let signature = b64(
+                    text(&sig["signature"], "the bundle's signature")?,
+                    "the bundle's signature",
+                )?;
+                let message_digest = match &sig["messageDigest"] {
+                    serde_json::Value::Null => None,
+                    d => {
+                        if d["algorithm"] != "SHA2_256" {
+                            return Err(format!(
+                                "the message digest's algorithm {} is not SHA2_256",
+                                d["algorithm"]
+                            ));
+                        }
+                        Some(b64(
+                            text(&d["digest"], "the message digest")?,
+                            "the message digest",
+                        )?)
+                    }
+                };
+                (signature, message_digest, None)
+            }
+            _ => {
+                return Err("the bundle has both a `messageSignature` and a `dsseEnvelope`".into());
             }
         };
         Ok(Bundle {
@@ -251,6 +390,7 @@ impl Bundle {
             entry,
             signature,
             message_digest,
+            dsse,
         })
     }
 
@@ -324,6 +464,7 @@ impl Bundle {
             },
             signature: b64(signature_b64, "the signature")?,
             message_digest: None,
+            dsse: None,
         })
     }
 }

@@ -8,9 +8,10 @@
 //! recorded in a transparency log (Rekor). What is checked here, with no
 //! network, in this order (each refusal says which step failed):
 //!
-//! 1. the bundle's shape ([`bundle`]): version 0.1–0.3, one `hashedrekord`
-//!    log entry, a `messageSignature`, a leaf certificate, no root
-//!    certificate in the bundle, sizes within [`crate::budgets`];
+//! 1. the bundle's shape ([`bundle`]): version 0.1–0.3, one log entry, a
+//!    `messageSignature` or a DSSE envelope of one signature, a leaf
+//!    certificate, no root certificate in the bundle, sizes within
+//!    [`crate::budgets`];
 //! 2. the log entry ([`tlog`]): it is from a log the trusted root names;
 //!    its signed entry timestamp verifies with that log's key; its
 //!    `integratedTime` is inside the key's `validFor` and not in the
@@ -26,14 +27,21 @@
 //!    the precertificate this CA issued, at a time inside that log's
 //!    `validFor` (a trusted root with no `ctlogs` verifies nothing, as in
 //!    Sigstore's clients);
-//! 5. the signature over the artifact, with the certificate's key;
+//! 5. the signature, with the certificate's key: over the artifact's
+//!    bytes, or over the DSSE pre-authentication encoding (PAE) of the
+//!    envelope's payload — then the payload must be an in-toto statement
+//!    one of whose subjects has the artifact's SHA-256 (for an OCI plugin,
+//!    the manifest's digest);
 //! 6. the identity: one of `identities` whose `issuer` is the
 //!    certificate's OIDC issuer and whose `subject` (exact) or
 //!    `subject_glob` matches one of its e-mail or URI SANs.
 //!
 //! Not checked: RFC 3161
 //! timestamps (so Rekor v2 entries, which carry no `integratedTime`, are
-//! refused), DSSE envelopes, revocation; nothing is looked up online.
+//! refused), revocation; nothing is looked up online. A DSSE envelope's
+//! `dsse` entry also records an envelope hash; like sigstore-python and
+//! sigstore-go, it is not compared (the envelope's JSON has no canonical
+//! form), the payload hash and signature are.
 
 pub mod bundle;
 pub mod cert;
@@ -131,11 +139,32 @@ impl std::fmt::Display for KeylessSigner {
     }
 }
 
+/// What a bundle is checked to be about.
+#[derive(Clone, Copy, Debug)]
+pub enum Artifact<'a> {
+    /// The artifact's bytes (a message signature is over them).
+    Bytes(&'a [u8]),
+    /// Only its SHA-256 (an OCI manifest's digest): a DSSE statement can
+    /// name it; a message signature cannot be checked against it.
+    Sha256([u8; 32]),
+}
+
 /// Verify `bundle` over `artifact` against `root` and `identities`, at
 /// `now` (seconds since the epoch: an entry logged later is refused).
 pub fn verify(
     bundle: &Bundle,
     artifact: &[u8],
+    root: &TrustedRoot,
+    identities: &[Identity],
+    now: i64,
+) -> Result<KeylessSigner, String> {
+    verify_artifact(bundle, Artifact::Bytes(artifact), root, identities, now)
+}
+
+/// [`verify`], of an [`Artifact`] given by its bytes or its digest.
+pub fn verify_artifact(
+    bundle: &Bundle,
+    artifact: Artifact<'_>,
     root: &TrustedRoot,
     identities: &[Identity],
     now: i64,
@@ -188,7 +217,10 @@ pub fn verify(
             );
         }
     }
-    let digest: [u8; 32] = Sha256::digest(artifact).into();
+    let digest: [u8; 32] = match artifact {
+        Artifact::Bytes(bytes) => Sha256::digest(bytes).into(),
+        Artifact::Sha256(d) => d,
+    };
     if let Some(d) = &bundle.message_digest
         && d.as_slice() != digest
     {
@@ -197,13 +229,43 @@ pub fn verify(
             bundle::hex(&digest)
         ));
     }
-    tlog::check_body(entry, &bundle.leaf, &bundle.signature, &digest)?;
+    match &bundle.dsse {
+        None => tlog::check_body(entry, &bundle.leaf, &bundle.signature, &digest)?,
+        Some(dsse) => tlog::check_dsse_body(entry, &bundle.leaf, &bundle.signature, dsse)?,
+    }
     let ca = cert::verify_path(&bundle.leaf, &root.cas, time)?;
     sct::verify(&bundle.leaf, &root.cas[ca], &root.ctlogs)?;
-    if !cert::verifies(&bundle.leaf, artifact, &bundle.signature) {
-        return Err(
-            "the signature does not verify over the artifact with the certificate's key".into(),
-        );
+    match (&bundle.dsse, artifact) {
+        (None, Artifact::Bytes(bytes)) => {
+            if !cert::verifies(&bundle.leaf, bytes, &bundle.signature) {
+                return Err(
+                    "the signature does not verify over the artifact with the certificate's key"
+                        .into(),
+                );
+            }
+        }
+        (None, Artifact::Sha256(_)) => {
+            return Err(
+                "the bundle holds a message signature, which is over an artifact's bytes; what is verified here is a digest (an OCI manifest), which a DSSE in-toto statement names"
+                    .into(),
+            );
+        }
+        (Some(dsse), _) => {
+            if !cert::verifies(&bundle.leaf, &dsse.pae(), &bundle.signature) {
+                return Err(
+                    "the DSSE envelope's signature does not verify (over its pre-authentication encoding) with the certificate's key"
+                        .into(),
+                );
+            }
+            let statement = dsse.statement()?;
+            if !statement.names(&digest) {
+                return Err(format!(
+                    "the in-toto statement is about {}, not this artifact (sha256:{})",
+                    statement.named(),
+                    bundle::hex(&digest)
+                ));
+            }
+        }
     }
     let id = cert::identity(&bundle.leaf)?;
     let issuer = id

@@ -14,7 +14,13 @@
 //!   hint is the first 4 bytes of the `logId`).
 //! * the **body** (`hashedrekord` 0.0.1) must name the bundle's
 //!   certificate, its signature and the artifact's SHA-256: a log entry of
-//!   another signature proves nothing about this one.
+//!   another signature proves nothing about this one. For a DSSE envelope,
+//!   a `dsse` 0.0.1 body names the payload's SHA-256 and the signatures
+//!   with their verifiers (the certificate, PEM); an `intoto` 0.0.2 body
+//!   the payload's SHA-256 and the envelope's signatures (base64 of the
+//!   base64) with their public keys (the certificate, PEM). The
+//!   envelope hash either records is not compared (as sigstore-python and
+//!   sigstore-go do not): the envelope's JSON has no canonical form.
 
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
@@ -257,6 +263,85 @@ pub fn check_body(
         .unwrap_or_default();
     if logged_cert.first().map(Vec::as_slice) != Some(leaf) {
         return Err("the log entry records another certificate than the bundle's".into());
+    }
+    Ok(())
+}
+
+/// Check that a `dsse` 0.0.1 or `intoto` 0.0.2 body names the envelope's
+/// payload, its one `signature` and `leaf` (DER) as the verifier.
+pub fn check_dsse_body(
+    entry: &TlogEntry,
+    leaf: &[u8],
+    signature: &[u8],
+    dsse: &super::bundle::Dsse,
+) -> Result<(), String> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let v: serde_json::Value = serde_json::from_slice(&entry.body)
+        .map_err(|e| format!("the log entry's body is not JSON: {e}"))?;
+    let (kind, version) = (
+        v["kind"].as_str().unwrap_or_default(),
+        v["apiVersion"].as_str().unwrap_or_default(),
+    );
+    if entry.kind != kind || entry.version != version {
+        return Err(format!(
+            "the log entry says it is {} {} but its body is {kind} {version}",
+            entry.kind, entry.version
+        ));
+    }
+    let spec = &v["spec"];
+    let (hash, signatures, sig_field, key_field, double) = match (kind, version) {
+        ("dsse", "0.0.1") => (
+            &spec["payloadHash"],
+            &spec["signatures"],
+            "signature",
+            "verifier",
+            false,
+        ),
+        ("intoto", "0.0.2") => (
+            &spec["content"]["payloadHash"],
+            &spec["content"]["envelope"]["signatures"],
+            "sig",
+            "publicKey",
+            true,
+        ),
+        _ => {
+            return Err(format!(
+                "the log entry is a {kind:?} {version:?}; a DSSE envelope is verified against a dsse 0.0.1 or intoto 0.0.2 entry (Rekor v1)"
+            ));
+        }
+    };
+    let payload_hash = hex(&Sha256::digest(&dsse.payload));
+    if hash["algorithm"] != "sha256" || hash["value"].as_str() != Some(payload_hash.as_str()) {
+        return Err(format!(
+            "the log entry is for another DSSE payload (sha256 {}), not this envelope's (sha256 {payload_hash})",
+            hash["value"].as_str().unwrap_or("?")
+        ));
+    }
+    let signatures = signatures
+        .as_array()
+        .ok_or("the log entry records no DSSE signatures")?;
+    if signatures.len() != 1 {
+        return Err(format!(
+            "the log entry records {} DSSE signatures; the envelope has one",
+            signatures.len()
+        ));
+    }
+    let logged_sig = signatures[0][sig_field]
+        .as_str()
+        .and_then(|s| b64.decode(s).ok())
+        .and_then(|s| if double { b64.decode(s).ok() } else { Some(s) })
+        .unwrap_or_default();
+    if logged_sig != signature {
+        return Err("the log entry records another DSSE signature than the envelope's".into());
+    }
+    let logged_cert = signatures[0][key_field]
+        .as_str()
+        .and_then(|s| b64.decode(s).ok())
+        .and_then(|pem| String::from_utf8(pem).ok())
+        .map(|pem| super::bundle::pem_certificates(&pem).unwrap_or_default())
+        .unwrap_or_default();
+    if logged_cert.first().map(Vec::as_slice) != Some(leaf) {
+        return Err("the log entry records another verifier than the bundle's certificate".into());
     }
     Ok(())
 }
