@@ -341,6 +341,12 @@ pub const EGRESS_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// questions, and using the names it asks about (each resolved before the
 /// question) to carry data out through DNS. 16.
 pub const EGRESS_MAX_ASKS_PER_CALL: usize = 16;
+/// Questions about a bridged MCP server's connections (`[egress] ask =
+/// true`; they belong to no single call) open at once; a connection to
+/// one more destination is refused without asking. Each waits at most
+/// `[approval] timeout_ms`. Threat: a server flooding the approver (or
+/// the queue) with questions. 16.
+pub const EGRESS_MAX_SERVER_QUESTIONS: usize = 16;
 
 /// `[approval] timeout_ms`: how long a call waits in the approval queue
 /// for a decision before it is denied (saying so). Threat: an entry nobody

@@ -555,6 +555,7 @@ impl ToolgateBuilder {
         if let Some(b) = self.config.limits.max_argument_bytes {
             limits.max_bytes = b;
         }
+        let bridge_approver = approver.clone();
         let settings = PipelineSettings {
             budgets,
             limits,
@@ -627,6 +628,14 @@ impl ToolgateBuilder {
                 origin: bridge_config.origin(),
                 egress: Arc::new(egress_global(&bridge_config)?),
                 egress_record: lifecycle.seams().egress_record.clone(),
+                approver: bridge_approver,
+                approval_timeout: Duration::from_millis(
+                    bridge_config
+                        .approval
+                        .timeout_ms
+                        .unwrap_or(crate::budgets::APPROVAL_TIMEOUT_MS)
+                        .max(1),
+                ),
             },
         );
         lifecycle.set_bridge(bridge);

@@ -46,6 +46,10 @@ pub struct Session {
     pub closed: CancellationToken,
     /// Why it ended, once it has.
     pub why: Mutex<Option<String>>,
+    /// The server's egress asking (`[egress] ask = true`, a stdio server
+    /// with an `egress` grant): each call marks itself in flight on it,
+    /// so that a question names the call when exactly one is.
+    pub egress_ask: Option<Arc<crate::egress::ask::ServerAsk>>,
 }
 
 impl Session {
@@ -183,6 +187,10 @@ impl ToolBody for BridgedTools {
                 .into(),
             )
         })?;
+        let _in_flight = session
+            .egress_ask
+            .as_ref()
+            .map(|a| a.in_flight(call.clone()));
         let mut params = CallToolRequestParams::new(raw.clone());
         params.arguments = match call.arguments.as_ref() {
             Value::Object(m) => Some(m.clone()),

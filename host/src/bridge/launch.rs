@@ -50,6 +50,9 @@ pub struct Egress<'a> {
     /// Where its connections are recorded besides the log (the audit
     /// record's sink, if the host keeps one).
     pub record: Option<crate::egress::proxy::RecordSink>,
+    /// Who is asked about a destination its rules leave open (`[egress]
+    /// ask = true`): the server's asking; `None`: refused.
+    pub ask: Option<std::sync::Arc<crate::egress::ask::ServerAsk>>,
 }
 
 /// Resolve a stdio server's launch. `Err` says what to fix.
@@ -65,6 +68,7 @@ pub fn resolve(
     let Egress {
         global: egress,
         record,
+        ask,
     } = egress;
     let command = config
         .command
@@ -130,6 +134,8 @@ pub fn resolve(
     // proxy of its own, for as long as it runs (its connections are
     // attributed to `mcp:NAME`, not to a call: one server serves many),
     // logged and recorded (`record`: the audit record's sink, if kept).
+    // With `[egress] ask = true`, what its rules leave open is asked about
+    // on the server's behalf (`crate::egress::ask::ServerAsk`).
     let mut policy = match &resolved.egress {
         Some(rules) => {
             env.retain(|(k, _)| {
@@ -145,9 +151,8 @@ pub fn resolve(
                     scope: String::new(),
                 },
                 record,
-                // A server serves many calls: there is no one call to ask
-                // about, so what its rules leave open is refused.
-                None,
+                ask.filter(|_| egress.ask)
+                    .map(|a| a as std::sync::Arc<dyn crate::egress::ask::Asker>),
             )
         }
         None => resolved.sandbox.clone(),
@@ -335,6 +340,7 @@ mod tests {
             Egress {
                 global: &global,
                 record: Some(sink),
+                ask: None,
             },
         )
         .unwrap();

@@ -134,6 +134,12 @@ pub struct Context {
     /// Where servers' egress connections are recorded besides the log
     /// (the audit record's sink, set when the host keeps one).
     pub egress_record: Arc<std::sync::OnceLock<crate::egress::proxy::RecordSink>>,
+    /// Who is asked about a stdio server's connections no egress rule
+    /// allows (`[egress] ask = true`): the host's approver (the queue
+    /// with `[approval] mode = "queue"`), on the server's behalf.
+    pub approver: Option<Arc<dyn crate::approval::Approver>>,
+    /// `[approval] timeout_ms`: the longest such a connection waits.
+    pub approval_timeout: Duration,
 }
 
 /// Called after a server's tools changed: the host swaps in a generation.
@@ -153,6 +159,9 @@ struct Server {
     ready: watch::Sender<bool>,
     /// Bumped after each listing of any server is published.
     listed: Arc<watch::Sender<u64>>,
+    /// Its egress asking (`[egress] ask = true`, an approver, a stdio
+    /// server with an `egress` grant), for as long as the host runs.
+    egress_ask: Option<Arc<crate::egress::ask::ServerAsk>>,
 }
 
 impl Server {
@@ -213,6 +222,20 @@ impl Bridge {
                     offers: Mutex::default(),
                     ready: watch::channel(false).0,
                     listed: listed.clone(),
+                    egress_ask: match &context.approver {
+                        Some(a)
+                            if context.egress.ask
+                                && c.command.is_some()
+                                && c.grants.as_ref().is_some_and(|g| !g.egress.is_empty()) =>
+                        {
+                            Some(crate::egress::ask::ServerAsk::new(
+                                a.clone(),
+                                name,
+                                context.approval_timeout,
+                            ))
+                        }
+                        _ => None,
+                    },
                 })
             })
             .collect();
@@ -376,6 +399,7 @@ async fn supervise(server: Arc<Server>, publish: Publish, shutdown: Cancellation
                 launch::Egress {
                     global: &c.egress,
                     record: c.egress_record.get().cloned(),
+                    ask: server.egress_ask.clone(),
                 },
             ) {
                 Ok(l) => {
@@ -593,6 +617,7 @@ async fn connection(
         peer: peer.clone(),
         closed: CancellationToken::new(),
         why: Mutex::new(None),
+        egress_ask: server.egress_ask.clone(),
     });
     let mut waiting = Box::pin(running.waiting());
     let why = 'connected: {

@@ -21,9 +21,11 @@
 //! then `egress`. A refusal names the `egress` rule to add. With `[egress]
 //! ask = true` a `wasi:http` request to a destination neither allows is
 //! asked about as a spawn's connection is (see [`super::ask`]), with the
-//! call's asking that [`ComponentEgress::set_call`] installs; a
-//! `wasi:sockets` connect is not (it is decided synchronously, and names
-//! an address only): it is refused.
+//! call's asking that [`ComponentEgress::set_call`] installs; so is a
+//! `wasi:sockets` connect ([`ComponentEgress::connect_check`]), whose
+//! question names an address and port only (the guest looked up no name)
+//! and says so — a deny rule or an address class refuses it before any
+//! question, and it counts toward the call's bound of questions.
 //!
 //! `wasi:http`: the host makes every request itself ([`send`]), so it sees
 //! method and path even for `https` — `METHOD HOST/PATH` rules apply to a
@@ -35,6 +37,7 @@
 //! apply as to any address. Bytes are counted for `wasi:http` connections;
 //! a socket's connect is recorded when it is decided.
 
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -46,7 +49,7 @@ use super::addr::{Host, parse_host};
 use super::ask::CallAsk;
 use super::proxy::{Attribution, ConnectionRecord, RecordSink};
 use super::rules::Destination;
-use super::{Asking, Global, OpenError, Opened, Policy, Refusal};
+use super::{APPROVAL_RULE, Asking, Global, OpenError, Opened, Policy, Refusal};
 
 /// An entry of the `network` grant: the name as written and the addresses
 /// it resolved to at load.
@@ -255,59 +258,193 @@ impl ComponentEgress {
         self.policy.check_address(host, ip).err()
     }
 
-    /// A `wasi:sockets` TCP connect to `addr`: deny, then the `network`
-    /// grant's addresses, then `egress` rules naming the address (and its
-    /// class). Recorded either way.
-    pub fn check_connect(&self, addr: SocketAddr) -> bool {
-        let ip = super::addr::canonical(addr.ip());
+    /// A `wasi:sockets` TCP connect to `addr` before any question: deny,
+    /// then the `network` grant's addresses, then `egress` rules naming
+    /// the address, then its class — all before an ask, so that an ask
+    /// never opens what a deny rule or a class closes.
+    fn decide_connect(&self, ip: IpAddr, port: u16) -> Connect {
         let host = Host::Ip(ip);
         let d = Destination {
             host: &host,
-            port: addr.port(),
+            port,
             http: None,
         };
-        let who = self.attribution();
-        let decided: Result<String, Refusal> = if let Some(r) = self.denied_by_name(&d) {
-            Err(r)
-        } else if let Some(r) = self.deny_address(&host, ip) {
-            Err(r)
-        } else if let Some(p) = self.pinned.iter().find(|p| {
+        if let Some(r) = self.denied_by_name(&d) {
+            return Connect::Refused(r);
+        }
+        if let Some(r) = self.deny_address(&host, ip) {
+            return Connect::Refused(r);
+        }
+        if let Some(p) = self.pinned.iter().find(|p| {
             p.addrs
                 .iter()
-                .any(|a| canonical_sa(*a) == SocketAddr::new(ip, addr.port()))
+                .any(|a| canonical_sa(*a) == SocketAddr::new(ip, port))
         }) {
-            Ok(format!("network: {}", shown(&p.host, p.port)))
-        } else {
-            self.policy
-                .check_name(&d)
-                .map(|r| r.text.clone())
-                .and_then(|rule| self.policy.check_address(&host, ip).map(|()| rule))
-        };
-        let allowed = decided.is_ok();
-        match decided {
-            Ok(rule) => self.record(
-                &who,
-                &ConnectionRecord {
-                    via: "wasi:sockets",
-                    name: ip.to_string(),
-                    address: Some(ip),
-                    port: addr.port(),
-                    allowed: true,
-                    rule: Some(rule),
-                    reason: None,
-                    bytes_up: 0,
-                    bytes_down: 0,
-                    approval: None,
-                },
-            ),
-            Err(r) => self.refused("wasi:sockets", ip.to_string(), addr.port(), &r),
+            return Connect::Allowed(format!("network: {}", shown(&p.host, p.port)));
         }
-        allowed
+        match self.policy.check_name(&d) {
+            Ok(rule) => match self.policy.check_address(&host, ip) {
+                Ok(()) => Connect::Allowed(rule.text.clone()),
+                Err(r) => Connect::Refused(r),
+            },
+            Err(not_allowed) => match self.policy.check_address(&host, ip) {
+                Err(r) => Connect::Refused(r),
+                Ok(()) => Connect::Ask(not_allowed),
+            },
+        }
+    }
+
+    fn connected(
+        &self,
+        who: &Attribution,
+        ip: IpAddr,
+        port: u16,
+        rule: String,
+        by: Option<String>,
+    ) {
+        self.record(
+            who,
+            &ConnectionRecord {
+                via: "wasi:sockets",
+                name: ip.to_string(),
+                address: Some(ip),
+                port,
+                allowed: true,
+                rule: Some(rule),
+                reason: None,
+                bytes_up: 0,
+                bytes_down: 0,
+                approval: by,
+            },
+        );
+    }
+
+    fn refused_as(&self, who: &Attribution, ip: IpAddr, port: u16, r: &Refusal) {
+        self.record(
+            who,
+            &ConnectionRecord {
+                via: "wasi:sockets",
+                name: ip.to_string(),
+                address: r.address.or(Some(ip)),
+                port,
+                allowed: false,
+                rule: r.record_rule(),
+                reason: Some(r.message.clone()),
+                bytes_up: 0,
+                bytes_down: 0,
+                approval: r.refused_by.clone(),
+            },
+        );
+    }
+
+    /// A `wasi:sockets` TCP connect to `addr`, decided without asking:
+    /// deny, then the `network` grant's addresses, then `egress` rules
+    /// naming the address (and its class). Recorded either way.
+    pub fn check_connect(&self, addr: SocketAddr) -> bool {
+        let ip = super::addr::canonical(addr.ip());
+        let who = self.attribution();
+        match self.decide_connect(ip, addr.port()) {
+            Connect::Allowed(rule) => {
+                self.connected(&who, ip, addr.port(), rule, None);
+                true
+            }
+            Connect::Refused(r) | Connect::Ask(r) => {
+                self.refused_as(&who, ip, addr.port(), &r);
+                false
+            }
+        }
+    }
+
+    /// [`check_connect`](Self::check_connect), and with `[egress] ask =
+    /// true` and a call being served, an address no rule allows (that no
+    /// deny rule or class refuses) is asked about through the call's
+    /// asking — one question per address and port per call, within the
+    /// call's bound of questions — while the guest's connect waits.
+    /// Approved, it connects (recorded with `rule = approval` and who
+    /// approved); refused, it is refused saying by whom and naming the
+    /// rule to add.
+    ///
+    /// The check `wasmtime-wasi` takes is an async closure whose future
+    /// must be `Sync`; an approver's future is not, so the question runs
+    /// on a task of its own (aborted if the guest drops the connect) and
+    /// the check waits for its handle.
+    pub fn connect_check(
+        self: &Arc<Self>,
+        addr: SocketAddr,
+    ) -> Pin<Box<dyn Future<Output = bool> + Send + Sync>> {
+        let ip = super::addr::canonical(addr.ip());
+        let port = addr.port();
+        let who = self.attribution();
+        let not_allowed = match self.decide_connect(ip, port) {
+            Connect::Allowed(rule) => {
+                self.connected(&who, ip, port, rule, None);
+                return Box::pin(std::future::ready(true));
+            }
+            Connect::Refused(r) => {
+                self.refused_as(&who, ip, port, &r);
+                return Box::pin(std::future::ready(false));
+            }
+            Connect::Ask(r) => r,
+        };
+        let ask = self.ask.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let (Some(ask), true, Ok(runtime)) = (
+            ask,
+            self.policy.global.ask,
+            tokio::runtime::Handle::try_current(),
+        ) else {
+            self.refused_as(&who, ip, port, &not_allowed);
+            return Box::pin(std::future::ready(false));
+        };
+        let this = self.clone();
+        let task = runtime.spawn(async move {
+            let answer = ask
+                .ask(&this.plugin, "wasi:sockets", &ip.to_string(), port, ip)
+                .await;
+            match answer {
+                super::ask::Answer::Approved(by) => {
+                    this.connected(&who, ip, port, APPROVAL_RULE.into(), Some(by));
+                    true
+                }
+                super::ask::Answer::Refused { by, reason } => {
+                    let r = not_allowed.asked(by, reason, Some(ip));
+                    this.refused_as(&who, ip, port, &r);
+                    false
+                }
+            }
+        });
+        Box::pin(Asked(task))
     }
 
     /// The plugin's name.
     pub fn plugin(&self) -> &str {
         &self.plugin
+    }
+}
+
+/// A `wasi:sockets` connect before any question.
+enum Connect {
+    /// By this rule (`network: …`, an `egress` rule).
+    Allowed(String),
+    /// By a deny rule or a class: final.
+    Refused(Refusal),
+    /// No rule allows it: refused, or asked about with `[egress] ask`.
+    Ask(Refusal),
+}
+
+/// A connect's question, on a task of its own: aborted when the guest
+/// drops the connect; a task that failed is a refusal.
+struct Asked(tokio::task::JoinHandle<bool>);
+
+impl Future for Asked {
+    type Output = bool;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<bool> {
+        Pin::new(&mut self.0).poll(cx).map(|r| r.unwrap_or(false))
+    }
+}
+
+impl Drop for Asked {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -517,5 +654,62 @@ mod tests {
         assert_eq!(kept[0].via, "wasi:http");
         assert_eq!((kept[0].bytes_up, kept[0].bytes_down), (4, 5));
         assert!(!kept[1].allowed);
+    }
+
+    /// `[egress] ask = true`: a socket connect to an address no rule
+    /// allows waits for the call's approver (once per address and port);
+    /// a class or a deny block refuses before any question.
+    #[tokio::test]
+    async fn socket_connects_ask_after_deny_and_the_classes() {
+        use crate::egress::ask::tests::{Counting, call};
+        use std::sync::atomic::Ordering;
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let mut global = Global::parse(&s(&["198.51.100.0/24"]), &s(&["127.0.0.1/32"])).unwrap();
+        global.ask = true;
+        let global = Arc::new(global);
+        let policy = Policy::parse(
+            &s(&["example.org"]),
+            global.clone(),
+            "[plugins.p.grants]".into(),
+        )
+        .unwrap();
+        let kept: Kept = Default::default();
+        let k = kept.clone();
+        let cell = Arc::new(OnceLock::new());
+        let _ = cell.set(Arc::new(move |_: &Attribution, r: &ConnectionRecord| {
+            k.lock().unwrap().push(r.clone())
+        }) as RecordSink);
+        let e = Arc::new(ComponentEgress::new(
+            "p".into(),
+            Some(&policy),
+            global,
+            &[],
+            cell,
+        ));
+        let approver = Counting::new(true);
+        e.set_call(
+            Some(("c1", "team")),
+            Some(crate::egress::ask::CallAsk::new(
+                approver.clone(),
+                call(),
+                None,
+            )),
+        );
+        assert!(e.connect_check("127.0.0.1:5432".parse().unwrap()).await);
+        assert!(e.connect_check("127.0.0.1:5432".parse().unwrap()).await);
+        assert_eq!(approver.egress.load(Ordering::SeqCst), 1, "once per call");
+        let (prompt, asked) = approver.last.lock().unwrap().clone().unwrap();
+        assert!(prompt.contains("an address, no name"), "{prompt}");
+        assert_eq!(asked.via, "wasi:sockets");
+        // Loopback outside allow_private, link-local, a deny block: never asked.
+        for a in ["127.0.0.2:80", "169.254.169.254:80", "198.51.100.1:80"] {
+            assert!(!e.connect_check(a.parse().unwrap()).await, "{a}");
+        }
+        assert_eq!(approver.egress.load(Ordering::SeqCst), 1);
+        let kept = kept.lock().unwrap();
+        assert_eq!(kept[0].rule.as_deref(), Some(APPROVAL_RULE));
+        assert_eq!(kept[0].approval.as_deref(), Some("counting"));
+        assert_eq!(kept[2].rule.as_deref(), Some("class:loopback"));
+        assert_eq!(kept[4].rule.as_deref(), Some("198.51.100.0/24"));
     }
 }

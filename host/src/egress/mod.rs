@@ -29,7 +29,8 @@
 //! 6. [`ask`]: with `[egress] ask = true`, a destination no rule allows
 //!    (and no deny rule names, at an address no class refuses) is a
 //!    question to the call's approver, answered once per destination per
-//!    call.
+//!    call — or, for a bridged MCP server's connections (which no single
+//!    call owns), to the host's approver on the server's behalf.
 
 pub mod addr;
 pub mod ask;
@@ -85,7 +86,7 @@ pub fn sandbox_policy(
     policy: &Arc<Policy>,
     who: proxy::Attribution,
     sink: Option<proxy::RecordSink>,
-    ask: Option<Arc<ask::CallAsk>>,
+    ask: Option<Arc<dyn ask::Asker>>,
 ) -> toolgate_sandbox::SandboxPolicy {
     let policy = policy.clone();
     let serve = move |listener: std::net::TcpListener| -> Box<dyn Send> {
@@ -227,9 +228,9 @@ pub const APPROVAL_RULE: &str = "approval";
 /// asking, and what to tell it (the plugin, and how it connects).
 #[derive(Clone, Copy)]
 pub struct Asking<'a> {
-    pub ask: &'a ask::CallAsk,
+    pub ask: &'a dyn ask::Asker,
     pub plugin: &'a str,
-    /// `connect`, `http`, `socks5`, `wasi:http`.
+    /// `connect`, `http`, `socks5`, `wasi:http`, `wasi:sockets`.
     pub via: &'a str,
 }
 
@@ -603,7 +604,7 @@ mod tests {
         let open = |p: Policy, approver: Arc<Counting>| async move {
             let ask = CallAsk::new(approver, ask::tests::call(), None);
             let asking = Asking {
-                ask: &ask,
+                ask: &*ask,
                 plugin: "bash",
                 via: "connect",
             };

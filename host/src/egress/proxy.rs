@@ -35,7 +35,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
 use super::addr::{Host, parse_host};
-use super::ask::CallAsk;
+use super::ask::Asker;
 use super::rules::Destination;
 use super::{Asking, OpenError, Opened, Policy};
 use crate::budgets::{
@@ -128,8 +128,9 @@ pub struct Proxy {
     pub who: Attribution,
     pub sink: Option<RecordSink>,
     /// Who is asked about a destination the rules leave open (`[egress]
-    /// ask = true`): the call's asking; `None`: refused.
-    pub ask: Option<Arc<CallAsk>>,
+    /// ask = true`): the call's asking, or a bridged server's; `None`:
+    /// refused.
+    pub ask: Option<Arc<dyn Asker>>,
 }
 
 /// Serving a listener; dropping it stops the proxy and every connection

@@ -387,8 +387,9 @@ pub(crate) fn wasi_ctx(
         b.socket_addr_check(move |addr, usage| {
             use wasmtime_wasi::sockets::SocketAddrUse;
             let ok = match usage {
-                // Outgoing connections egress allows only (recorded).
-                SocketAddrUse::TcpConnect => egress.check_connect(addr),
+                // Outgoing connections egress allows (or an approval
+                // does: the connect waits for it), recorded.
+                SocketAddrUse::TcpConnect => return egress.connect_check(addr),
                 // The implicit bind of a client socket (any local
                 // address, an ephemeral port) is what a connect needs.
                 SocketAddrUse::TcpBind => addr.ip().is_unspecified() && addr.port() == 0,

@@ -322,7 +322,9 @@ pub(crate) fn sandbox_policy<'a>(
         egress,
         attribution,
         who.egress_record.cloned(),
-        who.egress_ask.cloned(),
+        who.egress_ask
+            .cloned()
+            .map(|a| a as std::sync::Arc<dyn crate::egress::ask::Asker>),
     ))
 }
 
