@@ -1115,3 +1115,362 @@ async fn web_fetch_asks_about_an_unknown_destination_too() {
         "{recs:#?}"
     );
 }
+
+/// A TCP server on the host's loopback answering each connection `pong`;
+/// counts them.
+fn pong_server() -> (u16, Arc<AtomicUsize>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let h = hits.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            h.fetch_add(1, Ordering::SeqCst);
+            let mut line = String::new();
+            let _ = BufReader::new(&s).read_line(&mut line);
+            let _ = s.write_all(b"pong");
+        }
+    });
+    (port, hits)
+}
+
+/// The probe (`wasi:sockets`: Rust's `std::net::TcpStream` on
+/// wasm32-wasip2) granted `example.org` only, with `[egress] ask = true`
+/// and `global`, answered by `approver`.
+async fn asking_probe(
+    global: &str,
+    approver: Arc<dyn toolgate::approval::Approver>,
+    audit: &Path,
+) -> (Toolgate, PluginDir) {
+    let dir = PluginDir::new();
+    dir.add("probe", fixtures::PROBE);
+    let config = format!(
+        "[audit]\npath = {:?}\n\n[egress]\nask = true\n{global}\n\n\
+         [plugins.probe.grants]\negress = [\"example.org\"]\n",
+        audit.display().to_string()
+    );
+    let h = toolgate_tests::builder(&dir, &config)
+        .approver(approver)
+        .build()
+        .await
+        .expect("host builds");
+    assert!(h.problems().is_empty(), "{:?}", h.problems());
+    (h, dir)
+}
+
+/// A component's `wasi:sockets` connect to an address no rule allows is
+/// asked about (the question says it is an address, no name), and
+/// connects once approved; refused, the connect fails and the record
+/// names who refused and the rule to add. Both recorded `rule =
+/// approval`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wasi_sockets_connects_are_asked_about() {
+    let t = Tree::new("egress-ask-sockets");
+    let audit = t.path.join("audit.jsonl");
+    let (port, hits) = pong_server();
+    let addr = format!("127.0.0.1:{port}");
+    for allow in [true, false] {
+        let approver = Asked::new(allow);
+        let (h, _d) = asking_probe(
+            "allow_private = [\"127.0.0.1/32\"]",
+            approver.clone(),
+            &audit,
+        )
+        .await;
+        let r = run(&h, "connect", json!({ "addr": addr })).await;
+        if allow {
+            assert_eq!(r.text(), "pong", "{r:?}");
+        } else {
+            assert!(r.is_error, "connected: {r:?}");
+        }
+        assert_eq!(approver.egress.load(Ordering::SeqCst), 1);
+        let (prompt, asked) = approver.last.lock().unwrap().clone().unwrap();
+        assert_eq!(
+            (
+                asked.name.as_str(),
+                asked.port,
+                asked.address.as_str(),
+                asked.via.as_str(),
+                asked.plugin.as_str()
+            ),
+            ("127.0.0.1", port, "127.0.0.1", "wasi:sockets", "probe")
+        );
+        for shown in [
+            "`probe`",
+            "call c1",
+            &format!("127.0.0.1:{port}"),
+            "an address, no name",
+        ] {
+            assert!(prompt.contains(shown), "{shown}: {prompt}");
+        }
+    }
+    assert_eq!(hits.load(Ordering::SeqCst), 1, "only the approved one");
+    let recs = egress_records(&audit);
+    let sockets: Vec<&Value> = recs.iter().filter(|r| r["via"] == "wasi:sockets").collect();
+    assert!(
+        sockets.iter().any(|r| r["allowed"] == true
+            && r["rule"] == "approval"
+            && r["approval"] == "test-allow"
+            && r["callId"] == "c1"
+            && r["name"] == "127.0.0.1"),
+        "{recs:#?}"
+    );
+    let refused = sockets
+        .iter()
+        .find(|r| r["allowed"] == false)
+        .unwrap_or_else(|| panic!("{recs:#?}"));
+    assert_eq!(refused["rule"], "approval");
+    assert_eq!(refused["approval"], "test-deny");
+    let reason = refused["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(&format!(
+            "add \"127.0.0.1:{port}\" to `egress = [...]` under [plugins.probe.grants]"
+        )) && reason.contains("test-deny refused: not from this call"),
+        "{reason}"
+    );
+}
+
+/// An approver that says yes to everything still never opens an address
+/// a class refuses (loopback without `allow_private`, the metadata
+/// address) or a deny rule names: nobody is asked. And one call asks
+/// about at most 16 addresses (`EGRESS_MAX_ASKS_PER_CALL`); the rest are
+/// refused without asking, saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wasi_sockets_asks_never_open_private_addresses_and_are_bounded() {
+    let t = Tree::new("egress-ask-sockets-bound");
+    let audit = t.path.join("audit.jsonl");
+    let (port, hits) = pong_server();
+    let approver = Asked::new(true);
+    let (h, _d) = asking_probe("deny = [\"198.51.100.0/24\"]", approver.clone(), &audit).await;
+    for addr in [
+        format!("127.0.0.1:{port}"),
+        format!("[::ffff:127.0.0.1]:{port}"),
+        "169.254.169.254:80".to_string(),
+        "10.0.0.1:80".to_string(),
+        "198.51.100.7:80".to_string(),
+    ] {
+        let r = run(&h, "connect", json!({ "addr": addr })).await;
+        assert!(r.is_error, "{addr} connected: {r:?}");
+    }
+    assert_eq!(approver.egress.load(Ordering::SeqCst), 0, "never asked");
+    assert_eq!(hits.load(Ordering::SeqCst), 0);
+    let recs = egress_records(&audit);
+    for (name, rule) in [
+        ("127.0.0.1", "class:loopback"),
+        ("169.254.169.254", "class:link-local"),
+        ("10.0.0.1", "class:private"),
+        ("198.51.100.7", "198.51.100.0/24"),
+    ] {
+        assert!(
+            recs.iter()
+                .any(|r| r["name"] == name && r["allowed"] == false && r["rule"] == rule),
+            "{name}: {recs:#?}"
+        );
+    }
+    drop(h);
+    // The bound: 17 destinations in one call (ports of the loopback
+    // `allow_private` names, no rule allowing them; all but the first
+    // have nobody listening), 16 asked, the 17th refused unasked.
+    let approver = Asked::new(true);
+    let (h, _d) = asking_probe(
+        "allow_private = [\"127.0.0.1/32\"]",
+        approver.clone(),
+        &audit,
+    )
+    .await;
+    let addrs: Vec<String> = (0..17)
+        .map(|i| format!("127.0.0.1:{}", if i == 0 { port } else { 1 + i }))
+        .collect();
+    let r = run(&h, "connects", json!({ "addrs": addrs })).await;
+    let answers: Vec<String> = r
+        .structured_content
+        .clone()
+        .and_then(|v| serde_json::from_value(v).ok())
+        .or_else(|| serde_json::from_str(&r.text()).ok())
+        .unwrap_or_else(|| panic!("{r:?}"));
+    assert_eq!(answers.len(), 17, "{answers:?}");
+    assert_eq!(answers[0], "connected");
+    assert!(answers[16].starts_with("error"), "{answers:?}");
+    assert_eq!(
+        approver.egress.load(Ordering::SeqCst),
+        16,
+        "EGRESS_MAX_ASKS_PER_CALL"
+    );
+    let recs = egress_records(&audit);
+    assert!(
+        recs.iter().any(|r| r["via"] == "wasi:sockets"
+            && r["port"] == 17
+            && r["allowed"] == false
+            && r["reason"]
+                .as_str()
+                .is_some_and(|m| m.contains("asked about 16 destinations already"))),
+        "{recs:#?}"
+    );
+}
+
+/// A bridged stdio MCP server (`tests/mcp/egress_server.py`, standard
+/// library only) under the sandbox, granted `example.org`, with `[egress]
+/// ask = true` and the approval queue: its connection to a destination
+/// no rule allows (a `CONNECT` through its `HTTP_PROXY`) waits as an
+/// entry asked on the server's behalf (tool `mcp:fetcher`, naming the one
+/// call in flight); a grant from it lets it through and answers the next
+/// call's connection with no entry; a denial reaches the server as the
+/// proxy's refusal. Each connection is recorded `rule = approval` with
+/// who decided.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridged_server_s_connections_are_asked_about_on_its_behalf() {
+    use toolgate::approval::grant::GrantSpec;
+    use toolgate::approval::queue::Verdict;
+    let t = Tree::new("egress-ask-bridged");
+    let audit = t.path.join("audit.jsonl");
+    let (port, hits) = origin("http://127.0.0.1/");
+    let (other, other_hits) = origin("http://127.0.0.1/");
+    let script = t.path.join("egress_server.py");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/egress_server.py"),
+        &script,
+    )
+    .unwrap();
+    let config = format!(
+        "[audit]\npath = {:?}\n\n[approval]\nmode = \"queue\"\nstore = {:?}\n\n\
+         [egress]\nask = true\nallow_private = [\"127.0.0.1/32\"]\n\n\
+         [mcp.servers.fetcher]\ncommand = \"/usr/bin/python3\"\nargs = [{:?}]\ncwd = {:?}\n\
+         [mcp.servers.fetcher.grants]\nfs = [{{ path = \".\", access = \"read-only\" }}]\n\
+         egress = [\"example.org\"]\n",
+        audit.display().to_string(),
+        t.path.join("approvals.sqlite").display().to_string(),
+        script.display().to_string(),
+        t.path.display().to_string(),
+    );
+    let dir = PluginDir::new();
+    let h = toolgate_tests::builder(&dir, &config)
+        .build()
+        .await
+        .expect("host builds");
+    h.wait_for_mcp(std::time::Duration::from_secs(60)).await;
+    assert!(h.problems().is_empty(), "{:?}", h.problems());
+    let queue = h.approvals().expect("the queue").clone();
+    let fetch = |url: String| {
+        let h = h.clone();
+        tokio::spawn(async move {
+            let r = run(&h, "mcp__fetcher__fetch", json!({ "url": url })).await;
+            let error = r
+                .error
+                .as_ref()
+                .map(|e| e.message.clone())
+                .unwrap_or_default();
+            (r.is_error, format!("{} {error}", r.text()))
+        })
+    };
+    let q = &queue;
+    let next_entry = move || async move {
+        for _ in 0..1500 {
+            if let Some(e) = q.pending().await.unwrap().pop() {
+                return e;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        panic!("no entry");
+    };
+    let first = fetch(format!("http://localhost:{port}/hello"));
+    let e = next_entry().await;
+    let asked = e.egress.as_ref().expect("an egress entry");
+    assert_eq!(
+        (
+            asked.name.as_str(),
+            asked.port,
+            asked.address.as_str(),
+            asked.via.as_str(),
+            asked.plugin.as_str()
+        ),
+        ("localhost", port, "127.0.0.1", "connect", "mcp:fetcher")
+    );
+    assert_eq!(
+        (e.tool.as_str(), e.asked_by.as_str()),
+        ("mcp:fetcher", "egress")
+    );
+    assert!(
+        e.reason.contains("MCP server `mcp:fetcher`")
+            && e.reason
+                .contains("while serving call c1 (tool `mcp__fetcher__fetch`)"),
+        "{}",
+        e.reason
+    );
+    assert_eq!(hits.load(Ordering::SeqCst), 0, "it waits");
+    let decided = queue
+        .decide(
+            &e.id,
+            Verdict::Grant(GrantSpec {
+                duration_ms: Some(600_000),
+                ..GrantSpec::default()
+            }),
+            "api:alice",
+        )
+        .await
+        .unwrap();
+    let grant = decided.decided.unwrap().grant.unwrap();
+    let (is_error, out) = first.await.unwrap();
+    assert!(!is_error && out.contains("hello from origin"), "{out}");
+    // The grant (tool `mcp:fetcher`, that destination and port) answers
+    // the next call's connection: no new entry.
+    let (is_error, out) = fetch(format!("http://localhost:{port}/hello"))
+        .await
+        .unwrap();
+    assert!(!is_error && out.contains("hello from origin"), "{out}");
+    assert!(queue.pending().await.unwrap().is_empty());
+    assert_eq!(hits.load(Ordering::SeqCst), 2);
+    // Another port: asked again, denied; the server gets the proxy's 403.
+    let third = fetch(format!("http://localhost:{other}/hello"));
+    let e2 = next_entry().await;
+    queue
+        .decide(
+            &e2.id,
+            Verdict::Deny(Some("use the mirror".into())),
+            "api:bob",
+        )
+        .await
+        .unwrap();
+    let (is_error, out) = third.await.unwrap();
+    assert!(is_error, "{out}");
+    assert!(
+        out.contains("Tunnel connection failed: 403") && out.contains("toolgate egress"),
+        "{out}"
+    );
+    assert_eq!(other_hits.load(Ordering::SeqCst), 0);
+    // Recorded: attributed to the server, `rule = approval`, who decided.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let recs = egress_records(&audit);
+    let ours: Vec<&Value> = recs
+        .iter()
+        .filter(|r| r["plugin"] == "mcp:fetcher")
+        .collect();
+    let by_entry = format!("approval {} by api:alice, grant {grant}", e.id);
+    assert!(
+        ours.iter().any(|r| r["allowed"] == true
+            && r["rule"] == "approval"
+            && r["approval"] == by_entry.as_str()),
+        "{recs:#?}"
+    );
+    let by_grant = format!("grant {grant}: egress to `localhost:{port}` for `mcp:fetcher`");
+    assert!(
+        ours.iter().any(|r| r["allowed"] == true
+            && r["rule"] == "approval"
+            && r["approval"]
+                .as_str()
+                .is_some_and(|a| a.starts_with(&by_grant))),
+        "{recs:#?}"
+    );
+    let refused = ours
+        .iter()
+        .find(|r| r["allowed"] == false && r["port"] == other)
+        .unwrap_or_else(|| panic!("{recs:#?}"));
+    assert_eq!(refused["rule"], "approval");
+    assert_eq!(refused["approval"], "api:bob");
+    let reason = refused["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("api:bob refused: use the mirror")
+            && reason.contains(&format!("add \"localhost:{other}\" to `egress = [...]`")),
+        "{reason}"
+    );
+}
