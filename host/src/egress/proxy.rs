@@ -1057,7 +1057,8 @@ mod tests {
     }
 
     /// The figures in BENCHMARKS.md ("Egress proxy"): a 100 MiB download
-    /// from a local server through a CONNECT tunnel vs direct, connection
+    /// from a local server through a CONNECT tunnel vs direct, unpaced and
+    /// over links of 1, 4 and 10 Gbit/s (the origin paced), connection
     /// setup overhead, and the CPU the proxy takes at 100 connections/s.
     /// `cargo test -p toolgate --lib [--release] egress::proxy::tests::bench -- --ignored --nocapture`
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1077,7 +1078,25 @@ mod tests {
                     let mut head = vec![0u8; 1024];
                     let n = s.read(&mut head).await.unwrap_or(0);
                     let big = head[..n].starts_with(b"GET /big");
-                    if big {
+                    // `GET /paced/N`: 100 MiB at N MB/s, as a link of that
+                    // speed delivers it (64 KiB at a time, on schedule).
+                    let paced = std::str::from_utf8(&head[..n])
+                        .ok()
+                        .and_then(|h| h.strip_prefix("GET /paced/"))
+                        .and_then(|h| h.split(' ').next())
+                        .and_then(|r| r.parse::<f64>().ok());
+                    if let Some(mb_per_s) = paced {
+                        let _ = s.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await;
+                        let start = tokio::time::Instant::now();
+                        let chunk = 64 << 10;
+                        for i in 0..(100 * MIB / chunk) {
+                            let due = (i * chunk) as f64 / (mb_per_s * 1e6);
+                            tokio::time::sleep_until(start + Duration::from_secs_f64(due)).await;
+                            if s.write_all(&block[..chunk]).await.is_err() {
+                                return;
+                            }
+                        }
+                    } else if big {
                         let _ = s.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await;
                         for _ in 0..100 {
                             if s.write_all(&block).await.is_err() {
@@ -1120,7 +1139,8 @@ mod tests {
             let mut total = 0;
             loop {
                 let n = c.read(&mut buf).await.unwrap();
-                if n == 0 || (path != "/big" && total + n >= 40) {
+                let bulk = path == "/big" || path.starts_with("/paced/");
+                if n == 0 || (!bulk && total + n >= 40) {
                     total += n;
                     break;
                 }
@@ -1149,6 +1169,29 @@ mod tests {
             p.as_secs_f64() * 1e3,
             p.as_secs_f64() / d.as_secs_f64()
         );
+        // The same 100 MiB over links of a given speed (the origin paced):
+        // what the relay costs where the network, not the loopback's
+        // memory copy, sets the pace. 125 MB/s is 1 Gbit/s.
+        for mb_per_s in [125.0, 500.0, 1250.0] {
+            let path = format!("/paced/{mb_per_s}");
+            let (mut direct, mut proxied) = (Vec::new(), Vec::new());
+            for _ in 0..3 {
+                let (n, d) = fetch(None, port, &path).await;
+                assert!(n >= 100 * MIB);
+                direct.push(d);
+                let (n, d) = fetch(Some(at), port, &path).await;
+                assert!(n >= 100 * MIB);
+                proxied.push(d);
+            }
+            let (d, p) = (median(direct), median(proxied));
+            println!(
+                "100 MiB at {:.0} Gbit/s: direct {:.0} ms, through the proxy {:.0} ms: {:.3}x",
+                mb_per_s * 8.0 / 1000.0,
+                d.as_secs_f64() * 1e3,
+                p.as_secs_f64() * 1e3,
+                p.as_secs_f64() / d.as_secs_f64()
+            );
+        }
         // Setup: connect + (CONNECT) + a 2-byte response, 300 each.
         let (mut direct, mut proxied) = (Vec::new(), Vec::new());
         for _ in 0..300 {

@@ -491,9 +491,9 @@ impl Client {
             reference: reference.to_string(),
             why: format!("its signatures ({tag}): {why}"),
         };
-        let mut out = self
-            .referrer_bundles(reference, oci, digest, token, auth)
-            .await?;
+        // The `.sig` tag first, then cosign 3's referrers: a registry that
+        // answers both badly is refused for the older, simpler one.
+        let mut out = Vec::new();
         let Some((bytes, _)) = self
             .manifest(
                 reference,
@@ -504,7 +504,9 @@ impl Client {
             )
             .await?
         else {
-            return Ok(out);
+            return self
+                .referrer_bundles(reference, oci, digest, token, auth)
+                .await;
         };
         let manifest: OciImageManifest = serde_json::from_slice(&bytes)
             .map_err(|e| refused(format!("the manifest is not an image manifest: {e}")))?;
@@ -558,6 +560,10 @@ impl Client {
                 subject: None,
             });
         }
+        out.extend(
+            self.referrer_bundles(reference, oci, digest, token, auth)
+                .await?,
+        );
         Ok(out)
     }
 
