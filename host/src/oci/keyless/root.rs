@@ -206,6 +206,7 @@ impl TrustedRoot {
                 valid: time_range(&ca["validFor"]).map_err(|e| format!("{at}/validFor: {e}"))?,
             });
         }
+        // A transparency log names its id; a CT log's is its key's SHA-256.
         let mut tlogs = Vec::new();
         for (i, log) in list("tlogs")?.iter().enumerate() {
             let at = format!("/tlogs/{i}");
@@ -213,51 +214,11 @@ impl TrustedRoot {
                 .as_str()
                 .and_then(|s| b64.decode(s).ok())
                 .ok_or_else(|| format!("{at}/logId/keyId is not base64"))?;
-            let key = &log["publicKey"];
-            let valid = time_range(&key["validFor"])
-                .map_err(|e| format!("{at}/publicKey/validFor: {e}"))?;
-            let name = log["baseUrl"].as_str().unwrap_or("(unnamed)").to_string();
-            let der = key["rawBytes"]
-                .as_str()
-                .and_then(|s| b64.decode(s).ok())
-                .ok_or_else(|| format!("{at}/publicKey/rawBytes is not base64"))?;
-            let key = LogKey::from_spki(der).map_err(|e| {
-                format!(
-                    "its key ({}) cannot be read: {e}",
-                    key["keyDetails"].as_str().unwrap_or("of unknown kind")
-                )
-            });
-            tlogs.push(TransparencyLog {
-                name,
-                log_id,
-                key,
-                valid,
-            });
+            tlogs.push(read_log(log, &at, Some(log_id))?);
         }
         let mut ctlogs = Vec::new();
         for (i, log) in list("ctlogs")?.iter().enumerate() {
-            let at = format!("/ctlogs/{i}");
-            let key = &log["publicKey"];
-            let valid = time_range(&key["validFor"])
-                .map_err(|e| format!("{at}/publicKey/validFor: {e}"))?;
-            let name = log["baseUrl"].as_str().unwrap_or("(unnamed)").to_string();
-            let der = key["rawBytes"]
-                .as_str()
-                .and_then(|s| b64.decode(s).ok())
-                .ok_or_else(|| format!("{at}/publicKey/rawBytes is not base64"))?;
-            let log_id = sha2::Sha256::digest(&der).to_vec();
-            let key = LogKey::from_spki(der).map_err(|e| {
-                format!(
-                    "its key ({}) cannot be read: {e}",
-                    key["keyDetails"].as_str().unwrap_or("of unknown kind")
-                )
-            });
-            ctlogs.push(TransparencyLog {
-                name,
-                log_id,
-                key,
-                valid,
-            });
+            ctlogs.push(read_log(log, &format!("/ctlogs/{i}"), None)?);
         }
         if cas.is_empty() || tlogs.is_empty() {
             return Err(
@@ -337,6 +298,35 @@ pub fn parse_time(text: &str) -> Result<i64, String> {
     let days = crate::clock::days_from_civil(year, month, day);
     let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset;
     Ok(secs * 1000 + millis)
+}
+
+/// One entry of `tlogs` or `ctlogs` at JSON pointer `at`: its validity, name
+/// and key (a key that cannot be read is kept as why, not an error of the
+/// root); `log_id` as the root states it, or the SHA-256 of the key's DER.
+fn read_log(
+    log: &serde_json::Value,
+    at: &str,
+    log_id: Option<Vec<u8>>,
+) -> Result<TransparencyLog, String> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let key = &log["publicKey"];
+    let valid =
+        time_range(&key["validFor"]).map_err(|e| format!("{at}/publicKey/validFor: {e}"))?;
+    let name = log["baseUrl"].as_str().unwrap_or("(unnamed)").to_string();
+    let der = key["rawBytes"]
+        .as_str()
+        .and_then(|s| b64.decode(s).ok())
+        .ok_or_else(|| format!("{at}/publicKey/rawBytes is not base64"))?;
+    let log_id = log_id.unwrap_or_else(|| sha2::Sha256::digest(&der).to_vec());
+    let details = key["keyDetails"].as_str().unwrap_or("of unknown kind");
+    let key =
+        LogKey::from_spki(der).map_err(|e| format!("its key ({details}) cannot be read: {e}"));
+    Ok(TransparencyLog {
+        name,
+        log_id,
+        key,
+        valid,
+    })
 }
 
 #[cfg(test)]

@@ -255,16 +255,22 @@ pub fn check_body(
     if logged_sig != signature {
         return Err("the log entry records another signature than the bundle's".into());
     }
-    let logged_cert = spec["signature"]["publicKey"]["content"]
-        .as_str()
-        .and_then(|s| b64.decode(s).ok())
-        .and_then(|pem| String::from_utf8(pem).ok())
-        .map(|pem| super::bundle::pem_certificates(&pem).unwrap_or_default())
-        .unwrap_or_default();
-    if logged_cert.first().map(Vec::as_slice) != Some(leaf) {
+    if logged_certificate(&spec["signature"]["publicKey"]["content"]).as_deref() != Some(leaf) {
         return Err("the log entry records another certificate than the bundle's".into());
     }
     Ok(())
+}
+
+/// The first certificate (DER) of a log body's base64 PEM field, if any.
+fn logged_certificate(field: &serde_json::Value) -> Option<Vec<u8>> {
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(field.as_str()?)
+        .ok()?;
+    let pem = String::from_utf8(pem).ok()?;
+    super::bundle::pem_certificates(&pem)
+        .ok()?
+        .into_iter()
+        .next()
 }
 
 /// Check that a `dsse` 0.0.1 or `intoto` 0.0.2 body names the envelope's
@@ -334,13 +340,7 @@ pub fn check_dsse_body(
     if logged_sig != signature {
         return Err("the log entry records another DSSE signature than the envelope's".into());
     }
-    let logged_cert = signatures[0][key_field]
-        .as_str()
-        .and_then(|s| b64.decode(s).ok())
-        .and_then(|pem| String::from_utf8(pem).ok())
-        .map(|pem| super::bundle::pem_certificates(&pem).unwrap_or_default())
-        .unwrap_or_default();
-    if logged_cert.first().map(Vec::as_slice) != Some(leaf) {
+    if logged_certificate(&signatures[0][key_field]).as_deref() != Some(leaf) {
         return Err("the log entry records another verifier than the bundle's certificate".into());
     }
     Ok(())
