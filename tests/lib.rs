@@ -150,6 +150,54 @@ pub fn toolgate_bin() -> PathBuf {
     bin
 }
 
+/// Gives the state directory `state` (the host's own: `$TOOLGATE_STATE_DIR`,
+/// or `$XDG_STATE_HOME/toolgate`) the compile-cache key that every server of
+/// the shared compile cache `cache` uses.
+///
+/// A cache entry verifies only under the key that wrote it, and the key lives
+/// in the state directory. Servers that each have their own state directory
+/// (their own token, audit record and store) but share a cache would each
+/// find the others' entries unverifiable and compile again — at start, the
+/// compile a warm cache exists to save. The key is made once (32 random
+/// bytes, `0600`) beside the cache, as `CACHE.key`, and copied into `state`
+/// (created `0700`).
+pub fn share_cache_key(cache: &Path, state: &Path) {
+    use std::io::Read;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let shared = cache.with_extension("key");
+    if !shared.exists() {
+        let mut key = [0u8; 32];
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| f.read_exact(&mut key))
+            .expect("read /dev/urandom");
+        let tmp = shared.with_extension(format!("key.{}", std::process::id()));
+        std::fs::create_dir_all(shared.parent().unwrap()).unwrap();
+        write_private(&tmp, &key);
+        // The first writer wins; a loser reads the winner's key.
+        let _ = std::fs::hard_link(&tmp, &shared);
+        let _ = std::fs::remove_file(&tmp);
+    }
+    let key = std::fs::read(&shared).expect("read the shared compile-cache key");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(state)
+        .expect("create the state directory");
+    write_private(&state.join("cache.key"), &key);
+
+    fn write_private(path: &Path, bytes: &[u8]) {
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)
+            .and_then(|mut f| f.write_all(bytes))
+            .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    }
+}
+
 pub mod gate;
 pub mod native;
 pub mod stack;

@@ -18,10 +18,19 @@ import argparse
 import json
 import sys
 
+import time
+
 import anyio
+import mcp.client.session
 import mcp_types as types
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
+
+# `auto` probes with `server/discover` and falls back to the 2025 handshake
+# when no answer comes within the SDK's 10 s. These tests check what is
+# negotiated, not how fast a server starts on two loaded cores (the serve
+# tests bound that themselves): wait as long as for any other answer.
+mcp.client.session.DISCOVER_TIMEOUT_SECONDS = 60.0
 
 
 def content_json(result):
@@ -65,6 +74,7 @@ async def main() -> None:
         env = dict(item.split("=", 1) for item in args.env)
         server = StdioServerParameters(command=args.stdio[0], args=args.stdio[1:], cwd=args.cwd, env=env)
 
+    started = time.monotonic()
     async with Client(
         server,
         mode=args.mode,
@@ -74,6 +84,7 @@ async def main() -> None:
         read_timeout_seconds=60,
     ) as client:
         out["protocol"] = client.protocol_version
+        out["connect_s"] = round(time.monotonic() - started, 3)
         info = client.server_info
         out["server"] = info.name if info else None
         if args.mode == "legacy":

@@ -18,8 +18,15 @@ import logging
 import sys
 
 import anyio
+import mcp.client.session
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
+
+
+# `auto` falls back to the 2025 handshake when `server/discover` is not
+# answered within the SDK's 10 s; what is negotiated is checked here, not
+# how fast a server starts on loaded cores: wait as long as for any answer.
+mcp.client.session.DISCOVER_TIMEOUT_SECONDS = 60.0
 
 
 class Collect(logging.Handler):

@@ -45,7 +45,9 @@
 //!
 //! The built-ins are precompiled ([`crate::plugin::precompiled`]): loading them
 //! compiles nothing. A plugin *file* not in the compile cache compiles on
-//! first use, which may take seconds. With background loading on
+//! first use, which may take seconds; so does one whose entry does not
+//! verify under this host's key (tampered with, or written by a host with
+//! another state directory), and it is deferred the same way. With background loading on
 //! (`toolgate serve`: [`crate::ToolgateBuilder::background_loading`]), the
 //! first generation serves without such files ([`Lifecycle::start`]) and a
 //! second pass loads them and publishes the complete generation
@@ -961,7 +963,8 @@ impl Lifecycle {
     }
 
     /// Why `candidate` is left out of this pass, if it is: a plugin file
-    /// whose code is not in the compile cache. The reason says whether it
+    /// whose code is not in the compile cache (or is there but does not
+    /// verify under this host's key: it would compile too). The reason says whether it
     /// may be a policy (then it blocks the generation until it is loaded).
     fn deferred(&self, key: &Key, candidate: &Candidate) -> Option<LoadError> {
         let Candidate::Source(source, _) = candidate else {
@@ -974,7 +977,7 @@ impl Lifecycle {
             .runtime
             .cache
             .as_ref()
-            .is_some_and(|c| c.has_entry(&self.runtime.engine, &source.bytes));
+            .is_some_and(|c| c.has_verified_entry(&self.runtime.engine, &source.bytes));
         if cached {
             return None;
         }
@@ -983,9 +986,9 @@ impl Lifecycle {
             &key.qualified(),
             &source.origin,
             if tool_only {
-                "is still loading (compiling it: it is not in the compile cache); its tools appear when it is ready"
+                "is still loading (compiling it: the compile cache holds no entry for it that verifies); its tools appear when it is ready"
             } else {
-                "is still loading (compiling it: it is not in the compile cache) and may be a policy: calls wait for it"
+                "is still loading (compiling it: the compile cache holds no entry for it that verifies) and may be a policy: calls wait for it"
             },
         );
         error.may_be_policy = !tool_only;

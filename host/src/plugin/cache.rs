@@ -253,23 +253,20 @@ impl CompileCache {
         }
     }
 
-    /// Whether the cache holds an entry for `bytes` (not yet verified: a
-    /// hint that loading them will not compile, nothing is trusted on it).
-    pub fn has_entry(&self, engine: &Engine, bytes: &[u8]) -> bool {
-        let Some((dir, _)) = self.ready() else {
+    /// Whether the cache holds an entry for `bytes` that verifies under this
+    /// host's key — whether loading them will not compile. The entry is read
+    /// and its MAC checked (a millisecond for a megabyte); the load checks
+    /// it again, and nothing is trusted on this answer alone. An entry that
+    /// exists but fails (tampered with, or written under another key: another
+    /// state directory sharing the cache) answers `false`, so a start that
+    /// loads compiled plugins first defers it like any uncompiled one instead
+    /// of compiling it before it serves.
+    pub fn has_verified_entry(&self, engine: &Engine, bytes: &[u8]) -> bool {
+        let Some((dir, mac_key)) = self.ready() else {
             return false;
         };
-        let name = CString::new(format!("{}.tgc", key(engine, bytes))).expect("no NUL");
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        let r = unsafe {
-            libc::fstatat(
-                dir.as_raw_fd(),
-                name.as_ptr(),
-                &mut st,
-                libc::AT_SYMLINK_NOFOLLOW,
-            )
-        };
-        r == 0 && st.st_mode & libc::S_IFMT == libc::S_IFREG
+        let name = format!("{}.tgc", key(engine, bytes));
+        matches!(read_entry(&dir, &name, &mac_key), Ok(Some(_)))
     }
 
     /// The compiled component for `bytes`: from a verified cache entry, or

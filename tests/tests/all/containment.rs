@@ -187,11 +187,19 @@ fn a_tampered_entry_is_logged_recompiled_and_a_good_entry_hits() {
         "the hit is the same code"
     );
     assert!(captured.take().is_empty(), "a good entry logs nothing");
+    // What a start asks before it decides to load a file at once: only an
+    // entry that verifies counts. The same entry under another state
+    // directory's key does not (it would compile: it is deferred).
+    assert!(cache.has_verified_entry(engine, &wasm));
+    let stranger = CompileCache::new(t.join("cache"), Some(t.join("other-state")));
+    assert_eq!(stranger.refusal(), None);
+    assert!(!stranger.has_verified_entry(engine, &wasm));
     let entry = &entries(&t.join("cache"))[0];
     let mut bytes = std::fs::read(entry).unwrap();
     let at = bytes.len() - 100;
     bytes[at] ^= 1;
     std::fs::write(entry, &bytes).unwrap();
+    assert!(!cache.has_verified_entry(engine, &wasm), "tampered");
     let again = cache.load_or_compile(engine, &wasm).unwrap();
     let log = captured.take();
     assert!(

@@ -158,6 +158,8 @@ impl Launch<'_> {
         let port = free_port();
         let state_dir = self.work.join(format!("state-{}", self.name));
         let log = self.work.join(format!("{}.log", self.name));
+        // Its own state directory, the compile cache's one key.
+        toolgate_tests::share_cache_key(&cache_dir(), &state_dir);
         let mut command = Command::new(replica_bin());
         command
             .arg("--plugins")

@@ -19,7 +19,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use toolgate_tests::{PluginDir, TempDir, fixtures, needs, toolgate_bin};
+use toolgate_tests::{PluginDir, TempDir, fixtures, needs, share_cache_key, toolgate_bin};
 
 /// The venv's python with the MCP SDK. The build installed it (or found it
 /// missing and ignored the tests that call this: `has_mcp_client`); gone
@@ -63,6 +63,8 @@ fn setup() -> Setup {
         plugins,
         config,
     };
+    // Every server of these tests shares the compile cache: so must its key.
+    share_cache_key(&cache_dir(), &s.state_dir().join("toolgate"));
     warm_cache(&s);
     s
 }
@@ -81,6 +83,8 @@ fn warm_cache(s: &Setup) {
             .arg("plugins")
             .current_dir(s.work.path())
             .env("TOOLGATE_CACHE_DIR", cache_dir())
+            .env("XDG_STATE_HOME", s.state_dir())
+            .env_remove("TOOLGATE_STATE_DIR")
             .env("RUST_LOG", "warn")
             .output()
             .expect("run toolgate plugins");
@@ -173,7 +177,11 @@ fn check_report(r: &Value, mode: &str) {
     } else {
         "2026-07-28"
     };
-    assert_eq!(r["protocol"], expected, "negotiated revision");
+    assert_eq!(
+        r["protocol"], expected,
+        "negotiated revision (connected in {} s)",
+        r["connect_s"]
+    );
 
     // tools/list: the projection, annotations, output schemas.
     let echo = &r["tools"]["echo"];
@@ -286,6 +294,10 @@ fn python_sdk_over_stdio() {
             s.work.path().display().to_string(),
             "--env".to_string(),
             format!("TOOLGATE_CACHE_DIR={}", cache_dir().display()),
+            // Its audit record and state in the test's directory, never
+            // the real home's (shared by every server a run starts).
+            "--env".to_string(),
+            format!("XDG_STATE_HOME={}", s.state_dir().display()),
             "--stdio".to_string(),
             toolgate_bin().display().to_string(),
         ];
@@ -1403,6 +1415,8 @@ fn fresh(plugins: Option<&PluginDir>, config: &str) -> Fresh {
     cmd.args(["serve", "--no-watch", "--approve", "deny"])
         .current_dir(work.path())
         .env("TOOLGATE_CACHE_DIR", cache.path().join("c"))
+        .env("XDG_STATE_HOME", work.path().join("state"))
+        .env_remove("TOOLGATE_STATE_DIR")
         .env("RUST_LOG", "warn")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -1463,6 +1477,81 @@ fn the_first_call_on_an_empty_compile_cache_is_answered_within_the_bound() {
         "start -> first call answered took {first:?} (initialize {initialized:?}); the bound is {:?}",
         first_call_bound()
     );
+}
+
+/// A plugin file whose compile-cache entry does not verify under this
+/// host's key (a host with another state directory wrote it) compiles like
+/// one not in the cache: in the background, after the server answers — not
+/// before, where on loaded cores it held `server/discover` past a client's
+/// probe timeout (the Python SDK gives 10 s, then falls back to 2025). The
+/// first generation serves without it; a call of its tool waits for the
+/// next one.
+#[test]
+fn an_entry_another_key_wrote_compiles_in_the_background() {
+    let work = TempDir::new("other-key-work");
+    let cache = TempDir::new("other-key-cache");
+    let states = TempDir::new("other-key-state");
+    let plugins = PluginDir::new();
+    plugins.add("tools", fixtures::TOOLS);
+    let toolgate = |state: &str| {
+        let mut cmd = Command::new(toolgate_bin());
+        cmd.arg("--plugins")
+            .arg(plugins.path())
+            .current_dir(work.path())
+            .env("TOOLGATE_CACHE_DIR", cache.path().join("c"))
+            .env("TOOLGATE_STATE_DIR", states.path().join(state));
+        cmd
+    };
+    // Host A fills the cache under its key...
+    let out = toolgate("a")
+        .arg("plugins")
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run toolgate plugins");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let entries = std::fs::read_dir(cache.path().join("c")).unwrap().count();
+    assert_eq!(entries, 1, "host A wrote the tools fixture's entry");
+    // ...host B, with its own key, serves from it.
+    let log = work.path().join("serve.log");
+    let mut child = toolgate("b")
+        .args(["serve", "--no-watch", "--approve", "deny"])
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("start the server");
+    let stdin = child.stdin.take();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut raw = Raw {
+        child,
+        stdin,
+        stdout,
+    };
+    raw.handshake();
+    raw.send(&call(2, "echo", json!({"text": "after the compile"})));
+    let v = raw.answer(2);
+    assert_eq!(v["result"]["isError"], false, "{v}");
+    drop(raw);
+    let log = std::fs::read_to_string(&log).unwrap();
+    let first = log
+        .lines()
+        .find(|l| l.contains("generation 1 serves"))
+        .unwrap_or_else(|| panic!("no first generation in the log:\n{log}"));
+    assert!(
+        !first.contains("\"tools\""),
+        "the unverifiable entry was compiled before the first generation served: {first}"
+    );
+    assert!(
+        log.lines()
+            .any(|l| l.contains("serves") && l.contains("\"tools\"")),
+        "a later generation brings it:\n{log}"
+    );
+    assert!(log.contains("failed verification"), "{log}");
 }
 
 /// Read frames until every id of `ids` is answered: the answers by id,
@@ -1962,6 +2051,8 @@ fn letter_python_sdk_listens_for_tool_list_changes() {
                 s.work.path().display().to_string(),
                 "--env".to_string(),
                 format!("TOOLGATE_CACHE_DIR={}", cache_dir().display()),
+                "--env".to_string(),
+                format!("XDG_STATE_HOME={}", s.state_dir().display()),
                 "--stdio".to_string(),
                 toolgate_bin().display().to_string(),
             ]);
