@@ -53,9 +53,12 @@ pub struct VerifyArgs {
     #[arg(long = "key", value_name = "PUB.pem")]
     keys: Vec<PathBuf>,
     /// Verify a local component (REF is then a .wasm file) with this
-    /// Sigstore bundle (`cosign sign-blob --bundle`, `sigstore sign`):
-    /// keyless, offline, against --trusted-root and the identity flags
+    /// Sigstore bundle (`cosign sign-blob --bundle`, `sigstore sign`),
+    /// offline. Keyless: against --trusted-root and the identity flags
     /// (default: the configuration's [trust] trusted_root and identities).
+    /// Key-based (a bundle with a public key hint): with --key (default:
+    /// [trust] keys), and its log entry against the trusted root when one
+    /// is named.
     #[arg(long, value_name = "FILE")]
     bundle: Option<PathBuf>,
     /// The Sigstore trusted root (trusted_root.json) keyless signatures are
@@ -196,7 +199,8 @@ fn keyless_policy(
         }
         None => top.identities.clone().unwrap_or_default(),
     };
-    if identities.is_empty() {
+    // With --key, a root alone checks a key-based bundle's log entry.
+    if identities.is_empty() && args.keys.is_empty() {
         anyhow::bail!(
             "no keyless identity is accepted: pass --certificate-oidc-issuer with --certificate-identity (or -glob), or set [trust] identities"
         );
@@ -205,7 +209,9 @@ fn keyless_policy(
 }
 
 /// `toolgate verify FILE.wasm --bundle B`: a local component and its
-/// Sigstore bundle.
+/// Sigstore bundle — keyless (against the trusted root and identities) or
+/// key-based (with --key, its log entry against the trusted root if one is
+/// named).
 fn verify_file(
     config: &toolgate::HostConfig,
     args: &VerifyArgs,
@@ -214,20 +220,49 @@ fn verify_file(
     let artifact = std::fs::read(&args.reference)
         .with_context(|| format!("cannot read {}", args.reference))?;
     let digest = toolgate::oci::sha256_digest(&artifact);
-    let policy = keyless_policy(config, args)?.context(
-        "no trusted root to verify the bundle against: pass --trusted-root FILE, or set [trust] trusted_root",
-    )?;
     let bytes = trust::read_bounded(bundle, toolgate::budgets::KEYLESS_MAX_BUNDLE_BYTES)
         .map_err(|e| anyhow::anyhow!("--bundle {e}"))?;
-    let verdict = keyless::Bundle::from_json(&bytes).and_then(|b| {
-        keyless::verify(
-            &b,
-            &artifact,
-            &policy.root,
-            &policy.identities,
-            keyless::now(),
-        )
-    });
+    let verdict = match keyless::Bundle::from_json(&bytes) {
+        Err(why) => Err(why),
+        Ok(b) if b.leaf().is_none() => {
+            let keys = file_keys(config, args)?;
+            let policy = keyless_policy(config, args)?;
+            keyless::verify_keyed(
+                &b,
+                keyless::Artifact::Bytes(&artifact),
+                &keys,
+                policy.as_ref().map(|p| &p.root),
+                keyless::now(),
+            )
+            .map(|k| {
+                let log = match k.logged {
+                    Some((index, time)) => {
+                        format!("log index {index} at {}", toolgate::clock::rfc3339(time))
+                    }
+                    None => "its log entry not checked: no trusted root".into(),
+                };
+                format!(
+                    "{} ({}, {}; {log})",
+                    k.key.fingerprint(),
+                    k.key.name,
+                    k.key.algorithm.name()
+                )
+            })
+        }
+        Ok(b) => {
+            let policy = keyless_policy(config, args)?.context(
+                "no trusted root to verify the bundle against: pass --trusted-root FILE, or set [trust] trusted_root",
+            )?;
+            keyless::verify(
+                &b,
+                &artifact,
+                &policy.root,
+                &policy.identities,
+                keyless::now(),
+            )
+            .map(|signer| signer.to_string())
+        }
+    };
     match verdict {
         Ok(signer) => {
             println!("{} ({digest}) is signed by {signer}", args.reference);
@@ -238,6 +273,34 @@ fn verify_file(
             Ok(false)
         }
     }
+}
+
+/// The keys a key-based bundle of a local file is checked with: --key,
+/// else the configuration's `[trust] keys`.
+fn file_keys(
+    config: &toolgate::HostConfig,
+    args: &VerifyArgs,
+) -> anyhow::Result<Vec<signature::PublicKey>> {
+    let (base, paths) = if args.keys.is_empty() {
+        let top = config.trust.as_ref().map(|t| t.rule()).unwrap_or_default();
+        (config.trust_base(), top.keys.unwrap_or_default())
+    } else {
+        (std::path::PathBuf::new(), args.keys.clone())
+    };
+    if paths.is_empty() {
+        anyhow::bail!(
+            "the bundle is signed with a key: pass --key PUB.pem, or name keys in the configuration's [trust] keys"
+        );
+    }
+    let what = if args.keys.is_empty() {
+        "[trust] keys"
+    } else {
+        "--key"
+    };
+    paths
+        .iter()
+        .map(|p| trust::read_key(&base, p).map_err(|e| anyhow::anyhow!("{what}: {e}")))
+        .collect()
 }
 
 async fn verify_inner(global: &GlobalArgs, args: VerifyArgs) -> anyhow::Result<bool> {

@@ -33,7 +33,10 @@ usage:
       `tag`, how the referrer is found. Extra MODEs: `other-digest` (the
       statement names another digest), `bad-signature` (the envelope's
       signature, also the one logged, is over another payload),
-      `other-subject` (the referrer's `subject` is another manifest).
+      `other-subject` (the referrer's `subject` is another manifest),
+      `key` (signed as `cosign sign --key` 3 does: the bundle names a
+      public key by its hint instead of a certificate, the log entry
+      records that key; its PEM is written to TRUSTED_ROOT_OUT.pub).
   cosign_keyless_sign.py bundle FILE BUNDLE_OUT TRUSTED_ROOT_OUT [MODE [SCT]]
       writes a Sigstore bundle v0.3 for FILE, with an inclusion proof (a
       one-entry tree) and a checkpoint signed by the log key.
@@ -369,13 +372,19 @@ elif command == "referrer":
     def pae(body: bytes) -> bytes:
         return b"DSSEv1 %d %s %d %s" % (len(payload_type), payload_type.encode(), len(body), body)
 
+    # `key`: as `cosign sign --key` 3 signs (the same key pair, without
+    # its certificate): the bundle names the key by a hint, the log entry
+    # records the public key; the key's PEM goes to TRUSTED_ROOT_OUT.pub.
+    key_pem = leaf_key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
     signed = statement if mode != "bad-signature" else statement + b" "
     signature = leaf_key.sign(pae(signed), ec.ECDSA(hashes.SHA256()))
     envelope = {"payload": b64(statement), "payloadType": payload_type, "signatures": [{"sig": b64(signature)}]}
     spec = {
         "envelopeHash": {"algorithm": "sha256", "value": hashlib.sha256(json.dumps(envelope).encode()).hexdigest()},
         "payloadHash": {"algorithm": "sha256", "value": hashlib.sha256(statement).hexdigest()},
-        "signatures": [{"signature": b64(signature), "verifier": b64(leaf_pem)}],
+        "signatures": [{"signature": b64(signature), "verifier": b64(key_pem if mode == "key" else leaf_pem)}],
     }
     body, set_ = log_entry(statement, signature, spec)
     root_hash = hashlib.sha256(b"\x00" + body).digest()
@@ -385,7 +394,8 @@ elif command == "referrer":
     bundle = json.dumps({
         "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
         "verificationMaterial": {
-            "certificate": {"rawBytes": b64(leaf.public_bytes(serialization.Encoding.DER))},
+            **({"publicKey": {"hint": b64(hashlib.sha256(spki_der(leaf_key)).digest())}} if mode == "key" else
+               {"certificate": {"rawBytes": b64(leaf.public_bytes(serialization.Encoding.DER))}}),
             "tlogEntries": [{
                 "logIndex": str(log_index),
                 "logId": {"keyId": b64(log_id)},
@@ -468,6 +478,9 @@ elif command == "referrer":
             f"{base}/manifests/{tag}", data=index, method="PUT", headers={"Content-Type": index_type},
         )).close()
     write_root(root_out)
+    if mode == "key":
+        with open(root_out + ".pub", "wb") as f:
+            f.write(key_pem)
     print(f"{ISSUER} {SUBJECT}")
     print(how)
     sys.exit(0)

@@ -16,7 +16,7 @@
 //!   `application/vnd.in-toto+json` holding that statement, one signature
 //!   over the DSSE v1 pre-authentication encoding. Keyless, its
 //!   verification material is the Fulcio leaf `certificate`; with `--key`
-//!   it is a `publicKey` with a `hint` (not verified here: see below). On
+//!   it is a `publicKey` with a `hint` (see below). On
 //!   Rekor v1 the log entry is of kind `dsse` 0.0.1 (sigstore-go makes a
 //!   `dsse` entry for DSSE content), with an inclusion promise and proof.
 //! * **The referrer** (`pkg/oci/remote/write.go`,
@@ -50,11 +50,10 @@
 //! predicate (another attestation of the image — an SBOM, provenance —
 //! is not a signature) and whose subjects include the manifest's digest;
 //! and the bundle verifies keylessly ([`crate::oci::keyless`]) against
-//! `[trust] trusted_root` and `identities`. Key-based bundles (`cosign
-//! sign --key` in the new format) are refused naming the remedy: what
-//! cosign would check of them (the key, the log entry against the log's
-//! key) needs a key-hint lookup this host does not have yet; the legacy
-//! `.sig` format (`--new-bundle-format=false`) is verified with keys.
+//! `[trust] trusted_root` and `identities`, or, key-based (`cosign sign
+//! --key` in the new format), with `[trust] keys` — its log entry against
+//! the trusted root when the rule names one
+//! ([`crate::oci::keyless::verify_keyed`]).
 
 use crate::budgets::{KEYLESS_MAX_BUNDLE_BYTES, OCI_MAX_REFERRERS};
 

@@ -105,7 +105,8 @@ pub enum Algorithm {
 }
 
 impl Algorithm {
-    fn name(self) -> &'static str {
+    /// `ecdsa-p256` or `ed25519`.
+    pub fn name(self) -> &'static str {
         match self {
             Algorithm::P256 => "ecdsa-p256",
             Algorithm::Ed25519 => "ed25519",
@@ -185,6 +186,16 @@ impl PublicKey {
         sig::UnparsedPublicKey::new(alg, self.raw())
             .verify(message, signature)
             .is_ok()
+    }
+}
+
+impl super::keyless::TrustedKey for PublicKey {
+    fn spki(&self) -> &[u8] {
+        &self.spki
+    }
+
+    fn verifies(&self, message: &[u8], signature: &[u8]) -> bool {
+        PublicKey::verifies(self, message, signature)
     }
 }
 
@@ -357,12 +368,15 @@ pub struct KeylessPolicy {
 }
 
 /// Verify a Sigstore bundle attached as an OCI referrer to `digest`
-/// ([`super::referrers`]): keyless, a DSSE statement of cosign's signature
-/// predicate naming `digest`.
+/// ([`super::referrers`]): a DSSE statement of cosign's signature predicate
+/// naming `digest`, signed keylessly (checked against `keyless`) or with
+/// one of `keys` (its log entry checked against `keyless`'s trusted root
+/// when there is one).
 fn verify_referrer(
     s: &Signature,
     bundle: &str,
     digest: &str,
+    keys: &[PublicKey],
     keyless: Option<&KeylessPolicy>,
 ) -> Result<Signer, String> {
     let subject = s.subject.as_deref().unwrap_or_default();
@@ -385,17 +399,33 @@ fn verify_referrer(
             super::referrers::COSIGN_SIGN_PREDICATE
         ));
     }
+    let raw: [u8; 32] = digest
+        .strip_prefix("sha256:")
+        .and_then(super::keyless::bundle::hex_decode)
+        .and_then(|d| d.try_into().ok())
+        .ok_or_else(|| format!("{digest} is not a sha256 digest"))?;
+    if bundle.leaf().is_none() {
+        let keyed = super::keyless::verify_keyed(
+            &bundle,
+            super::keyless::Artifact::Sha256(raw),
+            keys,
+            keyless.map(|p| &p.root),
+            super::keyless::now(),
+        )?;
+        return Ok(Signer {
+            fingerprint: keyed.key.fingerprint(),
+            key: keyed.key.name.clone(),
+            algorithm: keyed.key.algorithm.name(),
+            docker_reference: String::new(),
+            keyless: None,
+        });
+    }
     let Some(policy) = keyless else {
         return Err(
             "it is keyless (a certificate) and no `[trust] trusted_root` and `identities` are configured"
                 .into(),
         );
     };
-    let raw: [u8; 32] = digest
-        .strip_prefix("sha256:")
-        .and_then(super::keyless::bundle::hex_decode)
-        .and_then(|d| d.try_into().ok())
-        .ok_or_else(|| format!("{digest} is not a sha256 digest"))?;
     let who = super::keyless::verify_artifact(
         &bundle,
         super::keyless::Artifact::Sha256(raw),
@@ -450,7 +480,7 @@ pub fn verify_with(
     let mut reasons = Vec::new();
     for (i, s) in signatures.iter().enumerate() {
         if let Some(bundle) = &s.sigstore_bundle {
-            match verify_referrer(s, bundle, digest, keyless) {
+            match verify_referrer(s, bundle, digest, keys, keyless) {
                 Ok(signer) => return Ok(signer),
                 Err(why) => {
                     reasons.push(format!(

@@ -43,6 +43,12 @@
 //! `keys`, `identities` and `trusted_root` each fall back through the
 //! levels on their own, like `require_signature`.
 //!
+//! Key-based Sigstore bundles (`cosign sign --key` since cosign 3) verify
+//! with `keys`; when the rule also names a `trusted_root`, their
+//! transparency log entry is checked against it (with or without
+//! `identities`), else only the key's signature is, as for cosign's `.sig`
+//! format.
+//!
 //! Signatures apply to OCI sources: a plugin file is pinned by its path
 //! and `sha256`, and is not asked for one.
 
@@ -209,20 +215,25 @@ pub fn check(
         }
     }
     let keyless = match (trusted_root, identities) {
-        (Some(path), Some(identities)) => match read_trusted_root(base, path) {
+        // A root with no identities still checks the log entries of
+        // key-based bundles; keyless signatures are then refused, saying
+        // that no identity is accepted.
+        (Some(path), identities) => match read_trusted_root(base, path) {
             Ok(root) => Some(KeylessPolicy {
                 root,
-                identities: identities.clone(),
+                identities: identities.cloned().unwrap_or_default(),
             }),
+            // Fail closed: without the root a key-based bundle's log entry
+            // would go unchecked, not only keyless signatures unverified.
             Err(e) => {
-                unreadable.push(e);
-                None
+                return Some(SignatureCheck {
+                    signer: Err(format!(
+                        "the trusted root cannot be read, so no signature is verified: {e}"
+                    )),
+                    require,
+                });
             }
         },
-        (Some(_), None) => {
-            unreadable.push("`trusted_root` is set but no `identities` are accepted".into());
-            None
-        }
         (None, Some(_)) => {
             unreadable.push("`identities` are set but no `trusted_root` is".into());
             None
@@ -341,6 +352,20 @@ mod tests {
         let c = check(Some(&trust), Some(&own), &dir, &evil, &digest, &[]).unwrap();
         assert!(c.refusal(false, true).unwrap().contains("not signed"));
         assert!(check(None, None, &dir, &r, &digest, &sigs).is_none());
+        // A trusted root that cannot be read (gone since the configuration
+        // was checked) fails closed: even a good key signature is refused,
+        // since what the root would check of a key-based bundle cannot be.
+        let gone = TrustRule {
+            keys: Some(vec!["acme.pub".into()]),
+            trusted_root: Some("gone.json".into()),
+            ..Default::default()
+        };
+        let c = check(None, Some(&gone), &dir, &r, &digest, &sigs).unwrap();
+        let why = c.refusal(true, false).unwrap();
+        assert!(
+            why.contains("the trusted root cannot be read") && why.contains("gone.json"),
+            "{why}"
+        );
         let mut problems = Vec::new();
         check_rule(
             "/trust",

@@ -20,6 +20,7 @@ use std::process::Command;
 
 use base64::Engine as _;
 use toolgate::oci::keyless::{self, Bundle, Identity, TrustedRoot};
+use toolgate::oci::signature::PublicKey;
 use toolgate::registry::PluginState;
 use toolgate_tests::{TempDir, fixtures, toolgate_bin};
 
@@ -52,12 +53,22 @@ fn glob(issuer: &str, pattern: &str) -> Identity {
     }
 }
 
-/// One conformance case: its bundle, artifact, trusted root and identity.
+/// One conformance case: its bundle, artifact, trusted root and identity
+/// (keyless), or key (`key.pub`, key-based).
 struct Case {
     bundle: Vec<u8>,
     artifact: Vec<u8>,
     root: Vec<u8>,
     identity: Identity,
+    key: Option<String>,
+}
+
+/// Who a case's bundle was found signed by.
+#[derive(Debug)]
+enum Verdict {
+    Keyless(keyless::KeylessSigner),
+    /// The key's fingerprint, and the log entry (index, time) when checked.
+    Key(String, Option<(u64, i64)>),
 }
 
 impl Case {
@@ -80,7 +91,31 @@ impl Case {
                 sigstore().join("roots/production.json"),
             )),
             identity: exact(&text("issuer", ISSUER), &text("identity", IDENTITY)),
+            key: std::fs::read_to_string(dir.join("key.pub")).ok(),
         }
+    }
+
+    /// Keyless bundles as [`Case::verify`]; a key-based one with the
+    /// case's key (none: no key is trusted) and its trusted root.
+    fn verdict(&self) -> Result<Verdict, String> {
+        let bundle = Bundle::from_json(&self.bundle)?;
+        if bundle.leaf().is_some() {
+            return self.verify().map(Verdict::Keyless);
+        }
+        let keys = match &self.key {
+            Some(pem) => vec![PublicKey::from_pem("key.pub", pem).map_err(|e| e.to_string())?],
+            None => Vec::new(),
+        };
+        let root =
+            TrustedRoot::from_json(&self.root).map_err(|e| format!("the trusted root {e}"))?;
+        let keyed = keyless::verify_keyed(
+            &bundle,
+            keyless::Artifact::Bytes(&self.artifact),
+            &keys,
+            Some(&root),
+            keyless::now(),
+        )?;
+        Ok(Verdict::Key(keyed.key.fingerprint(), keyed.logged))
     }
 
     fn verify(&self) -> Result<keyless::KeylessSigner, String> {
@@ -225,6 +260,18 @@ const CASES: &[(&str, Option<&str>)] = &[
         "invalid-ct-key_fail",
         Some("no SCT of the signing certificate verifies with a CT log of the trusted root"),
     ),
+    // Key-based bundles (`cosign sign-blob --key --bundle`): the key is the
+    // case's `key.pub`, the log entry checked against the trusted root.
+    ("managed-key-happy-path", None),
+    ("managed-key-and-trusted-root", None),
+    ("managed-key-no-key_fail", Some("no key is trusted")),
+    // Its `key.pub` is not a well-formed key (its base64 is altered): it
+    // is refused when read. A well-formed other key is refused by
+    // `a_cosign_3_key_based_bundle_referrer_loads_a_policy`.
+    (
+        "managed-key-wrong-key_fail",
+        Some("its PEM body is not base64"),
+    ),
     // The known gap (docs/operators.md says so). Rekor v2 entries (no integratedTime, timed by an RFC 3161 timestamp)
     // are refused: a good bundle the suite accepts.
     ("bundle-with-sct-with-extensions", Some("a Rekor v2 entry")),
@@ -238,7 +285,12 @@ const GAPS: &[&str] = &["bundle-with-sct-with-extensions"];
 /// The cases the suite (and toolgate) accept and sigstore-python refuses:
 /// its 4.x verifies no `intoto` 0.0.2 log entry ("Integrated time only
 /// supported for dsse/hashedrekord 0.0.1 types"); sigstore-go does.
-const PYTHON_REFUSES: &[&str] = &["intoto-with-custom-trust-root"];
+/// Nor does it verify key-based bundles (it has no key verification).
+const PYTHON_REFUSES: &[&str] = &[
+    "intoto-with-custom-trust-root",
+    "managed-key-happy-path",
+    "managed-key-and-trusted-root",
+];
 
 /// Every conformance case verifies or is refused as the suite says, for
 /// its own reason; a good bundle's signer is the beacon's identity.
@@ -257,11 +309,17 @@ fn conformance_bundles_verify_or_are_refused_for_their_reason() {
     assert_eq!(on_disk, listed, "every fixture has an expected verdict");
     let mut wrong = Vec::new();
     for (name, expected) in CASES {
-        let verdict = Case::load(name).verify();
+        let case = Case::load(name);
+        let verdict = case.verdict();
         match (expected, &verdict) {
-            (None, Ok(signer)) => {
+            (None, Ok(Verdict::Keyless(signer))) => {
                 assert_eq!(signer.subject, IDENTITY, "{name}");
                 assert_eq!(signer.issuer, ISSUER, "{name}");
+            }
+            (None, Ok(Verdict::Key(fingerprint, logged))) => {
+                let key = PublicKey::from_pem("key.pub", case.key.as_ref().unwrap()).unwrap();
+                assert_eq!(*fingerprint, key.fingerprint(), "{name}");
+                assert!(logged.is_some(), "{name}: the log entry is checked");
             }
             (Some(why), Err(e)) if e.contains(why) => {}
             _ => wrong.push(format!("{name}: expected {expected:?}, got {verdict:?}")),
@@ -480,18 +538,21 @@ fn a_certificate_is_judged_at_the_time_it_was_logged() {
     let bundle = Bundle::from_json(&case.bundle).unwrap();
     let root = TrustedRoot::from_json(&case.root).unwrap();
     let logged = bundle.entry.integrated_time.unwrap();
-    assert!(keyless::cert::verify_path(&bundle.leaf, &root.cas, logged).is_ok());
-    let e = keyless::cert::verify_path(&bundle.leaf, &root.cas, keyless::now()).unwrap_err();
+    assert!(keyless::cert::verify_path(bundle.leaf().unwrap(), &root.cas, logged).is_ok());
+    let e =
+        keyless::cert::verify_path(bundle.leaf().unwrap(), &root.cas, keyless::now()).unwrap_err();
     assert!(e.contains("expired at 2024-03-19T17:36:26Z"), "{e}");
     // notAfter is 17:36:26; webpki's bound is inclusive of that second.
-    let e = keyless::cert::verify_path(&bundle.leaf, &root.cas, 1_710_869_787).unwrap_err();
+    let e =
+        keyless::cert::verify_path(bundle.leaf().unwrap(), &root.cas, 1_710_869_787).unwrap_err();
     assert!(e.contains("expired"), "{e}");
-    let e = keyless::cert::verify_path(&bundle.leaf, &root.cas, 1_710_869_185 - 600).unwrap_err();
+    let e = keyless::cert::verify_path(bundle.leaf().unwrap(), &root.cas, 1_710_869_185 - 600)
+        .unwrap_err();
     assert!(
         e.contains("was not valid until 2024-03-19T17:26:26Z"),
         "{e}"
     );
-    let id = keyless::cert::identity(&bundle.leaf).unwrap();
+    let id = keyless::cert::identity(bundle.leaf().unwrap()).unwrap();
     assert_eq!(id.sans, vec![IDENTITY.to_string()]);
     assert_eq!(id.issuer.as_deref(), Some(ISSUER));
 }
@@ -517,13 +578,13 @@ fn the_sct_signs_the_precertificate_and_its_extensions() {
     let case = Case::load("happy-path-v0.3");
     let bundle = Bundle::from_json(&case.bundle).unwrap();
     let root = TrustedRoot::from_json(&case.root).unwrap();
-    let ca = keyless::cert::verify_path(&bundle.leaf, &root.cas, 1_710_869_186).unwrap();
-    let (scts, tbs) = keyless::sct::embedded(&bundle.leaf).unwrap();
+    let ca = keyless::cert::verify_path(bundle.leaf().unwrap(), &root.cas, 1_710_869_186).unwrap();
+    let (scts, tbs) = keyless::sct::embedded(bundle.leaf().unwrap()).unwrap();
     assert_eq!(scts.len(), 1);
     assert!(scts[0].extensions.is_empty());
-    assert!(tbs.len() < bundle.leaf.len() - scts[0].signature.len());
-    keyless::sct::verify(&bundle.leaf, &root.cas[ca], &root.ctlogs).unwrap();
-    let altered = flip(&bundle.leaf, IDENTITY.as_bytes());
+    assert!(tbs.len() < bundle.leaf().unwrap().len() - scts[0].signature.len());
+    keyless::sct::verify(bundle.leaf().unwrap(), &root.cas[ca], &root.ctlogs).unwrap();
+    let altered = flip(bundle.leaf().unwrap(), IDENTITY.as_bytes());
     let e = keyless::sct::verify(&altered, &root.cas[ca], &root.ctlogs).unwrap_err();
     assert!(
         e.contains("its signature is not CT log https://ctfe.sigstore.dev/2022's over this certificate's precertificate"),
@@ -533,13 +594,13 @@ fn the_sct_signs_the_precertificate_and_its_extensions() {
     let case = Case::load("bundle-with-sct-with-extensions");
     let bundle = Bundle::from_json(&case.bundle).unwrap();
     let root = TrustedRoot::from_json(&case.root).unwrap();
-    let (scts, _) = keyless::sct::embedded(&bundle.leaf).unwrap();
+    let (scts, _) = keyless::sct::embedded(bundle.leaf().unwrap()).unwrap();
     assert_eq!(scts.len(), 1);
     let ext = scts[0].extensions.clone();
     assert!(!ext.is_empty());
-    let ca = keyless::cert::verify_path(&bundle.leaf, &root.cas, 1_768_517_400).unwrap();
-    keyless::sct::verify(&bundle.leaf, &root.cas[ca], &root.ctlogs).unwrap();
-    let altered = flip(&bundle.leaf, &ext);
+    let ca = keyless::cert::verify_path(bundle.leaf().unwrap(), &root.cas, 1_768_517_400).unwrap();
+    keyless::sct::verify(bundle.leaf().unwrap(), &root.cas[ca], &root.ctlogs).unwrap();
+    let altered = flip(bundle.leaf().unwrap(), &ext);
     let e = keyless::sct::verify(&altered, &root.cas[ca], &root.ctlogs).unwrap_err();
     assert!(e.contains("its signature is not CT log"), "{e}");
     // Verdict on the whole bundle: the Rekor v2 gap, not the SCT.
@@ -583,7 +644,7 @@ fn python_sigstore_agrees() {
             .find(|l| l.split(' ').next() == Some(name))
             .unwrap_or_else(|| panic!("{name}: no verdict from sigstore-python:\n{text}"));
         let python_ok = line == format!("{name} ok");
-        let ours_ok = Case::load(name).verify().is_ok();
+        let ours_ok = Case::load(name).verdict().is_ok();
         assert_eq!(ours_ok, expected.is_none(), "{name}");
         if GAPS.contains(name) {
             assert_eq!(python_ok, !name.ends_with("_fail"), "{line}");
@@ -606,12 +667,12 @@ fn verify_a_local_file_with_a_bundle() {
     let dir = sigstore().join("conformance");
     let bundle = dir.join("happy-path-v0.3/bundle.sigstore.json");
     let root = sigstore().join("roots/production.json");
-    let run = |file: &Path, extra: &[&str]| {
+    let verify_with = |bundle: &Path, file: &Path, extra: &[&str]| {
         let out = Command::new(toolgate_bin())
             .arg("verify")
             .arg(file)
             .arg("--bundle")
-            .arg(&bundle)
+            .arg(bundle)
             .args(extra)
             .output()
             .unwrap();
@@ -624,6 +685,7 @@ fn verify_a_local_file_with_a_bundle() {
             ),
         )
     };
+    let run = |file: &Path, extra: &[&str]| verify_with(&bundle, file, extra);
     let root_s = root.to_str().unwrap();
     let (code, out) = run(
         &dir.join("a.txt"),
@@ -672,6 +734,47 @@ fn verify_a_local_file_with_a_bundle() {
     let (code, out) = run(&dir.join("a.txt"), &[]);
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("no trusted root"), "{out}");
+
+    // A key-based bundle (the suite's, made by Sigstore's production
+    // Rekor): --key, with and without the trusted root its log entry is
+    // checked against.
+    let keyed = dir.join("managed-key-happy-path");
+    let key = keyed.join("key.pub");
+    let fingerprint =
+        toolgate::oci::signature::PublicKey::from_pem("k", &std::fs::read_to_string(&key).unwrap())
+            .unwrap()
+            .fingerprint();
+    let verify = |extra: &[&str]| {
+        verify_with(
+            &keyed.join("bundle.sigstore.json"),
+            &dir.join("a.txt"),
+            extra,
+        )
+    };
+    let key_s = key.to_str().unwrap();
+    let (code, out) = verify(&["--key", key_s, "--trusted-root", root_s]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!(
+            "is signed by {fingerprint} ({key_s}, ecdsa-p256; log index "
+        )),
+        "{out}"
+    );
+    let (code, out) = verify(&["--key", key_s]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("its log entry not checked: no trusted root"),
+        "{out}"
+    );
+    let other = dir.join("managed-key-wrong-key_fail/key.pub");
+    let (code, out) = verify(&["--key", other.to_str().unwrap(), "--trusted-root", root_s]);
+    assert_ne!(code, 0, "{out}");
+    let (code, out) = verify(&["--trusted-root", root_s]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("the bundle is signed with a key: pass --key"),
+        "{out}"
+    );
 }
 
 /// The venv Python with `cryptography` the keyless signer script needs.
@@ -732,7 +835,10 @@ fn a_test_ca_certificate_expired_now_verifies_if_logged_in_time() {
                 let signer = verdict.unwrap();
                 assert_eq!(signer.subject, subject);
                 // …and its certificate does not verify now.
-                assert!(keyless::cert::verify_path(&b.leaf, &root.cas, keyless::now()).is_err());
+                assert!(
+                    keyless::cert::verify_path(b.leaf().unwrap(), &root.cas, keyless::now())
+                        .is_err()
+                );
             }
             Some(why) => {
                 let e = verdict.unwrap_err();
@@ -991,52 +1097,253 @@ async fn a_cosign_3_bundle_referrer_from_a_registry_loads_a_policy() {
             Some("tag"),
             "Debian's docker-registry has no referrers API: the tag schema is what is read"
         );
-        let config = work.path().join(format!("{mode}.toml"));
-        std::fs::write(
-            &config,
-            format!(
-                "[trust]\ntrusted_root = \"{mode}-root.json\"\nidentities = [{{ issuer = \"{issuer}\", subject = \"{subject}\" }}]\n\n[plugins.g]\nsource = \"{reference}\"\nvars = {{ BEHAVIOR = \"deny-tool:forbidden\" }}\n"
-            ),
+        let trust = format!(
+            "trusted_root = \"{mode}-root.json\"\nidentities = [{{ issuer = \"{issuer}\", subject = \"{subject}\" }}]"
+        );
+        let signer = load_signed_guard(
+            work.path(),
+            &state,
+            mode,
+            &trust,
+            (&reference, &digest),
+            refusal,
         )
+        .await;
+        if let Some(signer) = signer {
+            assert!(
+                signer.starts_with(&format!("{issuer} {subject} (keyless")),
+                "{signer}"
+            );
+        }
+    }
+}
+
+/// The guard at `reference` (signed over `digest`) as plugin `g` under the
+/// trust rule `trust` (the `[trust]` table's body, paths relative to
+/// `work`): loaded by a host, then `toolgate verify` under the same
+/// configuration. With `refusal` `None` both accept it and the signer on
+/// record is returned; with `Some(why)` both refuse it saying `why` of the
+/// OCI referrer. `name` names the case in failures.
+async fn load_signed_guard(
+    work: &Path,
+    state: &Path,
+    name: &str,
+    trust: &str,
+    (reference, digest): (&str, &str),
+    refusal: Option<&str>,
+) -> Option<String> {
+    let config = work.join(format!("{name}.toml"));
+    std::fs::write(
+        &config,
+        format!(
+            "[trust]\n{trust}\n\n[plugins.g]\nsource = \"{reference}\"\nvars = {{ BEHAVIOR = \"deny-tool:forbidden\" }}\n"
+        ),
+    )
+    .unwrap();
+    let h = host(state, &config).await;
+    let g = status(&h, "g");
+    drop(h);
+    let verify = Command::new(toolgate_bin())
+        .args(["verify", "--config", config.to_str().unwrap(), reference])
+        .env("TOOLGATE_STATE_DIR", state)
+        .output()
         .unwrap();
-        let h = host(&state, &config).await;
-        let g = status(&h, "g");
-        let verify = Command::new(toolgate_bin())
-            .args(["verify", "--config", config.to_str().unwrap(), &reference])
-            .env("TOOLGATE_STATE_DIR", &state)
+    let said = String::from_utf8_lossy(&verify.stdout);
+    match refusal {
+        None => {
+            assert_eq!(g.state, PluginState::Serving, "{name}: {g:?}");
+            let signer = g.signer.clone().expect("a signer");
+            assert_eq!(verify.status.code(), Some(0), "{name}: {said}");
+            assert!(
+                said.contains(&format!("{digest} is signed by {signer}"))
+                    && said.contains("in a Sigstore bundle attached as an OCI referrer"),
+                "{name}: {said}"
+            );
+            Some(signer)
+        }
+        Some(why) => {
+            assert_ne!(g.state, PluginState::Serving, "{name}: {g:?}");
+            let said_status = format!("{g:?}");
+            assert!(
+                said_status.contains(why) && said_status.contains("OCI referrer"),
+                "{name}: {said_status}"
+            );
+            assert_eq!(verify.status.code(), Some(1), "{name}: {said}");
+            assert!(
+                said.contains("NOT verified") && said.contains(why),
+                "{name}: {said}"
+            );
+            None
+        }
+    }
+}
+
+/// `cosign sign --key` as cosign 3 signs by default: a Sigstore bundle
+/// whose material is a public key hint, attached as a referrer. Loaded
+/// under `[trust] keys` alone (the key is the trust, as for the `.sig`
+/// format), and with a `trusted_root` too (the log entry checked, naming
+/// that key); refused for another key, and for a log the root does not
+/// name — each naming the reason.
+#[cfg_attr(
+    not(all(has_oci_registry, has_mcp_client)),
+    ignore = "needs docker-registry and the MCP venv's Python (its `cryptography`): run `apt-get install docker-registry` and `bash tests/mcp/setup-venv.sh target/tmp/mcp-venv`"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cosign_3_key_based_bundle_referrer_loads_a_policy() {
+    let registry = Registry::start();
+    let work = TempDir::new("keyed-referrer");
+    let state = work.path().join("state");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("oci/cosign_keyless_sign.py");
+    // Two signings, each with its own key and its own log (root).
+    let mut signed = Vec::new();
+    for repo in ["acme/keyed", "acme/other"] {
+        let reference = registry.reference(&format!("{repo}:1"));
+        let digest = digest_in(&toolgate(&state, &["push", &reference, fixtures::GUARD]).unwrap());
+        let root = work.path().join(format!("{}.json", repo.replace('/', "-")));
+        let out = Command::new(signer_python())
+            .arg(&script)
+            .args([
+                "referrer",
+                &format!("127.0.0.1:{}", registry.port),
+                repo,
+                &digest,
+            ])
+            .arg(&root)
+            .arg("key")
             .output()
             .unwrap();
-        let said = String::from_utf8_lossy(&verify.stdout);
-        match refusal {
-            None => {
-                assert_eq!(g.state, PluginState::Serving, "{g:?}");
-                let signer = g.signer.clone().expect("a signer");
-                assert!(
-                    signer.starts_with(&format!("{issuer} {subject} (keyless")),
-                    "{signer}"
-                );
-                assert_eq!(verify.status.code(), Some(0), "{said}");
-                assert!(
-                    said.contains(&format!(
-                        "{digest} is signed by {issuer} {subject} (keyless"
-                    )) && said.contains("in a Sigstore bundle attached as an OCI referrer"),
-                    "{said}"
-                );
-            }
-            Some(why) => {
-                assert_ne!(g.state, PluginState::Serving, "{mode}: {g:?}");
-                let said_status = format!("{g:?}");
-                assert!(
-                    said_status.contains(why) && said_status.contains("OCI referrer"),
-                    "{mode}: {said_status}"
-                );
-                assert_eq!(verify.status.code(), Some(1), "{mode}: {said}");
-                assert!(
-                    said.contains("NOT verified") && said.contains(why),
-                    "{mode}: {said}"
-                );
-            }
-        }
-        drop(h);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        signed.push((reference, digest));
     }
+    let (reference, digest) = &signed[0];
+    let key = PublicKey::from_pem(
+        "k",
+        &std::fs::read_to_string(work.path().join("acme-keyed.json.pub")).unwrap(),
+    )
+    .unwrap();
+    for (name, trust, refusal) in [
+        ("key-only", "keys = [\"acme-keyed.json.pub\"]", None),
+        (
+            "key-and-root",
+            "keys = [\"acme-keyed.json.pub\"]\ntrusted_root = \"acme-keyed.json\"",
+            None,
+        ),
+        (
+            "other-key",
+            "keys = [\"acme-other.json.pub\"]",
+            Some("the signature is by no trusted key (the bundle's key hint is"),
+        ),
+        (
+            "other-log",
+            "keys = [\"acme-keyed.json.pub\"]\ntrusted_root = \"acme-other.json\"",
+            Some("a transparency log the trusted root does not name"),
+        ),
+    ] {
+        let signer = load_signed_guard(
+            work.path(),
+            &state,
+            name,
+            trust,
+            (reference.as_str(), digest.as_str()),
+            refusal,
+        )
+        .await;
+        if let Some(signer) = signer {
+            assert_eq!(
+                signer,
+                format!("{} (acme-keyed.json.pub, ecdsa-p256)", key.fingerprint()),
+                "{name}"
+            );
+        }
+    }
+}
+
+/// `tests/oci/referrers_front.py` in front of the real registry: the OCI
+/// referrers API (which Debian's docker-registry 2.8 lacks) answered from
+/// the registry's own referrers tag, and that tag hidden from clients.
+struct ReferrersFront {
+    child: std::process::Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl ReferrersFront {
+    fn start(registry: &Registry, dir: &Path) -> ReferrersFront {
+        use std::io::BufRead;
+        let log = dir.join("front.log");
+        let mut child = Command::new(signer_python())
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("oci/referrers_front.py"))
+            .arg(registry.port.to_string())
+            .arg(&log)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start the referrers front");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line.trim().parse().expect("the front's port");
+        ReferrersFront { child, port, log }
+    }
+}
+
+impl Drop for ReferrersFront {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A registry with the referrers API: the cosign 3 bundle is found through
+/// `GET /v2/NAME/referrers/DIGEST` (the fallback tag is hidden, so nothing
+/// else could find it), verified and on record.
+#[cfg_attr(
+    not(all(has_oci_registry, has_mcp_client)),
+    ignore = "needs docker-registry and the MCP venv's Python (its `cryptography`): run `apt-get install docker-registry` and `bash tests/mcp/setup-venv.sh target/tmp/mcp-venv`"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bundle_referrer_is_found_through_the_referrers_api() {
+    let registry = Registry::start();
+    let work = TempDir::new("referrers-api");
+    let front = ReferrersFront::start(&registry, work.path());
+    let state = work.path().join("state");
+    let reference = format!("oci://127.0.0.1:{}/acme/api:1", front.port);
+    let digest = digest_in(&toolgate(&state, &["push", &reference, fixtures::GUARD]).unwrap());
+    let root = work.path().join("root.json");
+    let out = Command::new(signer_python())
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("oci/cosign_keyless_sign.py"))
+        .args([
+            "referrer",
+            &format!("127.0.0.1:{}", front.port),
+            "acme/api",
+            &digest,
+        ])
+        .arg(&root)
+        .arg("key")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    load_signed_guard(
+        work.path(),
+        &state,
+        "api",
+        "keys = [\"root.json.pub\"]\ntrusted_root = \"root.json\"",
+        (&reference, &digest),
+        None,
+    )
+    .await
+    .expect("a signer");
+    let asked = std::fs::read_to_string(&front.log).unwrap_or_default();
+    assert!(
+        asked.contains(&format!("referrers acme/api {digest}")),
+        "the referrers API was asked for {digest}: {asked:?}"
+    );
 }

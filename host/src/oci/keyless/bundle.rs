@@ -5,7 +5,8 @@
 //!   version=0.1|0.2|0.3`, or `…bundle.v0.3+json`): what `cosign
 //!   sign-blob --bundle`, `sigstore sign` and the other Sigstore clients
 //!   write. Its `verificationMaterial` holds the leaf certificate
-//!   (`certificate`, or the first of `x509CertificateChain`) and one
+//!   (`certificate`, or the first of `x509CertificateChain`) — or, signed
+//!   with a key, a `publicKey` hint ([`Material::PublicKey`]) — and one
 //!   `tlogEntries` entry; either its `messageSignature` (the signature
 //!   over the artifact's bytes) or its `dsseEnvelope` ([`Dsse`]: an in-toto
 //!   statement naming the artifact's digest, signed over its DSSE
@@ -174,15 +175,28 @@ impl Statement {
     }
 }
 
-/// A keyless signature: certificate, log entry, signature.
+/// What names the key that signed.
+#[derive(Clone, Debug)]
+pub enum Material {
+    /// Keyless: a certificate the trusted root's CA issued.
+    Certificate {
+        /// The leaf certificate, DER.
+        leaf: Vec<u8>,
+        /// Further certificates the bundle carries (not used to build the
+        /// path: the trusted root's chain is; one that is a root is refused).
+        extra: Vec<Vec<u8>>,
+    },
+    /// Key-based (`cosign sign --key`, `cosign sign-blob --key`): a key the
+    /// verifier holds, named by a hint it does not trust (cosign's is the
+    /// base64 SHA-256 of the key's DER).
+    PublicKey { hint: String },
+}
+
+/// A Sigstore signature: certificate or key hint, log entry, signature.
 #[derive(Clone, Debug)]
 pub struct Bundle {
     pub version: Version,
-    /// The leaf certificate, DER.
-    pub leaf: Vec<u8>,
-    /// Further certificates the bundle carries (not used to build the path:
-    /// the trusted root's chain is; one that is a root is refused).
-    pub extra: Vec<Vec<u8>>,
+    pub material: Material,
     pub entry: TlogEntry,
     pub signature: Vec<u8>,
     /// `messageSignature.messageDigest` (SHA-256), when present.
@@ -190,6 +204,17 @@ pub struct Bundle {
     /// The DSSE envelope, when the bundle has one instead of a
     /// `messageSignature` (`signature` is then the envelope's).
     pub dsse: Option<Dsse>,
+}
+
+impl Bundle {
+    /// The leaf certificate (DER) of a keyless bundle; `None` for a
+    /// key-based one.
+    pub fn leaf(&self) -> Option<&[u8]> {
+        match &self.material {
+            Material::Certificate { leaf, .. } => Some(leaf),
+            Material::PublicKey { .. } => None,
+        }
+    }
 }
 
 fn b64(text: &str, what: &str) -> Result<Vec<u8>, String> {
@@ -241,12 +266,10 @@ impl Bundle {
             }
         };
         let material = &v["verificationMaterial"];
-        if !material["publicKey"].is_null() {
-            return Err(
-                "the bundle is signed with a key, not a certificate (a key hint); key-based Sigstore bundles are not verified: name the key in `[trust] keys` and sign with `cosign sign --key … --new-bundle-format=false` (keyless bundles carry a certificate)"
-                    .into(),
-            );
-        }
+        let key_hint = match &material["publicKey"] {
+            serde_json::Value::Null => None,
+            k => Some(k["hint"].as_str().unwrap_or_default().to_string()),
+        };
         let mut certs = Vec::new();
         if let Some(c) = material["certificate"]["rawBytes"].as_str() {
             certs.push(b64(c, "the certificate")?);
@@ -265,10 +288,21 @@ impl Bundle {
                 )?);
             }
         }
-        if certs.is_empty() {
-            return Err("the bundle carries no certificate (an empty certificate chain)".into());
-        }
-        let leaf = certs.remove(0);
+        let signer = match key_hint {
+            Some(_) if !certs.is_empty() => {
+                return Err("the bundle carries both a public key hint and a certificate".into());
+            }
+            Some(hint) => Material::PublicKey { hint },
+            None if certs.is_empty() => {
+                return Err(
+                    "the bundle carries no certificate (an empty certificate chain)".into(),
+                );
+            }
+            None => Material::Certificate {
+                leaf: certs.remove(0),
+                extra: certs,
+            },
+        };
         let entries = material["tlogEntries"]
             .as_array()
             .ok_or("the bundle has no transparency log entry (`tlogEntries`)")?;
@@ -385,8 +419,7 @@ impl Bundle {
         };
         Ok(Bundle {
             version,
-            leaf,
-            extra: certs,
+            material: signer,
             entry,
             signature,
             message_digest,
@@ -437,8 +470,7 @@ impl Bundle {
             .map_err(|e| format!("the log entry's body is not JSON: {e}"))?;
         Ok(Bundle {
             version: Version::CosignAnnotations,
-            leaf,
-            extra,
+            material: Material::Certificate { leaf, extra },
             entry: TlogEntry {
                 log_index: uint(&p["logIndex"], "the bundle annotation's logIndex")?,
                 log_id,
@@ -471,21 +503,26 @@ impl Bundle {
 
 /// The DER of each `CERTIFICATE` block of a PEM text.
 pub fn pem_certificates(text: &str) -> Result<Vec<Vec<u8>>, String> {
-    const BEGIN: &str = "-----BEGIN CERTIFICATE-----";
-    const END: &str = "-----END CERTIFICATE-----";
+    pem_blocks(text, "CERTIFICATE")
+}
+
+/// The DER of each PEM block labelled `label` in `text`, in order.
+pub fn pem_blocks(text: &str, label: &str) -> Result<Vec<Vec<u8>>, String> {
+    let begin = format!("-----BEGIN {label}-----");
+    let end = format!("-----END {label}-----");
     let mut out = Vec::new();
     let mut rest = text;
-    while let Some(start) = rest.find(BEGIN) {
-        let after = &rest[start + BEGIN.len()..];
+    while let Some(start) = rest.find(&begin) {
+        let after = &rest[start + begin.len()..];
         let stop = after
-            .find(END)
-            .ok_or("a PEM CERTIFICATE block has no END line")?;
+            .find(&end)
+            .ok_or_else(|| format!("a PEM {label} block has no END line"))?;
         let body: String = after[..stop]
             .chars()
             .filter(|c| !c.is_ascii_whitespace())
             .collect();
-        out.push(b64(&body, "a PEM certificate")?);
-        rest = &after[stop + END.len()..];
+        out.push(b64(&body, &format!("a PEM {label} block"))?);
+        rest = &after[stop + end.len()..];
     }
     Ok(out)
 }

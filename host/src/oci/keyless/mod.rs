@@ -36,6 +36,13 @@
 //!    certificate's OIDC issuer and whose `subject` (exact) or
 //!    `subject_glob` matches one of its e-mail or URI SANs.
 //!
+//! A **key-based** bundle (`cosign sign --key` since cosign 3, `cosign
+//! sign-blob --key --bundle`) carries a public key hint instead of a
+//! certificate: [`verify_keyed`] checks its signature (step 5) with the
+//! operator's keys — the hint is not trusted, every key is tried — and,
+//! with a trusted root, its log entry (step 2, the body naming that key);
+//! steps 3, 4 and 6 have no certificate to apply to.
+//!
 //! Not checked: RFC 3161
 //! timestamps (so Rekor v2 entries, which carry no `integratedTime`, are
 //! refused), revocation; nothing is looked up online. A DSSE envelope's
@@ -169,16 +176,163 @@ pub fn verify_artifact(
     identities: &[Identity],
     now: i64,
 ) -> Result<KeylessSigner, String> {
-    let entry = &bundle.entry;
+    let bundle::Material::Certificate { leaf, extra } = &bundle.material else {
+        return Err(
+            "the bundle is signed with a key (a public key hint), not a certificate: it verifies with `[trust] keys`, not identities"
+                .into(),
+        );
+    };
     // cosign's chain annotation names the root by design; a Sigstore
     // bundle must not (its client specification). Neither is used.
     if bundle.version != bundle::Version::CosignAnnotations
-        && bundle.extra.iter().any(|c| cert::is_self_issued(c))
+        && extra.iter().any(|c| cert::is_self_issued(c))
     {
         return Err(
             "the bundle carries a root certificate; roots come from the trusted root only".into(),
         );
     }
+    let time = check_log(bundle, root, now)?;
+    let digest = digest_of(artifact);
+    check_message_digest(bundle, &digest)?;
+    let signer = tlog::Signer::Certificate(leaf);
+    match &bundle.dsse {
+        None => tlog::check_body(&bundle.entry, signer, &bundle.signature, &digest)?,
+        Some(dsse) => tlog::check_dsse_body(&bundle.entry, signer, &bundle.signature, dsse)?,
+    }
+    let ca = cert::verify_path(leaf, &root.cas, time)?;
+    sct::verify(leaf, &root.cas[ca], &root.ctlogs)?;
+    check_signed(
+        bundle,
+        artifact,
+        &digest,
+        "the certificate's key",
+        |m, s| cert::verifies(leaf, m, s),
+    )?;
+    let id = cert::identity(leaf)?;
+    let issuer = id
+        .issuer
+        .ok_or("the certificate names no OIDC issuer (no Fulcio issuer extension)")?;
+    if identities.is_empty() {
+        return Err("no identity is accepted (`[trust] identities` is empty)".into());
+    }
+    for san in &id.sans {
+        if identities.iter().any(|i| i.matches(&issuer, san)) {
+            return Ok(KeylessSigner {
+                issuer,
+                subject: san.clone(),
+                certificate: crate::oci::sha256_digest(leaf),
+                log_index: bundle.entry.log_index,
+                integrated_time: time,
+            });
+        }
+    }
+    Err(format!(
+        "the signer {issuer} {} is not an accepted identity (accepted: {})",
+        if id.sans.is_empty() {
+            "(no SAN)".to_string()
+        } else {
+            id.sans.join(", ")
+        },
+        identities
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    ))
+}
+
+/// A key a key-based bundle may be signed with (`[trust] keys`).
+pub trait TrustedKey {
+    /// The SubjectPublicKeyInfo, DER: what the log entry must name.
+    fn spki(&self) -> &[u8];
+    /// Whether `signature` is this key's over `message`.
+    fn verifies(&self, message: &[u8], signature: &[u8]) -> bool;
+}
+
+/// What verified a key-based bundle.
+#[derive(Debug)]
+pub struct Keyed<'k, K> {
+    /// The trusted key that made the signature.
+    pub key: &'k K,
+    /// The transparency log entry's index and time, when a trusted root
+    /// was given to check it against.
+    pub logged: Option<(u64, i64)>,
+}
+
+/// Verify a key-based bundle (`cosign sign --key` since cosign 3, `cosign
+/// sign-blob --key --bundle`): its signature (over the artifact, or over
+/// the DSSE envelope whose statement names the artifact) is made by one of
+/// `keys` — the bundle's key hint is not trusted, every key is tried; and
+/// with a trusted `root`, its log entry verifies as a keyless one's does
+/// (the log's key, its time, the inclusion proof) and names that key, this
+/// signature and this artifact. Without a root the log entry is not
+/// checked, as for cosign's `.sig` format: the key is the trust.
+pub fn verify_keyed<'k, K: TrustedKey>(
+    bundle: &Bundle,
+    artifact: Artifact<'_>,
+    keys: &'k [K],
+    root: Option<&TrustedRoot>,
+    now: i64,
+) -> Result<Keyed<'k, K>, String> {
+    let bundle::Material::PublicKey { hint } = &bundle.material else {
+        return Err(
+            "the bundle is keyless (it carries a certificate): it verifies with `[trust] trusted_root` and `identities`, not keys"
+                .into(),
+        );
+    };
+    if keys.is_empty() {
+        return Err(format!(
+            "the bundle is signed with a key (hint {hint:?}) and no key is trusted (`[trust] keys`)"
+        ));
+    }
+    let digest = digest_of(artifact);
+    check_message_digest(bundle, &digest)?;
+    let mut found = None;
+    for key in keys {
+        if check_signed(bundle, artifact, &digest, "a trusted key", |m, s| {
+            key.verifies(m, s)
+        })
+        .is_ok()
+        {
+            found = Some(key);
+            break;
+        }
+    }
+    let Some(key) = found else {
+        // Say why with the first key: a wrong statement, a message
+        // signature over a digest, or a signature no trusted key made.
+        let why = check_signed(bundle, artifact, &digest, "any trusted key", |_, _| true)
+            .err()
+            .unwrap_or_else(|| {
+                format!(
+                    "the signature is by no trusted key (the bundle's key hint is {hint:?}; {} key(s) tried)",
+                    keys.len()
+                )
+            });
+        return Err(why);
+    };
+    let logged = match root {
+        None => None,
+        Some(root) => {
+            let time = check_log(bundle, root, now)?;
+            let signer = tlog::Signer::PublicKey(key.spki());
+            match &bundle.dsse {
+                None => tlog::check_body(&bundle.entry, signer, &bundle.signature, &digest)?,
+                Some(dsse) => {
+                    tlog::check_dsse_body(&bundle.entry, signer, &bundle.signature, dsse)?
+                }
+            }
+            Some((bundle.entry.log_index, time))
+        }
+    };
+    Ok(Keyed { key, logged })
+}
+
+/// The checks of the log entry alone: from a log of `root`, its signed
+/// entry timestamp, its time inside the log key's validity and not in the
+/// future, its inclusion proof. Returns the entry's time.
+fn check_log(bundle: &Bundle, root: &TrustedRoot, now: i64) -> Result<i64, String> {
+    let entry = &bundle.entry;
     let log = tlog::log_for(&root.tlogs, entry)?;
     let Some(time) = entry.integrated_time.filter(|t| *t > 0) else {
         return Err(
@@ -217,31 +371,42 @@ pub fn verify_artifact(
             );
         }
     }
-    let digest: [u8; 32] = match artifact {
+    Ok(time)
+}
+
+fn digest_of(artifact: Artifact<'_>) -> [u8; 32] {
+    match artifact {
         Artifact::Bytes(bytes) => Sha256::digest(bytes).into(),
         Artifact::Sha256(d) => d,
-    };
-    if let Some(d) = &bundle.message_digest
-        && d.as_slice() != digest
-    {
-        return Err(format!(
+    }
+}
+
+fn check_message_digest(bundle: &Bundle, digest: &[u8; 32]) -> Result<(), String> {
+    match &bundle.message_digest {
+        Some(d) if d.as_slice() != digest => Err(format!(
             "the bundle's message digest is not the artifact's (sha256 {})",
-            bundle::hex(&digest)
-        ));
+            bundle::hex(digest)
+        )),
+        _ => Ok(()),
     }
-    match &bundle.dsse {
-        None => tlog::check_body(entry, &bundle.leaf, &bundle.signature, &digest)?,
-        Some(dsse) => tlog::check_dsse_body(entry, &bundle.leaf, &bundle.signature, dsse)?,
-    }
-    let ca = cert::verify_path(&bundle.leaf, &root.cas, time)?;
-    sct::verify(&bundle.leaf, &root.cas[ca], &root.ctlogs)?;
+}
+
+/// The signature, checked with `verifies` (`whose` key, for the refusal):
+/// over the artifact's bytes, or over the DSSE envelope's PAE, whose
+/// in-toto statement must then name the artifact's `digest`.
+fn check_signed(
+    bundle: &Bundle,
+    artifact: Artifact<'_>,
+    digest: &[u8; 32],
+    whose: &str,
+    verifies: impl Fn(&[u8], &[u8]) -> bool,
+) -> Result<(), String> {
     match (&bundle.dsse, artifact) {
         (None, Artifact::Bytes(bytes)) => {
-            if !cert::verifies(&bundle.leaf, bytes, &bundle.signature) {
-                return Err(
-                    "the signature does not verify over the artifact with the certificate's key"
-                        .into(),
-                );
+            if !verifies(bytes, &bundle.signature) {
+                return Err(format!(
+                    "the signature does not verify over the artifact with {whose}"
+                ));
             }
         }
         (None, Artifact::Sha256(_)) => {
@@ -251,53 +416,22 @@ pub fn verify_artifact(
             );
         }
         (Some(dsse), _) => {
-            if !cert::verifies(&bundle.leaf, &dsse.pae(), &bundle.signature) {
-                return Err(
-                    "the DSSE envelope's signature does not verify (over its pre-authentication encoding) with the certificate's key"
-                        .into(),
-                );
+            if !verifies(&dsse.pae(), &bundle.signature) {
+                return Err(format!(
+                    "the DSSE envelope's signature does not verify (over its pre-authentication encoding) with {whose}"
+                ));
             }
             let statement = dsse.statement()?;
-            if !statement.names(&digest) {
+            if !statement.names(digest) {
                 return Err(format!(
                     "the in-toto statement is about {}, not this artifact (sha256:{})",
                     statement.named(),
-                    bundle::hex(&digest)
+                    bundle::hex(digest)
                 ));
             }
         }
     }
-    let id = cert::identity(&bundle.leaf)?;
-    let issuer = id
-        .issuer
-        .ok_or("the certificate names no OIDC issuer (no Fulcio issuer extension)")?;
-    if identities.is_empty() {
-        return Err("no identity is accepted (`[trust] identities` is empty)".into());
-    }
-    for san in &id.sans {
-        if identities.iter().any(|i| i.matches(&issuer, san)) {
-            return Ok(KeylessSigner {
-                issuer,
-                subject: san.clone(),
-                certificate: crate::oci::sha256_digest(&bundle.leaf),
-                log_index: entry.log_index,
-                integrated_time: time,
-            });
-        }
-    }
-    Err(format!(
-        "the signer {issuer} {} is not an accepted identity (accepted: {})",
-        if id.sans.is_empty() {
-            "(no SAN)".to_string()
-        } else {
-            id.sans.join(", ")
-        },
-        identities
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; ")
-    ))
+    Ok(())
 }
 
 /// Seconds since the epoch, now.

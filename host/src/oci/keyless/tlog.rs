@@ -212,11 +212,11 @@ fn verify_checkpoint(log: &TransparencyLog, note: &str) -> Result<(u64, Vec<u8>)
     })
 }
 
-/// Check that a `hashedrekord` body names `leaf` (DER), `signature` and
-/// the artifact's `digest` (SHA-256).
+/// Check that a `hashedrekord` body names `signer`, `signature` and the
+/// artifact's `digest` (SHA-256).
 pub fn check_body(
     entry: &TlogEntry,
-    leaf: &[u8],
+    signer: Signer<'_>,
     signature: &[u8],
     digest: &[u8],
 ) -> Result<(), String> {
@@ -255,29 +255,59 @@ pub fn check_body(
     if logged_sig != signature {
         return Err("the log entry records another signature than the bundle's".into());
     }
-    if logged_certificate(&spec["signature"]["publicKey"]["content"]).as_deref() != Some(leaf) {
-        return Err("the log entry records another certificate than the bundle's".into());
+    if !signer.is_in(&spec["signature"]["publicKey"]["content"]) {
+        return Err(format!(
+            "the log entry records another {} than the bundle's",
+            signer.what()
+        ));
     }
     Ok(())
 }
 
-/// The first certificate (DER) of a log body's base64 PEM field, if any.
-fn logged_certificate(field: &serde_json::Value) -> Option<Vec<u8>> {
-    let pem = base64::engine::general_purpose::STANDARD
-        .decode(field.as_str()?)
-        .ok()?;
-    let pem = String::from_utf8(pem).ok()?;
-    super::bundle::pem_certificates(&pem)
-        .ok()?
-        .into_iter()
-        .next()
+/// Who a log entry must name as the signer: the bundle's certificate, or
+/// the verifier's public key.
+#[derive(Clone, Copy, Debug)]
+pub enum Signer<'a> {
+    /// The leaf certificate, DER.
+    Certificate(&'a [u8]),
+    /// The SubjectPublicKeyInfo, DER.
+    PublicKey(&'a [u8]),
+}
+
+impl Signer<'_> {
+    fn what(self) -> &'static str {
+        match self {
+            Signer::Certificate(_) => "certificate",
+            Signer::PublicKey(_) => "public key",
+        }
+    }
+
+    /// Whether a log body's base64 PEM field holds this signer: its first
+    /// PEM block, of the signer's kind, is these bytes.
+    fn is_in(self, field: &serde_json::Value) -> bool {
+        let (label, der) = match self {
+            Signer::Certificate(d) => ("CERTIFICATE", d),
+            Signer::PublicKey(d) => ("PUBLIC KEY", d),
+        };
+        let Some(pem) = field
+            .as_str()
+            .and_then(|f| base64::engine::general_purpose::STANDARD.decode(f).ok())
+            .and_then(|p| String::from_utf8(p).ok())
+        else {
+            return false;
+        };
+        super::bundle::pem_blocks(&pem, label)
+            .ok()
+            .and_then(|blocks| blocks.into_iter().next())
+            .is_some_and(|first| first == der)
+    }
 }
 
 /// Check that a `dsse` 0.0.1 or `intoto` 0.0.2 body names the envelope's
-/// payload, its one `signature` and `leaf` (DER) as the verifier.
+/// payload, its one `signature` and `signer` as the verifier.
 pub fn check_dsse_body(
     entry: &TlogEntry,
-    leaf: &[u8],
+    signer: Signer<'_>,
     signature: &[u8],
     dsse: &super::bundle::Dsse,
 ) -> Result<(), String> {
@@ -340,8 +370,11 @@ pub fn check_dsse_body(
     if logged_sig != signature {
         return Err("the log entry records another DSSE signature than the envelope's".into());
     }
-    if logged_certificate(&signatures[0][key_field]).as_deref() != Some(leaf) {
-        return Err("the log entry records another verifier than the bundle's certificate".into());
+    if !signer.is_in(&signatures[0][key_field]) {
+        return Err(format!(
+            "the log entry records another verifier than the bundle's {}",
+            signer.what()
+        ));
     }
     Ok(())
 }
