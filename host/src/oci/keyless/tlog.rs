@@ -221,12 +221,8 @@ pub fn check_body(
     digest: &[u8],
 ) -> Result<(), String> {
     let b64 = base64::engine::general_purpose::STANDARD;
-    let v: serde_json::Value = serde_json::from_slice(&entry.body)
-        .map_err(|e| format!("the log entry's body is not JSON: {e}"))?;
-    let (kind, version) = (
-        v["kind"].as_str().unwrap_or_default(),
-        v["apiVersion"].as_str().unwrap_or_default(),
-    );
+    let v = parsed_body(entry)?;
+    let (kind, version) = kind_version(&v);
     if kind != "hashedrekord" || version != "0.0.1" {
         return Err(format!(
             "the log entry is a {kind:?} {version:?}; a hashedrekord 0.0.1 (Rekor v1) is what is verified (Rekor v2 entries need RFC 3161 timestamps, not supported)"
@@ -262,6 +258,20 @@ pub fn check_body(
         ));
     }
     Ok(())
+}
+
+/// The entry's canonicalized body, parsed.
+fn parsed_body(entry: &TlogEntry) -> Result<serde_json::Value, String> {
+    serde_json::from_slice(&entry.body)
+        .map_err(|e| format!("the log entry's body is not JSON: {e}"))
+}
+
+/// A parsed body's `kind` and `apiVersion` (empty when absent).
+fn kind_version(v: &serde_json::Value) -> (&str, &str) {
+    (
+        v["kind"].as_str().unwrap_or_default(),
+        v["apiVersion"].as_str().unwrap_or_default(),
+    )
 }
 
 /// Who a log entry must name as the signer: the bundle's certificate, or
@@ -312,12 +322,8 @@ pub fn check_dsse_body(
     dsse: &super::bundle::Dsse,
 ) -> Result<(), String> {
     let b64 = base64::engine::general_purpose::STANDARD;
-    let v: serde_json::Value = serde_json::from_slice(&entry.body)
-        .map_err(|e| format!("the log entry's body is not JSON: {e}"))?;
-    let (kind, version) = (
-        v["kind"].as_str().unwrap_or_default(),
-        v["apiVersion"].as_str().unwrap_or_default(),
-    );
+    let v = parsed_body(entry)?;
+    let (kind, version) = kind_version(&v);
     if entry.kind != kind || entry.version != version {
         return Err(format!(
             "the log entry says it is {} {} but its body is {kind} {version}",
