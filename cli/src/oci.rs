@@ -168,10 +168,13 @@ pub async fn verify(global: &GlobalArgs, args: VerifyArgs) -> anyhow::Result<Exi
 }
 
 /// The keyless policy the flags name, else the configuration's `[trust]`
-/// (`None` when neither names a trusted root).
+/// (`None` when neither names a trusted root). `need_identities`: no
+/// accepted identity is an error (else a root alone is a policy: it
+/// checks key-based bundles' log entries).
 fn keyless_policy(
     config: &toolgate::HostConfig,
     args: &VerifyArgs,
+    need_identities: bool,
 ) -> anyhow::Result<Option<signature::KeylessPolicy>> {
     let top = config.trust.as_ref().map(|t| t.rule()).unwrap_or_default();
     let (base, root_path) = match &args.trusted_root {
@@ -199,8 +202,7 @@ fn keyless_policy(
         }
         None => top.identities.clone().unwrap_or_default(),
     };
-    // With --key, a root alone checks a key-based bundle's log entry.
-    if identities.is_empty() && args.keys.is_empty() {
+    if identities.is_empty() && need_identities {
         anyhow::bail!(
             "no keyless identity is accepted: pass --certificate-oidc-issuer with --certificate-identity (or -glob), or set [trust] identities"
         );
@@ -226,7 +228,7 @@ fn verify_file(
         Err(why) => Err(why),
         Ok(b) if b.leaf().is_none() => {
             let keys = file_keys(config, args)?;
-            let policy = keyless_policy(config, args)?;
+            let policy = keyless_policy(config, args, false)?;
             keyless::verify_keyed(
                 &b,
                 keyless::Artifact::Bytes(&artifact),
@@ -250,7 +252,7 @@ fn verify_file(
             })
         }
         Ok(b) => {
-            let policy = keyless_policy(config, args)?.context(
+            let policy = keyless_policy(config, args, true)?.context(
                 "no trusted root to verify the bundle against: pass --trusted-root FILE, or set [trust] trusted_root",
             )?;
             keyless::verify(
@@ -355,7 +357,8 @@ async fn verify_inner(global: &GlobalArgs, args: VerifyArgs) -> anyhow::Result<b
             );
         }
         let keyless = if flags_name_keyless {
-            keyless_policy(&config, &args)?
+            // With --key, a root alone checks a key-based bundle's log entry.
+            keyless_policy(&config, &args, args.keys.is_empty())?
         } else {
             None
         };

@@ -775,6 +775,22 @@ fn verify_a_local_file_with_a_bundle() {
         out.contains("the bundle is signed with a key: pass --key"),
         "{out}"
     );
+    // The configuration's keys and root, no identities: the same verdict.
+    let work = TempDir::new("keyed-file");
+    let config = work.path().join("toolgate.toml");
+    std::fs::write(
+        &config,
+        format!("[trust]\nkeys = [{key_s:?}]\ntrusted_root = {root_s:?}\n"),
+    )
+    .unwrap();
+    let (code, out) = verify(&["--config", config.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!(
+            "is signed by {fingerprint} ({key_s}, ecdsa-p256; log index "
+        )),
+        "{out}"
+    );
 }
 
 /// The venv Python with `cryptography` the keyless signer script needs.
