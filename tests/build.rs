@@ -323,7 +323,7 @@ fn wkg() -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "{} is missing; run `cargo install wkg --locked --root target/toolchains/wkg`",
+            "{} is missing; run `cargo install wkg --locked --debug --root target/toolchains/wkg`",
             bin.display()
         ))
     }

@@ -522,7 +522,7 @@ fn wkg() -> PathBuf {
             Ok(bin)
         } else {
             Err(format!(
-                "{} is missing; run `cargo install wkg --locked --root target/toolchains/wkg`",
+                "{} is missing; run `cargo install wkg --locked --debug --root target/toolchains/wkg`",
                 bin.display()
             ))
         },
@@ -534,7 +534,7 @@ fn wkg() -> PathBuf {
 /// pulled by `wkg oci pull`, byte for byte.
 #[cfg_attr(
     not(all(has_oci_registry, has_wkg)),
-    ignore = "needs docker-registry and wkg: run `apt-get install docker-registry` and `cargo install wkg --locked --root target/toolchains/wkg`"
+    ignore = "needs docker-registry and wkg: run `apt-get install docker-registry` and `cargo install wkg --locked --debug --root target/toolchains/wkg`"
 )]
 #[tokio::test(flavor = "multi_thread")]
 async fn components_cross_between_wkg_and_toolgate() {
