@@ -31,8 +31,14 @@ import time
 import anyio
 import httpx2 as httpx  # the SDK's HTTP client
 import mcp_types as types
+import mcp.client.session
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
+
+# `auto` falls back to the 2025 handshake when `server/discover` is not
+# answered within the SDK's 10 s; what is negotiated is checked here, not
+# how fast a server answers on loaded cores: wait as long as for any answer.
+mcp.client.session.DISCOVER_TIMEOUT_SECONDS = 60.0
 
 
 def dump(result):
