@@ -11,8 +11,21 @@ fn toolgate() -> Command {
     // Outside the workspace: the built-in tools are granted the workspace,
     // and a compile cache inside a grant is refused (see plugin/cache.rs).
     c.env("TOOLGATE_CACHE_DIR", cli_cache());
+    // Its state (audit record, store, the cache's key) beside the cache,
+    // never in the real home.
+    c.env(
+        "TOOLGATE_STATE_DIR",
+        cli_cache().with_file_name(state_name()),
+    );
     c.env_remove("RUST_LOG");
     c
+}
+
+/// `toolgate-cli-test-state-UID`: the cache's sibling the tests' state
+/// lives in (the host makes it, `0700`).
+fn state_name() -> String {
+    let uid = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m));
+    format!("toolgate-cli-test-state-{}", uid.unwrap_or(0))
 }
 
 /// A compile cache for these tests, private to this user, outside every

@@ -26,6 +26,13 @@ fn cli_cache() -> PathBuf {
     dir
 }
 
+/// The state directory beside the cache (the host makes it, `0700`): the
+/// servers' audit record, store and the cache's key, never in the real home.
+fn cli_state() -> PathBuf {
+    let uid = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m));
+    std::env::temp_dir().join(format!("toolgate-cli-test-state-{}", uid.unwrap_or(0)))
+}
+
 fn temp(name: &str) -> PathBuf {
     let d =
         PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
@@ -132,6 +139,7 @@ impl Serve {
             .args(["--approve", "allow", "serve", "--no-watch"])
             .current_dir(work)
             .env("TOOLGATE_CACHE_DIR", cli_cache())
+            .env("TOOLGATE_STATE_DIR", cli_state())
             .env("RUST_LOG", "warn")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -404,6 +412,7 @@ fn sigterm_stops_run_and_everything_it_started() {
         .args(["--approve", "allow", "run", "-"])
         .current_dir(&work)
         .env("TOOLGATE_CACHE_DIR", cli_cache())
+        .env("TOOLGATE_STATE_DIR", cli_state())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -17,6 +17,11 @@ fn toolgate() -> Command {
         "TOOLGATE_CACHE_DIR",
         PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("scaffold-cache"),
     );
+    // Never the real home's state (audit record, store, the cache's key).
+    c.env(
+        "TOOLGATE_STATE_DIR",
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("scaffold-state"),
+    );
     c.env_remove("RUST_LOG");
     c
 }
@@ -80,6 +85,10 @@ fn scaffold_and_test_with(kind: &str, lang: &str, flags: &[&str], check: impl Fn
         .env(
             "TOOLGATE_CACHE_DIR",
             PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("scaffold-cache"),
+        )
+        .env(
+            "TOOLGATE_STATE_DIR",
+            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("scaffold-state"),
         )
         .env("CARGO_TARGET_DIR", env!("TOOLGATE_SCAFFOLD_TARGET"));
     // The outer cargo's settings are for the host, not for the project.
