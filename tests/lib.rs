@@ -92,6 +92,9 @@ impl PluginDir {
 pub fn test_runtime() -> RuntimeOptions {
     RuntimeOptions {
         cache_dir: Some(PathBuf::from(env!("OUT_DIR")).join("compile-cache")),
+        // The cache's key and the journal beside the cache, never in the
+        // real home's state directory.
+        state_dir: Some(PathBuf::from(env!("OUT_DIR")).join("compile-cache-state")),
         ..RuntimeOptions::default()
     }
 }

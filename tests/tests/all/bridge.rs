@@ -657,6 +657,7 @@ fn plugins_lists_servers_with_state_tool_count_and_last_error() {
         .args(["plugins", "--json"])
         .current_dir(work.path())
         .env("TOOLGATE_CACHE_DIR", work.path().join("cache"))
+        .env("TOOLGATE_STATE_DIR", work.path().join("state"))
         .output()
         .unwrap();
     assert!(
@@ -811,6 +812,7 @@ fn a_server_reaching_for_the_hosts_authority_is_confined() {
         .args(["tools"])
         .current_dir(work.path())
         .env("TOOLGATE_CACHE_DIR", work.path().join("cache"))
+        .env("TOOLGATE_STATE_DIR", work.path().join("state"))
         .output()
         .unwrap();
     assert!(
@@ -1156,6 +1158,7 @@ fn endless_huge_or_crowded_listings_are_cut_off_in_bounded_memory() {
         .args(["plugins", "--json"])
         .current_dir(work.path())
         .env("TOOLGATE_CACHE_DIR", work.path().join("cache"))
+        .env("TOOLGATE_STATE_DIR", work.path().join("state"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -1237,6 +1240,7 @@ fn run_waits_for_bridged_servers_and_a_failed_one_fails_only_its_calls() {
         .arg(&calls)
         .current_dir(work.path())
         .env("TOOLGATE_CACHE_DIR", work.path().join("cache"))
+        .env("TOOLGATE_STATE_DIR", work.path().join("state"))
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -632,6 +632,11 @@ fn a_thread_stuck_on_a_fifo_does_not_keep_the_process_alive() {
             "TOOLGATE_CACHE_DIR",
             PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-compile-cache"),
         )
+        // Its state (and the cache's key) beside the cache, not the home's.
+        .env(
+            "TOOLGATE_STATE_DIR",
+            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-compile-cache-state"),
+        )
         .env_remove("RUST_LOG")
         .args(["--plugins", plugins.path().to_str().unwrap(), "run", "-"])
         .stdin(Stdio::piped())
