@@ -73,7 +73,7 @@ fn entries(dir: &Path) -> Vec<PathBuf> {
 fn with_cache(dir: &Path) -> RuntimeOptions {
     RuntimeOptions {
         cache_dir: Some(dir.to_path_buf()),
-        ..RuntimeOptions::default()
+        ..toolgate_tests::test_runtime()
     }
 }
 
@@ -164,7 +164,7 @@ fn a_tampered_entry_is_logged_recompiled_and_a_good_entry_hits() {
     let t = Tree::new("cache-log");
     let runtime = toolgate::plugin::Runtime::new(RuntimeOptions {
         cache_dir: None,
-        ..RuntimeOptions::default()
+        ..toolgate_tests::test_runtime()
     })
     .unwrap();
     let engine = &runtime.engine;
