@@ -266,9 +266,18 @@ impl Bundle {
             }
         };
         let material = &v["verificationMaterial"];
+        // The hint only ever names the key in a message: bounded (cosign's
+        // is 44 characters), never trusted.
         let key_hint = match &material["publicKey"] {
             serde_json::Value::Null => None,
-            k => Some(k["hint"].as_str().unwrap_or_default().to_string()),
+            k => Some(
+                k["hint"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .chars()
+                    .take(88)
+                    .collect(),
+            ),
         };
         let mut certs = Vec::new();
         if let Some(c) = material["certificate"]["rawBytes"].as_str() {
