@@ -1068,7 +1068,6 @@ async fn a_cosign_3_bundle_referrer_from_a_registry_loads_a_policy() {
     let registry = Registry::start();
     let work = TempDir::new("keyless-referrer");
     let state = work.path().join("state");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("oci/cosign_keyless_sign.py");
     for (repo, mode, refusal) in [
         ("acme/good", "logged-while-valid", None),
         (
@@ -1090,22 +1089,7 @@ async fn a_cosign_3_bundle_referrer_from_a_registry_loads_a_policy() {
         let reference = registry.reference(&format!("{repo}:1"));
         let digest = digest_in(&toolgate(&state, &["push", &reference, fixtures::GUARD]).unwrap());
         let root = work.path().join(format!("{mode}-root.json"));
-        let out = Command::new(signer_python())
-            .arg(&script)
-            .arg("referrer")
-            .arg(format!("127.0.0.1:{}", registry.port))
-            .arg(repo)
-            .arg(&digest)
-            .arg(&root)
-            .arg(mode)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let text = sign_referrer(registry.port, repo, &digest, &root, mode);
         let mut lines = text.lines();
         let (issuer, subject) = lines.next().unwrap().split_once(' ').unwrap();
         assert_eq!(
@@ -1132,6 +1116,25 @@ async fn a_cosign_3_bundle_referrer_from_a_registry_loads_a_policy() {
             );
         }
     }
+}
+
+/// `cosign_keyless_sign.py referrer`: signs `digest` of `repo` at the
+/// registry on `port` as cosign 3 does (`mode`: see the script), its
+/// trusted root written to `root`; what it printed.
+fn sign_referrer(port: u16, repo: &str, digest: &str, root: &Path, mode: &str) -> String {
+    let out = Command::new(signer_python())
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("oci/cosign_keyless_sign.py"))
+        .args(["referrer", &format!("127.0.0.1:{port}"), repo, digest])
+        .arg(root)
+        .arg(mode)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The guard at `reference` (signed over `digest`) as plugin `g` under the
@@ -1209,30 +1212,13 @@ async fn a_cosign_3_key_based_bundle_referrer_loads_a_policy() {
     let registry = Registry::start();
     let work = TempDir::new("keyed-referrer");
     let state = work.path().join("state");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("oci/cosign_keyless_sign.py");
     // Two signings, each with its own key and its own log (root).
     let mut signed = Vec::new();
     for repo in ["acme/keyed", "acme/other"] {
         let reference = registry.reference(&format!("{repo}:1"));
         let digest = digest_in(&toolgate(&state, &["push", &reference, fixtures::GUARD]).unwrap());
         let root = work.path().join(format!("{}.json", repo.replace('/', "-")));
-        let out = Command::new(signer_python())
-            .arg(&script)
-            .args([
-                "referrer",
-                &format!("127.0.0.1:{}", registry.port),
-                repo,
-                &digest,
-            ])
-            .arg(&root)
-            .arg("key")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        sign_referrer(registry.port, repo, &digest, &root, "key");
         signed.push((reference, digest));
     }
     let (reference, digest) = &signed[0];
@@ -1330,23 +1316,7 @@ async fn a_bundle_referrer_is_found_through_the_referrers_api() {
     let reference = format!("oci://127.0.0.1:{}/acme/api:1", front.port);
     let digest = digest_in(&toolgate(&state, &["push", &reference, fixtures::GUARD]).unwrap());
     let root = work.path().join("root.json");
-    let out = Command::new(signer_python())
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("oci/cosign_keyless_sign.py"))
-        .args([
-            "referrer",
-            &format!("127.0.0.1:{}", front.port),
-            "acme/api",
-            &digest,
-        ])
-        .arg(&root)
-        .arg("key")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    sign_referrer(front.port, "acme/api", &digest, &root, "key");
     load_signed_guard(
         work.path(),
         &state,
