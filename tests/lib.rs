@@ -173,7 +173,14 @@ pub fn share_cache_key(cache: &Path, state: &Path) {
         std::fs::File::open("/dev/urandom")
             .and_then(|mut f| f.read_exact(&mut key))
             .expect("read /dev/urandom");
-        let tmp = shared.with_extension(format!("key.{}", std::process::id()));
+        // A file of its own for each writer (tests of one process race
+        // here too), complete before it is linked.
+        static N: AtomicU64 = AtomicU64::new(0);
+        let tmp = shared.with_extension(format!(
+            "key.{}.{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
         std::fs::create_dir_all(shared.parent().unwrap()).unwrap();
         write_private(&tmp, &key);
         // The first writer wins; a loser reads the winner's key.
