@@ -81,6 +81,28 @@ pub struct CallAsk {
 /// One destination's answer, shared by the connections waiting for it.
 type Shared = Arc<OnceCell<Answer>>;
 
+/// The question about `name:port` among `questions`: its answer's cell,
+/// and whether it was just opened; `None` when it would be new and `max`
+/// are open already.
+fn open_question(
+    questions: &Mutex<HashMap<(String, u16), Shared>>,
+    name: &str,
+    port: u16,
+    max: usize,
+) -> Option<(Shared, bool)> {
+    let mut questions = questions.lock().unwrap_or_else(|p| p.into_inner());
+    let key = (name.to_string(), port);
+    match questions.get(&key) {
+        Some(cell) => Some((cell.clone(), false)),
+        None if questions.len() >= max => None,
+        None => {
+            let cell = Arc::new(OnceCell::new());
+            questions.insert(key, cell.clone());
+            Some((cell, true))
+        }
+    }
+}
+
 impl std::fmt::Debug for CallAsk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CallAsk")
@@ -146,18 +168,9 @@ impl CallAsk {
         port: u16,
         address: IpAddr,
     ) -> Answer {
-        let key = (name.to_string(), port);
-        let cell = {
-            let mut answers = self.answers.lock().unwrap_or_else(|p| p.into_inner());
-            match answers.get(&key) {
-                Some(cell) => cell.clone(),
-                None if answers.len() >= EGRESS_MAX_ASKS_PER_CALL => return Self::too_many(),
-                None => {
-                    let cell = Arc::new(OnceCell::new());
-                    answers.insert(key, cell.clone());
-                    cell
-                }
-            }
+        let Some((cell, _)) = open_question(&self.answers, name, port, EGRESS_MAX_ASKS_PER_CALL)
+        else {
+            return Self::too_many();
         };
         cell.get_or_init(|| self.question(plugin, via, name, port, address))
             .await
@@ -447,18 +460,10 @@ impl Asker for ServerAsk {
         port: u16,
         address: IpAddr,
     ) -> Answer {
-        let key = (name.to_string(), port);
-        let (cell, first) = {
-            let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-            match open.get(&key) {
-                Some(cell) => (cell.clone(), false),
-                None if open.len() >= EGRESS_MAX_SERVER_QUESTIONS => return Self::too_many(),
-                None => {
-                    let cell = Arc::new(OnceCell::new());
-                    open.insert(key.clone(), cell.clone());
-                    (cell, true)
-                }
-            }
+        let Some((cell, first)) =
+            open_question(&self.open, name, port, EGRESS_MAX_SERVER_QUESTIONS)
+        else {
+            return Self::too_many();
         };
         // Removes the question once answered (or abandoned): its answer
         // was for the connections that waited for it.
@@ -473,7 +478,7 @@ impl Asker for ServerAsk {
                 }
             }
         }
-        let _close = Close(self, first.then_some(key), cell.clone());
+        let _close = Close(self, first.then(|| (name.to_string(), port)), cell.clone());
         cell.get_or_init(|| self.question(via, name, port, address))
             .await
             .clone()

@@ -139,13 +139,23 @@ impl ComponentEgress {
         }
     }
 
-    fn refused(&self, via: &'static str, name: String, port: u16, r: &Refusal) {
+    /// Records `r`, a refused connection to `name` (`address` when the
+    /// refusal names none) for `who`.
+    fn refused(
+        &self,
+        who: &Attribution,
+        via: &'static str,
+        name: String,
+        address: Option<IpAddr>,
+        port: u16,
+        r: &Refusal,
+    ) {
         self.record(
-            &self.attribution(),
+            who,
             &ConnectionRecord {
                 via,
                 name,
-                address: r.address,
+                address: r.address.or(address),
                 port,
                 allowed: false,
                 rule: r.record_rule(),
@@ -181,7 +191,7 @@ impl ComponentEgress {
         let d = Destination { host, port, http };
         let name = host.to_string();
         if let Some(r) = self.denied_by_name(&d) {
-            self.refused("wasi:http", name, port, &r);
+            self.refused(&self.attribution(), "wasi:http", name, None, port, &r);
             return Err(OpenError::Refused(r));
         }
         let ask = self.ask.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -203,7 +213,7 @@ impl ComponentEgress {
         match opened {
             Ok(o) => Ok(Counted::new(self.clone(), self.attribution(), name, o)),
             Err(OpenError::Refused(r)) => {
-                self.refused("wasi:http", name, port, &r);
+                self.refused(&self.attribution(), "wasi:http", name, None, port, &r);
                 Err(OpenError::Refused(r))
             }
             Err(e) => Err(e),
@@ -320,21 +330,7 @@ impl ComponentEgress {
     }
 
     fn refused_as(&self, who: &Attribution, ip: IpAddr, port: u16, r: &Refusal) {
-        self.record(
-            who,
-            &ConnectionRecord {
-                via: "wasi:sockets",
-                name: ip.to_string(),
-                address: r.address.or(Some(ip)),
-                port,
-                allowed: false,
-                rule: r.record_rule(),
-                reason: Some(r.message.clone()),
-                bytes_up: 0,
-                bytes_down: 0,
-                approval: r.refused_by.clone(),
-            },
-        );
+        self.refused(who, "wasi:sockets", ip.to_string(), Some(ip), port, r);
     }
 
     /// A `wasi:sockets` TCP connect to `addr`, decided without asking:

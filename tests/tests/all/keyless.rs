@@ -811,31 +811,19 @@ fn a_test_ca_certificate_expired_now_verifies_if_logged_in_time() {
     let work = TempDir::new("keyless-ca");
     let artifact = work.path().join("guard.wasm");
     std::fs::copy(fixtures::GUARD, &artifact).unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("oci/cosign_keyless_sign.py");
     for (mode, expect) in [
         ("logged-while-valid", None),
         ("logged-after-expiry", Some("expired at")),
     ] {
         let bundle = work.path().join(format!("{mode}.json"));
         let root = work.path().join(format!("{mode}-root.json"));
-        let out = Command::new(signer_python())
-            .arg(&script)
-            .args([
-                "bundle",
-                artifact.to_str().unwrap(),
-                bundle.to_str().unwrap(),
-                root.to_str().unwrap(),
-                mode,
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let who = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        let (issuer, subject) = who.split_once(' ').unwrap();
+        let (issuer, subject) = identity_of(&run_signer(&[
+            "bundle",
+            artifact.to_str().unwrap(),
+            bundle.to_str().unwrap(),
+            root.to_str().unwrap(),
+            mode,
+        ]));
         let root = TrustedRoot::from_json(&read(&root)).unwrap();
         let b = Bundle::from_json(&read(&bundle)).unwrap();
         assert!(b.entry.proof.is_some());
@@ -843,7 +831,7 @@ fn a_test_ca_certificate_expired_now_verifies_if_logged_in_time() {
             &b,
             &read(&artifact),
             &root,
-            &[exact(issuer, subject)],
+            &[exact(&issuer, &subject)],
             keyless::now(),
         );
         match expect {
@@ -880,7 +868,6 @@ fn a_test_ca_certificate_needs_a_good_sct() {
     let work = TempDir::new("keyless-sct");
     let artifact = work.path().join("guard.wasm");
     std::fs::copy(fixtures::GUARD, &artifact).unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("oci/cosign_keyless_sign.py");
     let max = toolgate::budgets::KEYLESS_MAX_SCT_LIST_BYTES;
     let too_big = "the certificate's SCT list is ";
     let at_most = format!("bytes; at most {max} are read");
@@ -917,32 +904,21 @@ fn a_test_ca_certificate_needs_a_good_sct() {
     ] {
         let bundle = work.path().join(format!("{sct}.json"));
         let root = work.path().join(format!("{sct}-root.json"));
-        let out = Command::new(signer_python())
-            .arg(&script)
-            .args([
-                "bundle",
-                artifact.to_str().unwrap(),
-                bundle.to_str().unwrap(),
-                root.to_str().unwrap(),
-                "logged-while-valid",
-                sct,
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{sct}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let who = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        let (issuer, subject) = who.split_once(' ').unwrap();
+        let (issuer, subject) = identity_of(&run_signer(&[
+            "bundle",
+            artifact.to_str().unwrap(),
+            bundle.to_str().unwrap(),
+            root.to_str().unwrap(),
+            "logged-while-valid",
+            sct,
+        ]));
         let root = TrustedRoot::from_json(&read(&root)).unwrap();
         let b = Bundle::from_json(&read(&bundle)).unwrap();
         let verdict = keyless::verify(
             &b,
             &read(&artifact),
             &root,
-            &[exact(issuer, subject)],
+            &[exact(&issuer, &subject)],
             keyless::now(),
         );
         if expect.is_empty() {
@@ -971,7 +947,6 @@ async fn a_keyless_cosign_signature_from_a_registry_loads_a_policy() {
     let registry = Registry::start();
     let work = TempDir::new("keyless-oci");
     let state = work.path().join("state");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("oci/cosign_keyless_sign.py");
     for (tag, mode) in [
         ("good", "logged-while-valid"),
         ("late", "logged-after-expiry"),
@@ -979,23 +954,14 @@ async fn a_keyless_cosign_signature_from_a_registry_loads_a_policy() {
         let reference = registry.reference(&format!("acme/guard:{tag}"));
         let digest = digest_in(&toolgate(&state, &["push", &reference, fixtures::GUARD]).unwrap());
         let root = work.path().join(format!("{tag}-root.json"));
-        let out = Command::new(signer_python())
-            .arg(&script)
-            .arg("oci")
-            .arg(format!("127.0.0.1:{}", registry.port))
-            .arg("acme/guard")
-            .arg(&digest)
-            .arg(&root)
-            .arg(mode)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let who = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        let (issuer, subject) = who.split_once(' ').unwrap();
+        let (issuer, subject) = identity_of(&run_signer(&[
+            "oci",
+            &format!("127.0.0.1:{}", registry.port),
+            "acme/guard",
+            &digest,
+            root.to_str().unwrap(),
+            mode,
+        ]));
         let config = work.path().join(format!("{tag}.toml"));
         let write = |subject: &str| {
             std::fs::write(
@@ -1006,7 +972,7 @@ async fn a_keyless_cosign_signature_from_a_registry_loads_a_policy() {
             )
             .unwrap();
         };
-        write(subject);
+        write(&subject);
         let h = host(&state, &config).await;
         let g = status(&h, "g");
         if tag == "good" {
@@ -1090,10 +1056,9 @@ async fn a_cosign_3_bundle_referrer_from_a_registry_loads_a_policy() {
         let digest = digest_in(&toolgate(&state, &["push", &reference, fixtures::GUARD]).unwrap());
         let root = work.path().join(format!("{mode}-root.json"));
         let text = sign_referrer(registry.port, repo, &digest, &root, mode);
-        let mut lines = text.lines();
-        let (issuer, subject) = lines.next().unwrap().split_once(' ').unwrap();
+        let (issuer, subject) = identity_of(&text);
         assert_eq!(
-            lines.next(),
+            text.lines().nth(1),
             Some("tag"),
             "Debian's docker-registry has no referrers API: the tag schema is what is read"
         );
@@ -1118,23 +1083,41 @@ async fn a_cosign_3_bundle_referrer_from_a_registry_loads_a_policy() {
     }
 }
 
-/// `cosign_keyless_sign.py referrer`: signs `digest` of `repo` at the
-/// registry on `port` as cosign 3 does (`mode`: see the script), its
-/// trusted root written to `root`; what it printed.
-fn sign_referrer(port: u16, repo: &str, digest: &str, root: &Path, mode: &str) -> String {
+/// `tests/oci/cosign_keyless_sign.py ARGS…` (the independent signer: see
+/// the script for its commands), which must succeed; what it printed.
+fn run_signer(args: &[&str]) -> String {
     let out = Command::new(signer_python())
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("oci/cosign_keyless_sign.py"))
-        .args(["referrer", &format!("127.0.0.1:{port}"), repo, digest])
-        .arg(root)
-        .arg(mode)
+        .args(args)
         .output()
         .unwrap();
     assert!(
         out.status.success(),
-        "{}",
+        "{args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `cosign_keyless_sign.py referrer`: signs `digest` of `repo` at the
+/// registry on `port` as cosign 3 does (`mode`: see the script), its
+/// trusted root written to `root`; what it printed.
+fn sign_referrer(port: u16, repo: &str, digest: &str, root: &Path, mode: &str) -> String {
+    run_signer(&[
+        "referrer",
+        &format!("127.0.0.1:{port}"),
+        repo,
+        digest,
+        root.to_str().unwrap(),
+        mode,
+    ])
+}
+
+/// The signer's first line: `ISSUER SUBJECT`.
+fn identity_of(printed: &str) -> (String, String) {
+    let line = printed.lines().next().unwrap_or_default();
+    let (issuer, subject) = line.split_once(' ').expect("ISSUER SUBJECT");
+    (issuer.to_string(), subject.to_string())
 }
 
 /// The guard at `reference` (signed over `digest`) as plugin `g` under the

@@ -217,7 +217,7 @@ fn first(bytes: &[u8]) -> Result<AnyRef<'_>, der::Error> {
 }
 
 /// The DER values of a constructed value's contents, in order.
-fn items(bytes: &[u8]) -> Result<Vec<AnyRef<'_>>, der::Error> {
+pub(super) fn items(bytes: &[u8]) -> Result<Vec<AnyRef<'_>>, der::Error> {
     let mut reader = der::SliceReader::new(bytes)?;
     let mut out = Vec::new();
     while !reader.is_finished() {

@@ -26,9 +26,10 @@
 
 use base64::Engine as _;
 use der::asn1::AnyRef;
-use der::{Encode as _, Reader as _, Tagged as _};
+use der::{Encode as _, Tagged as _};
 use sha2::{Digest, Sha256};
 
+use super::cert::items;
 use super::root::{CertificateAuthority, TransparencyLog};
 use crate::budgets::{
     KEYLESS_MAX_SCT_EXTENSIONS_BYTES, KEYLESS_MAX_SCT_LIST_BYTES, KEYLESS_MAX_SCTS,
@@ -375,16 +376,6 @@ fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
     }
     out.extend_from_slice(content);
     out
-}
-
-/// The DER values of a constructed value's contents, in order.
-fn items(bytes: &[u8]) -> Result<Vec<AnyRef<'_>>, der::Error> {
-    let mut reader = der::SliceReader::new(bytes)?;
-    let mut out = Vec::new();
-    while !reader.is_finished() {
-        out.push(reader.decode::<AnyRef<'_>>()?);
-    }
-    Ok(out)
 }
 
 #[cfg(test)]
