@@ -389,6 +389,16 @@ fn tampered_untrusted_and_oversized_inputs_are_refused() {
     let run = |bundle: &[u8], artifact: &[u8], root: &[u8]| {
         case.verify_with(bundle, artifact, root, &ids).unwrap_err()
     };
+    // The good bundle under the production root as `edit` changes it.
+    let under_root = |edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut root: serde_json::Value = serde_json::from_slice(&case.root).unwrap();
+        edit(&mut root);
+        run(
+            &case.bundle,
+            &case.artifact,
+            &serde_json::to_vec(&root).unwrap(),
+        )
+    };
     let mut artifact = case.artifact.clone();
     artifact.push(b'!');
     let e = run(&case.bundle, &artifact, &case.root);
@@ -421,30 +431,22 @@ fn tampered_untrusted_and_oversized_inputs_are_refused() {
 
     // The production root with its Fulcio CAs' validity ended before the
     // entry was logged (2024-03-19): the path is refused.
-    let mut root: serde_json::Value = serde_json::from_slice(&case.root).unwrap();
-    for ca in root["certificateAuthorities"].as_array_mut().unwrap() {
-        ca["validFor"]["end"] = "2023-01-01T00:00:00Z".into();
-    }
-    let e = run(
-        &case.bundle,
-        &case.artifact,
-        &serde_json::to_vec(&root).unwrap(),
-    );
+    let e = under_root(&|root| {
+        for ca in root["certificateAuthorities"].as_array_mut().unwrap() {
+            ca["validFor"]["end"] = "2023-01-01T00:00:00Z".into();
+        }
+    });
     assert!(
         e.contains("does not chain to a trusted CA")
             && e.contains("is not valid at 2024-03-19T17:26:26Z"),
         "{e}"
     );
     // Its log key valid only from after the entry.
-    let mut root: serde_json::Value = serde_json::from_slice(&case.root).unwrap();
-    for log in root["tlogs"].as_array_mut().unwrap() {
-        log["publicKey"]["validFor"]["start"] = "2025-01-01T00:00:00Z".into();
-    }
-    let e = run(
-        &case.bundle,
-        &case.artifact,
-        &serde_json::to_vec(&root).unwrap(),
-    );
+    let e = under_root(&|root| {
+        for log in root["tlogs"].as_array_mut().unwrap() {
+            log["publicKey"]["validFor"]["start"] = "2025-01-01T00:00:00Z".into();
+        }
+    });
     assert!(
         e.contains(
             "but the log's key (https://rekor.sigstore.dev) is valid from 2025-01-01T00:00:00Z"
@@ -452,53 +454,37 @@ fn tampered_untrusted_and_oversized_inputs_are_refused() {
         "{e}"
     );
     // Only the CA chain of the other Fulcio generation: not this issuer.
-    let mut root: serde_json::Value = serde_json::from_slice(&case.root).unwrap();
-    root["certificateAuthorities"]
-        .as_array_mut()
-        .unwrap()
-        .remove(1);
-    let e = run(
-        &case.bundle,
-        &case.artifact,
-        &serde_json::to_vec(&root).unwrap(),
-    );
+    let e = under_root(&|root| {
+        root["certificateAuthorities"]
+            .as_array_mut()
+            .unwrap()
+            .remove(1);
+    });
     assert!(e.contains("does not chain to a trusted CA"), "{e}");
 
     // Certificate transparency: no CT log at all, the CT log's key valid
     // only from after the SCT (2024-03-19), another instance's CT logs.
-    let mut root: serde_json::Value = serde_json::from_slice(&case.root).unwrap();
-    root["ctlogs"] = serde_json::json!([]);
-    let e = run(
-        &case.bundle,
-        &case.artifact,
-        &serde_json::to_vec(&root).unwrap(),
-    );
+    let e = under_root(&|root| {
+        root["ctlogs"] = serde_json::json!([]);
+    });
     assert!(
         e.contains("the trusted root names no certificate transparency log"),
         "{e}"
     );
-    let mut root: serde_json::Value = serde_json::from_slice(&case.root).unwrap();
-    for log in root["ctlogs"].as_array_mut().unwrap() {
-        log["publicKey"]["validFor"]["start"] = "2025-01-01T00:00:00Z".into();
-    }
-    let e = run(
-        &case.bundle,
-        &case.artifact,
-        &serde_json::to_vec(&root).unwrap(),
-    );
+    let e = under_root(&|root| {
+        for log in root["ctlogs"].as_array_mut().unwrap() {
+            log["publicKey"]["validFor"]["start"] = "2025-01-01T00:00:00Z".into();
+        }
+    });
     assert!(
         e.contains("SCT 0: dated 2024-03-19T17:26:")
             && e.contains("but the CT log's key (https://ctfe.sigstore.dev/2022) is valid from 2025-01-01T00:00:00Z"),
         "{e}"
     );
-    let mut root: serde_json::Value = serde_json::from_slice(&case.root).unwrap();
-    let staging_v: serde_json::Value = serde_json::from_slice(&staging).unwrap();
-    root["ctlogs"] = staging_v["ctlogs"].clone();
-    let e = run(
-        &case.bundle,
-        &case.artifact,
-        &serde_json::to_vec(&root).unwrap(),
-    );
+    let e = under_root(&|root| {
+        let staging_v: serde_json::Value = serde_json::from_slice(&staging).unwrap();
+        root["ctlogs"] = staging_v["ctlogs"].clone();
+    });
     assert!(
         e.contains("SCT 0: from a CT log the trusted root does not name (log id 3T0wasbHETJjGR4cmWc3AqJKXrjePK3/h4pygC8p7o4=)"),
         "{e}"
@@ -517,14 +503,10 @@ fn tampered_untrusted_and_oversized_inputs_are_refused() {
     *hashes = serde_json::Value::Array(vec![hashes[0].clone(); 65]);
     let e = run(&serde_json::to_vec(&v).unwrap(), &case.artifact, &case.root);
     assert!(e.contains("has 65 hashes; at most 64"), "{e}");
-    let mut root: serde_json::Value = serde_json::from_slice(&case.root).unwrap();
-    let chain = &mut root["certificateAuthorities"][1]["certChain"]["certificates"];
-    *chain = serde_json::Value::Array(vec![chain[0].clone(); 9]);
-    let e = run(
-        &case.bundle,
-        &case.artifact,
-        &serde_json::to_vec(&root).unwrap(),
-    );
+    let e = under_root(&|root| {
+        let chain = &mut root["certificateAuthorities"][1]["certChain"]["certificates"];
+        *chain = serde_json::Value::Array(vec![chain[0].clone(); 9]);
+    });
     assert!(e.contains("holds 9 certificates; 1 to 8"), "{e}");
 }
 
