@@ -87,6 +87,22 @@ fn egress_records(audit: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// The queue's pending entries once there are some (polled every 20 ms,
+/// at most `polls` times).
+async fn pending_entries(
+    queue: &toolgate::approval::queue::ApprovalQueue,
+    polls: u32,
+) -> Vec<toolgate::approval::store::Entry> {
+    for _ in 0..polls {
+        let p = queue.pending().await.unwrap();
+        if !p.is_empty() {
+            return p;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("no entry");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn granted_names_pass_everything_else_is_refused_and_recorded() {
     let t = Tree::new("egress-names");
@@ -956,17 +972,7 @@ async fn the_queue_asks_about_a_destination_and_an_egress_grant_answers_the_next
         let (h, curl) = (h.clone(), curl.clone());
         tokio::spawn(async move { bash(&h, &curl).await })
     };
-    let pending = async {
-        for _ in 0..1000 {
-            let p = queue.pending().await.unwrap();
-            if !p.is_empty() {
-                return p;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-        panic!("no entry");
-    }
-    .await;
+    let pending = pending_entries(&queue, 1000).await;
     assert_eq!(pending.len(), 1, "{pending:?}");
     let e = &pending[0];
     let asked = e.egress.as_ref().expect("an egress entry");
@@ -1032,16 +1038,7 @@ async fn the_queue_asks_about_a_destination_and_an_egress_grant_answers_the_next
         let (h, curl) = (h.clone(), curl.clone());
         tokio::spawn(async move { bash(&h, &curl).await })
     };
-    let e = async {
-        for _ in 0..1000 {
-            if let Some(e) = queue.pending().await.unwrap().pop() {
-                return e;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-        panic!("no entry");
-    }
-    .await;
+    let e = pending_entries(&queue, 1000).await.pop().unwrap();
     queue
         .decide(
             &e.id,
@@ -1363,18 +1360,8 @@ async fn a_bridged_server_s_connections_are_asked_about_on_its_behalf() {
             (r.is_error, format!("{} {error}", r.text()))
         })
     };
-    let q = &queue;
-    let next_entry = move || async move {
-        for _ in 0..1500 {
-            if let Some(e) = q.pending().await.unwrap().pop() {
-                return e;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-        panic!("no entry");
-    };
     let first = fetch(format!("http://localhost:{port}/hello"));
-    let e = next_entry().await;
+    let e = pending_entries(&queue, 1500).await.pop().unwrap();
     let asked = e.egress.as_ref().expect("an egress entry");
     assert_eq!(
         (
@@ -1422,7 +1409,7 @@ async fn a_bridged_server_s_connections_are_asked_about_on_its_behalf() {
     assert_eq!(hits.load(Ordering::SeqCst), 2);
     // Another port: asked again, denied; the server gets the proxy's 403.
     let third = fetch(format!("http://localhost:{other}/hello"));
-    let e2 = next_entry().await;
+    let e2 = pending_entries(&queue, 1500).await.pop().unwrap();
     queue
         .decide(
             &e2.id,
