@@ -255,8 +255,8 @@ impl CompileCache {
 
     /// Whether the cache holds an entry for `bytes` that verifies under this
     /// host's key — whether loading them will not compile. The entry is read
-    /// and its MAC checked (a millisecond for a megabyte); the load checks
-    /// it again, and nothing is trusted on this answer alone. An entry that
+    /// and its MAC checked (milliseconds, once per plugin file at start); the
+    /// load checks it again, and nothing is trusted on this answer alone. An entry that
     /// exists but fails (tampered with, or written under another key: another
     /// state directory sharing the cache) answers `false`, so a start that
     /// loads compiled plugins first defers it like any uncompiled one instead
