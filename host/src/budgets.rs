@@ -287,9 +287,10 @@ pub const KEYLESS_MAX_STATEMENT_SUBJECTS: usize = 64;
 /// Bytes of the trusted root file (`[trust] trusted_root`). 1 MiB
 /// (Sigstore's production root is about 7 KB).
 pub const KEYLESS_MAX_TRUSTED_ROOT_BYTES: usize = 1 << 20;
-/// Certificates in one CA's chain in the trusted root, and in a bundle's
-/// `x509CertificateChain`. Threat: a path search over hundreds of
-/// certificates. 8 (Fulcio's is 2).
+/// Certificates in one CA's or TSA's chain in the trusted root, in a
+/// bundle's `x509CertificateChain`, and embedded in an RFC 3161
+/// timestamp. Threat: a path search over hundreds of certificates. 8
+/// (Fulcio's is 2).
 pub const KEYLESS_MAX_CA_CHAIN: usize = 8;
 /// Entries of each list of the trusted root (certificate authorities,
 /// transparency logs…). 64.
@@ -310,8 +311,14 @@ pub const KEYLESS_MAX_SCTS: usize = 8;
 /// Bytes of one SCT's `extensions` (signed with it; a Static CT log puts
 /// the entry's index there, 8 bytes). 256.
 pub const KEYLESS_MAX_SCT_EXTENSIONS_BYTES: usize = 256;
-/// How far in the future a log entry's `integratedTime` may be (clock
-/// skew between this machine and the log). 300 s.
+/// RFC 3161 timestamps of one bundle (`timestampVerificationData`), each
+/// a CMS signature and a certificate path to check. Threat: a bundle of
+/// hundreds of timestamps. 32 (sigstore-go's and sigstore-python's
+/// bound; a signer asks one TSA).
+pub const KEYLESS_MAX_TIMESTAMPS: usize = 32;
+/// How far in the future a log entry's `integratedTime`, or a timestamp's
+/// `genTime`, may be (clock skew between this machine and the log or the
+/// TSA). 300 s.
 pub const KEYLESS_CLOCK_SKEW_SECS: i64 = 300;
 
 // The egress proxy's limits (see `crate::egress` and docs/operators.md,

@@ -10,8 +10,10 @@ embeds an SCT (RFC 6962, extension 1.3.6.1.4.1.11129.2.4.2) from a test
 CT log key: the log's signature over the precertificate (the leaf's
 TBSCertificate without that extension, as `cryptography` builds it before
 the extension is added) and the issuer's key hash. TRUSTED_ROOT_OUT gets a
-Sigstore trusted root (certificateAuthorities, tlogs, ctlogs) naming the
-CA, the log and the CT log.
+Sigstore trusted root (certificateAuthorities, tlogs, ctlogs,
+timestampAuthorities) naming the CA, the logs, the CT log and the TSA.
+The RFC 3161 timestamps (DER TimeStampResp, CMS SignedData of a TSTInfo)
+are encoded here by hand, with the few DER helpers below.
 
 usage:
   cosign_keyless_sign.py oci REGISTRY REPOSITORY DIGEST TRUSTED_ROOT_OUT [MODE [SCT]]
@@ -36,7 +38,16 @@ usage:
       `other-subject` (the referrer's `subject` is another manifest),
       `key` (signed as `cosign sign --key` 3 does: the bundle names a
       public key by its hint instead of a certificate, the log entry
-      records that key; its PEM is written to TRUSTED_ROOT_OUT.pub).
+      records that key; its PEM is written to TRUSTED_ROOT_OUT.pub),
+      `rekor2` (logged as Rekor v2 logs: a `hashedrekord` 0.0.2 entry of
+      the envelope's PAE digest, no integratedTime and no SET, in an
+      Ed25519 log whose checkpoint key id is its logId; timed instead by
+      an RFC 3161 timestamp of a test TSA over the signature, 15 minutes
+      ago, while the certificate was valid), `rekor2-after-expiry` (the
+      timestamp is 5 minutes old: after the certificate expired),
+      `rekor2-untrusted-tsa` (the timestamp is by a TSA the trusted root
+      does not name), `rekor2-key` (`key` logged as `rekor2` is: the
+      entry's verifier is the public key).
   cosign_keyless_sign.py bundle FILE BUNDLE_OUT TRUSTED_ROOT_OUT [MODE [SCT]]
       writes a Sigstore bundle v0.3 for FILE, with an inclusion proof (a
       one-entry tree) and a checkpoint signed by the log key.
@@ -66,7 +77,7 @@ import urllib.request
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 ISSUER = "https://token.actions.githubusercontent.com"
@@ -164,14 +175,43 @@ tbs = precert.sign(ca_key, hashes.SHA384()).tbs_certificate_bytes
 issuer_key_hash = hashlib.sha256(spki_der(ca_key)).digest()
 
 
-def der_octets(data: bytes) -> bytes:
-    n = len(data)
+def der(tag: int, content: bytes) -> bytes:
+    n = len(content)
     if n < 0x80:
         head = bytes([n])
     else:
         size = n.to_bytes((n.bit_length() + 7) // 8, "big")
         head = bytes([0x80 | len(size)]) + size
-    return b"\x04" + head + data
+    return bytes([tag]) + head + content
+
+
+def der_octets(data: bytes) -> bytes:
+    return der(0x04, data)
+
+
+def der_seq(*items: bytes) -> bytes:
+    return der(0x30, b"".join(items))
+
+
+def der_set(*items: bytes) -> bytes:
+    return der(0x31, b"".join(sorted(items)))
+
+
+def der_int(n: int) -> bytes:
+    return der(0x02, n.to_bytes((n.bit_length() + 8) // 8, "big"))
+
+
+def der_oid(dotted: str) -> bytes:
+    parts = [int(p) for p in dotted.split(".")]
+    body = bytes([40 * parts[0] + parts[1]])
+    for p in parts[2:]:
+        enc = [p & 0x7F]
+        p >>= 7
+        while p:
+            enc.append(0x80 | (p & 0x7F))
+            p >>= 7
+        body += bytes(reversed(enc))
+    return der(0x06, body)
 
 
 def sct(key, ext: bytes = b"", over: bytes = tbs) -> bytes:
@@ -218,6 +258,83 @@ log_key = ec.generate_private_key(ec.SECP256R1())
 log_id = hashlib.sha256(spki_der(log_key)).digest()
 log_index = 4242
 
+# A Rekor v2 log: Ed25519; its logId is its signed-note key id,
+# SHA-256(origin ‖ "\n" ‖ 0x01 ‖ public key), which checkpoints' key hints
+# start with.
+V2_ORIGIN = "log2025-test.rekor.test"
+v2_key = ed25519.Ed25519PrivateKey.generate()
+v2_raw = v2_key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+v2_log_id = hashlib.sha256(V2_ORIGIN.encode() + b"\n\x01" + v2_raw).digest()
+
+
+def tsa_pair(name: str):
+    """A TSA: a self-signed P-384 root and its P-256 signing certificate
+    (extended key usage: time stamping only, critical, as RFC 3161 says)."""
+    root_key = ec.generate_private_key(ec.SECP384R1())
+    root_name = x509.Name([
+        x509.NameAttribute(NameOID.ORGANIZATION_NAME, "toolgate-test"),
+        x509.NameAttribute(NameOID.COMMON_NAME, f"{name}-root"),
+    ])
+    root = (
+        x509.CertificateBuilder().subject_name(root_name).issuer_name(root_name)
+        .public_key(root_key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(ts(now - 86400)).not_valid_after(ts(now + 86400))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(root_key.public_key()), critical=False)
+        .sign(root_key, hashes.SHA384())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+        .issuer_name(root_name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(ts(now - 86400)).not_valid_after(ts(now + 86400))
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.TIME_STAMPING]), critical=True)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(root_key.public_key()), critical=False)
+        .sign(root_key, hashes.SHA384())
+    )
+    return key, cert, root
+
+
+tsa_key, tsa_cert, tsa_root = tsa_pair("test-tsa")
+
+
+def timestamp(signature: bytes, at: int, key, cert) -> bytes:
+    """An RFC 3161 TimeStampResp (granted) over SHA-256(signature) at `at`,
+    signed by `key` (CMS SignedData, signed attributes: content type and
+    message digest), embedding `cert`."""
+    sha256 = der_seq(der_oid("2.16.840.1.101.3.4.2.1"))
+    tst_info = der_seq(
+        der_int(1),
+        der_oid("1.3.6.1.4.1.57264.2"),
+        der_seq(sha256, der_octets(hashlib.sha256(signature).digest())),
+        der_int(x509.random_serial_number()),
+        der(0x18, ts(at).strftime("%Y%m%d%H%M%SZ").encode()),
+    )
+    tst_type = der_oid("1.2.840.113549.1.9.16.1.4")
+    attrs = der_set(
+        der_seq(der_oid("1.2.840.113549.1.9.3"), der_set(tst_type)),
+        der_seq(der_oid("1.2.840.113549.1.9.4"), der_set(der_octets(hashlib.sha256(tst_info).digest()))),
+    )
+    signer_info = der_seq(
+        der_int(1),
+        der_seq(cert.issuer.public_bytes(), der_int(cert.serial_number)),
+        sha256,
+        b"\xa0" + attrs[1:],  # [0] IMPLICIT: the SET's contents, retagged
+        der_seq(der_oid("1.2.840.10045.4.3.2")),  # ecdsa-with-SHA256
+        der_octets(key.sign(attrs, ec.ECDSA(hashes.SHA256()))),
+    )
+    signed_data = der_seq(
+        der_int(3),
+        der_set(sha256),
+        der_seq(tst_type, der(0xA0, der_octets(tst_info))),
+        der(0xA0, cert.public_bytes(serialization.Encoding.DER)),
+        der_set(signer_info),
+    )
+    token = der_seq(der_oid("1.2.840.113549.1.7.2"), der(0xA0, signed_data))
+    return der_seq(der_seq(der_int(0)), token)
+
 
 def log_entry(artifact: bytes, signature: bytes, spec=None):
     body = json.dumps(
@@ -251,7 +368,18 @@ def write_root(path: str):
                 "hashAlgorithm": "SHA2_256",
                 "publicKey": {"rawBytes": b64(spki_der(log_key)), "keyDetails": "PKIX_ECDSA_P256_SHA_256", "validFor": {"start": start}},
                 "logId": {"keyId": b64(log_id)},
-            }
+            },
+            {
+                "baseUrl": f"https://{V2_ORIGIN}",
+                "hashAlgorithm": "SHA2_256",
+                "publicKey": {
+                    "rawBytes": b64(v2_key.public_key().public_bytes(
+                        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)),
+                    "keyDetails": "PKIX_ED25519",
+                    "validFor": {"start": start},
+                },
+                "logId": {"keyId": b64(v2_log_id)},
+            },
         ],
         "certificateAuthorities": [
             {
@@ -274,7 +402,16 @@ def write_root(path: str):
                 "logId": {"keyId": b64(hashlib.sha256(spki_der(ct_key)).digest())},
             }
         ],
-        "timestampAuthorities": [],
+        "timestampAuthorities": [
+            {
+                "subject": {"organization": "toolgate-test", "commonName": "test-tsa"},
+                "uri": "https://tsa.test",
+                "certChain": {"certificates": [
+                    {"rawBytes": b64(c.public_bytes(serialization.Encoding.DER))} for c in (tsa_cert, tsa_root)
+                ]},
+                "validFor": {"start": start},
+            }
+        ],
     }
     with open(path, "w") as f:
         json.dump(root, f, indent=2)
@@ -386,29 +523,64 @@ elif command == "referrer":
         "payloadHash": {"algorithm": "sha256", "value": hashlib.sha256(statement).hexdigest()},
         "signatures": [{"signature": b64(signature), "verifier": b64(key_pem if mode == "key" else leaf_pem)}],
     }
-    body, set_ = log_entry(statement, signature, spec)
-    root_hash = hashlib.sha256(b"\x00" + body).digest()
-    note = f"rekor.test - 1\n1\n{b64(root_hash)}\n"
-    note_sig = log_key.sign(note.encode(), ec.ECDSA(hashes.SHA256()))
-    checkpoint = note + "\n" + "\u2014 rekor.test " + b64(log_id[:4] + note_sig) + "\n"
+    keyed = mode in ("key", "rekor2-key")
+    material = (
+        {"publicKey": {"hint": b64(hashlib.sha256(spki_der(leaf_key)).digest())}} if keyed else
+        {"certificate": {"rawBytes": b64(leaf.public_bytes(serialization.Encoding.DER))}}
+    )
+    if mode.startswith("rekor2"):
+        # Rekor v2: "hashedrekord over DSSE" (the PAE's digest), no
+        # integratedTime, no SET; the time is the TSA's.
+        body = json.dumps({
+            "apiVersion": "0.0.2", "kind": "hashedrekord",
+            "spec": {"hashedRekordV002": {
+                "data": {"algorithm": "SHA2_256", "digest": b64(hashlib.sha256(pae(statement)).digest())},
+                "signature": {"content": b64(signature), "verifier": {
+                    "keyDetails": "PKIX_ECDSA_P256_SHA_256",
+                    **({"publicKey": {"rawBytes": b64(spki_der(leaf_key))}} if keyed else
+                       {"x509Certificate": {"rawBytes": b64(leaf.public_bytes(serialization.Encoding.DER))}}),
+                }},
+            }},
+        }, separators=(",", ":")).encode()
+        root_hash = hashlib.sha256(b"\x00" + body).digest()
+        note = f"{V2_ORIGIN}\n1\n{b64(root_hash)}\n"
+        checkpoint = note + "\n" + f"\u2014 {V2_ORIGIN} " + b64(v2_log_id[:4] + v2_key.sign(note.encode())) + "\n"
+        stamped_at = now - 300 if mode == "rekor2-after-expiry" else now - 900
+        key, cert, _ = tsa_pair("other-tsa") if mode == "rekor2-untrusted-tsa" else (tsa_key, tsa_cert, None)
+        entry = {
+            "logIndex": "0",
+            "logId": {"keyId": b64(v2_log_id)},
+            "kindVersion": {"kind": "hashedrekord", "version": "0.0.2"},
+            "inclusionProof": {
+                "logIndex": "0", "rootHash": b64(root_hash), "treeSize": "1", "hashes": [],
+                "checkpoint": {"envelope": checkpoint},
+            },
+            "canonicalizedBody": b64(body),
+        }
+        material["timestampVerificationData"] = {
+            "rfc3161Timestamps": [{"signedTimestamp": b64(timestamp(signature, stamped_at, key, cert))}]
+        }
+    else:
+        body, set_ = log_entry(statement, signature, spec)
+        root_hash = hashlib.sha256(b"\x00" + body).digest()
+        note = f"rekor.test - 1\n1\n{b64(root_hash)}\n"
+        note_sig = log_key.sign(note.encode(), ec.ECDSA(hashes.SHA256()))
+        checkpoint = note + "\n" + "\u2014 rekor.test " + b64(log_id[:4] + note_sig) + "\n"
+        entry = {
+            "logIndex": str(log_index),
+            "logId": {"keyId": b64(log_id)},
+            "kindVersion": {"kind": "dsse", "version": "0.0.1"},
+            "integratedTime": str(integrated_time),
+            "inclusionPromise": {"signedEntryTimestamp": b64(set_)},
+            "inclusionProof": {
+                "logIndex": "0", "rootHash": b64(root_hash), "treeSize": "1", "hashes": [],
+                "checkpoint": {"envelope": checkpoint},
+            },
+            "canonicalizedBody": b64(body),
+        }
     bundle = json.dumps({
         "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
-        "verificationMaterial": {
-            **({"publicKey": {"hint": b64(hashlib.sha256(spki_der(leaf_key)).digest())}} if mode == "key" else
-               {"certificate": {"rawBytes": b64(leaf.public_bytes(serialization.Encoding.DER))}}),
-            "tlogEntries": [{
-                "logIndex": str(log_index),
-                "logId": {"keyId": b64(log_id)},
-                "kindVersion": {"kind": "dsse", "version": "0.0.1"},
-                "integratedTime": str(integrated_time),
-                "inclusionPromise": {"signedEntryTimestamp": b64(set_)},
-                "inclusionProof": {
-                    "logIndex": "0", "rootHash": b64(root_hash), "treeSize": "1", "hashes": [],
-                    "checkpoint": {"envelope": checkpoint},
-                },
-                "canonicalizedBody": b64(body),
-            }],
-        },
+        "verificationMaterial": {**material, "tlogEntries": [entry]},
         "dsseEnvelope": envelope,
     }).encode()
     bundle_type = "application/vnd.dev.sigstore.bundle.v0.3+json"
@@ -478,7 +650,7 @@ elif command == "referrer":
             f"{base}/manifests/{tag}", data=index, method="PUT", headers={"Content-Type": index_type},
         )).close()
     write_root(root_out)
-    if mode == "key":
+    if keyed:
         with open(root_out + ".pub", "wb") as f:
             f.write(key_pem)
     print(f"{ISSUER} {SUBJECT}")

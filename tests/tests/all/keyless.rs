@@ -140,6 +140,15 @@ impl Case {
     }
 }
 
+/// The leaf's path at a time the log signed.
+fn path_at(
+    leaf: &[u8],
+    cas: &[keyless::root::CertificateAuthority],
+    at: i64,
+) -> Result<usize, String> {
+    keyless::cert::verify_path(leaf, cas, &keyless::SignedTime::logged(at))
+}
+
 /// Each case, and what its verdict must say: `None` verifies, `Some(why)`
 /// is refused with `why` in the reason.
 const CASES: &[(&str, Option<&str>)] = &[
@@ -272,24 +281,107 @@ const CASES: &[(&str, Option<&str>)] = &[
         "managed-key-wrong-key_fail",
         Some("its PEM body is not base64"),
     ),
-    // The known gap (docs/operators.md says so). Rekor v2 entries (no integratedTime, timed by an RFC 3161 timestamp)
-    // are refused: a good bundle the suite accepts.
-    ("bundle-with-sct-with-extensions", Some("a Rekor v2 entry")),
+    // Rekor v2 entries (`hashedrekord` 0.0.2, no integratedTime) timed by
+    // an RFC 3161 timestamp of a TSA of the trusted root.
+    ("bundle-with-sct-with-extensions", None),
+    ("rekor2-happy-path", None),
+    ("rekor2-dsse-happy-path", None),
+    ("rekor2-checkpoint-cosigned", None),
+    ("rekor2-checkpoint-multiple-cosigs", None),
+    ("rekor2-checkpoint-origin-not-first", None),
+    ("rekor2-checkpoint-two-sigs-cosigned", None),
+    ("rekor2-checkpoint-two-sigs-from-origin", None),
+    ("rekor2-timestamp-with-embedded-cert", None),
+    ("rekor2-timestamp-without-embedded-cert", None),
+    ("rekor2-timestamp-with-expired-cert-chain", None),
+    ("trust-root-tsa-validity-end-inclusive", None),
+    (
+        "rekor2-checkpoint-missing-log-signature_fail",
+        Some("the checkpoint carries no signature by"),
+    ),
+    (
+        "rekor2-checkpoint-missing-origin_fail",
+        Some("is its origin line missing?"),
+    ),
+    (
+        "rekor2-checkpoint-missing-root-hash_fail",
+        Some("the checkpoint has no root hash"),
+    ),
+    (
+        "rekor2-checkpoint-missing-size_fail",
+        Some("the checkpoint has no tree size"),
+    ),
+    (
+        "rekor2-checkpoint-no-matching-signature_fail",
+        Some(
+            "the checkpoint's signature by https://log2025-alpha1.rekor.sigstage.dev does not verify",
+        ),
+    ),
+    (
+        "rekor2-dsse-invalid-sig_fail",
+        Some("records another signature than the bundle's DSSE envelope's"),
+    ),
+    (
+        "rekor2-dsse-mismatch-envelope_fail",
+        Some("the log entry is for another DSSE envelope"),
+    ),
+    (
+        "rekor2-dsse-mismatch-sig_fail",
+        Some("records another signature than the bundle's DSSE envelope's"),
+    ),
+    (
+        "rekor2-no-inclusion-proof_fail",
+        Some("the Rekor v2 entry has no inclusion proof"),
+    ),
+    (
+        "rekor2-no-timestamp_fail",
+        Some("the bundle has no verified time"),
+    ),
+    (
+        "rekor2-timestamp-outside-trust-root-tsa-validity_fail",
+        Some(
+            "is outside TSA https://timestamp.sigstage.dev/api/v1/timestamp's validity in the trusted root",
+        ),
+    ),
+    (
+        "rekor2-timestamp-outside-tsa-cert-validity_fail",
+        Some(
+            "a certificate of its path expired at 2025-08-07T15:37:08Z, before its time 2025-08-07T15:38:32Z",
+        ),
+    ),
+    (
+        "rekor2-timestamp-payload-mismatch_fail",
+        Some("it is over another message than this bundle's signature"),
+    ),
+    (
+        "rekor2-timestamp-untrusted-tsa-with-embedded-cert_fail",
+        Some("it is signed by a TSA the trusted root does not name"),
+    ),
+    (
+        "rekor2-timestamp-untrusted-tsa-without-embedded-cert_fail",
+        Some("it is signed by a TSA the trusted root does not name"),
+    ),
+    (
+        "rekor2-timestamp-with-incorrect-time_fail",
+        Some("before the signature was timestamped at 2025-07-15T10:33:31Z"),
+    ),
+    (
+        "intoto-tsa-timestamp-outside-cert-validity_fail",
+        Some("before the signature was timestamped at 2023-02-02T00:00:00Z"),
+    ),
 ];
-
-/// The cases where toolgate's verdict differs from the suite's (and
-/// sigstore-python's), each a documented gap: Rekor v2 (its SCT, with
-/// extensions, verifies: `an_sct_with_extensions_verifies`).
-const GAPS: &[&str] = &["bundle-with-sct-with-extensions"];
 
 /// The cases the suite (and toolgate) accept and sigstore-python refuses:
 /// its 4.x verifies no `intoto` 0.0.2 log entry ("Integrated time only
 /// supported for dsse/hashedrekord 0.0.1 types"); sigstore-go does.
 /// Nor does it verify key-based bundles (it has no key verification).
+/// And it reads a TSA's `validFor` end as exclusive (`gen_time < end`),
+/// where the suite (and toolgate) include it.
 const PYTHON_REFUSES: &[&str] = &[
     "intoto-with-custom-trust-root",
     "managed-key-happy-path",
     "managed-key-and-trusted-root",
+    "trust-root-tsa-validity-end-inclusive",
 ];
 
 /// Every conformance case verifies or is refused as the suite says, for
@@ -336,7 +428,7 @@ fn the_identity_must_match_issuer_and_subject() {
     let ok = |ids: &[Identity]| case.verify_with(&case.bundle, &case.artifact, &case.root, ids);
     let signer = ok(&[exact(ISSUER, IDENTITY)]).unwrap();
     assert!(signer.certificate.starts_with("sha256:"));
-    assert_eq!(signer.integrated_time, 1_710_869_186);
+    assert_eq!(signer.signed, keyless::SignedTime::logged(1_710_869_186));
     let shown = signer.to_string();
     assert!(
         shown.starts_with(&format!("{ISSUER} {IDENTITY} (keyless")),
@@ -520,16 +612,13 @@ fn a_certificate_is_judged_at_the_time_it_was_logged() {
     let bundle = Bundle::from_json(&case.bundle).unwrap();
     let root = TrustedRoot::from_json(&case.root).unwrap();
     let logged = bundle.entry.integrated_time.unwrap();
-    assert!(keyless::cert::verify_path(bundle.leaf().unwrap(), &root.cas, logged).is_ok());
-    let e =
-        keyless::cert::verify_path(bundle.leaf().unwrap(), &root.cas, keyless::now()).unwrap_err();
+    assert!(path_at(bundle.leaf().unwrap(), &root.cas, logged).is_ok());
+    let e = path_at(bundle.leaf().unwrap(), &root.cas, keyless::now()).unwrap_err();
     assert!(e.contains("expired at 2024-03-19T17:36:26Z"), "{e}");
     // notAfter is 17:36:26; webpki's bound is inclusive of that second.
-    let e =
-        keyless::cert::verify_path(bundle.leaf().unwrap(), &root.cas, 1_710_869_787).unwrap_err();
+    let e = path_at(bundle.leaf().unwrap(), &root.cas, 1_710_869_787).unwrap_err();
     assert!(e.contains("expired"), "{e}");
-    let e = keyless::cert::verify_path(bundle.leaf().unwrap(), &root.cas, 1_710_869_185 - 600)
-        .unwrap_err();
+    let e = path_at(bundle.leaf().unwrap(), &root.cas, 1_710_869_185 - 600).unwrap_err();
     assert!(
         e.contains("was not valid until 2024-03-19T17:26:26Z"),
         "{e}"
@@ -544,8 +633,7 @@ fn a_certificate_is_judged_at_the_time_it_was_logged() {
 /// (as if the CA had issued another certificate than it logged), it does
 /// not. The conformance bundle whose SCT carries extensions (a Static CT
 /// log's leaf index, signed with it) verifies against its CT log, and not
-/// with one extension byte changed. (That bundle as a whole is a Rekor v2
-/// one, refused for that: the known gap.)
+/// with one extension byte changed.
 #[test]
 fn the_sct_signs_the_precertificate_and_its_extensions() {
     fn flip(leaf: &[u8], needle: &[u8]) -> Vec<u8> {
@@ -560,7 +648,7 @@ fn the_sct_signs_the_precertificate_and_its_extensions() {
     let case = Case::load("happy-path-v0.3");
     let bundle = Bundle::from_json(&case.bundle).unwrap();
     let root = TrustedRoot::from_json(&case.root).unwrap();
-    let ca = keyless::cert::verify_path(bundle.leaf().unwrap(), &root.cas, 1_710_869_186).unwrap();
+    let ca = path_at(bundle.leaf().unwrap(), &root.cas, 1_710_869_186).unwrap();
     let (scts, tbs) = keyless::sct::embedded(bundle.leaf().unwrap()).unwrap();
     assert_eq!(scts.len(), 1);
     assert!(scts[0].extensions.is_empty());
@@ -580,14 +668,151 @@ fn the_sct_signs_the_precertificate_and_its_extensions() {
     assert_eq!(scts.len(), 1);
     let ext = scts[0].extensions.clone();
     assert!(!ext.is_empty());
-    let ca = keyless::cert::verify_path(bundle.leaf().unwrap(), &root.cas, 1_768_517_400).unwrap();
+    let ca = path_at(bundle.leaf().unwrap(), &root.cas, 1_768_517_400).unwrap();
     keyless::sct::verify(bundle.leaf().unwrap(), &root.cas[ca], &root.ctlogs).unwrap();
     let altered = flip(bundle.leaf().unwrap(), &ext);
     let e = keyless::sct::verify(&altered, &root.cas[ca], &root.ctlogs).unwrap_err();
     assert!(e.contains("its signature is not CT log"), "{e}");
-    // Verdict on the whole bundle: the Rekor v2 gap, not the SCT.
-    let e = case.verify().unwrap_err();
-    assert!(e.contains("a Rekor v2 entry"), "{e}");
+    // The whole bundle (a Rekor v2 entry, timed by a TSA) verifies.
+    let signer = case.verify().unwrap();
+    assert!(signer.signed.timestamped_by.is_some(), "{signer}");
+}
+
+/// RFC 3161 timestamps (what times a Rekor v2 entry): the good one gives
+/// the signer's time and its TSA; each altered part, a root without the
+/// TSA, a TSA chain without its root, a TSA time the log key does not
+/// cover, a time in the future, too many or duplicate timestamps, and a
+/// timestamp over another signature added to a Rekor v1 bundle are each
+/// refused, saying which.
+#[test]
+fn a_timestamp_is_the_tsas_over_this_signature() {
+    let case = Case::load("rekor2-happy-path");
+    let ids = [exact(ISSUER, IDENTITY)];
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let signer = case.verify().unwrap();
+    assert_eq!(
+        signer.signed.timestamped_by.as_deref(),
+        Some("https://timestamp.sigstage.dev/api/v1/timestamp")
+    );
+    assert!(
+        signer.to_string().ends_with(
+            "log index 735 timestamped 2025-06-12T12:02:20Z by https://timestamp.sigstage.dev/api/v1/timestamp)"
+        ),
+        "{signer}"
+    );
+    let bundle: serde_json::Value = serde_json::from_slice(&case.bundle).unwrap();
+    let token =
+        b64
+            .decode(
+                bundle["verificationMaterial"]["timestampVerificationData"]["rfc3161Timestamps"][0]
+                    ["signedTimestamp"]
+                    .as_str()
+                    .unwrap(),
+            )
+            .unwrap();
+    let with_tokens = |tokens: Vec<Vec<u8>>| {
+        let mut v = bundle.clone();
+        v["verificationMaterial"]["timestampVerificationData"]["rfc3161Timestamps"] = tokens
+            .iter()
+            .map(|t| serde_json::json!({ "signedTimestamp": b64.encode(t) }))
+            .collect();
+        serde_json::to_vec(&v).unwrap()
+    };
+    let refused = |bundle: &[u8], root: &[u8]| {
+        case.verify_with(bundle, &case.artifact, root, &ids)
+            .unwrap_err()
+    };
+    let altered = |edit: &dyn Fn(&mut Vec<u8>)| {
+        let mut t = token.clone();
+        edit(&mut t);
+        refused(&with_tokens(vec![t]), &case.root)
+    };
+    // The TSTInfo's genTime (its signed digest no longer matches).
+    let e = altered(&|t| {
+        let at = t.windows(15).position(|w| w == b"20250612120220Z").unwrap();
+        t[at + 13] = b'1';
+    });
+    assert!(
+        e.contains("RFC 3161 timestamp 0 of the bundle is refused: its signed message digest is not its TSTInfo's"),
+        "{e}"
+    );
+    // The CMS signature (its last byte).
+    let e = altered(&|t| *t.last_mut().unwrap() ^= 1);
+    assert!(e.contains("its signature does not verify with TSA"), "{e}");
+    // The status (granted = 0).
+    let e = altered(&|t| {
+        assert_eq!(&t[4..9], &[0x30, 0x03, 0x02, 0x01, 0x00]);
+        t[8] = 2;
+    });
+    assert!(e.contains("its status is not \"granted\""), "{e}");
+    let e = altered(&|t| t.truncate(100));
+    assert!(e.contains("it cannot be read"), "{e}");
+    let e = altered(&|t| t.push(0));
+    assert!(e.contains("it cannot be read"), "{e}");
+
+    let under_root = |edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut root: serde_json::Value = serde_json::from_slice(&case.root).unwrap();
+        edit(&mut root);
+        refused(&case.bundle, &serde_json::to_vec(&root).unwrap())
+    };
+    let e = under_root(&|root| root["timestampAuthorities"] = serde_json::json!([]));
+    assert!(
+        e.contains("the trusted root names no timestamp authority"),
+        "{e}"
+    );
+    let e = under_root(&|root| {
+        let chain = &mut root["timestampAuthorities"][0]["certChain"]["certificates"];
+        chain.as_array_mut().unwrap().truncate(1);
+    });
+    assert!(e.contains("holds only its signing certificate"), "{e}");
+    let e = under_root(&|root| {
+        for log in root["tlogs"].as_array_mut().unwrap() {
+            log["publicKey"]["validFor"]["start"] = "2025-07-01T00:00:00Z".into();
+        }
+    });
+    assert!(
+        e.contains("the entry was timestamped at 2025-06-12T12:02:20Z but the log's key"),
+        "{e}"
+    );
+    // A timestamp of the future (this machine's clock before its time).
+    let root = TrustedRoot::from_json(&case.root).unwrap();
+    let parsed = Bundle::from_json(&case.bundle).unwrap();
+    let e = keyless::verify(&parsed, &case.artifact, &root, &ids, 1_749_729_740 - 301).unwrap_err();
+    assert!(
+        e.contains("its time 2025-06-12T12:02:20Z is in the future"),
+        "{e}"
+    );
+
+    let e = refused(&with_tokens(vec![token.clone(); 33]), &case.root);
+    assert!(
+        e.contains("carries 33 RFC 3161 timestamps; at most 32"),
+        "{e}"
+    );
+    let e = refused(&with_tokens(vec![token.clone(); 2]), &case.root);
+    assert!(e.contains("RFC 3161 timestamp 1 is there twice"), "{e}");
+
+    // A Rekor v1 bundle (its integratedTime signed) given this timestamp,
+    // of another signature, under a root that names its TSA: refused, not
+    // passed over.
+    let v1 = Case::load("happy-path-v0.3");
+    let mut v: serde_json::Value = serde_json::from_slice(&v1.bundle).unwrap();
+    v["verificationMaterial"]["timestampVerificationData"] =
+        serde_json::json!({ "rfc3161Timestamps": [{ "signedTimestamp": b64.encode(&token) }] });
+    let mut root: serde_json::Value = serde_json::from_slice(&v1.root).unwrap();
+    let staging: serde_json::Value = serde_json::from_slice(&case.root).unwrap();
+    root["timestampAuthorities"] = staging["timestampAuthorities"].clone();
+    let e = v1
+        .verify_with(
+            &serde_json::to_vec(&v).unwrap(),
+            &v1.artifact,
+            &serde_json::to_vec(&root).unwrap(),
+            &ids,
+        )
+        .unwrap_err();
+    assert!(
+        e.contains("RFC 3161 timestamp 0 of the bundle is refused: it is over another message than this bundle's signature"),
+        "{e}"
+    );
 }
 
 /// The Python interpreter of the venv that has `sigstore` (PyPI), if any.
@@ -597,7 +822,7 @@ fn sigstore_python() -> Option<PathBuf> {
 }
 
 /// sigstore-python, offline on the same cases, agrees with every verdict
-/// (ok or refused) except the documented gaps, where it follows the suite.
+/// (ok or refused) but those it refuses and the suite accepts.
 #[test]
 fn python_sigstore_agrees() {
     let Some(python) = sigstore_python() else {
@@ -628,10 +853,6 @@ fn python_sigstore_agrees() {
         let python_ok = line == format!("{name} ok");
         let ours_ok = Case::load(name).verdict().is_ok();
         assert_eq!(ours_ok, expected.is_none(), "{name}");
-        if GAPS.contains(name) {
-            assert_eq!(python_ok, !name.ends_with("_fail"), "{line}");
-            continue;
-        }
         if PYTHON_REFUSES.contains(name) {
             assert!(!python_ok && ours_ok, "{line}");
             continue;
@@ -639,7 +860,7 @@ fn python_sigstore_agrees() {
         assert_eq!(ours_ok, python_ok, "{name}: sigstore-python says {line}");
         compared += 1;
     }
-    assert_eq!(compared, CASES.len() - GAPS.len() - PYTHON_REFUSES.len());
+    assert_eq!(compared, CASES.len() - PYTHON_REFUSES.len());
 }
 
 /// `toolgate verify FILE --bundle B`: exit 0 naming the signer, 1 for
@@ -716,6 +937,40 @@ fn verify_a_local_file_with_a_bundle() {
     let (code, out) = run(&dir.join("a.txt"), &[]);
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("no trusted root"), "{out}");
+
+    // A Rekor v2 bundle, timed by its RFC 3161 timestamp, under its root
+    // (Sigstore's staging, which names the TSA); refused under the
+    // production root, which names neither that log nor that TSA.
+    let v2 = dir.join("rekor2-happy-path");
+    let v2_args = |root: &Path| {
+        let (code, out) = verify_with(
+            &v2.join("bundle.sigstore.json"),
+            &dir.join("a.txt"),
+            &[
+                "--trusted-root",
+                root.to_str().unwrap(),
+                "--certificate-oidc-issuer",
+                ISSUER,
+                "--certificate-identity",
+                IDENTITY,
+            ],
+        );
+        (code, out)
+    };
+    let (code, out) = v2_args(&v2.join("trusted_root.json"));
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(
+            "timestamped 2025-06-12T12:02:20Z by https://timestamp.sigstage.dev/api/v1/timestamp"
+        ),
+        "{out}"
+    );
+    let (code, out) = v2_args(&root);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("from a transparency log the trusted root does not name"),
+        "{out}"
+    );
 
     // A key-based bundle (the suite's, made by Sigstore's production
     // Rekor): --key, with and without the trusted root its log entry is
@@ -821,10 +1076,7 @@ fn a_test_ca_certificate_expired_now_verifies_if_logged_in_time() {
                 let signer = verdict.unwrap();
                 assert_eq!(signer.subject, subject);
                 // …and its certificate does not verify now.
-                assert!(
-                    keyless::cert::verify_path(b.leaf().unwrap(), &root.cas, keyless::now())
-                        .is_err()
-                );
+                assert!(path_at(b.leaf().unwrap(), &root.cas, keyless::now()).is_err());
             }
             Some(why) => {
                 let e = verdict.unwrap_err();
@@ -1006,7 +1258,10 @@ async fn a_keyless_cosign_signature_from_a_registry_loads_a_policy() {
 /// trusted_root` + `identities`, its signer on record and in `toolgate
 /// verify`; a statement naming another digest, a DSSE signature that does
 /// not verify, and a referrer whose subject is another manifest are each
-/// refused, naming the plugin and the reason.
+/// refused, naming the plugin and the reason. Logged in a Rekor v2 log
+/// (timed by a test TSA's RFC 3161 timestamp), it loads with the TSA on
+/// record; timestamped after the certificate expired, or by a TSA the
+/// trusted root does not name, it is refused.
 #[cfg_attr(
     not(all(has_oci_registry, has_mcp_client)),
     ignore = "needs docker-registry and the MCP venv's Python (its `cryptography`): run `apt-get install docker-registry` and `bash tests/mcp/setup-venv.sh target/tmp/mcp-venv`"
@@ -1032,6 +1287,18 @@ async fn a_cosign_3_bundle_referrer_from_a_registry_loads_a_policy() {
             "acme/other-subject",
             "other-subject",
             Some("it is attached to another manifest"),
+        ),
+        // Logged in a Rekor v2 log, timed by a TSA's RFC 3161 timestamp.
+        ("acme/rekor2", "rekor2", None),
+        (
+            "acme/rekor2-after-expiry",
+            "rekor2-after-expiry",
+            Some("a certificate of the path expired at"),
+        ),
+        (
+            "acme/rekor2-untrusted-tsa",
+            "rekor2-untrusted-tsa",
+            Some("it is signed by a TSA the trusted root does not name"),
         ),
     ] {
         let reference = registry.reference(&format!("{repo}:1"));
@@ -1059,6 +1326,11 @@ async fn a_cosign_3_bundle_referrer_from_a_registry_loads_a_policy() {
         if let Some(signer) = signer {
             assert!(
                 signer.starts_with(&format!("{issuer} {subject} (keyless")),
+                "{signer}"
+            );
+            assert_eq!(
+                signer.ends_with(" by https://tsa.test)"),
+                mode == "rekor2",
                 "{signer}"
             );
         }
@@ -1179,19 +1451,47 @@ async fn a_cosign_3_key_based_bundle_referrer_loads_a_policy() {
     let state = work.path().join("state");
     // Two signings, each with its own key and its own log (root).
     let mut signed = Vec::new();
-    for repo in ["acme/keyed", "acme/other"] {
+    // The third is logged in a Rekor v2 log, timed by a TSA.
+    for (repo, mode) in [
+        ("acme/keyed", "key"),
+        ("acme/other", "key"),
+        ("acme/keyed-v2", "rekor2-key"),
+    ] {
         let reference = registry.reference(&format!("{repo}:1"));
         let digest = digest_in(&toolgate(&state, &["push", &reference, fixtures::GUARD]).unwrap());
         let root = work.path().join(format!("{}.json", repo.replace('/', "-")));
-        sign_referrer(registry.port, repo, &digest, &root, "key");
+        sign_referrer(registry.port, repo, &digest, &root, mode);
         signed.push((reference, digest));
     }
-    let (reference, digest) = &signed[0];
-    let key = PublicKey::from_pem(
-        "k",
-        &std::fs::read_to_string(work.path().join("acme-keyed.json.pub")).unwrap(),
+    let key_of = |name: &str| {
+        PublicKey::from_pem(
+            "k",
+            &std::fs::read_to_string(work.path().join(name)).unwrap(),
+        )
+        .unwrap()
+    };
+    let key = key_of("acme-keyed.json.pub");
+    let (reference, digest) = &signed[2];
+    let signer = load_signed_guard(
+        work.path(),
+        &state,
+        "key-and-root-v2",
+        "keys = [\"acme-keyed-v2.json.pub\"]\ntrusted_root = \"acme-keyed-v2.json\"",
+        (reference.as_str(), digest.as_str()),
+        None,
     )
-    .unwrap();
+    .await;
+    assert_eq!(
+        signer.as_deref(),
+        Some(
+            format!(
+                "{} (acme-keyed-v2.json.pub, ecdsa-p256)",
+                key_of("acme-keyed-v2.json.pub").fingerprint()
+            )
+            .as_str()
+        )
+    );
+    let (reference, digest) = &signed[0];
     for (name, trust, refusal) in [
         ("key-only", "keys = [\"acme-keyed.json.pub\"]", None),
         (

@@ -204,6 +204,10 @@ pub struct Bundle {
     /// The DSSE envelope, when the bundle has one instead of a
     /// `messageSignature` (`signature` is then the envelope's).
     pub dsse: Option<Dsse>,
+    /// `timestampVerificationData.rfc3161Timestamps`: each a DER
+    /// TimeStampResp over `signature` (see [`super::tsa`]); at most
+    /// [`crate::budgets::KEYLESS_MAX_TIMESTAMPS`], none twice.
+    pub timestamps: Vec<Vec<u8>>,
 }
 
 impl Bundle {
@@ -217,10 +221,17 @@ impl Bundle {
     }
 }
 
+/// Standard base64, as protobuf JSON writes bytes; line breaks are
+/// skipped, as Go's decoder (sigstore-go, cosign) and Python's skip them.
 fn b64(text: &str, what: &str) -> Result<Vec<u8>, String> {
-    base64::engine::general_purpose::STANDARD
-        .decode(text.trim())
-        .map_err(|e| format!("{what} is not base64: {e}"))
+    let engine = base64::engine::general_purpose::STANDARD;
+    let text = text.trim();
+    let decoded = if text.contains(['\n', '\r']) {
+        engine.decode(text.replace(['\n', '\r'], ""))
+    } else {
+        engine.decode(text)
+    };
+    decoded.map_err(|e| format!("{what} is not base64: {e}"))
 }
 
 fn int(v: &serde_json::Value, what: &str) -> Result<i64, String> {
@@ -235,6 +246,34 @@ fn int(v: &serde_json::Value, what: &str) -> Result<i64, String> {
 fn uint(v: &serde_json::Value, what: &str) -> Result<u64, String> {
     let n = int(v, what)?;
     u64::try_from(n).map_err(|_| format!("{what} is negative ({n})"))
+}
+
+/// The RFC 3161 timestamps of `timestampVerificationData`, decoded:
+/// bounded in number, none twice (sigstore-go and sigstore-python refuse
+/// a duplicate too).
+fn timestamps(data: &serde_json::Value) -> Result<Vec<Vec<u8>>, String> {
+    use crate::budgets::KEYLESS_MAX_TIMESTAMPS;
+    let list = match &data["rfc3161Timestamps"] {
+        serde_json::Value::Null => return Ok(Vec::new()),
+        serde_json::Value::Array(list) => list,
+        _ => return Err("the bundle's rfc3161Timestamps is not a list".into()),
+    };
+    if list.len() > KEYLESS_MAX_TIMESTAMPS {
+        return Err(format!(
+            "the bundle carries {} RFC 3161 timestamps; at most {KEYLESS_MAX_TIMESTAMPS} are read",
+            list.len()
+        ));
+    }
+    let mut out: Vec<Vec<u8>> = Vec::with_capacity(list.len());
+    for (i, t) in list.iter().enumerate() {
+        let what = format!("RFC 3161 timestamp {i}");
+        let der = b64(text(&t["signedTimestamp"], &what)?, &what)?;
+        if out.contains(&der) {
+            return Err(format!("{what} is there twice"));
+        }
+        out.push(der);
+    }
+    Ok(out)
 }
 
 fn text<'a>(v: &'a serde_json::Value, what: &str) -> Result<&'a str, String> {
@@ -312,6 +351,7 @@ impl Bundle {
                 extra: certs,
             },
         };
+        let timestamps = timestamps(&material["timestampVerificationData"])?;
         let entries = material["tlogEntries"]
             .as_array()
             .ok_or("the bundle has no transparency log entry (`tlogEntries`)")?;
@@ -433,6 +473,7 @@ impl Bundle {
             signature,
             message_digest,
             dsse,
+            timestamps,
         })
     }
 
@@ -506,6 +547,7 @@ impl Bundle {
             signature: b64(signature_b64, "the signature")?,
             message_digest: None,
             dsse: None,
+            timestamps: Vec::new(),
         })
     }
 }

@@ -3,8 +3,10 @@
 //!
 //! A Fulcio certificate lives ten minutes; what makes a signature good
 //! later is that the transparency log recorded it (its signed
-//! `integratedTime`) while the certificate was valid. So the path is built
-//! with rustls-webpki at that time, not now: a certificate expired today
+//! `integratedTime`), or a timestamp authority stamped it (an RFC 3161
+//! timestamp, [`super::tsa`]), while the certificate was valid. So the
+//! path is built with rustls-webpki at that time — at each such time —,
+//! not now: a certificate expired today
 //! verifies, one logged outside its validity does not. The path must end
 //! at a CA of the trusted root whose `validFor` covers the same time, and
 //! the leaf must carry the code-signing extended key usage.
@@ -58,9 +60,14 @@ pub struct CertIdentity {
     pub issuer: Option<String>,
 }
 
-/// Build the leaf's path to one of `cas` at `at` (seconds since the
-/// epoch); the index of the CA it chains to, or why none.
-pub fn verify_path(leaf: &[u8], cas: &[CertificateAuthority], at: i64) -> Result<usize, String> {
+/// Build the leaf's path to one of `cas` at `signed` (the log's or a
+/// timestamp's time); the index of the CA it chains to, or why none.
+pub fn verify_path(
+    leaf: &[u8],
+    cas: &[CertificateAuthority],
+    signed: &super::SignedTime,
+) -> Result<usize, String> {
+    let at = signed.at;
     let leaf_der = CertificateDer::from(leaf);
     let ee = webpki::EndEntityCert::try_from(&leaf_der)
         .map_err(|e| format!("the signing certificate cannot be parsed: {e:?}"))?;
@@ -103,27 +110,30 @@ pub fn verify_path(leaf: &[u8], cas: &[CertificateAuthority], at: i64) -> Result
             None,
         ) {
             Ok(_) => return Ok(i),
-            Err(e) => reasons.push(format!("CA {}: {}", ca.name, explain(&e, at))),
+            Err(e) => reasons.push(format!("CA {}: {}", ca.name, explain(&e, signed))),
         }
     }
     if cas.is_empty() {
         return Err("the trusted root names no certificate authority".into());
     }
     Err(format!(
-        "the signing certificate does not chain to a trusted CA at the log's integratedTime: {}",
+        "the signing certificate does not chain to a trusted CA at the time it was {} ({}): {}",
+        signed.how(),
+        crate::clock::rfc3339(at),
         reasons.join("; ")
     ))
 }
 
-fn explain(e: &webpki::Error, at: i64) -> String {
-    let when = crate::clock::rfc3339(at);
+fn explain(e: &webpki::Error, signed: &super::SignedTime) -> String {
+    let when = crate::clock::rfc3339(signed.at);
+    let how = signed.how();
     match e {
         webpki::Error::CertExpired { not_after, .. } => format!(
-            "a certificate of the path expired at {}, before the signature was logged at {when}",
+            "a certificate of the path expired at {}, before the signature was {how} at {when}",
             crate::clock::rfc3339(not_after.as_secs() as i64)
         ),
         webpki::Error::CertNotValidYet { not_before, .. } => format!(
-            "a certificate of the path was not valid until {}, after the signature was logged at {when}",
+            "a certificate of the path was not valid until {}, after the signature was {how} at {when}",
             crate::clock::rfc3339(not_before.as_secs() as i64)
         ),
         webpki::Error::UnknownIssuer => "it is not issued by this CA".into(),

@@ -12,16 +12,23 @@
 //!    `messageSignature` or a DSSE envelope of one signature, a leaf
 //!    certificate, no root certificate in the bundle, sizes within
 //!    [`crate::budgets`];
-//! 2. the log entry ([`tlog`]): it is from a log the trusted root names;
-//!    its signed entry timestamp verifies with that log's key; its
-//!    `integratedTime` is inside the key's `validFor` and not in the
-//!    future; its inclusion proof and checkpoint verify (required for
-//!    bundles 0.2 and 0.3, checked when a 0.1 bundle has one); its body
-//!    names this certificate, this signature and this artifact's digest;
+//! 2. the log entry ([`tlog`]) and the time: the entry is from a log the
+//!    trusted root names; a Rekor v1 entry's signed entry timestamp
+//!    verifies with that log's key, making its `integratedTime` a signed
+//!    time; each RFC 3161 timestamp the bundle carries ([`tsa`]) verifies
+//!    with a timestamp authority of the trusted root over the signature,
+//!    giving another — at least one signed time is required (a Rekor v2
+//!    entry has no `integratedTime`: its bundle needs a timestamp); each
+//!    is inside the log key's `validFor` and not in the future; the
+//!    inclusion proof and checkpoint verify (required for bundles 0.2 and
+//!    0.3 and for Rekor v2 entries, checked when a 0.1 bundle has one);
+//!    the body (Rekor v1's, or v2's `hashedrekord` 0.0.2) names this
+//!    certificate, this signature and this artifact's digest;
 //! 3. the certificate ([`cert`]): a path to a CA of the trusted root,
-//!    built at `integratedTime` (a certificate expired now but valid when
-//!    it was logged verifies; one logged outside its validity does not),
-//!    with the code-signing extended key usage;
+//!    built at each signed time (a certificate expired now but valid when
+//!    it was logged or timestamped verifies; one logged or timestamped
+//!    outside its validity does not), with the code-signing extended key
+//!    usage;
 //! 4. its certificate transparency ([`sct`]): one of the SCTs embedded in
 //!    the leaf is signed by a CT log of the trusted root (`ctlogs`), over
 //!    the precertificate this CA issued, at a time inside that log's
@@ -43,9 +50,7 @@
 //! with a trusted root, its log entry (step 2, the body naming that key);
 //! steps 3, 4 and 6 have no certificate to apply to.
 //!
-//! Not checked: RFC 3161
-//! timestamps (so Rekor v2 entries, which carry no `integratedTime`, are
-//! refused), revocation; nothing is looked up online. A DSSE envelope's
+//! Not checked: revocation; nothing is looked up online. A DSSE envelope's
 //! `dsse` entry also records an envelope hash; like sigstore-python and
 //! sigstore-go, it is not compared (the envelope's JSON has no canonical
 //! form), the payload hash and signature are.
@@ -55,6 +60,7 @@ pub mod cert;
 pub mod root;
 pub mod sct;
 pub mod tlog;
+pub mod tsa;
 
 use sha2::{Digest, Sha256};
 
@@ -127,22 +133,30 @@ pub struct KeylessSigner {
     pub subject: String,
     /// `sha256:HEX` of the signing certificate's DER.
     pub certificate: String,
-    /// The transparency log entry's index and time.
+    /// The transparency log entry's index.
     pub log_index: u64,
-    pub integrated_time: i64,
+    /// When it was signed: the log's `integratedTime` (Rekor v1), or else
+    /// an RFC 3161 timestamp's time (Rekor v2).
+    pub signed: SignedTime,
 }
 
 impl std::fmt::Display for KeylessSigner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} {} (keyless: certificate {}, log index {} at {})",
-            self.issuer,
-            self.subject,
-            self.certificate,
-            self.log_index,
-            crate::clock::rfc3339(self.integrated_time)
+            "{} {} (keyless: certificate {}, log index {} {})",
+            self.issuer, self.subject, self.certificate, self.log_index, self.signed
         )
+    }
+}
+
+impl std::fmt::Display for SignedTime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let at = crate::clock::rfc3339(self.at);
+        match &self.timestamped_by {
+            None => write!(f, "at {at}"),
+            Some(tsa) => write!(f, "timestamped {at} by {tsa}"),
+        }
     }
 }
 
@@ -191,7 +205,7 @@ pub fn verify_artifact(
             "the bundle carries a root certificate; roots come from the trusted root only".into(),
         );
     }
-    let time = check_log(bundle, root, now)?;
+    let mut times = check_log(bundle, root, now)?;
     let digest = digest_of(artifact);
     check_message_digest(bundle, &digest)?;
     let signer = tlog::Signer::Certificate(leaf);
@@ -199,7 +213,11 @@ pub fn verify_artifact(
         None => tlog::check_body(&bundle.entry, signer, &bundle.signature, &digest)?,
         Some(dsse) => tlog::check_dsse_body(&bundle.entry, signer, &bundle.signature, dsse)?,
     }
-    let ca = cert::verify_path(leaf, &root.cas, time)?;
+    // The certificate must have been valid at every verified time.
+    let mut ca = 0;
+    for time in &times {
+        ca = cert::verify_path(leaf, &root.cas, time)?;
+    }
     sct::verify(leaf, &root.cas[ca], &root.ctlogs)?;
     check_signed(
         bundle,
@@ -222,7 +240,7 @@ pub fn verify_artifact(
                 subject: san.clone(),
                 certificate: crate::oci::sha256_digest(leaf),
                 log_index: bundle.entry.log_index,
-                integrated_time: time,
+                signed: times.swap_remove(0),
             });
         }
     }
@@ -254,8 +272,9 @@ pub trait TrustedKey {
 pub struct Keyed<'k, K> {
     /// The trusted key that made the signature.
     pub key: &'k K,
-    /// The transparency log entry's index and time, when a trusted root
-    /// was given to check it against.
+    /// The transparency log entry's index and its first signed time (the
+    /// log's `integratedTime`, or a timestamp's), when a trusted root was
+    /// given to check it against.
     pub logged: Option<(u64, i64)>,
 }
 
@@ -314,7 +333,7 @@ pub fn verify_keyed<'k, K: TrustedKey>(
     let logged = match root {
         None => None,
         Some(root) => {
-            let time = check_log(bundle, root, now)?;
+            let times = check_log(bundle, root, now)?;
             let signer = tlog::Signer::PublicKey(key.spki());
             match &bundle.dsse {
                 None => tlog::check_body(&bundle.entry, signer, &bundle.signature, &digest)?,
@@ -322,48 +341,108 @@ pub fn verify_keyed<'k, K: TrustedKey>(
                     tlog::check_dsse_body(&bundle.entry, signer, &bundle.signature, dsse)?
                 }
             }
-            Some((bundle.entry.log_index, time))
+            Some((bundle.entry.log_index, times[0].at))
         }
     };
     Ok(Keyed { key, logged })
 }
 
-/// The checks of the log entry alone: from a log of `root`, its signed
-/// entry timestamp, its time inside the log key's validity and not in the
-/// future, its inclusion proof. Returns the entry's time.
-fn check_log(bundle: &Bundle, root: &TrustedRoot, now: i64) -> Result<i64, String> {
+/// A time the signature is known to have existed at, and who says so.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SignedTime {
+    /// Seconds since the epoch.
+    pub at: i64,
+    /// `None`: the log's signed `integratedTime`; `Some(tsa)`: an RFC
+    /// 3161 timestamp by that TSA.
+    pub timestamped_by: Option<String>,
+}
+
+impl SignedTime {
+    /// A time the log signed (a Rekor v1 entry's `integratedTime`).
+    pub fn logged(at: i64) -> SignedTime {
+        SignedTime {
+            at,
+            timestamped_by: None,
+        }
+    }
+
+    /// How the time came to be, for messages: "logged" or "timestamped".
+    pub fn how(&self) -> &'static str {
+        match self.timestamped_by {
+            None => "logged",
+            Some(_) => "timestamped",
+        }
+    }
+}
+
+/// The checks of the log entry and of the bundle's timestamps: the entry
+/// is from a log of `root`; each RFC 3161 timestamp verifies with a TSA of
+/// `root` over the bundle's signature (one that does not is a refusal,
+/// not passed over); a Rekor v1 entry's signed entry timestamp verifies;
+/// every time is inside the log key's validity and not in the future; the
+/// inclusion proof. Returns the verified times — the log's
+/// `integratedTime` first when signed, then each timestamp's — of which
+/// there is at least one: a Rekor v2 entry has no `integratedTime`, so it
+/// needs a timestamp.
+fn check_log(bundle: &Bundle, root: &TrustedRoot, now: i64) -> Result<Vec<SignedTime>, String> {
     let entry = &bundle.entry;
     let log = tlog::log_for(&root.tlogs, entry)?;
-    let Some(time) = entry.integrated_time.filter(|t| *t > 0) else {
+    let mut times = Vec::new();
+    match (entry.integrated_time.filter(|t| *t > 0), &entry.set) {
+        (Some(time), Some(_)) => {
+            tlog::verify_set(log, entry)?;
+            if time > now + crate::budgets::KEYLESS_CLOCK_SKEW_SECS {
+                return Err(format!(
+                    "the entry's integratedTime {} is in the future",
+                    crate::clock::rfc3339(time)
+                ));
+            }
+            times.push(SignedTime::logged(time));
+        }
+        (Some(_), None) if bundle.timestamps.is_empty() => {
+            return Err(
+                "the log entry has no signed entry timestamp (inclusion promise), so its integratedTime is not signed, and the bundle carries no RFC 3161 timestamp"
+                    .into(),
+            );
+        }
+        // An integratedTime no SET signs is not a time: not used.
+        _ => {}
+    }
+    for (i, token) in bundle.timestamps.iter().enumerate() {
+        let stamp = tsa::verify(token, &bundle.signature, &root.tsas, now)
+            .map_err(|e| format!("RFC 3161 timestamp {i} of the bundle is refused: {e}"))?;
+        times.push(SignedTime {
+            at: stamp.at,
+            timestamped_by: Some(stamp.authority),
+        });
+    }
+    if times.is_empty() {
         return Err(
-            "the log entry has no integratedTime (a Rekor v2 entry, timed by an RFC 3161 timestamp: not supported)"
+            "the bundle has no verified time: its log entry has no integratedTime (a Rekor v2 entry has none) and it carries no RFC 3161 timestamp"
                 .into(),
         );
-    };
-    if entry.set.is_none() {
-        return Err(
-            "the log entry has no signed entry timestamp (inclusion promise), so its time is not signed (RFC 3161 timestamps are not supported)"
-                .into(),
-        );
     }
-    tlog::verify_set(log, entry)?;
-    if !log.valid.contains(time) {
-        return Err(format!(
-            "the entry was logged at {} but the log's key ({}) is {}",
-            crate::clock::rfc3339(time),
-            log.name,
-            log.valid
-        ));
+    for t in &times {
+        if !log.valid.contains(t.at) {
+            return Err(format!(
+                "the entry was {} at {} but the log's key ({}) is {}",
+                t.how(),
+                crate::clock::rfc3339(t.at),
+                log.name,
+                log.valid
+            ));
+        }
     }
-    if time > now + crate::budgets::KEYLESS_CLOCK_SKEW_SECS {
-        return Err(format!(
-            "the entry's integratedTime {} is in the future",
-            crate::clock::rfc3339(time)
-        ));
-    }
+    let rekor_v2 = entry.version == "0.0.2" && entry.kind == "hashedrekord";
     match (&entry.proof, bundle.version) {
-        (Some(p), bundle::Version::V01) if p.checkpoint.is_none() => {}
+        (Some(p), bundle::Version::V01) if p.checkpoint.is_none() && !rekor_v2 => {}
         (Some(p), _) => tlog::verify_inclusion(log, p, &entry.body)?,
+        (None, _) if rekor_v2 => {
+            return Err(
+                "the Rekor v2 entry has no inclusion proof; one is required (it has no signed entry timestamp)"
+                    .into(),
+            );
+        }
         (None, bundle::Version::V01 | bundle::Version::CosignAnnotations) => {}
         (None, _) => {
             return Err(
@@ -371,7 +450,7 @@ fn check_log(bundle: &Bundle, root: &TrustedRoot, now: i64) -> Result<i64, Strin
             );
         }
     }
-    Ok(time)
+    Ok(times)
 }
 
 fn digest_of(artifact: Artifact<'_>) -> [u8; 32] {

@@ -7,9 +7,10 @@
 //! (each a transparency log's public key, `logId` and `validFor`) and
 //! `ctlogs` (the certificate transparency logs whose SCTs a certificate
 //! must carry; each found by the SHA-256 of its key's DER, the RFC 6962
-//! log id, whatever its `logId` says). `timestampAuthorities` are read
-//! past: RFC 3161 timestamps are not checked (see docs/operators.md). A
-//! `validFor` without a `start` is refused (an
+//! log id, whatever its `logId` says) and `timestampAuthorities` (each
+//! a TSA's `certChain`, its signing certificate first and its root last,
+//! and a `validFor`: what RFC 3161 timestamps are checked against, see
+//! [`super::tsa`]). A `validFor` without a `start` is refused (an
 //! unbounded start would trust a key before it existed); an absent `end`
 //! is open; both ends are inclusive.
 
@@ -131,6 +132,11 @@ pub struct TrustedRoot {
     /// Certificate transparency logs (may be empty: then no certificate
     /// verifies, see [`super::sct`]).
     pub ctlogs: Vec<TransparencyLog>,
+    /// Timestamp authorities (may be empty: then a bundle carrying an RFC
+    /// 3161 timestamp is refused, see [`super::tsa`]). Each
+    /// [`CertificateAuthority`]'s chain starts with the TSA's signing
+    /// certificate.
+    pub tsas: Vec<CertificateAuthority>,
 }
 
 /// The media types of a trusted root this host reads.
@@ -173,39 +179,16 @@ impl TrustedRoot {
             }
             Ok(items)
         };
-        let mut cas = Vec::new();
-        for (i, ca) in list("certificateAuthorities")?.iter().enumerate() {
-            let at = format!("/certificateAuthorities/{i}");
-            let certs = ca["certChain"]["certificates"]
-                .as_array()
-                .ok_or_else(|| format!("{at}/certChain/certificates is not a list"))?;
-            if certs.is_empty() || certs.len() > KEYLESS_MAX_CA_CHAIN {
-                return Err(format!(
-                    "{at}/certChain holds {} certificates; 1 to {KEYLESS_MAX_CA_CHAIN} are read",
-                    certs.len()
-                ));
-            }
-            let mut chain = Vec::new();
-            for (j, c) in certs.iter().enumerate() {
-                let der = c["rawBytes"]
-                    .as_str()
-                    .and_then(|s| b64.decode(s).ok())
-                    .ok_or_else(|| {
-                        format!("{at}/certChain/certificates/{j}/rawBytes is not base64")
-                    })?;
-                chain.push(der);
-            }
-            let name = ca["uri"]
-                .as_str()
-                .or(ca["subject"]["commonName"].as_str())
-                .unwrap_or("(unnamed)")
-                .to_string();
-            cas.push(CertificateAuthority {
-                name,
-                chain,
-                valid: time_range(&ca["validFor"]).map_err(|e| format!("{at}/validFor: {e}"))?,
-            });
-        }
+        let cas = list("certificateAuthorities")?
+            .iter()
+            .enumerate()
+            .map(|(i, ca)| read_ca(ca, &format!("/certificateAuthorities/{i}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let tsas = list("timestampAuthorities")?
+            .iter()
+            .enumerate()
+            .map(|(i, ca)| read_ca(ca, &format!("/timestampAuthorities/{i}")))
+            .collect::<Result<Vec<_>, _>>()?;
         // A transparency log names its id; a CT log's is its key's SHA-256.
         let mut tlogs = Vec::new();
         for (i, log) in list("tlogs")?.iter().enumerate() {
@@ -226,8 +209,47 @@ impl TrustedRoot {
                     .into(),
             );
         }
-        Ok(TrustedRoot { cas, tlogs, ctlogs })
+        Ok(TrustedRoot {
+            cas,
+            tlogs,
+            ctlogs,
+            tsas,
+        })
     }
+}
+
+/// One entry of `certificateAuthorities` or `timestampAuthorities` at JSON
+/// pointer `at`: its chain (1 to [`KEYLESS_MAX_CA_CHAIN`] certificates),
+/// name and validity.
+fn read_ca(ca: &serde_json::Value, at: &str) -> Result<CertificateAuthority, String> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let certs = ca["certChain"]["certificates"]
+        .as_array()
+        .ok_or_else(|| format!("{at}/certChain/certificates is not a list"))?;
+    if certs.is_empty() || certs.len() > KEYLESS_MAX_CA_CHAIN {
+        return Err(format!(
+            "{at}/certChain holds {} certificates; 1 to {KEYLESS_MAX_CA_CHAIN} are read",
+            certs.len()
+        ));
+    }
+    let mut chain = Vec::new();
+    for (j, c) in certs.iter().enumerate() {
+        let der = c["rawBytes"]
+            .as_str()
+            .and_then(|s| b64.decode(s).ok())
+            .ok_or_else(|| format!("{at}/certChain/certificates/{j}/rawBytes is not base64"))?;
+        chain.push(der);
+    }
+    let name = ca["uri"]
+        .as_str()
+        .or(ca["subject"]["commonName"].as_str())
+        .unwrap_or("(unnamed)")
+        .to_string();
+    Ok(CertificateAuthority {
+        name,
+        chain,
+        valid: time_range(&ca["validFor"]).map_err(|e| format!("{at}/validFor: {e}"))?,
+    })
 }
 
 fn time_range(v: &serde_json::Value) -> Result<TimeRange, String> {

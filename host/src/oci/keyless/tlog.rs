@@ -11,15 +11,20 @@
 //!   tree's root, which must be the proof's `rootHash` and the root of the
 //!   **checkpoint**, a signed note (`origin\nsize\nroot\n…\n\n— name
 //!   base64(keyhint ‖ signature)`) signed by the same log's key (the key
-//!   hint is the first 4 bytes of the `logId`).
-//! * the **body** (`hashedrekord` 0.0.1) must name the bundle's
-//!   certificate, its signature and the artifact's SHA-256: a log entry of
-//!   another signature proves nothing about this one. For a DSSE envelope,
+//!   hint is the first 4 bytes of the `logId`; a Rekor v2 log's `logId` is
+//!   its signed-note key id, so the same holds). Other signature lines —
+//!   witnesses' cosignatures — are passed over.
+//! * the **body** (`hashedrekord` 0.0.1, or Rekor v2's `hashedrekord`
+//!   0.0.2) must name the bundle's certificate (or key), its signature and
+//!   the artifact's SHA-256: a log entry of another signature proves
+//!   nothing about this one. For a DSSE envelope,
 //!   a `dsse` 0.0.1 body names the payload's SHA-256 and the signatures
 //!   with their verifiers (the certificate, PEM); an `intoto` 0.0.2 body
 //!   the payload's SHA-256 and the envelope's signatures (base64 of the
-//!   base64) with their public keys (the certificate, PEM). The
-//!   envelope hash either records is not compared (as sigstore-python and
+//!   base64) with their public keys (the certificate, PEM); a Rekor v2
+//!   `hashedrekord` 0.0.2 body the SHA-256 of the envelope's PAE, its
+//!   signature and its verifier (DER). The
+//!   envelope hash a v1 entry records is not compared (as sigstore-python and
 //!   sigstore-go do not): the envelope's JSON has no canonical form.
 
 use base64::Engine as _;
@@ -165,15 +170,14 @@ fn verify_checkpoint(log: &TransparencyLog, note: &str) -> Result<(u64, Vec<u8>)
         .next()
         .filter(|o| !o.is_empty())
         .ok_or("the checkpoint has no origin")?;
-    let size: u64 = lines
-        .next()
-        .and_then(|l| l.parse().ok())
-        .ok_or("the checkpoint has no tree size")?;
+    let size: u64 = lines.next().and_then(|l| l.parse().ok()).ok_or(
+        "the checkpoint has no tree size on its second line (is its origin line missing?)",
+    )?;
     let root = lines
         .next()
         .and_then(|l| b64.decode(l).ok())
         .filter(|r| r.len() == 32)
-        .ok_or("the checkpoint has no root hash")?;
+        .ok_or("the checkpoint has no root hash on its third line")?;
     let key = log
         .key
         .as_ref()
@@ -213,28 +217,46 @@ fn verify_checkpoint(log: &TransparencyLog, note: &str) -> Result<(u64, Vec<u8>)
 }
 
 /// Check that a `hashedrekord` body names `signer`, `signature` and the
-/// artifact's `digest` (SHA-256).
+/// artifact's `digest` (SHA-256): a Rekor v1 `hashedrekord` 0.0.1 body, or
+/// a Rekor v2 `hashedrekord` 0.0.2 one.
 pub fn check_body(
     entry: &TlogEntry,
     signer: Signer<'_>,
     signature: &[u8],
     digest: &[u8],
 ) -> Result<(), String> {
-    let b64 = base64::engine::general_purpose::STANDARD;
     let v = parsed_body(entry)?;
     let (kind, version) = kind_version(&v);
-    if kind != "hashedrekord" || version != "0.0.1" {
-        return Err(format!(
-            "the log entry is a {kind:?} {version:?}; a hashedrekord 0.0.1 (Rekor v1) is what is verified (Rekor v2 entries need RFC 3161 timestamps, not supported)"
-        ));
+    same_kind(entry, kind, version)?;
+    match (kind, version) {
+        ("hashedrekord", "0.0.1") => check_hashedrekord_v1(&v["spec"], signer, signature, digest),
+        ("hashedrekord", "0.0.2") => {
+            check_hashedrekord_v2(&v, signer, signature, digest, "artifact")
+        }
+        _ => Err(format!(
+            "the log entry is a {kind:?} {version:?}; a message signature is verified against a hashedrekord 0.0.1 (Rekor v1) or 0.0.2 (Rekor v2) entry"
+        )),
     }
+}
+
+/// The entry's `kindVersion` must be what its body says it is.
+fn same_kind(entry: &TlogEntry, kind: &str, version: &str) -> Result<(), String> {
     if entry.kind != kind || entry.version != version {
         return Err(format!(
             "the log entry says it is {} {} but its body is {kind} {version}",
             entry.kind, entry.version
         ));
     }
-    let spec = &v["spec"];
+    Ok(())
+}
+
+fn check_hashedrekord_v1(
+    spec: &serde_json::Value,
+    signer: Signer<'_>,
+    signature: &[u8],
+    digest: &[u8],
+) -> Result<(), String> {
+    let b64 = base64::engine::general_purpose::STANDARD;
     if spec["data"]["hash"]["algorithm"] != "sha256"
         || spec["data"]["hash"]["value"].as_str() != Some(hex(digest).as_str())
     {
@@ -252,6 +274,53 @@ pub fn check_body(
         return Err("the log entry records another signature than the bundle's".into());
     }
     if !signer.is_in(&spec["signature"]["publicKey"]["content"]) {
+        return Err(format!(
+            "the log entry records another {} than the bundle's",
+            signer.what()
+        ));
+    }
+    Ok(())
+}
+
+/// A Rekor v2 `hashedrekord` 0.0.2 body (`spec.hashedRekordV002`): its
+/// `data` digest (SHA2_256, base64) is `digest` — the artifact's, or for a
+/// DSSE envelope its PAE's (`what`) —, its `signature.content` is
+/// `signature` and its `verifier` (an `x509Certificate` or a `publicKey`,
+/// DER) is `signer`.
+fn check_hashedrekord_v2(
+    body: &serde_json::Value,
+    signer: Signer<'_>,
+    signature: &[u8],
+    digest: &[u8],
+    what: &str,
+) -> Result<(), String> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let spec = &body["spec"]["hashedRekordV002"];
+    let data = &spec["data"];
+    let logged = data["digest"].as_str().and_then(|d| b64.decode(d).ok());
+    if data["algorithm"] != "SHA2_256" || logged.as_deref() != Some(digest) {
+        return Err(format!(
+            "the log entry is for another {what} ({} {}), not this one (sha256 {})",
+            data["algorithm"].as_str().unwrap_or("?"),
+            logged.map(|d| hex(&d)).unwrap_or_else(|| "?".into()),
+            hex(digest)
+        ));
+    }
+    let logged_sig = spec["signature"]["content"]
+        .as_str()
+        .and_then(|s| b64.decode(s).ok())
+        .unwrap_or_default();
+    if logged_sig != signature {
+        return Err(format!(
+            "the log entry records another signature than the bundle's{}",
+            if what == "artifact" {
+                ""
+            } else {
+                " DSSE envelope's"
+            }
+        ));
+    }
+    if !signer.is_verifier(&spec["signature"]["verifier"]) {
         return Err(format!(
             "the log entry records another {} than the bundle's",
             signer.what()
@@ -292,6 +361,20 @@ impl Signer<'_> {
         }
     }
 
+    /// Whether a Rekor v2 `verifier` holds this signer: its
+    /// `x509Certificate` or `publicKey` `rawBytes` (base64 DER) are these
+    /// bytes.
+    fn is_verifier(self, verifier: &serde_json::Value) -> bool {
+        let (field, der) = match self {
+            Signer::Certificate(d) => ("x509Certificate", d),
+            Signer::PublicKey(d) => ("publicKey", d),
+        };
+        verifier[field]["rawBytes"]
+            .as_str()
+            .and_then(|f| base64::engine::general_purpose::STANDARD.decode(f).ok())
+            .is_some_and(|logged| logged == der)
+    }
+
     /// Whether a log body's base64 PEM field holds this signer: its first
     /// PEM block, of the signer's kind, is these bytes.
     fn is_in(self, field: &serde_json::Value) -> bool {
@@ -314,7 +397,10 @@ impl Signer<'_> {
 }
 
 /// Check that a `dsse` 0.0.1 or `intoto` 0.0.2 body names the envelope's
-/// payload, its one `signature` and `signer` as the verifier.
+/// payload, its one `signature` and `signer` as the verifier; or that a
+/// Rekor v2 `hashedrekord` 0.0.2 body (rekor-v2 "hashedrekord over
+/// DSSE") names the SHA-256 of the envelope's PAE, that signature and
+/// that verifier.
 pub fn check_dsse_body(
     entry: &TlogEntry,
     signer: Signer<'_>,
@@ -324,11 +410,10 @@ pub fn check_dsse_body(
     let b64 = base64::engine::general_purpose::STANDARD;
     let v = parsed_body(entry)?;
     let (kind, version) = kind_version(&v);
-    if entry.kind != kind || entry.version != version {
-        return Err(format!(
-            "the log entry says it is {} {} but its body is {kind} {version}",
-            entry.kind, entry.version
-        ));
+    same_kind(entry, kind, version)?;
+    if (kind, version) == ("hashedrekord", "0.0.2") {
+        let pae = Sha256::digest(dsse.pae());
+        return check_hashedrekord_v2(&v, signer, signature, &pae, "DSSE envelope");
     }
     let spec = &v["spec"];
     let (hash, signatures, sig_field, key_field, double) = match (kind, version) {
@@ -348,7 +433,7 @@ pub fn check_dsse_body(
         ),
         _ => {
             return Err(format!(
-                "the log entry is a {kind:?} {version:?}; a DSSE envelope is verified against a dsse 0.0.1 or intoto 0.0.2 entry (Rekor v1)"
+                "the log entry is a {kind:?} {version:?}; a DSSE envelope is verified against a dsse 0.0.1 or intoto 0.0.2 entry (Rekor v1) or a hashedrekord 0.0.2 one (Rekor v2)"
             ));
         }
     };
