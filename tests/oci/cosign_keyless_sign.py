@@ -47,7 +47,9 @@ usage:
       timestamp is 5 minutes old: after the certificate expired),
       `rekor2-untrusted-tsa` (the timestamp is by a TSA the trusted root
       does not name), `rekor2-key` (`key` logged as `rekor2` is: the
-      entry's verifier is the public key).
+      entry's verifier is the public key), `rekor2-dsse` (a `dsse` 0.0.2
+      entry instead: the payload's digest), `rekor2-dsse-other-payload`
+      (that entry names another payload's digest).
   cosign_keyless_sign.py bundle FILE BUNDLE_OUT TRUSTED_ROOT_OUT [MODE [SCT]]
       writes a Sigstore bundle v0.3 for FILE, with an inclusion proof (a
       one-entry tree) and a checkpoint signed by the log key.
@@ -531,17 +533,28 @@ elif command == "referrer":
     if mode.startswith("rekor2"):
         # Rekor v2: "hashedrekord over DSSE" (the PAE's digest), no
         # integratedTime, no SET; the time is the TSA's.
-        body = json.dumps({
-            "apiVersion": "0.0.2", "kind": "hashedrekord",
-            "spec": {"hashedRekordV002": {
+        verifier = {
+            "keyDetails": "PKIX_ECDSA_P256_SHA_256",
+            **({"publicKey": {"rawBytes": b64(spki_der(leaf_key))}} if keyed else
+               {"x509Certificate": {"rawBytes": b64(leaf.public_bytes(serialization.Encoding.DER))}}),
+        }
+        v2_kind = "dsse" if mode.startswith("rekor2-dsse") else "hashedrekord"
+        if v2_kind == "dsse":
+            # A `dsse` 0.0.2 entry (Rekor v2's DSSE request): the payload's
+            # digest, the signature and its verifier.
+            logged = statement if mode == "rekor2-dsse" else statement + b" "
+            spec = {"dsseV002": {
+                "payloadHash": {"algorithm": "SHA2_256", "digest": b64(hashlib.sha256(logged).digest())},
+                "signatures": [{"content": b64(signature), "verifier": verifier}],
+            }}
+        else:
+            spec = {"hashedRekordV002": {
                 "data": {"algorithm": "SHA2_256", "digest": b64(hashlib.sha256(pae(statement)).digest())},
-                "signature": {"content": b64(signature), "verifier": {
-                    "keyDetails": "PKIX_ECDSA_P256_SHA_256",
-                    **({"publicKey": {"rawBytes": b64(spki_der(leaf_key))}} if keyed else
-                       {"x509Certificate": {"rawBytes": b64(leaf.public_bytes(serialization.Encoding.DER))}}),
-                }},
-            }},
-        }, separators=(",", ":")).encode()
+                "signature": {"content": b64(signature), "verifier": verifier},
+            }}
+        body = json.dumps(
+            {"apiVersion": "0.0.2", "kind": v2_kind, "spec": spec}, separators=(",", ":")
+        ).encode()
         root_hash = hashlib.sha256(b"\x00" + body).digest()
         note = f"{V2_ORIGIN}\n1\n{b64(root_hash)}\n"
         checkpoint = note + "\n" + f"\u2014 {V2_ORIGIN} " + b64(v2_log_id[:4] + v2_key.sign(note.encode())) + "\n"
@@ -550,7 +563,7 @@ elif command == "referrer":
         entry = {
             "logIndex": "0",
             "logId": {"keyId": b64(v2_log_id)},
-            "kindVersion": {"kind": "hashedrekord", "version": "0.0.2"},
+            "kindVersion": {"kind": v2_kind, "version": "0.0.2"},
             "inclusionProof": {
                 "logIndex": "0", "rootHash": b64(root_hash), "treeSize": "1", "hashes": [],
                 "checkpoint": {"envelope": checkpoint},

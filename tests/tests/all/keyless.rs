@@ -1259,9 +1259,10 @@ async fn a_keyless_cosign_signature_from_a_registry_loads_a_policy() {
 /// verify`; a statement naming another digest, a DSSE signature that does
 /// not verify, and a referrer whose subject is another manifest are each
 /// refused, naming the plugin and the reason. Logged in a Rekor v2 log
-/// (timed by a test TSA's RFC 3161 timestamp), it loads with the TSA on
-/// record; timestamped after the certificate expired, or by a TSA the
-/// trusted root does not name, it is refused.
+/// (timed by a test TSA's RFC 3161 timestamp), as a `hashedrekord` or a
+/// `dsse` 0.0.2 entry, it loads with the TSA on record; timestamped after
+/// the certificate expired, by a TSA the trusted root does not name, or
+/// with a `dsse` entry of another payload, it is refused.
 #[cfg_attr(
     not(all(has_oci_registry, has_mcp_client)),
     ignore = "needs docker-registry and the MCP venv's Python (its `cryptography`): run `apt-get install docker-registry` and `bash tests/mcp/setup-venv.sh target/tmp/mcp-venv`"
@@ -1300,6 +1301,13 @@ async fn a_cosign_3_bundle_referrer_from_a_registry_loads_a_policy() {
             "rekor2-untrusted-tsa",
             Some("it is signed by a TSA the trusted root does not name"),
         ),
+        // A `dsse` 0.0.2 entry (Rekor v2's DSSE kind).
+        ("acme/rekor2-dsse", "rekor2-dsse", None),
+        (
+            "acme/rekor2-dsse-other-payload",
+            "rekor2-dsse-other-payload",
+            Some("the log entry is for another DSSE payload (SHA2_256 "),
+        ),
     ] {
         let reference = registry.reference(&format!("{repo}:1"));
         let digest = digest_in(&toolgate(&state, &["push", &reference, fixtures::GUARD]).unwrap());
@@ -1330,7 +1338,7 @@ async fn a_cosign_3_bundle_referrer_from_a_registry_loads_a_policy() {
             );
             assert_eq!(
                 signer.ends_with(" by https://tsa.test)"),
-                mode == "rekor2",
+                mode.starts_with("rekor2"),
                 "{signer}"
             );
         }

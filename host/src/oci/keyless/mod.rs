@@ -22,7 +22,7 @@
 //!    is inside the log key's `validFor` and not in the future; the
 //!    inclusion proof and checkpoint verify (required for bundles 0.2 and
 //!    0.3 and for Rekor v2 entries, checked when a 0.1 bundle has one);
-//!    the body (Rekor v1's, or v2's `hashedrekord` 0.0.2) names this
+//!    the body (Rekor v1's, or v2's `hashedrekord` or `dsse` 0.0.2) names this
 //!    certificate, this signature and this artifact's digest;
 //! 3. the certificate ([`cert`]): a path to a CA of the trusted root,
 //!    built at each signed time (a certificate expired now but valid when
@@ -433,7 +433,9 @@ fn check_log(bundle: &Bundle, root: &TrustedRoot, now: i64) -> Result<Vec<Signed
             ));
         }
     }
-    let rekor_v2 = entry.version == "0.0.2" && entry.kind == "hashedrekord";
+    // (`intoto` 0.0.2 is a Rekor v1 kind.)
+    let rekor_v2 =
+        entry.version == "0.0.2" && matches!(entry.kind.as_str(), "hashedrekord" | "dsse");
     match (&entry.proof, bundle.version) {
         (Some(p), bundle::Version::V01) if p.checkpoint.is_none() && !rekor_v2 => {}
         (Some(p), _) => tlog::verify_inclusion(log, p, &entry.body)?,

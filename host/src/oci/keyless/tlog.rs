@@ -22,8 +22,10 @@
 //!   with their verifiers (the certificate, PEM); an `intoto` 0.0.2 body
 //!   the payload's SHA-256 and the envelope's signatures (base64 of the
 //!   base64) with their public keys (the certificate, PEM); a Rekor v2
-//!   `hashedrekord` 0.0.2 body the SHA-256 of the envelope's PAE, its
-//!   signature and its verifier (DER). The
+//!   `dsse` 0.0.2 body the payload's SHA-256 and the signature with its
+//!   verifier (DER), a Rekor v2 `hashedrekord` 0.0.2 body ("hashedrekord
+//!   over DSSE") the SHA-256 of the envelope's PAE, its signature and its
+//!   verifier. The
 //!   envelope hash a v1 entry records is not compared (as sigstore-python and
 //!   sigstore-go do not): the envelope's JSON has no canonical form.
 
@@ -398,9 +400,10 @@ impl Signer<'_> {
 
 /// Check that a `dsse` 0.0.1 or `intoto` 0.0.2 body names the envelope's
 /// payload, its one `signature` and `signer` as the verifier; or that a
-/// Rekor v2 `hashedrekord` 0.0.2 body (rekor-v2 "hashedrekord over
-/// DSSE") names the SHA-256 of the envelope's PAE, that signature and
-/// that verifier.
+/// Rekor v2 `dsse` 0.0.2 body names the payload, that signature and that
+/// verifier, or a `hashedrekord` 0.0.2 one (rekor-v2 "hashedrekord over
+/// DSSE") the SHA-256 of the envelope's PAE, that signature and that
+/// verifier.
 pub fn check_dsse_body(
     entry: &TlogEntry,
     signer: Signer<'_>,
@@ -411,9 +414,13 @@ pub fn check_dsse_body(
     let v = parsed_body(entry)?;
     let (kind, version) = kind_version(&v);
     same_kind(entry, kind, version)?;
-    if (kind, version) == ("hashedrekord", "0.0.2") {
-        let pae = Sha256::digest(dsse.pae());
-        return check_hashedrekord_v2(&v, signer, signature, &pae, "DSSE envelope");
+    match (kind, version) {
+        ("hashedrekord", "0.0.2") => {
+            let pae = Sha256::digest(dsse.pae());
+            return check_hashedrekord_v2(&v, signer, signature, &pae, "DSSE envelope");
+        }
+        ("dsse", "0.0.2") => return check_dsse_v2(&v, signer, signature, dsse),
+        _ => {}
     }
     let spec = &v["spec"];
     let (hash, signatures, sig_field, key_field, double) = match (kind, version) {
@@ -433,7 +440,7 @@ pub fn check_dsse_body(
         ),
         _ => {
             return Err(format!(
-                "the log entry is a {kind:?} {version:?}; a DSSE envelope is verified against a dsse 0.0.1 or intoto 0.0.2 entry (Rekor v1) or a hashedrekord 0.0.2 one (Rekor v2)"
+                "the log entry is a {kind:?} {version:?}; a DSSE envelope is verified against a dsse 0.0.1 or intoto 0.0.2 entry (Rekor v1) or a dsse or hashedrekord 0.0.2 one (Rekor v2)"
             ));
         }
     };
@@ -462,6 +469,53 @@ pub fn check_dsse_body(
         return Err("the log entry records another DSSE signature than the envelope's".into());
     }
     if !signer.is_in(&signatures[0][key_field]) {
+        return Err(format!(
+            "the log entry records another verifier than the bundle's {}",
+            signer.what()
+        ));
+    }
+    Ok(())
+}
+
+/// A Rekor v2 `dsse` 0.0.2 body (`spec.dsseV002`): its `payloadHash`
+/// (SHA2_256, base64) is the envelope's payload's, and its one signature's
+/// `content` and `verifier` are the envelope's signature and `signer`.
+fn check_dsse_v2(
+    body: &serde_json::Value,
+    signer: Signer<'_>,
+    signature: &[u8],
+    dsse: &super::bundle::Dsse,
+) -> Result<(), String> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let spec = &body["spec"]["dsseV002"];
+    let hash = &spec["payloadHash"];
+    let payload_hash = Sha256::digest(&dsse.payload);
+    let logged = hash["digest"].as_str().and_then(|d| b64.decode(d).ok());
+    if hash["algorithm"] != "SHA2_256" || logged.as_deref() != Some(payload_hash.as_slice()) {
+        return Err(format!(
+            "the log entry is for another DSSE payload ({} {}), not this envelope's (sha256 {})",
+            hash["algorithm"].as_str().unwrap_or("?"),
+            logged.map(|d| hex(&d)).unwrap_or_else(|| "?".into()),
+            hex(&payload_hash)
+        ));
+    }
+    let signatures = spec["signatures"]
+        .as_array()
+        .ok_or("the log entry records no DSSE signatures")?;
+    let [logged] = signatures.as_slice() else {
+        return Err(format!(
+            "the log entry records {} DSSE signatures; the envelope has one",
+            signatures.len()
+        ));
+    };
+    let logged_sig = logged["content"]
+        .as_str()
+        .and_then(|s| b64.decode(s).ok())
+        .unwrap_or_default();
+    if logged_sig != signature {
+        return Err("the log entry records another DSSE signature than the envelope's".into());
+    }
+    if !signer.is_verifier(&logged["verifier"]) {
         return Err(format!(
             "the log entry records another verifier than the bundle's {}",
             signer.what()
