@@ -815,6 +815,43 @@ fn a_timestamp_is_the_tsas_over_this_signature() {
     );
 }
 
+/// A timestamp altered anywhere, one bit at a time (every byte of it:
+/// lengths, tags, OIDs, times, certificates, the signature), never makes
+/// the parser panic, and never verifies to another time or TSA: each
+/// variant is refused, or — where the bit is in a part no one signs and
+/// nothing reads: the SignedData's version number and digest-algorithm
+/// list, or the tag that turns the embedded certificates into CRLs (the
+/// signer is the trusted root's certificate either way) — gives the same
+/// verdict.
+#[test]
+fn a_timestamp_altered_bit_by_bit_is_refused_or_unchanged() {
+    let case = Case::load("rekor2-timestamp-with-embedded-cert");
+    let root = TrustedRoot::from_json(&case.root).unwrap();
+    let bundle = Bundle::from_json(&case.bundle).unwrap();
+    let token = &bundle.timestamps[0];
+    let now = keyless::now();
+    let good = keyless::tsa::verify(token, &bundle.signature, &root.tsas, now).unwrap();
+    let (mut refused, mut same) = (0, 0);
+    for i in 0..token.len() {
+        for bit in [0x01u8, 0x80] {
+            let mut t = token.clone();
+            t[i] ^= bit;
+            match keyless::tsa::verify(&t, &bundle.signature, &root.tsas, now) {
+                Ok(stamp) => {
+                    assert_eq!(stamp, good, "byte {i} bit {bit:#x}");
+                    same += 1;
+                }
+                Err(_) => refused += 1,
+            }
+        }
+    }
+    assert!(
+        refused > 50 * same,
+        "{refused} refused, {same} unchanged of {} bytes",
+        token.len()
+    );
+}
+
 /// The Python interpreter of the venv that has `sigstore` (PyPI), if any.
 fn sigstore_python() -> Option<PathBuf> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tmp/sigstore-venv/bin/python");

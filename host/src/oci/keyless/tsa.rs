@@ -289,6 +289,11 @@ fn fields<'a>(v: &AnyRef<'a>, tag: u8, what: &str) -> Result<Vec<AnyRef<'a>>, St
     items(v.value()).map_err(|e| format!("{what}: {e}"))
 }
 
+/// Whether `v` is the OBJECT IDENTIFIER `oid` (its tag, not only its bytes).
+fn is_oid(v: &AnyRef<'_>, oid: &[u8]) -> bool {
+    v.tag() == Tag::ObjectIdentifier && v.value() == oid
+}
+
 /// The algorithm OID of an AlgorithmIdentifier.
 fn algorithm<'a>(v: &AnyRef<'a>, what: &str) -> Result<&'a [u8], String> {
     let parts = fields(v, 0x30, what)?;
@@ -314,7 +319,7 @@ impl<'a> Token<'a> {
         let [kind, signed] = content_info.as_slice() else {
             return Err(bad("the timestamp token"));
         };
-        if kind.value() != OID_SIGNED_DATA {
+        if !is_oid(kind, OID_SIGNED_DATA) {
             return Err("the timestamp token is not CMS SignedData".into());
         }
         let signed = fields(signed, 0xa0, "the SignedData")?;
@@ -324,21 +329,33 @@ impl<'a> Token<'a> {
         };
         // version, digestAlgorithms, encapContentInfo, [0] certificates,
         // [1] crls, signerInfos.
-        let (Some(encap), Some(signer_infos)) = (signed.get(2), signed.last()) else {
+        let [version, digests, encap, .., signer_infos] = signed.as_slice() else {
             return Err(bad("the SignedData"));
         };
+        if version.tag() != Tag::Integer || digests.tag() != Tag::Set {
+            return Err(bad("the SignedData"));
+        }
         let encap = fields(encap, 0x30, "the encapsulated content")?;
         let [content_type, content] = encap.as_slice() else {
             return Err("the SignedData has no encapsulated TSTInfo".into());
         };
-        if content_type.value() != OID_TST_INFO {
+        if !is_oid(content_type, OID_TST_INFO) {
             return Err("the SignedData's content is not a TSTInfo".into());
         }
         let content = match fields(content, 0xa0, "the encapsulated content")?.as_slice() {
             [octets] if octets.tag() == Tag::OctetString => octets.value(),
             _ => return Err(bad("the encapsulated content")),
         };
-        let certificates = match signed.iter().find(|f| u8::from(f.tag()) == 0xa0) {
+        // Between the content and the SignerInfos: [0] certificates, [1]
+        // CRLs, nothing else.
+        let middle = &signed[3..signed.len() - 1];
+        if middle
+            .iter()
+            .any(|f| !matches!(u8::from(f.tag()), 0xa0 | 0xa1))
+        {
+            return Err(bad("the SignedData"));
+        }
+        let certificates = match middle.iter().find(|f| u8::from(f.tag()) == 0xa0) {
             Some(set) => items(set.value()).map_err(|e| format!("the certificates: {e}"))?,
             None => Vec::new(),
         };
@@ -360,7 +377,7 @@ impl<'a> Token<'a> {
         // version, sid, digestAlgorithm, [0] signedAttrs,
         // signatureAlgorithm, signature, [1] unsignedAttrs.
         let [
-            _version,
+            version,
             sid,
             digest,
             attrs,
@@ -371,6 +388,13 @@ impl<'a> Token<'a> {
         else {
             return Err("the SignerInfo has no signed attributes".into());
         };
+        // Version 1: the signer is named by issuer and serial number.
+        if version.tag() != Tag::Integer || version.value() != [1] {
+            return Err(
+                "the SignerInfo does not name its signer by issuer and serial number (version 1)"
+                    .into(),
+            );
+        }
         let sid = fields(sid, 0x30, "the SignerInfo's issuer and serial number")?;
         let [issuer, serial] = sid.as_slice() else {
             return Err(bad("the SignerInfo's issuer and serial number"));
@@ -394,9 +418,12 @@ impl<'a> Token<'a> {
                 [one] => one,
                 _ => return Err(bad("a signed attribute's values")),
             };
+            if oid.tag() != Tag::ObjectIdentifier {
+                return Err(bad("a signed attribute's type"));
+            }
             match oid.value() {
                 OID_CONTENT_TYPE => {
-                    if content_type_ok || value.value() != OID_TST_INFO {
+                    if content_type_ok || !is_oid(value, OID_TST_INFO) {
                         return Err(
                             "the signed content-type attribute is not one id-ct-TSTInfo".into()
                         );
