@@ -196,9 +196,13 @@ impl Serve {
         self.answer(id).expect("serve answers")
     }
 
+    /// A `tools/call`'s result; an answer without one (a JSON-RPC error)
+    /// fails the test, showing it.
     fn call(&mut self, tool: &str, arguments: Value) -> Value {
         let r = self.request("tools/call", json!({"name": tool, "arguments": arguments}));
-        r["result"].clone()
+        r.get("result")
+            .cloned()
+            .unwrap_or_else(|| panic!("{tool}: no result in {r}"))
     }
 
     /// Waits (up to `limit`) for the process to exit.
@@ -345,7 +349,7 @@ fn a_job_with_closed_output_ends_at_its_timeout_and_by_job_kill() {
     );
     let twin = twin["structuredContent"]["job"]
         .as_str()
-        .unwrap()
+        .unwrap_or_else(|| panic!("a job id in {twin}"))
         .to_string();
     let has = |suffix: &str| {
         let m = format!("{marker}-{suffix}");

@@ -319,7 +319,7 @@ const CASES: &[(&str, Option<&str>)] = &[
     ),
     (
         "rekor2-dsse-invalid-sig_fail",
-        Some("records another signature than the bundle's DSSE envelope's"),
+        Some("records another DSSE signature than the envelope's"),
     ),
     (
         "rekor2-dsse-mismatch-envelope_fail",
@@ -327,7 +327,7 @@ const CASES: &[(&str, Option<&str>)] = &[
     ),
     (
         "rekor2-dsse-mismatch-sig_fail",
-        Some("records another signature than the bundle's DSSE envelope's"),
+        Some("records another DSSE signature than the envelope's"),
     ),
     (
         "rekor2-no-inclusion-proof_fail",

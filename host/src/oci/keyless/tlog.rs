@@ -313,14 +313,11 @@ fn check_hashedrekord_v2(
         .and_then(|s| b64.decode(s).ok())
         .unwrap_or_default();
     if logged_sig != signature {
-        return Err(format!(
-            "the log entry records another signature than the bundle's{}",
-            if what == "artifact" {
-                ""
-            } else {
-                " DSSE envelope's"
-            }
-        ));
+        return Err(if what == "artifact" {
+            "the log entry records another signature than the bundle's".into()
+        } else {
+            "the log entry records another DSSE signature than the envelope's".into()
+        });
     }
     if !signer.is_verifier(&spec["signature"]["verifier"]) {
         return Err(format!(
