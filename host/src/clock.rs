@@ -14,6 +14,23 @@ pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// Seconds since the epoch of a civil date and time (UTC), or `None` when
+/// a field is out of range (a leap second, 60, is allowed).
+pub fn seconds_from_civil(
+    (year, month, day): (i64, i64, i64),
+    (hour, minute, second): (i64, i64, i64),
+) -> Option<i64> {
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || !(0..=23).contains(&hour)
+        || !(0..=59).contains(&minute)
+        || !(0..=60).contains(&second)
+    {
+        return None;
+    }
+    Some(days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second)
+}
+
 /// The civil date (year, month, day) of days since 1970-01-01.
 pub fn civil_from_days(z: i64) -> (i64, i64, i64) {
     let z = z + 719_468;

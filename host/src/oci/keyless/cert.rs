@@ -31,8 +31,9 @@ const OID_FULCIO_ISSUER_V2: &[u8] = &[0x2b, 0x06, 0x01, 0x04, 0x01, 0x83, 0xbf, 
 /// Fulcio's OIDC issuer (v1, the raw string), 1.3.6.1.4.1.57264.1.1.
 const OID_FULCIO_ISSUER_V1: &[u8] = &[0x2b, 0x06, 0x01, 0x04, 0x01, 0x83, 0xbf, 0x30, 0x01, 0x01];
 
-/// The signature algorithms a certificate of the path may be signed with.
-static CHAIN_ALGORITHMS: &[&dyn rustls_pki_types::SignatureVerificationAlgorithm] = &[
+/// The signature algorithms a certificate of a path (a Fulcio or a TSA
+/// certificate's) may be signed with.
+pub(super) static CHAIN_ALGORITHMS: &[&dyn rustls_pki_types::SignatureVerificationAlgorithm] = &[
     webpki::ring::ECDSA_P256_SHA256,
     webpki::ring::ECDSA_P256_SHA384,
     webpki::ring::ECDSA_P384_SHA256,

@@ -284,14 +284,8 @@ pub fn parse_time(text: &str) -> Result<i64, String> {
         return Err(bad());
     }
     let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return Err(bad());
-    }
+    let local = crate::clock::seconds_from_civil((year, month, day), (hour, minute, second))
+        .ok_or_else(bad)?;
     let mut i = 19;
     let mut millis = 0;
     if b.get(i) == Some(&b'.') {
@@ -317,9 +311,7 @@ pub fn parse_time(text: &str) -> Result<i64, String> {
         }
         _ => return Err(bad()),
     };
-    let days = crate::clock::days_from_civil(year, month, day);
-    let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset;
-    Ok(secs * 1000 + millis)
+    Ok((local - offset) * 1000 + millis)
 }
 
 /// One entry of `tlogs` or `ctlogs` at JSON pointer `at`: its validity, name

@@ -258,7 +258,6 @@ fn check_hashedrekord_v1(
     signature: &[u8],
     digest: &[u8],
 ) -> Result<(), String> {
-    let b64 = base64::engine::general_purpose::STANDARD;
     if spec["data"]["hash"]["algorithm"] != "sha256"
         || spec["data"]["hash"]["value"].as_str() != Some(hex(digest).as_str())
     {
@@ -268,10 +267,7 @@ fn check_hashedrekord_v1(
             hex(digest)
         ));
     }
-    let logged_sig = spec["signature"]["content"]
-        .as_str()
-        .and_then(|s| b64.decode(s).ok())
-        .unwrap_or_default();
+    let logged_sig = decoded(&spec["signature"]["content"]).unwrap_or_default();
     if logged_sig != signature {
         return Err("the log entry records another signature than the bundle's".into());
     }
@@ -296,10 +292,9 @@ fn check_hashedrekord_v2(
     digest: &[u8],
     what: &str,
 ) -> Result<(), String> {
-    let b64 = base64::engine::general_purpose::STANDARD;
     let spec = &body["spec"]["hashedRekordV002"];
     let data = &spec["data"];
-    let logged = data["digest"].as_str().and_then(|d| b64.decode(d).ok());
+    let logged = decoded(&data["digest"]);
     if data["algorithm"] != "SHA2_256" || logged.as_deref() != Some(digest) {
         return Err(format!(
             "the log entry is for another {what} ({} {}), not this one (sha256 {})",
@@ -308,10 +303,7 @@ fn check_hashedrekord_v2(
             hex(digest)
         ));
     }
-    let logged_sig = spec["signature"]["content"]
-        .as_str()
-        .and_then(|s| b64.decode(s).ok())
-        .unwrap_or_default();
+    let logged_sig = decoded(&spec["signature"]["content"]).unwrap_or_default();
     if logged_sig != signature {
         return Err(if what == "artifact" {
             "the log entry records another signature than the bundle's".into()
@@ -326,6 +318,13 @@ fn check_hashedrekord_v2(
         ));
     }
     Ok(())
+}
+
+/// The bytes of a base64 field of a log body, if it is one.
+fn decoded(field: &serde_json::Value) -> Option<Vec<u8>> {
+    field
+        .as_str()
+        .and_then(|s| base64::engine::general_purpose::STANDARD.decode(s).ok())
 }
 
 /// The entry's canonicalized body, parsed.
@@ -368,10 +367,7 @@ impl Signer<'_> {
             Signer::Certificate(d) => ("x509Certificate", d),
             Signer::PublicKey(d) => ("publicKey", d),
         };
-        verifier[field]["rawBytes"]
-            .as_str()
-            .and_then(|f| base64::engine::general_purpose::STANDARD.decode(f).ok())
-            .is_some_and(|logged| logged == der)
+        decoded(&verifier[field]["rawBytes"]).is_some_and(|logged| logged == der)
     }
 
     /// Whether a log body's base64 PEM field holds this signer: its first
@@ -483,11 +479,10 @@ fn check_dsse_v2(
     signature: &[u8],
     dsse: &super::bundle::Dsse,
 ) -> Result<(), String> {
-    let b64 = base64::engine::general_purpose::STANDARD;
     let spec = &body["spec"]["dsseV002"];
     let hash = &spec["payloadHash"];
     let payload_hash = Sha256::digest(&dsse.payload);
-    let logged = hash["digest"].as_str().and_then(|d| b64.decode(d).ok());
+    let logged = decoded(&hash["digest"]);
     if hash["algorithm"] != "SHA2_256" || logged.as_deref() != Some(payload_hash.as_slice()) {
         return Err(format!(
             "the log entry is for another DSSE payload ({} {}), not this envelope's (sha256 {})",
@@ -505,10 +500,7 @@ fn check_dsse_v2(
             signatures.len()
         ));
     };
-    let logged_sig = logged["content"]
-        .as_str()
-        .and_then(|s| b64.decode(s).ok())
-        .unwrap_or_default();
+    let logged_sig = decoded(&logged["content"]).unwrap_or_default();
     if logged_sig != signature {
         return Err("the log entry records another DSSE signature than the envelope's".into());
     }

@@ -59,18 +59,6 @@ const EKU_TIME_STAMPING: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x0
 /// extKeyUsage, 2.5.29.37.
 const OID_EKU: &[u8] = &[0x55, 0x1d, 0x25];
 
-/// The signature algorithms of a TSA certificate's path.
-static CHAIN_ALGORITHMS: &[&dyn SignatureVerificationAlgorithm] = &[
-    webpki::ring::ECDSA_P256_SHA256,
-    webpki::ring::ECDSA_P256_SHA384,
-    webpki::ring::ECDSA_P384_SHA256,
-    webpki::ring::ECDSA_P384_SHA384,
-    webpki::ring::ED25519,
-    webpki::ring::RSA_PKCS1_2048_8192_SHA256,
-    webpki::ring::RSA_PKCS1_2048_8192_SHA384,
-    webpki::ring::RSA_PKCS1_2048_8192_SHA512,
-];
-
 /// A digest algorithm a timestamp may use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Hash {
@@ -200,7 +188,7 @@ fn check_path(tsa: &CertificateAuthority, at: i64) -> Result<(), String> {
         u64::try_from(at).map_err(|_| format!("its time {at} is before 1970"))?,
     ));
     ee.verify_for_usage(
-        CHAIN_ALGORITHMS,
+        super::cert::CHAIN_ALGORITHMS,
         &[anchor],
         &intermediates,
         time,
@@ -641,21 +629,15 @@ fn generalized_time(bytes: &[u8]) -> Result<i64, String> {
         return Err(bad());
     }
     let n = |r: std::ops::Range<usize>| whole[r].parse::<i64>().map_err(|_| bad());
-    let (year, month, day) = (n(0..4)?, n(4..6)?, n(6..8)?);
-    let (hour, minute, second) = (n(8..10)?, n(10..12)?, n(12..14)?);
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return Err(bad());
-    }
+    let secs = crate::clock::seconds_from_civil(
+        (n(0..4)?, n(4..6)?, n(6..8)?),
+        (n(8..10)?, n(10..12)?, n(12..14)?),
+    )
+    .ok_or_else(bad)?;
     let millis = format!("{:0<3}", &fraction[..fraction.len().min(3)])
         .parse::<i64>()
         .map_err(|_| bad())?;
-    let days = crate::clock::days_from_civil(year, month, day);
-    Ok((days * 86_400 + hour * 3600 + minute * 60 + second) * 1000 + millis)
+    Ok(secs * 1000 + millis)
 }
 
 #[cfg(test)]
