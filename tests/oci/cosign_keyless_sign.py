@@ -360,6 +360,22 @@ def log_entry(artifact: bytes, signature: bytes, spec=None):
     return body, set_
 
 
+def one_entry_proof(body: bytes, rekor_v2: bool = False):
+    """A one-entry tree's root (the leaf hash; the proof is empty) and its
+    checkpoint, signed by the v1 log key (key hint: its logId) or the v2
+    one (its note key id)."""
+    root_hash = hashlib.sha256(b"\x00" + body).digest()
+    if rekor_v2:
+        name, hint = V2_ORIGIN, v2_log_id[:4]
+        note = f"{V2_ORIGIN}\n1\n{b64(root_hash)}\n"
+        signature = v2_key.sign(note.encode())
+    else:
+        name, hint = "rekor.test", log_id[:4]
+        note = f"rekor.test - 1\n1\n{b64(root_hash)}\n"
+        signature = log_key.sign(note.encode(), ec.ECDSA(hashes.SHA256()))
+    return root_hash, note + "\n" + f"\u2014 {name} " + b64(hint + signature) + "\n"
+
+
 def write_root(path: str):
     start = ts(now - 86400).strftime("%Y-%m-%dT%H:%M:%SZ")
     root = {
@@ -555,9 +571,7 @@ elif command == "referrer":
         body = json.dumps(
             {"apiVersion": "0.0.2", "kind": v2_kind, "spec": spec}, separators=(",", ":")
         ).encode()
-        root_hash = hashlib.sha256(b"\x00" + body).digest()
-        note = f"{V2_ORIGIN}\n1\n{b64(root_hash)}\n"
-        checkpoint = note + "\n" + f"\u2014 {V2_ORIGIN} " + b64(v2_log_id[:4] + v2_key.sign(note.encode())) + "\n"
+        root_hash, checkpoint = one_entry_proof(body, rekor_v2=True)
         stamped_at = now - 300 if mode == "rekor2-after-expiry" else now - 900
         key, cert, _ = tsa_pair("other-tsa") if mode == "rekor2-untrusted-tsa" else (tsa_key, tsa_cert, None)
         entry = {
@@ -575,10 +589,7 @@ elif command == "referrer":
         }
     else:
         body, set_ = log_entry(statement, signature, spec)
-        root_hash = hashlib.sha256(b"\x00" + body).digest()
-        note = f"rekor.test - 1\n1\n{b64(root_hash)}\n"
-        note_sig = log_key.sign(note.encode(), ec.ECDSA(hashes.SHA256()))
-        checkpoint = note + "\n" + "\u2014 rekor.test " + b64(log_id[:4] + note_sig) + "\n"
+        root_hash, checkpoint = one_entry_proof(body)
         entry = {
             "logIndex": str(log_index),
             "logId": {"keyId": b64(log_id)},
@@ -674,11 +685,7 @@ elif command == "bundle":
     artifact = open(path, "rb").read()
     signature = leaf_key.sign(artifact, ec.ECDSA(hashes.SHA256()))
     body, set_ = log_entry(artifact, signature)
-    # A one-entry tree: the root is the leaf hash, the proof is empty.
-    root_hash = hashlib.sha256(b"\x00" + body).digest()
-    note = f"rekor.test - 1\n1\n{b64(root_hash)}\n"
-    note_sig = log_key.sign(note.encode(), ec.ECDSA(hashes.SHA256()))
-    checkpoint = note + "\n" + "\u2014 rekor.test " + b64(log_id[:4] + note_sig) + "\n"
+    root_hash, checkpoint = one_entry_proof(body)
     bundle = {
         "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
         "verificationMaterial": {

@@ -127,6 +127,20 @@ impl Case {
         )
     }
 
+    /// Why the case's own bundle is refused under its trusted root as
+    /// `edit` changes it (the case's identity accepted).
+    fn refused_under_root(&self, edit: &dyn Fn(&mut serde_json::Value)) -> String {
+        let mut root: serde_json::Value = serde_json::from_slice(&self.root).unwrap();
+        edit(&mut root);
+        self.verify_with(
+            &self.bundle,
+            &self.artifact,
+            &serde_json::to_vec(&root).unwrap(),
+            std::slice::from_ref(&self.identity),
+        )
+        .unwrap_err()
+    }
+
     fn verify_with(
         &self,
         bundle: &[u8],
@@ -346,7 +360,7 @@ const CASES: &[(&str, Option<&str>)] = &[
     (
         "rekor2-timestamp-outside-tsa-cert-validity_fail",
         Some(
-            "a certificate of its path expired at 2025-08-07T15:37:08Z, before its time 2025-08-07T15:38:32Z",
+            "a certificate of the path expired at 2025-08-07T15:37:08Z, before the timestamp was made at 2025-08-07T15:38:32Z",
         ),
     ),
     (
@@ -482,15 +496,7 @@ fn tampered_untrusted_and_oversized_inputs_are_refused() {
         case.verify_with(bundle, artifact, root, &ids).unwrap_err()
     };
     // The good bundle under the production root as `edit` changes it.
-    let under_root = |edit: &dyn Fn(&mut serde_json::Value)| {
-        let mut root: serde_json::Value = serde_json::from_slice(&case.root).unwrap();
-        edit(&mut root);
-        run(
-            &case.bundle,
-            &case.artifact,
-            &serde_json::to_vec(&root).unwrap(),
-        )
-    };
+    let under_root = |edit: &dyn Fn(&mut serde_json::Value)| case.refused_under_root(edit);
     let mut artifact = case.artifact.clone();
     artifact.push(b'!');
     let e = run(&case.bundle, &artifact, &case.root);
@@ -750,11 +756,7 @@ fn a_timestamp_is_the_tsas_over_this_signature() {
     let e = altered(&|t| t.push(0));
     assert!(e.contains("it cannot be read"), "{e}");
 
-    let under_root = |edit: &dyn Fn(&mut serde_json::Value)| {
-        let mut root: serde_json::Value = serde_json::from_slice(&case.root).unwrap();
-        edit(&mut root);
-        refused(&case.bundle, &serde_json::to_vec(&root).unwrap())
-    };
+    let under_root = |edit: &dyn Fn(&mut serde_json::Value)| case.refused_under_root(edit);
     let e = under_root(&|root| root["timestampAuthorities"] = serde_json::json!([]));
     assert!(
         e.contains("the trusted root names no timestamp authority"),

@@ -33,7 +33,7 @@ const OID_FULCIO_ISSUER_V1: &[u8] = &[0x2b, 0x06, 0x01, 0x04, 0x01, 0x83, 0xbf, 
 
 /// The signature algorithms a certificate of a path (a Fulcio or a TSA
 /// certificate's) may be signed with.
-pub(super) static CHAIN_ALGORITHMS: &[&dyn rustls_pki_types::SignatureVerificationAlgorithm] = &[
+static CHAIN_ALGORITHMS: &[&dyn rustls_pki_types::SignatureVerificationAlgorithm] = &[
     webpki::ring::ECDSA_P256_SHA256,
     webpki::ring::ECDSA_P256_SHA384,
     webpki::ring::ECDSA_P384_SHA256,
@@ -61,6 +61,29 @@ pub struct CertIdentity {
     pub issuer: Option<String>,
 }
 
+/// An extended key usage a certificate path must end in.
+pub(super) struct Usage {
+    /// The OID's DER value bytes.
+    oid: &'static [u8],
+    /// What it is for, and its OID dotted, for messages.
+    name: &'static str,
+    dotted: &'static str,
+}
+
+/// id-kp-codeSigning: a Fulcio certificate.
+pub(super) const CODE_SIGNING: Usage = Usage {
+    oid: EKU_CODE_SIGNING,
+    name: "code signing",
+    dotted: "1.3.6.1.5.5.7.3.3",
+};
+
+/// id-kp-timeStamping: a TSA's signing certificate.
+pub(super) const TIME_STAMPING: Usage = Usage {
+    oid: &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x08],
+    name: "time stamping",
+    dotted: "1.3.6.1.5.5.7.3.8",
+};
+
 /// Build the leaf's path to one of `cas` at `signed` (the log's or a
 /// timestamp's time); the index of the CA it chains to, or why none.
 pub fn verify_path(
@@ -72,9 +95,7 @@ pub fn verify_path(
     let leaf_der = CertificateDer::from(leaf);
     let ee = webpki::EndEntityCert::try_from(&leaf_der)
         .map_err(|e| format!("the signing certificate cannot be parsed: {e:?}"))?;
-    let time = UnixTime::since_unix_epoch(std::time::Duration::from_secs(
-        u64::try_from(at).map_err(|_| format!("the time {at} is before 1970"))?,
-    ));
+    let event = format!("the signature was {}", signed.how());
     let mut reasons = Vec::new();
     for (i, ca) in cas.iter().enumerate() {
         if !ca.valid.contains(at) {
@@ -86,32 +107,9 @@ pub fn verify_path(
             ));
             continue;
         }
-        let Some((root, intermediates)) = ca.chain.split_last() else {
-            continue;
-        };
-        let root_der = CertificateDer::from(root.as_slice());
-        let anchor = match webpki::anchor_from_trusted_cert(&root_der) {
-            Ok(a) => a,
-            Err(e) => {
-                reasons.push(format!("CA {}: its root cannot be parsed: {e:?}", ca.name));
-                continue;
-            }
-        };
-        let intermediates: Vec<CertificateDer<'_>> = intermediates
-            .iter()
-            .map(|c| CertificateDer::from(c.as_slice()))
-            .collect();
-        match ee.verify_for_usage(
-            CHAIN_ALGORITHMS,
-            &[anchor],
-            &intermediates,
-            time,
-            webpki::KeyUsage::required(EKU_CODE_SIGNING),
-            None,
-            None,
-        ) {
-            Ok(_) => return Ok(i),
-            Err(e) => reasons.push(format!("CA {}: {}", ca.name, explain(&e, signed))),
+        match path_through(&ee, &ca.chain, at, &CODE_SIGNING, &event) {
+            Ok(()) => return Ok(i),
+            Err(why) => reasons.push(format!("CA {}: {why}", ca.name)),
         }
     }
     if cas.is_empty() {
@@ -125,23 +123,58 @@ pub fn verify_path(
     ))
 }
 
-fn explain(e: &webpki::Error, signed: &super::SignedTime) -> String {
-    let when = crate::clock::rfc3339(signed.at);
-    let how = signed.how();
+/// Build `ee`'s path through `chain` (the issuing side first, the root
+/// last) at `at` (seconds since the epoch), ending in `usage`; why not,
+/// said of `event`, what happened at `at` ("the signature was logged").
+pub(super) fn path_through(
+    ee: &webpki::EndEntityCert<'_>,
+    chain: &[Vec<u8>],
+    at: i64,
+    usage: &Usage,
+    event: &str,
+) -> Result<(), String> {
+    let Some((root, intermediates)) = chain.split_last() else {
+        return Err("its chain is empty".into());
+    };
+    let root_der = CertificateDer::from(root.as_slice());
+    let anchor = webpki::anchor_from_trusted_cert(&root_der)
+        .map_err(|e| format!("its root cannot be parsed: {e:?}"))?;
+    let intermediates: Vec<CertificateDer<'_>> = intermediates
+        .iter()
+        .map(|c| CertificateDer::from(c.as_slice()))
+        .collect();
+    let time = UnixTime::since_unix_epoch(std::time::Duration::from_secs(
+        u64::try_from(at).map_err(|_| format!("the time {at} is before 1970"))?,
+    ));
+    ee.verify_for_usage(
+        CHAIN_ALGORITHMS,
+        &[anchor],
+        &intermediates,
+        time,
+        webpki::KeyUsage::required(usage.oid),
+        None,
+        None,
+    )
+    .map(|_| ())
+    .map_err(|e| explain(&e, at, usage, event))
+}
+
+fn explain(e: &webpki::Error, at: i64, usage: &Usage, event: &str) -> String {
+    let when = crate::clock::rfc3339(at);
     match e {
         webpki::Error::CertExpired { not_after, .. } => format!(
-            "a certificate of the path expired at {}, before the signature was {how} at {when}",
+            "a certificate of the path expired at {}, before {event} at {when}",
             crate::clock::rfc3339(not_after.as_secs() as i64)
         ),
         webpki::Error::CertNotValidYet { not_before, .. } => format!(
-            "a certificate of the path was not valid until {}, after the signature was {how} at {when}",
+            "a certificate of the path was not valid until {}, after {event} at {when}",
             crate::clock::rfc3339(not_before.as_secs() as i64)
         ),
         webpki::Error::UnknownIssuer => "it is not issued by this CA".into(),
-        webpki::Error::RequiredEkuNotFoundContext(_) => {
-            "the certificate is not for code signing (no extended key usage 1.3.6.1.5.5.7.3.3)"
-                .into()
-        }
+        webpki::Error::RequiredEkuNotFoundContext(_) => format!(
+            "the certificate is not for {} (no extended key usage {})",
+            usage.name, usage.dotted
+        ),
         other => format!("{other:?}"),
     }
 }
@@ -170,20 +203,63 @@ pub fn identity(der: &[u8]) -> Result<CertIdentity, String> {
 }
 
 fn identity_inner(der: &[u8]) -> Result<CertIdentity, der::Error> {
+    let mut out = CertIdentity::default();
+    let mut legacy_issuer = None;
+    for ext in extensions(der)? {
+        match ext.oid {
+            OID_SAN => {
+                for name in items(first(ext.value)?.value())? {
+                    // [1] rfc822Name, [6] uniformResourceIdentifier
+                    if matches!(u8::from(name.tag()), 0x81 | 0x86)
+                        && let Ok(s) = std::str::from_utf8(name.value())
+                    {
+                        out.sans.push(s.to_string());
+                    }
+                }
+            }
+            OID_FULCIO_ISSUER_V2 => {
+                let s = first(ext.value)?;
+                if s.tag() == der::Tag::Utf8String {
+                    out.issuer = std::str::from_utf8(s.value()).ok().map(str::to_string);
+                }
+            }
+            OID_FULCIO_ISSUER_V1 => {
+                legacy_issuer = std::str::from_utf8(ext.value).ok().map(str::to_string);
+            }
+            _ => {}
+        }
+    }
+    if out.issuer.is_none() {
+        out.issuer = legacy_issuer;
+    }
+    Ok(out)
+}
+
+/// One extension of a certificate.
+pub(super) struct Extension<'a> {
+    /// The OID's DER value bytes.
+    pub oid: &'a [u8],
+    pub critical: bool,
+    /// The `extnValue` OCTET STRING's contents.
+    pub value: &'a [u8],
+}
+
+/// A certificate's extensions (those of its TBSCertificate's `[3]`), in
+/// order; one whose OID or value is not of its type is passed over.
+pub(super) fn extensions(der: &[u8]) -> Result<Vec<Extension<'_>>, der::Error> {
     let cert = AnyRef::try_from(der)?;
     // Certificate ::= SEQUENCE { tbsCertificate, signatureAlgorithm, signature }
     let Some(tbs) = items(cert.value())?.into_iter().next() else {
-        return Ok(CertIdentity::default());
+        return Ok(Vec::new());
     };
-    let mut out = CertIdentity::default();
-    let mut legacy_issuer = None;
+    let mut out = Vec::new();
     for field in items(tbs.value())? {
         // [3] EXPLICIT Extensions
         if u8::from(field.tag()) != 0xa3 {
             continue;
         }
-        let extensions = first(field.value())?;
-        for ext in items(extensions.value())? {
+        for ext in items(first(field.value())?.value())? {
+            // Extension ::= SEQUENCE { extnID, critical BOOLEAN DEFAULT FALSE, extnValue }
             let parts = items(ext.value())?;
             let (Some(oid), Some(value)) = (parts.first(), parts.last()) else {
                 continue;
@@ -191,33 +267,15 @@ fn identity_inner(der: &[u8]) -> Result<CertIdentity, der::Error> {
             if oid.tag() != der::Tag::ObjectIdentifier || value.tag() != der::Tag::OctetString {
                 continue;
             }
-            match oid.value() {
-                OID_SAN => {
-                    let names = first(value.value())?;
-                    for name in items(names.value())? {
-                        // [1] rfc822Name, [6] uniformResourceIdentifier
-                        if matches!(u8::from(name.tag()), 0x81 | 0x86)
-                            && let Ok(s) = std::str::from_utf8(name.value())
-                        {
-                            out.sans.push(s.to_string());
-                        }
-                    }
-                }
-                OID_FULCIO_ISSUER_V2 => {
-                    let s = first(value.value())?;
-                    if s.tag() == der::Tag::Utf8String {
-                        out.issuer = std::str::from_utf8(s.value()).ok().map(str::to_string);
-                    }
-                }
-                OID_FULCIO_ISSUER_V1 => {
-                    legacy_issuer = std::str::from_utf8(value.value()).ok().map(str::to_string);
-                }
-                _ => {}
-            }
+            let critical = parts.len() == 3
+                && parts[1].tag() == der::Tag::Boolean
+                && parts[1].value() == [0xff];
+            out.push(Extension {
+                oid: oid.value(),
+                critical,
+                value: value.value(),
+            });
         }
-    }
-    if out.issuer.is_none() {
-        out.issuer = legacy_issuer;
     }
     Ok(out)
 }

@@ -38,10 +38,10 @@
 
 use der::asn1::AnyRef;
 use der::{Encode as _, Tag, Tagged as _};
-use rustls_pki_types::{CertificateDer, SignatureVerificationAlgorithm, UnixTime};
+use rustls_pki_types::{CertificateDer, SignatureVerificationAlgorithm};
 use sha2::Digest as _;
 
-use super::cert::items;
+use super::cert::{self, items};
 use super::root::CertificateAuthority;
 
 /// id-signedData, 1.2.840.113549.1.7.2.
@@ -54,8 +54,6 @@ const OID_TST_INFO: &[u8] = &[
 const OID_CONTENT_TYPE: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x09, 0x03];
 /// id-messageDigest, 1.2.840.113549.1.9.4.
 const OID_MESSAGE_DIGEST: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x09, 0x04];
-/// id-kp-timeStamping, 1.3.6.1.5.5.7.3.8.
-const EKU_TIME_STAMPING: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x08];
 /// extKeyUsage, 2.5.29.37.
 const OID_EKU: &[u8] = &[0x55, 0x1d, 0x25];
 
@@ -162,12 +160,12 @@ pub fn verify(
 /// critical time-stamping extended key usage.
 fn check_path(tsa: &CertificateAuthority, at: i64) -> Result<(), String> {
     let (leaf, rest) = tsa.chain.split_first().expect("checked non-empty");
-    let Some((root, intermediates)) = rest.split_last() else {
+    if rest.is_empty() {
         return Err(format!(
             "TSA {}'s certChain in the trusted root holds only its signing certificate; its root must follow",
             tsa.name
         ));
-    };
+    }
     if !eku_is_critical(leaf) {
         return Err(format!(
             "TSA {}'s certificate has no critical extended key usage (RFC 3161 §2.3 requires one, for time stamping only)",
@@ -177,43 +175,14 @@ fn check_path(tsa: &CertificateAuthority, at: i64) -> Result<(), String> {
     let leaf_der = CertificateDer::from(leaf.as_slice());
     let ee = webpki::EndEntityCert::try_from(&leaf_der)
         .map_err(|e| format!("TSA {}'s certificate cannot be parsed: {e:?}", tsa.name))?;
-    let root_der = CertificateDer::from(root.as_slice());
-    let anchor = webpki::anchor_from_trusted_cert(&root_der)
-        .map_err(|e| format!("TSA {}'s root cannot be parsed: {e:?}", tsa.name))?;
-    let intermediates: Vec<CertificateDer<'_>> = intermediates
-        .iter()
-        .map(|c| CertificateDer::from(c.as_slice()))
-        .collect();
-    let time = UnixTime::since_unix_epoch(std::time::Duration::from_secs(
-        u64::try_from(at).map_err(|_| format!("its time {at} is before 1970"))?,
-    ));
-    ee.verify_for_usage(
-        super::cert::CHAIN_ALGORITHMS,
-        &[anchor],
-        &intermediates,
-        time,
-        webpki::KeyUsage::required(EKU_TIME_STAMPING),
-        None,
-        None,
+    cert::path_through(
+        &ee,
+        rest,
+        at,
+        &cert::TIME_STAMPING,
+        "the timestamp was made",
     )
-    .map(|_| ())
-    .map_err(|e| {
-        let when = crate::clock::rfc3339(at);
-        let why = match e {
-            webpki::Error::CertExpired { not_after, .. } => format!(
-                "a certificate of its path expired at {}, before its time {when}",
-                crate::clock::rfc3339(not_after.as_secs() as i64)
-            ),
-            webpki::Error::CertNotValidYet { not_before, .. } => format!(
-                "a certificate of its path was not valid until {}, after its time {when}",
-                crate::clock::rfc3339(not_before.as_secs() as i64)
-            ),
-            webpki::Error::RequiredEkuNotFoundContext(_) => {
-                "its certificate is not for time stamping (no extended key usage 1.3.6.1.5.5.7.3.8)"
-                    .into()
-            }
-            other => format!("{other:?}"),
-        };
+    .map_err(|why| {
         format!(
             "TSA {}'s certificate does not chain to its root: {why}",
             tsa.name
@@ -223,27 +192,7 @@ fn check_path(tsa: &CertificateAuthority, at: i64) -> Result<(), String> {
 
 /// Whether a certificate's extended key usage extension is marked critical.
 fn eku_is_critical(der: &[u8]) -> bool {
-    let inner = || -> Result<bool, der::Error> {
-        let cert = AnyRef::try_from(der)?;
-        let Some(tbs) = items(cert.value())?.into_iter().next() else {
-            return Ok(false);
-        };
-        for field in items(tbs.value())? {
-            if u8::from(field.tag()) != 0xa3 {
-                continue;
-            }
-            for ext in items(AnyRef::try_from(field.value())?.value())? {
-                let parts = items(ext.value())?;
-                if parts.first().is_some_and(|o| o.value() == OID_EKU) {
-                    return Ok(parts.len() == 3
-                        && parts[1].tag() == Tag::Boolean
-                        && parts[1].value() == [0xff]);
-                }
-            }
-        }
-        Ok(false)
-    };
-    inner().unwrap_or(false)
+    cert::extensions(der).is_ok_and(|exts| exts.iter().any(|e| e.oid == OID_EKU && e.critical))
 }
 
 /// The parts of a `TimeStampResp` that are checked.
