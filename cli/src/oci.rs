@@ -179,7 +179,10 @@ fn keyless_policy(
     let top = config.trust.as_ref().map(|t| t.rule()).unwrap_or_default();
     let (base, root_path) = match &args.trusted_root {
         Some(p) => (std::path::PathBuf::new(), Some(p.clone())),
-        None => (config.trust_base(), top.trusted_root.clone()),
+        None => (
+            config.trust_base(),
+            top.trusted_root.as_ref().map(|p| p.to_path_buf()),
+        ),
     };
     let Some(root_path) = root_path else {
         return Ok(None);
@@ -285,7 +288,11 @@ fn file_keys(
 ) -> anyhow::Result<Vec<signature::PublicKey>> {
     let (base, paths) = if args.keys.is_empty() {
         let top = config.trust.as_ref().map(|t| t.rule()).unwrap_or_default();
-        (config.trust_base(), top.keys.unwrap_or_default())
+        let keys = top.keys.unwrap_or_default();
+        (
+            config.trust_base(),
+            keys.iter().map(|k| k.to_path_buf()).collect(),
+        )
     } else {
         (std::path::PathBuf::new(), args.keys.clone())
     };

@@ -253,7 +253,7 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
                 None
             } else {
                 let path = match host.config().await.console.token_file.clone() {
-                    Some(p) => p,
+                    Some(p) => p.to_path_buf(),
                     None => http::default_token_path()?.with_file_name("console-token"),
                 };
                 let (token, made) = http::load_or_create_token(&path).with_context(|| {

@@ -13,6 +13,7 @@
 //! (a stateless request's Code Mode program waiting, bounded, for its
 //! nested call's decision).
 
+pub mod config;
 pub mod grant;
 pub mod hold;
 pub mod queue;
@@ -26,6 +27,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::call::CallInfo;
+pub use config::{ApprovalConfig, ApprovalMode, ConsoleConfig};
 
 /// What the approver is shown.
 #[derive(Debug)]

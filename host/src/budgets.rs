@@ -18,6 +18,8 @@
 
 use std::time::Duration;
 
+use toolgate_schema::derive::Schema;
+
 /// Limits on guest calls and guest-provided data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Budgets {
@@ -511,6 +513,101 @@ mod tests {
                     "{unit} max {max}: {c}"
                 );
             }
+        }
+    }
+}
+
+/// `[limits]` in the configuration: every guest budget the operator may
+/// change (the fields of [`Budgets`] of the same names; the defaults are
+/// documented there and in docs/operators.md).
+#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize, serde::Serialize, Schema)]
+#[serde(deny_unknown_fields)]
+#[schema(crate = "toolgate_schema::derive")]
+pub struct LimitsConfig {
+    /// Nesting depth of a call's arguments.
+    pub max_argument_depth: Option<usize>,
+    /// Size of a call's arguments, in bytes.
+    pub max_argument_bytes: Option<usize>,
+    /// Linear memory of all instances together, in MiB.
+    pub guest_memory_mb: Option<usize>,
+    /// The deadline of a call whose tool declares none, in ms.
+    pub default_tool_timeout_ms: Option<u64>,
+    /// Instantiate + list-tools of one plugin, in ms.
+    pub load_timeout_ms: Option<u64>,
+    /// Content blocks per result.
+    pub max_content_blocks: Option<usize>,
+    /// Content bytes per result.
+    pub max_content_bytes: Option<usize>,
+    /// A reason, prompt, feedback or failure message, in bytes.
+    pub max_message_bytes: Option<usize>,
+    /// A tool's description, in bytes (longer ones are cut).
+    pub max_description_bytes: Option<usize>,
+    /// A tool's parameters or output schema, in bytes.
+    pub max_schema_bytes: Option<usize>,
+    /// Tools one plugin may list.
+    pub max_tools_per_plugin: Option<usize>,
+    /// Log lines per second per plugin; the rest is dropped and counted.
+    pub log_lines_per_second: Option<u32>,
+}
+
+impl LimitsConfig {
+    /// The guest budgets: the defaults, with what this table sets.
+    pub fn budgets(&self, policy_timeout_ms: Option<u64>) -> Budgets {
+        let mut b = Budgets::default();
+        if let Some(ms) = policy_timeout_ms {
+            b.policy_timeout = Duration::from_millis(ms);
+        }
+        if let Some(ms) = self.default_tool_timeout_ms {
+            b.default_tool_timeout = Duration::from_millis(ms);
+        }
+        if let Some(ms) = self.load_timeout_ms {
+            b.load_timeout = Duration::from_millis(ms);
+        }
+        if let Some(mb) = self.guest_memory_mb {
+            b.guest_memory_bytes = mb << 20;
+        }
+        macro_rules! set {
+            ($($f:ident),*) => { $(if let Some(v) = self.$f { b.$f = v; })* };
+        }
+        set!(
+            max_content_blocks,
+            max_content_bytes,
+            max_message_bytes,
+            max_description_bytes,
+            max_schema_bytes,
+            max_tools_per_plugin,
+            log_lines_per_second
+        );
+        b
+    }
+
+    /// The problems of `[limits]`: every limit is 1 or more.
+    pub fn check(&self, problems: &mut Vec<String>) {
+        let l = self;
+        for (key, value) in [
+            ("guest_memory_mb", l.guest_memory_mb.map(|v| v as u64)),
+            ("default_tool_timeout_ms", l.default_tool_timeout_ms),
+            ("load_timeout_ms", l.load_timeout_ms),
+            ("max_content_blocks", l.max_content_blocks.map(|v| v as u64)),
+            ("max_content_bytes", l.max_content_bytes.map(|v| v as u64)),
+            ("max_message_bytes", l.max_message_bytes.map(|v| v as u64)),
+            (
+                "max_description_bytes",
+                l.max_description_bytes.map(|v| v as u64),
+            ),
+            ("max_schema_bytes", l.max_schema_bytes.map(|v| v as u64)),
+            (
+                "max_tools_per_plugin",
+                l.max_tools_per_plugin.map(|v| v as u64),
+            ),
+            (
+                "log_lines_per_second",
+                l.log_lines_per_second.map(u64::from),
+            ),
+            ("max_argument_depth", l.max_argument_depth.map(|v| v as u64)),
+            ("max_argument_bytes", l.max_argument_bytes.map(|v| v as u64)),
+        ] {
+            crate::config::positive(&format!("/limits/{key}"), value, problems);
         }
     }
 }

@@ -22,11 +22,11 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio::sync::broadcast;
 
+use crate::HostConfig;
 use crate::call::ToolCall;
 use crate::codemode;
-use crate::config::{HostConfig, SandboxMode};
 use crate::error::HostError;
-use crate::grants::{egress_global, enforcement};
+use crate::grants::SandboxMode;
 use crate::lifecycle::watch::{self, Reloader, WatchOptions, Watcher};
 use crate::lifecycle::{ConfigFile, Key, Lifecycle, ReloadEvent, Sources};
 use crate::outcome::CallRecord;
@@ -417,7 +417,7 @@ impl ToolgateBuilder {
                 &self.config.approval.webhook_key_file,
                 &self.runtime.state_dir,
             ) {
-                (Some(p), _) => p.clone(),
+                (Some(p), _) => p.to_path_buf(),
                 (None, Some(dir)) => crate::state::StateDir::open(dir)?
                     .path()
                     .join(DEFAULT_KEY_FILE),
@@ -433,7 +433,7 @@ impl ToolgateBuilder {
     fn approval_file(&self) -> Result<crate::approval::sqlite::SqliteStore, HostError> {
         use crate::approval::store::StoreError;
         let path = match (&self.config.approval.store, &self.runtime.state_dir) {
-            (Some(p), _) => p.clone(),
+            (Some(p), _) => p.to_path_buf(),
             (None, Some(dir)) => crate::state::StateDir::open(dir)?
                 .path()
                 .join(crate::approval::sqlite::DEFAULT_FILE),
@@ -501,7 +501,7 @@ impl ToolgateBuilder {
             _ => None,
         };
         let approvals = if self.approval_queue
-            || self.config.approval.mode == Some(crate::config::ApprovalMode::Queue)
+            || self.config.approval.mode == Some(crate::approval::ApprovalMode::Queue)
         {
             Some(self.open_approvals(&replica_id).await?)
         } else {
@@ -608,7 +608,7 @@ impl ToolgateBuilder {
         let bridge_config = self.config.clone();
         let lifecycle = Lifecycle::new(
             runtime,
-            enforcement(&self.config)?,
+            self.config.enforcement()?,
             settings,
             sources,
             self.config,
@@ -618,15 +618,15 @@ impl ToolgateBuilder {
         // External MCP servers: their processes are confined like any spawn,
         // away from everything the host reads as authority.
         let bridge = crate::bridge::Bridge::new(
-            &bridge_config,
+            &bridge_config.mcp,
             crate::bridge::Context {
                 workdir: bridge_workdir,
-                enforcement: enforcement(&bridge_config)?,
+                enforcement: bridge_config.enforcement()?,
                 authority: lifecycle.authority(&bridge_config),
                 budgets,
                 tool_timeouts,
                 origin: bridge_config.origin(),
-                egress: Arc::new(egress_global(&bridge_config)?),
+                egress: Arc::new(bridge_config.egress_global()?),
                 egress_record: lifecycle.seams().egress_record.clone(),
                 approver: bridge_approver,
                 approval_timeout: Duration::from_millis(
@@ -746,7 +746,7 @@ async fn record_reloads(host: &Toolgate, audit: crate::audit::Audit) {
             .collect()
     };
     let mut before = digests(host);
-    let mut config_before = crate::audit::config_digest(&*host.config().await);
+    let mut config_before = host.config().await.digest();
     let _ = audit.event(
         "plugins",
         serde_json::json!({
@@ -772,7 +772,7 @@ async fn record_reloads(host: &Toolgate, audit: crate::audit::Audit) {
             let host = Toolgate { inner };
             let after = digests(&host);
             let now_signed = signers(&host);
-            let config_after = crate::audit::config_digest(&*host.config().await);
+            let config_after = host.config().await.digest();
             drop(host);
             if config_after != config_before {
                 let _ = audit.event(
@@ -1244,7 +1244,7 @@ impl Toolgate {
 /// is set, else the embedded SQLite file. Here, not in `store`, so that
 /// the store does not depend on the configuration.
 fn open_state_store(
-    config: &crate::config::StateConfig,
+    config: &crate::store::StateConfig,
     state_dir: Option<&std::path::Path>,
 ) -> Result<Arc<dyn crate::store::KvBackend>, crate::store::OpenError> {
     if let Some(url) = &config.url {
@@ -1261,7 +1261,7 @@ fn open_state_store(
         )?));
     }
     let path = match (&config.path, state_dir) {
-        (Some(p), _) => p.clone(),
+        (Some(p), _) => p.to_path_buf(),
         (None, Some(dir)) => dir.join(crate::store::sqlite::DEFAULT_FILE),
         (None, None) => return Err(crate::store::OpenError::NoStateDir),
     };

@@ -386,3 +386,28 @@ impl std::fmt::Display for Role {
         f.write_str(self.as_str())
     }
 }
+
+/// The schema of a `priorities` table (`[plugins.NAME] priorities`, a
+/// manifest's `priorities`): a priority per policy role, by its name
+/// (`{ guard = 10, pre-execute = 50 }`); nothing else.
+pub struct RolePriorities;
+
+impl toolgate_schema::derive::Schema for RolePriorities {
+    fn schema() -> serde_json::Value {
+        let properties: serde_json::Map<String, serde_json::Value> = Role::ALL
+            .iter()
+            .filter(|r| **r != Role::Tool)
+            .map(|r| {
+                (
+                    r.as_str().to_string(),
+                    serde_json::json!({"type": "integer"}),
+                )
+            })
+            .collect();
+        serde_json::json!({
+            "type": "object",
+            "properties": properties,
+            "additionalProperties": false,
+        })
+    }
+}

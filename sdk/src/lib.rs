@@ -85,4 +85,4 @@ pub use policy::{
 pub use schema::Schema;
 pub use settings::setting;
 pub use tool::Tool;
-pub use toolgate_sdk_macros::{Schema, export};
+pub use toolgate_sdk_macros::export;

@@ -67,6 +67,7 @@
 //! ```
 
 mod compile;
+pub mod derive;
 mod describe;
 mod eq;
 mod limits;

@@ -28,6 +28,7 @@
 //! `docs/audit.md`.
 
 pub mod chain;
+pub mod config;
 pub mod key;
 pub mod verify;
 mod writer;
@@ -59,9 +60,7 @@ pub use crate::budgets::{
     AUDIT_SYNC_INTERVAL_MS as DEFAULT_SYNC_INTERVAL_MS,
 };
 
-// The `[audit]` keys are configuration types (in `config`, which names
-// nothing of the audit); their resolution is here.
-pub use crate::config::{ArgumentsMode, AuditConfig, OnFailure, SyncMode};
+pub use config::{ArgumentsMode, AuditConfig, OnFailure, SyncMode};
 
 /// `[audit]` resolved.
 #[derive(Clone, Debug)]
@@ -102,11 +101,11 @@ impl AuditConfig {
                 })
         };
         let path = match &self.path {
-            Some(p) => p.clone(),
+            Some(p) => p.to_path_buf(),
             None => in_state(DEFAULT_FILE)?,
         };
         let signing_key = match &self.signing_key {
-            Some(p) => p.clone(),
+            Some(p) => p.to_path_buf(),
             None => in_state(DEFAULT_KEY_FILE).unwrap_or_else(|_| path.with_extension("key")),
         };
         Ok(Some(AuditSettings {
@@ -165,15 +164,6 @@ pub fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
-}
-
-/// The SHA-256 (hex) of a configuration as the host parsed it — what is in
-/// force, not the file's bytes: comments and layout do not change it, any
-/// value does. The `plugins` record holds the first; a `config` record each
-/// change (old → new).
-pub fn config_digest(config: &crate::config::HostConfig) -> String {
-    // Its maps are ordered (BTreeMap): the text is deterministic.
-    chain::hex(&chain::sha256(format!("{config:?}").as_bytes()))
 }
 
 /// A plugin as the record names it: its digest and contract version.

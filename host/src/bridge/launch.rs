@@ -26,8 +26,9 @@ use std::path::{Path, PathBuf};
 
 use toolgate_sandbox::{Program, SandboxPolicy};
 
-use crate::config::{GrantsConfig, McpServerConfig};
+use super::config::McpServerConfig;
 use crate::grants::{Authority, resolve_grants};
+use crate::grants::{FsAccess, FsGrantConfig, GrantsConfig};
 
 /// The `PATH` a server gets when its configuration sets none.
 pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
@@ -72,8 +73,10 @@ pub fn resolve(
     } = egress;
     let command = config
         .command
-        .as_deref()
+        .as_ref()
+        .map(|c| c.as_written().to_string_lossy().into_owned())
         .ok_or("no `command` (a stdio server needs one)")?;
+    let command = command.as_str();
     let cwd = match &config.cwd {
         Some(c) => workdir.join(c),
         None => workdir.to_path_buf(),
@@ -85,21 +88,15 @@ pub fn resolve(
     let default_fs = config.grants.is_none();
     let grants = GrantsConfig {
         fs: if default_fs {
-            vec![crate::config::FsGrantConfig {
+            vec![FsGrantConfig {
                 path: ".".into(),
-                access: crate::config::FsAccess::ReadOnly,
+                access: FsAccess::ReadOnly,
                 guest: None,
                 spawn_only: true,
             }]
         } else {
-            g.fs.iter()
-                .cloned()
-                .map(|mut f| {
-                    // A server has no preopens: every grant is for the process.
-                    f.spawn_only = true;
-                    f
-                })
-                .collect()
+            // A server has no preopens: every grant is for the process.
+            g.fs.iter().map(FsGrantConfig::from).collect()
         },
         env: g.env.clone(),
         spawn_tcp_ports: g.spawn_tcp_ports.clone(),
@@ -174,6 +171,13 @@ pub fn resolve(
                     "its command {} lives in {}, too broad to grant automatically (`/`, a home directory or above); grant what it needs in [mcp.servers.{name}.grants] fs and set `auto_grant = false`",
                     found.display(),
                     dir.display()
+                ));
+            }
+            if let Some(d) = authority.data_within(&dir) {
+                return Err(crate::grants::data_in_grant(
+                    d,
+                    &dir,
+                    &format!("the automatic grant of MCP server `{name}`'s install directory"),
                 ));
             }
             policy.read_only.push(dir.clone());

@@ -34,6 +34,7 @@
 //! server lists and returns.
 
 pub mod body;
+pub mod config;
 pub mod convert;
 pub mod launch;
 pub mod names;
@@ -53,12 +54,12 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::budgets::Budgets;
-use crate::config::{HostConfig, McpServerConfig};
 use crate::grants::Authority;
 use crate::plugin::{LoadError, log::escape};
 use crate::registry::Generation;
 use crate::tool::ToolEntry;
 use body::{BridgedTools, Session};
+pub use config::{McpConfig, McpServerConfig};
 use launch::Launch;
 
 /// Time to connect, initialize and list a server's tools (each), unless
@@ -192,11 +193,10 @@ impl Drop for Bridge {
 
 impl Bridge {
     /// The enabled servers of `config` (nothing starts until [`Self::start`]).
-    pub fn new(config: &HostConfig, context: Context) -> Bridge {
+    pub fn new(config: &McpConfig, context: Context) -> Bridge {
         let context = Arc::new(context);
         let listed = Arc::new(watch::channel(0u64).0);
         let servers = config
-            .mcp
             .servers
             .iter()
             .filter(|(_, c)| c.is_enabled())
@@ -788,7 +788,7 @@ fn http_transport(
             std::env::var(var)
                 .map_err(|_| format!("the bearer token variable `{var}` is not set"))?,
         ),
-        (None, Some(file)) => Some(read_token(file)?),
+        (None, Some(file)) => Some(read_token(&file.as_written().to_string_lossy())?),
         (None, None) => None,
     };
     if let Some(t) = token {
@@ -873,7 +873,7 @@ mod tests {
             headers: [("bad header".to_string(), "v".to_string())].into(),
             ..McpServerConfig::default()
         };
-        let problems = crate::config::check_mcp_server("s", &config).join("\n");
+        let problems = config::check_mcp_server("s", &config).join("\n");
         assert!(problems.contains("not both"), "{problems}");
         assert!(
             problems.contains("/mcp/servers/s/headers/bad header: not a valid HTTP header"),

@@ -40,7 +40,7 @@ use sha2::{Digest, Sha256};
 /// The longest public tool name.
 pub const MAX_NAME: usize = 64;
 /// The longest server name (leaving at least 37 characters for the tool).
-pub use crate::config::{MAX_SERVER_NAME, valid_server_name};
+pub use super::config::{MAX_SERVER_NAME, valid_server_name};
 /// Hexadecimal digits of the digest suffix.
 const DIGEST_DIGITS: usize = 8;
 

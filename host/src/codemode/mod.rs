@@ -21,6 +21,7 @@
 //! The module depends on the pipeline's types and on [`NestedCalls`], which
 //! the host implements: it never names `Toolgate` (no import cycle).
 
+pub mod config;
 pub mod interpreter;
 pub mod nested;
 pub mod signatures;
@@ -32,11 +33,11 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::call::{Annotations, CallInfo, Features, ToolCall, ToolMeta};
-use crate::config::RunCodeConfig;
 use crate::content::Content;
 use crate::outcome::CallRecord;
 use crate::tool::{BodyContext, BodyError, ToolBody, ToolDefinition, ToolFailure};
 use crate::turn::TurnOptions;
+pub use config::RunCodeConfig;
 
 pub use crate::pipeline::materialize::RUN_CODE;
 

@@ -35,6 +35,7 @@
 pub mod addr;
 pub mod ask;
 pub mod component;
+pub mod config;
 pub mod proxy;
 pub mod rules;
 
@@ -44,6 +45,7 @@ use std::sync::Arc;
 use tokio::net::TcpStream;
 
 pub use addr::{Cidr, Class, Host, parse_host};
+pub use config::EgressConfig;
 pub use rules::{Destination, Rule};
 
 use crate::budgets::EGRESS_CONNECT_TIMEOUT;

@@ -1,8 +1,17 @@
 //! What the host reads as authority, gathered for each reload: no grant
 //! may reach it (see [`crate::grants::Authority`]).
+//!
+//! Derived, not listed: every path the configuration names comes from the
+//! walk of its typed paths ([`HostConfig::paths`], see
+//! [`crate::config::path`]), each protected as its class says. What is
+//! added here by hand is only what the configuration does not name: the
+//! configuration file itself, the plugin directories given on the command
+//! line, the places a compile cache or state directory could be, and the
+//! host's executable.
 
-use super::{Lifecycle, scope_dir};
-use crate::config::HostConfig;
+use super::Lifecycle;
+use crate::HostConfig;
+use crate::config::path::Class;
 use crate::grants::Authority;
 use crate::plugin::cache::CompileCache;
 
@@ -24,22 +33,29 @@ impl Lifecycle {
         for (path, what) in &self.sources.extra_secrets {
             a.add_secret(path, what.clone());
         }
-        for (name, server) in &config.mcp.servers {
-            if let Some(file) = &server.bearer_token_file {
-                a.add_secret(
-                    file,
-                    format!("the bearer token file of MCP server `{name}`"),
-                );
+        for dir in &self.sources.plugin_dirs {
+            a.add(dir, "a plugin directory (components and manifests)");
+        }
+        let origin = config.origin();
+        for p in config.paths(&self.sources.workdir) {
+            let what = format!("{} in {origin}", p.key());
+            match p.class {
+                Class::Authority => a.add(&p.path, what),
+                Class::Secret => a.add_secret(&p.path, what),
+                Class::HostData => a.add_data(&p.path, what),
+                Class::Granted | Class::WorkDir => {}
             }
         }
-        let mut dirs = self.sources.plugin_dirs.clone();
-        for scope in config.scopes.values() {
-            dirs.extend(scope.plugin_dirs.iter().map(|d| scope_dir(config, d)));
-        }
+        // A component or manifest in a directory read as authority (a
+        // plugin directory) may be a symlink to a file elsewhere: that
+        // file is read as a plugin too.
+        let dirs: Vec<_> = a
+            .paths()
+            .iter()
+            .filter(|p| p.path.is_dir())
+            .map(|p| p.path.clone())
+            .collect();
         for dir in &dirs {
-            a.add(dir, "a plugin directory (components and manifests)");
-            // A component or manifest may be a symlink to a file elsewhere:
-            // that file is read as a plugin too.
             for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
                 let path = entry.path();
                 let plugin_file = path.extension().is_some_and(|e| e == "wasm" || e == "toml");
@@ -73,42 +89,12 @@ impl Lifecycle {
             .chain(crate::state::candidate_dirs())
         {
             // Hidden, not only read-only: it holds the compile cache's key
-            // (which signs native code) and the server's token.
+            // (which signs native code), the server's token, the audit
+            // record and the stores by default.
             a.add_secret(
                 dir,
                 "a state directory of the host (the compile cache's key, the serve token, the journal of protected paths)",
             );
-        }
-        // The audit record and its key, wherever configured: a grant that
-        // could write them could rewrite the record (or sign a forged one).
-        for (path, what) in [
-            (&config.audit.path, "the audit record"),
-            (&config.audit.signing_key, "the audit record's signing key"),
-        ] {
-            if let Some(path) = path {
-                a.add_secret(path, what);
-            }
-        }
-        // The console's token: whoever reads it can approve calls.
-        if let Some(path) = &config.console.token_file {
-            a.add_secret(path, "the approval console's token");
-        }
-        // The approval queue's store, wherever configured: whoever writes
-        // it approves calls. (Its default place is the state directory.)
-        if let Some(path) = &config.approval.store {
-            a.add_secret(path, "the approval queue's store");
-            for p in crate::approval::sqlite::companion_files(path) {
-                a.add_secret(p, "the approval queue's store");
-            }
-        }
-        // The embedded state store, wherever configured: a grant that
-        // could write it could reset a rate limiter's counters. (Its
-        // default place is the state directory.)
-        if let Some(path) = &config.state.path {
-            a.add_secret(path, "the host's state store");
-            for p in crate::approval::sqlite::companion_files(path) {
-                a.add_secret(p, "the host's state store");
-            }
         }
         a.set_journal(self.runtime.state.as_ref().map(|s| s.journal()));
         if let Ok(exe) = std::env::current_exe() {

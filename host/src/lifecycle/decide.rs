@@ -9,8 +9,9 @@ use std::sync::Arc;
 use super::footprint::{self, Consent, Footprint};
 use super::scan::Stamp;
 use super::{Candidate, Key, Lifecycle, Refusal, Serving, State, plugin_config};
-use crate::config::{HostConfig, PluginConfig};
+use crate::HostConfig;
 use crate::grants::{Authority, resolve_grants};
+use crate::plugin::PluginConfig;
 use crate::plugin::{
     InstanceMode, LoadError, LoadErrorKind, LoadSettings, Loaded, Origin, PluginSource, builtin,
     loader,
@@ -415,7 +416,8 @@ impl Lifecycle {
             authority,
         )
         .map_err(|message| LoadError::new(&key.qualified(), &origin_path, message))?;
-        let global = crate::grants::egress_global(config)
+        let global = config
+            .egress_global()
             .map_err(|e| LoadError::new(&key.qualified(), &origin_path, e.to_string()))?;
         grants.set_egress_global(&Arc::new(global));
         if let Some(c) = plugin_config {
@@ -434,6 +436,7 @@ impl Lifecycle {
             budgets: self.settings.budgets,
             seams: self.seams.clone(),
             sha256: plugin_config.and_then(|c| c.sha256.clone()),
+            known_policy: state.ledger.was_policy(key),
             max_idle: if mode == InstanceMode::Fresh { 0 } else { 16 },
             tool_timeouts: config
                 .tools

@@ -26,9 +26,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::config::PluginConfig;
 pub use crate::grants::Capability;
 use crate::grants::Grants;
+use crate::plugin::PluginConfig;
 use crate::plugin::contract::split_name;
 use crate::plugin::manifest::DEFAULT_PRIORITY;
 use crate::plugin::store::StoreData;

@@ -69,6 +69,7 @@
 mod authority;
 mod decide;
 pub mod footprint;
+pub mod ledger;
 pub mod scan;
 pub mod watch;
 
@@ -79,9 +80,10 @@ use std::sync::{Arc, Mutex};
 use arc_swap::ArcSwap;
 use tokio::sync::broadcast;
 
-use crate::config::{HostConfig, PluginConfig};
+use crate::HostConfig;
 use crate::error::HostError;
 use crate::pipeline::PipelineSettings;
+use crate::plugin::PluginConfig;
 use crate::plugin::{
     ComponentPlugin, LoadError, LoadSettings, LoadedTool, Origin, PluginSource, Runtime, builtin,
     loader,
@@ -189,6 +191,9 @@ struct State {
     /// The footprint of the last version accepted per plugin: outlives
     /// the plugin's removal.
     baselines: BTreeMap<Key, Footprint>,
+    /// The names whose last verified version held a policy role (see
+    /// [`ledger`]).
+    ledger: ledger::Ledger,
 }
 
 /// What the host was built with, for loading.
@@ -294,6 +299,7 @@ impl Lifecycle {
         replica_id: Arc<str>,
     ) -> Lifecycle {
         let placeholder = registry::assemble(0, Vec::new(), &NativePolicies::default(), Vec::new());
+        let runtime_state = runtime.state.as_ref().map(|s| s.path().to_path_buf());
         Lifecycle {
             runtime,
             enforcement,
@@ -309,6 +315,7 @@ impl Lifecycle {
             swap: Mutex::default(),
             state: tokio::sync::Mutex::new(State {
                 config: Arc::new(config),
+                ledger: ledger::Ledger::load(runtime_state.as_deref()),
                 ..State::default()
             }),
             loading: Mutex::default(),
@@ -861,8 +868,11 @@ impl Lifecycle {
             let key = plan.key.clone();
             let decision = if defer
                 && plan.settings.is_ok()
-                && let Some(error) = self.deferred(&key, &plan.candidate)
-            {
+                && let Some(error) = self.deferred(
+                    &key,
+                    &plan.candidate,
+                    plan.settings.as_ref().is_ok_and(|s| s.known_policy),
+                ) {
                 Decision::Deferred(error)
             } else {
                 self.decide(plan, number).await
@@ -941,6 +951,14 @@ impl Lifecycle {
         }
         state.serving = serving;
         state.refused = refused;
+        let present: BTreeSet<Key> = decisions.iter().map(|(k, _)| k.clone()).collect();
+        state.ledger.update(
+            state
+                .serving
+                .iter()
+                .map(|(k, s)| (k, s.plugin.roles.iter().copied().collect())),
+            &present,
+        );
 
         let registry = Arc::new(self.assemble(number, &scan.config, &decisions, scan.problems));
         {
@@ -966,7 +984,7 @@ impl Lifecycle {
     /// whose code is not in the compile cache (or is there but does not
     /// verify under this host's key: it would compile too). The reason says whether it
     /// may be a policy (then it blocks the generation until it is loaded).
-    fn deferred(&self, key: &Key, candidate: &Candidate) -> Option<LoadError> {
+    fn deferred(&self, key: &Key, candidate: &Candidate, was_policy: bool) -> Option<LoadError> {
         let Candidate::Source(source, _) = candidate else {
             return None;
         };
@@ -981,7 +999,9 @@ impl Lifecycle {
         if cached {
             return None;
         }
-        let tool_only = loader::tool_only(&source.bytes);
+        // Not yet verified: its own bytes cannot lift a name the ledger
+        // holds as a policy out of the generation's wait.
+        let tool_only = loader::tool_only(&source.bytes) && !was_policy;
         let mut error = LoadError::new(
             &key.qualified(),
             &source.origin,
@@ -1063,7 +1083,7 @@ impl Lifecycle {
             .collect();
         layers::assemble(
             number,
-            config,
+            &config.scopes,
             &entries,
             &self.sources.natives,
             problems,

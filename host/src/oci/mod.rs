@@ -59,8 +59,17 @@ pub use client::Client;
 pub use store::{Store, Stored};
 
 /// `[oci]`: how OCI registries are reached (see [`crate::oci`]).
-#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
+#[derive(
+    Clone,
+    Debug,
+    Default,
+    PartialEq,
+    serde::Deserialize,
+    serde::Serialize,
+    toolgate_schema::derive::Schema,
+)]
 #[serde(deny_unknown_fields)]
+#[schema(crate = "toolgate_schema::derive")]
 pub struct OciConfig {
     /// Registries (`host` or `host:port`) reached over plain HTTP; a
     /// loopback registry (`localhost`, `127.x.x.x`) always is.
@@ -69,6 +78,13 @@ pub struct OciConfig {
     /// Time one pull or push may take in all, in milliseconds (default
     /// [`crate::budgets::OCI_TIMEOUT_MS`]).
     pub timeout_ms: Option<u64>,
+}
+
+impl OciConfig {
+    /// The problems of `[oci]`.
+    pub fn check(&self, problems: &mut Vec<String>) {
+        crate::config::positive("/oci/timeout_ms", self.timeout_ms, problems);
+    }
 }
 
 /// The scheme of an OCI source in the configuration.

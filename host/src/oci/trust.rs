@@ -53,30 +53,44 @@
 //! and `sha256`, and is not asked for one.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use toolgate_schema::derive::Schema;
 
 use super::OciRef;
 use super::keyless::{Identity, TrustedRoot};
 use super::signature::{self, KeylessPolicy, PublicKey, Signature, Signer};
+use crate::config::path::TrustFile;
 
 /// `[trust]`.
-#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize, serde::Serialize, Schema)]
 #[serde(deny_unknown_fields)]
+#[schema(crate = "toolgate_schema::derive")]
 pub struct TrustConfig {
     /// The keys of every OCI plugin no narrower rule names keys for.
-    pub keys: Option<Vec<PathBuf>>,
+    pub keys: Option<Vec<TrustFile>>,
+    /// Whether an unsigned plugin may load (default: policies no, tools
+    /// yes; set, it applies to both).
     pub require_signature: Option<bool>,
     /// Keyless signers accepted (issuer and subject).
     pub identities: Option<Vec<Identity>>,
     /// The Sigstore trusted root keyless signatures are verified against,
     /// relative to the configuration file.
-    pub trusted_root: Option<PathBuf>,
+    pub trusted_root: Option<TrustFile>,
     /// Rules by `REGISTRY/REPOSITORY` prefix.
     #[serde(default)]
     pub registries: BTreeMap<String, TrustRule>,
 }
 
 impl TrustConfig {
+    /// The problems of `[trust]`, its files read relative to `base`.
+    pub fn check(&self, base: &Path, problems: &mut Vec<String>) {
+        check_rule("/trust", &self.rule(), base, problems);
+        for (prefix, rule) in &self.registries {
+            check_rule(&format!("/trust/registries/{prefix}"), rule, base, problems);
+        }
+    }
+
     /// Its top-level rule.
     pub fn rule(&self) -> TrustRule {
         TrustRule {
@@ -90,18 +104,21 @@ impl TrustConfig {
 
 /// Keys and requirement, at one level (`[trust]`, a registry prefix, a
 /// plugin).
-#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize, serde::Serialize, Schema)]
 #[serde(deny_unknown_fields)]
+#[schema(crate = "toolgate_schema::derive")]
 pub struct TrustRule {
     /// PEM public keys (P-256 or Ed25519), relative to the configuration
     /// file.
-    pub keys: Option<Vec<PathBuf>>,
+    pub keys: Option<Vec<TrustFile>>,
+    /// Whether an unsigned plugin may load (default: policies no, tools
+    /// yes; set, it applies to both).
     pub require_signature: Option<bool>,
     /// Keyless signers accepted (issuer and subject).
     pub identities: Option<Vec<Identity>>,
     /// The Sigstore trusted root keyless signatures are verified against,
     /// relative to the configuration file.
-    pub trusted_root: Option<PathBuf>,
+    pub trusted_root: Option<TrustFile>,
 }
 
 /// Which roles must be signed.

@@ -12,7 +12,7 @@ use super::component::Origin;
 use super::loader::{LoadError, PluginSource};
 use super::manifest::Manifest;
 use crate::cause::Cause;
-use crate::config::{FsAccess, FsGrantConfig, GrantsConfig};
+use crate::grants::{FsAccess, FsGrantConfig, GrantsConfig};
 
 mod generated {
     include!(concat!(env!("OUT_DIR"), "/builtin_plugins.rs"));
@@ -59,7 +59,7 @@ pub fn sources() -> (Vec<PluginSource>, Vec<LoadError>) {
 ///   globs that relative and absolute arguments name.
 pub fn default_grants(name: &str, workdir: &Path) -> Option<GrantsConfig> {
     let grant = |access, guest: &str, spawn_only| FsGrantConfig {
-        path: workdir.display().to_string(),
+        path: workdir.to_path_buf().into(),
         access,
         guest: Some(guest.into()),
         spawn_only,

@@ -34,7 +34,27 @@ use super::store::{CallScope, Interrupted, PluginContext, StoreData, TooManyHand
 use crate::call::Interrupt;
 use crate::policy::Role;
 
-pub use crate::config::InstanceMode;
+/// How a plugin's instances are managed.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Deserialize,
+    serde::Serialize,
+    toolgate_schema::derive::Schema,
+)]
+#[schema(crate = "toolgate_schema::derive")]
+#[serde(rename_all = "kebab-case")]
+pub enum InstanceMode {
+    /// Reuse warm instances (state may carry over between calls).
+    #[default]
+    Pooled,
+    /// A new instance for every call.
+    Fresh,
+}
 
 /// Where a plugin came from.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -148,6 +148,11 @@ pub struct LoadSettings {
     /// The host-wide seam state (the plugin gets its share of what it is
     /// granted).
     pub seams: HostSeams,
+    /// The name's last verified version held a policy role (the
+    /// lifecycle's ledger): whatever this version's bytes claim, a failure
+    /// to load it is a policy's (it blocks the host), and a signature
+    /// `[trust]` requires of policies is required of it.
+    pub known_policy: bool,
 }
 
 /// A tool as checked at load.
@@ -334,8 +339,12 @@ pub async fn load(
     // From here on the roles are known: a tool-only plugin that fails does
     // not hold the host's policies back.
     let tool_only = shape.roles.iter().all(|r| *r == Role::Tool);
+    // What these bytes say of their roles decides nothing until they are
+    // verified: a name that was a policy stays one (see
+    // `lifecycle::ledger`).
+    let policy = !tool_only || settings.known_policy;
     let fail = |e: LoadError| LoadError {
-        may_be_policy: !tool_only,
+        may_be_policy: policy,
         ..e
     };
     if let Some(e) = &source.manifest_error {
@@ -344,8 +353,15 @@ pub async fn load(
     if let Some(why) = source
         .signature
         .as_ref()
-        .and_then(|c| c.refusal(!tool_only, shape.roles.contains(&Role::Tool)))
+        .and_then(|c| c.refusal(policy, shape.roles.contains(&Role::Tool)))
     {
+        let why = if tool_only && settings.known_policy {
+            format!(
+                "{why} (its last verified version had a policy role; a version that claims otherwise is not believed before it verifies)"
+            )
+        } else {
+            why
+        };
         return Err(fail(source.error(why)));
     }
     check_seams(&source, &shape, &settings.grants).map_err(fail)?;

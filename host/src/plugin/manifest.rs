@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
-use serde_json::json;
+use toolgate_schema::derive::Schema;
 
 use super::component::InstanceMode;
 use crate::config::{ConfigError, parse_checked};
@@ -24,37 +24,26 @@ use crate::policy::Role;
 /// The priority of a policy nobody placed.
 pub const DEFAULT_PRIORITY: i32 = 100;
 
-#[derive(Clone, Debug, Default, Deserialize)]
+/// `NAME.toml`.
+#[derive(Clone, Debug, Default, Deserialize, Schema)]
 #[serde(deny_unknown_fields)]
+#[schema(crate = "toolgate_schema::derive")]
 pub struct Manifest {
+    /// What the plugin is, for people.
     pub description: Option<String>,
+    /// Its place in every chain of its roles (lower = outer/first).
     pub priority: Option<i32>,
+    /// Its place per role.
     #[serde(default)]
+    #[schema(with = "crate::policy::RolePriorities")]
     pub priorities: BTreeMap<String, i32>,
+    /// `pooled` (default) or `fresh`: a new instance per call.
     pub instances: Option<InstanceMode>,
 }
 
 impl Manifest {
     pub fn parse(text: &str, origin: &str) -> Result<Manifest, ConfigError> {
-        let schema = json!({
-            "type": "object",
-            "properties": {
-                "description": {"type": "string"},
-                "priority": {"type": "integer"},
-                "priorities": {
-                    "type": "object",
-                    "properties": {
-                        "pre-execute": {"type": "integer"}, "execute-around": {"type": "integer"},
-                        "post-execute": {"type": "integer"}, "guard": {"type": "integer"},
-                        "finalizer": {"type": "integer"}, "observer": {"type": "integer"}
-                    },
-                    "additionalProperties": false
-                },
-                "instances": {"enum": ["pooled", "fresh"]}
-            },
-            "additionalProperties": false
-        });
-        parse_checked(text, origin, &schema)
+        parse_checked(text, origin)
     }
 
     /// The priority of `role`: per-role, else plugin-wide, else default.

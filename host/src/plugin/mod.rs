@@ -24,6 +24,7 @@ pub mod builtin;
 pub mod cache;
 pub mod codegen;
 pub mod component;
+pub mod config;
 pub mod contract;
 pub mod fs_hint;
 pub mod inline_fs;
@@ -39,6 +40,7 @@ pub mod sync_wasi;
 pub mod ungranted;
 
 pub use component::{CallPath, ComponentPlugin, ContractVersion, InstanceMode, Origin};
+pub use config::{PluginConfig, ToolConfig};
 pub use loader::{LoadError, LoadErrorKind, LoadSettings, Loaded, LoadedTool, PluginSource};
 pub use manifest::Manifest;
 pub use runtime::{Runtime, RuntimeOptions};

@@ -49,7 +49,7 @@ impl Default for RuntimeOptions {
         RuntimeOptions {
             epoch_tick: Duration::from_millis(10),
             max_instances: 1000,
-            max_memory_bytes: crate::config::MAX_INSTANCE_MEMORY_MB << 20,
+            max_memory_bytes: crate::grants::MAX_INSTANCE_MEMORY_MB << 20,
             guest_memory_bytes: Budgets::default().guest_memory_bytes,
             cache_dir: CompileCache::default_dir(),
             state_dir: crate::state::default_dir(),

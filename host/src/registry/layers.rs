@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use super::scopes::{self, Registry, ScopeRules};
 use super::{Cost, Generation, NativePolicies, Placed, PluginState, PluginStatus};
-use crate::config::{HostConfig, PluginConfig};
+use crate::plugin::PluginConfig;
 use crate::plugin::manifest::DEFAULT_PRIORITY;
 use crate::plugin::{ComponentPlugin, LoadError, Loaded, LoadedTool, Manifest, Origin};
 use crate::policy::Role;
@@ -73,10 +73,10 @@ struct Layer {
 
 /// The registry of generation `number`: the global layer (with the
 /// embedder's `natives`, then `finish_global` — the bridged tools — applied
-/// to it) and each of `config`'s scopes composed over its parent.
+/// to it) and each of the configured `scopes` composed over its parent.
 pub fn assemble(
     number: u64,
-    config: &HostConfig,
+    scopes: &BTreeMap<String, super::scopes::ScopeConfig>,
     entries: &[Entry<'_>],
     natives: &NativePolicies,
     mut problems: Vec<LoadError>,
@@ -86,7 +86,7 @@ pub fn assemble(
     let mut statuses = Vec::new();
     let mut layers: BTreeMap<String, Layer> = BTreeMap::new();
     layers.entry(String::new()).or_default();
-    for name in config.scopes.keys() {
+    for name in scopes.keys() {
         layers.entry(name.clone()).or_default();
     }
     for e in entries {
@@ -170,7 +170,7 @@ pub fn assemble(
     global.blocked = global_layer.blocked;
     finish_global(&mut global);
     let mut registry = Registry::global_only(global, statuses);
-    for (name, scope) in &config.scopes {
+    for (name, scope) in scopes {
         let layer = layers.remove(name).unwrap_or_default();
         let mut own = super::assemble(
             number,

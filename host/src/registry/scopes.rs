@@ -35,12 +35,118 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use globset::{Glob, GlobSet, GlobSetBuilder};
+use globset::{Glob, GlobMatcher, GlobSet, GlobSetBuilder};
+
+use toolgate_schema::derive::Schema;
 
 use super::{Generation, PluginStatus, Policies};
+use crate::config::path::PluginDir;
+use crate::plugin::PluginConfig;
 use crate::policy::{Chain, Listener, order};
 
-pub use crate::config::scope_names::{MAX_SCOPE_BYTES, check_name, glob};
+/// One agent scope's layer (`[scopes."agents/researcher"]`).
+#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize, serde::Serialize, Schema)]
+#[serde(deny_unknown_fields)]
+#[schema(crate = "toolgate_schema::derive")]
+pub struct ScopeConfig {
+    /// Directories of the scope's own plugins (relative paths are relative
+    /// to the configuration file's directory). Its own tools are never
+    /// restricted by `allow`/`deny`.
+    #[serde(default)]
+    pub plugin_dirs: Vec<PluginDir>,
+    /// Inherited tools (global layer and ancestors) the scope may use, by
+    /// name or glob; absent: all of them.
+    pub allow: Option<Vec<String>>,
+    /// Inherited tools the scope may not use, by name or glob (wins over
+    /// `allow`).
+    #[serde(default)]
+    pub deny: Vec<String>,
+    /// Settings of the scope's own plugins, as under `[plugins.NAME]`.
+    #[serde(default)]
+    pub plugins: BTreeMap<String, PluginConfig>,
+}
+
+impl ScopeConfig {
+    /// The problems of one `[scopes."NAME"]` table.
+    pub fn check(&self, scope: &str, problems: &mut Vec<String>) {
+        let at = format!("/scopes/{scope}");
+        if let Err(why) = check_name(scope) {
+            problems.push(format!("{at}: {why}"));
+        }
+        for (key, globs) in [
+            ("allow", self.allow.as_deref().unwrap_or_default()),
+            ("deny", &self.deny[..]),
+        ] {
+            for (i, g) in globs.iter().enumerate() {
+                if let Err(e) = glob(g) {
+                    problems.push(format!("{at}/{key}/{i}: {e}"));
+                }
+            }
+        }
+        for (name, p) in &self.plugins {
+            p.check(&format!("{at}/plugins/{name}"), problems);
+            if p.source.is_some() {
+                problems.push(format!(
+                    "{at}/plugins/{name}/source: a scope's plugins are files of its plugin_dirs; an OCI source goes in the global [plugins.{name}]"
+                ));
+            }
+        }
+    }
+}
+
+// Agent scope names and `allow`/`deny` patterns, checked when the
+// configuration is read.
+
+/// The longest scope name accepted, in bytes.
+pub const MAX_SCOPE_BYTES: usize = 256;
+
+/// Why `name` is not an acceptable configured scope name, if it is not:
+/// 1–[`MAX_SCOPE_BYTES`] bytes of `/`-separated segments of
+/// `[A-Za-z0-9_.-]`, no empty segment, no `.` or `..` segment.
+///
+/// ```
+/// use toolgate::registry::scopes::check_name;
+/// assert!(check_name("agents/researcher").is_ok());
+/// assert!(check_name("agents//researcher").is_err());
+/// assert!(check_name("").is_err());
+/// ```
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("a scope needs a name (the global layer is the top level of the file)".into());
+    }
+    if name.len() > MAX_SCOPE_BYTES {
+        return Err(format!(
+            "a scope name has at most {MAX_SCOPE_BYTES} bytes, this one {}",
+            name.len()
+        ));
+    }
+    for segment in name.split('/') {
+        if segment.is_empty() || segment == "." || segment == ".." {
+            return Err(format!(
+                "`{name}` is not a scope name: segments are separated by single `/` and are neither empty, `.` nor `..`"
+            ));
+        }
+        if !segment
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+        {
+            return Err(format!(
+                "`{name}` is not a scope name: use letters, digits, `_`, `-` and `.` between the `/`"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Compile one `allow`/`deny` pattern (a tool name or a glob).
+pub fn glob(pattern: &str) -> Result<GlobMatcher, String> {
+    if pattern.is_empty() {
+        return Err("an empty pattern matches no tool; remove it".into());
+    }
+    Glob::new(pattern)
+        .map(|g| g.compile_matcher())
+        .map_err(|e| format!("`{pattern}` is not a glob: {e}"))
+}
 
 fn set(patterns: &[String]) -> Result<GlobSet, String> {
     let mut b = GlobSetBuilder::new();

@@ -39,8 +39,11 @@
 //! else waits for the store, and the next operation after it is back
 //! succeeds: no restart.
 
+pub mod config;
 pub mod redis;
 pub mod sqlite;
+
+pub use config::StateConfig;
 
 use std::future::Future;
 

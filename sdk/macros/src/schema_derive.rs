@@ -150,6 +150,10 @@ struct Attrs {
     from: Option<Type>,
     /// `#[schema(with = "Type")]`: describe as this type instead.
     with: Option<Type>,
+    /// `#[schema(crate = "path")]` on the type: the module holding the
+    /// `Schema` trait and its `__private` helpers (default
+    /// `::toolgate_sdk::schema`; the host names `::toolgate_schema::derive`).
+    krate: Option<syn::Path>,
     /// `with`/`deserialize_with`: serde reads something we cannot see.
     custom_deserialize: Option<Span>,
     description: Option<String>,
@@ -259,11 +263,16 @@ impl Attrs {
                     value.parse::<Type>()?
                 });
                 Ok(())
+            } else if meta.path.is_ident("crate") {
+                self.krate = Some(meta.value()?.parse::<LitStr>()?.parse::<syn::Path>()?);
+                Ok(())
             } else if meta.path.is_ident("description") {
                 self.description = Some(meta.value()?.parse::<LitStr>()?.value());
                 Ok(())
             } else {
-                Err(meta.error("unknown #[schema] attribute; expected `with` or `description`"))
+                Err(meta.error(
+                    "unknown #[schema] attribute; expected `with`, `description` or `crate`",
+                ))
             }
         })
     }
@@ -359,26 +368,33 @@ fn unsupported(attrs: &Attrs) -> syn::Result<()> {
 struct Derive<'a> {
     input: &'a DeriveInput,
     attrs: Attrs,
+    /// The path of the module with the `Schema` trait.
+    base: TokenStream,
 }
 
 impl<'a> Derive<'a> {
     fn new(input: &'a DeriveInput) -> syn::Result<Self> {
         let attrs = Attrs::parse(&input.attrs)?;
         unsupported(&attrs)?;
-        Ok(Derive { input, attrs })
+        let base = match &attrs.krate {
+            Some(path) => quote!(#path),
+            None => quote!(::toolgate_sdk::schema),
+        };
+        Ok(Derive { input, attrs, base })
     }
 
     fn expand(&self) -> syn::Result<TokenStream> {
-        let private = quote!(::toolgate_sdk::schema::__private);
+        let base = &self.base;
+        let private = quote!(#base::__private);
         let description = opt_str(&self.attrs.description);
         let (body, object_shaped, required) = if let Some(from) = &self.attrs.from {
             (
                 quote! {
-                    let mut schema = <#from as ::toolgate_sdk::Schema>::schema();
-                    #private::describe(&mut schema, <Self as ::toolgate_sdk::Schema>::description());
+                    let mut schema = <#from as #base::Schema>::schema();
+                    #private::describe(&mut schema, <Self as #base::Schema>::description());
                     schema
                 },
-                quote!(<#from as ::toolgate_sdk::Schema>::OBJECT_SHAPED),
+                quote!(<#from as #base::Schema>::OBJECT_SHAPED),
                 None,
             )
         } else {
@@ -399,13 +415,13 @@ impl<'a> Derive<'a> {
         let mut generics = self.input.generics.clone();
         for param in &mut generics.params {
             if let GenericParam::Type(t) = param {
-                t.bounds.push(syn::parse_quote!(::toolgate_sdk::Schema));
+                t.bounds.push(syn::parse_quote!(#base::Schema));
             }
         }
         let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
         Ok(quote! {
             #[automatically_derived]
-            impl #impl_generics ::toolgate_sdk::Schema for #name #ty_generics #where_clause {
+            impl #impl_generics #base::Schema for #name #ty_generics #where_clause {
                 fn schema() -> #private::Value {
                     let _building = #private::building::<Self>();
                     #body
@@ -424,20 +440,21 @@ impl<'a> Derive<'a> {
         &self,
         fields: &Fields,
     ) -> syn::Result<(TokenStream, TokenStream, Option<TokenStream>)> {
-        let private = quote!(::toolgate_sdk::schema::__private);
-        let description = quote!(<Self as ::toolgate_sdk::Schema>::description());
+        let base = &self.base;
+        let private = quote!(#base::__private);
+        let description = quote!(<Self as #base::Schema>::description());
         let single = |field: &syn::Field| -> syn::Result<_> {
             let attrs = Attrs::parse(&field.attrs)?;
             unsupported(&attrs)?;
             let ty = field_type(field, &attrs)?;
             Ok((
                 quote! {
-                    let mut schema = <#ty as ::toolgate_sdk::Schema>::schema();
+                    let mut schema = <#ty as #base::Schema>::schema();
                     #private::describe(&mut schema, #description);
                     schema
                 },
-                quote!(<#ty as ::toolgate_sdk::Schema>::OBJECT_SHAPED),
-                Some(quote!(<#ty as ::toolgate_sdk::Schema>::required())),
+                quote!(<#ty as #base::Schema>::OBJECT_SHAPED),
+                Some(quote!(<#ty as #base::Schema>::required())),
             ))
         };
         match fields {
@@ -489,7 +506,8 @@ impl<'a> Derive<'a> {
         rename_all: Option<Case>,
         all_default: bool,
     ) -> syn::Result<TokenStream> {
-        let private = quote!(::toolgate_sdk::schema::__private);
+        let base = &self.base;
+        let private = quote!(#base::__private);
         let mut items = Vec::new();
         for field in &named.named {
             let attrs = Attrs::parse(&field.attrs)?;
@@ -512,8 +530,8 @@ impl<'a> Derive<'a> {
             items.push(quote_spanned! {field.span()=>
                 #private::Field {
                     name: #name,
-                    schema: <#ty as ::toolgate_sdk::Schema>::schema(),
-                    required: !#has_default && <#ty as ::toolgate_sdk::Schema>::required(),
+                    schema: <#ty as #base::Schema>::schema(),
+                    required: !#has_default && <#ty as #base::Schema>::required(),
                     description: #description,
                 }
             });
@@ -522,8 +540,9 @@ impl<'a> Derive<'a> {
     }
 
     fn enumeration(&self, data: &DataEnum) -> syn::Result<TokenStream> {
-        let private = quote!(::toolgate_sdk::schema::__private);
-        let description = quote!(<Self as ::toolgate_sdk::Schema>::description());
+        let base = &self.base;
+        let private = quote!(#base::__private);
+        let description = quote!(<Self as #base::Schema>::description());
         let attrs = &self.attrs;
         if attrs.content.is_some() && attrs.tag.is_none() {
             return Err(syn::Error::new(
@@ -588,7 +607,7 @@ impl<'a> Derive<'a> {
                     let fattrs = Attrs::parse(&field.attrs)?;
                     unsupported(&fattrs)?;
                     let ty = field_type(field, &fattrs)?;
-                    Ok(Some(quote!(<#ty as ::toolgate_sdk::Schema>::schema())))
+                    Ok(Some(quote!(<#ty as #base::Schema>::schema())))
                 }
                 Fields::Unnamed(_) => Err(too_many(v.span)),
                 Fields::Named(named) => {
@@ -701,9 +720,9 @@ impl<'a> Derive<'a> {
                             quote_spanned! {field.span()=>
                                 {
                                     const {
-                                        ::core::assert!(<#ty as ::toolgate_sdk::Schema>::OBJECT_SHAPED, #message)
+                                        ::core::assert!(<#ty as #base::Schema>::OBJECT_SHAPED, #message)
                                     };
-                                    #private::with_tag(<#ty as ::toolgate_sdk::Schema>::schema(), #tag, #name, #vdoc)
+                                    #private::with_tag(<#ty as #base::Schema>::schema(), #tag, #name, #vdoc)
                                 }
                             }
                         }

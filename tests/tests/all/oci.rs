@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use toolgate::config::OciConfig;
+use toolgate::oci::OciConfig;
 use toolgate::oci::{Client, OciRef, Store};
 use toolgate::registry::PluginState;
 use toolgate::state::StateDir;

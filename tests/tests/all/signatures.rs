@@ -18,7 +18,7 @@ use std::process::Command;
 use serde_json::json;
 use toolgate::Toolgate;
 use toolgate::TurnOptions;
-use toolgate::config::OciConfig;
+use toolgate::oci::OciConfig;
 use toolgate::oci::signature::{Algorithm, SigningKey};
 use toolgate::oci::{Client, OciRef};
 use toolgate::registry::PluginState;
@@ -387,6 +387,92 @@ async fn a_hot_reload_to_a_tag_signed_by_an_untrusted_key_keeps_the_old_version(
     h.reload().await.unwrap();
     assert_eq!(version_now(&h).await, 2);
     assert!(status(&h, "v").origin.contains(&digest_in(&pushed)));
+}
+
+/// Issue 40, case 1: refused bytes decide nothing. A signed guard from
+/// `oci://…` under `[trust]` (policies need a signature by default) whose
+/// tag is re-pointed at an *unsigned* component that says it only
+/// provides tools: the update is refused and the guard keeps guarding —
+/// at a hot reload (the verified version keeps serving) and after a
+/// restart (nothing verified is left: every call fails closed, naming it),
+/// though the refused bytes claim no policy role. The twin: the tag
+/// re-pointed at a guard signed by the trusted key loads.
+#[cfg_attr(
+    not(has_oci_registry),
+    ignore = "needs docker-registry: run `apt-get install docker-registry`"
+)]
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guard_whose_tag_moves_to_unsigned_tools_stays_a_guard() {
+    let registry = Registry::start();
+    let work = TempDir::new("sig-repoint");
+    let state = work.path().join("state");
+    keygen(work.path(), "publisher", "p256");
+    let key = work.path().join("publisher.pem");
+    let guard = registry.reference("acme/guard:stable");
+    let tool = registry.reference("acme/versioned:1");
+    let push_signed = |component: &str| {
+        toolgate(
+            &state,
+            &[
+                "push",
+                "--sign-key",
+                key.to_str().unwrap(),
+                &guard,
+                component,
+            ],
+        )
+        .unwrap()
+    };
+    push_signed(fixtures::GUARD);
+    toolgate(&state, &["push", &tool, fixtures::VERSIONED_1]).unwrap();
+    let config = work.path().join("toolgate.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[trust]\nkeys = [\"publisher.pub\"]\n\n[plugins.g]\nsource = \"{guard}\"\nvars = {{ BEHAVIOR = \"deny-tool:which_version\" }}\n\n[plugins.v]\nsource = \"{tool}\"\n"
+        ),
+    )
+    .unwrap();
+    let h = host(&state, &config).await;
+    assert_eq!(status(&h, "g").state, PluginState::Serving);
+    let (ran, record) = try_version(&h).await;
+    assert!(!ran, "the guard denies which_version: {record}");
+    let signed = status(&h, "g").origin;
+
+    // The tag moves to an unsigned component with only tools.
+    toolgate(&state, &["push", &guard, fixtures::TOOLS]).unwrap();
+    toolgate(&state, &["pull", &guard]).unwrap();
+    h.reload().await.unwrap();
+    let g = status(&h, "g");
+    let why = g.refused.clone().expect("the update is refused");
+    assert!(
+        why.contains("a signature is required") && why.contains("last verified version"),
+        "{why}"
+    );
+    assert_eq!(g.origin, signed, "the verified guard keeps serving");
+    let (ran, record) = try_version(&h).await;
+    assert!(!ran, "still guarded after the reload: {record}");
+    drop(h);
+
+    // A restart: only the refused bytes are in the store for that tag.
+    let h = host(&state, &config).await;
+    let g = status(&h, "g");
+    assert_eq!(g.state, PluginState::Refused, "{g:?}");
+    let (ran, record) = try_version(&h).await;
+    assert!(!ran, "after a restart the calls fail closed: {record}");
+    assert!(
+        record.contains("`g`"),
+        "the refusal names the guard: {record}"
+    );
+    drop(h);
+
+    // The twin: a guard signed by the trusted key loads again.
+    push_signed(fixtures::GUARD);
+    toolgate(&state, &["pull", &guard]).unwrap();
+    let h = host(&state, &config).await;
+    assert_eq!(status(&h, "g").state, PluginState::Serving);
+    let (ran, record) = try_version(&h).await;
+    assert!(!ran, "guarded by the new signed version: {record}");
 }
 
 /// A signature made without any toolgate code (Python's `cryptography`,

@@ -69,8 +69,17 @@ pub use root::TrustedRoot;
 
 /// One accepted identity: `{ issuer = "…", subject = "…" }` or
 /// `{ issuer = "…", subject_glob = "…" }`.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
+#[derive(
+    Clone,
+    Debug,
+    PartialEq,
+    Eq,
+    serde::Deserialize,
+    serde::Serialize,
+    toolgate_schema::derive::Schema,
+)]
 #[serde(deny_unknown_fields)]
+#[schema(crate = "toolgate_schema::derive")]
 pub struct Identity {
     /// The OIDC issuer, exactly (`https://token.actions.githubusercontent.com`,
     /// `https://accounts.google.com`…).

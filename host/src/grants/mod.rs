@@ -36,10 +36,13 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use toolgate_sandbox::{Enforcement, Feature, ResourceLimits, SandboxPolicy};
+use toolgate_sandbox::{Enforcement, ResourceLimits, SandboxPolicy};
 
-use crate::config::{FsAccess, GrantsConfig, HostConfig, SandboxMode};
-use crate::error::HostError;
+pub mod config;
+
+pub use config::{
+    FsAccess, FsGrantConfig, GrantsConfig, MAX_INSTANCE_MEMORY_MB, SandboxMode, SpawnLimitsConfig,
+};
 
 /// Default memory cap of one instance.
 pub const DEFAULT_MEMORY_BYTES: usize = 256 << 20;
@@ -86,6 +89,8 @@ pub struct Authority {
     journal: Option<PathBuf>,
     /// The subset that must not even be read (see [`Authority::add_secret`]).
     secrets: Vec<AuthorityPath>,
+    /// The subset the host writes files beside (see [`Authority::add_data`]).
+    data: Vec<AuthorityPath>,
 }
 
 impl Authority {
@@ -165,6 +170,38 @@ impl Authority {
     /// order added; each is among [`paths`](Self::paths) too.
     pub fn secrets(&self) -> &[AuthorityPath] {
         &self.secrets
+    }
+
+    /// Adds `path` as a file the host writes *and makes files beside*:
+    /// the audit record (its rotations), an SQLite store (its journals).
+    /// Secret, like [`add_secret`](Self::add_secret), and besides no grant
+    /// may reach its directory at all ([`data_within`](Self::data_within)):
+    /// a mask is made when a process starts, so a file the host makes
+    /// beside it later would be open to a process already running.
+    ///
+    /// ```
+    /// use toolgate::grants::Authority;
+    /// let mut a = Authority::default();
+    /// a.add_data("/srv/work/audit.jsonl", "the audit record");
+    /// assert_eq!(a.secrets().len(), 1);
+    /// assert!(a.data_within(std::path::Path::new("/srv")).is_some());
+    /// assert!(a.data_within(std::path::Path::new("/srv/work/sub")).is_none());
+    /// ```
+    pub fn add_data(&mut self, path: impl AsRef<Path>, what: impl Into<String>) {
+        let path = Self::absolute(path.as_ref());
+        let what = what.into();
+        self.add_secret(&path, what.clone());
+        if !self.data.iter().any(|a| a.path == path) {
+            self.data.push(AuthorityPath { path, what });
+        }
+    }
+
+    /// The host-written file whose directory lies within `dir`, if any:
+    /// a grant of `dir` would reach the files the host makes beside it.
+    pub fn data_within(&self, dir: &Path) -> Option<&AuthorityPath> {
+        self.data
+            .iter()
+            .find(|d| d.path.parent().is_some_and(|p| p.starts_with(dir)))
     }
 }
 
@@ -428,41 +465,6 @@ pub fn check_hidden(
     }
 }
 
-/// `[egress]` from the configuration.
-pub fn egress_global(config: &HostConfig) -> Result<crate::egress::Global, HostError> {
-    let mut global =
-        crate::egress::Global::parse(&config.egress.deny, &config.egress.allow_private).map_err(
-            |e| {
-                HostError::Config(crate::config::ConfigError::Invalid {
-                    path: config.origin(),
-                    problems: vec![format!("/egress: {e}")],
-                })
-            },
-        )?;
-    global.ask = config.egress.ask;
-    Ok(global)
-}
-
-/// How strictly the host sandboxes spawns, from the configuration.
-pub fn enforcement(config: &HostConfig) -> Result<Enforcement, HostError> {
-    if config.sandbox == SandboxMode::BestEffort {
-        return Ok(Enforcement::BestEffort);
-    }
-    if config.sandbox_waive.is_empty() {
-        return Ok(Enforcement::Strict);
-    }
-    let mut waived = std::collections::BTreeSet::new();
-    for name in &config.sandbox_waive {
-        waived.insert(Feature::from_name(name).ok_or_else(|| {
-            HostError::Config(crate::config::ConfigError::Invalid {
-                path: config.origin(),
-                problems: vec![format!("/sandbox_waive: unknown protection {name:?}")],
-            })
-        })?);
-    }
-    Ok(Enforcement::Waive(waived))
-}
-
 /// Turn a grant as written into a grant as enforced. Paths are resolved
 /// against `workdir` and must exist; network names are resolved now. The
 /// `authority` paths (and the `.git` of every read-write directory, unless
@@ -499,6 +501,9 @@ pub fn resolve_grants(
                 "granted path {} ({source}) is not a directory",
                 host.display()
             ));
+        }
+        if let Some(d) = authority.data_within(&host) {
+            return Err(data_in_grant(d, &host, &source));
         }
         fs.push(FsGrant {
             host,
@@ -616,6 +621,18 @@ impl Grants {
     }
 }
 
+/// Why a grant of `dir` is refused: it reaches the directory of a file the
+/// host writes files beside (see [`Authority::add_data`]).
+pub fn data_in_grant(d: &AuthorityPath, dir: &Path, source: &str) -> String {
+    format!(
+        "the grant of {} ({source}) reaches {} ({}), a file the host writes and makes files beside (rotations, journals) while processes run; a process that starts before such a file exists could read it, so no grant may reach that directory. Move it out of {} (by default it is in the state directory) or grant a narrower directory",
+        dir.display(),
+        d.path.display(),
+        d.what,
+        dir.display()
+    )
+}
+
 /// A read-write preopen gives the component itself every path beneath it;
 /// WASI cannot leave one out. Refuse one that reaches authority.
 fn check_preopens(
@@ -654,20 +671,23 @@ fn check_preopens(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use toolgate_sandbox::Feature;
 
     #[test]
     fn the_sandbox_mode_comes_from_the_configuration() {
-        let config = |text: &str| HostConfig::parse(text, "t.toml").unwrap();
-        assert_eq!(enforcement(&config("")).unwrap(), Enforcement::Strict);
+        let config = |text: &str| crate::HostConfig::parse(text, "t.toml").unwrap();
+        assert_eq!(config("").enforcement().unwrap(), Enforcement::Strict);
         assert_eq!(
-            enforcement(&config("sandbox = \"best-effort\"")).unwrap(),
+            config("sandbox = \"best-effort\"").enforcement().unwrap(),
             Enforcement::BestEffort
         );
         assert_eq!(
-            enforcement(&config("sandbox_waive = [\"mount_isolation\"]")).unwrap(),
+            config("sandbox_waive = [\"mount_isolation\"]")
+                .enforcement()
+                .unwrap(),
             Enforcement::Waive([Feature::MountIsolation].into_iter().collect())
         );
-        assert!(HostConfig::parse("sandbox_waive = [\"everything\"]", "t.toml").is_err());
+        assert!(crate::HostConfig::parse("sandbox_waive = [\"everything\"]", "t.toml").is_err());
     }
 
     #[test]
@@ -675,7 +695,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("toolgate-grants-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("ro")).unwrap();
         std::fs::create_dir_all(dir.join("rw")).unwrap();
-        let config = HostConfig::parse(
+        let config = crate::HostConfig::parse(
             r#"
             [plugins.p.grants]
             fs = [{ path = "ro", access = "read-only" }, { path = "rw", access = "read-write", guest = "/data" }]
@@ -725,7 +745,7 @@ mod authority_tests {
     use super::*;
 
     fn grants_for(dir: &Path, text: &str, authority: &Authority) -> Result<Grants, String> {
-        let config = HostConfig::parse(text, "t.toml").unwrap();
+        let config = crate::HostConfig::parse(text, "t.toml").unwrap();
         resolve_grants(
             config.plugins["p"].grants.clone(),
             "t.toml: [plugins.p.grants]".into(),

@@ -1,0 +1,49 @@
+//! `[approval]` in the configuration: who answers a hook's `ask`.
+
+use serde::{Deserialize, Serialize};
+use toolgate_schema::derive::Schema;
+
+use crate::config::path::{HostData, Secret};
+
+/// `[approval]` in the configuration: who answers a hook's `ask`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, Schema)]
+#[serde(deny_unknown_fields)]
+#[schema(crate = "toolgate_schema::derive")]
+pub struct ApprovalConfig {
+    /// `"queue"`: the host's approval queue answers (as `--approve queue`).
+    pub mode: Option<ApprovalMode>,
+    /// How long a queued call waits for a decision, in milliseconds.
+    pub timeout_ms: Option<u64>,
+    /// How long a stateless client's retry is held for a decision, in
+    /// milliseconds (see [`crate::budgets::APPROVAL_RETRY_HOLD_MS`]).
+    pub retry_hold_ms: Option<u64>,
+    /// The queue's SQLite file (default: `approvals.sqlite` in the state
+    /// directory; with `[state] url` and this unset, the queue is in that
+    /// shared store instead: see [`crate::approval::redis`]).
+    pub store: Option<HostData>,
+    /// POST each new pending approval there (see
+    /// [`crate::approval::webhook`]).
+    pub webhook: Option<String>,
+    /// The webhook's HMAC key (default: `approval-webhook-key` in the
+    /// state directory; made, owner-only, when absent).
+    pub webhook_key_file: Option<Secret>,
+}
+/// `[approval] mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, Schema)]
+#[schema(crate = "toolgate_schema::derive")]
+#[serde(rename_all = "kebab-case")]
+pub enum ApprovalMode {
+    /// The durable approval queue.
+    Queue,
+}
+
+/// `[console]` in the configuration: the approval console on
+/// `serve --http` (see `crate::mcp::console`).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, Schema)]
+#[serde(deny_unknown_fields)]
+#[schema(crate = "toolgate_schema::derive")]
+pub struct ConsoleConfig {
+    /// The file holding the console's token (default: `console-token` in
+    /// the state directory); made, owner-only, when absent.
+    pub token_file: Option<Secret>,
+}
