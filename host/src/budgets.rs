@@ -332,6 +332,10 @@ pub const KEYLESS_CLOCK_SKEW_SECS: i64 = 300;
 /// greeting the proxy reads before refusing the connection (HTTP 431).
 /// Threat: a client that never ends its headers. 64 KiB.
 pub const EGRESS_MAX_HEAD_BYTES: usize = 64 << 10;
+/// Header fields of one HTTP request head through the proxy (the array
+/// httparse parses into, as hyper's own default); one more is refused
+/// (HTTP 431). Threat: a head of thousands of tiny fields. 100.
+pub const EGRESS_MAX_HEADERS: usize = 100;
 /// Time a client has to send its request head (or SOCKS5 greeting and
 /// request) once connected. 10 s.
 pub const EGRESS_HEAD_TIMEOUT: Duration = Duration::from_secs(10);

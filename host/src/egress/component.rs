@@ -27,9 +27,12 @@
 //! and says so — a deny rule or an address class refuses it before any
 //! question, and it counts toward the call's bound of questions.
 //!
-//! `wasi:http`: the host makes every request itself ([`send`]), so it sees
-//! method and path even for `https` — `METHOD HOST/PATH` rules apply to a
-//! component's requests of either scheme. A redirect is a new request the
+//! `wasi:http`: the host makes every request itself
+//! ([`crate::seams::http`]), so it sees method and path even for `https` —
+//! `METHOD HOST/PATH` rules apply to a component's requests of either
+//! scheme. The path is matched in the normal form the proxy uses
+//! ([`super::target`]), and the request is sent with that form (and `Host`
+//! from the allowed name): what the origin gets is what was matched. A redirect is a new request the
 //! guest makes (`wasi:http` never follows one), checked again.
 //! `wasi:sockets`: the guest connects to an *address* (it has no name
 //! lookup), so only `network` addresses and `egress` rules naming an
@@ -49,6 +52,7 @@ use super::addr::{Host, parse_host};
 use super::ask::CallAsk;
 use super::proxy::{Attribution, ConnectionRecord, RecordSink};
 use super::rules::Destination;
+use super::target::NormalTarget;
 use super::{APPROVAL_RULE, Asking, Global, OpenError, Opened, Policy, Refusal};
 
 /// An entry of the `network` grant: the name as written and the addresses
@@ -178,18 +182,36 @@ impl ComponentEgress {
             .flatten()
     }
 
-    /// Decides and connects one `wasi:http` request's connection: deny,
-    /// then the `network` grant (to its load-time addresses), then the
-    /// `egress` rules (resolved now, every address checked). Refusals are
-    /// recorded here; an allowed connection is recorded when it closes.
+    /// Decides and connects one `wasi:http` request's connection: its
+    /// path (with its query) normalised — refused when it has no normal
+    /// form —, then deny, then the `network` grant (to its load-time
+    /// addresses), then the `egress` rules (resolved now, every address
+    /// checked). Returns the connection and the path the request must be
+    /// sent with: the normal form the rules matched. Refusals are recorded
+    /// here; an allowed connection is recorded when it closes.
     pub async fn open(
         self: &Arc<Self>,
         host: &Host,
         port: u16,
-        http: Option<(&str, &str)>,
-    ) -> Result<Counted, OpenError> {
-        let d = Destination { host, port, http };
+        method: &str,
+        target: &str,
+    ) -> Result<(Counted, NormalTarget), OpenError> {
         let name = host.to_string();
+        let path = match NormalTarget::parse(target) {
+            Ok(p) => p,
+            Err(e) => {
+                let r = Refusal::plain(format!(
+                    "toolgate egress: the request path {target:?} is refused: {e}"
+                ));
+                self.refused(&self.attribution(), "wasi:http", name, None, port, &r);
+                return Err(OpenError::Refused(r));
+            }
+        };
+        let d = Destination {
+            host,
+            port,
+            http: Some((method, &path)),
+        };
         if let Some(r) = self.denied_by_name(&d) {
             self.refused(&self.attribution(), "wasi:http", name, None, port, &r);
             return Err(OpenError::Refused(r));
@@ -211,7 +233,10 @@ impl ComponentEgress {
             }
         };
         match opened {
-            Ok(o) => Ok(Counted::new(self.clone(), self.attribution(), name, o)),
+            Ok(o) => Ok((
+                Counted::new(self.clone(), self.attribution(), name, o),
+                path,
+            )),
             Err(OpenError::Refused(r)) => {
                 self.refused(&self.attribution(), "wasi:http", name, None, port, &r);
                 Err(OpenError::Refused(r))
@@ -634,7 +659,8 @@ mod tests {
         let (e, kept) = egress(&[], &["*.denied.test"], &[(&written, &addr.to_string())]);
         let e = Arc::new(e);
         let host = parse_host("never-resolved.invalid").unwrap();
-        let mut c = e.open(&host, addr.port(), None).await.unwrap();
+        let (mut c, path) = e.open(&host, addr.port(), "GET", "").await.unwrap();
+        assert_eq!(path.as_str(), "/");
         assert_eq!(c.address(), addr);
         c.write_all(b"ping").await.unwrap();
         let mut got = Vec::new();
@@ -642,7 +668,7 @@ mod tests {
         assert_eq!(got, b"pong!");
         drop(c);
         let denied = parse_host("a.denied.test").unwrap();
-        match e.open(&denied, 443, None).await {
+        match e.open(&denied, 443, "GET", "/").await {
             Err(OpenError::Refused(r)) => assert_eq!(r.deny_rule.as_deref(), Some("*.denied.test")),
             other => panic!("{other:?}"),
         }

@@ -26,7 +26,11 @@
 //! 5. [`component`]: the same decisions for components' own `wasi:http`
 //!    requests and `wasi:sockets` connects, next to the older `network`
 //!    grant;
-//! 6. [`ask`]: with `[egress] ask = true`, a destination no rule allows
+//! 6. [`target`]: what a plain HTTP request asks for, in one form — the
+//!    path normalised before any rule matches it (and sent as matched),
+//!    `Host` set from the allowed name — for the proxy and `wasi:http`
+//!    alike;
+//! 7. [`ask`]: with `[egress] ask = true`, a destination no rule allows
 //!    (and no deny rule names, at an address no class refuses) is a
 //!    question to the call's approver, answered once per destination per
 //!    call — or, for a bridged MCP server's connections (which no single
@@ -38,6 +42,7 @@ pub mod component;
 pub mod config;
 pub mod proxy;
 pub mod rules;
+pub mod target;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -47,6 +52,7 @@ use tokio::net::TcpStream;
 pub use addr::{Cidr, Class, Host, parse_host};
 pub use config::EgressConfig;
 pub use rules::{Destination, Rule};
+pub use target::{NormalTarget, TargetError};
 
 use crate::budgets::EGRESS_CONNECT_TIMEOUT;
 

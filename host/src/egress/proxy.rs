@@ -13,15 +13,34 @@
 //! logged and recorded when it ends, with its bytes each way.
 //!
 //! Bounded ([`crate::budgets`]): a request head of
-//! [`EGRESS_MAX_HEAD_BYTES`] read within [`EGRESS_HEAD_TIMEOUT`],
+//! [`EGRESS_MAX_HEAD_BYTES`] and [`EGRESS_MAX_HEADERS`] fields read within
+//! [`EGRESS_HEAD_TIMEOUT`],
 //! [`EGRESS_MAX_CONNECTIONS`] open connections per spawn, closed after
 //! [`EGRESS_IDLE_TIMEOUT`] without a byte either way.
 //!
-//! A plain `http://` request is forwarded alone: its head rewritten to
-//! origin form with `Connection: close`, its body by `Content-Length`
-//! (a chunked request body is refused, 411), and nothing the client sends
-//! after it reaches the server — so a second, pipelined request cannot
-//! slip past the method and path rules that allowed the first.
+//! A request head is parsed by httparse (hyper's parser), never split by
+//! hand, and refused (400, recorded) where httparse is lenient or an
+//! origin could read the same bytes otherwise: a bare LF or bare CR
+//! anywhere in the head (httparse ends a line at a bare LF; an origin that
+//! does too would see a request hidden in a header — how a second request
+//! once passed the rules), a folded header line, a control character in a
+//! value, an invalid header name, more than [`EGRESS_MAX_HEADERS`] fields
+//! (431).
+//!
+//! A plain `http://` request is forwarded alone, and its head rebuilt from
+//! the parsed parts (no byte of the client's head is forwarded as it
+//! came): origin form, with the path in the normal form the rules matched
+//! ([`super::target::NormalTarget`]: dot segments removed, unreserved
+//! characters decoded; a path without a safe normal form refused, 400), so
+//! the origin gets exactly what was matched; `Host` set from the allowed
+//! name (RFC 9112 3.2.2; the client's dropped), so an allowed name does
+//! not reach every virtual host behind its address; `Connection: close`.
+//! Its body goes by its one `Content-Length` (a `Transfer-Encoding` alone
+//! is refused, 411; with a length, two lengths, or a length that is not
+//! digits, 400), and nothing the client sends after it reaches the server
+//! — so a second, pipelined request cannot slip past the method and path
+//! rules that allowed the first. A `CONNECT` tunnel's bytes are the
+//! client's own: nothing in them is read or changed.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
@@ -37,9 +56,11 @@ use tokio::task::JoinHandle;
 use super::addr::{Host, parse_host};
 use super::ask::Asker;
 use super::rules::Destination;
+use super::target::{NormalTarget, TargetError, host_header};
 use super::{Asking, OpenError, Opened, Policy};
 use crate::budgets::{
     EGRESS_HEAD_TIMEOUT, EGRESS_IDLE_TIMEOUT, EGRESS_MAX_CONNECTIONS, EGRESS_MAX_HEAD_BYTES,
+    EGRESS_MAX_HEADERS,
 };
 
 /// Who a spawn's connections belong to.
@@ -238,7 +259,7 @@ impl Proxy {
         via: &'static str,
         host: &Host,
         port: u16,
-        http: Option<(&str, &str)>,
+        http: Option<(&str, &NormalTarget)>,
     ) -> Result<Opened, (bool, String)> {
         let d = Destination { host, port, http };
         let asking = self.ask.as_deref().map(|ask| Asking {
@@ -323,47 +344,18 @@ impl Proxy {
     }
 
     async fn http(&self, mut c: TcpStream) {
-        let head = match tokio::time::timeout(EGRESS_HEAD_TIMEOUT, read_head(&mut c)).await {
-            Ok(Ok(h)) => h,
-            Ok(Err(HeadError::TooLarge)) => {
-                let _ = c
-                    .write_all(
-                        http_error(
-                            431,
-                            "Request Header Fields Too Large",
-                            &format!(
-                                "toolgate egress: the request head is over {EGRESS_MAX_HEAD_BYTES} bytes"
-                            ),
-                        )
-                        .as_bytes(),
-                    )
-                    .await;
-                return;
-            }
-            _ => return,
+        let (buf, head_len) =
+            match tokio::time::timeout(EGRESS_HEAD_TIMEOUT, read_head(&mut c)).await {
+                Ok(Ok(h)) => h,
+                Ok(Err(HeadError::Refused(bad))) => return self.refuse_head(c, "", 0, bad).await,
+                _ => return,
+            };
+        let req = match parse_head(&buf[..head_len]) {
+            Ok(r) => r,
+            Err(bad) => return self.refuse_head(c, "", 0, bad).await,
         };
-        let (head_len, extra) = (head.len, head.buf[head.len..].to_vec());
-        let text = String::from_utf8_lossy(&head.buf[..head_len]).into_owned();
-        let mut lines = text.split("\r\n");
-        let request_line = lines.next().unwrap_or("");
-        let mut parts = request_line.split(' ');
-        let (method, target, version) = match (parts.next(), parts.next(), parts.next()) {
-            (Some(m), Some(t), Some(v)) if v.starts_with("HTTP/1.") => (m, t, v),
-            _ => {
-                let _ = c
-                    .write_all(
-                        http_error(400, "Bad Request", "toolgate egress: not an HTTP/1 request")
-                            .as_bytes(),
-                    )
-                    .await;
-                return;
-            }
-        };
-        let headers: Vec<(&str, &str)> = lines
-            .filter(|l| !l.is_empty())
-            .filter_map(|l| l.split_once(':'))
-            .map(|(k, v)| (k.trim(), v.trim()))
-            .collect();
+        let extra = &buf[head_len..];
+        let (method, target) = (req.method, req.target);
 
         if method.eq_ignore_ascii_case("CONNECT") {
             let (host, port) = match split_authority(target, None) {
@@ -378,7 +370,8 @@ impl Proxy {
                     {
                         return;
                     }
-                    self.relay("connect", &host, port, o, c, extra).await;
+                    self.relay("connect", &host, port, o, c, extra.to_vec())
+                        .await;
                 }
                 Err((refused, why)) => self.answer_refusal(c, refused, &why).await,
             }
@@ -404,72 +397,82 @@ impl Proxy {
             return;
         };
         let (authority, path) = match rest.find(['/', '?']) {
-            Some(i) if rest.as_bytes()[i] == b'/' => (&rest[..i], rest[i..].to_string()),
-            Some(i) => (&rest[..i], format!("/{}", &rest[i..])),
-            None => (rest, "/".to_string()),
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
         };
         let (host, port) = match split_authority(authority, Some(80)) {
             Ok(hp) => hp,
             Err(e) => return self.refuse_http(c, "http", authority, 80, e).await,
         };
-        let header = |name: &str| {
-            headers
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(name))
-                .map(|(_, v)| *v)
-        };
-        if header("transfer-encoding").is_some() {
-            let _ = c
-                .write_all(
-                    http_error(
-                        411,
-                        "Length Required",
-                        "toolgate egress: a plain http:// request body must have a Content-Length",
-                    )
-                    .as_bytes(),
-                )
-                .await;
-            return;
-        }
-        let body_len: u64 = match header("content-length").map(|v| v.parse::<u64>()) {
-            None => 0,
-            Some(Ok(n)) => n,
-            Some(Err(_)) => {
-                let _ = c
-                    .write_all(
-                        http_error(400, "Bad Request", "toolgate egress: a bad Content-Length")
-                            .as_bytes(),
-                    )
+        let name = host.to_string();
+        // The rules match the normal form, and the origin gets it.
+        let path = match NormalTarget::parse(path) {
+            Ok(p) => p,
+            Err(why) => {
+                let path = path.to_string();
+                return self
+                    .refuse_head(c, &name, port, BadHead::Path { path, why })
                     .await;
-                return;
             }
+        };
+        let body_len = match body_length(&req.headers) {
+            Ok(n) => n,
+            Err(bad) => return self.refuse_head(c, &name, port, bad).await,
         };
         match self.open("http", &host, port, Some((method, &path))).await {
             Ok(o) => {
-                let mut out = format!("{method} {path} {version}\r\n");
-                for (k, v) in &headers {
-                    let drop = [
-                        "connection",
-                        "proxy-connection",
-                        "proxy-authorization",
-                        "keep-alive",
-                    ]
-                    .iter()
-                    .any(|h| k.eq_ignore_ascii_case(h));
-                    if !drop {
-                        out.push_str(&format!("{k}: {v}\r\n"));
+                // Rebuilt from the parsed parts, never the client's bytes:
+                // `Host` from the allowed name (RFC 9112 3.2.2), hop-by-hop
+                // fields dropped, `Connection: close`.
+                let mut out = Vec::with_capacity(head_len + 64);
+                out.extend_from_slice(
+                    format!(
+                        "{method} {path} HTTP/1.{}\r\nHost: {}\r\n",
+                        req.minor,
+                        host_header(&host, port, 80)
+                    )
+                    .as_bytes(),
+                );
+                for h in &req.headers {
+                    if !DROPPED.iter().any(|d| h.name.eq_ignore_ascii_case(d)) {
+                        out.extend_from_slice(h.name.as_bytes());
+                        out.extend_from_slice(b": ");
+                        out.extend_from_slice(h.value);
+                        out.extend_from_slice(b"\r\n");
                     }
                 }
-                out.push_str("Connection: close\r\n\r\n");
-                let mut prefix = out.into_bytes();
+                out.extend_from_slice(b"Connection: close\r\n\r\n");
                 let body_now = (body_len as usize).min(extra.len());
-                prefix.extend_from_slice(&extra[..body_now]);
+                out.extend_from_slice(&extra[..body_now]);
                 let remaining = body_len - body_now as u64;
-                self.relay_request(&host, port, o, c, prefix, remaining)
-                    .await;
+                self.relay_request(&host, port, o, c, out, remaining).await;
             }
             Err((refused, why)) => self.answer_refusal(c, refused, &why).await,
         }
+    }
+
+    /// Refuses a request whose head (or, once the destination is known,
+    /// path or body framing) no rule may read: recorded and logged like
+    /// every refusal, answered with the status that says what is wrong
+    /// (400, 411, 431) and the reason in its status line and body.
+    async fn refuse_head(&self, mut c: TcpStream, name: &str, port: u16, bad: BadHead) {
+        let why = format!("toolgate egress: {bad}");
+        self.record(&ConnectionRecord {
+            via: "http",
+            name: name.to_string(),
+            address: None,
+            port,
+            allowed: false,
+            rule: None,
+            reason: Some(why.clone()),
+            bytes_up: 0,
+            bytes_down: 0,
+            approval: None,
+        });
+        let (code, text) = bad.status();
+        let resp = http_error(code, &reason_phrase(text, &why), &why);
+        let _ = c.write_all(resp.as_bytes()).await;
+        let _ = c.shutdown().await;
     }
 
     async fn refuse_http(
@@ -500,7 +503,7 @@ impl Proxy {
             // The message is the reason phrase too: clients that show only
             // the status line (pip: "Tunnel connection failed: 403 ...")
             // still show what to add.
-            http_error(403, &reason_phrase(why), why)
+            http_error(403, &reason_phrase("Forbidden", why), why)
         } else {
             http_error(502, "Bad Gateway", &format!("toolgate egress: {why}"))
         };
@@ -679,8 +682,9 @@ async fn pump_both<R1, W1, R2, W2>(
     }
 }
 
-/// A reason phrase from a message: visible ASCII and spaces only.
-fn reason_phrase(msg: &str) -> String {
+/// A reason phrase from a status's text and a message: visible ASCII and
+/// spaces only.
+fn reason_phrase(status: &str, msg: &str) -> String {
     let s: String = msg
         .chars()
         .map(|c| {
@@ -691,7 +695,7 @@ fn reason_phrase(msg: &str) -> String {
             }
         })
         .collect();
-    format!("Forbidden ({s})")
+    format!("{status} ({s})")
 }
 
 fn http_error(code: u16, reason: &str, body: &str) -> String {
@@ -702,18 +706,72 @@ fn http_error(code: u16, reason: &str, body: &str) -> String {
     )
 }
 
-struct Head {
-    buf: Vec<u8>,
-    /// Bytes up to and including the blank line.
-    len: usize,
+/// Header fields the forwarded head never carries from the client: the
+/// hop-by-hop ones (the proxy's own connection), and `Host`, which is set
+/// from the allowed name.
+const DROPPED: [&str; 5] = [
+    "connection",
+    "proxy-connection",
+    "proxy-authorization",
+    "keep-alive",
+    "host",
+];
+
+/// Why a request is refused before (or, for its path and framing, beside)
+/// the rules.
+#[derive(Debug, thiserror::Error)]
+enum BadHead {
+    #[error("the request head is over {EGRESS_MAX_HEAD_BYTES} bytes")]
+    TooLarge,
+    #[error("the request head has more than {EGRESS_MAX_HEADERS} header fields")]
+    TooManyHeaders,
+    #[error(
+        "a bare LF in the request head: its lines end with CRLF only (RFC 9112 2.2); \
+         an origin that ends a line at a bare LF would read another request"
+    )]
+    BareLf,
+    #[error("a bare CR in the request head: its lines end with CRLF only (RFC 9112 2.2)")]
+    BareCr,
+    #[error("a folded header line (obs-fold, RFC 9112 5.2)")]
+    ObsFold,
+    #[error("a control character in a header value")]
+    HeaderValue,
+    #[error("an invalid header name")]
+    HeaderName,
+    #[error("not an HTTP/1 request")]
+    NotHttp1,
+    #[error("more than one Content-Length")]
+    ContentLengths,
+    #[error("a Content-Length together with a Transfer-Encoding")]
+    LengthAndEncoding,
+    #[error("a Content-Length that is not a number")]
+    BadLength,
+    #[error("a plain http:// request body must have a Content-Length, not a Transfer-Encoding")]
+    Chunked,
+    #[error("the request path {path:?} is refused: {why}")]
+    Path { path: String, why: TargetError },
+}
+
+impl BadHead {
+    /// The status it is answered with.
+    fn status(&self) -> (u16, &'static str) {
+        match self {
+            BadHead::TooLarge | BadHead::TooManyHeaders => (431, "Request Header Fields Too Large"),
+            BadHead::Chunked => (411, "Length Required"),
+            _ => (400, "Bad Request"),
+        }
+    }
 }
 
 enum HeadError {
-    TooLarge,
+    Refused(BadHead),
     Io,
 }
 
-async fn read_head(c: &mut TcpStream) -> Result<Head, HeadError> {
+/// Reads until httparse finds a whole request head: the bytes read, and
+/// how many of them are the head (the rest came early: a body, or bytes
+/// for a tunnel).
+async fn read_head(c: &mut TcpStream) -> Result<(Vec<u8>, usize), HeadError> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 4096];
     loop {
@@ -721,18 +779,114 @@ async fn read_head(c: &mut TcpStream) -> Result<Head, HeadError> {
         if n == 0 {
             return Err(HeadError::Io);
         }
-        let from = buf.len().saturating_sub(3);
         buf.extend_from_slice(&chunk[..n]);
-        if let Some(i) = buf[from..].windows(4).position(|w| w == b"\r\n\r\n") {
-            let len = from + i + 4;
-            if len > EGRESS_MAX_HEAD_BYTES {
-                return Err(HeadError::TooLarge);
+        // A head ends at a line end: parse again only when one came.
+        if chunk[..n].contains(&b'\n') {
+            let mut headers = [httparse::EMPTY_HEADER; EGRESS_MAX_HEADERS];
+            match httparse::Request::new(&mut headers).parse(&buf) {
+                Ok(httparse::Status::Complete(len)) if len > EGRESS_MAX_HEAD_BYTES => {
+                    return Err(HeadError::Refused(BadHead::TooLarge));
+                }
+                Ok(httparse::Status::Complete(len)) => return Ok((buf, len)),
+                Ok(httparse::Status::Partial) => {}
+                Err(e) => return Err(HeadError::Refused(refusal(&buf, e))),
             }
-            return Ok(Head { buf, len });
         }
         if buf.len() > EGRESS_MAX_HEAD_BYTES {
-            return Err(HeadError::TooLarge);
+            return Err(HeadError::Refused(BadHead::TooLarge));
         }
+    }
+}
+
+/// A request head, parsed (httparse: a token for the method and every
+/// header name, no control character in a value) and checked for what
+/// httparse lets through that an origin may read otherwise.
+struct Parsed<'a> {
+    method: &'a str,
+    target: &'a str,
+    /// `HTTP/1.minor`.
+    minor: u8,
+    headers: Vec<httparse::Header<'a>>,
+}
+
+fn parse_head(head: &[u8]) -> Result<Parsed<'_>, BadHead> {
+    line_ends(head)?;
+    let mut headers = [httparse::EMPTY_HEADER; EGRESS_MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    match req.parse(head) {
+        Ok(httparse::Status::Complete(_)) => {}
+        Ok(httparse::Status::Partial) => return Err(BadHead::NotHttp1),
+        Err(e) => return Err(refusal(head, e)),
+    }
+    Ok(Parsed {
+        method: req.method.unwrap_or_default(),
+        target: req.path.unwrap_or_default(),
+        minor: req.version.unwrap_or(1),
+        headers: req.headers.to_vec(),
+    })
+}
+
+/// Line ends in a request head: CRLF only, and no line folded onto the
+/// one before. httparse ends a line at a bare LF (RFC 9112 2.2 lets a
+/// recipient); an origin may or may not, and then the two read different
+/// requests from the same bytes — the smuggling this refuses.
+fn line_ends(head: &[u8]) -> Result<(), BadHead> {
+    for (i, &b) in head.iter().enumerate() {
+        match b {
+            b'\n' if i == 0 || head[i - 1] != b'\r' => return Err(BadHead::BareLf),
+            b'\n' if matches!(head.get(i + 1), Some(b' ' | b'\t')) => {
+                return Err(BadHead::ObsFold);
+            }
+            // A CR last may be the start of a CRLF not read yet.
+            b'\r' if head.get(i + 1).is_some_and(|&n| n != b'\n') => {
+                return Err(BadHead::BareCr);
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Why httparse refused `buf`, said as precisely as the bytes allow.
+fn refusal(buf: &[u8], e: httparse::Error) -> BadHead {
+    if let Err(bad) = line_ends(buf) {
+        return bad;
+    }
+    match e {
+        httparse::Error::HeaderName => BadHead::HeaderName,
+        httparse::Error::HeaderValue => BadHead::HeaderValue,
+        httparse::Error::TooManyHeaders => BadHead::TooManyHeaders,
+        _ => BadHead::NotHttp1,
+    }
+}
+
+/// The body's length, by its one `Content-Length` (none: no body). Any
+/// other framing is refused: a `Transfer-Encoding` (411 alone, 400 with a
+/// length), two lengths, a length that is not digits (`+5` parses as a
+/// number in Rust) — each a way for the proxy and the origin to disagree
+/// on where the body ends and the next request begins.
+fn body_length(headers: &[httparse::Header<'_>]) -> Result<u64, BadHead> {
+    let named = |n: &'static str| {
+        headers
+            .iter()
+            .filter(move |h| h.name.eq_ignore_ascii_case(n))
+    };
+    let lengths: Vec<&[u8]> = named("content-length").map(|h| h.value).collect();
+    match (
+        lengths.as_slice(),
+        named("transfer-encoding").next().is_some(),
+    ) {
+        ([], true) => Err(BadHead::Chunked),
+        (_, true) => Err(BadHead::LengthAndEncoding),
+        ([], false) => Ok(0),
+        ([one], false) if !one.is_empty() && one.iter().all(u8::is_ascii_digit) => {
+            std::str::from_utf8(one)
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .ok_or(BadHead::BadLength)
+        }
+        ([_], false) => Err(BadHead::BadLength),
+        _ => Err(BadHead::ContentLengths),
     }
 }
 
@@ -860,8 +1014,14 @@ mod tests {
         (at, guard, records)
     }
 
-    /// A one-shot HTTP server answering every request with `body`,
-    /// echoing the request line in a header.
+    /// An HTTP server answering every request it reads with `body`,
+    /// echoing each request's line (`X-Request-Line`) and `Host` headers
+    /// (`X-Host`, `(none)` without one). It reads a connection the way a
+    /// lenient origin does — httparse, which takes a bare LF for a line end
+    /// — and answers every request it finds there, so a request smuggled
+    /// inside another's head shows as a second answer. It closes after a
+    /// request asking to close, on a head it cannot parse (a 400 with
+    /// `X-Origin-Error`), or after half a second without a byte.
     async fn origin(body: &'static str) -> u16 {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = l.local_addr().unwrap().port();
@@ -871,15 +1031,66 @@ mod tests {
                     return;
                 };
                 tokio::spawn(async move {
-                    let mut buf = vec![0u8; 8192];
-                    let n = s.read(&mut buf).await.unwrap_or(0);
-                    let req = String::from_utf8_lossy(&buf[..n]).into_owned();
-                    let line = req.lines().next().unwrap_or("").to_string();
-                    let resp = format!(
-                        "HTTP/1.1 200 OK\r\nX-Request-Line: {line}\r\nContent-Length: {}\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = s.write_all(resp.as_bytes()).await;
+                    let mut buf = Vec::new();
+                    let mut chunk = vec![0u8; 8192];
+                    loop {
+                        let mut headers = [httparse::EMPTY_HEADER; 64];
+                        let mut req = httparse::Request::new(&mut headers);
+                        match req.parse(&buf) {
+                            Ok(httparse::Status::Complete(n)) => {
+                                let line = format!(
+                                    "{} {} HTTP/1.{}",
+                                    req.method.unwrap_or(""),
+                                    req.path.unwrap_or(""),
+                                    req.version.unwrap_or(1)
+                                );
+                                let value = |name: &str| {
+                                    req.headers
+                                        .iter()
+                                        .filter(|h| h.name.eq_ignore_ascii_case(name))
+                                        .map(|h| String::from_utf8_lossy(h.value).into_owned())
+                                        .collect::<Vec<_>>()
+                                };
+                                let hosts = value("host");
+                                let host = if hosts.is_empty() {
+                                    "(none)".to_string()
+                                } else {
+                                    hosts.join(", ")
+                                };
+                                let close = value("connection").iter().any(|v| v == "close");
+                                let len = value("content-length")
+                                    .first()
+                                    .and_then(|v| v.parse::<usize>().ok())
+                                    .unwrap_or(0);
+                                buf.drain(..(n + len).min(buf.len()));
+                                let resp = format!(
+                                    "HTTP/1.1 200 OK\r\nX-Request-Line: {line}\r\nX-Host: {host}\r\n\
+                                     Content-Length: {}\r\n\r\n{body}",
+                                    body.len()
+                                );
+                                let _ = s.write_all(resp.as_bytes()).await;
+                                if close {
+                                    return;
+                                }
+                                continue;
+                            }
+                            Ok(httparse::Status::Partial) => {}
+                            Err(e) => {
+                                let resp = format!(
+                                    "HTTP/1.1 400 Bad Request\r\nX-Origin-Error: {e}\r\n\
+                                     Content-Length: 0\r\n\r\n"
+                                );
+                                let _ = s.write_all(resp.as_bytes()).await;
+                                return;
+                            }
+                        }
+                        match tokio::time::timeout(Duration::from_millis(500), s.read(&mut chunk))
+                            .await
+                        {
+                            Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+                            _ => return,
+                        }
+                    }
                 });
             }
         });
@@ -1054,6 +1265,230 @@ mod tests {
         )
         .unwrap();
         assert!(out.starts_with("HTTP/1.1 403"), "{out}");
+    }
+
+    /// What the origin answered, read as text.
+    async fn sent(at: std::net::SocketAddr, req: &str) -> String {
+        String::from_utf8_lossy(&exchange(at, req.as_bytes()).await).into_owned()
+    }
+
+    /// Issue 40, case 4: a head a lenient origin reads otherwise than the
+    /// rules did — a second request behind a bare LF, a bare CR, a folded
+    /// line, a control character, two lengths, an invalid name — is
+    /// refused with a 400 saying why, recorded, and never reaches the
+    /// origin. The twins, the same requests well formed, pass alone.
+    #[tokio::test]
+    async fn a_head_read_two_ways_is_refused_and_never_forwarded() {
+        let port = origin("public").await;
+        let (at, _g, records) = proxy(&["* 127.0.0.1/public/*"], &["127.0.0.1/32"]).await;
+        let url = format!("http://127.0.0.1:{port}/public/a.txt");
+        let cases = [
+            // As reported: a second request behind a bare LF, in a header.
+            (
+                format!(
+                    "GET {url} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Smuggle: a\n\nGET /secret.txt \
+                     HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                ),
+                "bare LF",
+            ),
+            (
+                format!("GET {url} HTTP/1.1\nHost: 127.0.0.1\n\n"),
+                "bare LF",
+            ),
+            (
+                format!("GET {url} HTTP/1.1\r\nX-A: a\rGET /secret.txt HTTP/1.1\r\n\r\n"),
+                "bare CR",
+            ),
+            (
+                format!("GET {url} HTTP/1.1\r\nX-A: a\r\n b\r\n\r\n"),
+                "folded",
+            ),
+            (
+                format!("GET {url} HTTP/1.1\r\nX-A: a\x01b\r\n\r\n"),
+                "control character",
+            ),
+            (
+                format!(
+                    "POST {url} HTTP/1.1\r\nContent-Length: 0\r\nContent-Length: 41\r\n\r\n\
+                     GET /secret.txt HTTP/1.1\r\nHost: x\r\n\r\n"
+                ),
+                "more than one Content-Length",
+            ),
+            (
+                format!(
+                    "POST {url} HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n\
+                     0\r\n\r\n"
+                ),
+                "Transfer-Encoding",
+            ),
+            (
+                format!("POST {url} HTTP/1.1\r\nContent-Length: +4\r\n\r\nabcd"),
+                "Content-Length",
+            ),
+            (
+                format!("GET {url} HTTP/1.1\r\nContent-Length : 0\r\n\r\n"),
+                "header name",
+            ),
+            (
+                format!("GET {url} HTTP/1.1\r\nX A: b\r\n\r\n"),
+                "header name",
+            ),
+        ];
+        for (req, why) in &cases {
+            let out = sent(at, req).await;
+            assert!(out.starts_with("HTTP/1.1 400"), "{req:?}: {out}");
+            assert!(out.contains(why), "{req:?} should say {why:?}: {out}");
+            assert!(
+                !out.contains("X-Request-Line") && !out.contains("X-Origin-Error"),
+                "{req:?} reached the origin: {out}"
+            );
+        }
+        // The twins: one request, well formed (a tab in a value, a body by
+        // Content-Length), reaches the origin once.
+        for (req, line) in [
+            (
+                format!("GET {url} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: a\tb\r\n\r\n"),
+                "GET /public/a.txt HTTP/1.1",
+            ),
+            (
+                format!("POST {url} HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello"),
+                "POST /public/a.txt HTTP/1.1",
+            ),
+        ] {
+            let out = sent(at, &req).await;
+            assert!(out.starts_with("HTTP/1.1 200 OK"), "{req:?}: {out}");
+            assert_eq!(out.matches("X-Request-Line").count(), 1, "{out}");
+            assert!(
+                out.contains(&format!("X-Request-Line: {line}\r\n")),
+                "{out}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let r = records.lock().unwrap();
+        let refused: Vec<_> = r.iter().filter(|r| !r.allowed).collect();
+        assert_eq!(refused.len(), cases.len(), "{r:?}");
+        assert!(
+            refused.iter().all(|r| r.via == "http"
+                && r.reason
+                    .as_deref()
+                    .is_some_and(|m| m.contains("toolgate egress"))),
+            "{refused:?}"
+        );
+        assert_eq!(r.iter().filter(|r| r.allowed).count(), 2);
+    }
+
+    /// Issue 40, case 5: the rules match the path in its normal form (dot
+    /// segments removed, unreserved characters decoded: `.` in any case),
+    /// and the origin gets that form; a path without a safe one (an
+    /// encoded `/`, a `\`, a NUL, a bad `%`, `..;`, above the root) is
+    /// refused with a 400. The twins: `/public/a.txt` and its dotted and
+    /// encoded spellings reach the origin as `/public/a.txt`.
+    #[tokio::test]
+    async fn dot_segments_never_leave_the_allowed_path() {
+        let port = origin("public").await;
+        let (at, _g, records) = proxy(&["GET 127.0.0.1/public/*"], &["127.0.0.1/32"]).await;
+        let get = |path: &str| format!("GET http://127.0.0.1:{port}{path} HTTP/1.1\r\n\r\n");
+        let refused = [
+            ("/public/../secret.txt", 403),
+            ("/public/%2e%2e/secret.txt", 403),
+            ("/public/%2E%2E/secret.txt", 403),
+            ("/public/.%2e/secret.txt", 403),
+            ("/public/a/../../secret.txt", 403),
+            ("/public/..%2fsecret.txt", 400),
+            ("/public/..%2Fsecret.txt", 400),
+            ("/public/..\\secret.txt", 400),
+            ("/public/..%5csecret.txt", 400),
+            ("/public/..;/secret.txt", 400),
+            ("/public/%00", 400),
+            ("/public/%zz", 400),
+            ("/public/%2", 400),
+            ("/public/../../secret.txt", 400),
+        ];
+        for (path, status) in refused {
+            let out = sent(at, &get(path)).await;
+            assert!(
+                out.starts_with(&format!("HTTP/1.1 {status} ")),
+                "{path}: {out}"
+            );
+            assert!(
+                !out.contains("X-Request-Line"),
+                "{path} reached the origin: {out}"
+            );
+        }
+        for (path, seen) in [
+            ("/public/a.txt", "/public/a.txt"),
+            ("/public/./a.txt", "/public/a.txt"),
+            ("/public/b/../a.txt", "/public/a.txt"),
+            ("/public/%61.txt", "/public/a.txt"),
+            ("/public/%2E/a.txt", "/public/a.txt"),
+            ("/public/a%20b.txt?x=%2F..", "/public/a%20b.txt?x=%2F.."),
+            ("/public/%c3%a9", "/public/%C3%A9"),
+        ] {
+            let out = sent(at, &get(path)).await;
+            assert!(out.starts_with("HTTP/1.1 200 OK"), "{path}: {out}");
+            assert!(
+                out.contains(&format!("X-Request-Line: GET {seen} HTTP/1.1\r\n")),
+                "{path}: {out}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let r = records.lock().unwrap();
+        assert_eq!(r.iter().filter(|r| !r.allowed).count(), refused.len());
+        assert!(
+            r.iter()
+                .filter(|r| !r.allowed)
+                .all(|r| r.name == "127.0.0.1" && r.port == port),
+            "{r:?}"
+        );
+    }
+
+    /// Issue 40, case 7: the origin gets `Host` from the name the rules
+    /// allowed (RFC 9112 3.2.2: the absolute form's authority), never the
+    /// client's, so an allowed address is no way to every virtual host
+    /// behind it. The twins: no `Host`, or the matching one, work; a
+    /// tunnel's bytes are untouched.
+    #[tokio::test]
+    async fn host_is_the_allowed_name_never_the_client_s() {
+        let port = origin("vhost").await;
+        let (at, _g, _r) = proxy(&["localhost", "127.0.0.1"], &["127.0.0.1/32"]).await;
+        let ip = format!("127.0.0.1:{port}");
+        let name = format!("localhost:{port}");
+        for (authority, headers, seen) in [
+            (&ip, "Host: admin.internal\r\n".to_string(), &ip),
+            (
+                &ip,
+                "Host: 127.0.0.1\r\nHost: admin.internal\r\n".into(),
+                &ip,
+            ),
+            (
+                &format!("LocalHost.:{port}"),
+                "Host: admin.internal\r\n".into(),
+                &name,
+            ),
+            (&format!("user:pw@127.0.0.1:{port}"), String::new(), &ip),
+            // The twins.
+            (&ip, String::new(), &ip),
+            (&ip, format!("Host: {ip}\r\n"), &ip),
+            (&name, format!("host: {name}\r\n"), &name),
+        ] {
+            let req = format!("GET http://{authority}/x HTTP/1.1\r\n{headers}\r\n");
+            let out = sent(at, &req).await;
+            assert!(out.starts_with("HTTP/1.1 200 OK"), "{req:?}: {out}");
+            assert!(
+                out.contains(&format!("X-Host: {seen}\r\n")),
+                "{req:?}: {out}"
+            );
+        }
+        // CONNECT: what goes through the tunnel is the client's own.
+        let out = sent(
+            at,
+            &format!(
+                "CONNECT {ip} HTTP/1.1\r\nHost: {ip}\r\n\r\nGET /x HTTP/1.1\r\nHost: inner.example\r\n\
+                 Connection: close\r\n\r\n"
+            ),
+        )
+        .await;
+        assert!(out.contains("X-Host: inner.example\r\n"), "{out}");
     }
 
     /// The figures in BENCHMARKS.md ("Egress proxy"): a 100 MiB download

@@ -11,7 +11,11 @@
 //!   make a rule for *plain* HTTP only: the proxy sees the method and path
 //!   of an `http://` request, never those inside a `CONNECT` tunnel or a
 //!   SOCKS connection, so such a rule never allows a tunnel. `METHOD` may be
-//!   `*`.
+//!   `*`. The path is matched in its normal form
+//!   ([`super::target::NormalTarget`]: dot segments removed, unreserved
+//!   characters decoded), the only form a request's path is ever matched
+//!   in, so a rule's path must be in that form too: one that is not (it
+//!   could never match) is refused with the form to write.
 //!
 //! Names are compared after normalisation (lowercase, no trailing dot); a
 //! rule is never matched against the text of an IP literal, only against
@@ -21,6 +25,7 @@ use std::fmt;
 use std::net::IpAddr;
 
 use super::addr::{Cidr, Host, parse_host};
+use super::target::NormalTarget;
 
 /// The host part of a rule.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,8 +56,9 @@ pub struct Rule {
 pub struct Destination<'a> {
     pub host: &'a Host,
     pub port: u16,
-    /// `(METHOD, PATH)` of a plain HTTP request; `None` for a tunnel.
-    pub http: Option<(&'a str, &'a str)>,
+    /// `(METHOD, PATH)` of a plain HTTP request, the path normalised;
+    /// `None` for a tunnel.
+    pub http: Option<(&'a str, &'a NormalTarget)>,
 }
 
 impl Rule {
@@ -79,7 +85,19 @@ impl Rule {
             None => (None, t),
         };
         let (authority, path) = match (&method, rest.find('/')) {
-            (Some(_), Some(i)) => (&rest[..i], Some(rest[i..].to_string())),
+            (Some(_), Some(i)) => {
+                let path = &rest[i..];
+                match NormalTarget::parse(path) {
+                    Ok(n) if n.as_str() == path => {}
+                    Ok(n) => {
+                        return Err(bad(&format!(
+                            "requests are matched with their path in normal form: write `{n}`"
+                        )));
+                    }
+                    Err(e) => return Err(bad(&format!("no request path can match it: {e}"))),
+                }
+                (&rest[..i], Some(path.to_string()))
+            }
             (Some(_), None) => return Err(bad("a method needs a path")),
             (None, Some(_)) if blocks => {
                 let cidr = Cidr::parse(rest).map_err(|e| bad(&e))?;
@@ -143,7 +161,7 @@ impl Rule {
             (None, _) => true,
             (Some(_), None) => false,
             (Some((m, p)), Some((method, path))) => {
-                (m == "*" || m.eq_ignore_ascii_case(method)) && glob(p, path)
+                (m == "*" || m.eq_ignore_ascii_case(method)) && glob(p, path.as_str())
             }
         }
     }
@@ -226,10 +244,11 @@ mod tests {
     fn hits(rule: &str, host: &str, port: u16, http: Option<(&str, &str)>) -> bool {
         let r = Rule::parse(rule, false).unwrap();
         let (h, p) = dest(host, port);
+        let path = http.map(|(_, path)| NormalTarget::parse(path).unwrap());
         r.matches(&Destination {
             host: &h,
             port: p,
-            http,
+            http: http.zip(path.as_ref()).map(|((m, _), p)| (m, p)),
         })
     }
 
@@ -272,6 +291,23 @@ mod tests {
             80,
             Some(("PUT", "/ax/y/b"))
         ));
+        // Matched in normal form: a dotted way out of the path is not in it.
+        assert!(!hits(r, "pypi.org", 80, Some(("GET", "/simple/../admin"))));
+        assert!(hits(r, "pypi.org", 80, Some(("GET", "/simple/%2E/x"))));
+    }
+
+    #[test]
+    fn a_rule_path_not_in_normal_form_is_refused_with_the_form_to_write() {
+        for (rule, says) in [
+            ("GET example.com/a/../b/*", "write `/b/*`"),
+            ("GET example.com/%7euser/*", "write `/~user/*`"),
+            ("GET example.com/a%2fb", "encoded `/`"),
+            ("GET example.com/../x", "above the root"),
+        ] {
+            let e = Rule::parse(rule, true).unwrap_err();
+            assert!(e.contains(says), "{rule}: {e}");
+        }
+        assert!(Rule::parse("GET example.com/a/%C3%A9/*?q=*", false).is_ok());
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //! [`ComponentEgress::open`] (`[egress] deny`, the `network` grant, the
 //! `egress` rules, address classes), which connects to the address it
 //! checked; the host then speaks HTTP/1.1 (over TLS for `https`, the
-//! webpki roots) on that connection, never resolving the name again. A
+//! webpki roots) on that connection, never resolving the name again, with
+//! the path in the normal form the rules matched (see
+//! [`crate::egress::target`]) and `Host` from the allowed name. A
 //! refusal reaches the guest as `internal-error` with the host's message
 //! ("toolgate egress: …", naming the rule to add), which `web_fetch`
 //! returns as `PERMISSION_DENIED`. The request's own connect, first-byte
@@ -27,6 +29,7 @@ use hyper_util::rt::TokioIo;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpCtx, WasiHttpHooks};
 
 use crate::egress::component::ComponentEgress;
+use crate::egress::target::host_header;
 use crate::egress::{Host, OpenError, parse_host};
 
 /// The longest connect, first-byte or between-bytes timeout a request may
@@ -122,15 +125,14 @@ async fn send(
     let host = uri.host().ok_or(Error::HttpRequestUriInvalid)?;
     let host = parse_host(host.trim_start_matches('[').trim_end_matches(']'))
         .map_err(|_| Error::HttpRequestUriInvalid)?;
-    let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
+    let default_port = if tls { 443 } else { 80 };
+    let port = uri.port_u16().unwrap_or(default_port);
     let method = req.method().as_str().to_string();
-    let opened = tokio::time::timeout(
-        t.connect,
-        egress.open(&host, port, Some((&method, uri.path()))),
-    )
-    .await
-    .map_err(|_| Error::ConnectionTimeout)?;
-    let stream = match opened {
+    let target = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    let opened = tokio::time::timeout(t.connect, egress.open(&host, port, &method, target))
+        .await
+        .map_err(|_| Error::ConnectionTimeout)?;
+    let (stream, path) = match opened {
         Ok(s) => s,
         Err(OpenError::Refused(r)) => return Err(Error::InternalError(Some(r.message))),
         Err(OpenError::Unreachable(why)) => {
@@ -158,12 +160,17 @@ async fn send(
     )
     .await
     .map_err(|_| Error::ConnectionTimeout)??;
-    // Origin form on the wire: the connection is the server's, not a
-    // proxy's.
+    // Origin form on the wire (the connection is the server's, not a
+    // proxy's), with the path the rules matched; `Host` is the allowed
+    // name (wasmtime sets it from the authority, which may carry userinfo
+    // or another spelling of the address).
     *req.uri_mut() = http::Uri::builder()
-        .path_and_query(uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"))
+        .path_and_query(path.as_str())
         .build()
         .map_err(|_| Error::HttpRequestUriInvalid)?;
+    let host_value = http::HeaderValue::from_str(&host_header(&host, port, default_port))
+        .map_err(|_| Error::HttpRequestUriInvalid)?;
+    req.headers_mut().insert(http::header::HOST, host_value);
     // The connection runs on its own task until the response body is read
     // (or dropped); its end is what the guest's future waits for.
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
@@ -229,5 +236,141 @@ impl http_body::Body for BetweenBytes {
 
     fn size_hint(&self) -> http_body::SizeHint {
         self.incoming.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::egress::proxy::{Attribution, ConnectionRecord, RecordSink};
+    use crate::egress::{Global, Policy};
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// An origin answering each connection's request with its request
+    /// line and `Host` as the body; counts connections.
+    async fn echo() -> (u16, Arc<AtomicUsize>) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let h = hits.clone();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                h.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut chunk).await {
+                            Ok(n) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+                            _ => return,
+                        }
+                    }
+                    let head = String::from_utf8_lossy(&buf).into_owned();
+                    let line = head.lines().next().unwrap_or("");
+                    let host = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("host: "))
+                        .unwrap_or("(none)");
+                    let body = format!("{line}\n{host}");
+                    let resp = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = s.write_all(resp.as_bytes()).await;
+                });
+            }
+        });
+        (port, hits)
+    }
+
+    /// A GET of `url` as `wasi:http` hands it over (`Host` from the
+    /// authority), sent through `egress`: the response body.
+    async fn get(egress: &Arc<ComponentEgress>, url: &str) -> Result<String, Error> {
+        let uri: http::Uri = url.parse().unwrap();
+        let authority = uri.authority().unwrap().to_string();
+        let req = http::Request::builder()
+            .method("GET")
+            .uri(uri)
+            .header(http::header::HOST, authority)
+            .body(
+                http_body_util::Empty::<Bytes>::new()
+                    .map_err(|never| match never {})
+                    .boxed_unsync(),
+            )
+            .unwrap();
+        let t = Timeouts {
+            connect: Duration::from_secs(5),
+            first_byte: Duration::from_secs(5),
+            between_bytes: Duration::from_secs(5),
+        };
+        let (res, _io) = send(egress.clone(), req, t).await?;
+        let body = res.into_body().collect().await?.to_bytes();
+        Ok(String::from_utf8_lossy(&body).into_owned())
+    }
+
+    /// Issue 40, case 5, for components: a `wasi:http` request's path is
+    /// matched in the normal form the proxy uses and sent in that form; a
+    /// dotted way out of the allowed path is refused (and recorded), never
+    /// sent. The twins reach the origin as `/public/a.txt`.
+    #[tokio::test]
+    async fn a_component_s_path_is_matched_and_sent_in_normal_form() {
+        let (port, hits) = echo().await;
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let global = Arc::new(Global::parse(&[], &s(&["127.0.0.1/32"])).unwrap());
+        let policy = Policy::parse(
+            &s(&["GET 127.0.0.1/public/*"]),
+            global.clone(),
+            "[plugins.p.grants]".into(),
+        )
+        .unwrap();
+        let kept: Arc<Mutex<Vec<ConnectionRecord>>> = Default::default();
+        let k = kept.clone();
+        let sink: RecordSink = Arc::new(move |_: &Attribution, r: &ConnectionRecord| {
+            k.lock().unwrap().push(r.clone())
+        });
+        let cell = Arc::new(OnceLock::new());
+        let _ = cell.set(sink);
+        let e = Arc::new(ComponentEgress::new(
+            "p".into(),
+            Some(&policy),
+            global,
+            &[],
+            cell,
+        ));
+        let refused = [
+            "/public/../secret.txt",
+            "/public/%2e%2e/secret.txt",
+            "/public/%2E%2E/secret.txt",
+            "/public/..%2Fsecret.txt",
+            "/public/../../secret.txt",
+        ];
+        for path in refused {
+            match get(&e, &format!("http://127.0.0.1:{port}{path}")).await {
+                Err(Error::InternalError(Some(m))) => {
+                    assert!(m.starts_with("toolgate egress"), "{path}: {m}")
+                }
+                other => panic!("{path}: {other:?}"),
+            }
+        }
+        assert_eq!(hits.load(Ordering::SeqCst), 0, "nothing reached the origin");
+        for path in [
+            "/public/a.txt",
+            "/public/./a.txt",
+            "/public/%2E/b/../%61.txt",
+        ] {
+            let body = get(&e, &format!("http://127.0.0.1:{port}{path}"))
+                .await
+                .unwrap();
+            assert_eq!(
+                body,
+                format!("GET /public/a.txt HTTP/1.1\n127.0.0.1:{port}"),
+                "{path}"
+            );
+        }
+        let kept = kept.lock().unwrap();
+        assert_eq!(kept.iter().filter(|r| !r.allowed).count(), refused.len());
+        assert_eq!(kept.iter().filter(|r| r.allowed).count(), 3);
     }
 }

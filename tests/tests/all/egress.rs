@@ -16,8 +16,8 @@ use toolgate::Toolgate;
 use toolgate_tests::{PluginDir, Tree, fixtures, host, run};
 
 /// A local HTTP server on the host's loopback: `/hello` answers `hello
-/// from origin`, `/redirect` sends the client to `location`. Counts every
-/// connection it gets.
+/// from origin`, `/redirect` sends the client to `location`, `/public/…`
+/// answers `saw REQUEST-LINE host=HOST`. Counts every connection it gets.
 fn origin(location: &'static str) -> (u16, Arc<AtomicUsize>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
@@ -31,15 +31,27 @@ fn origin(location: &'static str) -> (u16, Arc<AtomicUsize>) {
                 let mut line = String::new();
                 let mut r = BufReader::new(s.try_clone().unwrap());
                 let _ = r.read_line(&mut line);
+                let mut host = String::from("(none)");
                 loop {
                     let mut l = String::new();
                     if r.read_line(&mut l).unwrap_or(0) == 0 || l == "\r\n" {
                         break;
                     }
+                    if let Some((name, value)) = l.split_once(':')
+                        && name.eq_ignore_ascii_case("host")
+                    {
+                        host = value.trim().to_string();
+                    }
                 }
                 let resp = if line.contains("/redirect") {
                     format!(
                         "HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\n\r\n"
+                    )
+                } else if line.contains(" /public/") {
+                    let body = format!("saw {} host={host}", line.trim_end());
+                    format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
                     )
                 } else {
                     "HTTP/1.1 200 OK\r\nContent-Length: 17\r\n\r\nhello from origin".to_string()
@@ -277,6 +289,56 @@ async fn the_attack_suite_is_refused_and_recorded() {
             "{class}: {recs:#?}"
         );
     }
+}
+
+/// Issue 40, cases 5 and 7 through real `curl` in the sandbox: under
+/// `GET localhost:PORT/public/*`, `curl --path-as-is` cannot climb out of
+/// `/public/` (plain or encoded dots: refused by the proxy, the origin
+/// never reached), `/public/./a.txt` reaches the origin as
+/// `/public/a.txt`, and the origin gets `Host` from the allowed name,
+/// whatever curl was told to send.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curl_path_as_is_cannot_leave_the_allowed_path() {
+    let t = Tree::new("egress-dots");
+    let audit = t.path.join("audit.jsonl");
+    let (port, hits) = origin("http://127.0.0.1/");
+    let (h, _d) = bash_host(
+        &t,
+        &format!("egress = [\"GET localhost:{port}/public/*\"]"),
+        "allow_private = [\"127.0.0.1/32\"]",
+        &audit,
+    )
+    .await;
+    let out = bash(
+        &h,
+        &format!(
+            "for p in /public/../secret.txt /public/%2e%2e/secret.txt /public/./a.txt; do \
+               curl -sS -m 10 --noproxy '' --path-as-is -H 'Host: admin.internal' \
+                 -w ' status=%{{http_code}}\\n' http://localhost:{port}$p; \
+             done"
+        ),
+    )
+    .await;
+    assert_eq!(out.matches("status=403").count(), 2, "{out}");
+    assert!(
+        out.contains(&format!(
+            "saw GET /public/a.txt HTTP/1.1 host=localhost:{port} status=200"
+        )),
+        "{out}"
+    );
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        1,
+        "only the allowed request: {out}"
+    );
+    let recs = egress_records(&audit);
+    assert_eq!(
+        recs.iter()
+            .filter(|r| r["allowed"] == false && r["name"] == "localhost")
+            .count(),
+        2,
+        "{recs:#?}"
+    );
 }
 
 /// Whether `host:443` answers from here (the registries are outside).
