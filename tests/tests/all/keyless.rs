@@ -162,7 +162,8 @@ fn path_at(
     cas: &[keyless::root::CertificateAuthority],
     at: i64,
 ) -> Result<usize, String> {
-    keyless::cert::verify_path(leaf, cas, &keyless::SignedTime::logged(at)).map_err(|e| e.to_string())
+    keyless::cert::verify_path(leaf, cas, &keyless::SignedTime::logged(at))
+        .map_err(|e| e.to_string())
 }
 
 /// Each case, and what its verdict must say: `None` verifies, `Some(why)`
@@ -663,7 +664,9 @@ fn the_sct_signs_the_precertificate_and_its_extensions() {
     assert!(tbs.len() < bundle.leaf().unwrap().len() - scts[0].signature.len());
     keyless::sct::verify(bundle.leaf().unwrap(), &root.cas[ca], &root.ctlogs).unwrap();
     let altered = flip(bundle.leaf().unwrap(), IDENTITY.as_bytes());
-    let e = keyless::sct::verify(&altered, &root.cas[ca], &root.ctlogs).unwrap_err().to_string();
+    let e = keyless::sct::verify(&altered, &root.cas[ca], &root.ctlogs)
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("its signature is not CT log https://ctfe.sigstore.dev/2022's over this certificate's precertificate"),
         "{e}"
@@ -679,7 +682,9 @@ fn the_sct_signs_the_precertificate_and_its_extensions() {
     let ca = path_at(bundle.leaf().unwrap(), &root.cas, 1_768_517_400).unwrap();
     keyless::sct::verify(bundle.leaf().unwrap(), &root.cas[ca], &root.ctlogs).unwrap();
     let altered = flip(bundle.leaf().unwrap(), &ext);
-    let e = keyless::sct::verify(&altered, &root.cas[ca], &root.ctlogs).unwrap_err().to_string();
+    let e = keyless::sct::verify(&altered, &root.cas[ca], &root.ctlogs)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("its signature is not CT log"), "{e}");
     // The whole bundle (a Rekor v2 entry, timed by a TSA) verifies.
     let signer = case.verify().unwrap();
@@ -781,7 +786,9 @@ fn a_timestamp_is_the_tsas_over_this_signature() {
     // A timestamp of the future (this machine's clock before its time).
     let root = TrustedRoot::from_json(&case.root).unwrap();
     let parsed = Bundle::from_json(&case.bundle).unwrap();
-    let e = keyless::verify(&parsed, &case.artifact, &root, &ids, 1_749_729_740 - 301).unwrap_err().to_string();
+    let e = keyless::verify(&parsed, &case.artifact, &root, &ids, 1_749_729_740 - 301)
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("its time 2025-06-12T12:02:20Z is in the future"),
         "{e}"

@@ -89,9 +89,7 @@ pub enum BundleError {
     AnnotationTooLarge,
     #[error("the certificate annotation holds no PEM CERTIFICATE")]
     NoPemCertificate,
-    #[error(
-        "the chain annotation holds {0} certificates; at most {KEYLESS_MAX_CA_CHAIN} are read"
-    )]
+    #[error("the chain annotation holds {0} certificates; at most {KEYLESS_MAX_CA_CHAIN} are read")]
     ChainAnnotationTooLong(usize),
     #[error("the bundle annotation is not JSON: {0}")]
     AnnotationNotJson(serde_json::Error),
@@ -222,9 +220,7 @@ impl Statement {
             Some("https://in-toto.io/Statement/v1" | "https://in-toto.io/Statement/v0.1") => {}
             t => return Err(StatementError::NotStatement(format!("{t:?}"))),
         }
-        let subjects = v["subject"]
-            .as_array()
-            .ok_or(StatementError::NoSubjects)?;
+        let subjects = v["subject"].as_array().ok_or(StatementError::NoSubjects)?;
         if subjects.len() > KEYLESS_MAX_STATEMENT_SUBJECTS {
             return Err(StatementError::TooManySubjects(subjects.len()));
         }

@@ -140,9 +140,7 @@ pub enum Error {
         sans: Vec<String>,
         accepted: Vec<String>,
     },
-    #[error(
-        "the bundle is signed with a key (hint {0:?}) and no key is trusted (`[trust] keys`)"
-    )]
+    #[error("the bundle is signed with a key (hint {0:?}) and no key is trusted (`[trust] keys`)")]
     NoKeys(String),
     #[error(
         "the signature is by no trusted key (the bundle's key hint is {hint:?}; {tried} key(s) tried)"

@@ -116,7 +116,9 @@ pub enum Corruption {
         index: usize,
         why: x509_cert::ext::pkix::sct::Error,
     },
-    #[error("SCT {index}: its extensions are {len} bytes; at most {KEYLESS_MAX_SCT_EXTENSIONS_BYTES} are read")]
+    #[error(
+        "SCT {index}: its extensions are {len} bytes; at most {KEYLESS_MAX_SCT_EXTENSIONS_BYTES} are read"
+    )]
     Extensions { index: usize, len: usize },
     #[error("it holds no SCT")]
     Empty,
@@ -418,10 +420,13 @@ mod tests {
             KEYLESS_MAX_SCT_EXTENSIONS_BYTES + 1,
             70,
         )]))
-        .unwrap_err().to_string();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("its extensions are"), "{e}");
 
-        let e = parse_list(&list(&vec![sct_bytes(200, 70); 16])).unwrap_err().to_string();
+        let e = parse_list(&list(&vec![sct_bytes(200, 70); 16]))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains(&format!("at most {KEYLESS_MAX_SCT_LIST_BYTES} are read")),
             "{e}"

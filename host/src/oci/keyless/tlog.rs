@@ -38,9 +38,7 @@ use super::root::{TransparencyLog, UnusableKey};
 /// Why a log entry does not vouch for this signature.
 #[derive(Debug, thiserror::Error)]
 pub enum TlogError {
-    #[error(
-        "the log entry is from a transparency log the trusted root does not name (logId {0})"
-    )]
+    #[error("the log entry is from a transparency log the trusted root does not name (logId {0})")]
     UnknownLog(String),
     #[error("the log entry has no signed entry timestamp")]
     NoSet,
@@ -68,9 +66,7 @@ pub enum TlogError {
     NotSignedNote,
     #[error("the checkpoint has no origin")]
     NoOrigin,
-    #[error(
-        "the checkpoint has no tree size on its second line (is its origin line missing?)"
-    )]
+    #[error("the checkpoint has no tree size on its second line (is its origin line missing?)")]
     NoTreeSize,
     #[error("the checkpoint has no root hash on its third line")]
     NoRootHash,
@@ -82,7 +78,9 @@ pub enum TlogError {
     NoCheckpointSignature(String),
     #[error("the log entry's body is not JSON: {0}")]
     BodyNotJson(serde_json::Error),
-    #[error("the log entry says it is {entry_kind} {entry_version} but its body is {kind} {version}")]
+    #[error(
+        "the log entry says it is {entry_kind} {entry_version} but its body is {kind} {version}"
+    )]
     KindMismatch {
         entry_kind: String,
         entry_version: String,
@@ -180,10 +178,7 @@ pub fn verify_inclusion(
     proof: &Proof,
     body: &[u8],
 ) -> Result<(), TlogError> {
-    let checkpoint = proof
-        .checkpoint
-        .as_deref()
-        .ok_or(TlogError::NoCheckpoint)?;
+    let checkpoint = proof.checkpoint.as_deref().ok_or(TlogError::NoCheckpoint)?;
     let leaf = hash_leaf(body);
     let root = root_from_proof(proof.index, proof.tree_size, leaf, &proof.hashes)?;
     if root.as_slice() != proof.root_hash.as_slice() {
@@ -256,9 +251,7 @@ pub fn root_from_proof(
 /// Verify a checkpoint's signature by `log`; its tree size and root hash.
 fn verify_checkpoint(log: &TransparencyLog, note: &str) -> Result<(u64, Vec<u8>), TlogError> {
     let b64 = base64::engine::general_purpose::STANDARD;
-    let (text, signatures) = note
-        .split_once("\n\n")
-        .ok_or(TlogError::NotSignedNote)?;
+    let (text, signatures) = note.split_once("\n\n").ok_or(TlogError::NotSignedNote)?;
     let text = format!("{text}\n");
     let mut lines = text.lines();
     let _origin = lines
@@ -535,9 +528,7 @@ pub fn check_dsse_body(
             payload: payload_hash,
         });
     }
-    let signatures = signatures
-        .as_array()
-        .ok_or(TlogError::NoDsseSignatures)?;
+    let signatures = signatures.as_array().ok_or(TlogError::NoDsseSignatures)?;
     if signatures.len() != 1 {
         return Err(TlogError::DsseSignatureCount(signatures.len()));
     }

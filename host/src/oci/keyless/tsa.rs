@@ -367,7 +367,9 @@ impl Token {
                 return Err(TsaError::AttributeValues);
             };
             if attr.oid == rfc5911::ID_CONTENT_TYPE {
-                if content_type_ok || value.decode_as::<ObjectIdentifier>().ok() != Some(ID_CT_TST_INFO) {
+                if content_type_ok
+                    || value.decode_as::<ObjectIdentifier>().ok() != Some(ID_CT_TST_INFO)
+                {
                     return Err(TsaError::ContentTypeAttribute);
                 }
                 content_type_ok = true;
