@@ -228,7 +228,7 @@ fn verify_file(
     let bytes = trust::read_bounded(bundle, toolgate::budgets::KEYLESS_MAX_BUNDLE_BYTES)
         .map_err(|e| anyhow::anyhow!("--bundle {e}"))?;
     let verdict = match keyless::Bundle::from_json(&bytes) {
-        Err(why) => Err(why),
+        Err(why) => Err(keyless::Error::from(why)),
         Ok(b) if b.leaf().is_none() => {
             let keys = file_keys(config, args)?;
             let policy = keyless_policy(config, args, false)?;

@@ -385,13 +385,13 @@ fn verify_referrer(
             "it is attached to another manifest ({subject}), not {digest}"
         ));
     }
-    let bundle = Bundle::from_json(bundle.as_bytes())?;
+    let bundle = Bundle::from_json(bundle.as_bytes()).map_err(|e| e.to_string())?;
     let Some(dsse) = &bundle.dsse else {
         return Err(
             "it holds a message signature, not the DSSE statement `cosign sign` writes".into(),
         );
     };
-    let statement = dsse.statement()?;
+    let statement = dsse.statement().map_err(|e| e.to_string())?;
     if statement.predicate_type != super::referrers::COSIGN_SIGN_PREDICATE {
         return Err(format!(
             "it is an attestation of type {:?}, not a cosign signature ({})",
@@ -411,7 +411,8 @@ fn verify_referrer(
             keys,
             keyless.map(|p| &p.root),
             super::keyless::now(),
-        )?;
+        )
+        .map_err(|e| e.to_string())?;
         return Ok(Signer {
             fingerprint: keyed.key.fingerprint(),
             key: keyed.key.name.clone(),
@@ -432,7 +433,8 @@ fn verify_referrer(
         &policy.root,
         &policy.identities,
         super::keyless::now(),
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     Ok(Signer {
         fingerprint: who.certificate.clone(),
         key: format!("{} {}", who.issuer, who.subject),
@@ -510,6 +512,7 @@ pub fn verify_with(
                 continue;
             };
             let checked = Bundle::from_cosign(certificate, s.chain.as_deref(), rekor, &s.signature)
+                .map_err(super::keyless::Error::from)
                 .and_then(|b| {
                     super::keyless::verify(
                         &b,

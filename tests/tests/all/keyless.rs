@@ -98,7 +98,7 @@ impl Case {
     /// Keyless bundles as [`Case::verify`]; a key-based one with the
     /// case's key (none: no key is trusted) and its trusted root.
     fn verdict(&self) -> Result<Verdict, String> {
-        let bundle = Bundle::from_json(&self.bundle)?;
+        let bundle = Bundle::from_json(&self.bundle).map_err(|e| e.to_string())?;
         if bundle.leaf().is_some() {
             return self.verify().map(Verdict::Keyless);
         }
@@ -114,7 +114,8 @@ impl Case {
             &keys,
             Some(&root),
             keyless::now(),
-        )?;
+        )
+        .map_err(|e| e.to_string())?;
         Ok(Verdict::Key(keyed.key.fingerprint(), keyed.logged))
     }
 
@@ -149,8 +150,9 @@ impl Case {
         identities: &[Identity],
     ) -> Result<keyless::KeylessSigner, String> {
         let root = TrustedRoot::from_json(root).map_err(|e| format!("the trusted root {e}"))?;
-        let bundle = Bundle::from_json(bundle)?;
+        let bundle = Bundle::from_json(bundle).map_err(|e| e.to_string())?;
         keyless::verify(&bundle, artifact, &root, identities, keyless::now())
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -161,6 +163,7 @@ fn path_at(
     at: i64,
 ) -> Result<usize, String> {
     keyless::cert::verify_path(leaf, cas, &keyless::SignedTime::logged(at))
+        .map_err(|e| e.to_string())
 }
 
 /// Each case, and what its verdict must say: `None` verifies, `Some(why)`
@@ -661,7 +664,9 @@ fn the_sct_signs_the_precertificate_and_its_extensions() {
     assert!(tbs.len() < bundle.leaf().unwrap().len() - scts[0].signature.len());
     keyless::sct::verify(bundle.leaf().unwrap(), &root.cas[ca], &root.ctlogs).unwrap();
     let altered = flip(bundle.leaf().unwrap(), IDENTITY.as_bytes());
-    let e = keyless::sct::verify(&altered, &root.cas[ca], &root.ctlogs).unwrap_err();
+    let e = keyless::sct::verify(&altered, &root.cas[ca], &root.ctlogs)
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("its signature is not CT log https://ctfe.sigstore.dev/2022's over this certificate's precertificate"),
         "{e}"
@@ -677,7 +682,9 @@ fn the_sct_signs_the_precertificate_and_its_extensions() {
     let ca = path_at(bundle.leaf().unwrap(), &root.cas, 1_768_517_400).unwrap();
     keyless::sct::verify(bundle.leaf().unwrap(), &root.cas[ca], &root.ctlogs).unwrap();
     let altered = flip(bundle.leaf().unwrap(), &ext);
-    let e = keyless::sct::verify(&altered, &root.cas[ca], &root.ctlogs).unwrap_err();
+    let e = keyless::sct::verify(&altered, &root.cas[ca], &root.ctlogs)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("its signature is not CT log"), "{e}");
     // The whole bundle (a Rekor v2 entry, timed by a TSA) verifies.
     let signer = case.verify().unwrap();
@@ -779,7 +786,9 @@ fn a_timestamp_is_the_tsas_over_this_signature() {
     // A timestamp of the future (this machine's clock before its time).
     let root = TrustedRoot::from_json(&case.root).unwrap();
     let parsed = Bundle::from_json(&case.bundle).unwrap();
-    let e = keyless::verify(&parsed, &case.artifact, &root, &ids, 1_749_729_740 - 301).unwrap_err();
+    let e = keyless::verify(&parsed, &case.artifact, &root, &ids, 1_749_729_740 - 301)
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("its time 2025-06-12T12:02:20Z is in the future"),
         "{e}"
@@ -1118,7 +1127,7 @@ fn a_test_ca_certificate_expired_now_verifies_if_logged_in_time() {
                 assert!(path_at(b.leaf().unwrap(), &root.cas, keyless::now()).is_err());
             }
             Some(why) => {
-                let e = verdict.unwrap_err();
+                let e = verdict.unwrap_err().to_string();
                 assert!(
                     e.contains(why) && e.contains("before the signature was logged"),
                     "{mode}: {e}"
@@ -1197,7 +1206,7 @@ fn a_test_ca_certificate_needs_a_good_sct() {
         if expect.is_empty() {
             assert_eq!(verdict.unwrap().subject, subject, "{sct}");
         } else {
-            let e = verdict.unwrap_err();
+            let e = verdict.unwrap_err().to_string();
             for why in expect {
                 assert!(e.contains(why), "{sct}: {e}");
             }

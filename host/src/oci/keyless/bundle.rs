@@ -24,7 +24,104 @@
 
 use base64::Engine as _;
 
-use crate::budgets::{KEYLESS_MAX_BUNDLE_BYTES, KEYLESS_MAX_PROOF_HASHES};
+use crate::budgets::{
+    KEYLESS_MAX_BUNDLE_BYTES, KEYLESS_MAX_CA_CHAIN, KEYLESS_MAX_PROOF_HASHES,
+    KEYLESS_MAX_STATEMENT_BYTES, KEYLESS_MAX_STATEMENT_SUBJECTS, KEYLESS_MAX_TIMESTAMPS,
+};
+
+/// Why a bundle (or cosign's annotations) cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    #[error(
+        "the bundle is {0} bytes; at most {KEYLESS_MAX_BUNDLE_BYTES} are read (a Sigstore bundle is 5 to 10 KB)"
+    )]
+    TooLarge(usize),
+    #[error("the bundle is not JSON: {0}")]
+    NotJson(serde_json::Error),
+    #[error("the bundle's media type {0} is not a Sigstore bundle of version 0.1 to 0.3")]
+    MediaType(String),
+    #[error("{what} is not base64: {source}")]
+    NotBase64 {
+        what: String,
+        source: base64::DecodeError,
+    },
+    #[error("{0} is missing")]
+    Missing(String),
+    #[error("{0} is missing or not an integer")]
+    NotInteger(String),
+    #[error("{what} is negative ({n})")]
+    Negative { what: String, n: i64 },
+    #[error("the bundle's rfc3161Timestamps is not a list")]
+    TimestampsNotAList,
+    #[error(
+        "the bundle carries {0} RFC 3161 timestamps; at most {KEYLESS_MAX_TIMESTAMPS} are read"
+    )]
+    TooManyTimestamps(usize),
+    #[error("RFC 3161 timestamp {0} is there twice")]
+    DuplicateTimestamp(usize),
+    #[error(
+        "the bundle's certificate chain holds {0} certificates; at most {KEYLESS_MAX_CA_CHAIN} are read"
+    )]
+    ChainTooLong(usize),
+    #[error("the bundle carries both a public key hint and a certificate")]
+    KeyAndCertificate,
+    #[error("the bundle carries no certificate (an empty certificate chain)")]
+    NoCertificate,
+    #[error("the bundle has no transparency log entry (`tlogEntries`)")]
+    NoTlogEntry,
+    #[error("the bundle has {0} transparency log entries; exactly one is expected")]
+    TlogEntries(usize),
+    #[error(
+        "the inclusion proof has {0} hashes; at most {KEYLESS_MAX_PROOF_HASHES} are read (a tree of 2^64 entries needs 64)"
+    )]
+    TooManyProofHashes(usize),
+    #[error("the bundle has neither a `messageSignature` nor a `dsseEnvelope`")]
+    NoSignature,
+    #[error("the bundle has both a `messageSignature` and a `dsseEnvelope`")]
+    BothSignatures,
+    #[error("the DSSE envelope has no `signatures`")]
+    NoDsseSignatures,
+    #[error("the DSSE envelope has {0} signatures; exactly one is expected")]
+    DsseSignatures(usize),
+    #[error("the message digest's algorithm {0} is not SHA2_256")]
+    DigestAlgorithm(String),
+    #[error("a keyless annotation is larger than {KEYLESS_MAX_BUNDLE_BYTES} bytes")]
+    AnnotationTooLarge,
+    #[error("the certificate annotation holds no PEM CERTIFICATE")]
+    NoPemCertificate,
+    #[error("the chain annotation holds {0} certificates; at most {KEYLESS_MAX_CA_CHAIN} are read")]
+    ChainAnnotationTooLong(usize),
+    #[error("the bundle annotation is not JSON: {0}")]
+    AnnotationNotJson(serde_json::Error),
+    #[error("the bundle annotation's logID is not hex")]
+    LogIdNotHex,
+    #[error("the log entry's body is not JSON: {0}")]
+    BodyNotJson(serde_json::Error),
+    #[error("a PEM {0} block has no END line")]
+    PemNoEnd(String),
+}
+
+/// Why a DSSE payload is not an in-toto statement this host reads.
+#[derive(Debug, thiserror::Error)]
+pub enum StatementError {
+    #[error(
+        "the DSSE envelope's payload type is {0:?}, not an in-toto statement ({IN_TOTO_PAYLOAD_TYPE})"
+    )]
+    PayloadType(String),
+    #[error("the in-toto statement is {0} bytes; at most {KEYLESS_MAX_STATEMENT_BYTES} are read")]
+    TooLarge(usize),
+    #[error("the in-toto statement is not JSON: {0}")]
+    NotJson(serde_json::Error),
+    /// Its `_type`, as found.
+    #[error("the DSSE payload is not an in-toto statement (its _type is {0})")]
+    NotStatement(String),
+    #[error("the in-toto statement has no `subject` list")]
+    NoSubjects,
+    #[error(
+        "the in-toto statement names {0} subjects; at most {KEYLESS_MAX_STATEMENT_SUBJECTS} are read"
+    )]
+    TooManySubjects(usize),
+}
 
 /// The bundle versions read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,7 +192,7 @@ impl Dsse {
     }
 
     /// The in-toto statement the payload holds, bounded.
-    pub fn statement(&self) -> Result<Statement, String> {
+    pub fn statement(&self) -> Result<Statement, StatementError> {
         Statement::parse(&self.payload_type, &self.payload)
     }
 }
@@ -110,37 +207,22 @@ pub struct Statement {
 }
 
 impl Statement {
-    fn parse(payload_type: &str, payload: &[u8]) -> Result<Statement, String> {
-        use crate::budgets::{KEYLESS_MAX_STATEMENT_BYTES, KEYLESS_MAX_STATEMENT_SUBJECTS};
+    fn parse(payload_type: &str, payload: &[u8]) -> Result<Statement, StatementError> {
         if payload_type != IN_TOTO_PAYLOAD_TYPE {
-            return Err(format!(
-                "the DSSE envelope's payload type is {payload_type:?}, not an in-toto statement ({IN_TOTO_PAYLOAD_TYPE})"
-            ));
+            return Err(StatementError::PayloadType(payload_type.to_string()));
         }
         if payload.len() > KEYLESS_MAX_STATEMENT_BYTES {
-            return Err(format!(
-                "the in-toto statement is {} bytes; at most {KEYLESS_MAX_STATEMENT_BYTES} are read",
-                payload.len()
-            ));
+            return Err(StatementError::TooLarge(payload.len()));
         }
-        let v: serde_json::Value = serde_json::from_slice(payload)
-            .map_err(|e| format!("the in-toto statement is not JSON: {e}"))?;
+        let v: serde_json::Value =
+            serde_json::from_slice(payload).map_err(StatementError::NotJson)?;
         match v["_type"].as_str() {
             Some("https://in-toto.io/Statement/v1" | "https://in-toto.io/Statement/v0.1") => {}
-            t => {
-                return Err(format!(
-                    "the DSSE payload is not an in-toto statement (its _type is {t:?})"
-                ));
-            }
+            t => return Err(StatementError::NotStatement(format!("{t:?}"))),
         }
-        let subjects = v["subject"]
-            .as_array()
-            .ok_or("the in-toto statement has no `subject` list")?;
+        let subjects = v["subject"].as_array().ok_or(StatementError::NoSubjects)?;
         if subjects.len() > KEYLESS_MAX_STATEMENT_SUBJECTS {
-            return Err(format!(
-                "the in-toto statement names {} subjects; at most {KEYLESS_MAX_STATEMENT_SUBJECTS} are read",
-                subjects.len()
-            ));
+            return Err(StatementError::TooManySubjects(subjects.len()));
         }
         Ok(Statement {
             predicate_type: v["predicateType"].as_str().unwrap_or_default().to_string(),
@@ -223,7 +305,7 @@ impl Bundle {
 
 /// Standard base64, as protobuf JSON writes bytes; line breaks are
 /// skipped, as Go's decoder (sigstore-go, cosign) and Python's skip them.
-fn b64(text: &str, what: &str) -> Result<Vec<u8>, String> {
+fn b64(text: &str, what: &str) -> Result<Vec<u8>, BundleError> {
     let engine = base64::engine::general_purpose::STANDARD;
     let text = text.trim();
     let decoded = if text.contains(['\n', '\r']) {
@@ -231,78 +313,72 @@ fn b64(text: &str, what: &str) -> Result<Vec<u8>, String> {
     } else {
         engine.decode(text)
     };
-    decoded.map_err(|e| format!("{what} is not base64: {e}"))
+    decoded.map_err(|source| BundleError::NotBase64 {
+        what: what.to_string(),
+        source,
+    })
 }
 
-fn int(v: &serde_json::Value, what: &str) -> Result<i64, String> {
+fn int(v: &serde_json::Value, what: &str) -> Result<i64, BundleError> {
     match v {
         serde_json::Value::Number(n) => n.as_i64(),
         serde_json::Value::String(s) => s.parse().ok(),
         _ => None,
     }
-    .ok_or_else(|| format!("{what} is missing or not an integer"))
+    .ok_or_else(|| BundleError::NotInteger(what.to_string()))
 }
 
-fn uint(v: &serde_json::Value, what: &str) -> Result<u64, String> {
+fn uint(v: &serde_json::Value, what: &str) -> Result<u64, BundleError> {
     let n = int(v, what)?;
-    u64::try_from(n).map_err(|_| format!("{what} is negative ({n})"))
+    u64::try_from(n).map_err(|_| BundleError::Negative {
+        what: what.to_string(),
+        n,
+    })
 }
 
 /// The RFC 3161 timestamps of `timestampVerificationData`, decoded:
 /// bounded in number, none twice (sigstore-go and sigstore-python refuse
 /// a duplicate too).
-fn timestamps(data: &serde_json::Value) -> Result<Vec<Vec<u8>>, String> {
-    use crate::budgets::KEYLESS_MAX_TIMESTAMPS;
+fn timestamps(data: &serde_json::Value) -> Result<Vec<Vec<u8>>, BundleError> {
     let list = match &data["rfc3161Timestamps"] {
         serde_json::Value::Null => return Ok(Vec::new()),
         serde_json::Value::Array(list) => list,
-        _ => return Err("the bundle's rfc3161Timestamps is not a list".into()),
+        _ => return Err(BundleError::TimestampsNotAList),
     };
     if list.len() > KEYLESS_MAX_TIMESTAMPS {
-        return Err(format!(
-            "the bundle carries {} RFC 3161 timestamps; at most {KEYLESS_MAX_TIMESTAMPS} are read",
-            list.len()
-        ));
+        return Err(BundleError::TooManyTimestamps(list.len()));
     }
     let mut out: Vec<Vec<u8>> = Vec::with_capacity(list.len());
     for (i, t) in list.iter().enumerate() {
         let what = format!("RFC 3161 timestamp {i}");
         let der = b64(text(&t["signedTimestamp"], &what)?, &what)?;
         if out.contains(&der) {
-            return Err(format!("{what} is there twice"));
+            return Err(BundleError::DuplicateTimestamp(i));
         }
         out.push(der);
     }
     Ok(out)
 }
 
-fn text<'a>(v: &'a serde_json::Value, what: &str) -> Result<&'a str, String> {
-    v.as_str().ok_or_else(|| format!("{what} is missing"))
+fn text<'a>(v: &'a serde_json::Value, what: &str) -> Result<&'a str, BundleError> {
+    v.as_str()
+        .ok_or_else(|| BundleError::Missing(what.to_string()))
 }
 
 impl Bundle {
     /// Parse a Sigstore bundle's JSON.
-    pub fn from_json(bytes: &[u8]) -> Result<Bundle, String> {
+    pub fn from_json(bytes: &[u8]) -> Result<Bundle, BundleError> {
         if bytes.len() > KEYLESS_MAX_BUNDLE_BYTES {
-            return Err(format!(
-                "the bundle is {} bytes; at most {KEYLESS_MAX_BUNDLE_BYTES} are read (a Sigstore bundle is 5 to 10 KB)",
-                bytes.len()
-            ));
+            return Err(BundleError::TooLarge(bytes.len()));
         }
-        let v: serde_json::Value =
-            serde_json::from_slice(bytes).map_err(|e| format!("the bundle is not JSON: {e}"))?;
+        let v: serde_json::Value = serde_json::from_slice(bytes).map_err(BundleError::NotJson)?;
         let media = v["mediaType"].as_str().unwrap_or_default();
         let version = match media {
             "application/vnd.dev.sigstore.bundle+json;version=0.1" => Version::V01,
             "application/vnd.dev.sigstore.bundle+json;version=0.2" => Version::V02,
             "application/vnd.dev.sigstore.bundle+json;version=0.3"
             | "application/vnd.dev.sigstore.bundle.v0.3+json" => Version::V03,
-            _ => {
-                return Err(format!(
-                    "the bundle's media type {:?} is not a Sigstore bundle of version 0.1 to 0.3",
-                    v["mediaType"]
-                ));
-            }
+            _ => return Err(BundleError::MediaType(format!("{:?}", v["mediaType"]))),
         };
         let material = &v["verificationMaterial"];
         // The hint only ever names the key in a message: bounded (cosign's
@@ -322,12 +398,8 @@ impl Bundle {
         if let Some(c) = material["certificate"]["rawBytes"].as_str() {
             certs.push(b64(c, "the certificate")?);
         } else if let Some(list) = material["x509CertificateChain"]["certificates"].as_array() {
-            if list.len() > crate::budgets::KEYLESS_MAX_CA_CHAIN {
-                return Err(format!(
-                    "the bundle's certificate chain holds {} certificates; at most {} are read",
-                    list.len(),
-                    crate::budgets::KEYLESS_MAX_CA_CHAIN
-                ));
+            if list.len() > KEYLESS_MAX_CA_CHAIN {
+                return Err(BundleError::ChainTooLong(list.len()));
             }
             for (i, c) in list.iter().enumerate() {
                 certs.push(b64(
@@ -337,15 +409,9 @@ impl Bundle {
             }
         }
         let signer = match key_hint {
-            Some(_) if !certs.is_empty() => {
-                return Err("the bundle carries both a public key hint and a certificate".into());
-            }
+            Some(_) if !certs.is_empty() => return Err(BundleError::KeyAndCertificate),
             Some(hint) => Material::PublicKey { hint },
-            None if certs.is_empty() => {
-                return Err(
-                    "the bundle carries no certificate (an empty certificate chain)".into(),
-                );
-            }
+            None if certs.is_empty() => return Err(BundleError::NoCertificate),
             None => Material::Certificate {
                 leaf: certs.remove(0),
                 extra: certs,
@@ -354,12 +420,9 @@ impl Bundle {
         let timestamps = timestamps(&material["timestampVerificationData"])?;
         let entries = material["tlogEntries"]
             .as_array()
-            .ok_or("the bundle has no transparency log entry (`tlogEntries`)")?;
+            .ok_or(BundleError::NoTlogEntry)?;
         if entries.len() != 1 {
-            return Err(format!(
-                "the bundle has {} transparency log entries; exactly one is expected",
-                entries.len()
-            ));
+            return Err(BundleError::TlogEntries(entries.len()));
         }
         let e = &entries[0];
         let body_b64 =
@@ -369,10 +432,7 @@ impl Bundle {
             p => {
                 let hashes = p["hashes"].as_array().cloned().unwrap_or_default();
                 if hashes.len() > KEYLESS_MAX_PROOF_HASHES {
-                    return Err(format!(
-                        "the inclusion proof has {} hashes; at most {KEYLESS_MAX_PROOF_HASHES} are read (a tree of 2^64 entries needs 64)",
-                        hashes.len()
-                    ));
+                    return Err(BundleError::TooManyProofHashes(hashes.len()));
                 }
                 let hashes = hashes
                     .iter()
@@ -412,19 +472,14 @@ impl Bundle {
         };
         let (signature, message_digest, dsse) = match (&v["messageSignature"], &v["dsseEnvelope"]) {
             (serde_json::Value::Null, serde_json::Value::Null) => {
-                return Err(
-                    "the bundle has neither a `messageSignature` nor a `dsseEnvelope`".into(),
-                );
+                return Err(BundleError::NoSignature);
             }
             (serde_json::Value::Null, env) => {
                 let sigs = env["signatures"]
                     .as_array()
-                    .ok_or("the DSSE envelope has no `signatures`")?;
+                    .ok_or(BundleError::NoDsseSignatures)?;
                 if sigs.len() != 1 {
-                    return Err(format!(
-                        "the DSSE envelope has {} signatures; exactly one is expected",
-                        sigs.len()
-                    ));
+                    return Err(BundleError::DsseSignatures(sigs.len()));
                 }
                 let signature = b64(
                     text(&sigs[0]["sig"], "the DSSE envelope's signature")?,
@@ -449,10 +504,7 @@ impl Bundle {
                     serde_json::Value::Null => None,
                     d => {
                         if d["algorithm"] != "SHA2_256" {
-                            return Err(format!(
-                                "the message digest's algorithm {} is not SHA2_256",
-                                d["algorithm"]
-                            ));
+                            return Err(BundleError::DigestAlgorithm(d["algorithm"].to_string()));
                         }
                         Some(b64(
                             text(&d["digest"], "the message digest")?,
@@ -462,9 +514,7 @@ impl Bundle {
                 };
                 (signature, message_digest, None)
             }
-            _ => {
-                return Err("the bundle has both a `messageSignature` and a `dsseEnvelope`".into());
-            }
+            _ => return Err(BundleError::BothSignatures),
         };
         Ok(Bundle {
             version,
@@ -485,39 +535,33 @@ impl Bundle {
         chain: Option<&str>,
         rekor_bundle: &str,
         signature_b64: &str,
-    ) -> Result<Bundle, String> {
+    ) -> Result<Bundle, BundleError> {
         if rekor_bundle.len() > KEYLESS_MAX_BUNDLE_BYTES
             || certificate.len() > KEYLESS_MAX_BUNDLE_BYTES
             || chain.is_some_and(|c| c.len() > KEYLESS_MAX_BUNDLE_BYTES)
         {
-            return Err(format!(
-                "a keyless annotation is larger than {KEYLESS_MAX_BUNDLE_BYTES} bytes"
-            ));
+            return Err(BundleError::AnnotationTooLarge);
         }
         let leaf = pem_certificates(certificate)?
             .into_iter()
             .next()
-            .ok_or("the certificate annotation holds no PEM CERTIFICATE")?;
+            .ok_or(BundleError::NoPemCertificate)?;
         let extra = match chain {
             Some(c) => pem_certificates(c)?,
             None => Vec::new(),
         };
-        if extra.len() > crate::budgets::KEYLESS_MAX_CA_CHAIN {
-            return Err(format!(
-                "the chain annotation holds {} certificates; at most {} are read",
-                extra.len(),
-                crate::budgets::KEYLESS_MAX_CA_CHAIN
-            ));
+        if extra.len() > KEYLESS_MAX_CA_CHAIN {
+            return Err(BundleError::ChainAnnotationTooLong(extra.len()));
         }
-        let v: serde_json::Value = serde_json::from_str(rekor_bundle)
-            .map_err(|e| format!("the bundle annotation is not JSON: {e}"))?;
+        let v: serde_json::Value =
+            serde_json::from_str(rekor_bundle).map_err(BundleError::AnnotationNotJson)?;
         let p = &v["Payload"];
         let body_b64 = text(&p["body"], "the bundle annotation's Payload.body")?.to_string();
         let log_id_hex = text(&p["logID"], "the bundle annotation's Payload.logID")?;
-        let log_id = hex_decode(log_id_hex).ok_or("the bundle annotation's logID is not hex")?;
+        let log_id = hex_decode(log_id_hex).ok_or(BundleError::LogIdNotHex)?;
         let body = b64(&body_b64, "the bundle annotation's body")?;
-        let parsed: serde_json::Value = serde_json::from_slice(&body)
-            .map_err(|e| format!("the log entry's body is not JSON: {e}"))?;
+        let parsed: serde_json::Value =
+            serde_json::from_slice(&body).map_err(BundleError::BodyNotJson)?;
         Ok(Bundle {
             version: Version::CosignAnnotations,
             material: Material::Certificate { leaf, extra },
@@ -553,12 +597,12 @@ impl Bundle {
 }
 
 /// The DER of each `CERTIFICATE` block of a PEM text.
-pub fn pem_certificates(text: &str) -> Result<Vec<Vec<u8>>, String> {
+pub fn pem_certificates(text: &str) -> Result<Vec<Vec<u8>>, BundleError> {
     pem_blocks(text, "CERTIFICATE")
 }
 
 /// The DER of each PEM block labelled `label` in `text`, in order.
-pub fn pem_blocks(text: &str, label: &str) -> Result<Vec<Vec<u8>>, String> {
+pub fn pem_blocks(text: &str, label: &str) -> Result<Vec<Vec<u8>>, BundleError> {
     let begin = format!("-----BEGIN {label}-----");
     let end = format!("-----END {label}-----");
     let mut out = Vec::new();
@@ -567,7 +611,7 @@ pub fn pem_blocks(text: &str, label: &str) -> Result<Vec<Vec<u8>>, String> {
         let after = &rest[start + begin.len()..];
         let stop = after
             .find(&end)
-            .ok_or_else(|| format!("a PEM {label} block has no END line"))?;
+            .ok_or_else(|| BundleError::PemNoEnd(label.to_string()))?;
         let body: String = after[..stop]
             .chars()
             .filter(|c| !c.is_ascii_whitespace())

@@ -11,25 +11,27 @@
 //! at a CA of the trusted root whose `validFor` covers the same time, and
 //! the leaf must carry the code-signing extended key usage.
 //!
-//! The identity is read from the leaf after webpki has parsed and accepted
-//! it: the Subject Alternative Names (e-mail and URI) and the OIDC issuer
-//! Fulcio writes into its own extension (`1.3.6.1.4.1.57264.1.8`, a DER
-//! UTF8String; the older `…1.1` holds the raw string).
+//! The identity is read from the leaf, decoded as an X.509 certificate by
+//! `x509-cert` (strict DER): the Subject Alternative Names (e-mail and
+//! URI) and the OIDC issuer Fulcio writes into its own extension
+//! (`1.3.6.1.4.1.57264.1.8`, a DER UTF8String; the older `…1.1` holds the
+//! raw string).
 
-use der::asn1::AnyRef;
-use der::{Reader as _, Tagged as _};
+use der::Decode as _;
+use der::asn1::{ObjectIdentifier, Utf8StringRef};
 use rustls_pki_types::{CertificateDer, UnixTime};
+use x509_cert::Certificate;
+use x509_cert::ext::pkix::SubjectAltName;
+use x509_cert::ext::pkix::name::GeneralName;
 
-use super::root::CertificateAuthority;
+use super::root::{CertificateAuthority, TimeRange};
 
-/// id-kp-codeSigning, 1.3.6.1.5.5.7.3.3 (the OID's DER value bytes).
-const EKU_CODE_SIGNING: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x03];
-/// subjectAltName, 2.5.29.17.
-const OID_SAN: &[u8] = &[0x55, 0x1d, 0x11];
 /// Fulcio's OIDC issuer (v2, DER UTF8String), 1.3.6.1.4.1.57264.1.8.
-const OID_FULCIO_ISSUER_V2: &[u8] = &[0x2b, 0x06, 0x01, 0x04, 0x01, 0x83, 0xbf, 0x30, 0x01, 0x08];
+const OID_FULCIO_ISSUER_V2: ObjectIdentifier =
+    ObjectIdentifier::new_unwrap("1.3.6.1.4.1.57264.1.8");
 /// Fulcio's OIDC issuer (v1, the raw string), 1.3.6.1.4.1.57264.1.1.
-const OID_FULCIO_ISSUER_V1: &[u8] = &[0x2b, 0x06, 0x01, 0x04, 0x01, 0x83, 0xbf, 0x30, 0x01, 0x01];
+const OID_FULCIO_ISSUER_V1: ObjectIdentifier =
+    ObjectIdentifier::new_unwrap("1.3.6.1.4.1.57264.1.1");
 
 /// The signature algorithms a certificate of a path (a Fulcio or a TSA
 /// certificate's) may be signed with.
@@ -52,6 +54,85 @@ static SIGNATURE_ALGORITHMS: &[&dyn rustls_pki_types::SignatureVerificationAlgor
     webpki::ring::ED25519,
 ];
 
+/// Why the signing certificate does not do.
+#[derive(Debug, thiserror::Error)]
+pub enum CertError {
+    #[error("the signing certificate cannot be parsed: {0:?}")]
+    Unparsable(webpki::Error),
+    #[error("the trusted root names no certificate authority")]
+    NoAuthority,
+    #[error(
+        "the signing certificate does not chain to a trusted CA at the time it was {how} ({}): {}",
+        crate::clock::rfc3339(*at),
+        join(refusals)
+    )]
+    NoPath {
+        how: &'static str,
+        at: i64,
+        refusals: Vec<CaRefusal>,
+    },
+    #[error("the signing certificate's extensions: {0}")]
+    Extensions(der::Error),
+}
+
+/// Why one CA of the trusted root did not issue the signing certificate.
+#[derive(Debug, thiserror::Error)]
+pub enum CaRefusal {
+    #[error("CA {name} is not valid at {} ({valid})", crate::clock::rfc3339(*at))]
+    NotValidAt {
+        name: String,
+        at: i64,
+        valid: TimeRange,
+    },
+    #[error("CA {name}: {why}")]
+    Path { name: String, why: PathError },
+}
+
+/// Why a certificate's path to a root could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum PathError {
+    #[error("its chain is empty")]
+    EmptyChain,
+    #[error("its root cannot be parsed: {0:?}")]
+    Root(webpki::Error),
+    #[error("the time {0} is before 1970")]
+    BeforeEpoch(i64),
+    #[error(
+        "a certificate of the path expired at {}, before {event} at {}",
+        crate::clock::rfc3339(*not_after),
+        crate::clock::rfc3339(*at)
+    )]
+    Expired {
+        not_after: i64,
+        event: String,
+        at: i64,
+    },
+    #[error(
+        "a certificate of the path was not valid until {}, after {event} at {}",
+        crate::clock::rfc3339(*not_before),
+        crate::clock::rfc3339(*at)
+    )]
+    NotYetValid {
+        not_before: i64,
+        event: String,
+        at: i64,
+    },
+    #[error("it is not issued by this CA")]
+    UnknownIssuer,
+    #[error("the certificate is not for {} (no extended key usage {})", .0.name, .0.dotted)]
+    Usage(&'static Usage),
+    #[error("{0:?}")]
+    Other(webpki::Error),
+}
+
+fn join<T: std::fmt::Display>(items: &[T]) -> String {
+    items
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// What the leaf says about who signed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CertIdentity {
@@ -62,8 +143,11 @@ pub struct CertIdentity {
 }
 
 /// An extended key usage a certificate path must end in.
-pub(super) struct Usage {
-    /// The OID's DER value bytes.
+#[derive(Debug)]
+pub struct Usage {
+    /// The OID's DER value bytes, as webpki takes it (a `'static` slice,
+    /// which `ObjectIdentifier::as_bytes` cannot give in a constant; the
+    /// tests check it is the named OID's).
     oid: &'static [u8],
     /// What it is for, and its OID dotted, for messages.
     name: &'static str,
@@ -71,14 +155,14 @@ pub(super) struct Usage {
 }
 
 /// id-kp-codeSigning: a Fulcio certificate.
-pub(super) const CODE_SIGNING: Usage = Usage {
-    oid: EKU_CODE_SIGNING,
+pub(super) static CODE_SIGNING: Usage = Usage {
+    oid: &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x03],
     name: "code signing",
     dotted: "1.3.6.1.5.5.7.3.3",
 };
 
 /// id-kp-timeStamping: a TSA's signing certificate.
-pub(super) const TIME_STAMPING: Usage = Usage {
+pub(super) static TIME_STAMPING: Usage = Usage {
     oid: &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x08],
     name: "time stamping",
     dotted: "1.3.6.1.5.5.7.3.8",
@@ -90,37 +174,37 @@ pub fn verify_path(
     leaf: &[u8],
     cas: &[CertificateAuthority],
     signed: &super::SignedTime,
-) -> Result<usize, String> {
+) -> Result<usize, CertError> {
     let at = signed.at;
     let leaf_der = CertificateDer::from(leaf);
-    let ee = webpki::EndEntityCert::try_from(&leaf_der)
-        .map_err(|e| format!("the signing certificate cannot be parsed: {e:?}"))?;
+    let ee = webpki::EndEntityCert::try_from(&leaf_der).map_err(CertError::Unparsable)?;
     let event = format!("the signature was {}", signed.how());
-    let mut reasons = Vec::new();
+    let mut refusals = Vec::new();
     for (i, ca) in cas.iter().enumerate() {
         if !ca.valid.contains(at) {
-            reasons.push(format!(
-                "CA {} is not valid at {} ({})",
-                ca.name,
-                crate::clock::rfc3339(at),
-                ca.valid
-            ));
+            refusals.push(CaRefusal::NotValidAt {
+                name: ca.name.clone(),
+                at,
+                valid: ca.valid,
+            });
             continue;
         }
         match path_through(&ee, &ca.chain, at, &CODE_SIGNING, &event) {
             Ok(()) => return Ok(i),
-            Err(why) => reasons.push(format!("CA {}: {why}", ca.name)),
+            Err(why) => refusals.push(CaRefusal::Path {
+                name: ca.name.clone(),
+                why,
+            }),
         }
     }
     if cas.is_empty() {
-        return Err("the trusted root names no certificate authority".into());
+        return Err(CertError::NoAuthority);
     }
-    Err(format!(
-        "the signing certificate does not chain to a trusted CA at the time it was {} ({}): {}",
-        signed.how(),
-        crate::clock::rfc3339(at),
-        reasons.join("; ")
-    ))
+    Err(CertError::NoPath {
+        how: signed.how(),
+        at,
+        refusals,
+    })
 }
 
 /// Build `ee`'s path through `chain` (the issuing side first, the root
@@ -130,21 +214,20 @@ pub(super) fn path_through(
     ee: &webpki::EndEntityCert<'_>,
     chain: &[Vec<u8>],
     at: i64,
-    usage: &Usage,
+    usage: &'static Usage,
     event: &str,
-) -> Result<(), String> {
+) -> Result<(), PathError> {
     let Some((root, intermediates)) = chain.split_last() else {
-        return Err("its chain is empty".into());
+        return Err(PathError::EmptyChain);
     };
     let root_der = CertificateDer::from(root.as_slice());
-    let anchor = webpki::anchor_from_trusted_cert(&root_der)
-        .map_err(|e| format!("its root cannot be parsed: {e:?}"))?;
+    let anchor = webpki::anchor_from_trusted_cert(&root_der).map_err(PathError::Root)?;
     let intermediates: Vec<CertificateDer<'_>> = intermediates
         .iter()
         .map(|c| CertificateDer::from(c.as_slice()))
         .collect();
     let time = UnixTime::since_unix_epoch(std::time::Duration::from_secs(
-        u64::try_from(at).map_err(|_| format!("the time {at} is before 1970"))?,
+        u64::try_from(at).map_err(|_| PathError::BeforeEpoch(at))?,
     ));
     ee.verify_for_usage(
         CHAIN_ALGORITHMS,
@@ -156,26 +239,24 @@ pub(super) fn path_through(
         None,
     )
     .map(|_| ())
-    .map_err(|e| explain(&e, at, usage, event))
+    .map_err(|e| explain(e, at, usage, event))
 }
 
-fn explain(e: &webpki::Error, at: i64, usage: &Usage, event: &str) -> String {
-    let when = crate::clock::rfc3339(at);
+fn explain(e: webpki::Error, at: i64, usage: &'static Usage, event: &str) -> PathError {
     match e {
-        webpki::Error::CertExpired { not_after, .. } => format!(
-            "a certificate of the path expired at {}, before {event} at {when}",
-            crate::clock::rfc3339(not_after.as_secs() as i64)
-        ),
-        webpki::Error::CertNotValidYet { not_before, .. } => format!(
-            "a certificate of the path was not valid until {}, after {event} at {when}",
-            crate::clock::rfc3339(not_before.as_secs() as i64)
-        ),
-        webpki::Error::UnknownIssuer => "it is not issued by this CA".into(),
-        webpki::Error::RequiredEkuNotFoundContext(_) => format!(
-            "the certificate is not for {} (no extended key usage {})",
-            usage.name, usage.dotted
-        ),
-        other => format!("{other:?}"),
+        webpki::Error::CertExpired { not_after, .. } => PathError::Expired {
+            not_after: not_after.as_secs() as i64,
+            event: event.to_string(),
+            at,
+        },
+        webpki::Error::CertNotValidYet { not_before, .. } => PathError::NotYetValid {
+            not_before: not_before.as_secs() as i64,
+            event: event.to_string(),
+            at,
+        },
+        webpki::Error::UnknownIssuer => PathError::UnknownIssuer,
+        webpki::Error::RequiredEkuNotFoundContext(_) => PathError::Usage(usage),
+        other => PathError::Other(other),
     }
 }
 
@@ -198,35 +279,29 @@ pub fn is_self_issued(der: &[u8]) -> bool {
 }
 
 /// The SANs and the Fulcio issuer of a certificate.
-pub fn identity(der: &[u8]) -> Result<CertIdentity, String> {
-    identity_inner(der).map_err(|e| format!("the signing certificate's extensions: {e}"))
+pub fn identity(der: &[u8]) -> Result<CertIdentity, CertError> {
+    identity_inner(der).map_err(CertError::Extensions)
 }
 
 fn identity_inner(der: &[u8]) -> Result<CertIdentity, der::Error> {
+    let cert = Certificate::from_der(der)?;
     let mut out = CertIdentity::default();
     let mut legacy_issuer = None;
-    for ext in extensions(der)? {
-        match ext.oid {
-            OID_SAN => {
-                for name in items(first(ext.value)?.value())? {
-                    // [1] rfc822Name, [6] uniformResourceIdentifier
-                    if matches!(u8::from(name.tag()), 0x81 | 0x86)
-                        && let Ok(s) = std::str::from_utf8(name.value())
-                    {
-                        out.sans.push(s.to_string());
+    for ext in cert.tbs_certificate.extensions.iter().flatten() {
+        let value = ext.extn_value.as_bytes();
+        if ext.extn_id == const_oid::db::rfc5280::ID_CE_SUBJECT_ALT_NAME {
+            for name in SubjectAltName::from_der(value)?.0 {
+                match name {
+                    GeneralName::Rfc822Name(s) | GeneralName::UniformResourceIdentifier(s) => {
+                        out.sans.push(s.to_string())
                     }
+                    _ => {}
                 }
             }
-            OID_FULCIO_ISSUER_V2 => {
-                let s = first(ext.value)?;
-                if s.tag() == der::Tag::Utf8String {
-                    out.issuer = std::str::from_utf8(s.value()).ok().map(str::to_string);
-                }
-            }
-            OID_FULCIO_ISSUER_V1 => {
-                legacy_issuer = std::str::from_utf8(ext.value).ok().map(str::to_string);
-            }
-            _ => {}
+        } else if ext.extn_id == OID_FULCIO_ISSUER_V2 {
+            out.issuer = Some(Utf8StringRef::from_der(value)?.to_string());
+        } else if ext.extn_id == OID_FULCIO_ISSUER_V1 {
+            legacy_issuer = std::str::from_utf8(value).ok().map(str::to_string);
         }
     }
     if out.issuer.is_none() {
@@ -235,62 +310,17 @@ fn identity_inner(der: &[u8]) -> Result<CertIdentity, der::Error> {
     Ok(out)
 }
 
-/// One extension of a certificate.
-pub(super) struct Extension<'a> {
-    /// The OID's DER value bytes.
-    pub oid: &'a [u8],
-    pub critical: bool,
-    /// The `extnValue` OCTET STRING's contents.
-    pub value: &'a [u8],
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// A certificate's extensions (those of its TBSCertificate's `[3]`), in
-/// order; one whose OID or value is not of its type is passed over.
-pub(super) fn extensions(der: &[u8]) -> Result<Vec<Extension<'_>>, der::Error> {
-    let cert = AnyRef::try_from(der)?;
-    // Certificate ::= SEQUENCE { tbsCertificate, signatureAlgorithm, signature }
-    let Some(tbs) = items(cert.value())?.into_iter().next() else {
-        return Ok(Vec::new());
-    };
-    let mut out = Vec::new();
-    for field in items(tbs.value())? {
-        // [3] EXPLICIT Extensions
-        if u8::from(field.tag()) != 0xa3 {
-            continue;
-        }
-        for ext in items(first(field.value())?.value())? {
-            // Extension ::= SEQUENCE { extnID, critical BOOLEAN DEFAULT FALSE, extnValue }
-            let parts = items(ext.value())?;
-            let (Some(oid), Some(value)) = (parts.first(), parts.last()) else {
-                continue;
-            };
-            if oid.tag() != der::Tag::ObjectIdentifier || value.tag() != der::Tag::OctetString {
-                continue;
-            }
-            let critical = parts.len() == 3
-                && parts[1].tag() == der::Tag::Boolean
-                && parts[1].value() == [0xff];
-            out.push(Extension {
-                oid: oid.value(),
-                critical,
-                value: value.value(),
-            });
-        }
+    /// The usages' bytes (what webpki takes) are the OIDs they name.
+    #[test]
+    fn usages_are_their_oids() {
+        use const_oid::db::rfc5280::{ID_KP_CODE_SIGNING, ID_KP_TIME_STAMPING};
+        assert_eq!(CODE_SIGNING.oid, ID_KP_CODE_SIGNING.as_bytes());
+        assert_eq!(CODE_SIGNING.dotted, ID_KP_CODE_SIGNING.to_string());
+        assert_eq!(TIME_STAMPING.oid, ID_KP_TIME_STAMPING.as_bytes());
+        assert_eq!(TIME_STAMPING.dotted, ID_KP_TIME_STAMPING.to_string());
     }
-    Ok(out)
-}
-
-/// The one DER value `bytes` hold.
-fn first(bytes: &[u8]) -> Result<AnyRef<'_>, der::Error> {
-    AnyRef::try_from(bytes)
-}
-
-/// The DER values of a constructed value's contents, in order.
-pub(super) fn items(bytes: &[u8]) -> Result<Vec<AnyRef<'_>>, der::Error> {
-    let mut reader = der::SliceReader::new(bytes)?;
-    let mut out = Vec::new();
-    while !reader.is_finished() {
-        out.push(reader.decode::<AnyRef<'_>>()?);
-    }
-    Ok(out)
 }

@@ -29,6 +29,60 @@ static LOG_ALGORITHMS: &[&dyn rustls_pki_types::SignatureVerificationAlgorithm] 
     webpki::ring::ED25519,
 ];
 
+/// Why a trusted root cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum RootError {
+    #[error(
+        "is {0} bytes; at most {KEYLESS_MAX_TRUSTED_ROOT_BYTES} are read (Sigstore's is about 7 KB)"
+    )]
+    TooLarge(usize),
+    #[error("is not JSON: {0}")]
+    NotJson(serde_json::Error),
+    #[error(
+        "has the media type {found}; a Sigstore trusted root ({}) is expected",
+        MEDIA_TYPES.join(" or ")
+    )]
+    MediaType { found: String },
+    #[error("/{0} is not a list")]
+    NotAList(String),
+    #[error("/{key} lists {n} entries; at most {KEYLESS_MAX_ROOT_ENTRIES} are read")]
+    TooManyEntries { key: String, n: usize },
+    /// The JSON pointer of a field that is not base64.
+    #[error("{0} is not base64")]
+    NotBase64(String),
+    #[error("{0}/certChain/certificates is not a list")]
+    ChainNotAList(String),
+    #[error("{at}/certChain holds {n} certificates; 1 to {KEYLESS_MAX_CA_CHAIN} are read")]
+    ChainLength { at: String, n: usize },
+    #[error("{at}: {why}")]
+    Validity { at: String, why: TimeError },
+    #[error(
+        "names no certificate authority or no transparency log: keyless signatures cannot verify against it"
+    )]
+    Incomplete,
+}
+
+/// Why a `validFor` or an RFC 3339 time cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum TimeError {
+    #[error("has no `start` (a time range must say when it begins)")]
+    NoStart,
+    #[error("`end` is not a time")]
+    EndNotText,
+    #[error("{0:?} is not an RFC 3339 time (e.g. 2022-04-13T20:06:15Z)")]
+    NotRfc3339(String),
+}
+
+/// Why a log's key, named in the trusted root, cannot be used (kept with
+/// the log, not an error of the root: only an entry of that log fails).
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("its key ({details}) cannot be read: not a SubjectPublicKeyInfo: {why:?}")]
+pub struct UnusableKey {
+    /// Its `keyDetails`, as the root says.
+    pub details: String,
+    pub why: webpki::Error,
+}
+
 /// A transparency log's public key (a DER SubjectPublicKeyInfo: ECDSA
 /// P-256 or P-384, or Ed25519).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,10 +92,9 @@ pub struct LogKey {
 
 impl LogKey {
     /// The key of a DER SubjectPublicKeyInfo, checked to parse.
-    pub fn from_spki(spki: Vec<u8>) -> Result<LogKey, String> {
+    pub fn from_spki(spki: Vec<u8>) -> Result<LogKey, webpki::Error> {
         let der = rustls_pki_types::SubjectPublicKeyInfoDer::from(spki.as_slice());
-        webpki::RawPublicKeyEntity::try_from(&der)
-            .map_err(|e| format!("not a SubjectPublicKeyInfo: {e:?}"))?;
+        webpki::RawPublicKeyEntity::try_from(&der)?;
         Ok(LogKey { spki })
     }
 
@@ -120,7 +173,7 @@ pub struct TransparencyLog {
     /// log, that SHA-256 computed here.
     pub log_id: Vec<u8>,
     /// Its key, or why it cannot be used.
-    pub key: Result<LogKey, String>,
+    pub key: Result<LogKey, UnusableKey>,
     pub valid: TimeRange,
 }
 
@@ -147,35 +200,29 @@ const MEDIA_TYPES: &[&str] = &[
 
 impl TrustedRoot {
     /// Parse a trusted root's JSON; errors say which field.
-    pub fn from_json(bytes: &[u8]) -> Result<TrustedRoot, String> {
+    pub fn from_json(bytes: &[u8]) -> Result<TrustedRoot, RootError> {
         if bytes.len() > KEYLESS_MAX_TRUSTED_ROOT_BYTES {
-            return Err(format!(
-                "is {} bytes; at most {KEYLESS_MAX_TRUSTED_ROOT_BYTES} are read (Sigstore's is about 7 KB)",
-                bytes.len()
-            ));
+            return Err(RootError::TooLarge(bytes.len()));
         }
-        let v: serde_json::Value =
-            serde_json::from_slice(bytes).map_err(|e| format!("is not JSON: {e}"))?;
+        let v: serde_json::Value = serde_json::from_slice(bytes).map_err(RootError::NotJson)?;
         let media = v["mediaType"].as_str().unwrap_or_default();
         if !MEDIA_TYPES.contains(&media) {
-            return Err(format!(
-                "has the media type {:?}; a Sigstore trusted root ({}) is expected",
-                v["mediaType"],
-                MEDIA_TYPES.join(" or ")
-            ));
+            return Err(RootError::MediaType {
+                found: format!("{:?}", v["mediaType"]),
+            });
         }
         let b64 = base64::engine::general_purpose::STANDARD;
-        let list = |key: &str| -> Result<Vec<serde_json::Value>, String> {
+        let list = |key: &str| -> Result<Vec<serde_json::Value>, RootError> {
             let items = match &v[key] {
                 serde_json::Value::Null => Vec::new(),
                 serde_json::Value::Array(a) => a.clone(),
-                _ => return Err(format!("/{key} is not a list")),
+                _ => return Err(RootError::NotAList(key.to_string())),
             };
             if items.len() > KEYLESS_MAX_ROOT_ENTRIES {
-                return Err(format!(
-                    "/{key} lists {} entries; at most {KEYLESS_MAX_ROOT_ENTRIES} are read",
-                    items.len()
-                ));
+                return Err(RootError::TooManyEntries {
+                    key: key.to_string(),
+                    n: items.len(),
+                });
             }
             Ok(items)
         };
@@ -196,7 +243,7 @@ impl TrustedRoot {
             let log_id = log["logId"]["keyId"]
                 .as_str()
                 .and_then(|s| b64.decode(s).ok())
-                .ok_or_else(|| format!("{at}/logId/keyId is not base64"))?;
+                .ok_or_else(|| RootError::NotBase64(format!("{at}/logId/keyId")))?;
             tlogs.push(read_log(log, &at, Some(log_id))?);
         }
         let mut ctlogs = Vec::new();
@@ -204,10 +251,7 @@ impl TrustedRoot {
             ctlogs.push(read_log(log, &format!("/ctlogs/{i}"), None)?);
         }
         if cas.is_empty() || tlogs.is_empty() {
-            return Err(
-                "names no certificate authority or no transparency log: keyless signatures cannot verify against it"
-                    .into(),
-            );
+            return Err(RootError::Incomplete);
         }
         Ok(TrustedRoot {
             cas,
@@ -221,23 +265,25 @@ impl TrustedRoot {
 /// One entry of `certificateAuthorities` or `timestampAuthorities` at JSON
 /// pointer `at`: its chain (1 to [`KEYLESS_MAX_CA_CHAIN`] certificates),
 /// name and validity.
-fn read_ca(ca: &serde_json::Value, at: &str) -> Result<CertificateAuthority, String> {
+fn read_ca(ca: &serde_json::Value, at: &str) -> Result<CertificateAuthority, RootError> {
     let b64 = base64::engine::general_purpose::STANDARD;
     let certs = ca["certChain"]["certificates"]
         .as_array()
-        .ok_or_else(|| format!("{at}/certChain/certificates is not a list"))?;
+        .ok_or_else(|| RootError::ChainNotAList(at.to_string()))?;
     if certs.is_empty() || certs.len() > KEYLESS_MAX_CA_CHAIN {
-        return Err(format!(
-            "{at}/certChain holds {} certificates; 1 to {KEYLESS_MAX_CA_CHAIN} are read",
-            certs.len()
-        ));
+        return Err(RootError::ChainLength {
+            at: at.to_string(),
+            n: certs.len(),
+        });
     }
     let mut chain = Vec::new();
     for (j, c) in certs.iter().enumerate() {
         let der = c["rawBytes"]
             .as_str()
             .and_then(|s| b64.decode(s).ok())
-            .ok_or_else(|| format!("{at}/certChain/certificates/{j}/rawBytes is not base64"))?;
+            .ok_or_else(|| {
+                RootError::NotBase64(format!("{at}/certChain/certificates/{j}/rawBytes"))
+            })?;
         chain.push(der);
     }
     let name = ca["uri"]
@@ -248,31 +294,32 @@ fn read_ca(ca: &serde_json::Value, at: &str) -> Result<CertificateAuthority, Str
     Ok(CertificateAuthority {
         name,
         chain,
-        valid: time_range(&ca["validFor"]).map_err(|e| format!("{at}/validFor: {e}"))?,
+        valid: time_range(&ca["validFor"]).map_err(|why| RootError::Validity {
+            at: format!("{at}/validFor"),
+            why,
+        })?,
     })
 }
 
-fn time_range(v: &serde_json::Value) -> Result<TimeRange, String> {
-    let start = v["start"]
-        .as_str()
-        .ok_or("has no `start` (a time range must say when it begins)")?;
+fn time_range(v: &serde_json::Value) -> Result<TimeRange, TimeError> {
+    let start = v["start"].as_str().ok_or(TimeError::NoStart)?;
     let start_ms = parse_time(start)?;
     let end_ms = match &v["end"] {
         serde_json::Value::Null => None,
-        e => Some(parse_time(e.as_str().ok_or("`end` is not a time")?)?),
+        e => Some(parse_time(e.as_str().ok_or(TimeError::EndNotText)?)?),
     };
     Ok(TimeRange { start_ms, end_ms })
 }
 
 /// Milliseconds since the epoch of an RFC 3339 time (`Z` or `±HH:MM`; a
 /// fraction of a second is kept to the millisecond).
-pub fn parse_time(text: &str) -> Result<i64, String> {
-    let bad = || format!("{text:?} is not an RFC 3339 time (e.g. 2022-04-13T20:06:15Z)");
+pub fn parse_time(text: &str) -> Result<i64, TimeError> {
+    let bad = || TimeError::NotRfc3339(text.to_string());
     let b = text.as_bytes();
     if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') {
         return Err(bad());
     }
-    let num = |r: std::ops::Range<usize>| -> Result<i64, String> {
+    let num = |r: std::ops::Range<usize>| -> Result<i64, TimeError> {
         let s = text.get(r).ok_or_else(bad)?;
         if !s.bytes().all(|c| c.is_ascii_digit()) {
             return Err(bad());
@@ -321,20 +368,24 @@ fn read_log(
     log: &serde_json::Value,
     at: &str,
     log_id: Option<Vec<u8>>,
-) -> Result<TransparencyLog, String> {
+) -> Result<TransparencyLog, RootError> {
     let b64 = base64::engine::general_purpose::STANDARD;
     let key = &log["publicKey"];
-    let valid =
-        time_range(&key["validFor"]).map_err(|e| format!("{at}/publicKey/validFor: {e}"))?;
+    let valid = time_range(&key["validFor"]).map_err(|why| RootError::Validity {
+        at: format!("{at}/publicKey/validFor"),
+        why,
+    })?;
     let name = log["baseUrl"].as_str().unwrap_or("(unnamed)").to_string();
     let der = key["rawBytes"]
         .as_str()
         .and_then(|s| b64.decode(s).ok())
-        .ok_or_else(|| format!("{at}/publicKey/rawBytes is not base64"))?;
+        .ok_or_else(|| RootError::NotBase64(format!("{at}/publicKey/rawBytes")))?;
     let log_id = log_id.unwrap_or_else(|| sha2::Sha256::digest(&der).to_vec());
     let details = key["keyDetails"].as_str().unwrap_or("of unknown kind");
-    let key =
-        LogKey::from_spki(der).map_err(|e| format!("its key ({details}) cannot be read: {e}"));
+    let key = LogKey::from_spki(der).map_err(|why| UnusableKey {
+        details: details.to_string(),
+        why,
+    });
     Ok(TransparencyLog {
         name,
         log_id,

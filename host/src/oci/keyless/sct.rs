@@ -23,45 +23,149 @@
 //! must cover the SCT's timestamp. Every size read from the certificate is
 //! bounded ([`crate::budgets`]): the list's bytes, the number of SCTs, the
 //! extensions of one.
+//!
+//! The certificate is decoded by `x509-cert` (strict DER), the SCT list by
+//! its `ext::pkix::sct` (RFC 6962's TLS encoding, with `tls_codec`); the
+//! precertificate's TBS is the decoded TBSCertificate re-encoded without
+//! the list, which is the DER the CA signed (strict decoding means the
+//! re-encoding is the same bytes). Only what the log signed is put
+//! together here (`signed_struct`): no crate builds RFC 6962's
+//! `digitally-signed` input.
 
 use base64::Engine as _;
-use der::asn1::AnyRef;
-use der::{Encode as _, Tagged as _};
+use der::asn1::OctetString;
+use der::{Decode as _, Encode as _};
 use sha2::{Digest, Sha256};
+use x509_cert::Certificate;
+use x509_cert::ext::pkix::sct::{
+    HashAlgorithm, SignatureAlgorithm, SignedCertificateTimestamp, SignedCertificateTimestampList,
+};
 
-use super::cert::items;
 use super::root::{CertificateAuthority, TransparencyLog};
 use crate::budgets::{
     KEYLESS_MAX_SCT_EXTENSIONS_BYTES, KEYLESS_MAX_SCT_LIST_BYTES, KEYLESS_MAX_SCTS,
 };
 
-/// The embedded SCT list extension, 1.3.6.1.4.1.11129.2.4.2 (the OID's DER
-/// value bytes).
-const OID_SCT_LIST: &[u8] = &[0x2b, 0x06, 0x01, 0x04, 0x01, 0xd6, 0x79, 0x02, 0x04, 0x02];
-
-/// One SCT, as the list encodes it (RFC 6962 §3.2).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One SCT, as the list encodes it (RFC 6962 §3.2), version 1 (the only
+/// one x509-cert reads: another is a corrupt list).
+#[derive(Debug, PartialEq)]
 pub struct Sct {
-    pub version: u8,
     pub log_id: [u8; 32],
     /// Milliseconds since the epoch.
     pub timestamp_ms: u64,
     pub extensions: Vec<u8>,
     /// `SignatureAndHashAlgorithm` (RFC 5246 §7.4.1.4.1): hash, signature.
-    pub hash_alg: u8,
-    pub sig_alg: u8,
+    pub hash_alg: HashAlgorithm,
+    pub sig_alg: SignatureAlgorithm,
     pub signature: Vec<u8>,
+}
+
+/// Why the certificate's SCTs do not vouch for it.
+#[derive(Debug, thiserror::Error)]
+pub enum SctError {
+    #[error("the signing certificate cannot be read for its SCTs: {0}")]
+    Unreadable(der::Error),
+    #[error("the signing certificate cannot be read for its SCTs: it carries two SCT lists")]
+    TwoLists,
+    #[error("the certificate's SCT list is corrupt: {0}")]
+    Corrupt(Corruption),
+    #[error(
+        "the certificate's SCT list is {0} bytes; at most {KEYLESS_MAX_SCT_LIST_BYTES} are read (an SCT is about 120)"
+    )]
+    TooLarge(usize),
+    #[error(
+        "the certificate carries more than {KEYLESS_MAX_SCTS} SCTs; at most {KEYLESS_MAX_SCTS} are read (Fulcio embeds one)"
+    )]
+    TooMany,
+    #[error(
+        "the trusted root names no certificate transparency log (`ctlogs`), so the certificate's SCT cannot be checked; a certificate without a verified SCT is refused, as Sigstore clients refuse it"
+    )]
+    NoCtLogs,
+    #[error(
+        "the signing certificate carries no SCT (no embedded SCT list, extension 1.3.6.1.4.1.11129.2.4.2): its issuance was never logged to certificate transparency"
+    )]
+    NoSct,
+    #[error(
+        "no SCT of the signing certificate verifies with a CT log of the trusted root: {}",
+        .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    NoneVerifies(Vec<Refused>),
+    #[error("a certificate cannot be read for its SCT check: {0}")]
+    CertificateUnreadable(der::Error),
+    #[error(
+        "the signing certificate's issuer is not a certificate of CA {0}, so its SCT cannot be checked"
+    )]
+    IssuerNotInCa(String),
+    #[error("the precertificate is larger than 2^24 bytes")]
+    PrecertificateTooLarge,
+}
+
+/// How the SCT list is corrupt.
+#[derive(Debug, thiserror::Error)]
+pub enum Corruption {
+    #[error("its extension does not hold a DER OCTET STRING")]
+    NotOctetString,
+    #[error("it is cut short in its length")]
+    NoLength,
+    #[error("it says {said} bytes but holds {holds}")]
+    Length { said: usize, holds: usize },
+    #[error("{0:?}")]
+    List(x509_cert::ext::pkix::sct::Error),
+    #[error("SCT {index}: {why:?}")]
+    Sct {
+        index: usize,
+        why: x509_cert::ext::pkix::sct::Error,
+    },
+    #[error(
+        "SCT {index}: its extensions are {len} bytes; at most {KEYLESS_MAX_SCT_EXTENSIONS_BYTES} are read"
+    )]
+    Extensions { index: usize, len: usize },
+    #[error("it holds no SCT")]
+    Empty,
+}
+
+/// Why one SCT does not verify.
+#[derive(Debug, thiserror::Error)]
+#[error("SCT {index}: {why}")]
+pub struct Refused {
+    pub index: usize,
+    pub why: SctRefusal,
+}
+
+/// Why an SCT does not verify with a CT log of the trusted root.
+#[derive(Debug, thiserror::Error)]
+pub enum SctRefusal {
+    #[error(
+        "dated {} but the CT log's key ({log}) is {valid}",
+        crate::clock::rfc3339(at_ms.div_euclid(1000))
+    )]
+    OutsideValidity {
+        at_ms: i64,
+        log: String,
+        valid: super::root::TimeRange,
+    },
+    #[error("CT log {log}: {why}")]
+    Key {
+        log: String,
+        why: super::root::UnusableKey,
+    },
+    /// The algorithms, as the SCT names them.
+    #[error("its signature algorithm ({0}) is not one read (ECDSA or RSA with SHA-256, Ed25519)")]
+    Algorithm(String),
+    #[error("its signature is not CT log {0}'s over this certificate's precertificate")]
+    NotSigned(String),
+    #[error("from a CT log the trusted root does not name (log id {0})")]
+    UnknownLog(String),
 }
 
 /// The leaf's SCTs and its precertificate TBS (the TBSCertificate without
 /// the SCT list extension, DER), or why they cannot be read. A leaf with no
 /// SCT list extension gives an empty list.
-pub fn embedded(leaf: &[u8]) -> Result<(Vec<Sct>, Vec<u8>), String> {
-    let (list, tbs) = split_tbs(leaf)
-        .map_err(|e| format!("the signing certificate cannot be read for its SCTs: {e}"))?;
+pub fn embedded(leaf: &[u8]) -> Result<(Vec<Sct>, Vec<u8>), SctError> {
+    let (list, tbs) = split_tbs(leaf)?;
     let scts = match list {
         None => Vec::new(),
-        Some(bytes) => parse_list(&bytes)?,
+        Some(value) => parse_list(value.as_bytes())?,
     };
     Ok((scts, tbs))
 }
@@ -72,84 +176,67 @@ pub fn verify(
     leaf: &[u8],
     ca: &CertificateAuthority,
     ctlogs: &[TransparencyLog],
-) -> Result<(), String> {
+) -> Result<(), SctError> {
     if ctlogs.is_empty() {
-        return Err(
-            "the trusted root names no certificate transparency log (`ctlogs`), so the certificate's SCT cannot be checked; a certificate without a verified SCT is refused, as Sigstore clients refuse it"
-                .into(),
-        );
+        return Err(SctError::NoCtLogs);
     }
     let (scts, tbs) = embedded(leaf)?;
     if scts.is_empty() {
-        return Err(
-            "the signing certificate carries no SCT (no embedded SCT list, extension 1.3.6.1.4.1.11129.2.4.2): its issuance was never logged to certificate transparency"
-                .into(),
-        );
+        return Err(SctError::NoSct);
     }
     let issuer_key_hash: [u8; 32] = Sha256::digest(issuer_spki(leaf, ca)?).into();
     let b64 = base64::engine::general_purpose::STANDARD;
-    let mut reasons = Vec::new();
-    for (i, sct) in scts.iter().enumerate() {
-        let why = if sct.version != 0 {
-            format!("version {} (only v1 is read)", u16::from(sct.version) + 1)
-        } else if let Some(log) = ctlogs.iter().find(|l| l.log_id == sct.log_id) {
+    let mut refusals = Vec::new();
+    for (index, sct) in scts.iter().enumerate() {
+        let why = if let Some(log) = ctlogs.iter().find(|l| l.log_id == sct.log_id) {
             let at_ms = i64::try_from(sct.timestamp_ms).unwrap_or(i64::MAX);
             if !log.valid.contains_ms(at_ms) {
-                format!(
-                    "dated {} but the CT log's key ({}) is {}",
-                    crate::clock::rfc3339(at_ms.div_euclid(1000)),
-                    log.name,
-                    log.valid
-                )
+                SctRefusal::OutsideValidity {
+                    at_ms,
+                    log: log.name.clone(),
+                    valid: log.valid,
+                }
             } else {
                 match &log.key {
-                    Err(e) => format!("CT log {}: {e}", log.name),
+                    Err(e) => SctRefusal::Key {
+                        log: log.name.clone(),
+                        why: e.clone(),
+                    },
                     Ok(key) => {
                         let message = signed_struct(sct, &issuer_key_hash, &tbs)?;
-                        let algorithms = algorithms(sct.hash_alg, sct.sig_alg);
+                        let algorithms = algorithms(&sct.hash_alg, &sct.sig_alg);
                         if algorithms.is_empty() {
-                            format!(
-                                "its signature algorithm (hash {}, signature {}) is not one read (ECDSA or RSA with SHA-256, Ed25519)",
+                            SctRefusal::Algorithm(format!(
+                                "hash {:?}, signature {:?}",
                                 sct.hash_alg, sct.sig_alg
-                            )
+                            ))
                         } else if key.verifies_with(algorithms, &message, &sct.signature) {
                             return Ok(());
                         } else {
-                            format!(
-                                "its signature is not CT log {}'s over this certificate's precertificate",
-                                log.name
-                            )
+                            SctRefusal::NotSigned(log.name.clone())
                         }
                     }
                 }
             }
         } else {
-            format!(
-                "from a CT log the trusted root does not name (log id {})",
-                b64.encode(sct.log_id)
-            )
+            SctRefusal::UnknownLog(b64.encode(sct.log_id))
         };
-        reasons.push(format!("SCT {i}: {why}"));
+        refusals.push(Refused { index, why });
     }
-    Err(format!(
-        "no SCT of the signing certificate verifies with a CT log of the trusted root: {}",
-        reasons.join("; ")
-    ))
+    Err(SctError::NoneVerifies(refusals))
 }
 
 /// The signature algorithms an SCT's `(hash, signature)` names; the key's
 /// own type must match too (webpki refuses one of another key type).
 fn algorithms(
-    hash: u8,
-    sig: u8,
+    hash: &HashAlgorithm,
+    sig: &SignatureAlgorithm,
 ) -> &'static [&'static dyn rustls_pki_types::SignatureVerificationAlgorithm] {
     match (hash, sig) {
-        // sha256(4), ecdsa(3)
-        (4, 3) => ECDSA_SHA256,
-        // sha256(4), rsa(1)
-        (4, 1) => RSA_SHA256,
+        (HashAlgorithm::Sha256, SignatureAlgorithm::Ecdsa) => ECDSA_SHA256,
+        (HashAlgorithm::Sha256, SignatureAlgorithm::Rsa) => RSA_SHA256,
         // intrinsic(8), ed25519(7) (RFC 8422 §5.1.3)
-        (8, 7) => ED25519,
+        (HashAlgorithm::Intrinsic, SignatureAlgorithm::Ed25519) => ED25519,
         _ => &[],
     }
 }
@@ -163,13 +250,13 @@ static RSA_SHA256: &[&dyn rustls_pki_types::SignatureVerificationAlgorithm] =
 static ED25519: &[&dyn rustls_pki_types::SignatureVerificationAlgorithm] = &[webpki::ring::ED25519];
 
 /// RFC 6962 §3.2: what the log signed for a precertificate entry.
-fn signed_struct(sct: &Sct, issuer_key_hash: &[u8; 32], tbs: &[u8]) -> Result<Vec<u8>, String> {
+fn signed_struct(sct: &Sct, issuer_key_hash: &[u8; 32], tbs: &[u8]) -> Result<Vec<u8>, SctError> {
     let tbs_len = u32::try_from(tbs.len())
         .ok()
         .filter(|n| *n < 1 << 24)
-        .ok_or("the precertificate is larger than 2^24 bytes")?;
+        .ok_or(SctError::PrecertificateTooLarge)?;
     let mut m = Vec::with_capacity(tbs.len() + sct.extensions.len() + 64);
-    m.push(sct.version);
+    m.push(0); // version: v1 (the only one x509-cert reads)
     m.push(0); // signature_type: certificate_timestamp
     m.extend_from_slice(&sct.timestamp_ms.to_be_bytes());
     m.extend_from_slice(&1u16.to_be_bytes()); // entry_type: precert_entry
@@ -182,205 +269,111 @@ fn signed_struct(sct: &Sct, issuer_key_hash: &[u8; 32], tbs: &[u8]) -> Result<Ve
     Ok(m)
 }
 
-/// A TLS-encoding reader over an SCT list (big-endian, length-prefixed).
-struct Tls<'a> {
-    bytes: &'a [u8],
-}
-
-impl<'a> Tls<'a> {
-    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], String> {
-        if self.bytes.len() < n {
-            return Err(format!("the SCT list is cut short in {what}"));
-        }
-        let (head, rest) = self.bytes.split_at(n);
-        self.bytes = rest;
-        Ok(head)
-    }
-
-    fn u16(&mut self, what: &str) -> Result<usize, String> {
-        let b = self.take(2, what)?;
-        Ok(usize::from(u16::from_be_bytes([b[0], b[1]])))
-    }
-
-    fn u8(&mut self, what: &str) -> Result<u8, String> {
-        Ok(self.take(1, what)?[0])
-    }
-}
-
 /// Parse the SCT list extension's value (a DER OCTET STRING holding the
 /// TLS-encoded `SignedCertificateTimestampList`, RFC 6962 §3.3).
-pub fn parse_list(ext_value: &[u8]) -> Result<Vec<Sct>, String> {
-    let corrupt = |why: String| format!("the certificate's SCT list is corrupt: {why}");
-    let inner = AnyRef::try_from(ext_value)
-        .ok()
-        .filter(|v| v.tag() == der::Tag::OctetString)
-        .ok_or_else(|| corrupt("its extension does not hold a DER OCTET STRING".into()))?;
-    let bytes = inner.value();
+pub fn parse_list(ext_value: &[u8]) -> Result<Vec<Sct>, SctError> {
+    let corrupt = SctError::Corrupt;
+    let list = SignedCertificateTimestampList::from_der(ext_value)
+        .map_err(|_| corrupt(Corruption::NotOctetString))?;
+    let bytes = AsRef::<OctetString>::as_ref(&list).as_bytes();
     if bytes.len() > KEYLESS_MAX_SCT_LIST_BYTES {
-        return Err(format!(
-            "the certificate's SCT list is {} bytes; at most {KEYLESS_MAX_SCT_LIST_BYTES} are read (an SCT is about 120)",
-            bytes.len()
-        ));
+        return Err(SctError::TooLarge(bytes.len()));
     }
-    let mut r = Tls { bytes };
-    let total = r.u16("its length").map_err(corrupt)?;
-    if total != r.bytes.len() {
-        return Err(corrupt(format!(
-            "it says {total} bytes but holds {}",
-            r.bytes.len()
-        )));
+    // The list's own length, said apart for the refusal (x509-cert calls
+    // both a short and a long list "trailing data" or "end of stream").
+    let [hi, lo, rest @ ..] = bytes else {
+        return Err(corrupt(Corruption::NoLength));
+    };
+    let said = usize::from(u16::from_be_bytes([*hi, *lo]));
+    if said != rest.len() {
+        return Err(corrupt(Corruption::Length {
+            said,
+            holds: rest.len(),
+        }));
     }
-    let mut out = Vec::new();
-    while !r.bytes.is_empty() {
-        if out.len() == KEYLESS_MAX_SCTS {
-            return Err(format!(
-                "the certificate carries more than {KEYLESS_MAX_SCTS} SCTs; at most {KEYLESS_MAX_SCTS} are read (Fulcio embeds one)"
-            ));
+    let serialized = list
+        .parse_timestamps()
+        .map_err(|e| corrupt(Corruption::List(e)))?;
+    if serialized.len() > KEYLESS_MAX_SCTS {
+        return Err(SctError::TooMany);
+    }
+    if serialized.is_empty() {
+        return Err(corrupt(Corruption::Empty));
+    }
+    let mut out = Vec::with_capacity(serialized.len());
+    for (index, one) in serialized.iter().enumerate() {
+        let sct: SignedCertificateTimestamp = one
+            .parse_timestamp()
+            .map_err(|why| corrupt(Corruption::Sct { index, why }))?;
+        let extensions = sct.extensions.as_slice();
+        if extensions.len() > KEYLESS_MAX_SCT_EXTENSIONS_BYTES {
+            return Err(corrupt(Corruption::Extensions {
+                index,
+                len: extensions.len(),
+            }));
         }
-        let n = r.u16("an SCT's length").map_err(corrupt)?;
-        let one = r.take(n, "an SCT").map_err(corrupt)?;
-        out.push(parse_sct(one).map_err(|e| corrupt(format!("SCT {}: {e}", out.len())))?);
-    }
-    if out.is_empty() {
-        return Err(corrupt("it holds no SCT".into()));
+        out.push(Sct {
+            log_id: sct.log_id.key_id,
+            timestamp_ms: sct.timestamp,
+            extensions: extensions.to_vec(),
+            hash_alg: sct.signature.algorithm.hash,
+            sig_alg: sct.signature.algorithm.signature,
+            signature: sct.signature.signature.as_slice().to_vec(),
+        });
     }
     Ok(out)
 }
 
-fn parse_sct(bytes: &[u8]) -> Result<Sct, String> {
-    let mut r = Tls { bytes };
-    let version = r.u8("the version")?;
-    let log_id: [u8; 32] = r.take(32, "the log id")?.try_into().expect("32 bytes");
-    let t = r.take(8, "the timestamp")?;
-    let timestamp_ms = u64::from_be_bytes(t.try_into().expect("8 bytes"));
-    let n = r.u16("the extensions' length")?;
-    if n > KEYLESS_MAX_SCT_EXTENSIONS_BYTES {
-        return Err(format!(
-            "its extensions are {n} bytes; at most {KEYLESS_MAX_SCT_EXTENSIONS_BYTES} are read"
-        ));
-    }
-    let extensions = r.take(n, "the extensions")?.to_vec();
-    let hash_alg = r.u8("the hash algorithm")?;
-    let sig_alg = r.u8("the signature algorithm")?;
-    let n = r.u16("the signature's length")?;
-    let signature = r.take(n, "the signature")?.to_vec();
-    if !r.bytes.is_empty() {
-        return Err(format!("{} bytes follow its signature", r.bytes.len()));
-    }
-    Ok(Sct {
-        version,
-        log_id,
-        timestamp_ms,
-        extensions,
-        hash_alg,
-        sig_alg,
-        signature,
-    })
-}
-
 /// The leaf's SCT list extension value (if any) and its TBSCertificate
 /// without that extension, re-encoded (the precertificate's TBS).
-fn split_tbs(leaf: &[u8]) -> Result<(Option<Vec<u8>>, Vec<u8>), der::Error> {
-    let cert = AnyRef::try_from(leaf)?;
-    let tbs = items(cert.value())?
-        .into_iter()
-        .next()
-        .ok_or(der::ErrorKind::Incomplete {
-            expected_len: 1u8.into(),
-            actual_len: 0u8.into(),
-        })?;
+fn split_tbs(leaf: &[u8]) -> Result<(Option<OctetString>, Vec<u8>), SctError> {
+    use const_oid::AssociatedOid as _;
+    let cert = Certificate::from_der(leaf).map_err(SctError::Unreadable)?;
+    let mut tbs = cert.tbs_certificate;
     let mut list = None;
-    let mut fields = Vec::new();
-    for field in items(tbs.value())? {
-        // [3] EXPLICIT Extensions
-        if u8::from(field.tag()) != 0xa3 {
-            fields.extend(field.to_der()?);
-            continue;
-        }
-        let extensions = AnyRef::try_from(field.value())?;
-        let mut kept = Vec::new();
-        for ext in items(extensions.value())? {
-            let parts = items(ext.value())?;
-            let is_sct = parts.first().is_some_and(|oid| {
-                oid.tag() == der::Tag::ObjectIdentifier && oid.value() == OID_SCT_LIST
-            });
-            match parts.last() {
-                Some(value) if is_sct && value.tag() == der::Tag::OctetString => {
-                    if list.is_some() {
-                        // Two SCT lists: ambiguous, refuse.
-                        return Err(der::ErrorKind::Value {
-                            tag: der::Tag::OctetString,
-                        }
-                        .into());
-                    }
-                    list = Some(value.value().to_vec());
-                }
-                _ => kept.extend(ext.to_der()?),
+    if let Some(extensions) = tbs.extensions.take() {
+        let mut kept = Vec::with_capacity(extensions.len());
+        for ext in extensions {
+            if ext.extn_id != SignedCertificateTimestampList::OID {
+                kept.push(ext);
+            } else if list.replace(ext.extn_value).is_some() {
+                // Two SCT lists: ambiguous, refuse.
+                return Err(SctError::TwoLists);
             }
         }
-        if !kept.is_empty() {
-            fields.extend(tlv(0xa3, &tlv(0x30, &kept)));
-        }
+        tbs.extensions = (!kept.is_empty()).then_some(kept);
     }
-    Ok((list, tlv(0x30, &fields)))
+    let tbs = tbs.to_der().map_err(SctError::Unreadable)?;
+    Ok((list, tbs))
 }
 
 /// The SubjectPublicKeyInfo (DER) of the certificate of `ca` that issued
 /// `leaf`: the one whose subject is the leaf's issuer.
-fn issuer_spki(leaf: &[u8], ca: &CertificateAuthority) -> Result<Vec<u8>, String> {
-    let bad = |e: der::Error| format!("a certificate cannot be read for its SCT check: {e}");
-    let issuer = tbs_field(leaf, 3).map_err(bad)?;
+fn issuer_spki(leaf: &[u8], ca: &CertificateAuthority) -> Result<Vec<u8>, SctError> {
+    let read = |der: &[u8]| Certificate::from_der(der).map_err(SctError::CertificateUnreadable);
+    let leaf = read(leaf)?;
     for cert in &ca.chain {
-        if tbs_field(cert, 5).map_err(bad)? == issuer {
-            return tbs_field(cert, 6).map_err(bad);
+        let cert = read(cert)?.tbs_certificate;
+        if cert.subject == leaf.tbs_certificate.issuer {
+            return cert
+                .subject_public_key_info
+                .to_der()
+                .map_err(SctError::CertificateUnreadable);
         }
     }
-    Err(format!(
-        "the signing certificate's issuer is not a certificate of CA {}, so its SCT cannot be checked",
-        ca.name
-    ))
-}
-
-/// The DER of a TBSCertificate field by its index after the optional
-/// `[0] version`: 1 serial, 2 signature, 3 issuer, 4 validity, 5 subject,
-/// 6 subjectPublicKeyInfo.
-fn tbs_field(cert: &[u8], index: usize) -> Result<Vec<u8>, der::Error> {
-    let cert = AnyRef::try_from(cert)?;
-    let missing = || -> der::Error {
-        der::ErrorKind::Incomplete {
-            expected_len: 1u8.into(),
-            actual_len: 0u8.into(),
-        }
-        .into()
-    };
-    let tbs = items(cert.value())?
-        .into_iter()
-        .next()
-        .ok_or_else(missing)?;
-    let fields = items(tbs.value())?;
-    let skip = usize::from(fields.first().is_some_and(|f| u8::from(f.tag()) == 0xa0));
-    fields.get(skip + index - 1).ok_or_else(missing)?.to_der()
-}
-
-/// A DER TLV: `tag`, the definite length, `content`.
-fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
-    let mut out = vec![tag];
-    let n = content.len();
-    if n < 0x80 {
-        out.push(n as u8);
-    } else {
-        let bytes = n.to_be_bytes();
-        let skip = bytes.iter().take_while(|b| **b == 0).count();
-        out.push(0x80 | (bytes.len() - skip) as u8);
-        out.extend_from_slice(&bytes[skip..]);
-    }
-    out.extend_from_slice(content);
-    out
+    Err(SctError::IssuerNotInCa(ca.name.clone()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A DER value of `tag` holding `content` (a test's fixture).
+    fn tlv(tag: der::Tag, content: &[u8]) -> Vec<u8> {
+        der::asn1::AnyRef::new(tag, content)
+            .and_then(|v| v.to_der())
+            .unwrap()
+    }
 
     fn sct_bytes(ext_len: usize, sig_len: usize) -> Vec<u8> {
         let mut s = vec![0u8];
@@ -402,7 +395,7 @@ mod tests {
         }
         let mut tls = (body.len() as u16).to_be_bytes().to_vec();
         tls.extend(body);
-        tlv(0x04, &tls)
+        tlv(der::Tag::OctetString, &tls)
     }
 
     #[test]
@@ -411,11 +404,12 @@ mod tests {
         assert_eq!(scts.len(), 2);
         assert_eq!(scts[0].extensions, vec![1u8; 5]);
         assert_eq!(scts[0].timestamp_ms, 1_700_000_000_000);
-        assert_eq!((scts[1].hash_alg, scts[1].sig_alg), (4, 3));
+        assert_eq!(scts[1].hash_alg, HashAlgorithm::Sha256);
+        assert_eq!(scts[1].sig_alg, SignatureAlgorithm::Ecdsa);
         assert_eq!(scts[1].signature.len(), 71);
 
         let many = vec![sct_bytes(0, 70); KEYLESS_MAX_SCTS + 1];
-        let e = parse_list(&list(&many)).unwrap_err();
+        let e = parse_list(&list(&many)).unwrap_err().to_string();
         assert!(
             e.contains(&format!("more than {KEYLESS_MAX_SCTS} SCTs")),
             "{e}"
@@ -426,10 +420,13 @@ mod tests {
             KEYLESS_MAX_SCT_EXTENSIONS_BYTES + 1,
             70,
         )]))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("its extensions are"), "{e}");
 
-        let e = parse_list(&list(&vec![sct_bytes(200, 70); 16])).unwrap_err();
+        let e = parse_list(&list(&vec![sct_bytes(200, 70); 16]))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains(&format!("at most {KEYLESS_MAX_SCT_LIST_BYTES} are read")),
             "{e}"
@@ -448,7 +445,7 @@ mod tests {
                 b[3] ^= 1;
                 b
             },
-            tlv(0x30, &good[2..]),
+            tlv(der::Tag::Sequence, &good[2..]),
             list(&[]),
             list(&[{
                 let mut s = sct_bytes(0, 70);
@@ -456,15 +453,8 @@ mod tests {
                 s
             }]),
         ] {
-            let e = parse_list(&bad).unwrap_err();
+            let e = parse_list(&bad).unwrap_err().to_string();
             assert!(e.contains("SCT list is corrupt"), "{e}");
         }
-    }
-
-    #[test]
-    fn der_lengths() {
-        assert_eq!(tlv(0x04, &[]), vec![0x04, 0]);
-        assert_eq!(&tlv(0x04, &[0; 0x80])[..3], &[0x04, 0x81, 0x80]);
-        assert_eq!(&tlv(0x04, &[0; 0x1234])[..4], &[0x04, 0x82, 0x12, 0x34]);
     }
 }

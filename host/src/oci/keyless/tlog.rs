@@ -33,37 +33,124 @@ use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
 use super::bundle::{Proof, TlogEntry, hex};
-use super::root::TransparencyLog;
+use super::root::{TransparencyLog, UnusableKey};
+
+/// Why a log entry does not vouch for this signature.
+#[derive(Debug, thiserror::Error)]
+pub enum TlogError {
+    #[error("the log entry is from a transparency log the trusted root does not name (logId {0})")]
+    UnknownLog(String),
+    #[error("the log entry has no signed entry timestamp")]
+    NoSet,
+    #[error("the log entry has no integratedTime")]
+    NoIntegratedTime,
+    #[error("log {log}: {why}")]
+    Key { log: String, why: UnusableKey },
+    #[error(
+        "the signed entry timestamp is not the log's signature ({0}) over this entry (its body, integratedTime, logID and logIndex)"
+    )]
+    BadSet(String),
+    #[error("the inclusion proof has no checkpoint")]
+    NoCheckpoint,
+    #[error(
+        "the inclusion proof does not lead to its rootHash (a proof hash or the entry was altered)"
+    )]
+    ProofMismatch,
+    #[error(
+        "the checkpoint is for another tree (size {size}) than the inclusion proof (size {proof_size}, or another root hash)"
+    )]
+    OtherTree { size: u64, proof_size: u64 },
+    #[error(transparent)]
+    Proof(#[from] ProofError),
+    #[error("the checkpoint is not a signed note (no blank line before its signatures)")]
+    NotSignedNote,
+    #[error("the checkpoint has no origin")]
+    NoOrigin,
+    #[error("the checkpoint has no tree size on its second line (is its origin line missing?)")]
+    NoTreeSize,
+    #[error("the checkpoint has no root hash on its third line")]
+    NoRootHash,
+    #[error("a checkpoint signature line does not start with an em dash")]
+    NoEmDash,
+    #[error("the checkpoint's signature by {0} does not verify")]
+    BadCheckpointSignature(String),
+    #[error("the checkpoint carries no signature by {0} (no key hint matches)")]
+    NoCheckpointSignature(String),
+    #[error("the log entry's body is not JSON: {0}")]
+    BodyNotJson(serde_json::Error),
+    #[error(
+        "the log entry says it is {entry_kind} {entry_version} but its body is {kind} {version}"
+    )]
+    KindMismatch {
+        entry_kind: String,
+        entry_version: String,
+        kind: String,
+        version: String,
+    },
+    #[error(
+        "the log entry is a {kind:?} {version:?}; a message signature is verified against a hashedrekord 0.0.1 (Rekor v1) or 0.0.2 (Rekor v2) entry"
+    )]
+    NotMessageKind { kind: String, version: String },
+    #[error(
+        "the log entry is a {kind:?} {version:?}; a DSSE envelope is verified against a dsse 0.0.1 or intoto 0.0.2 entry (Rekor v1) or a dsse or hashedrekord 0.0.2 one (Rekor v2)"
+    )]
+    NotDsseKind { kind: String, version: String },
+    /// `logged` is the algorithm and digest the entry records.
+    #[error("the log entry is for another {what} ({logged}), not this one (sha256 {digest})")]
+    OtherDigest {
+        what: &'static str,
+        logged: String,
+        digest: String,
+    },
+    #[error(
+        "the log entry is for another DSSE payload ({logged}), not this envelope's (sha256 {payload})"
+    )]
+    OtherPayload { logged: String, payload: String },
+    #[error("the log entry records another signature than the bundle's")]
+    OtherSignature,
+    #[error("the log entry records another DSSE signature than the envelope's")]
+    OtherDsseSignature,
+    #[error("the log entry records another {0} than the bundle's")]
+    OtherSigner(&'static str),
+    #[error("the log entry records another verifier than the bundle's {0}")]
+    OtherVerifier(&'static str),
+    #[error("the log entry records no DSSE signatures")]
+    NoDsseSignatures,
+    #[error("the log entry records {0} DSSE signatures; the envelope has one")]
+    DsseSignatureCount(usize),
+}
+
+/// Why an inclusion proof gives no root.
+#[derive(Debug, thiserror::Error)]
+pub enum ProofError {
+    #[error("the inclusion proof's index {index} is not below its tree size {size}")]
+    IndexNotBelow { index: u64, size: u64 },
+    #[error("an inclusion proof hash is not 32 bytes")]
+    HashLength,
+    #[error("the inclusion proof has more hashes than the tree is deep")]
+    TooManyHashes,
+    #[error("the inclusion proof has fewer hashes than the tree is deep")]
+    TooFewHashes,
+}
 
 /// The log `entry` names, valid at `at` (seconds), if the trusted root has it.
 pub fn log_for<'a>(
     logs: &'a [TransparencyLog],
     entry: &TlogEntry,
-) -> Result<&'a TransparencyLog, String> {
+) -> Result<&'a TransparencyLog, TlogError> {
     logs.iter()
         .find(|l| l.log_id == entry.log_id)
         .ok_or_else(|| {
             let b64 = base64::engine::general_purpose::STANDARD;
-            format!(
-                "the log entry is from a transparency log the trusted root does not name (logId {})",
-                b64.encode(&entry.log_id)
-            )
+            TlogError::UnknownLog(b64.encode(&entry.log_id))
         })
 }
 
 /// Check the SET of `entry` with `log`'s key.
-pub fn verify_set(log: &TransparencyLog, entry: &TlogEntry) -> Result<(), String> {
-    let set = entry
-        .set
-        .as_ref()
-        .ok_or("the log entry has no signed entry timestamp")?;
-    let time = entry
-        .integrated_time
-        .ok_or("the log entry has no integratedTime")?;
-    let key = log
-        .key
-        .as_ref()
-        .map_err(|e| format!("log {}: {e}", log.name))?;
+pub fn verify_set(log: &TransparencyLog, entry: &TlogEntry) -> Result<(), TlogError> {
+    let set = entry.set.as_ref().ok_or(TlogError::NoSet)?;
+    let time = entry.integrated_time.ok_or(TlogError::NoIntegratedTime)?;
+    let key = log_key(log)?;
     let canonical = format!(
         r#"{{"body":"{}","integratedTime":{},"logID":"{}","logIndex":{}}}"#,
         entry.body_b64,
@@ -72,34 +159,37 @@ pub fn verify_set(log: &TransparencyLog, entry: &TlogEntry) -> Result<(), String
         entry.log_index
     );
     if !key.verifies(canonical.as_bytes(), set) {
-        return Err(format!(
-            "the signed entry timestamp is not the log's signature ({}) over this entry (its body, integratedTime, logID and logIndex)",
-            log.name
-        ));
+        return Err(TlogError::BadSet(log.name.clone()));
     }
     Ok(())
 }
 
+/// The log's key, or why it cannot be used.
+fn log_key(log: &TransparencyLog) -> Result<&super::root::LogKey, TlogError> {
+    log.key.as_ref().map_err(|why| TlogError::Key {
+        log: log.name.clone(),
+        why: why.clone(),
+    })
+}
+
 /// Check an inclusion proof and its checkpoint for `body`.
-pub fn verify_inclusion(log: &TransparencyLog, proof: &Proof, body: &[u8]) -> Result<(), String> {
-    let checkpoint = proof
-        .checkpoint
-        .as_deref()
-        .ok_or("the inclusion proof has no checkpoint")?;
+pub fn verify_inclusion(
+    log: &TransparencyLog,
+    proof: &Proof,
+    body: &[u8],
+) -> Result<(), TlogError> {
+    let checkpoint = proof.checkpoint.as_deref().ok_or(TlogError::NoCheckpoint)?;
     let leaf = hash_leaf(body);
     let root = root_from_proof(proof.index, proof.tree_size, leaf, &proof.hashes)?;
     if root.as_slice() != proof.root_hash.as_slice() {
-        return Err(
-            "the inclusion proof does not lead to its rootHash (a proof hash or the entry was altered)"
-                .into(),
-        );
+        return Err(TlogError::ProofMismatch);
     }
     let (size, root_hash) = verify_checkpoint(log, checkpoint)?;
     if size != proof.tree_size || root_hash != proof.root_hash {
-        return Err(format!(
-            "the checkpoint is for another tree (size {size}) than the inclusion proof (size {}, or another root hash)",
-            proof.tree_size
-        ));
+        return Err(TlogError::OtherTree {
+            size,
+            proof_size: proof.tree_size,
+        });
     }
     Ok(())
 }
@@ -125,20 +215,18 @@ pub fn root_from_proof(
     size: u64,
     leaf: [u8; 32],
     proof: &[Vec<u8>],
-) -> Result<[u8; 32], String> {
+) -> Result<[u8; 32], ProofError> {
     if index >= size {
-        return Err(format!(
-            "the inclusion proof's index {index} is not below its tree size {size}"
-        ));
+        return Err(ProofError::IndexNotBelow { index, size });
     }
     let (mut f, mut s) = (index, size - 1);
     let mut r = leaf;
     for p in proof {
         if p.len() != 32 {
-            return Err("an inclusion proof hash is not 32 bytes".into());
+            return Err(ProofError::HashLength);
         }
         if s == 0 {
-            return Err("the inclusion proof has more hashes than the tree is deep".into());
+            return Err(ProofError::TooManyHashes);
         }
         if f & 1 == 1 || f == s {
             r = hash_children(p, &r);
@@ -155,35 +243,31 @@ pub fn root_from_proof(
         s >>= 1;
     }
     if s != 0 {
-        return Err("the inclusion proof has fewer hashes than the tree is deep".into());
+        return Err(ProofError::TooFewHashes);
     }
     Ok(r)
 }
 
 /// Verify a checkpoint's signature by `log`; its tree size and root hash.
-fn verify_checkpoint(log: &TransparencyLog, note: &str) -> Result<(u64, Vec<u8>), String> {
+fn verify_checkpoint(log: &TransparencyLog, note: &str) -> Result<(u64, Vec<u8>), TlogError> {
     let b64 = base64::engine::general_purpose::STANDARD;
-    let (text, signatures) = note
-        .split_once("\n\n")
-        .ok_or("the checkpoint is not a signed note (no blank line before its signatures)")?;
+    let (text, signatures) = note.split_once("\n\n").ok_or(TlogError::NotSignedNote)?;
     let text = format!("{text}\n");
     let mut lines = text.lines();
     let _origin = lines
         .next()
         .filter(|o| !o.is_empty())
-        .ok_or("the checkpoint has no origin")?;
-    let size: u64 = lines.next().and_then(|l| l.parse().ok()).ok_or(
-        "the checkpoint has no tree size on its second line (is its origin line missing?)",
-    )?;
+        .ok_or(TlogError::NoOrigin)?;
+    let size: u64 = lines
+        .next()
+        .and_then(|l| l.parse().ok())
+        .ok_or(TlogError::NoTreeSize)?;
     let root = lines
         .next()
         .and_then(|l| b64.decode(l).ok())
         .filter(|r| r.len() == 32)
-        .ok_or("the checkpoint has no root hash on its third line")?;
-    let key = log
-        .key
-        .as_ref()
-        .map_err(|e| format!("log {}: {e}", log.name))?;
+        .ok_or(TlogError::NoRootHash)?;
+    let key = log_key(log)?;
     let hint = log.log_id.get(..4).unwrap_or_default();
     let mut found = false;
     for line in signatures
@@ -192,7 +276,7 @@ fn verify_checkpoint(log: &TransparencyLog, note: &str) -> Result<(u64, Vec<u8>)
         .take(crate::budgets::KEYLESS_MAX_CHECKPOINT_SIGNATURES)
     {
         let Some(rest) = line.strip_prefix("\u{2014} ") else {
-            return Err("a checkpoint signature line does not start with an em dash".into());
+            return Err(TlogError::NoEmDash);
         };
         let Some((_name, sig)) = rest.rsplit_once(' ') else {
             continue;
@@ -209,12 +293,9 @@ fn verify_checkpoint(log: &TransparencyLog, note: &str) -> Result<(u64, Vec<u8>)
         }
     }
     Err(if found {
-        format!("the checkpoint's signature by {} does not verify", log.name)
+        TlogError::BadCheckpointSignature(log.name.clone())
     } else {
-        format!(
-            "the checkpoint carries no signature by {} (no key hint matches)",
-            log.name
-        )
+        TlogError::NoCheckpointSignature(log.name.clone())
     })
 }
 
@@ -226,7 +307,7 @@ pub fn check_body(
     signer: Signer<'_>,
     signature: &[u8],
     digest: &[u8],
-) -> Result<(), String> {
+) -> Result<(), TlogError> {
     let v = parsed_body(entry)?;
     let (kind, version) = kind_version(&v);
     same_kind(entry, kind, version)?;
@@ -235,19 +316,22 @@ pub fn check_body(
         ("hashedrekord", "0.0.2") => {
             check_hashedrekord_v2(&v, signer, signature, digest, "artifact")
         }
-        _ => Err(format!(
-            "the log entry is a {kind:?} {version:?}; a message signature is verified against a hashedrekord 0.0.1 (Rekor v1) or 0.0.2 (Rekor v2) entry"
-        )),
+        _ => Err(TlogError::NotMessageKind {
+            kind: kind.to_string(),
+            version: version.to_string(),
+        }),
     }
 }
 
 /// The entry's `kindVersion` must be what its body says it is.
-fn same_kind(entry: &TlogEntry, kind: &str, version: &str) -> Result<(), String> {
+fn same_kind(entry: &TlogEntry, kind: &str, version: &str) -> Result<(), TlogError> {
     if entry.kind != kind || entry.version != version {
-        return Err(format!(
-            "the log entry says it is {} {} but its body is {kind} {version}",
-            entry.kind, entry.version
-        ));
+        return Err(TlogError::KindMismatch {
+            entry_kind: entry.kind.clone(),
+            entry_version: entry.version.clone(),
+            kind: kind.to_string(),
+            version: version.to_string(),
+        });
     }
     Ok(())
 }
@@ -257,25 +341,25 @@ fn check_hashedrekord_v1(
     signer: Signer<'_>,
     signature: &[u8],
     digest: &[u8],
-) -> Result<(), String> {
+) -> Result<(), TlogError> {
     if spec["data"]["hash"]["algorithm"] != "sha256"
         || spec["data"]["hash"]["value"].as_str() != Some(hex(digest).as_str())
     {
-        return Err(format!(
-            "the log entry is for another artifact (sha256 {}), not this one (sha256 {})",
-            spec["data"]["hash"]["value"].as_str().unwrap_or("?"),
-            hex(digest)
-        ));
+        return Err(TlogError::OtherDigest {
+            what: "artifact",
+            logged: format!(
+                "sha256 {}",
+                spec["data"]["hash"]["value"].as_str().unwrap_or("?")
+            ),
+            digest: hex(digest),
+        });
     }
     let logged_sig = decoded(&spec["signature"]["content"]).unwrap_or_default();
     if logged_sig != signature {
-        return Err("the log entry records another signature than the bundle's".into());
+        return Err(TlogError::OtherSignature);
     }
     if !signer.is_in(&spec["signature"]["publicKey"]["content"]) {
-        return Err(format!(
-            "the log entry records another {} than the bundle's",
-            signer.what()
-        ));
+        return Err(TlogError::OtherSigner(signer.what()));
     }
     Ok(())
 }
@@ -290,32 +374,32 @@ fn check_hashedrekord_v2(
     signer: Signer<'_>,
     signature: &[u8],
     digest: &[u8],
-    what: &str,
-) -> Result<(), String> {
+    what: &'static str,
+) -> Result<(), TlogError> {
     let spec = &body["spec"]["hashedRekordV002"];
     let data = &spec["data"];
     let logged = decoded(&data["digest"]);
     if data["algorithm"] != "SHA2_256" || logged.as_deref() != Some(digest) {
-        return Err(format!(
-            "the log entry is for another {what} ({} {}), not this one (sha256 {})",
-            data["algorithm"].as_str().unwrap_or("?"),
-            logged.map(|d| hex(&d)).unwrap_or_else(|| "?".into()),
-            hex(digest)
-        ));
+        return Err(TlogError::OtherDigest {
+            what,
+            logged: format!(
+                "{} {}",
+                data["algorithm"].as_str().unwrap_or("?"),
+                logged.map(|d| hex(&d)).unwrap_or_else(|| "?".into())
+            ),
+            digest: hex(digest),
+        });
     }
     let logged_sig = decoded(&spec["signature"]["content"]).unwrap_or_default();
     if logged_sig != signature {
         return Err(if what == "artifact" {
-            "the log entry records another signature than the bundle's".into()
+            TlogError::OtherSignature
         } else {
-            "the log entry records another DSSE signature than the envelope's".into()
+            TlogError::OtherDsseSignature
         });
     }
     if !signer.is_verifier(&spec["signature"]["verifier"]) {
-        return Err(format!(
-            "the log entry records another {} than the bundle's",
-            signer.what()
-        ));
+        return Err(TlogError::OtherSigner(signer.what()));
     }
     Ok(())
 }
@@ -328,9 +412,8 @@ fn decoded(field: &serde_json::Value) -> Option<Vec<u8>> {
 }
 
 /// The entry's canonicalized body, parsed.
-fn parsed_body(entry: &TlogEntry) -> Result<serde_json::Value, String> {
-    serde_json::from_slice(&entry.body)
-        .map_err(|e| format!("the log entry's body is not JSON: {e}"))
+fn parsed_body(entry: &TlogEntry) -> Result<serde_json::Value, TlogError> {
+    serde_json::from_slice(&entry.body).map_err(TlogError::BodyNotJson)
 }
 
 /// A parsed body's `kind` and `apiVersion` (empty when absent).
@@ -402,7 +485,7 @@ pub fn check_dsse_body(
     signer: Signer<'_>,
     signature: &[u8],
     dsse: &super::bundle::Dsse,
-) -> Result<(), String> {
+) -> Result<(), TlogError> {
     let b64 = base64::engine::general_purpose::STANDARD;
     let v = parsed_body(entry)?;
     let (kind, version) = kind_version(&v);
@@ -432,26 +515,22 @@ pub fn check_dsse_body(
             true,
         ),
         _ => {
-            return Err(format!(
-                "the log entry is a {kind:?} {version:?}; a DSSE envelope is verified against a dsse 0.0.1 or intoto 0.0.2 entry (Rekor v1) or a dsse or hashedrekord 0.0.2 one (Rekor v2)"
-            ));
+            return Err(TlogError::NotDsseKind {
+                kind: kind.to_string(),
+                version: version.to_string(),
+            });
         }
     };
     let payload_hash = hex(&Sha256::digest(&dsse.payload));
     if hash["algorithm"] != "sha256" || hash["value"].as_str() != Some(payload_hash.as_str()) {
-        return Err(format!(
-            "the log entry is for another DSSE payload (sha256 {}), not this envelope's (sha256 {payload_hash})",
-            hash["value"].as_str().unwrap_or("?")
-        ));
+        return Err(TlogError::OtherPayload {
+            logged: format!("sha256 {}", hash["value"].as_str().unwrap_or("?")),
+            payload: payload_hash,
+        });
     }
-    let signatures = signatures
-        .as_array()
-        .ok_or("the log entry records no DSSE signatures")?;
+    let signatures = signatures.as_array().ok_or(TlogError::NoDsseSignatures)?;
     if signatures.len() != 1 {
-        return Err(format!(
-            "the log entry records {} DSSE signatures; the envelope has one",
-            signatures.len()
-        ));
+        return Err(TlogError::DsseSignatureCount(signatures.len()));
     }
     let logged_sig = signatures[0][sig_field]
         .as_str()
@@ -459,13 +538,10 @@ pub fn check_dsse_body(
         .and_then(|s| if double { b64.decode(s).ok() } else { Some(s) })
         .unwrap_or_default();
     if logged_sig != signature {
-        return Err("the log entry records another DSSE signature than the envelope's".into());
+        return Err(TlogError::OtherDsseSignature);
     }
     if !signer.is_in(&signatures[0][key_field]) {
-        return Err(format!(
-            "the log entry records another verifier than the bundle's {}",
-            signer.what()
-        ));
+        return Err(TlogError::OtherVerifier(signer.what()));
     }
     Ok(())
 }
@@ -478,37 +554,33 @@ fn check_dsse_v2(
     signer: Signer<'_>,
     signature: &[u8],
     dsse: &super::bundle::Dsse,
-) -> Result<(), String> {
+) -> Result<(), TlogError> {
     let spec = &body["spec"]["dsseV002"];
     let hash = &spec["payloadHash"];
     let payload_hash = Sha256::digest(&dsse.payload);
     let logged = decoded(&hash["digest"]);
     if hash["algorithm"] != "SHA2_256" || logged.as_deref() != Some(payload_hash.as_slice()) {
-        return Err(format!(
-            "the log entry is for another DSSE payload ({} {}), not this envelope's (sha256 {})",
-            hash["algorithm"].as_str().unwrap_or("?"),
-            logged.map(|d| hex(&d)).unwrap_or_else(|| "?".into()),
-            hex(&payload_hash)
-        ));
+        return Err(TlogError::OtherPayload {
+            logged: format!(
+                "{} {}",
+                hash["algorithm"].as_str().unwrap_or("?"),
+                logged.map(|d| hex(&d)).unwrap_or_else(|| "?".into())
+            ),
+            payload: hex(&payload_hash),
+        });
     }
     let signatures = spec["signatures"]
         .as_array()
-        .ok_or("the log entry records no DSSE signatures")?;
+        .ok_or(TlogError::NoDsseSignatures)?;
     let [logged] = signatures.as_slice() else {
-        return Err(format!(
-            "the log entry records {} DSSE signatures; the envelope has one",
-            signatures.len()
-        ));
+        return Err(TlogError::DsseSignatureCount(signatures.len()));
     };
     let logged_sig = decoded(&logged["content"]).unwrap_or_default();
     if logged_sig != signature {
-        return Err("the log entry records another DSSE signature than the envelope's".into());
+        return Err(TlogError::OtherDsseSignature);
     }
     if !signer.is_verifier(&logged["verifier"]) {
-        return Err(format!(
-            "the log entry records another verifier than the bundle's {}",
-            signer.what()
-        ));
+        return Err(TlogError::OtherVerifier(signer.what()));
     }
     Ok(())
 }
