@@ -240,7 +240,7 @@ const IGNORED_OPTIONS: &[(&str, &[&str])] = &[
     ("new", HOST_OPTIONS),
     ("audit", HOST_OPTIONS),
     ("approvals", HOST_OPTIONS),
-    ("sandbox", HOST_OPTIONS),
+    ("sandbox", SANDBOX_IGNORES),
     // `check` loads the one component it is given, never the built-ins.
     ("check", &["no_default_plugins"]),
     // `pull` and `push` read only `--config` (its `[oci]` table).
@@ -263,6 +263,17 @@ const HOST_OPTIONS: &[&str] = &[
     "plugin_dirs",
     "no_default_plugins",
     "config",
+    "approve",
+    "no_compile_cache",
+    "code_mode",
+    "replica_id",
+];
+
+/// What `toolgate sandbox` ignores: every host option but `--config` (its
+/// authority cases try the paths the configuration names).
+const SANDBOX_IGNORES: &[&str] = &[
+    "plugin_dirs",
+    "no_default_plugins",
     "approve",
     "no_compile_cache",
     "code_mode",

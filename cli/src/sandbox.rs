@@ -3,11 +3,17 @@
 //!
 //! The probes are this very binary, re-executed as `toolgate __probe NAME
 //! ARGS…` inside the sandbox; each attempt is paired with a legitimate
-//! counterpart that must still work.
+//! counterpart that must still work. Then the host's authority: a planted
+//! configuration, and every path the configuration names tried from inside
+//! `bash`'s sandbox ([`toolgate::authority::try_from_sandbox`]) — the
+//! configuration in force (`--config`, else `./toolgate.toml`), and one
+//! generated from the schema with every path-valued key set, in a scratch
+//! directory.
 
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
+use toolgate::authority::Verdict as AuthorityVerdict;
 use toolgate_sandbox::probes::{Observed, Verdict, run_escape_suite_via};
 
 use super::GlobalArgs;
@@ -22,6 +28,13 @@ pub struct SandboxArgs {
 enum SandboxCommand {
     /// Report the Landlock ABI and what is enforceable here, then run the
     /// escape probes and print which were blocked.
+    ///
+    /// The authority cases try, from inside the sandbox `bash` gets in the
+    /// working directory, to change every authority path and read every
+    /// secret the configuration names (`--config`, else ./toolgate.toml),
+    /// and expect a grant reaching host-written data to be refused. They
+    /// leave nothing behind: a write is an append of nothing, a rename is
+    /// undone at once, and the twin file beside each path is removed.
     Check {
         /// Print JSON instead of a table.
         #[arg(long)]
@@ -44,8 +57,9 @@ fn observed(o: &Observed) -> String {
     }
 }
 
-pub async fn run(_global: &GlobalArgs, args: SandboxArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(global: &GlobalArgs, args: SandboxArgs) -> anyhow::Result<ExitCode> {
     let SandboxCommand::Check { json } = args.command;
+    let config = global.load_config()?;
     let caps = toolgate_sandbox::probe_capabilities();
     let exe = std::env::current_exe()?;
     let scratch =
@@ -53,12 +67,39 @@ pub async fn run(_global: &GlobalArgs, args: SandboxArgs) -> anyhow::Result<Exit
     std::fs::create_dir_all(&scratch)?;
     let reports = run_escape_suite_via(&exe, &["__probe"], &scratch).await;
     let planted = planted_configuration(&scratch.join("authority")).await;
+    let workdir = std::env::current_dir()?;
+    let mut authority = toolgate::authority::try_from_sandbox(&config, &workdir).await?;
+    for c in &mut authority {
+        c.key = format!("{} ({})", c.key, config.origin());
+    }
+    let generated = scratch.join("schema");
+    std::fs::create_dir_all(&generated)?;
+    let generated = generated.canonicalize()?;
+    let sample = toolgate::authority::sample_config(&generated).map_err(anyhow::Error::msg)?;
+    authority.extend(
+        toolgate::authority::try_from_sandbox(&sample, &generated)
+            .await?
+            .into_iter()
+            .map(|mut c| {
+                c.key = format!("{} (generated from the schema)", c.key);
+                c
+            }),
+    );
     let _ = std::fs::remove_dir_all(&scratch);
+    let authority_escaped = authority
+        .iter()
+        .filter(|c| matches!(c.verdict, AuthorityVerdict::Escaped(_)))
+        .count();
+    let authority_broken = authority
+        .iter()
+        .filter(|c| matches!(c.verdict, AuthorityVerdict::Inconclusive(_)))
+        .count();
     let escaped = reports
         .iter()
         .filter(|r| r.verdict == Verdict::Escaped)
         .count()
-        + usize::from(planted.is_err());
+        + usize::from(planted.is_err())
+        + authority_escaped;
     let broken = reports
         .iter()
         .filter(|r| {
@@ -67,7 +108,8 @@ pub async fn run(_global: &GlobalArgs, args: SandboxArgs) -> anyhow::Result<Exit
                 Verdict::CounterpartFailed | Verdict::Inconclusive
             )
         })
-        .count();
+        .count()
+        + authority_broken;
     if json {
         let v = serde_json::json!({
             "kernel": caps.kernel_release,
@@ -96,6 +138,7 @@ pub async fn run(_global: &GlobalArgs, args: SandboxArgs) -> anyhow::Result<Exit
                 "verdict": if planted.is_ok() { "Contained" } else { "Escaped" },
                 "message": match &planted { Ok(m) | Err(m) => m },
             }],
+            "configured": authority,
             "escaped": escaped,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
@@ -166,12 +209,28 @@ pub async fn run(_global: &GlobalArgs, args: SandboxArgs) -> anyhow::Result<Exit
             Err(m) => println!("  {:<36} ESCAPED: {m}", "planted-configuration"),
         }
         println!(
+            "\nwhat the configuration names, tried from bash's sandbox ({}):",
+            authority.len()
+        );
+        for c in &authority {
+            let verdict = match &c.verdict {
+                AuthorityVerdict::Contained => "contained".to_string(),
+                AuthorityVerdict::Refused(_) => "refused: no grant may reach it".to_string(),
+                AuthorityVerdict::OutOfReach => "out of bash's reach".to_string(),
+                AuthorityVerdict::Absent => "absent (kept absent)".to_string(),
+                AuthorityVerdict::Escaped(m) => format!("ESCAPED: {m}"),
+                AuthorityVerdict::Inconclusive(m) => format!("inconclusive: {m}"),
+            };
+            println!("  {:<68} {:<7} {verdict}", c.key, c.attempt);
+        }
+        println!(
             "\n{} contained, {escaped} escaped, {broken} inconclusive or broken, {} skipped",
             reports
                 .iter()
                 .filter(|r| r.verdict == Verdict::Contained)
                 .count()
-                + usize::from(planted.is_ok()),
+                + usize::from(planted.is_ok())
+                + authority.iter().filter(|c| c.held()).count(),
             reports
                 .iter()
                 .filter(|r| matches!(r.verdict, Verdict::Skipped(_)))

@@ -11,6 +11,7 @@
 
 pub mod approval;
 pub mod audit;
+pub mod authority;
 pub mod bindings;
 pub mod bridge;
 pub mod budgets;

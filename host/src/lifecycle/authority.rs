@@ -2,7 +2,7 @@
 //! may reach it (see [`crate::grants::Authority`]).
 //!
 //! Derived, not listed: every path the configuration names comes from the
-//! walk of its typed paths ([`HostConfig::paths`], see
+//! walk of its typed paths ([`crate::authority::configured`], see
 //! [`crate::config::path`]), each protected as its class says. What is
 //! added here by hand is only what the configuration does not name: the
 //! configuration file itself, the plugin directories given on the command
@@ -11,7 +11,6 @@
 
 use super::Lifecycle;
 use crate::HostConfig;
-use crate::config::path::Class;
 use crate::grants::Authority;
 use crate::plugin::cache::CompileCache;
 
@@ -36,16 +35,7 @@ impl Lifecycle {
         for dir in &self.sources.plugin_dirs {
             a.add(dir, "a plugin directory (components and manifests)");
         }
-        let origin = config.origin();
-        for p in config.paths(&self.sources.workdir) {
-            let what = format!("{} in {origin}", p.key());
-            match p.class {
-                Class::Authority => a.add(&p.path, what),
-                Class::Secret => a.add_secret(&p.path, what),
-                Class::HostData => a.add_data(&p.path, what),
-                Class::Granted | Class::WorkDir => {}
-            }
-        }
+        crate::authority::configured(config, &self.sources.workdir, &mut a);
         // A component or manifest in a directory read as authority (a
         // plugin directory) may be a symlink to a file elsewhere: that
         // file is read as a plugin too.

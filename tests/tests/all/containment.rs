@@ -861,3 +861,327 @@ async fn the_configuration_and_secret_files_are_unreadable_to_bash_and_the_file_
     let r = run(&h, "read", json!({"path": "notes.txt"})).await;
     assert!(r.text().contains("legit sk-free"), "{r:?}");
 }
+
+// ---- 8. what the configuration names (issue 40) ---------------------------
+
+/// A public key file (PEM) the trust policy reads.
+fn public_key_pem() -> String {
+    use toolgate::oci::signature::{Algorithm, SigningKey};
+    SigningKey::from_pem("k.pem", &SigningKey::generate_pem(Algorithm::P256))
+        .unwrap()
+        .public()
+        .to_pem()
+}
+
+/// Case 2: `[trust] keys` and `trusted_root`, relative to `./toolgate.toml`
+/// as the docs show, lie inside `bash`'s read-write grant: `bash` cannot
+/// replace, move or append to them (an attacker's key would make its
+/// policy "signed by" a trusted key). The twin: a file beside them writes.
+#[tokio::test]
+async fn trust_keys_and_roots_are_read_only_to_bash() {
+    let t = Tree::new("trust-anchor");
+    let key = public_key_pem();
+    t.write("keys/publisher.pub", &key);
+    let root = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("sigstore/roots/production.json"),
+    )
+    .unwrap();
+    t.write("sigstore/root.json", &root);
+    t.write(
+        "toolgate.toml",
+        "[trust]\nkeys = [\"keys/publisher.pub\"]\ntrusted_root = \"sigstore/root.json\"\n",
+    );
+    let h = builtin_host(&t.path, Some(&t.join("toolgate.toml")), test_runtime()).await;
+    let out = bash(
+        &h,
+        "echo evil > keys/publisher.pub; echo evil >> keys/publisher.pub; \
+         mv keys/publisher.pub keys/old.pub; rm -f keys/publisher.pub; \
+         printf '{}' > sigstore/root.json; mv sigstore moved; \
+         echo legit > keys/notes.txt && cat keys/notes.txt",
+    )
+    .await;
+    assert!(out.contains("legit\n"), "the twin works: {out}");
+    assert_eq!(t.read("keys/publisher.pub"), key, "{out}");
+    assert_eq!(t.read("sigstore/root.json"), root, "{out}");
+    assert!(!t.join("keys/old.pub").exists() && !t.join("moved").exists());
+}
+
+/// Case 6: `[approval] webhook_key_file` in the working directory is a
+/// secret: `bash` cannot read it (whoever holds it forges signed approval
+/// posts). The twin: the file beside it reads.
+#[tokio::test]
+async fn the_webhook_key_is_unreadable_to_bash() {
+    let t = Tree::new("webhook-key");
+    // Named so that the secrets guard does not take it for a key: what
+    // hides it must be the class of `webhook_key_file`.
+    t.write("hook-material.dat", "0123456789abcdef-webhook-secret\n");
+    t.write("notes.txt", "legit\n");
+    t.write(
+        "toolgate.toml",
+        "[approval]\nwebhook_key_file = \"hook-material.dat\"\n",
+    );
+    let h = builtin_host(&t.path, Some(&t.join("toolgate.toml")), test_runtime()).await;
+    let out = bash(
+        &h,
+        "cat hook-material.dat; cp hook-material.dat copy; echo ---; cat notes.txt",
+    )
+    .await;
+    assert!(!out.contains("webhook-secret"), "bash read the key: {out}");
+    assert!(
+        out.contains("hook-material.dat: Permission denied"),
+        "{out}"
+    );
+    assert!(out.contains("---\nlegit"), "the twin works: {out}");
+    assert!(!t.join("copy").exists());
+}
+
+/// Case 3 (containment half): `[audit] path` inside `bash`'s grant. The
+/// host writes files beside the record (its rotations) that no mask made
+/// at a process's start can hide, so the grant that reaches them is
+/// refused — `bash` does not load, and its calls fail naming the key —
+/// instead of leaving `audit.jsonl.000000000009` (earlier calls'
+/// arguments) readable and deletable. The twin: the record outside the
+/// grant, and `bash` runs.
+#[tokio::test]
+async fn host_written_data_inside_a_grant_is_refused() {
+    let t = Tree::new("audit-in-grant");
+    std::fs::create_dir_all(t.join("work")).unwrap();
+    t.write("work/toolgate.toml", "[audit]\npath = \"audit.jsonl\"\n");
+    let h = Toolgate::builder()
+        .runtime_options(test_runtime())
+        .workdir(t.join("work"))
+        .config(HostConfig::load(&t.join("work/toolgate.toml")).unwrap())
+        .approver(Arc::new(AllowAll))
+        .build()
+        .await
+        .unwrap();
+    let problems = format!("{:?}", h.problems());
+    assert!(
+        problems.contains("[audit] path") && problems.contains("no grant may reach"),
+        "{problems}"
+    );
+    let r = run(&h, "bash", json!({ "command": "ls audit.jsonl*" })).await;
+    assert!(r.is_error, "bash ran beside the record: {r:?}");
+    drop(h);
+
+    // The twin: the record outside every grant.
+    let records = t.join("records");
+    std::fs::create_dir_all(&records).unwrap();
+    t.write(
+        "work/toolgate.toml",
+        &format!(
+            "[audit]\npath = \"{}\"\n",
+            records.join("audit.jsonl").display()
+        ),
+    );
+    let h = builtin_host(
+        &t.join("work"),
+        Some(&t.join("work/toolgate.toml")),
+        test_runtime(),
+    )
+    .await;
+    assert!(bash(&h, "echo legit").await.contains("legit"));
+}
+
+/// Every free-text string key of the configuration's schema that is not a
+/// path, and why (`*`: any map key or array item; `**/`: at any depth): a
+/// new string key must be typed as a path (`config::path`) or listed here
+/// — the test below fails otherwise. Keys with a fixed set of values
+/// (`enum`) are no paths and need no entry.
+const NOT_PATHS: &[(&str, &str)] = &[
+    ("/sandbox_waive/*", "a protection's name"),
+    ("**/plugins/*/sha256", "a digest"),
+    ("**/plugins/*/source", "an oci:// reference"),
+    ("**/plugins/*/vars/*", "a value the plugin reads"),
+    ("**/identities/*/issuer", "an OIDC issuer URL"),
+    ("**/identities/*/subject", "a certificate SAN"),
+    ("**/identities/*/subject_glob", "a glob over a SAN"),
+    (
+        "**/plugins/*/grants/env/*",
+        "an environment variable's name",
+    ),
+    ("**/plugins/*/grants/network/*", "host:port"),
+    (
+        "**/plugins/*/grants/subprocess/*",
+        "a program name the subprocess seam allows",
+    ),
+    ("**/plugins/*/grants/egress/*", "an egress rule"),
+    (
+        "**/plugins/*/grants/fs/*/guest",
+        "a path inside the component, not the host's",
+    ),
+    ("/scopes/*/allow/*", "a tool name or glob"),
+    ("/scopes/*/deny/*", "a tool name or glob"),
+    (
+        "/mcp/servers/*/args/*",
+        "an argument (a file it names is the operator's to protect)",
+    ),
+    ("/mcp/servers/*/env/*", "a value set for the server"),
+    ("/mcp/servers/*/url", "an http:// URL"),
+    ("/mcp/servers/*/headers/*", "a header value"),
+    (
+        "/mcp/servers/*/bearer_token_env",
+        "an environment variable's name",
+    ),
+    ("/mcp/servers/*/tools_allow/*", "a tool name"),
+    ("/mcp/servers/*/tools_deny/*", "a tool name"),
+    (
+        "/mcp/servers/*/grants/env/*",
+        "an environment variable's name",
+    ),
+    ("/mcp/servers/*/grants/egress/*", "an egress rule"),
+    ("/oci/insecure_registries/*", "a registry host"),
+    ("/egress/deny/*", "an egress rule"),
+    ("/egress/allow_private/*", "a CIDR block"),
+    ("/approval/webhook", "an http(s) URL"),
+    ("/audit/sensitive/*/*", "a JSON pointer"),
+    ("/state/url", "a redis:// URL"),
+    ("/state/prefix", "a key prefix"),
+    ("/state/replica_id", "a replica's name"),
+];
+
+/// Every leaf of `schema` below `at`: (pointer with `*` for map keys and
+/// array items, its `title`, whether it is a string).
+fn leaves(schema: &serde_json::Value, at: String, out: &mut Vec<(String, Option<String>, bool)>) {
+    use serde_json::Value;
+    let types: Vec<&str> = match schema.get("type") {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    let title = schema
+        .get("title")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    if let Some(Value::Object(props)) = schema.get("properties") {
+        for (k, s) in props {
+            leaves(s, format!("{at}/{k}"), out);
+        }
+    } else if let Some(s) = schema.get("additionalProperties").filter(|s| s.is_object()) {
+        leaves(s, format!("{at}/*"), out);
+    } else if let Some(s) = schema.get("items") {
+        leaves(s, format!("{at}/*"), out);
+    } else {
+        let free_text = types.contains(&"string") && schema.get("enum").is_none();
+        out.push((at, title, free_text));
+    }
+}
+
+/// The schema-generated half of "authority derived, not listed": every
+/// string key of `toolgate.toml`'s schema is either typed as a path of a
+/// class or listed in `NOT_PATHS` with why; every typed path is found by
+/// the walk the protected set is computed from (a configuration generated
+/// from the schema, every path set, walked: each key found with its
+/// class). A raw path key added tomorrow fails here, naming itself.
+#[test]
+fn every_string_key_of_the_configuration_is_a_typed_path_or_listed() {
+    use toolgate::config::path::Class;
+    let mut all = Vec::new();
+    leaves(&HostConfig::schema(), String::new(), &mut all);
+    let matches = |pattern: &str, pointer: &str| {
+        let (pattern, anywhere) = match pattern.strip_prefix("**/") {
+            Some(rest) => (rest, true),
+            None => (pattern, false),
+        };
+        let p: Vec<&str> = pattern.split('/').collect();
+        let q: Vec<&str> = pointer.split('/').collect();
+        let tail = match q.len().checked_sub(p.len()) {
+            Some(0) => &q[..],
+            Some(n) if anywhere => &q[n..],
+            _ => return false,
+        };
+        p.iter().zip(tail).all(|(a, b)| *a == "*" || a == b)
+    };
+    let mut unclassified = Vec::new();
+    let mut classified = Vec::new();
+    for (pointer, title, string) in &all {
+        match title.as_deref().and_then(Class::from_title) {
+            Some(class) => classified.push((pointer.clone(), class)),
+            None if *string && !NOT_PATHS.iter().any(|(p, _)| matches(p, pointer)) => {
+                unclassified.push(pointer.clone())
+            }
+            None => {}
+        }
+    }
+    assert!(
+        unclassified.is_empty(),
+        "string keys of toolgate.toml neither typed as a path (host/src/config/path.rs) nor listed in NOT_PATHS with why: {unclassified:?}"
+    );
+    for (p, _) in NOT_PATHS {
+        assert!(
+            all.iter().any(|(pointer, _, _)| matches(p, pointer)),
+            "NOT_PATHS lists {p}, which the schema no longer has"
+        );
+    }
+    // The walk finds each one, with its class.
+    let t = Tree::new("schema-paths");
+    let config = toolgate::authority::sample_config(&t.path).unwrap();
+    let walked: Vec<(String, Class)> = config
+        .paths(&t.path)
+        .into_iter()
+        .map(|p| (p.pointer, p.class))
+        .collect();
+    let generic = |pointer: &str| {
+        pointer
+            .split('/')
+            .map(|s| if s == "x" || s == "0" { "*" } else { s })
+            .collect::<Vec<_>>()
+            .join("/")
+    };
+    let mut walked_generic: Vec<(String, Class)> =
+        walked.iter().map(|(p, c)| (generic(p), *c)).collect();
+    walked_generic.sort_by(|a, b| a.0.cmp(&b.0));
+    classified.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        walked_generic, classified,
+        "the walk and the schema disagree"
+    );
+    // The keys the issue found reachable are among them.
+    for key in [
+        "/trust/keys/*",
+        "/trust/trusted_root",
+        "/approval/webhook_key_file",
+        "/audit/path",
+        "/mcp/servers/*/bearer_token_file",
+    ] {
+        assert!(
+            classified.iter().any(|(p, _)| p == key),
+            "{key}: {classified:?}"
+        );
+    }
+}
+
+/// The other half: the configuration generated from the schema, every
+/// path inside `bash`'s default grant (the working directory, read-write),
+/// tried from inside a real sandbox — no authority path can be written,
+/// renamed or appended to, no secret read, and each host-written file
+/// makes the grant refused; each attempt's twin (a file beside it) works.
+/// This is `toolgate sandbox check`'s authority table, on every key the
+/// schema has today.
+#[tokio::test]
+async fn the_sandbox_cannot_reach_any_path_the_schema_names() {
+    let t = Tree::new("schema-sandbox");
+    let work = t.path.canonicalize().unwrap();
+    let config = toolgate::authority::sample_config(&work).unwrap();
+    let cases = toolgate::authority::try_from_sandbox(&config, &work)
+        .await
+        .unwrap();
+    let escaped: Vec<String> = cases
+        .iter()
+        .filter(|c| !c.held() || matches!(c.verdict, toolgate::authority::Verdict::OutOfReach))
+        .map(|c| format!("{} {} {:?}", c.key, c.attempt, c.verdict))
+        .collect();
+    assert!(escaped.is_empty(), "{escaped:#?}");
+    use toolgate::config::path::Class;
+    let count = |class: Class| cases.iter().filter(|c| c.class == class).count();
+    assert!(count(Class::Authority) >= 2 * 5, "{cases:#?}");
+    assert!(count(Class::Secret) >= 3 * 4, "{cases:#?}");
+    assert!(
+        cases
+            .iter()
+            .filter(|c| c.class == Class::HostData)
+            .all(|c| matches!(c.verdict, toolgate::authority::Verdict::Refused(_)))
+            && count(Class::HostData) >= 3,
+        "{cases:#?}"
+    );
+}
