@@ -337,3 +337,16 @@ impl CallSignal {
         }
     }
 }
+
+/// A guest called a host function where the contract does not allow it
+/// (a chain's `next` outside its hook, a handle outside its call), or a
+/// seam it was not granted: the call traps with this message.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Misuse(pub String);
+
+/// What features attach to one call, by type, for its body and the seams
+/// it reaches (the egress question a spawn's proxy asks, …): each feature
+/// inserts and reads its own type, so the call's plumbing names none of
+/// them.
+pub type Extensions = http::Extensions;

@@ -1,5 +1,10 @@
 //! Host-level errors: the ones that stop the host (or a command), as
 //! opposed to a call's result or a single plugin's load problem.
+//!
+//! A leaf: it names no feature. A feature whose start can fail (the audit
+//! record, the approval queue and its webhook, the state store) converts
+//! its own error into [`HostError::Feature`] where it is defined, keeping
+//! it whole as the `source`.
 
 use std::path::PathBuf;
 
@@ -24,19 +29,11 @@ pub enum HostError {
     State(#[from] crate::state::StateError),
     #[error(transparent)]
     ReplicaId(#[from] crate::state::ReplicaIdError),
-    /// The audit record could not be opened (a `crate::audit::AuditError`;
-    /// boxed so that this module names nothing of the audit).
+    /// A feature could not start: the audit record, the approval queue
+    /// or its webhook, the state store. Its own error (which names the key
+    /// to fix), boxed so that this module names no feature.
     #[error(transparent)]
-    Audit(Box<dyn std::error::Error + Send + Sync + 'static>),
-    /// The approval queue's store could not be opened.
-    #[error("{0} (`[approval] store`; or run without --approve queue)")]
-    Approvals(#[from] crate::approval::store::StoreError),
-    /// `[approval] webhook` cannot be set up.
-    #[error(transparent)]
-    ApprovalWebhook(#[from] crate::approval::webhook::WebhookError),
-    /// The state store (`[state]`) could not be opened.
-    #[error(transparent)]
-    Store(#[from] crate::store::OpenError),
+    Feature(Box<dyn std::error::Error + Send + Sync + 'static>),
     #[error("the configuration is not obeyed: {0}")]
     Authority(#[from] crate::state::AuthorityError),
     #[error("tool `{tool}`: {message}")]
@@ -48,10 +45,3 @@ pub enum HostError {
     )]
     Watch(#[source] notify::Error),
 }
-
-/// A guest called a host function where the contract does not allow it
-/// (a chain's `next` outside its hook, a handle outside its call), or a
-/// seam it was not granted: the call traps with this message.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct Misuse(pub String);

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::approval::Approver;
 pub use crate::call::{Annotations, Features, ToolMeta};
-use crate::call::{CallInfo, CallSignal, Interrupt};
+use crate::call::{CallInfo, CallSignal, Extensions, Interrupt};
 use crate::cause::Cause;
 use crate::content::Content;
 use crate::outcome::Outcome;
@@ -77,10 +77,8 @@ pub struct BodyContext {
     /// The turn's own approver (`None`: the host's), for calls the body
     /// makes in turn through the pipeline (`run_code`).
     pub approver: Option<Arc<dyn Approver>>,
-    /// Who the call's connections ask about a destination no egress rule
-    /// allows (`[egress] ask = true`): the call's approver, once per
-    /// destination. `None`: no approver (such destinations are refused).
-    pub egress_ask: Option<Arc<crate::egress::ask::CallAsk>>,
+    /// What features attach to the call (see [`Extensions`]).
+    pub extensions: Extensions,
 }
 
 pub use crate::approval::CallCard;

@@ -216,6 +216,18 @@ pub enum Listing {
     Decided(usize),
 }
 
+/// The approval queue's store could not be opened at the host's start:
+/// the store's error, with the key to fix.
+#[derive(Debug, thiserror::Error)]
+#[error("{0} (`[approval] store`; or run without --approve queue)")]
+pub struct QueueUnavailable(pub StoreError);
+
+impl From<StoreError> for crate::error::HostError {
+    fn from(e: StoreError) -> Self {
+        crate::error::HostError::Feature(Box::new(QueueUnavailable(e)))
+    }
+}
+
 /// A store that could not do what was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

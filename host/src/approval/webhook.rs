@@ -44,6 +44,12 @@ pub const DELIVERY_HEADER: &str = "x-toolgate-delivery";
 /// The key file's name in the state directory when none is configured.
 pub const DEFAULT_KEY_FILE: &str = "approval-webhook-key";
 
+impl From<WebhookError> for crate::error::HostError {
+    fn from(e: WebhookError) -> Self {
+        crate::error::HostError::Feature(Box::new(e))
+    }
+}
+
 /// A webhook that cannot be set up as configured.
 #[derive(Debug, thiserror::Error)]
 pub enum WebhookError {

@@ -154,7 +154,7 @@ pub enum AuditError {
 
 impl From<AuditError> for crate::error::HostError {
     fn from(e: AuditError) -> Self {
-        crate::error::HostError::Audit(Box::new(e))
+        crate::error::HostError::Feature(Box::new(e))
     }
 }
 

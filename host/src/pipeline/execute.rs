@@ -18,8 +18,7 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 use crate::approval::Approver;
-use crate::call::{CallInfo, CallSignal, Interrupt};
-use crate::egress::ask::CallAsk;
+use crate::call::{CallInfo, CallSignal, Extensions, Interrupt};
 use crate::outcome::{CallError, ErrorCode, Outcome, Stage};
 use crate::policy::{Chain, ExecNext, ExecuteAroundHook, PolicyError};
 use crate::tool::{BodyContext, BodyError, DeferredContexts, ToolEntry};
@@ -30,15 +29,15 @@ struct Shared {
     call: Arc<CallInfo>,
     deferred: DeferredContexts,
     approver: Option<Arc<dyn Approver>>,
-    egress_ask: Option<Arc<CallAsk>>,
+    extensions: Extensions,
     limits: toolgate_schema::Limits,
 }
 
 /// How the body is run: the turn's own approver (for calls it makes in
-/// turn) and the call's egress asking.
+/// turn) and what features attach to the call.
 pub struct BodyAsks {
     pub approver: Option<Arc<dyn Approver>>,
-    pub egress: Option<Arc<CallAsk>>,
+    pub extensions: Extensions,
 }
 
 /// Run the execute waterfall and the body.
@@ -57,7 +56,7 @@ pub async fn run(
         call: call.clone(),
         deferred,
         approver: asks.approver,
-        egress_ask: asks.egress,
+        extensions: asks.extensions,
         limits: *limits,
     });
     run_from(shared, 0, signal).await
@@ -116,7 +115,7 @@ async fn dispatch_body(shared: &Shared, signal: CallSignal) -> Outcome {
         signal: signal.clone(),
         deferred: shared.deferred.clone(),
         approver: shared.approver.clone(),
-        egress_ask: shared.egress_ask.clone(),
+        extensions: shared.extensions.clone(),
     };
     let answer = signal.guard(entry.body.execute(call, ctx)).await;
     let outcome = match answer {

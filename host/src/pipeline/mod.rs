@@ -438,10 +438,10 @@ pub async fn complete(
     } = admitted.0;
     // The call's connections ask its approver (the turn's, else the
     // host's) about destinations no egress rule allows, once each.
-    let egress_ask = approver
-        .clone()
-        .or_else(|| settings.approver.clone())
-        .map(|a| crate::egress::ask::CallAsk::new(a, info.clone(), client));
+    let mut extensions = crate::call::Extensions::new();
+    if let Some(a) = approver.clone().or_else(|| settings.approver.clone()) {
+        extensions.insert(crate::egress::ask::CallAsk::new(a, info.clone(), client));
+    }
     let record = async {
         let policies = &generation.policies;
         // C. execute: the finalizers in force are fixed now; then the around
@@ -458,7 +458,7 @@ pub async fn complete(
             deferred.clone(),
             execute::BodyAsks {
                 approver,
-                egress: egress_ask,
+                extensions,
             },
             &settings.limits,
         )

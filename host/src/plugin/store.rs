@@ -82,9 +82,9 @@ pub struct CallScope {
     /// [`crate::budgets::MAX_UNGRANTED_PATHS`]; see
     /// [`super::ungranted`]).
     pub(crate) ungranted: Vec<String>,
-    /// Who the call's connections ask (`[egress] ask`): the call's
-    /// approver (a tool body's call only).
-    pub(crate) egress_ask: Option<Arc<crate::egress::ask::CallAsk>>,
+    /// What features attach to the call (a tool body's call only; see
+    /// [`crate::call::Extensions`]).
+    pub(crate) extensions: crate::call::Extensions,
 }
 
 impl CallScope {
@@ -281,7 +281,7 @@ impl StoreData {
             signal: self.scope.signal.as_ref(),
             call: self.scope.call.as_deref(),
             egress_record: self.plugin.seams.egress_record.get(),
-            egress_ask: self.scope.egress_ask.as_ref(),
+            egress_ask: self.scope.extensions.get(),
         }
     }
 
@@ -301,7 +301,7 @@ impl SeamHost for StoreData {
             table: &mut self.table,
             call: self.scope.call.as_deref(),
             signal: self.scope.signal.as_ref(),
-            egress_ask: self.scope.egress_ask.as_ref(),
+            extensions: &self.scope.extensions,
         }
     }
 }
@@ -353,7 +353,10 @@ impl StoreData {
                 .call
                 .as_deref()
                 .map(|c| (c.call_id.as_str(), c.agent_scope.as_str())),
-            scope.egress_ask.clone(),
+            scope
+                .extensions
+                .get::<Arc<crate::egress::ask::CallAsk>>()
+                .cloned(),
         );
         self.scope = scope;
     }

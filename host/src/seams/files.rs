@@ -46,7 +46,7 @@ use wasmtime::component::{HasData, Resource, ResourceTable};
 
 use super::{Seam, SeamCtx, SeamHost};
 use crate::bindings::v0_2::toolgate::plugin as wit;
-use crate::error::Misuse;
+use crate::call::Misuse;
 use crate::grants::Capability;
 use crate::grants::{FsGrant, Grants};
 

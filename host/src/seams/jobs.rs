@@ -48,7 +48,7 @@ use wasmtime::component::HasData;
 use super::process::{Options, Requester, SpawnError, request, spawn_error};
 use super::{Seam, SeamCtx, SeamHost};
 use crate::bindings::v0_2::toolgate::plugin::jobs as wit;
-use crate::error::Misuse;
+use crate::call::Misuse;
 use crate::grants::Capability;
 
 /// The `jobs` seam: background jobs are shell commands, so the shell grant

@@ -35,7 +35,7 @@ use wasmtime::component::HasData;
 
 use super::{Seam, SeamCtx, SeamHost};
 use crate::bindings::v0_2::toolgate::plugin::kv as wit;
-use crate::error::Misuse;
+use crate::call::Misuse;
 use crate::grants::Capability;
 use crate::store::{KvBackend, check_key, check_value, wait_here};
 

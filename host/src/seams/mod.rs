@@ -121,9 +121,9 @@ pub struct SeamCtx<'a> {
     pub call: Option<&'a CallInfo>,
     /// The call's signal (a spawned process dies with it).
     pub signal: Option<&'a CallSignal>,
-    /// Who the call's connections ask about a destination no egress rule
-    /// allows (`[egress] ask`), if anyone.
-    pub egress_ask: Option<&'a Arc<crate::egress::ask::CallAsk>>,
+    /// What features attach to the call (the egress question a spawn's
+    /// proxy asks, …; see [`crate::call::Extensions`]).
+    pub extensions: &'a crate::call::Extensions,
 }
 
 impl SeamCtx<'_> {

@@ -137,7 +137,7 @@ impl<'a> Requester<'a> {
             signal: ctx.signal,
             call: ctx.call,
             egress_record: ctx.shared.egress_record.get(),
-            egress_ask: ctx.egress_ask,
+            egress_ask: ctx.extensions.get(),
         }
     }
 }

@@ -86,6 +86,12 @@ impl KvError {
     }
 }
 
+impl From<OpenError> for crate::error::HostError {
+    fn from(e: OpenError) -> Self {
+        crate::error::HostError::Feature(Box::new(e))
+    }
+}
+
 /// Why the store could not be opened (at the host's start).
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {

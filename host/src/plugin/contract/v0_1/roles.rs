@@ -393,7 +393,7 @@ impl ToolBody for Tool {
         let tool = call.tool_name.clone();
         let mut scope = CallScope::new(Some(call.clone()), ctx.signal);
         scope.deferred = Some(ctx.deferred);
-        scope.egress_ask = ctx.egress_ask;
+        scope.extensions = ctx.extensions;
         let answer = invoke(&self.0, scope, move |store, ex| {
             Box::pin(async move { ex.tool()?.call_execute(store, &tool, &info).await })
         })

@@ -25,7 +25,7 @@ use crate::plugin::log::Level;
 use crate::plugin::store::{CallScope, Slot, StoreData};
 use crate::policy::{PostNext, PreNext};
 
-pub use crate::error::Misuse;
+pub use crate::call::Misuse;
 
 /// Add the imports every path can use (none of them waits): the call and
 /// result handles, log, cancellation. The seams are linked from their own

@@ -498,7 +498,7 @@ impl ToolBody for Tool {
         let plugin = &*self.0;
         let mut scope = CallScope::new(Some(call.clone()), ctx.signal);
         scope.deferred = Some(ctx.deferred);
-        scope.egress_ask = ctx.egress_ask;
+        scope.extensions = ctx.extensions;
         let lent = Lent {
             call: Some(call.clone()),
             ..Lent::default()
