@@ -39,9 +39,22 @@ impl TempDir {
     }
 }
 
+impl TempDir {
+    /// A directory *beside* this one (`DIR.beside`), made now and removed
+    /// with it: for files a test's host writes that must lie outside the
+    /// grants of the directory itself (the audit record, a store: the host
+    /// refuses a grant that reaches them).
+    pub fn beside(&self) -> PathBuf {
+        let dir = self.0.with_extension("beside");
+        std::fs::create_dir_all(&dir).expect("create a directory beside a temporary one");
+        dir
+    }
+}
+
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+        let _ = std::fs::remove_dir_all(self.0.with_extension("beside"));
     }
 }
 
@@ -308,6 +321,11 @@ impl Tree {
     }
     pub fn read(&self, p: &str) -> String {
         std::fs::read_to_string(self.join(p)).unwrap()
+    }
+    /// `name` in the directory beside the tree (see [`TempDir::beside`]):
+    /// outside every grant of the tree.
+    pub fn beside(&self, name: &str) -> PathBuf {
+        self._dir.beside().canonicalize().unwrap().join(name)
     }
 }
 

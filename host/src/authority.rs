@@ -22,7 +22,7 @@ use serde_json::{Map, Value, json};
 use toolgate_sandbox::{Program, SpawnRequest};
 
 use crate::HostConfig;
-use crate::config::path::Class;
+use crate::config::path::{Class, ConfigPath};
 use crate::grants::{Authority, resolve_grants};
 
 /// Adds what `config` names to `a`, each path by its class: authority
@@ -91,68 +91,58 @@ pub async fn try_from_sandbox(
 ) -> Result<Vec<Case>, crate::config::ConfigError> {
     let enforcement = &config.enforcement()?;
     let paths = config.paths(workdir);
+    // The protected set exactly as the host derives it (what the lifecycle
+    // uses): were a class dropped there, the attempts below would get
+    // through.
+    let mut derived = Authority::default();
+    configured(config, workdir, &mut derived);
+    let bash = || crate::plugin::builtin::default_grants("bash", workdir);
+    let source = || "the built-in default of bash".to_string();
     let mut cases = Vec::new();
-    // Host-written data first: each one alone must make the grant refused.
-    let mut without_data = Authority::default();
-    for p in &paths {
-        let key = p.key();
-        match p.class {
-            Class::HostData => {
-                let mut a = Authority::default();
-                a.add_data(&p.path, key.clone());
-                let verdict = match resolve_grants(
-                    crate::plugin::builtin::default_grants("bash", workdir),
-                    "the built-in default of bash".into(),
-                    workdir,
-                    enforcement,
-                    &a,
-                ) {
-                    Err(why) => Verdict::Refused(why),
-                    Ok(_) if !p.path.starts_with(workdir) => Verdict::OutOfReach,
-                    Ok(_) => Verdict::Escaped(
-                        "a grant of the directory that holds it was accepted".into(),
-                    ),
-                };
-                cases.push(Case {
-                    key,
-                    class: p.class,
-                    path: p.path.clone(),
-                    attempt: "grant",
-                    verdict,
-                });
-            }
-            Class::Authority => without_data.add(&p.path, key),
-            Class::Secret => without_data.add_secret(&p.path, key),
-            Class::Granted | Class::WorkDir => {}
-        }
+    // Host-written data: each one alone must make the grant refused.
+    for p in paths.iter().filter(|p| p.class == Class::HostData) {
+        let verdict = match resolve_grants(
+            bash(),
+            source(),
+            workdir,
+            enforcement,
+            &derived.data_only(&p.path),
+        ) {
+            Err(why) => Verdict::Refused(why),
+            Ok(_) if !absolute(&p.path).starts_with(workdir) => Verdict::OutOfReach,
+            Ok(_) => Verdict::Escaped("a grant of the directory that holds it was accepted".into()),
+        };
+        cases.push(Case {
+            key: p.key(),
+            class: p.class,
+            path: p.path.clone(),
+            attempt: "grant",
+            verdict,
+        });
     }
+    let tried = |p: &&ConfigPath| matches!(p.class, Class::Authority | Class::Secret);
     let grants = match resolve_grants(
-        crate::plugin::builtin::default_grants("bash", workdir),
-        "the built-in default of bash".into(),
+        bash(),
+        source(),
         workdir,
         enforcement,
-        &without_data,
+        &derived.without_data(),
     ) {
         Ok(g) => g,
         Err(why) => {
-            for p in paths.iter().filter(|p| p.class != Class::HostData) {
-                if p.class.protected() {
-                    cases.push(Case {
-                        key: p.key(),
-                        class: p.class,
-                        path: p.path.clone(),
-                        attempt: "write",
-                        verdict: Verdict::Inconclusive(format!("bash's grant: {why}")),
-                    });
-                }
+            for p in paths.iter().filter(tried) {
+                cases.push(Case {
+                    key: p.key(),
+                    class: p.class,
+                    path: p.path.clone(),
+                    attempt: "write",
+                    verdict: Verdict::Inconclusive(format!("bash's grant: {why}")),
+                });
             }
             return Ok(cases);
         }
     };
-    for p in paths
-        .iter()
-        .filter(|p| matches!(p.class, Class::Authority | Class::Secret))
-    {
+    for p in paths.iter().filter(tried) {
         let path = absolute(&p.path);
         let mut attempts = vec!["write", "rename"];
         if p.class.hidden() {

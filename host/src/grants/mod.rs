@@ -196,6 +196,37 @@ impl Authority {
         }
     }
 
+    /// The same authority without its host-written data (what a grant may
+    /// coexist with, protected and hidden like the rest).
+    pub fn without_data(&self) -> Authority {
+        let data: Vec<&PathBuf> = self.data.iter().map(|d| &d.path).collect();
+        Authority {
+            paths: self
+                .paths
+                .iter()
+                .filter(|p| !data.contains(&&p.path))
+                .cloned()
+                .collect(),
+            secrets: self
+                .secrets
+                .iter()
+                .filter(|p| !data.contains(&&p.path))
+                .cloned()
+                .collect(),
+            data: Vec::new(),
+            journal: self.journal.clone(),
+        }
+    }
+
+    /// Only the host-written file at `path`, if this authority holds it.
+    pub fn data_only(&self, path: &Path) -> Authority {
+        let mut a = Authority::default();
+        for d in self.data.iter().filter(|d| d.path == Self::absolute(path)) {
+            a.add_data(&d.path, d.what.clone());
+        }
+        a
+    }
+
     /// The host-written file whose directory lies within `dir`, if any:
     /// a grant of `dir` would reach the files the host makes beside it.
     pub fn data_within(&self, dir: &Path) -> Option<&AuthorityPath> {

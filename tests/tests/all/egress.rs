@@ -118,7 +118,7 @@ async fn pending_entries(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn granted_names_pass_everything_else_is_refused_and_recorded() {
     let t = Tree::new("egress-names");
-    let audit = t.path.join("audit.jsonl");
+    let audit = t.beside("audit.jsonl");
     let (port, hits) = origin("http://169.254.169.254/latest/meta-data/");
     let (h, _d) = bash_host(
         &t,
@@ -197,7 +197,7 @@ async fn granted_names_pass_everything_else_is_refused_and_recorded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_attack_suite_is_refused_and_recorded() {
     let t = Tree::new("egress-attacks");
-    let audit = t.path.join("audit.jsonl");
+    let audit = t.beside("audit.jsonl");
     let (port, hits) = origin("http://127.0.0.1/");
     // The rules even name every spelling: the address class still refuses
     // them (no allow_private).
@@ -300,7 +300,7 @@ async fn the_attack_suite_is_refused_and_recorded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curl_path_as_is_cannot_leave_the_allowed_path() {
     let t = Tree::new("egress-dots");
-    let audit = t.path.join("audit.jsonl");
+    let audit = t.beside("audit.jsonl");
     let (port, hits) = origin("http://127.0.0.1/");
     let (h, _d) = bash_host(
         &t,
@@ -366,7 +366,7 @@ async fn pip_npm_and_cargo_work_through_the_proxy_when_granted() {
         }
     }
     let t = Tree::new("egress-tools");
-    let audit = t.path.join("audit.jsonl");
+    let audit = t.beside("audit.jsonl");
     let cargo = Path::new(env!("CARGO"));
     let toolchain = cargo.parent().and_then(Path::parent).unwrap();
     let dir = PluginDir::new();
@@ -537,7 +537,7 @@ fn refused(r: &toolgate::CallRecord, code: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn web_fetch_is_under_the_same_egress_rules_and_recorded() {
     let t = Tree::new("egress-web-fetch");
-    let audit = t.path.join("audit.jsonl");
+    let audit = t.beside("audit.jsonl");
     let (port, hits) = page_server();
     // Every private destination is in the rules: only `[egress] deny` and
     // the address classes can refuse them.
@@ -631,7 +631,7 @@ async fn web_fetch_is_under_the_same_egress_rules_and_recorded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_name_resolving_to_loopback_is_refused_without_allow_private() {
     let t = Tree::new("egress-web-fetch-name");
-    let audit = t.path.join("audit.jsonl");
+    let audit = t.beside("audit.jsonl");
     let (port, hits) = page_server();
     let (h, _d) = component_host(
         "web-fetch",
@@ -669,7 +669,7 @@ async fn a_name_resolving_to_loopback_is_refused_without_allow_private() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_network_grant_coexists_and_deny_applies_to_it() {
     let t = Tree::new("egress-network-grant");
-    let audit = t.path.join("audit.jsonl");
+    let audit = t.beside("audit.jsonl");
     let (port, _hits) = page_server();
     let grant = format!("network = [\"127.0.0.1:{port}\"]");
     let url = format!("http://127.0.0.1:{port}/hello");
@@ -708,7 +708,7 @@ async fn the_network_grant_coexists_and_deny_applies_to_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wasi_sockets_connects_are_under_the_same_rules() {
     let t = Tree::new("egress-sockets");
-    let audit = t.path.join("audit.jsonl");
+    let audit = t.beside("audit.jsonl");
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let hits = Arc::new(AtomicUsize::new(0));
@@ -878,7 +878,7 @@ fn ten_curls(port: u16) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ask_approves_an_unknown_destination_once_per_call_and_records_who() {
     let t = Tree::new("egress-ask-allow");
-    let audit = t.path.join("audit.jsonl");
+    let audit = t.beside("audit.jsonl");
     let (port, hits) = origin("http://127.0.0.1/");
     let approver = Asked::new(true);
     let (h, _d) = asking_bash(
@@ -940,7 +940,7 @@ async fn ask_approves_an_unknown_destination_once_per_call_and_records_who() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ask_refused_shows_the_rule_to_add_and_never_opens_what_rules_close() {
     let t = Tree::new("egress-ask-deny");
-    let audit = t.path.join("audit.jsonl");
+    let audit = t.beside("audit.jsonl");
     let (port, hits) = origin("http://127.0.0.1/");
     // `--approve deny`: the process sees the proxy's refusal naming the
     // rule to add, and who refused.
@@ -1012,11 +1012,11 @@ async fn the_queue_asks_about_a_destination_and_an_egress_grant_answers_the_next
     use toolgate::approval::grant::GrantSpec;
     use toolgate::approval::queue::Verdict;
     let t = Tree::new("egress-ask-queue");
-    let audit = t.path.join("audit.jsonl");
+    let audit = t.beside("audit.jsonl");
     let (port, hits) = origin("http://127.0.0.1/");
     let tables = format!(
         "[approval]\nmode = \"queue\"\nstore = {:?}\n",
-        t.path.join("approvals.sqlite").display().to_string()
+        t.beside("approvals.sqlite").display().to_string()
     );
     let (h, _d) = asking_bash(
         &t,
@@ -1122,7 +1122,7 @@ async fn the_queue_asks_about_a_destination_and_an_egress_grant_answers_the_next
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn web_fetch_asks_about_an_unknown_destination_too() {
     let t = Tree::new("egress-ask-web-fetch");
-    let audit = t.path.join("audit.jsonl");
+    let audit = t.beside("audit.jsonl");
     let (port, hits) = page_server();
     let config = format!(
         "[audit]\npath = {:?}\n\n[egress]\nask = true\nallow_private = [\"127.0.0.1/32\"]\n\n\
@@ -1226,7 +1226,7 @@ async fn asking_probe(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wasi_sockets_connects_are_asked_about() {
     let t = Tree::new("egress-ask-sockets");
-    let audit = t.path.join("audit.jsonl");
+    let audit = t.beside("audit.jsonl");
     let (port, hits) = pong_server();
     let addr = format!("127.0.0.1:{port}");
     for allow in [true, false] {
@@ -1298,7 +1298,7 @@ async fn wasi_sockets_connects_are_asked_about() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wasi_sockets_asks_never_open_private_addresses_and_are_bounded() {
     let t = Tree::new("egress-ask-sockets-bound");
-    let audit = t.path.join("audit.jsonl");
+    let audit = t.beside("audit.jsonl");
     let (port, hits) = pong_server();
     let approver = Asked::new(true);
     let (h, _d) = asking_probe("deny = [\"198.51.100.0/24\"]", approver.clone(), &audit).await;
@@ -1382,7 +1382,7 @@ async fn a_bridged_server_s_connections_are_asked_about_on_its_behalf() {
     use toolgate::approval::grant::GrantSpec;
     use toolgate::approval::queue::Verdict;
     let t = Tree::new("egress-ask-bridged");
-    let audit = t.path.join("audit.jsonl");
+    let audit = t.beside("audit.jsonl");
     let (port, hits) = origin("http://127.0.0.1/");
     let (other, other_hits) = origin("http://127.0.0.1/");
     let script = t.path.join("egress_server.py");
@@ -1398,7 +1398,7 @@ async fn a_bridged_server_s_connections_are_asked_about_on_its_behalf() {
          [mcp.servers.fetcher.grants]\nfs = [{{ path = \".\", access = \"read-only\" }}]\n\
          egress = [\"example.org\"]\n",
         audit.display().to_string(),
-        t.path.join("approvals.sqlite").display().to_string(),
+        t.beside("approvals.sqlite").display().to_string(),
         script.display().to_string(),
         t.path.display().to_string(),
     );

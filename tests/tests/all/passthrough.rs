@@ -44,6 +44,15 @@ fn report(python: &Path, work: &Path, config: &Path, extra: &[&str]) -> Value {
         .unwrap_or_else(|e| panic!("passthrough.py printed no report ({e}): {stdout}"))
 }
 
+/// The audit record's directory: beside the working directory (a
+/// `TempDir`, which removes it too: `TempDir::beside`), whose grant (the
+/// server's default) may not reach it.
+fn records(work: &Path) -> PathBuf {
+    let dir = work.with_extension("beside");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 fn config(work: &Path, extra: &str) -> PathBuf {
     let everything = crate::bridge::servers()
         .join("npm/node_modules/.bin/mcp-server-everything")
@@ -53,8 +62,9 @@ fn config(work: &Path, extra: &str) -> PathBuf {
     std::fs::write(
         &config,
         format!(
-            "[audit]\npath = \"audit.jsonl\"\n\
-             [mcp.servers.everything]\ncommand = {everything:?}\nargs = [\"stdio\"]\n{extra}"
+            "[audit]\npath = {:?}\n\
+             [mcp.servers.everything]\ncommand = {everything:?}\nargs = [\"stdio\"]\n{extra}",
+            records(work).join("audit.jsonl")
         ),
     )
     .unwrap();
@@ -148,7 +158,7 @@ fn bridged_resources_and_prompts_pass_through_namespaced_and_audited() {
     );
 
     // Every read is in the audit record: the URI as the server knows it.
-    let audit = std::fs::read_to_string(work.path().join("audit.jsonl")).unwrap();
+    let audit = std::fs::read_to_string(records(work.path()).join("audit.jsonl")).unwrap();
     let reads: Vec<Value> = audit
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
