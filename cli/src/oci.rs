@@ -106,7 +106,7 @@ pub async fn pull(global: &GlobalArgs, args: PullArgs) -> anyhow::Result<ExitCod
     let reference = OciRef::parse(&args.reference)?;
     let dir = toolgate::state::default_dir()
         .context("no state directory to keep pulled components in (set TOOLGATE_STATE_DIR)")?;
-    let store = Store::open(&toolgate::state::StateDir::open(dir)?)?;
+    let store = Store::open(toolgate::state::StateDir::open(dir)?.path())?;
     let stored = Client::new(&config.oci).pull(&reference, &store).await?;
     println!(
         "{reference}: {} ({} bytes, component {})",
@@ -320,7 +320,7 @@ async fn verify_inner(global: &GlobalArgs, args: VerifyArgs) -> anyhow::Result<b
     let reference = OciRef::parse(&args.reference)?;
     let dir = toolgate::state::default_dir()
         .context("no state directory to keep pulled components in (set TOOLGATE_STATE_DIR)")?;
-    let store = Store::open(&toolgate::state::StateDir::open(dir)?)?;
+    let store = Store::open(toolgate::state::StateDir::open(dir)?.path())?;
     let stored = match Client::new(&config.oci).pull(&reference, &store).await {
         Ok(s) => s,
         Err(e @ toolgate::oci::OciError::Registry { .. }) => {

@@ -733,7 +733,7 @@ impl Lifecycle {
                         .into(),
                 source: None,
             })?;
-        crate::oci::Store::open(state)
+        crate::oci::Store::open(state.path())
     }
 
     /// Pull what the scan found missing from the store (each under the

@@ -205,7 +205,7 @@ async fn pushed_pulled_and_run_by_digest_then_served_by_the_store_when_the_regis
 
     // A blob changed in the store is refused (the plugin may be a policy:
     // calls are refused too).
-    let store = Store::open(&StateDir::open(&state).unwrap()).unwrap();
+    let store = Store::open(StateDir::open(&state).unwrap().path()).unwrap();
     let blob = std::fs::read_dir(store.path().join("blobs/sha256"))
         .unwrap()
         .flatten()
@@ -304,7 +304,7 @@ async fn a_layer_tampered_with_in_the_registry_is_refused() {
         e.contains(&reference) && e.contains("does not match"),
         "{e}"
     );
-    let store = Store::open(&StateDir::open(&state).unwrap()).unwrap();
+    let store = Store::open(StateDir::open(&state).unwrap().path()).unwrap();
     assert!(
         store
             .load(&OciRef::parse(&reference).unwrap())
@@ -474,7 +474,7 @@ async fn hostile_registries_are_refused_or_bounded() {
     let port = hostile_registry().await;
     let work = TempDir::new("oci-hostile");
     let state = StateDir::open(work.path().join("state")).unwrap();
-    let store = Store::open(&state).unwrap();
+    let store = Store::open(state.path()).unwrap();
     let client = Client::new(&OciConfig {
         timeout_ms: Some(2_000),
         ..OciConfig::default()

@@ -36,7 +36,7 @@
 //!   `GET /v2/NAME/referrers/DIGEST?artifactType=…`, falling back to the
 //!   `sha256-HEX` tag.
 //!
-//! Found here the same way ([`crate::oci::client`]): the referrers API
+//! Found here the same way ([`crate::client`]): the referrers API
 //! (filtered by [`BUNDLE_MEDIA_TYPE`], though the filter is re-applied:
 //! a registry may ignore it), and on a 404 the tag `sha256-HEX`; then each
 //! bundle referrer's manifest by digest and its bundle layer, all bounded
@@ -44,16 +44,16 @@
 //! `oci-client` 0.18 has `pull_referrers` with the same fallback, but it
 //! reads the index whole whatever its size, as it does manifests.
 //!
-//! Verified ([`crate::oci::signature::verify_with`]) at every load: the
+//! Verified ([`crate::signature::verify_with`]) at every load: the
 //! referrer's `subject` must be the manifest loaded; the bundle must hold
 //! a DSSE envelope whose statement's predicate type is cosign's signature
 //! predicate (another attestation of the image — an SBOM, provenance —
 //! is not a signature) and whose subjects include the manifest's digest;
-//! and the bundle verifies keylessly ([`crate::oci::keyless`]) against
+//! and the bundle verifies keylessly ([`crate::keyless`]) against
 //! `[trust] trusted_root` and `identities`, or, key-based (`cosign sign
 //! --key` in the new format), with `[trust] keys` — its log entry against
 //! the trusted root when the rule names one
-//! ([`crate::oci::keyless::verify_keyed`]).
+//! ([`crate::keyless::verify_keyed`]).
 
 use crate::budgets::{KEYLESS_MAX_BUNDLE_BYTES, OCI_MAX_REFERRERS};
 

@@ -1,5 +1,8 @@
-//! Plugins from OCI registries: `[plugins.NAME] source = "oci://…"`,
-//! `toolgate pull` and `toolgate push`.
+//! Plugins from OCI registries — distribution and trust: `[plugins.NAME]
+//! source = "oci://…"`, `toolgate pull` and `toolgate push`, and the
+//! `[trust]` policy their signatures are verified against. A crate of its
+//! own: what it parses comes from registries and bundles, and it needs
+//! nothing of the runtime (the host re-exports it as `toolgate::oci`).
 //!
 //! A third party publishes a component to a registry; the operator names it
 //! by reference and the host runs the bytes the registry served *at pull
@@ -45,12 +48,15 @@
 //! identities), and the signer is what `toolgate plugins` and the audit
 //! record name.
 
+pub mod budgets;
 pub mod client;
 pub mod keyless;
 pub mod layout;
 pub mod referrers;
 pub mod signature;
 pub mod store;
+pub mod time;
+mod tls;
 pub mod trust;
 
 use std::path::PathBuf;
@@ -58,7 +64,7 @@ use std::path::PathBuf;
 pub use client::Client;
 pub use store::{Store, Stored};
 
-/// `[oci]`: how OCI registries are reached (see [`crate::oci`]).
+/// `[oci]`: how OCI registries are reached (see the crate docs).
 #[derive(
     Clone,
     Debug,
@@ -83,7 +89,7 @@ pub struct OciConfig {
 impl OciConfig {
     /// The problems of `[oci]`.
     pub fn check(&self, problems: &mut Vec<String>) {
-        crate::config::positive("/oci/timeout_ms", self.timeout_ms, problems);
+        toolgate_config::positive("/oci/timeout_ms", self.timeout_ms, problems);
     }
 }
 

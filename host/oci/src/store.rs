@@ -4,7 +4,7 @@
 //! digest; `STATE/oci/refs/KEY` maps a reference (a tag, or a pinned
 //! digest) to its manifest digest, where `KEY` is the SHA-256 of the
 //! reference's text. It lives in the state directory — authority no grant
-//! reaches (see [`crate::state`]) — created `0700`, every file `0600`,
+//! reaches (the host's state directory) — created `0700`, every file `0600`,
 //! written to a temporary name and renamed into place.
 //!
 //! Nothing read from it is trusted because it was written by us: a read
@@ -26,7 +26,6 @@ use std::sync::Arc;
 use oci_client::manifest::OciImageManifest;
 
 use super::{OciError, OciRef, layout, sha256_digest};
-use crate::state::StateDir;
 
 /// The store's subdirectory of the state directory.
 pub const STORE_DIR: &str = "oci";
@@ -54,10 +53,11 @@ pub struct Stored {
 }
 
 impl Store {
-    /// The store of `state`, created if needed (`0700`, owned by this
-    /// user, not a symlink).
-    pub fn open(state: &StateDir) -> Result<Store, OciError> {
-        let root = state.path().join(STORE_DIR);
+    /// The store in the state directory `state` (which the host has
+    /// checked), created if needed (`0700`, owned by this user, not a
+    /// symlink).
+    pub fn open(state: &Path) -> Result<Store, OciError> {
+        let root = state.join(STORE_DIR);
         for dir in [
             root.clone(),
             root.join("blobs/sha256"),
@@ -335,8 +335,7 @@ mod tests {
     fn store(tag: &str) -> Store {
         let dir = std::env::temp_dir().join(format!("toolgate-oci-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let state = StateDir::open(dir.join("state")).unwrap();
-        Store::open(&state).unwrap()
+        Store::open(&dir.join("state")).unwrap()
     }
 
     fn put(store: &Store, r: &OciRef, component: &[u8]) -> String {
@@ -371,7 +370,7 @@ mod tests {
 
     #[test]
     fn signatures_are_kept_by_manifest_digest_and_checked_on_read() {
-        use crate::oci::signature::Signature;
+        use crate::signature::Signature;
         let store = store("sigs");
         let r = OciRef::parse("oci://127.0.0.1:5000/acme/x:1").unwrap();
         let digest = put(&store, &r, b"component bytes");

@@ -1,12 +1,13 @@
-//! What every configuration section is made of: the error, the checked
-//! parse, and typed paths ([`path`]).
+//! What every section of toolgate's configuration is made of: the error,
+//! the checked parse, and typed paths ([`path`]). The host re-exports it
+//! as `toolgate::config`.
 //!
-//! A leaf: it names no feature. Each feature owns its section of
+//! A leaf crate: it names no feature. Each feature owns its section of
 //! `toolgate.toml` (`audit::config`, `egress::config`, `approval::config`,
-//! …): the section's type derives its parsing (serde) *and* its schema
-//! (`#[derive(Schema)]`, the same derive tools use for their arguments),
-//! checks itself, and types every path it names. [`crate::HostConfig`]
-//! composes the sections.
+//! the OCI crate's `trust`, …): the section's type derives its parsing
+//! (serde) *and* its schema (`#[derive(Schema)]`, the same derive tools use
+//! for their arguments), checks itself, and types every path it names.
+//! `toolgate::HostConfig` composes the sections.
 //!
 //! The file is an untrusted boundary like any other: it is parsed, checked
 //! against the schema derived from its types with the same compiler and

@@ -11,7 +11,7 @@
 //!   over the artifact's bytes) or its `dsseEnvelope` ([`Dsse`]: an in-toto
 //!   statement naming the artifact's digest, signed over its DSSE
 //!   pre-authentication encoding) — the latter is what `cosign sign` 3
-//!   attaches to an image as an OCI referrer (see [`crate::oci::referrers`]).
+//!   attaches to an image as an OCI referrer (see [`crate::referrers`]).
 //! * **cosign's layer annotations** on a `sha256-HEX.sig` signature layer:
 //!   `dev.sigstore.cosign/certificate` (PEM), `…/chain` (PEM) and
 //!   `…/bundle` (`{"SignedEntryTimestamp", "Payload": {"body",

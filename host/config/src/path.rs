@@ -355,7 +355,7 @@ impl ConfigPath {
 /// value the operator writes is a string, never an object with the mark).
 ///
 /// ```
-/// use toolgate::config::path::{Bases, Class, Secret, classified};
+/// use toolgate_config::path::{Bases, Class, Secret, classified};
 /// #[derive(serde::Serialize)]
 /// struct Section { token_file: Option<Secret>, name: String }
 /// let s = Section { token_file: Some("token".into()), name: "x".into() };
@@ -499,7 +499,7 @@ mod tests {
     fn schemas_say_the_class() {
         assert_eq!(Secret::schema()["title"], "path: secret");
         assert_eq!(
-            Class::from_title(&Program::schema()["title"].as_str().unwrap()),
+            Class::from_title(Program::schema()["title"].as_str().unwrap()),
             Some(Class::Authority)
         );
         assert_eq!(Class::from_title("path: granted"), Some(Class::Granted));

@@ -127,7 +127,7 @@ fn now_rfc3339() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or_default();
-    crate::clock::rfc3339(secs as i64)
+    crate::time::rfc3339(secs as i64)
 }
 
 #[cfg(test)]
@@ -139,9 +139,9 @@ mod tests {
         let (config, manifest) = artifact(b"\0asm not really");
         let m: OciImageManifest = serde_json::from_slice(&manifest).unwrap();
         assert_eq!(m.media_type.as_deref(), Some(MANIFEST_MEDIA_TYPE));
-        assert_eq!(m.config.digest, crate::oci::sha256_digest(&config));
+        assert_eq!(m.config.digest, crate::sha256_digest(&config));
         let (digest, size) = component_layer(&m).unwrap();
-        assert_eq!(digest, crate::oci::sha256_digest(b"\0asm not really"));
+        assert_eq!(digest, crate::sha256_digest(b"\0asm not really"));
         assert_eq!(size, 15);
         let c: serde_json::Value = serde_json::from_slice(&config).unwrap();
         assert_eq!(c["os"], "wasip2");

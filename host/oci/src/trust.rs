@@ -23,7 +23,7 @@
 //! (guard, hook, finalizer, observer…) and false for one that is only a
 //! tool provider; set, it applies to both. The roles are known once the
 //! component is compiled, so the check of the requirement runs there
-//! ([`crate::plugin::loader`]); a policy that fails it fails closed like
+//! (the host's plugin loader); a policy that fails it fails closed like
 //! any policy that fails to load, and an update (a reload, a new tag) that
 //! fails it is refused while the version serving keeps serving.
 //!
@@ -60,7 +60,7 @@ use toolgate_schema::derive::Schema;
 use super::OciRef;
 use super::keyless::{Identity, TrustedRoot};
 use super::signature::{self, KeylessPolicy, PublicKey, Signature, Signer};
-use crate::config::path::TrustFile;
+use toolgate_config::path::TrustFile;
 
 /// `[trust]`.
 #[derive(Clone, Debug, Default, PartialEq, serde::Deserialize, serde::Serialize, Schema)]
@@ -316,7 +316,7 @@ pub fn read_key(base: &Path, path: &Path) -> Result<PublicKey, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::oci::signature::{Algorithm, SigningKey};
+    use crate::signature::{Algorithm, SigningKey};
     use base64::Engine as _;
 
     #[test]

@@ -137,7 +137,7 @@ pub struct Refused {
 pub enum SctRefusal {
     #[error(
         "dated {} but the CT log's key ({log}) is {valid}",
-        crate::clock::rfc3339(at_ms.div_euclid(1000))
+        crate::time::rfc3339(at_ms.div_euclid(1000))
     )]
     OutsideValidity {
         at_ms: i64,

@@ -129,7 +129,7 @@ pub enum TsaError {
     SignerNotEmbedded,
     #[error(
         "its time {} is outside TSA {tsa}'s validity in the trusted root ({valid})",
-        crate::clock::rfc3339(*at)
+        crate::time::rfc3339(*at)
     )]
     OutsideValidity {
         at: i64,
@@ -162,7 +162,7 @@ pub enum TsaError {
         "it is over another message than this bundle's signature (its message imprint differs)"
     )]
     OtherMessage,
-    #[error("its time {} is in the future", crate::clock::rfc3339(*.0))]
+    #[error("its time {} is in the future", crate::time::rfc3339(*.0))]
     Future(i64),
 }
 
@@ -558,7 +558,7 @@ fn generalized_time(bytes: &[u8]) -> Option<i64> {
         return None;
     }
     let n = |r: std::ops::Range<usize>| whole[r].parse::<i64>().ok();
-    let secs = crate::clock::seconds_from_civil(
+    let secs = crate::time::seconds_from_civil(
         (n(0..4)?, n(4..6)?, n(6..8)?),
         (n(8..10)?, n(10..12)?, n(12..14)?),
     )?;

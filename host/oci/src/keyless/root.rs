@@ -145,10 +145,10 @@ impl std::fmt::Display for TimeRange {
         write!(
             f,
             "valid from {}",
-            crate::clock::rfc3339(self.start_ms.div_euclid(1000))
+            crate::time::rfc3339(self.start_ms.div_euclid(1000))
         )?;
         match self.end_ms {
-            Some(end) => write!(f, " to {}", crate::clock::rfc3339(end.div_euclid(1000))),
+            Some(end) => write!(f, " to {}", crate::time::rfc3339(end.div_euclid(1000))),
             None => write!(f, " on"),
         }
     }
@@ -331,7 +331,7 @@ pub fn parse_time(text: &str) -> Result<i64, TimeError> {
         return Err(bad());
     }
     let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    let local = crate::clock::seconds_from_civil((year, month, day), (hour, minute, second))
+    let local = crate::time::seconds_from_civil((year, month, day), (hour, minute, second))
         .ok_or_else(bad)?;
     let mut i = 19;
     let mut millis = 0;
@@ -417,7 +417,7 @@ mod tests {
             parse_time("2022-04-13T22:06:15+02:00").unwrap(),
             1_649_880_375_000
         );
-        assert_eq!(crate::clock::rfc3339(1_689_177_396), "2023-07-12T15:56:36Z");
+        assert_eq!(crate::time::rfc3339(1_689_177_396), "2023-07-12T15:56:36Z");
         for bad in [
             "2022-04-13",
             "2022-04-13T20:06:15",

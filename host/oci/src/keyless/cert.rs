@@ -63,7 +63,7 @@ pub enum CertError {
     NoAuthority,
     #[error(
         "the signing certificate does not chain to a trusted CA at the time it was {how} ({}): {}",
-        crate::clock::rfc3339(*at),
+        crate::time::rfc3339(*at),
         join(refusals)
     )]
     NoPath {
@@ -78,7 +78,7 @@ pub enum CertError {
 /// Why one CA of the trusted root did not issue the signing certificate.
 #[derive(Debug, thiserror::Error)]
 pub enum CaRefusal {
-    #[error("CA {name} is not valid at {} ({valid})", crate::clock::rfc3339(*at))]
+    #[error("CA {name} is not valid at {} ({valid})", crate::time::rfc3339(*at))]
     NotValidAt {
         name: String,
         at: i64,
@@ -99,8 +99,8 @@ pub enum PathError {
     BeforeEpoch(i64),
     #[error(
         "a certificate of the path expired at {}, before {event} at {}",
-        crate::clock::rfc3339(*not_after),
-        crate::clock::rfc3339(*at)
+        crate::time::rfc3339(*not_after),
+        crate::time::rfc3339(*at)
     )]
     Expired {
         not_after: i64,
@@ -109,8 +109,8 @@ pub enum PathError {
     },
     #[error(
         "a certificate of the path was not valid until {}, after {event} at {}",
-        crate::clock::rfc3339(*not_before),
-        crate::clock::rfc3339(*at)
+        crate::time::rfc3339(*not_before),
+        crate::time::rfc3339(*at)
     )]
     NotYetValid {
         not_before: i64,

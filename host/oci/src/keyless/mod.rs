@@ -146,7 +146,7 @@ pub enum Error {
         "the signature is by no trusted key (the bundle's key hint is {hint:?}; {tried} key(s) tried)"
     )]
     NoTrustedKey { hint: String, tried: usize },
-    #[error("the entry's integratedTime {} is in the future", crate::clock::rfc3339(*.0))]
+    #[error("the entry's integratedTime {} is in the future", crate::time::rfc3339(*.0))]
     FutureEntry(i64),
     #[error(
         "the log entry has no signed entry timestamp (inclusion promise), so its integratedTime is not signed, and the bundle carries no RFC 3161 timestamp"
@@ -158,7 +158,7 @@ pub enum Error {
     NoTime,
     #[error(
         "the entry was {how} at {} but the log's key ({log}) is {valid}",
-        crate::clock::rfc3339(*at)
+        crate::time::rfc3339(*at)
     )]
     OutsideLogKey {
         how: &'static str,
@@ -283,7 +283,7 @@ impl std::fmt::Display for KeylessSigner {
 
 impl std::fmt::Display for SignedTime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let at = crate::clock::rfc3339(self.at);
+        let at = crate::time::rfc3339(self.at);
         match &self.timestamped_by {
             None => write!(f, "at {at}"),
             Some(tsa) => write!(f, "timestamped {at} by {tsa}"),
@@ -362,7 +362,7 @@ pub fn verify_artifact(
             return Ok(KeylessSigner {
                 issuer,
                 subject: san.clone(),
-                certificate: crate::oci::sha256_digest(leaf),
+                certificate: crate::sha256_digest(leaf),
                 log_index: bundle.entry.log_index,
                 signed: times.swap_remove(0),
             });
