@@ -39,10 +39,6 @@ use crate::call::Misuse;
 use crate::grants::Capability;
 use crate::store::{KvBackend, check_key, check_value, wait_here};
 
-pub use crate::budgets::{
-    KV_MAX_KEY_BYTES as MAX_KEY_BYTES, KV_MAX_VALUE_BYTES as MAX_VALUE_BYTES,
-    KV_QUOTA_BYTES as QUOTA_BYTES,
-};
 pub use crate::store::KvError;
 
 /// The `kv` seam: granted by `kv = true`; never waits on the async
@@ -240,6 +236,7 @@ impl KvSpace {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::budgets::{KV_MAX_VALUE_BYTES as MAX_VALUE_BYTES, KV_QUOTA_BYTES as QUOTA_BYTES};
 
     #[test]
     fn scopes_and_plugins_are_separate_and_quotas_hold() {
