@@ -85,9 +85,52 @@ pub struct GrantsConfig {
     /// `true`): its config and hooks run outside any sandbox on the
     /// operator's next `git` command.
     pub protect_git: Option<bool>,
+    /// `true`: this table *adds to* the built-in plugin's default grant
+    /// (lists appended, switches and limits set) instead of replacing it —
+    /// `egress = ["pypi.org"]` with `extend = true` is all `bash` needs.
+    /// Only for a built-in plugin (others have no default). Default `false`.
+    #[serde(default)]
+    pub extend: bool,
 }
 
 impl GrantsConfig {
+    /// `base` (a built-in default grant) with this table added to it: every
+    /// list appended (duplicates dropped), a switch on if either is, a
+    /// limit or setting of this table replacing the default's.
+    pub fn extending(self, base: GrantsConfig) -> GrantsConfig {
+        fn union<T: PartialEq>(mut a: Vec<T>, b: Vec<T>) -> Vec<T> {
+            for x in b {
+                if !a.contains(&x) {
+                    a.push(x);
+                }
+            }
+            a
+        }
+        let l = self.spawn_limits;
+        let d = base.spawn_limits;
+        GrantsConfig {
+            fs: union(base.fs, self.fs),
+            env: union(base.env, self.env),
+            network: union(base.network, self.network),
+            shell: base.shell || self.shell,
+            subprocess: union(base.subprocess, self.subprocess),
+            kv: base.kv || self.kv,
+            memory_mb: self.memory_mb.or(base.memory_mb),
+            spawn_tcp_ports: union(base.spawn_tcp_ports, self.spawn_tcp_ports),
+            egress: union(base.egress, self.egress),
+            spawn_limits: SpawnLimitsConfig {
+                max_processes: l.max_processes.or(d.max_processes),
+                address_space_mb: l.address_space_mb.or(d.address_space_mb),
+                file_size_mb: l.file_size_mb.or(d.file_size_mb),
+                cpu_seconds: l.cpu_seconds.or(d.cpu_seconds),
+                open_files: l.open_files.or(d.open_files),
+                output_kb: l.output_kb.or(d.output_kb),
+            },
+            protect_git: self.protect_git.or(base.protect_git),
+            extend: false,
+        }
+    }
+
     /// The problems of a grant table at `at` (`/plugins/NAME/grants`).
     pub fn check(&self, at: &str, problems: &mut Vec<String>) {
         for (i, n) in self.network.iter().enumerate() {

@@ -392,17 +392,34 @@ impl Lifecycle {
                 .get(key)
                 .and_then(|s| s.source.manifest.instances),
         };
+        let default = match origin_path {
+            Origin::Builtin if key.scope.is_empty() => {
+                builtin::default_grants(&key.name, &self.sources.workdir)
+            }
+            _ => None,
+        };
+        let table = format!("{}: [{}.grants]", config.origin(), key.path());
         let (grants_config, grant_source) = match plugin_config.and_then(|c| c.grants.clone()) {
-            Some(g) => (
-                Some(g),
-                format!("{}: [{}.grants]", config.origin(), key.path()),
-            ),
-            None => match origin_path {
-                Origin::Builtin if key.scope.is_empty() => (
-                    builtin::default_grants(&key.name, &self.sources.workdir),
-                    "built-in default".to_string(),
+            Some(g) if g.extend => match default {
+                Some(base) => (
+                    Some(g.extending(base)),
+                    format!("the built-in default, extended by {table}"),
                 ),
-                _ => (
+                None => {
+                    return Err(LoadError::new(
+                        &key.qualified(),
+                        &origin_path,
+                        format!(
+                            "`extend = true` in {table} adds to a built-in plugin's default grant, and `{}` has none: write its whole grant (without `extend`)",
+                            key.qualified()
+                        ),
+                    ));
+                }
+            },
+            Some(g) => (Some(g), table),
+            None => match default {
+                Some(base) => (Some(base), "built-in default".to_string()),
+                None => (
                     None,
                     format!("none (no [{}.grants] in the configuration)", key.path()),
                 ),

@@ -1185,3 +1185,46 @@ async fn the_sandbox_cannot_reach_any_path_the_schema_names() {
         "{cases:#?}"
     );
 }
+
+/// `extend = true` adds to a built-in plugin's default grant (issue 44's
+/// operator journey: one egress name for `bash` took three lines to
+/// know): the shell seam and the working directory stay, the egress
+/// proxy comes. The twin: the same table without `extend` replaces the
+/// default, and `bash` (no shell granted) does not load, naming the line.
+#[tokio::test]
+async fn an_extended_grant_keeps_the_built_in_default() {
+    let t = Tree::new("grant-extend");
+    t.write(
+        "toolgate.toml",
+        "[plugins.bash.grants]\nextend = true\negress = [\"example.org\"]\n",
+    );
+    let h = builtin_host(&t.path, Some(&t.join("toolgate.toml")), test_runtime()).await;
+    let out = bash(
+        &h,
+        "echo legit > notes.txt && cat notes.txt; env | grep -c '^HTTPS_PROXY='",
+    )
+    .await;
+    assert!(out.contains("legit\n1"), "{out}");
+    let listed = h
+        .plugin_status()
+        .into_iter()
+        .find(|s| s.name == "bash")
+        .unwrap();
+    assert!(listed.plugin.is_some(), "{listed:?}");
+    drop(h);
+
+    t.write(
+        "toolgate.toml",
+        "[plugins.bash.grants]\negress = [\"example.org\"]\n",
+    );
+    let h = Toolgate::builder()
+        .runtime_options(test_runtime())
+        .workdir(&t.path)
+        .config(HostConfig::load(&t.join("toolgate.toml")).unwrap())
+        .approver(Arc::new(AllowAll))
+        .build()
+        .await
+        .unwrap();
+    let problems = format!("{:?}", h.problems());
+    assert!(problems.contains("shell = true"), "{problems}");
+}
