@@ -126,7 +126,7 @@ impl Redaction {
 
     /// Sorts the needles longest first (call once all are added).
     pub(crate) fn ready(mut self) -> Self {
-        self.needles.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        self.needles.sort_by_key(|n| std::cmp::Reverse(n.0.len()));
         self
     }
 }
