@@ -1,8 +1,11 @@
 //! `toolgate audit`: verify the record, show it, make a signing key.
 //!
 //! Exit codes of `verify`: 0 only when every file is intact (chain,
-//! signatures, and a clean end unless `--allow-open`); 1 when a record is
-//! broken or missing (the first one is named); 2 when a file cannot be read.
+//! signatures, the chain's start — record 1, or `--from N` — and a clean
+//! end unless `--allow-open`); 1 when a record is broken or missing (the
+//! first one is named, and a missing rotated file by its name); 2 when a
+//! file cannot be read. Calls started and never finished (a host killed
+//! mid-call) are reported, and are not a break.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -34,11 +37,17 @@ enum AuditCommand {
 
 #[derive(Args, Debug)]
 struct VerifyArgs {
-    /// The record's files (default: audit.jsonl in the state directory);
-    /// files of several replicas are sorted by the replica their records
-    /// name.
+    /// The record's files (default: audit.jsonl in the state directory).
+    /// A record's live file brings its rotated files beside it
+    /// (FILE.<12 digits>); files of several replicas are sorted by the
+    /// replica their records name.
     #[arg(value_name = "FILE")]
     files: Vec<PathBuf>,
+    /// The files before record N were pruned on purpose: verify the chain
+    /// from record N (the first record of the oldest file kept) instead of
+    /// requiring it to start at record 1.
+    #[arg(long, value_name = "N")]
+    from: Option<u64>,
     /// The public key every checkpoint must be signed with: 64 hex digits
     /// or a file holding them (KEY.pub). Without it, a record rewritten
     /// and re-signed with another key is not detected.
@@ -68,8 +77,8 @@ struct ShowArgs {
     /// refused it), `error` (any failure).
     #[arg(long, value_name = "OUTCOME")]
     decision: Option<String>,
-    /// Only records of this kind (call, rejected, config, start, plugins, reload, checkpoint,
-    /// rotate, shutdown).
+    /// Only records of this kind (call, started, rejected, config, start, plugins, reload,
+    /// checkpoint, rotate, shutdown, egress, resource_read).
     #[arg(long)]
     kind: Option<String>,
     /// Only records at or after this time: RFC 3339 UTC
@@ -109,14 +118,16 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// The files named (default: the state directory's record), each live
+/// file with its rotated files: a record's file stands for the record.
 fn default_files(files: Vec<PathBuf>) -> anyhow::Result<Vec<PathBuf>> {
     if !files.is_empty() {
-        return Ok(files);
+        return Ok(verify::with_rotations(&files));
     }
     let dir = toolgate::state::default_dir().ok_or_else(|| {
         anyhow::anyhow!("name the record's file(s): no state directory (set TOOLGATE_STATE_DIR)")
     })?;
-    Ok(vec![dir.join(audit::DEFAULT_FILE)])
+    Ok(verify::with_rotations(&[dir.join(audit::DEFAULT_FILE)]))
 }
 
 fn run_verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
@@ -128,6 +139,7 @@ fn run_verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
     let options = verify::VerifyOptions {
         key,
         allow_open: a.allow_open,
+        from: a.from,
     };
     let chains = match verify::verify_replicas(&files, &options) {
         Ok(r) => r,
@@ -219,12 +231,36 @@ fn print_report(report: &verify::Report, indent: &str, unpinned: bool) {
                 report.keys.join(", ")
             );
         }
+        print_unfinished(report, indent);
     } else {
         println!(
             "{indent}BROKEN at record {}: {}\n{indent}{} record(s) before it verified",
             report.first_broken.unwrap_or(0),
             report.reason.as_deref().unwrap_or(""),
             report.records
+        );
+    }
+}
+
+/// The calls started and never finished: not tampering, but calls whose
+/// effects may have happened without a result.
+fn print_unfinished(report: &verify::Report, indent: &str) {
+    if report.unfinished.is_empty() {
+        return;
+    }
+    println!(
+        "{indent}{} call(s) started and never finished (the host was killed or stopped while they ran, \
+         or still runs them); their effects, if any, may have happened:",
+        report.unfinished.len()
+    );
+    for u in &report.unfinished {
+        println!(
+            "{indent}  record {}: {} (call {}) at {}, instance {}",
+            u.seq,
+            u.tool,
+            u.call_id,
+            format_time(u.ts),
+            u.inst
         );
     }
 }
@@ -333,6 +369,15 @@ fn run_show(a: ShowArgs) -> anyhow::Result<ExitCode> {
                         }
                     )
                 }
+                "started" => format!(
+                    "{} [{}] call {} started",
+                    v["tool"].as_str().unwrap_or("?"),
+                    v["scope"]
+                        .as_str()
+                        .filter(|s| !s.is_empty())
+                        .unwrap_or("global"),
+                    v["callId"].as_str().unwrap_or("?")
+                ),
                 "start" => format!(
                     "host started (pid {}, instance {})",
                     v["pid"],

@@ -112,6 +112,9 @@ async fn replay(global: &GlobalArgs, args: ReplayArgs) -> anyhow::Result<ExitCod
                     i + 1
                 )
             })?;
+            // A call's final record only: its intent (`started`) is the
+            // same call, and a call never finished has no decision to
+            // compare.
             if v["kind"] == "call" && v["parent"].is_null() {
                 calls.push(v);
             }

@@ -171,6 +171,17 @@ pub const AUDIT_MAX_TAIL_READ: u64 = 2 * AUDIT_MAX_RECORD_BYTES as u64;
 /// Bytes of each client-provided name in a record's `client` (the MCP
 /// session id, `clientInfo` name and version); longer ones are cut. 256.
 pub const AUDIT_MAX_CLIENT_FIELD_BYTES: usize = 256;
+/// Characters a sensitive value (`[audit] sensitive`; with `arguments =
+/// "digest"`, every value of the arguments) must have to be redacted where
+/// it is quoted in a record's text (a policy's reason): a shorter one is
+/// kept there — replacing every `1` or `ls` in every reason would redact
+/// everything and hide nothing. The arguments themselves hide every
+/// sensitive value, whatever its length. 4.
+pub const AUDIT_SENSITIVE_MIN_CHARS: usize = 4;
+/// Sensitive values of one call searched for in its record's text; a call
+/// with more (only reachable with `arguments = "digest"` and many values)
+/// has its reasons withheld whole instead. 256.
+pub const AUDIT_SENSITIVE_MAX_VALUES: usize = 256;
 /// Records between two signed checkpoints (`[audit] checkpoint_every`):
 /// what a cut tail can take away unsigned (a checkpoint costs one
 /// signature, about 20 µs). Default 1000.

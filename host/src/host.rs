@@ -561,6 +561,11 @@ impl ToolgateBuilder {
             limits,
             approver,
             code_mode: self.config.code_mode,
+            // A call is declared started in the record before its body
+            // runs (see `pipeline::intent`).
+            intents: audit
+                .clone()
+                .map(|a| Arc::new(a) as Arc<dyn crate::pipeline::Intents>),
         };
         // Code Mode: `run_code`, whose calls come back to this host once it
         // exists (a weak reference: the host owns the tool).

@@ -6,6 +6,12 @@
 //! exactly the lines that matter) and plain text anyone with write access
 //! could edit unseen. Here:
 //!
+//! * **Started, then finished.** A call the policies let through is
+//!   declared started — a `started` record, its *intent* — before anything
+//!   of it runs ([`crate::pipeline::intent`]); its final `call` record
+//!   names that intent. A host killed while a body runs leaves an intent
+//!   without a final record, which `toolgate audit verify` reports as a
+//!   call started and never finished.
 //! * **Never drops.** A call's record is written (to the file, in the
 //!   kernel) before its result leaves the host; callers that commit at once
 //!   share one `write(2)` (group commit, see [`writer`]). If it cannot be
@@ -24,12 +30,17 @@
 //!   the `fdatasync`). `"none"`: the kernel syncs when it likes (and at
 //!   shutdown).
 //!
+//! * **Sensitive values stay out.** `[audit] sensitive` values are kept as
+//!   digests in the arguments and replaced wherever a record's text quotes
+//!   them (a policy's reason): see [`redact`].
+//!
 //! The format (JSON Lines, `v` = [`SCHEMA_VERSION`]) is documented in
 //! `docs/audit.md`.
 
 pub mod chain;
 pub mod config;
 pub mod key;
+mod redact;
 pub mod verify;
 mod writer;
 
@@ -359,6 +370,68 @@ impl Audit {
         cached.1.clone()
     }
 
+    /// The arguments as the record keeps them (in a call's record and in
+    /// its intent alike): whole, or with the values at the tool's sensitive
+    /// pointers (and every tool's, `"*"`) replaced by their marker, or
+    /// omitted (`arguments = "digest"`, or over the cap); and, with `text`,
+    /// what the record's text (reasons) must not quote.
+    fn keep(&self, info: &crate::call::CallInfo, text: bool) -> Kept {
+        let arguments_json = info.arguments_json();
+        let digest_only = self.settings.arguments == ArgumentsMode::Digest;
+        let omitted = if digest_only {
+            Some("digest")
+        } else if arguments_json.len() > AUDIT_MAX_ARGUMENT_BYTES {
+            Some("size")
+        } else {
+            None
+        };
+        let mut kept = Kept {
+            redacted: None,
+            sensitive: Vec::new(),
+            omitted,
+            sha256: chain::hex(&chain::sha256(arguments_json.as_bytes())),
+            text: redact::Redaction::default(),
+        };
+        let s = &self.settings.sensitive;
+        if !s.is_empty() {
+            let pointers = s
+                .get(&info.tool_name)
+                .into_iter()
+                .chain(s.get("*"))
+                .flatten();
+            for p in pointers {
+                if kept.sensitive.contains(p) {
+                    continue;
+                }
+                let Some(value) = info.arguments.pointer(p) else {
+                    continue;
+                };
+                if text {
+                    kept.text.add(value);
+                }
+                if omitted.is_none() {
+                    // A copy of the arguments, only when a pointer is present.
+                    let copy = kept
+                        .redacted
+                        .get_or_insert_with(|| (*info.arguments).clone());
+                    if let Some(v) = copy.pointer_mut(p) {
+                        *v = redact::marker(v);
+                    }
+                }
+                kept.sensitive.push(p.clone());
+            }
+            if omitted.is_some() {
+                // Not kept: nothing replaced in them.
+                kept.sensitive.clear();
+            }
+        }
+        if text && digest_only {
+            kept.text.add_all(&info.arguments);
+        }
+        kept.text = std::mem::take(&mut kept.text).ready();
+        kept
+    }
+
     fn call_body(
         &self,
         f: &Finished,
@@ -369,24 +442,11 @@ impl Audit {
         let info = &f.info;
         let record = &f.record;
         let ids = self.plugin_ids(generation, digests);
-        let arguments_json = info.arguments_json();
-        let mut omitted = None;
-        if self.settings.arguments == ArgumentsMode::Digest {
-            omitted = Some("digest");
-        } else if arguments_json.len() > AUDIT_MAX_ARGUMENT_BYTES {
-            omitted = Some("size");
-        }
-        // Sensitive values replaced by their digest: only when one of the
-        // tool's pointers is present (a copy of the arguments then).
-        let (redacted, sensitive) = match omitted {
-            Some(_) => (None, Vec::new()),
-            None => self.redact(&info.tool_name, &info.arguments),
-        };
-        let arguments = match (omitted, &redacted) {
-            (Some(_), _) => None,
-            (None, Some(r)) => Some(r),
-            (None, None) => Some(&*info.arguments),
-        };
+        // The record's text is searched for sensitive values only when it
+        // has some: the reasons of its decisions.
+        let has_text = f.decisions.iter().any(|d| d.reason.is_some());
+        let kept = self.keep(info, has_text);
+        let arguments = kept.arguments(info);
         // The result's digest, serialised straight into the hasher.
         let mut hasher = HashWriter(sha2::Sha256::default());
         let _ = serde_json::to_writer(&mut hasher, record);
@@ -406,18 +466,27 @@ impl Audit {
             parent: info.parent_id.as_deref(),
             code_mode: info.code_mode,
             generation: generation.number,
+            intent: f.intent,
             arguments,
-            arguments_sha256: chain::hex(&chain::sha256(arguments_json.as_bytes())),
-            arguments_omitted: omitted,
-            sensitive: &sensitive,
-            replayable: omitted.is_none() && sensitive.is_empty(),
+            arguments_sha256: &kept.sha256,
+            arguments_omitted: kept.omitted,
+            sensitive: &kept.sensitive,
+            replayable: kept.omitted.is_none() && kept.sensitive.is_empty(),
             decisions: f
                 .decisions
                 .iter()
                 .map(|d| {
                     let id = d.plugin.as_ref().and_then(|p| ids.get(p));
+                    let reason = d.reason.as_deref().and_then(|r| kept.text.apply(r));
                     DecisionBody {
-                        decision: std::borrow::Cow::Borrowed(d),
+                        decision: match reason {
+                            // A sensitive value quoted: a copy without it.
+                            Some(reason) => std::borrow::Cow::Owned(crate::pipeline::Decision {
+                                reason: Some(reason),
+                                ..d.clone()
+                            }),
+                            None => std::borrow::Cow::Borrowed(d),
+                        },
                         plugin_sha256: id.and_then(|i| i.sha256.as_deref()),
                         plugin_version: id.map(|i| i.version.as_str()),
                     }
@@ -433,7 +502,7 @@ impl Audit {
             elapsed_us: f.elapsed_us,
         };
         // Sized once: the arguments and about as much again for the rest.
-        let mut text = Vec::with_capacity(arguments_json.len() + 1024);
+        let mut text = Vec::with_capacity(info.arguments_json().len() + 1024);
         let _ = serde_json::to_writer(&mut text, &body);
         let text = String::from_utf8(text).unwrap_or_default();
         if text.len() <= AUDIT_MAX_RECORD_BYTES {
@@ -451,29 +520,88 @@ impl Audit {
         serde_json::to_string(&body).unwrap_or_default()
     }
 
-    /// The arguments with the values at the tool's sensitive pointers (and
-    /// every tool's, `"*"`) replaced by `{"$sha256": …}`, and the pointers
-    /// replaced; `(None, [])` when none is present.
-    fn redact(&self, tool: &str, arguments: &Value) -> (Option<Value>, Vec<String>) {
-        let s = &self.settings.sensitive;
-        if s.is_empty() {
-            return (None, Vec::new());
-        }
-        let pointers = s.get(tool).into_iter().chain(s.get("*")).flatten();
-        let mut copy: Option<Value> = None;
-        let mut replaced: Vec<String> = Vec::new();
-        for p in pointers {
-            if replaced.contains(p) || arguments.pointer(p).is_none() {
-                continue;
+    /// A call's intent (`started`): what the call is, before it runs.
+    fn intent_body(
+        &self,
+        info: &crate::call::CallInfo,
+        generation: &Generation,
+        client: Option<&Client>,
+    ) -> String {
+        let kept = self.keep(info, false);
+        let body = IntentBody {
+            v: SCHEMA_VERSION,
+            kind: "started",
+            ts: now_ms(),
+            inst: self.writer.instance(),
+            replica: self.writer.replica(),
+            token: info.token,
+            call_id: &info.call_id,
+            tool: &info.tool_name,
+            provider: &info.tool.provider,
+            scope: &info.agent_scope,
+            client,
+            parent: info.parent_id.as_deref(),
+            code_mode: info.code_mode,
+            generation: generation.number,
+            arguments: kept.arguments(info),
+            arguments_sha256: &kept.sha256,
+            arguments_omitted: kept.omitted,
+            sensitive: &kept.sensitive,
+        };
+        let mut text = Vec::with_capacity(info.arguments_json().len() + 512);
+        let _ = serde_json::to_writer(&mut text, &body);
+        String::from_utf8(text).unwrap_or_default()
+    }
+}
+
+/// The call's intent, written before its body runs (see
+/// [`crate::pipeline::intent`]). It reaches the kernel (`write(2)`; and
+/// the disk first with `sync = "always"`) before the call goes on; when it
+/// cannot be written the call does not run (`on_failure = "fail-closed"`),
+/// or runs unrecorded (`"continue"`, logged).
+impl crate::pipeline::Intents for Audit {
+    fn started<'a>(
+        &'a self,
+        call: &'a crate::call::CallInfo,
+        generation: &'a Generation,
+        client: Option<&'a Client>,
+    ) -> futures::future::BoxFuture<'a, Result<Option<u64>, CallError>> {
+        let body = self.intent_body(call, generation, client);
+        Box::pin(async move {
+            match self.writer.append_async_seq(body).await {
+                Ok(seq) => Ok(Some(seq)),
+                Err(e) => match self.settings.on_failure {
+                    OnFailure::Continue => {
+                        tracing::error!(error = %e, tool = %call.tool_name, "call's intent not recorded (on_failure = \"continue\")");
+                        Ok(None)
+                    }
+                    OnFailure::FailClosed => Err(not_started(&call.tool_name, &e)),
+                },
             }
-            let copy = copy.get_or_insert_with(|| arguments.clone());
-            if let Some(value) = copy.pointer_mut(p) {
-                let digest = chain::hex(&chain::sha256(value.to_string().as_bytes()));
-                *value = json!({ "$sha256": digest });
-                replaced.push(p.clone());
-            }
+        })
+    }
+}
+
+/// The arguments as a record keeps them ([`Audit::keep`]).
+struct Kept {
+    /// A copy with sensitive values replaced, when one was present.
+    redacted: Option<Value>,
+    /// The pointers replaced.
+    sensitive: Vec<String>,
+    omitted: Option<&'static str>,
+    /// SHA-256 of the arguments' compact JSON (as given).
+    sha256: String,
+    /// What the record's text must not quote.
+    text: redact::Redaction,
+}
+
+impl Kept {
+    fn arguments<'a>(&'a self, info: &'a crate::call::CallInfo) -> Option<&'a Value> {
+        match (self.omitted, &self.redacted) {
+            (Some(_), _) => None,
+            (None, Some(r)) => Some(r),
+            (None, None) => Some(&*info.arguments),
         }
-        (copy, replaced)
     }
 }
 
@@ -509,8 +637,11 @@ struct CallBody<'a> {
     parent: Option<&'a str>,
     code_mode: bool,
     generation: u64,
+    /// The seq of the call's `started` record (its body was dispatched).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    intent: Option<u64>,
     arguments: Option<&'a Value>,
-    arguments_sha256: String,
+    arguments_sha256: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     arguments_omitted: Option<&'static str>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
@@ -519,6 +650,32 @@ struct CallBody<'a> {
     decisions: Vec<DecisionBody<'a>>,
     result: ResultBody<'a>,
     elapsed_us: u64,
+}
+
+/// A `started` record's body: a call about to run (see docs/audit.md).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct IntentBody<'a> {
+    v: u32,
+    kind: &'static str,
+    ts: u64,
+    inst: &'a str,
+    replica: &'a str,
+    token: u64,
+    call_id: &'a str,
+    tool: &'a str,
+    provider: &'a str,
+    scope: &'a str,
+    client: Option<&'a Client>,
+    parent: Option<&'a str>,
+    code_mode: bool,
+    generation: u64,
+    arguments: Option<&'a Value>,
+    arguments_sha256: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arguments_omitted: Option<&'static str>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    sensitive: &'a [String],
 }
 
 #[derive(serde::Serialize)]
@@ -540,6 +697,19 @@ struct ResultBody<'a> {
     stage: Option<&'a str>,
     decided_by: Option<&'a str>,
     sha256: String,
+}
+
+/// Why a call did not run: its intent could not be written.
+fn not_started(tool: &str, e: &AuditError) -> CallError {
+    CallError::new(
+        ErrorCode::Internal,
+        Stage::Execute,
+        format!(
+            "`{tool}` was not run: its audit record could not be written ({e}). The host fails \
+             calls closed until the record can be written again (restart it once the cause is fixed)."
+        ),
+    )
+    .decided_by("audit")
 }
 
 /// The result of a call whose record could not be written.

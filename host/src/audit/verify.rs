@@ -11,7 +11,21 @@
 //! | a record deleted | the sequence: a number is missing | the missing number |
 //! | two records swapped | the sequence | the first out of place |
 //! | the tail cut | the end: no `shutdown` checkpoint last | the first missing number |
+//! | a rotated file deleted | a gap between files, or the oldest file not starting the chain at record 1 | the first missing number; the file's name |
 //! | everything rewritten and re-signed | the key differs from the one pinned with `--key` | the first checkpoint |
+//!
+//! A rotated file's name holds the seq of its last record
+//! (`PATH.<12 digits>`), so a gap of records between two files, or before
+//! the oldest, names the file that held them. An operator who pruned old
+//! files on purpose says where what is kept begins ([`VerifyOptions::from`],
+//! `--from N`); nothing else accepts a chain that does not start at record
+//! 1.
+//!
+//! A call's intent (`started`) and its final record (`call`, naming the
+//! intent) are matched: an intent never finished is a call the host began
+//! and never ended — killed mid-call, or stopped while it ran — and is
+//! reported as such ([`Report::unfinished`]), not as tampering; a final
+//! record that names no open intent of its own call is a break.
 //!
 //! Replicas each keep their own chain, and every record names its
 //! replica: files of several replicas given at once are sorted into one
@@ -38,6 +52,22 @@ pub struct VerifyOptions {
     pub key: Option<[u8; 32]>,
     /// Accept a record that does not end with a `shutdown` checkpoint.
     pub allow_open: bool,
+    /// The first record the files must hold (files before it were pruned
+    /// on purpose); `None`: record 1, the chain's start.
+    pub from: Option<u64>,
+}
+
+/// A call started (its intent recorded) and never finished.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Unfinished {
+    /// The seq of its `started` record.
+    pub seq: u64,
+    pub call_id: String,
+    pub tool: String,
+    /// The host instance that started it.
+    pub inst: String,
+    pub ts: u64,
 }
 
 /// The verdict (`--json` prints it).
@@ -65,6 +95,13 @@ pub struct Report {
     pub unclean_restarts: Vec<u64>,
     /// Bytes of a partial last line (a write cut short).
     pub partial_tail_bytes: u64,
+    /// Calls started and never finished (their intent has no final
+    /// record): a host killed mid-call, or stopped while they ran — or
+    /// still running them (a live host's file).
+    pub unfinished: Vec<Unfinished>,
+    /// Rotated files known to be missing (named from the records around
+    /// the gap).
+    pub missing_files: Vec<PathBuf>,
 }
 
 /// Why files could not be read at all.
@@ -202,6 +239,75 @@ pub fn chain_order(files: &mut [PathBuf]) {
     files.sort_by_cached_key(|p| first_seq(p));
 }
 
+/// Whether `name` is a rotated file's: `<name>.<12 digits>`.
+fn rotation_of(name: &str) -> Option<(&str, u64)> {
+    let (base, digits) = name.rsplit_once('.')?;
+    if digits.len() != 12 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((base, digits.parse().ok()?))
+}
+
+/// The path of the live file of the record `path` belongs to.
+fn live_path(path: &Path) -> PathBuf {
+    match path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(rotation_of)
+    {
+        Some((base, _)) => path.with_file_name(base),
+        None => path.to_path_buf(),
+    }
+}
+
+/// `files` and, for each that is a record's live file (`PATH`, not
+/// `PATH.<12 digits>`), its rotated files beside it: a record's file
+/// stands for the whole record. A file given twice (or found and given)
+/// is listed once.
+pub fn with_rotations(files: &[PathBuf]) -> Vec<PathBuf> {
+    let key = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let mut seen: std::collections::HashSet<PathBuf> = Default::default();
+    let mut out = Vec::new();
+    let mut add = |p: PathBuf, out: &mut Vec<PathBuf>| {
+        if seen.insert(key(&p)) {
+            out.push(p);
+        }
+    };
+    for f in files {
+        add(f.clone(), &mut out);
+        let Some(name) = f.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        if rotation_of(name).is_some() {
+            continue;
+        }
+        let dir = match f.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut rotated: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| rotation_of(n).is_some_and(|(base, _)| base == name))
+            .map(|n| f.with_file_name(n))
+            .collect();
+        rotated.sort();
+        for r in rotated {
+            add(r, &mut out);
+        }
+    }
+    out
+}
+
+/// What the files before record `seq` held, and where it begins: the
+/// rotated file that held record `seq - 1`, named from `at_file`.
+fn missing_before(at_file: &Path, seq: u64) -> PathBuf {
+    super::writer::rotated_name(&live_path(at_file), seq - 1)
+}
+
 /// Verify `files` (in any order: they are put in chain order by their
 /// first record).
 pub fn verify(files: &[PathBuf], options: &VerifyOptions) -> Result<Report, ReadError> {
@@ -224,6 +330,9 @@ pub fn verify(files: &[PathBuf], options: &VerifyOptions) -> Result<Report, Read
     let mut expected: Option<u64> = None;
     let mut prev_hash: Option<[u8; 32]> = None;
     let mut last_kind = String::new();
+    // Intents not yet finished, by seq; the first record verified.
+    let mut open: std::collections::BTreeMap<u64, Unfinished> = Default::default();
+    let mut chain_start: Option<u64> = None;
     let parse = |l: &Line| serde_json::from_str::<Value>(&l.text).ok();
     for (i, line) in lines.iter().enumerate() {
         let at = format!("{} line {}", files[line.file].display(), line.number);
@@ -244,6 +353,46 @@ pub fn verify(files: &[PathBuf], options: &VerifyOptions) -> Result<Report, Read
             );
             return Ok(report);
         };
+        if expected.is_none() {
+            let from = options.from.unwrap_or(1).max(1);
+            if seq > from {
+                let file = missing_before(&files[line.file], seq);
+                let why = format!(
+                    "records {from}–{} are missing: the chain given begins at record {seq} ({at}), and the \
+                     rotated file that held record {} ({}) was deleted or not given{}",
+                    seq - 1,
+                    seq - 1,
+                    file.display(),
+                    if from == 1 {
+                        format!(
+                            ". If the files before it were pruned on purpose, verify what is left with --from {seq}"
+                        )
+                    } else {
+                        String::new()
+                    }
+                );
+                report.missing_files.push(file);
+                broken(&mut report, from, why);
+                return Ok(report);
+            }
+        }
+        if expected.is_some() && seq != want && line.number == 1 && seq > want {
+            // A gap at a file's start: a rotated file between the two is
+            // gone.
+            let file = missing_before(&files[line.file], seq);
+            let why = format!(
+                "records {want}–{} are missing between {} and {}: the rotated file that held record {} ({}) \
+                 was deleted or not given",
+                seq - 1,
+                files[lines[i - 1].file].display(),
+                files[line.file].display(),
+                seq - 1,
+                file.display()
+            );
+            report.missing_files.push(file);
+            broken(&mut report, want, why);
+            return Ok(report);
+        }
         if expected.is_some() && seq != want {
             let next_is_want = lines
                 .get(i + 1)
@@ -362,6 +511,17 @@ pub fn verify(files: &[PathBuf], options: &VerifyOptions) -> Result<Report, Read
         }
         // A rotated file ends with its `rotate` checkpoint; only there.
         let last_of_file = lines.get(i + 1).is_none_or(|n| n.file != line.file);
+        if kind == "rotate" && lines.get(i + 1).is_none() {
+            // The record went on in a file after this one: the next
+            // rotated file, or the live file.
+            let why = format!(
+                "{at}: the record goes on after this rotate checkpoint (record {seq}) in a file not given: \
+                 the next rotated file or the live file ({}) was deleted or not given",
+                live_path(&files[line.file]).display()
+            );
+            broken(&mut report, seq + 1, why);
+            return Ok(report);
+        }
         if (kind == "rotate") != (last_of_file && line.file + 1 < files.len()) {
             let why = if kind == "rotate" {
                 format!("{at}: records follow the rotate checkpoint {seq} in its file")
@@ -376,6 +536,55 @@ pub fn verify(files: &[PathBuf], options: &VerifyOptions) -> Result<Report, Read
         if kind == "start" && v["previous"]["clean"] == Value::Bool(false) {
             report.unclean_restarts.push(seq);
         }
+        if kind == "started" {
+            open.insert(
+                seq,
+                Unfinished {
+                    seq,
+                    call_id: v["callId"].as_str().unwrap_or("").to_string(),
+                    tool: v["tool"].as_str().unwrap_or("").to_string(),
+                    inst: v["inst"].as_str().unwrap_or("").to_string(),
+                    ts: v["ts"].as_u64().unwrap_or(0),
+                },
+            );
+        } else if kind == "call"
+            && let Some(named) = v.get("intent")
+        {
+            let first = *chain_start.get_or_insert(seq);
+            let why = match named.as_u64() {
+                None => Some(format!("{at} (record {seq}) names no valid intent")),
+                Some(n) if n >= seq => Some(format!(
+                    "{at} (record {seq}) names intent {n}, which follows it: an intent comes before its call's final record"
+                )),
+                Some(n) => match open.remove(&n) {
+                    Some(started)
+                        if v["callId"] == started.call_id.as_str()
+                            && v["tool"] == started.tool.as_str()
+                            && v["inst"] == started.inst.as_str() =>
+                    {
+                        None
+                    }
+                    Some(started) => Some(format!(
+                        "{at} (record {seq}) finishes call {} ({}) but names the intent of call {} ({}), record {n}",
+                        v["callId"].as_str().unwrap_or(""),
+                        v["tool"].as_str().unwrap_or(""),
+                        started.call_id,
+                        started.tool
+                    )),
+                    // Before the files given (pruned, or a later file alone):
+                    // nothing to match it with.
+                    None if n < first => None,
+                    None => Some(format!(
+                        "{at} (record {seq}) names intent {n}, which is not a call started and not yet finished"
+                    )),
+                },
+            };
+            if let Some(why) = why {
+                broken(&mut report, seq, why);
+                return Ok(report);
+            }
+        }
+        chain_start.get_or_insert(seq);
         prev_hash = Some(chain::sha256(line.text.as_bytes()));
         expected = Some(seq + 1);
         last_kind = kind;
@@ -383,6 +592,7 @@ pub fn verify(files: &[PathBuf], options: &VerifyOptions) -> Result<Report, Read
     }
     report.clean_end = last_kind == "shutdown" && partial == 0;
     report.partial_tail_bytes = partial;
+    report.unfinished = open.into_values().collect();
     report.intact = true;
     if partial > 0 && !options.allow_open {
         let next = expected.unwrap_or(1);

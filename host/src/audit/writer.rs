@@ -39,6 +39,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
@@ -52,9 +53,16 @@ use crate::budgets::{AUDIT_BATCH_RECORDS, AUDIT_MAX_TAIL_READ, AUDIT_QUEUE_RECOR
 /// A queued body that asks for a checkpoint (a body is JSON: never this).
 const CHECKPOINT_MARKER: &str = "\u{0}checkpoint:";
 
+/// A queued body, and where the leader puts the sequence number it gets
+/// (for a caller that names the record later: an intent).
+struct Queued {
+    body: String,
+    seq: Option<Arc<AtomicU64>>,
+}
+
 /// What callers share.
 struct Queue {
-    pending: Vec<String>,
+    pending: Vec<Queued>,
     /// Tickets handed out / written / synced to the disk.
     queued: u64,
     written: u64,
@@ -322,7 +330,7 @@ impl Writer {
     /// thread while `body` is written can follow it.
     fn append_then(&self, body: String, sync_now: bool, close: bool) -> Result<(), AuditError> {
         let always = sync_now || self.settings.sync == SyncMode::Always;
-        let mut body = Some(body);
+        let mut body = Some(Queued { body, seq: None });
         let mut q = lock(&self.queue);
         let ticket = loop {
             if let Some(ticket) = enqueue(&mut q, &mut body)? {
@@ -351,6 +359,27 @@ impl Writer {
     /// caller's write is in progress. Cancelling the future does not
     /// withdraw the record: once queued it is written.
     pub(crate) async fn append_async(self: &Arc<Self>, body: String) -> Result<(), AuditError> {
+        self.append_queued(Queued { body, seq: None }).await
+    }
+
+    /// [`append_async`](Self::append_async), and the sequence number the
+    /// record got (a call's intent: its final record names it).
+    pub(crate) async fn append_async_seq(
+        self: &Arc<Self>,
+        body: String,
+    ) -> Result<u64, AuditError> {
+        let seq = Arc::new(AtomicU64::new(0));
+        self.append_queued(Queued {
+            body,
+            seq: Some(seq.clone()),
+        })
+        .await?;
+        // Stored by the leader before it marked the batch written, under
+        // the queue's lock, which this caller took since.
+        Ok(seq.load(Ordering::Relaxed))
+    }
+
+    async fn append_queued(self: &Arc<Self>, body: Queued) -> Result<(), AuditError> {
         let always = self.settings.sync == SyncMode::Always;
         let mut body = Some(body);
         let mut ticket = None;
@@ -385,7 +414,7 @@ impl Writer {
     fn step(
         &self,
         ticket: &mut Option<u64>,
-        body: &mut Option<String>,
+        body: &mut Option<Queued>,
         always: bool,
     ) -> Result<Step, AuditError> {
         let mut q = lock(&self.queue);
@@ -417,7 +446,7 @@ impl Writer {
         let (batch, before) = {
             let mut q = lock(&self.queue);
             let n = q.pending.len().min(AUDIT_BATCH_RECORDS);
-            let batch: Vec<String> = q.pending.drain(..n).collect();
+            let batch: Vec<Queued> = q.pending.drain(..n).collect();
             (batch, q.written)
         };
         let n = batch.len() as u64;
@@ -456,7 +485,7 @@ impl Writer {
 
     /// Number, link, write (and sync) a batch; checkpoint and rotate where
     /// due. Runs in the leader only.
-    fn write_batch(&self, batch: Vec<String>, sync: bool) -> Result<(), AuditError> {
+    fn write_batch(&self, batch: Vec<Queued>, sync: bool) -> Result<(), AuditError> {
         let path = &self.settings.path;
         let mut io = lock(&self.io);
         // Under the lock, the file's length tells whether another host
@@ -481,13 +510,16 @@ impl Writer {
             drop(flock);
             self.reopen_if_moved(&mut io)?;
         };
-        let mut buf = String::with_capacity(batch.iter().map(|b| b.len() + 80).sum());
-        for body in &batch {
-            if let Some(kind) = body.strip_prefix(CHECKPOINT_MARKER) {
+        let mut buf = String::with_capacity(batch.iter().map(|b| b.body.len() + 80).sum());
+        for queued in &batch {
+            if let Some(kind) = queued.body.strip_prefix(CHECKPOINT_MARKER) {
                 self.push_checkpoint(&mut io, &mut buf, kind);
                 continue;
             }
-            self.push(&mut io, &mut buf, body);
+            self.push(&mut io, &mut buf, &queued.body);
+            if let Some(seq) = &queued.seq {
+                seq.store(io.seq, Ordering::Relaxed);
+            }
             io.since_checkpoint += 1;
             if io.since_checkpoint >= self.settings.checkpoint_every {
                 self.push_checkpoint(&mut io, &mut buf, "checkpoint");
@@ -651,7 +683,7 @@ enum Step {
 
 /// Queue `body` (taken out of it) and return its ticket; `None` when the
 /// queue is full (wait for room and try again). Fails when the record failed or is closed.
-fn enqueue(q: &mut Queue, body: &mut Option<String>) -> Result<Option<u64>, AuditError> {
+fn enqueue(q: &mut Queue, body: &mut Option<Queued>) -> Result<Option<u64>, AuditError> {
     if let Some(e) = &q.failed {
         return Err(AuditError::Failed(e.clone()));
     }

@@ -74,6 +74,7 @@ pub fn run(
             span: tracing::Span::none(),
             decisions: Vec::new(),
             elapsed_us: 0,
+            intent: None,
         }))
     };
 

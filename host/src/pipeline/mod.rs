@@ -16,9 +16,10 @@
 //!    model order, one call at a time, because policies must see calls in the
 //!    order the model made them and may await (an approval waits for a
 //!    person).
-//! 3. [`complete`] — execute (around), body, post-execute, finalize, freeze.
-//!    Owns everything it needs, so the scheduler can spawn it and let bodies
-//!    overlap.
+//! 3. [`complete`] — the intent ([`intent`]: the audit record's `started`,
+//!    before anything of the call runs), execute (around), body,
+//!    post-execute, finalize, freeze. Owns everything it needs, so the
+//!    scheduler can spawn it and let bodies overlap.
 //!
 //! [`run_call`] is the three in a row, for a single call. [`result::notify`]
 //! hands the frozen record to the observers once the scheduler commits it.
@@ -33,6 +34,7 @@ pub mod approval;
 pub mod execute;
 pub mod finalize;
 pub mod guard;
+pub mod intent;
 pub mod materialize;
 pub mod post_execute;
 pub mod pre_execute;
@@ -54,6 +56,7 @@ use crate::tool::{DeferredContexts, ToolEntry};
 use crate::turn::TurnOptions;
 
 pub use approval::{ApprovalAnswer, ApprovalRequest, Approver};
+pub use intent::Intents;
 
 /// Settings every stage reads.
 #[derive(Clone, Default)]
@@ -67,6 +70,9 @@ pub struct PipelineSettings {
     /// Code Mode for every turn (the operator's `code_mode = true`), as if
     /// each turn said so.
     pub code_mode: bool,
+    /// Who declares a call started before its body runs (the audit
+    /// record); `None`: nobody.
+    pub intents: Option<Arc<dyn Intents>>,
 }
 
 impl PipelineSettings {
@@ -100,6 +106,7 @@ impl std::fmt::Debug for PipelineSettings {
                 "approver",
                 &self.approver.as_ref().map(|a| a.name().to_string()),
             )
+            .field("intents", &self.intents.is_some())
             .finish()
     }
 }
@@ -116,6 +123,9 @@ pub struct Finished {
     pub decisions: Vec<Decision>,
     /// From materialize to the frozen record, in microseconds.
     pub elapsed_us: u64,
+    /// The id of the call's intent ([`Intents`]) when one was recorded:
+    /// its body was dispatched.
+    pub intent: Option<u64>,
 }
 
 /// One decision of stage B (pre-execute, approval, a guard), as the audit
@@ -418,9 +428,11 @@ async fn policy_stages(
     checked.map_err(Outcome::failure)
 }
 
-/// Step 3, stages C–E up to the frozen record: the execute waterfall and the
-/// body (under `cancel` fused with every deadline set on the way in),
-/// post-execute, finalize, freeze. Observers are notified at commit.
+/// Step 3, stages C–E up to the frozen record: the intent (nothing runs
+/// until it is recorded; a failure to record it ends the call), the
+/// execute waterfall and the body (under `cancel` fused with every
+/// deadline set on the way in), post-execute, finalize, freeze. Observers
+/// are notified at commit.
 pub async fn complete(
     admitted: Admitted,
     settings: &PipelineSettings,
@@ -436,6 +448,29 @@ pub async fn complete(
         client,
         decisions,
     } = admitted.0;
+    let intent = match &settings.intents {
+        Some(intents) => {
+            let declared = intents
+                .started(&info, &generation, client.as_deref())
+                .instrument(span.clone())
+                .await;
+            match declared {
+                Ok(id) => id,
+                Err(error) => {
+                    let record = CallRecord::freeze(
+                        info.call_id.clone(),
+                        info.tool_name.clone(),
+                        Outcome::failure(error),
+                        Vec::new(),
+                    );
+                    let mut finished = finish(info, record, span, started);
+                    finished.decisions = decisions;
+                    return finished;
+                }
+            }
+        }
+        None => None,
+    };
     // The call's connections ask its approver (the turn's, else the
     // host's) about destinations no egress rule allows, once each.
     let mut extensions = crate::call::Extensions::new();
@@ -492,6 +527,7 @@ pub async fn complete(
     .await;
     let mut finished = finish(info, record, span, started);
     finished.decisions = decisions;
+    finished.intent = intent;
     finished
 }
 
@@ -517,5 +553,6 @@ fn finish(
         span,
         decisions: Vec::new(),
         elapsed_us,
+        intent: None,
     }
 }

@@ -31,6 +31,7 @@ pub async fn notify(
         span,
         decisions,
         elapsed_us,
+        intent,
     } = finished;
     let record = Arc::new(record);
     notify_all(chain, &info, &record, budget)
@@ -44,6 +45,7 @@ pub async fn notify(
         span,
         decisions,
         elapsed_us,
+        intent,
     }
 }
 

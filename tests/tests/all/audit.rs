@@ -34,7 +34,7 @@ fn public_key(key: &Path) -> [u8; 32] {
 fn pinned(key: &Path) -> VerifyOptions {
     VerifyOptions {
         key: Some(public_key(key)),
-        allow_open: false,
+        ..VerifyOptions::default()
     }
 }
 
@@ -54,6 +54,22 @@ fn toolgate(dir: &Path) -> Command {
         .env("TOOLGATE_STATE_DIR", dir.join("state"))
         .env("TOOLGATE_CACHE_DIR", dir.join("cache"))
         .env("RUST_LOG", "warn");
+    cmd
+}
+
+/// `dir/work`, made: the working directory of a run with the built-in
+/// plugins, whose grant is the working directory — the record (in `dir`)
+/// may not lie inside a grant.
+fn in_work(dir: &Path) -> PathBuf {
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    work
+}
+
+/// [`toolgate`], run in `work`.
+fn toolgate_in(dir: &Path, work: &Path) -> Command {
+    let mut cmd = toolgate(dir);
+    cmd.current_dir(work);
     cmd
 }
 
@@ -356,10 +372,72 @@ async fn rotation_continues_the_chain_across_files() {
     let current = dir.path().join("audit.jsonl");
     let mut chain: Vec<PathBuf> = files.iter().filter(|f| **f != current).cloned().collect();
     chain.sort();
-    chain.push(current);
+    chain.push(current.clone());
     let gone = chain.remove(1);
     let r = verify(&chain, &VerifyOptions::default()).unwrap();
     assert!(!r.intact, "{} left out: {r:?}", gone.display());
+    assert_eq!(r.missing_files, vec![gone.clone()], "{r:?}");
+
+    // The command line, given the live file alone: its rotated files
+    // beside it are part of the record, and it verifies whole.
+    let (code, json) = cli_verify(dir.path(), std::slice::from_ref(&current), &[]);
+    assert_eq!(code, 0, "{json}");
+    assert_eq!(
+        json["files"].as_array().unwrap().len(),
+        files.len(),
+        "{json}"
+    );
+
+    // Issue 40: `bash` deleted a rotated file and verify still said
+    // intact. The rotated files, oldest first; each is named after its
+    // last record.
+    let rotated: Vec<PathBuf> = chain_with_gone(&chain, &gone);
+    assert!(rotated.len() >= 3, "three rotations at least: {rotated:?}");
+    let last_seq = |p: &Path| -> u64 { p.extension().unwrap().to_str().unwrap().parse().unwrap() };
+    // The first one deleted: the oldest left does not start the chain.
+    std::fs::remove_file(&rotated[0]).unwrap();
+    let (code, json) = cli_verify(dir.path(), std::slice::from_ref(&current), &[]);
+    assert_eq!(code, 1, "{json}");
+    assert_eq!(json["firstBroken"], 1, "{json}");
+    assert_eq!(json["missingFiles"], json!([rotated[0]]), "{json}");
+    let reason = json["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(&rotated[0].display().to_string()) && reason.contains("--from"),
+        "{reason}"
+    );
+    // Pruned on purpose: `--from` says where what is kept begins.
+    let kept_from = (last_seq(&rotated[0]) + 1).to_string();
+    let (code, json) = cli_verify(
+        dir.path(),
+        std::slice::from_ref(&current),
+        &["--from", &kept_from],
+    );
+    assert_eq!(code, 0, "{json}");
+    // A middle one deleted too: a gap between two files, named, `--from`
+    // or not.
+    std::fs::remove_file(&rotated[2]).unwrap();
+    let (code, json) = cli_verify(
+        dir.path(),
+        std::slice::from_ref(&current),
+        &["--from", &kept_from],
+    );
+    assert_eq!(code, 1, "{json}");
+    assert_eq!(json["firstBroken"], last_seq(&rotated[1]) + 1, "{json}");
+    assert_eq!(json["missingFiles"], json!([rotated[2]]), "{json}");
+    let reason = json["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(&rotated[2].display().to_string()),
+        "{reason}"
+    );
+}
+
+/// The rotated files of `chain` (the live file last) with `gone` back in
+/// its place, oldest first.
+fn chain_with_gone(chain: &[PathBuf], gone: &Path) -> Vec<PathBuf> {
+    let mut rotated = chain[..chain.len() - 1].to_vec();
+    rotated.push(gone.to_path_buf());
+    rotated.sort();
+    rotated
 }
 
 /// Records written by other threads while the host shuts down either come
@@ -504,6 +582,7 @@ fn a_full_disk_fails_calls_closed() {
         &VerifyOptions {
             key: Some(public_key(&key)),
             allow_open: true,
+            ..VerifyOptions::default()
         },
     )
     .unwrap();
@@ -670,6 +749,7 @@ fn serve_records_10000_calls_and_a_killed_host_leaves_a_verifiable_prefix() {
     let open = VerifyOptions {
         key: Some(public_key(&key)),
         allow_open: true,
+        ..VerifyOptions::default()
     };
     let report = verify(std::slice::from_ref(&file), &open).unwrap();
     assert!(report.intact && !report.clean_end, "{report:?}");
@@ -1195,4 +1275,206 @@ fn serve_records_the_client_and_session_of_each_call() {
         );
     }
     assert_ne!(sessions[0], sessions[1]);
+}
+
+/// Issue 40, case 9: a host killed (SIGKILL) while a tool body runs
+/// leaves the call's intent — written before the body started — with no
+/// final record, and verify reports a call started and never finished,
+/// not tampering. The call before it (the twin) has its intent and its
+/// final record, which names the intent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_killed_mid_call_leaves_its_intent_and_verify_reports_it_unfinished() {
+    let dir = TempDir::new("audit-intent");
+    let work = in_work(dir.path());
+    std::fs::write(work.join("toolgate.toml"), audit_config(dir.path(), "")).unwrap();
+    let marker = work.join("body-started");
+    std::fs::write(
+        work.join("calls.json"),
+        json!([
+            {"id": "done", "name": "bash", "arguments": {"command": "echo finished"}},
+            {"id": "killed", "name": "bash", "arguments": {"command": "touch body-started && sleep 20"}},
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    let mut host = toolgate_in(dir.path(), &work)
+        .args(["--approve", "allow", "run", "calls.json"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started =
+        toolgate_tests::eventually(std::time::Duration::from_secs(120), || marker.exists()).await;
+    assert!(started, "the second call's body did not start");
+    host.kill().unwrap(); // SIGKILL
+    host.wait().unwrap();
+
+    let file = dir.path().join("audit.jsonl");
+    let all = records_prefix(&file);
+    let of = |kind: &str, id: &str| -> Vec<&Value> {
+        all.iter()
+            .filter(|r| r["kind"] == kind && r["callId"] == id)
+            .collect()
+    };
+    // The twin: intent, then the final record naming it.
+    let (intent, done) = (of("started", "done"), of("call", "done"));
+    assert_eq!((intent.len(), done.len()), (1, 1), "{all:?}");
+    assert_eq!(done[0]["intent"], intent[0]["seq"], "{}", done[0]);
+    assert!(intent[0]["seq"].as_u64() < done[0]["seq"].as_u64());
+    assert_eq!(intent[0]["tool"], "bash");
+    assert_eq!(intent[0]["arguments"]["command"], "echo finished");
+    assert_eq!(intent[0]["argumentsSha256"], done[0]["argumentsSha256"]);
+    // The killed call: its intent only.
+    let killed = of("started", "killed");
+    assert_eq!(killed.len(), 1, "no intent of the killed call: {all:?}");
+    assert!(of("call", "killed").is_empty());
+    let killed_seq = killed[0]["seq"].as_u64().unwrap();
+
+    // Verified with --allow-open (the host died): intact, one call
+    // unfinished.
+    let key = dir.path().join("audit.key");
+    let open = VerifyOptions {
+        key: Some(public_key(&key)),
+        allow_open: true,
+        ..VerifyOptions::default()
+    };
+    let report = verify(std::slice::from_ref(&file), &open).unwrap();
+    assert!(report.intact, "{report:?}");
+    assert_eq!(report.unfinished.len(), 1, "{report:?}");
+    assert_eq!(report.unfinished[0].seq, killed_seq);
+    assert_eq!(report.unfinished[0].call_id, "killed");
+    assert_eq!(report.unfinished[0].tool, "bash");
+
+    // The next start (a run with nothing to do) ends the record cleanly:
+    // the command line says intact — and names the unfinished call.
+    std::fs::write(work.join("none.json"), "[]").unwrap();
+    let out = toolgate_in(dir.path(), &work)
+        .args(["run", "none.json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (code, json) = cli_verify(dir.path(), std::slice::from_ref(&file), &[]);
+    assert_eq!(code, 0, "{json}");
+    assert_eq!(json["intact"], true);
+    assert_eq!(json["unfinished"][0]["seq"], killed_seq, "{json}");
+    assert_eq!(json["unfinished"][0]["callId"], "killed", "{json}");
+    assert_eq!(json["unfinished"].as_array().unwrap().len(), 1, "{json}");
+    let out = toolgate(dir.path())
+        .args(["audit", "verify"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("intact") && text.contains("started and never finished"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("record {killed_seq}: bash (call killed)")),
+        "{text}"
+    );
+
+    // A final record that names another call's intent is a break.
+    let mut t = lines(&file);
+    let done_line = t
+        .iter()
+        .position(|l| l.contains("\"kind\":\"call\"") && l.contains("\"callId\":\"done\""))
+        .unwrap();
+    let at = intent[0]["seq"].as_u64().unwrap();
+    t[done_line] = t[done_line].replace(
+        &format!("\"intent\":{at}"),
+        &format!("\"intent\":{killed_seq}"),
+    );
+    let tampered = dir.path().join("tampered.jsonl");
+    write_lines(&tampered, &t);
+    let r = verify(std::slice::from_ref(&tampered), &open).unwrap();
+    assert!(!r.intact, "{r:?}");
+    assert_eq!(r.first_broken, done[0]["seq"].as_u64(), "{r:?}");
+    assert!(
+        r.reason
+            .as_deref()
+            .unwrap()
+            .contains(&format!("names intent {killed_seq}, which follows it")),
+        "{r:?}"
+    );
+}
+
+/// Issue 40, case 8: with `[audit] sensitive = { bash = ["/command"] }`,
+/// the built-in `ask-destructive` quotes the command in its reason; the
+/// record keeps the reason with the command replaced by the marker its
+/// arguments hold. Twin: a reason quoting nothing sensitive (a `write`
+/// call's) is kept verbatim.
+#[test]
+fn a_sensitive_value_quoted_in_a_reason_is_redacted_and_other_reasons_are_kept() {
+    let dir = TempDir::new("audit-reason");
+    let work = in_work(dir.path());
+    std::fs::write(
+        work.join("toolgate.toml"),
+        audit_config(dir.path(), "sensitive = { bash = [\"/command\"] }\n"),
+    )
+    .unwrap();
+    let command = "rm -rf \"./precious-data\"";
+    std::fs::write(
+        work.join("calls.json"),
+        json!([
+            {"id": "b", "name": "bash", "arguments": {"command": command}},
+            {"id": "w", "name": "write", "arguments": {"path": "notes.txt", "content": "quarterly plan"}},
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    let out = toolgate_in(dir.path(), &work)
+        .args(["--approve", "deny", "run", "calls.json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = dir.path().join("audit.jsonl");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        !text.contains("precious-data"),
+        "the command leaked: {text}"
+    );
+    let all = records(&file);
+    let calls = calls_of(&all);
+    let reason_of = |c: &Value| -> String {
+        c["decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["stage"] == "pre_execute")
+            .and_then(|d| d["reason"].as_str())
+            .unwrap_or_else(|| panic!("no pre-execute reason: {c}"))
+            .to_string()
+    };
+    let bash = calls.iter().find(|c| c["callId"] == "b").unwrap();
+    let marker = json!({"$sha256": sha256_hex(json!(command).to_string().as_bytes())});
+    assert_eq!(bash["arguments"]["command"], marker, "{bash}");
+    let reason = reason_of(bash);
+    assert_eq!(
+        reason,
+        format!("`bash` can change or delete data. Run it with {{\"command\":\"{marker}\"}}?"),
+    );
+    // The twin: nothing sensitive, verbatim.
+    let write = calls.iter().find(|c| c["callId"] == "w").unwrap();
+    let reason = reason_of(write);
+    assert!(
+        reason.starts_with("`write` can change or delete data. Run it with {")
+            && reason.contains(r#""content":"quarterly plan""#)
+            && reason.contains(r#""path":"notes.txt""#),
+        "{reason}"
+    );
+    let report = verify(
+        std::slice::from_ref(&file),
+        &pinned(&dir.path().join("audit.key")),
+    )
+    .unwrap();
+    assert!(report.intact, "{report:?}");
 }
