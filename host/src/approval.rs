@@ -8,17 +8,18 @@
 //!
 //! The approval queue (`--approve queue`) is one such service, owned by
 //! the host: [`queue`] (the waiting, grants, expiry), [`store`] (what it
-//! keeps, behind a trait), [`sqlite`] (the embedded store), [`redis`]
-//! (the store replicas share), [`grant`] (what a grant matches), [`hold`]
+//! keeps, behind a trait), [`grant`] (what a grant matches), [`hold`]
 //! (a stateless request's Code Mode program waiting, bounded, for its
-//! nested call's decision).
+//! nested call's decision), [`webhook`] (the signed delegate). Where it
+//! keeps it is the storage engines' business, shared with the `kv` seam
+//! ([`crate::store`]: `store::sqlite::approvals`, the embedded file;
+//! `store::redis::approvals`, the store replicas share), opened with them
+//! by [`crate::store::open`]; nothing here names them.
 
 pub mod config;
 pub mod grant;
 pub mod hold;
 pub mod queue;
-pub mod redis;
-pub mod sqlite;
 pub mod store;
 pub mod webhook;
 

@@ -367,14 +367,13 @@ impl ToolgateBuilder {
         self
     }
 
-    /// The approval queue over its store: `[approval] store`, else the
-    /// shared store of `[state] url` (replicas share the queue), else
-    /// `approvals.sqlite` in the state directory.
+    /// The approval queue over `store` (see [`crate::store::open`]); over
+    /// a shared one, `replica` is this replica's id in it.
     async fn open_approvals(
         &self,
+        store: Arc<dyn crate::approval::store::ApprovalStore>,
         replica: &str,
     ) -> Result<Arc<crate::approval::queue::ApprovalQueue>, HostError> {
-        use crate::approval::store::ApprovalStore;
         let timeout = Duration::from_millis(
             self.config
                 .approval
@@ -382,31 +381,10 @@ impl ToolgateBuilder {
                 .unwrap_or(crate::budgets::APPROVAL_TIMEOUT_MS)
                 .max(1),
         );
-        let state = &self.config.state;
-        let (store, replica): (Arc<dyn ApprovalStore>, Option<String>) = match (
-            &self.config.approval.store,
-            &state.url,
-        ) {
-            (None, Some(url)) => {
-                let op = state
-                    .timeout_ms
-                    .map(|ms| Duration::from_millis(ms.max(1)))
-                    .unwrap_or(crate::budgets::STATE_OP_TIMEOUT);
-                let prefix = state
-                    .prefix
-                    .as_deref()
-                    .unwrap_or(crate::store::redis::DEFAULT_PREFIX);
-                let replica = replica.to_string();
-                tracing::info!(replica = %replica, "approvals in the shared store; this replica's id");
-                (
-                    Arc::new(crate::approval::redis::RedisApprovals::open(
-                        url, prefix, op,
-                    )?),
-                    Some(replica),
-                )
-            }
-            _ => (Arc::new(self.approval_file()?), None),
-        };
+        let replica = store.shared().then(|| {
+            tracing::info!(replica = %replica, "approvals in the shared store; this replica's id");
+            replica.to_string()
+        });
         let queue = crate::approval::queue::ApprovalQueue::open_as(store, timeout, replica).await?;
         if let Some(ms) = self.config.approval.retry_hold_ms {
             queue.set_retry_hold(Duration::from_millis(ms));
@@ -426,28 +404,6 @@ impl ToolgateBuilder {
             Webhook::new(url, &key)?.start(&queue);
         }
         Ok(queue)
-    }
-
-    /// The approval queue's embedded store: `[approval] store`, else
-    /// `approvals.sqlite` in the state directory.
-    fn approval_file(&self) -> Result<crate::approval::sqlite::SqliteStore, HostError> {
-        use crate::approval::store::StoreError;
-        let path = match (&self.config.approval.store, &self.runtime.state_dir) {
-            (Some(p), _) => p.to_path_buf(),
-            (None, Some(dir)) => crate::state::StateDir::open(dir)?
-                .path()
-                .join(crate::approval::sqlite::DEFAULT_FILE),
-            (None, None) => {
-                return Err(StoreError::Open {
-                    path: crate::approval::sqlite::DEFAULT_FILE.into(),
-                    message: "there is no state directory to keep it in; set `[approval] store` \
-                              or TOOLGATE_STATE_DIR"
-                        .into(),
-                }
-                .into());
-            }
-        };
-        Ok(crate::approval::sqlite::SqliteStore::open(&path)?)
     }
 
     /// Create the engine and load every plugin. Plugins that fail to load
@@ -500,36 +456,35 @@ impl ToolgateBuilder {
             }
             _ => None,
         };
-        let approvals = if self.approval_queue
-            || self.config.approval.mode == Some(crate::approval::ApprovalMode::Queue)
-        {
-            Some(self.open_approvals(&replica_id).await?)
-        } else {
-            None
+        // The state stores, on one engine (`[state]`), before anything is
+        // loaded: a plugin's first call may read its counters.
+        let stores = {
+            let dir = match &self.runtime.state_dir {
+                Some(d) => Some(crate::state::StateDir::open(d)?.path().to_path_buf()),
+                None => None,
+            };
+            let queue = self.approval_queue
+                || self.config.approval.mode == Some(crate::approval::ApprovalMode::Queue);
+            let approvals = queue.then(|| match &self.config.approval.store {
+                Some(file) => crate::store::ApprovalsAt::File(file),
+                None => crate::store::ApprovalsAt::State,
+            });
+            crate::store::open(
+                &self.config.state,
+                dir.as_deref(),
+                self.state_store.take(),
+                approvals,
+            )?
+        };
+        let approvals = match stores.approvals {
+            Some(store) => Some(self.open_approvals(store, &replica_id).await?),
+            None => None,
         };
         let approver = match &approvals {
             Some(q) => Some(Arc::new(q.clone()) as Arc<dyn Approver>),
             None => self.approver,
         };
-        // The state store, before anything is loaded: a plugin's first
-        // call may read its counters.
-        let kv = match self.state_store.take() {
-            Some(store) => store,
-            None => {
-                let dir = match &self.runtime.state_dir {
-                    Some(d) => Some(crate::state::StateDir::open(d)?.path().to_path_buf()),
-                    None => None,
-                };
-                match (&self.config.state, dir) {
-                    // No state directory and nothing configured: memory,
-                    // for the host's lifetime (as before the store).
-                    (c, None) if c.url.is_none() && c.path.is_none() => {
-                        Arc::new(crate::store::sqlite::SqliteKv::memory())
-                    }
-                    (c, dir) => open_state_store(c, dir.as_deref())?,
-                }
-            }
-        };
+        let kv = stores.kv;
         let mut runtime_options = self.runtime;
         runtime_options.guest_memory_bytes = budgets.guest_memory_bytes;
         let runtime = Runtime::new(runtime_options)?;
@@ -1243,32 +1198,4 @@ impl Toolgate {
             .unwrap_or_else(|p| p.into_inner())
             .is_some()
     }
-}
-
-/// The state store (the `kv` seam's) `[state]` names: Redis when `url`
-/// is set, else the embedded SQLite file. Here, not in `store`, so that
-/// the store does not depend on the configuration.
-fn open_state_store(
-    config: &crate::store::StateConfig,
-    state_dir: Option<&std::path::Path>,
-) -> Result<Arc<dyn crate::store::KvBackend>, crate::store::OpenError> {
-    if let Some(url) = &config.url {
-        let timeout = config
-            .timeout_ms
-            .map(|ms| std::time::Duration::from_millis(ms.max(1)))
-            .unwrap_or(crate::budgets::STATE_OP_TIMEOUT);
-        let prefix = config
-            .prefix
-            .as_deref()
-            .unwrap_or(crate::store::redis::DEFAULT_PREFIX);
-        return Ok(Arc::new(crate::store::redis::RedisStore::open(
-            url, prefix, timeout,
-        )?));
-    }
-    let path = match (&config.path, state_dir) {
-        (Some(p), _) => p.to_path_buf(),
-        (None, Some(dir)) => dir.join(crate::store::sqlite::DEFAULT_FILE),
-        (None, None) => return Err(crate::store::OpenError::NoStateDir),
-    };
-    Ok(Arc::new(crate::store::sqlite::SqliteKv::open(&path)?))
 }

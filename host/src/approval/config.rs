@@ -19,7 +19,7 @@ pub struct ApprovalConfig {
     pub retry_hold_ms: Option<u64>,
     /// The queue's SQLite file (default: `approvals.sqlite` in the state
     /// directory; with `[state] url` and this unset, the queue is in that
-    /// shared store instead: see [`crate::approval::redis`]).
+    /// shared store instead: see [`crate::store::redis::approvals`]).
     pub store: Option<HostData>,
     /// POST each new pending approval there (see
     /// [`crate::approval::webhook`]).

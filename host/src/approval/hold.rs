@@ -170,8 +170,8 @@ impl Approver for HoldingApprover {
 mod tests {
     use super::*;
     use crate::approval::queue::{Verdict, now_ms};
-    use crate::approval::sqlite::SqliteStore;
     use crate::call::{CallInfo, CallOrigin, ToolMeta};
+    use crate::store::sqlite::SqliteApprovals;
 
     fn request(command: &str) -> ApprovalRequest {
         ApprovalRequest {
@@ -196,7 +196,7 @@ mod tests {
             std::process::id(),
             now_ms()
         ));
-        let store = Arc::new(SqliteStore::open(&dir.join("approvals.sqlite")).unwrap());
+        let store = Arc::new(SqliteApprovals::open(&dir.join("approvals.sqlite")).unwrap());
         let queue = ApprovalQueue::open(store, Duration::from_secs(60))
             .await
             .unwrap();

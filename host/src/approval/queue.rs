@@ -1098,8 +1098,8 @@ impl Approver for Arc<ApprovalQueue> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::approval::sqlite::SqliteStore;
     use crate::call::{CallOrigin, ToolMeta};
+    use crate::store::sqlite::SqliteApprovals;
 
     /// A fresh store file under the temporary directory.
     fn store(name: &str) -> Arc<dyn ApprovalStore> {
@@ -1108,7 +1108,7 @@ mod tests {
             std::process::id(),
             now_ms()
         ));
-        Arc::new(SqliteStore::open(&dir.join("approvals.sqlite")).unwrap())
+        Arc::new(SqliteApprovals::open(&dir.join("approvals.sqlite")).unwrap())
     }
 
     fn request(command: &str) -> ApprovalRequest {

@@ -6,8 +6,11 @@
 //! first of two racing decisions wins, the other is told it was too
 //! late), a grant's count is taken one use at a time. That is the whole
 //! contract, so that a shared database backs it as well as the embedded
-//! file: [`super::sqlite::SqliteStore`] (one host per file) and
-//! [`super::redis::RedisApprovals`] (replicas sharing `[state] url`).
+//! file: [`crate::store::sqlite::SqliteApprovals`] (one host per file) and
+//! [`crate::store::redis::RedisApprovals`] (replicas sharing `[state]
+//! url`). The trait is here, beside its one user, and the stores
+//! implement it where their engines are (`store` names `approval`, never
+//! the reverse).
 //!
 //! A shared store also tells each replica what the others changed
 //! ([`ApprovalStore::changes`]): a call waiting on one replica goes on

@@ -8,29 +8,38 @@
 //! store puts that state in an existing engine instead of a home-made
 //! cluster:
 //!
-//! * [`sqlite`] — **embedded**, the default: one SQLite file in the state
-//!   directory (`kv.sqlite`), the same library as the approval queue.
-//!   State survives a restart of a single host. Its operations run inline
-//!   (a short local transaction each), so the `kv` seam stays synchronous
-//!   and a guard using it keeps the synchronous path.
+//! * [`sqlite`] — **embedded**, the default: one SQLite file per store in
+//!   the state directory (`kv.sqlite`, `approvals.sqlite`). State
+//!   survives a restart of a single host. The `kv` seam's operations run
+//!   inline (a short local transaction each), so the seam stays
+//!   synchronous and a guard using it keeps the synchronous path.
 //! * [`redis`] — **shared**, with `[state] url = "redis://…"`: Redis or
-//!   Valkey (standalone, not cluster), through the `redis` crate's
-//!   connection manager (one multiplexed connection, reconnected in the
-//!   background), every operation bounded by a timeout
+//!   Valkey (standalone, not cluster), through one connection manager
+//!   (one multiplexed connection, reconnected in the background), every
+//!   operation bounded by a timeout
 //!   ([`crate::budgets::STATE_OP_TIMEOUT`]). Every replica pointed at the
 //!   same server sees the same state; every operation that reads and then
 //!   writes is one Lua script, so it is atomic across replicas.
 //!
+//! One module per engine (Spin's `key-value-spin` and `key-value-redis`
+//! are the model), each serving every store kept in it: opening, timeouts,
+//! reconnecting and keeping a password out of messages are the engine's,
+//! written once; the stores' tables, keys and scripts are theirs
+//! (`sqlite::kv`, `sqlite::approvals`, `redis::kv`, `redis::approvals`).
+//! The traits stay with their users: [`KvBackend`] here, for the `kv`
+//! seam; [`crate::approval::store::ApprovalStore`] in the approval queue.
+//! [`open`] opens what `[state]` names for both, on one engine: with
+//! `[state] url`, one connection to the server, not one per store.
+//!
 //! Named `store`, not `state`: [`crate::state`] is the state *directory*
 //! (the cache key, the serve token, the journal), which this module keeps
-//! its embedded file in.
+//! its embedded files in.
 //!
 //! What is in it today: the `kv` seam ([`KvBackend`]: per plugin, per
 //! agent scope, with the seam's limits and quota enforced atomically by
-//! the backend). Pending approvals have their own store
-//! ([`crate::approval::store`]), which with `[state] url` is in the same
-//! server ([`crate::approval::redis`]); jobs stay on the replica that runs
-//! them. [`replica`] gives each replica its id.
+//! the backend) and pending approvals (in the same server with `[state]
+//! url`, unless `[approval] store` names a file); jobs stay on the replica
+//! that runs them. [`crate::state::replica_id`] gives each replica its id.
 //!
 //! **Fail closed**: when the store cannot be reached, every operation
 //! returns [`KvError::Unavailable`] — quickly, within the timeout — and the
@@ -46,10 +55,15 @@ pub mod sqlite;
 pub use config::StateConfig;
 
 use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::budgets::{KV_MAX_KEY_BYTES, KV_MAX_VALUE_BYTES, KV_QUOTA_BYTES};
+use crate::approval::store::{ApprovalStore, StoreError};
+use crate::budgets::{KV_MAX_KEY_BYTES, KV_MAX_VALUE_BYTES, KV_QUOTA_BYTES, STATE_OP_TIMEOUT};
+use crate::error::HostError;
 
 /// Why a `kv` operation failed: a limit (with the numbers), a value that
 /// is not what the operation needs, or the store itself.
@@ -101,10 +115,86 @@ pub enum OpenError {
         "`[state] url` = `{url}` is not a store toolgate can use: {message} (write `redis://HOST:PORT/DB`, `rediss://…` or `valkey://…`)"
     )]
     Url { url: String, message: String },
-    #[error(
-        "there is no state directory to keep the embedded state store in; set `[state] path`, `[state] url` or TOOLGATE_STATE_DIR"
-    )]
-    NoStateDir,
+}
+
+/// Where [`open`] puts the approval queue's store.
+#[derive(Clone, Copy, Debug)]
+pub enum ApprovalsAt<'a> {
+    /// Where `[state]` keeps state: the server of `[state] url` (replicas
+    /// share the queue), else `approvals.sqlite` in the state directory.
+    State,
+    /// This SQLite file (`[approval] store`): it wins over `[state] url`,
+    /// and this host keeps its own queue.
+    File(&'a Path),
+}
+
+/// The stores [`open`] opened.
+pub struct Stores {
+    /// The `kv` seam's.
+    pub kv: Arc<dyn KvBackend>,
+    /// The approval queue's, when asked for.
+    pub approvals: Option<Arc<dyn ApprovalStore>>,
+}
+
+/// Opens the stores `config` (`[state]`) names, at the host's start: the
+/// `kv` seam's (`kv`, when the embedder brings one, is kept instead) and,
+/// when `approvals` says where, the approval queue's — on one engine:
+/// with `[state] url`, both on one connection manager. `state_dir` is the
+/// state directory, opened (`None`: the host has none; the `kv` seam then
+/// lives in memory unless `[state]` says otherwise).
+pub fn open(
+    config: &StateConfig,
+    state_dir: Option<&Path>,
+    kv: Option<Arc<dyn KvBackend>>,
+    approvals: Option<ApprovalsAt<'_>>,
+) -> Result<Stores, HostError> {
+    // The server, if a store is to be kept there (a bad URL is no error
+    // to a host that keeps nothing in it).
+    let in_server = kv.is_none() || matches!(approvals, Some(ApprovalsAt::State));
+    let server = match &config.url {
+        Some(url) if in_server => {
+            let timeout = config
+                .timeout_ms
+                .map(|ms| Duration::from_millis(ms.max(1)))
+                .unwrap_or(STATE_OP_TIMEOUT);
+            let prefix = config.prefix.as_deref().unwrap_or(redis::DEFAULT_PREFIX);
+            Some(redis::Redis::open(url, prefix, timeout)?)
+        }
+        _ => None,
+    };
+    let in_state_dir = |file: &str| state_dir.map(|d| d.join(file));
+    let approvals: Option<Arc<dyn ApprovalStore>> = match approvals {
+        None => None,
+        Some(ApprovalsAt::File(path)) => Some(Arc::new(sqlite::SqliteApprovals::open(path)?)),
+        Some(ApprovalsAt::State) => Some(
+            match (&server, in_state_dir(sqlite::approvals::DEFAULT_FILE)) {
+                (Some(server), _) => Arc::new(redis::RedisApprovals::new(server.clone())?),
+                (None, Some(path)) => Arc::new(sqlite::SqliteApprovals::open(&path)?),
+                (None, None) => {
+                    return Err(StoreError::Open {
+                        path: sqlite::approvals::DEFAULT_FILE.into(),
+                        message:
+                            "there is no state directory to keep it in; set `[approval] store` \
+                              or TOOLGATE_STATE_DIR"
+                                .into(),
+                    }
+                    .into());
+                }
+            },
+        ),
+    };
+    let kv: Arc<dyn KvBackend> = match (kv, server, &config.path) {
+        (Some(kv), _, _) => kv,
+        (None, Some(server), _) => Arc::new(redis::RedisKv::new(server)),
+        (None, None, Some(path)) => Arc::new(sqlite::SqliteKv::open(path)?),
+        (None, None, None) => match in_state_dir(sqlite::kv::DEFAULT_FILE) {
+            Some(path) => Arc::new(sqlite::SqliteKv::open(&path)?),
+            // No state directory and nothing configured: memory, for the
+            // host's lifetime.
+            None => Arc::new(sqlite::SqliteKv::memory()),
+        },
+    };
+    Ok(Stores { kv, approvals })
 }
 
 /// The `kv` seam's storage: one namespace per plugin, one per agent scope
@@ -219,6 +309,54 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    /// Where [`open`] puts each store: the file `[approval] store` names
+    /// wins over `[state] url`; with the URL alone both stores are in the
+    /// server; without either, both are files in the state directory, and
+    /// with no state directory the `kv` seam is in memory while the queue
+    /// has nowhere to go.
+    #[tokio::test]
+    async fn each_store_goes_where_state_says() {
+        let dir = sqlite::scratch("open");
+        let server = StateConfig {
+            url: Some("redis://user:secret@127.0.0.1:1/0".into()),
+            ..StateConfig::default()
+        };
+        let s = open(&server, Some(&dir), None, Some(ApprovalsAt::State)).unwrap();
+        assert_eq!(s.kv.describe(), "redis://…@127.0.0.1:1/0");
+        assert!(s.approvals.as_ref().is_some_and(|a| a.shared()));
+        assert!(!dir.join(sqlite::approvals::DEFAULT_FILE).exists());
+        let own = dir.join("own.sqlite");
+        let s = open(&server, Some(&dir), None, Some(ApprovalsAt::File(&own))).unwrap();
+        assert!(s.kv.describe().starts_with("redis://"));
+        assert!(s.approvals.is_some_and(|a| !a.shared()) && own.exists());
+        // Files in the state directory.
+        let files = StateConfig::default();
+        let s = open(&files, Some(&dir), None, Some(ApprovalsAt::State)).unwrap();
+        let kv_file = dir.join(sqlite::kv::DEFAULT_FILE);
+        assert_eq!(s.kv.describe(), format!("sqlite:{}", kv_file.display()));
+        assert!(dir.join(sqlite::approvals::DEFAULT_FILE).exists());
+        assert!(s.approvals.is_some_and(|a| !a.shared()));
+        // No state directory.
+        let s = open(&files, None, None, None).unwrap();
+        assert_eq!(s.kv.describe(), "sqlite::memory:");
+        let e = open(&files, None, None, Some(ApprovalsAt::State))
+            .err()
+            .expect("the queue needs a place");
+        assert!(e.to_string().contains("no state directory"), "{e}");
+        // A store the embedder brings is kept, and a server nothing is
+        // kept in is not opened (its URL is not even read).
+        let bad = StateConfig {
+            url: Some("not a url".into()),
+            ..StateConfig::default()
+        };
+        let memory: Arc<dyn KvBackend> = Arc::new(sqlite::SqliteKv::memory());
+        let s = open(&bad, None, Some(memory), None).unwrap();
+        assert_eq!(s.kv.describe(), "sqlite::memory:");
+        let e = open(&bad, None, None, None).err().expect("a bad URL");
+        assert!(e.to_string().contains("[state] url"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use toolgate::approval::grant::GrantSpec;
 use toolgate::approval::queue::{ApprovalQueue, DecideError, Verdict};
-use toolgate::approval::sqlite::SqliteStore;
 use toolgate::approval::store::{ApprovalStore, Entry, EntryState, Listing};
+use toolgate::store::sqlite::SqliteApprovals;
 use toolgate::{CallRecord, HostConfig, ToolCall, Toolgate, TurnOptions};
 use toolgate_tests::{TempDir, test_runtime, toolgate_bin};
 
@@ -400,7 +400,7 @@ async fn a_pending_entry_outlives_a_killed_host_and_expires_with_the_reason() {
     let start = Instant::now();
     let id = loop {
         if store.exists()
-            && let Ok(s) = SqliteStore::open(&store)
+            && let Ok(s) = SqliteApprovals::open(&store)
             && let Ok(p) = s.list(Listing::Pending).await
             && let Some(e) = p.first()
         {
@@ -423,7 +423,7 @@ async fn a_pending_entry_outlives_a_killed_host_and_expires_with_the_reason() {
     child.kill().unwrap();
     child.wait().unwrap();
     // Still there, pending, after the host died.
-    let s = SqliteStore::open(&store).unwrap();
+    let s = SqliteApprovals::open(&store).unwrap();
     let e = s.get(&id).await.unwrap().unwrap();
     assert_eq!(e.state, EntryState::Pending);
     assert_eq!(e.arguments["command"], "echo restart");
@@ -445,17 +445,17 @@ async fn the_store_is_owner_only_and_never_a_symlink() {
     use std::os::unix::fs::PermissionsExt;
     let dir = TempDir::new("approvals-store");
     let path = dir.path().join("store.sqlite");
-    SqliteStore::open(&path).unwrap();
+    SqliteApprovals::open(&path).unwrap();
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o660)).unwrap();
-    let e = SqliteStore::open(&path)
+    let e = SqliteApprovals::open(&path)
         .err()
         .expect("a group-writable store is refused");
     assert!(e.to_string().contains("owner-only"), "{e}");
     let link = dir.path().join("link.sqlite");
     std::os::unix::fs::symlink(&path, &link).unwrap();
-    let e = SqliteStore::open(&link)
+    let e = SqliteApprovals::open(&link)
         .err()
         .expect("a symlink is refused");
     assert!(e.to_string().contains("symlink"), "{e}");

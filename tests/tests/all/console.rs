@@ -141,7 +141,7 @@ async fn a_thousand_pending_entries_render_in_under_a_second() {
             store_path.display()
         ),
     );
-    let store = toolgate::approval::sqlite::SqliteStore::open(&store_path).unwrap();
+    let store = toolgate::store::sqlite::SqliteApprovals::open(&store_path).unwrap();
     let now = toolgate::approval::queue::now_ms();
     for i in 0..1000 {
         store

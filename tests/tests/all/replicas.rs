@@ -709,10 +709,12 @@ fn measure_calls_per_second() {
 )]
 async fn the_redis_store_is_atomic_and_keeps_the_limits() {
     use toolgate::store::KvBackend;
-    use toolgate::store::redis::RedisStore;
+    use toolgate::store::redis::{Redis as Server, RedisKv};
     parts();
     let mut redis = Redis::start();
-    let s = Arc::new(RedisStore::open(&redis.url(), "t", Duration::from_millis(500)).unwrap());
+    let s = Arc::new(RedisKv::new(
+        Server::open(&redis.url(), "t", Duration::from_millis(500)).unwrap(),
+    ));
     s.ping().await.unwrap();
     let tasks: Vec<_> = (0..16)
         .map(|_| {
@@ -787,6 +789,74 @@ async fn the_redis_store_is_atomic_and_keeps_the_limits() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// `CLIENT LIST` of the server at `port`: one line per connection
+/// (this one included, running `client|list`).
+fn client_list(port: u16) -> Vec<String> {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.write_all(b"*2\r\n$6\r\nCLIENT\r\n$4\r\nLIST\r\n")
+        .unwrap();
+    let mut r = BufReader::new(c);
+    let mut head = String::new();
+    r.read_line(&mut head).unwrap();
+    let len: usize = head.trim().trim_start_matches('$').parse().unwrap();
+    let mut body = vec![0; len];
+    r.read_exact(&mut body).unwrap();
+    String::from_utf8(body)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// With `[state] url`, the `kv` seam and the approval queue are on one
+/// connection to the server (one connection manager), beside the queue's
+/// change feed (a subscribed connection can carry nothing else): two
+/// connections, where one manager per store made three.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(has_replica_parts),
+    ignore = "needs redis-server and haproxy: run `apt-get install -y redis-server haproxy`"
+)]
+async fn the_kv_seam_and_the_queue_share_one_connection() {
+    use toolgate::approval::store::Listing;
+    use toolgate::store::{ApprovalsAt, StateConfig};
+    parts();
+    let redis = Redis::start();
+    let config = StateConfig {
+        url: Some(redis.url()),
+        ..StateConfig::default()
+    };
+    let stores = toolgate::store::open(&config, None, None, Some(ApprovalsAt::State)).unwrap();
+    let approvals = stores.approvals.unwrap();
+    stores.kv.set("p", "", "k", b"v").await.unwrap();
+    assert!(approvals.list(Listing::Pending).await.unwrap().is_empty());
+    assert_eq!(
+        stores.kv.get("p", "", "k").await.unwrap(),
+        Some(b"v".to_vec())
+    );
+    // The feed subscribes in the background.
+    wait_for(
+        "the change feed subscribes",
+        Duration::from_secs(10),
+        || {
+            client_list(redis.port)
+                .iter()
+                .any(|c| c.contains(" sub=1 "))
+        },
+    );
+    let others: Vec<String> = client_list(redis.port)
+        .into_iter()
+        .filter(|c| !c.contains("cmd=client|list"))
+        .collect();
+    assert_eq!(others.len(), 2, "{others:#?}");
+    assert_eq!(
+        others.iter().filter(|c| c.contains(" sub=1 ")).count(),
+        1,
+        "{others:#?}"
+    );
 }
 
 /// `[approval]` for replicas sharing the approval queue in Redis (no
@@ -1264,15 +1334,18 @@ async fn the_redis_approval_store_decides_once_and_wakes_other_replicas() {
     use toolgate::approval::ApprovalAnswer;
     use toolgate::approval::Approver;
     use toolgate::approval::queue::{ApprovalQueue, Verdict, now_ms};
-    use toolgate::approval::redis::RedisApprovals;
     use toolgate::approval::store::{
         ApprovalStore, Decided, EntryState, Grant, Listing, Retry, StoreError,
     };
+    use toolgate::store::redis::{Redis as Server, RedisApprovals};
     parts();
     let mut redis = Redis::start();
     let url = redis.url();
     let open = |prefix: &str| -> Arc<dyn ApprovalStore> {
-        Arc::new(RedisApprovals::open(&url, prefix, Duration::from_millis(500)).unwrap())
+        Arc::new(
+            RedisApprovals::new(Server::open(&url, prefix, Duration::from_millis(500)).unwrap())
+                .unwrap(),
+        )
     };
     let s = open("t");
     let decided = |by: &str| Decided {

@@ -145,12 +145,14 @@ impl Fleet {
         use toolgate::store::KvBackend;
         tokio::runtime::Runtime::new().unwrap().block_on(async {
             // Opened in the runtime: its connection is a task of it.
-            let store = toolgate::store::redis::RedisStore::open(
-                &self.redis.url(),
-                "toolgate",
-                Duration::from_secs(2),
-            )
-            .unwrap();
+            let store = toolgate::store::redis::RedisKv::new(
+                toolgate::store::redis::Redis::open(
+                    &self.redis.url(),
+                    "toolgate",
+                    Duration::from_secs(2),
+                )
+                .unwrap(),
+            );
             let mut total = 0;
             for key in store.keys("rate-limit", "", "count/echo/").await.unwrap() {
                 let v = store.get("rate-limit", "", &key).await.unwrap().unwrap();

@@ -1,15 +1,5 @@
-//! The shared state store: Redis or Valkey (standalone), for replicas of
-//! `toolgate serve` behind a load balancer (`[state] url = "redis://…"`).
-//!
-//! **Connection.** One `redis::aio::ConnectionManager` per host: a single
-//! multiplexed connection (requests pipelined on it, no pool to size),
-//! created lazily — the host starts, and serves calls that need no state,
-//! while the server is down — and reconnected in the background after an
-//! error. Each connection attempt is bounded by
-//! [`crate::budgets::STATE_CONNECT_TIMEOUT`], and every operation, retries
-//! included, by the store's timeout ([`crate::budgets::STATE_OP_TIMEOUT`],
-//! `[state] timeout_ms`): an unreachable server costs a call that much at
-//! most, then the call fails closed ([`KvError::Unavailable`]).
+//! The `kv` seam on the shared engine (`[state] url`; see [`super`] for
+//! the connection, the timeout and why a server fails closed).
 //!
 //! **Layout.** One hash per plugin and agent scope,
 //! `PREFIX:kv:LEN:PLUGIN:SCOPE` (`LEN` the plugin name's length, so no
@@ -25,16 +15,13 @@
 //! balancer spreads the calls. `increment` is `HINCRBY` (exact 64-bit
 //! integers, refusing a value that is not one or an overflow).
 
-use std::time::Duration;
+use std::sync::Arc;
 
 use async_trait::async_trait;
-use redis::aio::ConnectionManager;
 
-use super::{KvBackend, KvError, OpenError, entry_bytes};
-use crate::budgets::{KV_QUOTA_BYTES, STATE_CONNECT_TIMEOUT};
-
-/// `[state] prefix` unset.
-pub const DEFAULT_PREFIX: &str = "toolgate";
+use super::{Failure, Redis};
+use crate::budgets::KV_QUOTA_BYTES;
+use crate::store::{KvBackend, KvError, entry_bytes};
 
 /// Store `ARGV[2]` under field `ARGV[1]` within the quota `ARGV[4]`
 /// (`ARGV[3]`: the bytes the scope and key count). `{1, total}` stored,
@@ -102,116 +89,60 @@ return {1, total}
 ";
 
 /// The `kv` seam's state in Redis or Valkey.
-pub struct RedisStore {
-    /// The URL without its password, for messages.
-    what: String,
-    prefix: String,
-    timeout: Duration,
-    conn: ConnectionManager,
+pub struct RedisKv {
+    redis: Arc<Redis>,
     set: redis::Script,
     delete: redis::Script,
     increment: redis::Script,
     cas: redis::Script,
 }
 
-impl RedisStore {
-    /// A store at `url` (not connected yet: the first operation connects).
-    /// Needs a Tokio runtime.
-    pub fn open(url: &str, prefix: &str, timeout: Duration) -> Result<RedisStore, OpenError> {
-        let bad = |message: String| OpenError::Url {
-            url: redact(url),
-            message,
-        };
-        let client = client(url).map_err(|e| bad(e.to_string()))?;
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(STATE_CONNECT_TIMEOUT))
-            .set_response_timeout(Some(timeout))
-            // Reconnection: a few quick tries per failure, then the next
-            // operation tries again. Never longer than an operation's
-            // timeout, which bounds the wait anyway.
-            .set_number_of_retries(2)
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_millis(500));
-        let conn = ConnectionManager::new_lazy_with_config(client, config)
-            .map_err(|e| bad(e.to_string()))?;
-        Ok(RedisStore {
-            what: redact(url),
-            prefix: prefix.to_string(),
-            timeout,
-            conn,
+impl RedisKv {
+    /// The store on `redis`, its keys under the server's prefix.
+    pub fn new(redis: Arc<Redis>) -> RedisKv {
+        RedisKv {
+            redis,
             set: redis::Script::new(SET),
             delete: redis::Script::new(DELETE),
             increment: redis::Script::new(INCREMENT),
             cas: redis::Script::new(CAS),
-        })
+        }
     }
 
     fn hash(&self, plugin: &str, scope: &str) -> String {
-        format!("{}:kv:{}:{plugin}:{scope}", self.prefix, plugin.len())
+        format!(
+            "{}:kv:{}:{plugin}:{scope}",
+            self.redis.prefix(),
+            plugin.len()
+        )
     }
 
     fn bytes(&self, plugin: &str) -> String {
-        format!("{}:kvbytes:{plugin}", self.prefix)
+        format!("{}:kvbytes:{plugin}", self.redis.prefix())
     }
 
-    /// Run `op` on the connection within the timeout; an I/O failure or
-    /// the timeout is [`KvError::Unavailable`].
-    async fn run<T, F>(&self, op: impl FnOnce(ConnectionManager) -> F) -> Result<T, KvError>
-    where
-        F: std::future::Future<Output = redis::RedisResult<T>>,
-    {
-        match tokio::time::timeout(self.timeout, op(self.conn.clone())).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(self.error(e)),
-            Err(_) => Err(KvError::Unavailable {
-                store: self.what.clone(),
-                message: format!(
-                    "no answer within {} ms ([state] timeout_ms)",
-                    self.timeout.as_millis()
-                ),
-            }),
+    /// `script` on the plugin's hash and byte count (its KEYS), with
+    /// `args`.
+    async fn invoke<T: redis::FromRedisValue>(
+        &self,
+        script: &redis::Script,
+        plugin: &str,
+        scope: &str,
+        args: impl FnOnce(&mut redis::ScriptInvocation<'_>),
+    ) -> Result<T, KvError> {
+        let mut call = script.prepare_invoke();
+        call.key(self.hash(plugin, scope)).key(self.bytes(plugin));
+        args(&mut call);
+        Ok(self.redis.invoke(&call).await?)
+    }
+}
+
+impl From<Failure> for KvError {
+    fn from(f: Failure) -> KvError {
+        match f {
+            Failure::Unavailable { store, message } => KvError::Unavailable { store, message },
+            Failure::Refused { store, message } => KvError::Backend { store, message },
         }
-    }
-
-    fn error(&self, e: redis::RedisError) -> KvError {
-        if is_unavailable(&e) {
-            KvError::Unavailable {
-                store: self.what.clone(),
-                message: e.to_string(),
-            }
-        } else {
-            KvError::Backend {
-                store: self.what.clone(),
-                message: e.to_string(),
-            }
-        }
-    }
-}
-
-/// A client for `url` (`valkey://` is `redis://`); it connects later.
-/// The approval queue's shared store makes its own from the same URL.
-pub fn client(url: &str) -> redis::RedisResult<redis::Client> {
-    match url.strip_prefix("valkey://") {
-        Some(rest) => redis::Client::open(format!("redis://{rest}")),
-        None => redis::Client::open(url),
-    }
-}
-
-/// Whether `e` says the server cannot be reached (rather than refused
-/// the request).
-pub fn is_unavailable(e: &redis::RedisError) -> bool {
-    e.is_io_error()
-        || e.is_connection_dropped()
-        || e.is_connection_refusal()
-        || e.is_timeout()
-        || e.is_unrecoverable_error()
-}
-
-/// `url` without a password.
-pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => format!("{}://…@{}", &url[..s], &url[at + 1..]),
-        _ => url.to_string(),
     }
 }
 
@@ -222,69 +153,41 @@ fn quota(total: i64) -> KvError {
 }
 
 #[async_trait]
-impl KvBackend for RedisStore {
+impl KvBackend for RedisKv {
     fn describe(&self) -> String {
-        self.what.clone()
+        self.redis.describe().to_string()
     }
 
     async fn get(&self, plugin: &str, scope: &str, key: &str) -> Result<Option<Vec<u8>>, KvError> {
-        let hash = self.hash(plugin, scope);
-        self.run(|mut c| async move {
-            redis::cmd("HGET")
-                .arg(&hash)
-                .arg(key)
-                .query_async::<Option<Vec<u8>>>(&mut c)
-                .await
-        })
-        .await
+        let mut cmd = redis::cmd("HGET");
+        cmd.arg(self.hash(plugin, scope)).arg(key);
+        Ok(self.redis.query(&cmd).await?)
     }
 
     async fn set(&self, plugin: &str, scope: &str, key: &str, value: &[u8]) -> Result<(), KvError> {
-        let (hash, bytes) = (self.hash(plugin, scope), self.bytes(plugin));
         let overhead = entry_bytes(scope, key, 0);
         let (ok, total): (i64, i64) = self
-            .run(|mut c| async move {
-                self.set
-                    .key(&hash)
-                    .key(&bytes)
-                    .arg(key)
-                    .arg(value)
-                    .arg(overhead)
-                    .arg(KV_QUOTA_BYTES)
-                    .invoke_async(&mut c)
-                    .await
+            .invoke(&self.set, plugin, scope, |c| {
+                c.arg(key).arg(value).arg(overhead).arg(KV_QUOTA_BYTES);
             })
             .await?;
         if ok == 1 { Ok(()) } else { Err(quota(total)) }
     }
 
     async fn delete(&self, plugin: &str, scope: &str, key: &str) -> Result<(), KvError> {
-        let (hash, bytes) = (self.hash(plugin, scope), self.bytes(plugin));
         let overhead = entry_bytes(scope, key, 0);
         let _: i64 = self
-            .run(|mut c| async move {
-                self.delete
-                    .key(&hash)
-                    .key(&bytes)
-                    .arg(key)
-                    .arg(overhead)
-                    .invoke_async(&mut c)
-                    .await
+            .invoke(&self.delete, plugin, scope, |c| {
+                c.arg(key).arg(overhead);
             })
             .await?;
         Ok(())
     }
 
     async fn keys(&self, plugin: &str, scope: &str, prefix: &str) -> Result<Vec<String>, KvError> {
-        let hash = self.hash(plugin, scope);
-        let mut keys: Vec<String> = self
-            .run(|mut c| async move {
-                redis::cmd("HKEYS")
-                    .arg(&hash)
-                    .query_async::<Vec<String>>(&mut c)
-                    .await
-            })
-            .await?;
+        let mut cmd = redis::cmd("HKEYS");
+        cmd.arg(self.hash(plugin, scope));
+        let mut keys: Vec<String> = self.redis.query(&cmd).await?;
         keys.retain(|k| k.starts_with(prefix));
         keys.sort();
         Ok(keys)
@@ -297,19 +200,10 @@ impl KvBackend for RedisStore {
         key: &str,
         delta: i64,
     ) -> Result<i64, KvError> {
-        let (hash, bytes) = (self.hash(plugin, scope), self.bytes(plugin));
         let overhead = entry_bytes(scope, key, 0);
         let answer: Result<(i64, i64), KvError> = self
-            .run(|mut c| async move {
-                self.increment
-                    .key(&hash)
-                    .key(&bytes)
-                    .arg(key)
-                    .arg(delta)
-                    .arg(overhead)
-                    .arg(KV_QUOTA_BYTES)
-                    .invoke_async(&mut c)
-                    .await
+            .invoke(&self.increment, plugin, scope, |c| {
+                c.arg(key).arg(delta).arg(overhead).arg(KV_QUOTA_BYTES);
             })
             .await;
         match answer {
@@ -334,25 +228,19 @@ impl KvBackend for RedisStore {
         expected: Option<&[u8]>,
         value: &[u8],
     ) -> Result<bool, KvError> {
-        let (hash, bytes) = (self.hash(plugin, scope), self.bytes(plugin));
         let overhead = entry_bytes(scope, key, 0);
         let (has, exp) = match expected {
             Some(e) => ("1", e),
             None => ("0", &[][..]),
         };
         let (ok, total): (i64, i64) = self
-            .run(|mut c| async move {
-                self.cas
-                    .key(&hash)
-                    .key(&bytes)
-                    .arg(key)
+            .invoke(&self.cas, plugin, scope, |c| {
+                c.arg(key)
                     .arg(has)
                     .arg(exp)
                     .arg(value)
                     .arg(overhead)
-                    .arg(KV_QUOTA_BYTES)
-                    .invoke_async(&mut c)
-                    .await
+                    .arg(KV_QUOTA_BYTES);
             })
             .await?;
         match ok {
@@ -363,25 +251,16 @@ impl KvBackend for RedisStore {
     }
 
     async fn ping(&self) -> Result<(), KvError> {
-        let _: String = self
-            .run(|mut c| async move { redis::cmd("PING").query_async(&mut c).await })
-            .await?;
+        let _: String = self.redis.query(&redis::cmd("PING")).await?;
         Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::time::Duration;
 
-    #[test]
-    fn a_password_never_reaches_a_message() {
-        assert_eq!(
-            redact("redis://user:secret@db.example:6379/0"),
-            "redis://…@db.example:6379/0"
-        );
-        assert_eq!(redact("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
-    }
+    use super::*;
 
     /// A store nobody listens on: the host starts (the connection is
     /// lazy), and each operation fails closed within its timeout, saying
@@ -393,12 +272,14 @@ mod tests {
             .local_addr()
             .unwrap()
             .port();
-        let s = RedisStore::open(
-            &format!("redis://127.0.0.1:{port}/0"),
-            DEFAULT_PREFIX,
-            Duration::from_millis(300),
-        )
-        .unwrap();
+        let s = RedisKv::new(
+            Redis::open(
+                &format!("redis://127.0.0.1:{port}/0"),
+                super::super::DEFAULT_PREFIX,
+                Duration::from_millis(300),
+            )
+            .unwrap(),
+        );
         let started = std::time::Instant::now();
         let e = s.increment("p", "", "n", 1).await.unwrap_err();
         assert!(e.is_unavailable(), "{e}");
@@ -410,7 +291,7 @@ mod tests {
         );
         // From a synchronous host call, the same answer.
         let e =
-            tokio::task::spawn_blocking(move || super::super::wait_here(&s, s.get("p", "", "n")))
+            tokio::task::spawn_blocking(move || crate::store::wait_here(&s, s.get("p", "", "n")))
                 .await
                 .unwrap()
                 .unwrap_err();

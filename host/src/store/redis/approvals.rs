@@ -1,7 +1,9 @@
-//! The shared approval store: the approval queue's entries and grants in
-//! the Redis (or Valkey) server of `[state] url`, so that replicas of
-//! `toolgate serve` behind a load balancer share one queue — a call asked
-//! on one replica is approved through the console or CLI of another.
+//! The approval queue on the shared engine: its entries and grants in the
+//! Redis (or Valkey) server of `[state] url` (see [`super`] for the
+//! connection, shared with the `kv` seam, and the timeout), so that
+//! replicas of `toolgate serve` behind a load balancer share one queue — a
+//! call asked on one replica is approved through the console or CLI of
+//! another.
 //!
 //! **Authority.** Whoever can write these keys can approve any call, as
 //! with the embedded file: protect the server (a password or an ACL user
@@ -47,14 +49,17 @@
 //! **Failure.** Every operation is bounded by `[state] timeout_ms`; a
 //! server that does not answer is [`StoreError::Unavailable`]: asking
 //! fails closed (the call is denied saying so), deciding reports it; the
-//! connection is re-established by itself.
+//! connection is re-established by itself (the engine's, [`super`]).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::ConnectionManager;
 
-use super::store::{ApprovalStore, Change, Decided, Entry, EntryState, Grant, Listing, StoreError};
+use super::{Failure, Redis};
+use crate::approval::store::{
+    ApprovalStore, Change, Decided, Entry, EntryState, Grant, Listing, StoreError,
+};
 use crate::budgets::{
     APPROVAL_KEEP_DECIDED, APPROVAL_MAX_GRANTS, APPROVAL_MAX_PENDING, STATE_CONNECT_TIMEOUT,
 };
@@ -222,11 +227,7 @@ type Fields = Vec<Option<String>>;
 
 /// The approval queue's store in Redis or Valkey.
 pub struct RedisApprovals {
-    /// The URL without its password, for messages.
-    what: String,
-    prefix: String,
-    timeout: Duration,
-    conn: ConnectionManager,
+    redis: Arc<Redis>,
     /// This process's mark on what it publishes: its own changes are not
     /// handed back to it.
     origin: String,
@@ -255,45 +256,41 @@ fn json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
     serde_json::to_string(value).map_err(backend)
 }
 
+impl From<Failure> for StoreError {
+    fn from(f: Failure) -> StoreError {
+        match f {
+            Failure::Unavailable { store, message } => StoreError::Unavailable { store, message },
+            Failure::Refused { store, message } => {
+                StoreError::Backend(format!("{store}: {message}"))
+            }
+        }
+    }
+}
+
 impl RedisApprovals {
-    /// The store at `url`, its keys under `prefix`; each operation within
-    /// `timeout`. Not connected yet (the first operation connects): the
-    /// host starts while the server is down. Starts the change feed, so it
-    /// needs a Tokio runtime.
-    pub fn open(url: &str, prefix: &str, timeout: Duration) -> Result<RedisApprovals, StoreError> {
-        let what = crate::store::redis::redact(url);
-        let bad = |message: String| StoreError::Open {
-            path: what.clone(),
-            message,
-        };
-        let client = crate::store::redis::client(url).map_err(|e| bad(e.to_string()))?;
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(STATE_CONNECT_TIMEOUT))
-            .set_response_timeout(Some(timeout))
-            .set_number_of_retries(2)
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_millis(500));
-        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)
-            .map_err(|e| bad(e.to_string()))?;
+    /// The store on `redis`, its keys under the server's prefix. Starts
+    /// the change feed (on a connection of its own), so it needs a Tokio
+    /// runtime; neither connects before it is used: the host starts while
+    /// the server is down.
+    pub fn new(redis: Arc<Redis>) -> Result<RedisApprovals, StoreError> {
         let origin = crate::approval::queue::random_hex(8);
         let (changes, _) = tokio::sync::broadcast::channel(FEED_BACKLOG);
         let stop = tokio_util::sync::CancellationToken::new();
-        let rt = tokio::runtime::Handle::try_current()
-            .map_err(|_| bad("the change feed needs a Tokio runtime".into()))?;
+        let rt = tokio::runtime::Handle::try_current().map_err(|_| StoreError::Open {
+            path: redis.describe().to_string(),
+            message: "the change feed needs a Tokio runtime".into(),
+        })?;
         rt.spawn(feed(Feed {
-            client,
-            channel: format!("{prefix}:approvals:changes"),
+            client: redis.client().clone(),
+            channel: format!("{}:approvals:changes", redis.prefix()),
             origin: origin.clone(),
-            timeout,
+            timeout: redis.timeout(),
             changes: changes.clone(),
             stop: stop.clone(),
-            what: what.clone(),
+            what: redis.describe().to_string(),
         }));
         Ok(RedisApprovals {
-            what,
-            prefix: prefix.to_string(),
-            timeout,
-            conn,
+            redis,
             origin,
             changes,
             _feed: stop.drop_guard(),
@@ -312,7 +309,7 @@ impl RedisApprovals {
 
     /// What it is, for messages (the URL without a password).
     pub fn describe(&self) -> &str {
-        &self.what
+        self.redis.describe()
     }
 
     /// Runs `script` with the prefix and `args` as ARGV, within the
@@ -322,42 +319,16 @@ impl RedisApprovals {
         script: &redis::Script,
         args: &[&str],
     ) -> Result<T, StoreError> {
-        let mut conn = self.conn.clone();
         let mut call = script.prepare_invoke();
-        call.arg(&self.prefix);
+        call.arg(self.redis.prefix());
         for a in args {
             call.arg(*a);
         }
-        match tokio::time::timeout(self.timeout, call.invoke_async(&mut conn)).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(self.error(e)),
-            Err(_) => Err(self.late()),
-        }
-    }
-
-    fn late(&self) -> StoreError {
-        StoreError::Unavailable {
-            store: self.what.clone(),
-            message: format!(
-                "no answer within {} ms ([state] timeout_ms)",
-                self.timeout.as_millis()
-            ),
-        }
-    }
-
-    fn error(&self, e: redis::RedisError) -> StoreError {
-        if crate::store::redis::is_unavailable(&e) {
-            StoreError::Unavailable {
-                store: self.what.clone(),
-                message: e.to_string(),
-            }
-        } else {
-            StoreError::Backend(format!("{}: {e}", self.what))
-        }
+        Ok(self.redis.invoke(&call).await?)
     }
 
     fn key(&self, id: &str) -> String {
-        format!("{}:approvals:e:{id}", self.prefix)
+        format!("{}:approvals:e:{id}", self.redis.prefix())
     }
 }
 
@@ -491,16 +462,10 @@ impl ApprovalStore for RedisApprovals {
     }
 
     async fn get(&self, id: &str) -> Result<Option<Entry>, StoreError> {
-        let key = self.key(id);
-        let mut conn = self.conn.clone();
         let mut cmd = redis::cmd("HMGET");
-        cmd.arg(&key).arg(&["body", "state", "decided", "ran"][..]);
-        let query = cmd.query_async::<Fields>(&mut conn);
-        let f = match tokio::time::timeout(self.timeout, query).await {
-            Ok(Ok(f)) => f,
-            Ok(Err(e)) => return Err(self.error(e)),
-            Err(_) => return Err(self.late()),
-        };
+        cmd.arg(self.key(id))
+            .arg(&["body", "state", "decided", "ran"][..]);
+        let f: Fields = self.redis.query(&cmd).await?;
         if f.first().is_none_or(Option::is_none) {
             return Ok(None);
         }
@@ -508,15 +473,9 @@ impl ApprovalStore for RedisApprovals {
     }
 
     async fn count_pending(&self) -> Result<usize, StoreError> {
-        let mut conn = self.conn.clone();
         let mut cmd = redis::cmd("ZCARD");
-        cmd.arg(format!("{}:approvals:pending", self.prefix));
-        let query = cmd.query_async::<usize>(&mut conn);
-        match tokio::time::timeout(self.timeout, query).await {
-            Ok(Ok(n)) => Ok(n),
-            Ok(Err(e)) => Err(self.error(e)),
-            Err(_) => Err(self.late()),
-        }
+        cmd.arg(format!("{}:approvals:pending", self.redis.prefix()));
+        Ok(self.redis.query(&cmd).await?)
     }
 
     async fn put_grant(&self, grant: &Grant) -> Result<(), StoreError> {

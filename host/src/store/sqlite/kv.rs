@@ -1,25 +1,24 @@
-//! The embedded state store: one SQLite file (`kv.sqlite` in the state
-//! directory), so the `kv` seam survives a restart of a single host.
+//! The `kv` seam on the embedded engine: one SQLite file (`kv.sqlite` in
+//! the state directory), so the seam survives a restart of a single host.
 //!
 //! Each operation is one short statement or one `BEGIN IMMEDIATE`
 //! transaction (the quota is read and written in the same one), run
-//! inline on the calling thread under one connection's mutex: a local
-//! transaction in write-ahead-log mode with `synchronous = NORMAL` takes
-//! microseconds, and running it inline keeps the seam synchronous (see
-//! [`super::wait_here`]). Two hosts on one file (a `toolgate run` beside
-//! a `serve`) are serialized by SQLite's own lock (busy timeout 5 s).
+//! inline on the calling thread: a local transaction takes microseconds,
+//! and running it inline keeps the seam synchronous (see
+//! [`crate::store::wait_here`]). How the file is opened, and why, is the
+//! engine's ([`super`]).
 //!
 //! The file is made owner-only (`0600`): counters and todo lists are not
 //! authority, but they are the plugins' and nobody else's.
 
 use std::path::Path;
-use std::sync::Mutex;
 
 use async_trait::async_trait;
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
-use super::{KvBackend, KvError, OpenError, entry_bytes, parse_counter};
+use super::Sqlite;
 use crate::budgets::KV_QUOTA_BYTES;
+use crate::store::{KvBackend, KvError, OpenError, entry_bytes, parse_counter};
 
 /// The store's file name in the state directory (`[state] path` unset).
 pub const DEFAULT_FILE: &str = "kv.sqlite";
@@ -40,48 +39,30 @@ CREATE TABLE IF NOT EXISTS kv_bytes (
 
 /// The `kv` seam's state in a SQLite file (or in memory).
 pub struct SqliteKv {
-    what: String,
-    conn: Mutex<Connection>,
+    db: Sqlite,
 }
 
 impl SqliteKv {
     /// Opens (creating, owner-only) the store at `path`.
     pub fn open(path: &Path) -> Result<SqliteKv, OpenError> {
-        let fail = |message: String| OpenError::File {
-            path: path.display().to_string(),
-            message,
-        };
-        crate::state::private_file(path).map_err(fail)?;
-        let conn = Connection::open(path).map_err(|e| fail(e.to_string()))?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(|e| fail(e.to_string()))?;
-        Self::with_connection(conn, format!("sqlite:{}", path.display())).map_err(fail)
+        let db = Sqlite::open(path, SCHEMA).map_err(|e| OpenError::File {
+            path: e.path,
+            message: e.message,
+        })?;
+        Ok(SqliteKv { db })
     }
 
     /// A store in memory, for the host's lifetime only (a host with no
     /// state directory; tests).
     pub fn memory() -> SqliteKv {
-        let conn = Connection::open_in_memory().expect("SQLite opens an in-memory database");
-        Self::with_connection(conn, "sqlite::memory:".into())
-            .expect("SQLite creates tables in memory")
-    }
-
-    fn with_connection(conn: Connection, what: String) -> Result<SqliteKv, String> {
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(|e| e.to_string())?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(|e| e.to_string())?;
-        conn.execute_batch(SCHEMA)
-            .map_err(|e| format!("cannot create its tables: {e}"))?;
-        Ok(SqliteKv {
-            what,
-            conn: Mutex::new(conn),
-        })
+        SqliteKv {
+            db: Sqlite::memory(SCHEMA).expect("SQLite opens an in-memory database"),
+        }
     }
 
     fn backend(&self, e: impl std::fmt::Display) -> KvError {
         KvError::Backend {
-            store: self.what.clone(),
+            store: self.db.describe().to_string(),
             message: e.to_string(),
         }
     }
@@ -92,7 +73,7 @@ impl SqliteKv {
         &self,
         f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T, KvError>,
     ) -> Result<T, KvError> {
-        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut conn = self.db.lock();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| self.backend(e))?;
@@ -142,14 +123,15 @@ impl SqliteKv {
         Ok(())
     }
 
+    /// The value under `key` now (in a transaction, or alone).
     fn current(
         &self,
-        tx: &rusqlite::Transaction<'_>,
+        conn: &rusqlite::Connection,
         plugin: &str,
         scope: &str,
         key: &str,
     ) -> Result<Option<Vec<u8>>, KvError> {
-        tx.query_row(
+        conn.query_row(
             "SELECT value FROM kv WHERE plugin = ?1 AND scope = ?2 AND key = ?3",
             params![plugin, scope, key],
             |r| r.get(0),
@@ -162,18 +144,11 @@ impl SqliteKv {
 #[async_trait]
 impl KvBackend for SqliteKv {
     fn describe(&self) -> String {
-        self.what.clone()
+        self.db.describe().to_string()
     }
 
     async fn get(&self, plugin: &str, scope: &str, key: &str) -> Result<Option<Vec<u8>>, KvError> {
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        conn.query_row(
-            "SELECT value FROM kv WHERE plugin = ?1 AND scope = ?2 AND key = ?3",
-            params![plugin, scope, key],
-            |r| r.get(0),
-        )
-        .optional()
-        .map_err(|e| self.backend(e))
+        self.current(&self.db.lock(), plugin, scope, key)
     }
 
     async fn set(&self, plugin: &str, scope: &str, key: &str, value: &[u8]) -> Result<(), KvError> {
@@ -203,7 +178,7 @@ impl KvBackend for SqliteKv {
     }
 
     async fn keys(&self, plugin: &str, scope: &str, prefix: &str) -> Result<Vec<String>, KvError> {
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let conn = self.db.lock();
         let mut stmt = conn
             .prepare_cached(
                 "SELECT key FROM kv WHERE plugin = ?1 AND scope = ?2 AND key >= ?3 ORDER BY key",
@@ -290,14 +265,7 @@ mod tests {
     /// synchronous) and its state survives reopening the file.
     #[test]
     fn state_survives_a_restart_and_counts_exactly() {
-        let dir = std::env::temp_dir().join(format!(
-            "toolgate-kv-test-{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
-        ));
+        let dir = super::super::scratch("kv");
         let path = dir.join("kv.sqlite");
         {
             let s = SqliteKv::open(&path).unwrap();
