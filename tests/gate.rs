@@ -444,6 +444,7 @@ impl NativeGate {
                 } else {
                     toolgate::tool::Features::empty()
                 },
+                effects: true,
             },
         }
     }

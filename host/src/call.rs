@@ -116,6 +116,11 @@ pub struct ToolMeta {
     pub timeout_ms: Option<u32>,
     pub annotations: Annotations,
     pub features: Features,
+    /// A call of it may change something outside the host (see
+    /// `Grants::may_have_effects`: a component's grant says; a bridged or
+    /// native tool always may). Such a call is declared started in the
+    /// audit record before its body runs.
+    pub effects: bool,
 }
 
 impl ToolMeta {
@@ -126,6 +131,7 @@ impl ToolMeta {
             timeout_ms: None,
             annotations: Annotations::empty(),
             features: Features::empty(),
+            effects: true,
         }
     }
 }

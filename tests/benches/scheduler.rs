@@ -65,6 +65,7 @@ fn noop_definition(name: &str, classifier: bool) -> ToolDefinition {
             } else {
                 toolgate::tool::Features::empty()
             },
+            effects: true,
         },
     }
 }

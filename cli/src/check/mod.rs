@@ -153,6 +153,7 @@ pub(super) fn stand_in_tool(name: &str) -> ToolDefinition {
             timeout_ms: None,
             annotations: Annotations::empty(),
             features: Features::empty(),
+            effects: true,
         },
     }
 }

@@ -209,6 +209,7 @@ fn one(
                     timeout_ms,
                     annotations,
                     features: Features::CLASSIFIER,
+                    effects: true,
                 },
             },
             parameters: compiled,

@@ -151,6 +151,7 @@ impl RunCode {
                 timeout_ms: Some(limits.timeout_ms),
                 annotations: Annotations::OPEN_WORLD,
                 features: Features::empty(),
+                effects: true,
             },
         }
     }

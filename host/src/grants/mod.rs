@@ -642,6 +642,23 @@ fn egress_policy(
 }
 
 impl Grants {
+    /// Whether a plugin holding this grant could change anything outside
+    /// the host: write a file, spawn a process, reach the network, keep
+    /// state. Derived from what the operator granted, never from what the
+    /// plugin says of itself; a plugin that could not is read-only (its
+    /// calls need no intent in the audit record: nothing of them can have
+    /// happened if the host dies mid-call).
+    pub fn may_have_effects(&self) -> bool {
+        self.fs.iter().any(|g| g.writable)
+            || self.shell
+            || !self.subprocess.is_empty()
+            || self.kv
+            || !self.network.is_empty()
+            || self.egress.is_some()
+            || !self.sandbox.tcp_connect_ports.is_empty()
+            || !self.sandbox.read_write.is_empty()
+    }
+
     /// Puts this grant's egress rules under the configuration's
     /// `[egress]` (its `deny` and `allow_private`).
     pub fn set_egress_global(&mut self, global: &std::sync::Arc<crate::egress::Global>) {

@@ -105,6 +105,7 @@ mod tests {
                 timeout_ms: Some(5),
                 annotations,
                 features: Features::CLASSIFIER,
+                effects: true,
             },
         }
     }

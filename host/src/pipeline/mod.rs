@@ -448,8 +448,11 @@ pub async fn complete(
         client,
         decisions,
     } = admitted.0;
+    // A call that can change nothing outside the host (its plugin's grant
+    // allows no write, process, network or store) leaves nothing to
+    // declare: if the host dies mid-call, nothing of it happened.
     let intent = match &settings.intents {
-        Some(intents) => {
+        Some(intents) if entry.def.meta.effects => {
             let declared = intents
                 .started(&info, &generation, client.as_deref())
                 .instrument(span.clone())
@@ -469,7 +472,7 @@ pub async fn complete(
                 }
             }
         }
-        None => None,
+        _ => None,
     };
     // The call's connections ask its approver (the turn's, else the
     // host's) about destinations no egress rule allows, once each.

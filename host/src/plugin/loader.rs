@@ -659,6 +659,7 @@ fn check_spec(
                     timeout_ms,
                     annotations: spec.annotations,
                     features: spec.features,
+                    effects: settings.grants.may_have_effects(),
                 },
             },
             parameters: compiled,

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 use toolgate::audit::verify::{Report, VerifyOptions, verify};
 use toolgate::{HostConfig, ToolCall, Toolgate, TurnOptions};
-use toolgate_tests::{PluginDir, TempDir, fixtures, test_runtime, toolgate_bin};
+use toolgate_tests::{PluginDir, TempDir, call, fixtures, test_runtime, toolgate_bin};
 
 /// The records of a file, parsed.
 fn records(path: &Path) -> Vec<Value> {
@@ -340,9 +340,10 @@ async fn rotation_continues_the_chain_across_files() {
     let plugins = PluginDir::new();
     plugins.add("tools", fixtures::TOOLS);
     let host = recording_host(dir.path(), &plugins, 50, "rotate_mb = 1\n").await;
-    // Records of ~4 KiB arguments: 1 MiB is a few hundred of them.
+    // Records of ~4 KiB arguments: 1 MiB is a few hundred of them (the
+    // tool is read-only: a call has no intent, one record each).
     let big = "x".repeat(4096);
-    for round in 0..6 {
+    for round in 0..12 {
         let calls = (0..100)
             .map(|i| ToolCall::new(format!("r{round}c{i}"), "echo", json!({"text": big})))
             .collect();
@@ -367,7 +368,7 @@ async fn rotation_continues_the_chain_across_files() {
     let report = verify(&files, &pinned(&dir.path().join("audit.key"))).unwrap();
     assert!(report.intact, "{report:?}");
     let calls: usize = files.iter().map(|f| calls_of(&records(f)).len()).sum();
-    assert_eq!(calls, 600);
+    assert_eq!(calls, 1200);
     // A rotated file missing from the middle of the set is a break.
     let current = dir.path().join("audit.jsonl");
     let mut chain: Vec<PathBuf> = files.iter().filter(|f| **f != current).cloned().collect();
@@ -1477,4 +1478,39 @@ fn a_sensitive_value_quoted_in_a_reason_is_redacted_and_other_reasons_are_kept()
     )
     .unwrap();
     assert!(report.intact, "{report:?}");
+}
+
+/// Which calls get an intent: one whose plugin's grant lets it change
+/// something outside the host (here the `kv` store) is declared `started`
+/// before its body runs, and its final record names that intent; one whose
+/// plugin can change nothing (no grant at all) is recorded once — a host
+/// killed mid-call leaves nothing of it undone to declare. What decides is
+/// the operator's grant, not what the tool says of itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_can_change_nothing_has_no_intent() {
+    for (granted, grants) in [(false, ""), (true, "[plugins.tools.grants]\nkv = true\n")] {
+        let dir = TempDir::new("audit-effects");
+        let plugins = PluginDir::new();
+        plugins.add("tools", fixtures::TOOLS);
+        let host = recording_host(dir.path(), &plugins, 1000, grants).await;
+        let r = host
+            .call(
+                call("c1", "echo", json!({"text": "hi"})),
+                &TurnOptions::default(),
+            )
+            .await;
+        assert!(!r.is_error, "{r:?}");
+        host.shutdown().await;
+        let all = records(&dir.path().join("audit.jsonl"));
+        let started: Vec<&Value> = all.iter().filter(|r| r["kind"] == "started").collect();
+        let calls = calls_of(&all);
+        assert_eq!(calls.len(), 1, "{all:?}");
+        if granted {
+            assert_eq!(started.len(), 1, "an effect is possible: {all:?}");
+            assert_eq!(calls[0]["intent"], started[0]["seq"], "{all:?}");
+        } else {
+            assert!(started.is_empty(), "nothing can happen: {all:?}");
+            assert!(calls[0]["intent"].is_null(), "{all:?}");
+        }
+    }
 }

@@ -127,6 +127,7 @@ fn tool(name: &str, description: &str, parameters: Value) -> ToolDefinition {
             timeout_ms: None,
             annotations: Annotations::empty(),
             features: Features::CLASSIFIER,
+            effects: true,
         },
     }
 }

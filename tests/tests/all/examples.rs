@@ -53,6 +53,7 @@ fn echo_tool(name: &str, annotations: Annotations) -> ToolDefinition {
             timeout_ms: None,
             annotations,
             features: Features::empty(),
+            effects: true,
         },
     }
 }
