@@ -446,31 +446,14 @@ impl Audit {
         // has some: the reasons of its decisions.
         let has_text = f.decisions.iter().any(|d| d.reason.is_some());
         let kept = self.keep(info, has_text);
-        let arguments = kept.arguments(info);
         // The result's digest, serialised straight into the hasher.
         let mut hasher = HashWriter(sha2::Sha256::default());
         let _ = serde_json::to_writer(&mut hasher, record);
         let error = record.error.as_ref();
         let mut body = CallBody {
-            v: SCHEMA_VERSION,
-            kind: "call",
-            ts: now_ms(),
-            inst: self.writer.instance(),
-            replica: self.writer.replica(),
-            token: info.token,
-            call_id: &info.call_id,
-            tool: &info.tool_name,
-            provider: &info.tool.provider,
-            scope: &info.agent_scope,
-            client,
-            parent: info.parent_id.as_deref(),
-            code_mode: info.code_mode,
-            generation: generation.number,
+            head: self.head("call", info, generation, client),
             intent: f.intent,
-            arguments,
-            arguments_sha256: &kept.sha256,
-            arguments_omitted: kept.omitted,
-            sensitive: &kept.sensitive,
+            arguments: kept.body(info),
             replayable: kept.omitted.is_none() && kept.sensitive.is_empty(),
             decisions: f
                 .decisions
@@ -520,17 +503,17 @@ impl Audit {
         serde_json::to_string(&body).unwrap_or_default()
     }
 
-    /// A call's intent (`started`): what the call is, before it runs.
-    fn intent_body(
-        &self,
-        info: &crate::call::CallInfo,
+    /// What a call's records begin with.
+    fn head<'a>(
+        &'a self,
+        kind: &'static str,
+        info: &'a crate::call::CallInfo,
         generation: &Generation,
-        client: Option<&Client>,
-    ) -> String {
-        let kept = self.keep(info, false);
-        let body = IntentBody {
+        client: Option<&'a Client>,
+    ) -> CallHead<'a> {
+        CallHead {
             v: SCHEMA_VERSION,
-            kind: "started",
+            kind,
             ts: now_ms(),
             inst: self.writer.instance(),
             replica: self.writer.replica(),
@@ -543,10 +526,20 @@ impl Audit {
             parent: info.parent_id.as_deref(),
             code_mode: info.code_mode,
             generation: generation.number,
-            arguments: kept.arguments(info),
-            arguments_sha256: &kept.sha256,
-            arguments_omitted: kept.omitted,
-            sensitive: &kept.sensitive,
+        }
+    }
+
+    /// A call's intent (`started`): what the call is, before it runs.
+    fn intent_body(
+        &self,
+        info: &crate::call::CallInfo,
+        generation: &Generation,
+        client: Option<&Client>,
+    ) -> String {
+        let kept = self.keep(info, false);
+        let body = IntentBody {
+            head: self.head("started", info, generation, client),
+            arguments: kept.body(info),
         };
         let mut text = Vec::with_capacity(info.arguments_json().len() + 512);
         let _ = serde_json::to_writer(&mut text, &body);
@@ -596,6 +589,16 @@ struct Kept {
 }
 
 impl Kept {
+    /// The arguments' part of a call's record.
+    fn body<'a>(&'a self, info: &'a crate::call::CallInfo) -> ArgumentsBody<'a> {
+        ArgumentsBody {
+            arguments: self.arguments(info),
+            arguments_sha256: &self.sha256,
+            arguments_omitted: self.omitted,
+            sensitive: &self.sensitive,
+        }
+    }
+
     fn arguments<'a>(&'a self, info: &'a crate::call::CallInfo) -> Option<&'a Value> {
         match (self.omitted, &self.redacted) {
             (Some(_), _) => None,
@@ -618,11 +621,11 @@ impl std::io::Write for HashWriter {
     }
 }
 
-/// A `call` record's body (see docs/audit.md), serialised without an
-/// intermediate JSON tree.
+/// What a call's records begin with: which call, where, in which
+/// generation (a `started` record and its `call` record alike).
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-struct CallBody<'a> {
+struct CallHead<'a> {
     v: u32,
     kind: &'static str,
     ts: u64,
@@ -637,15 +640,32 @@ struct CallBody<'a> {
     parent: Option<&'a str>,
     code_mode: bool,
     generation: u64,
-    /// The seq of the call's `started` record (its body was dispatched).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    intent: Option<u64>,
+}
+
+/// The arguments as a call's records keep them ([`Audit::keep`]).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ArgumentsBody<'a> {
     arguments: Option<&'a Value>,
     arguments_sha256: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     arguments_omitted: Option<&'static str>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     sensitive: &'a [String],
+}
+
+/// A `call` record's body (see docs/audit.md), serialised without an
+/// intermediate JSON tree.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CallBody<'a> {
+    #[serde(flatten)]
+    head: CallHead<'a>,
+    /// The seq of the call's `started` record (its body was dispatched).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    intent: Option<u64>,
+    #[serde(flatten)]
+    arguments: ArgumentsBody<'a>,
     replayable: bool,
     decisions: Vec<DecisionBody<'a>>,
     result: ResultBody<'a>,
@@ -656,26 +676,10 @@ struct CallBody<'a> {
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 struct IntentBody<'a> {
-    v: u32,
-    kind: &'static str,
-    ts: u64,
-    inst: &'a str,
-    replica: &'a str,
-    token: u64,
-    call_id: &'a str,
-    tool: &'a str,
-    provider: &'a str,
-    scope: &'a str,
-    client: Option<&'a Client>,
-    parent: Option<&'a str>,
-    code_mode: bool,
-    generation: u64,
-    arguments: Option<&'a Value>,
-    arguments_sha256: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    arguments_omitted: Option<&'static str>,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    sensitive: &'a [String],
+    #[serde(flatten)]
+    head: CallHead<'a>,
+    #[serde(flatten)]
+    arguments: ArgumentsBody<'a>,
 }
 
 #[derive(serde::Serialize)]
