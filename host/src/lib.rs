@@ -27,7 +27,6 @@ pub mod grants;
 pub mod host;
 pub mod host_config;
 pub mod lifecycle;
-pub mod mcp;
 pub mod oci;
 pub mod outcome;
 pub mod pipeline;
