@@ -1,7 +1,7 @@
 //! `toolgate approvals`: the approval queue of a running `toolgate serve
 //! --http --approve queue`, from a terminal or a script, through the
 //! console's API (`/console/api/…`, bearer token; see
-//! `toolgate::mcp::console`).
+//! `toolgate_mcp::console`).
 //!
 //! Plain HTTP/1.1 over TCP (the console is served on loopback, or behind a
 //! TLS proxy): one request per connection, bounded answer.
@@ -151,7 +151,7 @@ impl Server {
         };
         let path = match &args.token_file {
             Some(p) => p.clone(),
-            None => toolgate::mcp::http::default_token_path()?.with_file_name("console-token"),
+            None => toolgate_mcp::http::default_token_path()?.with_file_name("console-token"),
         };
         let token = std::fs::read_to_string(&path)
             .with_context(|| {

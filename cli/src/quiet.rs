@@ -6,7 +6,7 @@
 //! a receiver that is gone; it logs that as `ERROR failed to send pending
 //! response during drain`. That is the normal end of a cancelled request,
 //! not an error an operator must look into, so [`layer`] drops the SDK's
-//! event and logs it at debug (target `toolgate::mcp`). Every other event
+//! event and logs it at debug (target `toolgate_mcp`). Every other event
 //! passes untouched.
 
 use tracing::{Event, Level, Subscriber};
@@ -34,7 +34,7 @@ impl<S: Subscriber> Layer<S> for Quiet {
         match message.0 {
             Some(m) if EXPECTED.contains(&m.as_str()) => {
                 tracing::debug!(
-                    target: "toolgate::mcp",
+                    target: "toolgate_mcp",
                     sdk = %m,
                     "a response could not be delivered: its client had closed the stream (a cancel)"
                 );

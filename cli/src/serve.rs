@@ -1,5 +1,5 @@
 //! `toolgate serve`: the host as an MCP server, over stdio (default) or
-//! streamable HTTP (`--http ADDR`). See [`toolgate::mcp`].
+//! streamable HTTP (`--http ADDR`). See [`toolgate_mcp`].
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -12,14 +12,14 @@ use rmcp::service::serve_server_with_ct;
 use tokio_util::sync::CancellationToken;
 
 use super::{ApproveMode, GlobalArgs};
-use toolgate::mcp::console::Console;
-use toolgate::mcp::health::Stop;
-use toolgate::mcp::http::{self, HttpOptions};
-use toolgate::mcp::stdio::StdioTransport;
-use toolgate::mcp::{Limits, ToolgateServer};
 use toolgate::pipeline::Approver;
 use toolgate::pipeline::approval::{AllowAll, DenyAll};
 use toolgate::scheduler::Arrivals;
+use toolgate_mcp::console::Console;
+use toolgate_mcp::health::Stop;
+use toolgate_mcp::http::{self, HttpOptions};
+use toolgate_mcp::stdio::StdioTransport;
+use toolgate_mcp::{Limits, ToolgateServer};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -74,7 +74,7 @@ pub struct ServeArgs {
 
     /// Largest JSON-RPC message accepted, in bytes (a stdio line, an HTTP
     /// body).
-    #[arg(long, value_name = "BYTES", default_value_t = toolgate::mcp::DEFAULT_MAX_MESSAGE_BYTES)]
+    #[arg(long, value_name = "BYTES", default_value_t = toolgate_mcp::DEFAULT_MAX_MESSAGE_BYTES)]
     max_message_bytes: usize,
 
     /// Tool calls waiting or running at once, per scheduler (each session
@@ -103,12 +103,12 @@ pub struct ServeArgs {
 
     /// Time an HTTP client may take to send a request body, in
     /// milliseconds (408 after).
-    #[arg(long, value_name = "MS", default_value_t = toolgate::mcp::DEFAULT_BODY_TIMEOUT.as_millis() as u64)]
+    #[arg(long, value_name = "MS", default_value_t = toolgate_mcp::DEFAULT_BODY_TIMEOUT.as_millis() as u64)]
     body_timeout_ms: u64,
 
     /// An HTTP session that sends no request besides `initialize` and
     /// `ping` is closed after this many milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = toolgate::mcp::DEFAULT_SESSION_UNUSED_IDLE.as_millis() as u64)]
+    #[arg(long, value_name = "MS", default_value_t = toolgate_mcp::DEFAULT_SESSION_UNUSED_IDLE.as_millis() as u64)]
     unused_session_idle_ms: u64,
 
     /// On SIGTERM or Ctrl-C (after --drain-grace-ms), `--http` stops
@@ -116,7 +116,7 @@ pub struct ServeArgs {
     /// requests in flight to be answered; then it cancels what is left
     /// and exits. A second signal exits at once. (stdio: calls are
     /// cancelled at once.)
-    #[arg(long, value_name = "MS", default_value_t = toolgate::mcp::DEFAULT_DRAIN_TIMEOUT.as_millis() as u64)]
+    #[arg(long, value_name = "MS", default_value_t = toolgate_mcp::DEFAULT_DRAIN_TIMEOUT.as_millis() as u64)]
     drain_timeout_ms: u64,
 
     /// On SIGTERM or Ctrl-C, `--http` first answers 503 on `/readyz` for
@@ -125,8 +125,8 @@ pub struct ServeArgs {
     /// listener closes; then it drains (--drain-timeout-ms). Set it above
     /// the balancer's check interval × the failures that mark a server
     /// down. At most 60000.
-    #[arg(long, value_name = "MS", default_value_t = toolgate::mcp::DEFAULT_DRAIN_GRACE.as_millis() as u64,
-          value_parser = clap::value_parser!(u64).range(..=toolgate::mcp::MAX_DRAIN_GRACE.as_millis() as u64))]
+    #[arg(long, value_name = "MS", default_value_t = toolgate_mcp::DEFAULT_DRAIN_GRACE.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(..=toolgate_mcp::MAX_DRAIN_GRACE.as_millis() as u64))]
     drain_grace_ms: u64,
 
     /// Most concurrency-safe calls running at once.
@@ -285,11 +285,11 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
         max_connections: args.max_connections.max(1),
         max_sessions_per_client: args
             .max_sessions_per_client
-            .unwrap_or(toolgate::mcp::client_share(args.max_sessions))
+            .unwrap_or(toolgate_mcp::client_share(args.max_sessions))
             .max(1),
         max_connections_per_client: args
             .max_connections_per_client
-            .unwrap_or(toolgate::mcp::client_share(args.max_connections))
+            .unwrap_or(toolgate_mcp::client_share(args.max_connections))
             .max(1),
         body_timeout: std::time::Duration::from_millis(args.body_timeout_ms.max(1)),
         session_unused_idle: std::time::Duration::from_millis(args.unused_session_idle_ms.max(1)),
@@ -457,7 +457,7 @@ async fn serve_stdio(
     // `closed` fires when the client goes away; it is the parent of every
     // request's cancellation token, so all its calls stop at once.
     let closed = shutdown.child_token();
-    let (input, output) = toolgate::mcp::stdio::stdio();
+    let (input, output) = toolgate_mcp::stdio::stdio();
     let transport = StdioTransport::new(input, output, limits, closed.clone());
     let running = match serve_server_with_ct(server, transport, closed.clone()).await {
         Ok(r) => r,

@@ -1,12 +1,12 @@
 //! `toolgate tools`: the model-facing projection (built by
-//! [`toolgate::mcp::projection`], which MCP `tools/list` uses too).
+//! [`toolgate_mcp::projection`], which MCP `tools/list` uses too).
 
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 
 use super::GlobalArgs;
-pub use toolgate::mcp::projection::{ToolsFormat, project};
+pub use toolgate_mcp::projection::{ToolsFormat, project};
 
 #[derive(Args, Debug)]
 pub struct ToolsArgs {

@@ -298,13 +298,14 @@ pub const APPROVAL_SHARED_GRACE_MS: u64 = 2_000;
 pub const APPROVAL_SHARED_RECHECK: Duration = Duration::from_secs(10);
 
 /// Tasks (the MCP Tasks extension: a 2026-07-28 client's call waiting in
-/// the approval queue; see `mcp::tasks`) the host keeps at once, in any
-/// state. Past it, the call is answered with an `InputRequiredResult`
-/// instead (its retry works as without tasks). Threat: a client creating
-/// tasks faster than they end. 1024; not configurable.
+/// the approval queue; see `toolgate_mcp::tasks`) the host keeps at once,
+/// in any state. Past it, the call is answered with an
+/// `InputRequiredResult` instead (its retry works as without tasks).
+/// Threat: a client creating tasks faster than they end. 1024; not
+/// configurable.
 pub const TASKS_MAX: usize = 1024;
 /// Of those, one client's (a local user, or a peer address: see
-/// `mcp::peer`). 64; not configurable.
+/// `toolgate_mcp::peer`). 64; not configurable.
 pub const TASKS_MAX_PER_CLIENT: usize = 64;
 /// How long an ended task (completed, failed, cancelled) is kept for
 /// `tasks/get`, from its end; then it is gone ("unknown task"). 600000 ms

@@ -178,7 +178,7 @@ pub struct HostConfig {
     /// The approval queue (see [`crate::approval::queue`]).
     #[serde(default)]
     pub approval: ApprovalConfig,
-    /// The approval console on `serve --http` (see [`crate::mcp::console`]).
+    /// The approval console on `serve --http` (see `toolgate_mcp::console`).
     #[serde(default)]
     pub console: ConsoleConfig,
     /// `[state]`: where host-kept state lives (see [`crate::store`]).

@@ -27,7 +27,6 @@ pub mod grants;
 pub mod host;
 pub(crate) mod host_config;
 pub mod lifecycle;
-pub mod mcp;
 pub use toolgate_oci as oci;
 pub mod outcome;
 pub mod pipeline;

@@ -38,7 +38,7 @@ pub enum ApprovalMode {
 }
 
 /// `[console]` in the configuration: the approval console on
-/// `serve --http` (see `crate::mcp::console`).
+/// `serve --http` (see `toolgate_mcp::console`).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, Schema)]
 #[serde(deny_unknown_fields)]
 #[schema(crate = "toolgate_schema::derive")]

@@ -57,7 +57,7 @@
 //! otherwise the entry is stored with a [`Retry`] (the SHA-256 of the
 //! call's tool and arguments), the client is answered at once (an
 //! `InputRequiredResult` whose `requestState` names the entry; see
-//! `mcp::approval`), and the entry expires by itself at `expiresMs`.
+//! `toolgate_mcp::approval`), and the entry expires by itself at `expiresMs`.
 //! The client's retry [`resume`](ApprovalQueue::resume)s: it waits for
 //! the decision (at most `[approval] retry_hold_ms`, outside any
 //! scheduler, then it is answered "input required" again), and the
@@ -67,7 +67,7 @@
 //! Such entries survive a restart pending — the client still holds the
 //! entry's id and calls again — and a decision made after the restart
 //! reaches the client's next retry. (A client of the Tasks extension
-//! follows the same entry as a task, `mcp::tasks`; a Code Mode program's
+//! follows the same entry as a task, `toolgate_mcp::tasks`; a Code Mode program's
 //! nested call waits on it instead, bounded, `super::hold`.)
 //!
 //! # Egress approvals

@@ -16,7 +16,7 @@
 //!   such server whose last listing has it.
 //! * **Who sees what.** The caller passes which servers its scope may see
 //!   (`visible`): `toolgate serve` shows a scope the servers of the tools
-//!   it sees ([`crate::mcp::server`]). A server not visible is not listed,
+//!   it sees (`toolgate_mcp::server`). A server not visible is not listed,
 //!   and its names are "not found", as if it were not configured.
 //! * **Bounds.** A listing is read page by page under the same bounds as
 //!   `tools/list` ([`Budgets::max_listing_pages`], its items under

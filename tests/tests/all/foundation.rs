@@ -61,13 +61,13 @@ async fn projection_has_exactly_name_description_parameters() {
     let tools = host.tools();
     assert!(tools.len() >= 8);
     for format in [
-        toolgate::mcp::projection::ToolsFormat::Json,
-        toolgate::mcp::projection::ToolsFormat::Anthropic,
-        toolgate::mcp::projection::ToolsFormat::Openai,
+        toolgate_mcp::projection::ToolsFormat::Json,
+        toolgate_mcp::projection::ToolsFormat::Anthropic,
+        toolgate_mcp::projection::ToolsFormat::Openai,
     ] {
-        let projected = toolgate::mcp::projection::project(&tools, format);
+        let projected = toolgate_mcp::projection::project(&tools, format);
         for t in projected.as_array().unwrap() {
-            let t = if format == toolgate::mcp::projection::ToolsFormat::Openai {
+            let t = if format == toolgate_mcp::projection::ToolsFormat::Openai {
                 assert_eq!(t["type"], "function");
                 assert_eq!(t.as_object().unwrap().len(), 2, "{t}");
                 &t["function"]
@@ -75,7 +75,7 @@ async fn projection_has_exactly_name_description_parameters() {
                 t
             };
             let keys: BTreeSet<_> = t.as_object().unwrap().keys().cloned().collect();
-            let params = if format == toolgate::mcp::projection::ToolsFormat::Anthropic {
+            let params = if format == toolgate_mcp::projection::ToolsFormat::Anthropic {
                 "input_schema"
             } else {
                 "parameters"

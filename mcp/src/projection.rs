@@ -13,7 +13,7 @@ use std::sync::Arc;
 use rmcp::model::{Tool, ToolAnnotations};
 use serde_json::{Map, Value, json};
 
-use crate::tool::{Annotations, ModelTool, ToolDefinition};
+use toolgate::tool::{Annotations, ModelTool, ToolDefinition};
 
 /// The shapes of `toolgate tools`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -92,7 +92,7 @@ fn object(schema: &Value) -> Map<String, Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool::{Features, ToolMeta};
+    use toolgate::tool::{Features, ToolMeta};
 
     fn def(annotations: Annotations, output: Option<Value>) -> ToolDefinition {
         ToolDefinition {
@@ -135,5 +135,27 @@ mod tests {
             !text.contains("timeout") && !text.contains("\"p\""),
             "{text}"
         );
+    }
+
+    /// A bridged server's schemas with `$schema`, `$defs` and recursive
+    /// references (kept whole by `toolgate::bridge::convert`) are listed
+    /// exactly as given, input and output.
+    #[test]
+    fn mcp_shows_schemas_with_local_references_unchanged() {
+        let input = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "$defs": {"Node": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/Node"}}}, "additionalProperties": false}},
+            "properties": {"tree": {"$ref": "#/$defs/Node"}},
+            "required": ["tree"],
+            "additionalProperties": false,
+        });
+        let output = json!({"type": "object", "properties": {"t": {"$ref": "#/definitions/T"}}, "definitions": {"T": {"type": "string"}}});
+        let mut d = def(Annotations::empty(), Some(output.clone()));
+        d.parameters = input.clone();
+        let shown = mcp_tool(&d);
+        assert_eq!(Value::Object((*shown.input_schema).clone()), input);
+        let shown_output = shown.output_schema.as_deref().cloned().map(Value::Object);
+        assert_eq!(shown_output, Some(output));
     }
 }

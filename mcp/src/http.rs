@@ -103,18 +103,20 @@ pub struct HttpOptions {
     /// `Origin` values accepted (`--allow-origin`); none by default.
     pub allow_origins: Vec<String>,
     /// The approval console's API under `/console` (`--approve queue`).
+    #[cfg(feature = "console")]
     pub console: Option<Arc<super::console::Console>>,
 }
 
 impl std::fmt::Debug for HttpOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the token itself.
-        f.debug_struct("HttpOptions")
-            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+        let mut f = f.debug_struct("HttpOptions");
+        f.field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("allow_hosts", &self.allow_hosts)
-            .field("allow_origins", &self.allow_origins)
-            .field("console", &self.console.is_some())
-            .finish()
+            .field("allow_origins", &self.allow_origins);
+        #[cfg(feature = "console")]
+        f.field("console", &self.console.is_some());
+        f.finish()
     }
 }
 
@@ -134,7 +136,7 @@ pub enum HttpError {
     },
 }
 
-pub use crate::state::{MIN_TOKEN_LEN, TokenError, default_token_path, load_or_create_token};
+pub use toolgate::state::{MIN_TOKEN_LEN, TokenError, default_token_path, load_or_create_token};
 
 /// Counts what clients hold (connections, sessions) against a total and a
 /// per-client share.
@@ -257,6 +259,7 @@ impl Listener {
             hosts.push(addr.ip().to_string());
         }
         hosts.extend(self.options.allow_hosts.iter().cloned());
+        #[cfg(feature = "console")]
         let console = self.options.console.clone().map(|c| ConsoleRoute {
             console: c,
             hosts: hosts.clone().into(),
@@ -310,6 +313,7 @@ impl Listener {
                 known: sessions.clone(),
                 client,
                 limits,
+                #[cfg(feature = "console")]
                 console: console.clone(),
                 readiness: readiness.clone(),
                 stop: stop.clone(),
@@ -331,6 +335,7 @@ impl Listener {
 /// The approval console on an address of its own (`serve --console
 /// ADDR`): the same page and API as under `/console` of the MCP listener,
 /// and nothing else (no `/mcp`, no probes).
+#[cfg(feature = "console")]
 pub struct ConsoleListener {
     listener: TcpListener,
     console: Arc<super::console::Console>,
@@ -340,6 +345,7 @@ pub struct ConsoleListener {
 
 /// Bind the console's own address. Whether a non-loopback address may
 /// serve it (`--console-insecure`) is the caller's decision.
+#[cfg(feature = "console")]
 pub async fn bind_console(
     addr: SocketAddr,
     console: Arc<super::console::Console>,
@@ -357,6 +363,7 @@ pub async fn bind_console(
     })
 }
 
+#[cfg(feature = "console")]
 impl ConsoleListener {
     /// The address bound (the port, when 0 was asked).
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -522,6 +529,7 @@ struct Route {
     known: Sessions,
     client: Client,
     limits: Limits,
+    #[cfg(feature = "console")]
     console: Option<ConsoleRoute>,
     /// The host's readiness (`/readyz`).
     readiness: Arc<dyn Fn() -> Readiness + Send + Sync>,
@@ -530,6 +538,7 @@ struct Route {
 }
 
 /// The console's API on this listener, and what it accepts.
+#[cfg(feature = "console")]
 #[derive(Clone)]
 struct ConsoleRoute {
     console: Arc<super::console::Console>,
@@ -537,6 +546,7 @@ struct ConsoleRoute {
     origins: Arc<[String]>,
 }
 
+#[cfg(feature = "console")]
 impl ConsoleRoute {
     /// A request under `/console` (anything else: 404).
     async fn answer(&self, request: Request<Incoming>, limits: Limits) -> Response<Body> {
@@ -602,14 +612,8 @@ impl Route {
         if let Some(probe) = health::answer(path, request.method(), &*self.readiness, &self.stop) {
             return probe;
         }
-        if path == super::console::PREFIX || path.starts_with("/console/") {
-            let Some(console) = &self.console else {
-                return plain(
-                    StatusCode::NOT_FOUND,
-                    "not found: the approval console is served with --approve queue\n",
-                );
-            };
-            return console.answer(request, self.limits).await;
+        if path == "/console" || path.starts_with("/console/") {
+            return self.console(request).await;
         }
         if request.uri().path() != PATH {
             return plain(
@@ -625,6 +629,29 @@ impl Route {
             Some(held) => held.hold(response),
             None => response,
         }
+    }
+
+    /// A request under `/console`.
+    #[cfg(feature = "console")]
+    async fn console(&self, request: Request<Incoming>) -> Response<Body> {
+        let Some(console) = &self.console else {
+            return plain(
+                StatusCode::NOT_FOUND,
+                "not found: the approval console is served with --approve queue\n",
+            );
+        };
+        console.answer(request, self.limits).await
+    }
+
+    /// A request under `/console`, in a build without the console: refused
+    /// as not found, saying why (not passed on as an MCP request).
+    #[cfg(not(feature = "console"))]
+    async fn console(&self, _request: Request<Incoming>) -> Response<Body> {
+        plain(
+            StatusCode::NOT_FOUND,
+            "not found: this server was built without the approval console \
+             (the `console` feature of toolgate-mcp)\n",
+        )
     }
 
     /// A request to the MCP endpoint.

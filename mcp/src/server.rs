@@ -14,7 +14,7 @@
 //!   ([`super::approval`]).
 //! * the [`CallRecord`] → a `CallToolResult`: its content blocks, `isError`,
 //!   `structuredContent` (the value of a tool with an output schema, which
-//!   the record keeps: see [`crate::outcome`]), and in `_meta` under
+//!   the record keeps: see [`toolgate::outcome`]), and in `_meta` under
 //!   `toolgate/error` the closed-set code, stage, decider and details — the
 //!   same error object `toolgate run` prints.
 //! * progress: a request that carries a progress token gets
@@ -68,14 +68,14 @@ use super::approval::{
 };
 use super::session::SessionGone;
 use super::{passthrough, projection};
-use crate::approval::queue::Resumed;
-use crate::call::ToolCall;
-use crate::content::{Content, JSON_RESOURCE_URI, ResourceContents as Contents};
-use crate::host::Toolgate;
-use crate::outcome::CallRecord;
-use crate::pipeline::Approver;
-use crate::scheduler::{Arrivals, ArrivalsError};
-use crate::turn::TurnOptions;
+use toolgate::approval::queue::Resumed;
+use toolgate::call::ToolCall;
+use toolgate::content::{Content, JSON_RESOURCE_URI, ResourceContents as Contents};
+use toolgate::host::Toolgate;
+use toolgate::outcome::CallRecord;
+use toolgate::pipeline::Approver;
+use toolgate::scheduler::{Arrivals, ArrivalsError};
+use toolgate::turn::TurnOptions;
 
 /// JSON-RPC error code of a call refused because the scheduler is full
 /// (the implementation-defined server-error range).
@@ -146,7 +146,7 @@ impl ToolgateServer {
             level: Arc::new(AtomicU8::new(NO_LOGS)),
             elicitation: true,
             tasks: super::tasks::Tasks::new(std::time::Duration::from_millis(
-                crate::budgets::TASKS_KEEP_MS,
+                toolgate::budgets::TASKS_KEEP_MS,
             )),
             _closed: closed.clone().drop_guard(),
             closed,
@@ -157,7 +157,7 @@ impl ToolgateServer {
     /// Whether the host takes calls now (`/readyz`): the generation, its
     /// loading settled, its blocked plugins.
     pub fn readiness_probe(&self) -> impl Fn() -> super::health::Readiness + Send + Sync + 'static {
-        use crate::scheduler::Dispatch;
+        use toolgate::scheduler::Dispatch;
         let (host, scope) = (self.host.clone(), self.scope.clone());
         move || {
             let generation = host.generation_for(&scope);
@@ -177,7 +177,7 @@ impl ToolgateServer {
     }
 
     /// Serve the tools, and run the calls, of agent scope `scope` (see
-    /// [`crate::registry::scopes`]).
+    /// [`toolgate::registry::scopes`]).
     pub fn with_scope(mut self, scope: &str) -> Self {
         self.scope = Arc::from(scope);
         self
@@ -214,10 +214,10 @@ impl ToolgateServer {
         }
         // Code Mode: `run_code` alone, its description declaring the rest.
         let tools: Arc<Vec<Tool>> = Arc::new(if self.host.code_mode() {
-            let projected = crate::codemode::signatures::project(&generation.model_tools());
+            let projected = toolgate::codemode::signatures::project(&generation.model_tools());
             generation
                 .tools
-                .get(crate::codemode::RUN_CODE)
+                .get(toolgate::codemode::RUN_CODE)
                 .zip(projected.first())
                 .map(|(t, p)| {
                     let mut def = t.def.clone();
@@ -713,8 +713,8 @@ impl ServerHandler for ToolgateServer {
         // the client calls again with the entry's id.
         if let Some(id) = parking.and_then(|a| a.take_parked())
             && record.error.as_ref().is_some_and(|e| {
-                e.stage == crate::outcome::Stage::Approval
-                    && e.decided_by.as_deref() == Some(crate::approval::queue::QUEUE)
+                e.stage == toolgate::outcome::Stage::Approval
+                    && e.decided_by.as_deref() == Some(toolgate::approval::queue::QUEUE)
             })
         {
             // A client that follows tasks gets one (within the bounds).
@@ -869,21 +869,21 @@ fn owner(context: &RequestContext<RoleServer>) -> String {
 /// The client of a request as the audit record names it: over HTTP its
 /// `Mcp-Session-Id` (none: a stateless request), over stdio none (one
 /// process, one client); and the `clientInfo` of its `initialize`.
-fn audit_client(context: &RequestContext<RoleServer>) -> crate::turn::Client {
-    use crate::budgets::AUDIT_MAX_CLIENT_FIELD_BYTES;
+fn audit_client(context: &RequestContext<RoleServer>) -> toolgate::turn::Client {
+    use toolgate::budgets::AUDIT_MAX_CLIENT_FIELD_BYTES;
     let http = context.extensions.get::<http::request::Parts>();
     let info = context.peer.peer_info();
-    crate::turn::Client {
+    toolgate::turn::Client {
         transport: if http.is_some() { "http" } else { "stdio" }.into(),
         session: http
             .and_then(|p| p.headers.get("mcp-session-id"))
             .and_then(|v| v.to_str().ok())
-            .map(|s| crate::budgets::cut(s.to_string(), AUDIT_MAX_CLIENT_FIELD_BYTES)),
-        name: info
-            .as_ref()
-            .map(|i| crate::budgets::cut(i.client_info.name.clone(), AUDIT_MAX_CLIENT_FIELD_BYTES)),
+            .map(|s| toolgate::budgets::cut(s.to_string(), AUDIT_MAX_CLIENT_FIELD_BYTES)),
+        name: info.as_ref().map(|i| {
+            toolgate::budgets::cut(i.client_info.name.clone(), AUDIT_MAX_CLIENT_FIELD_BYTES)
+        }),
         version: info.as_ref().map(|i| {
-            crate::budgets::cut(i.client_info.version.clone(), AUDIT_MAX_CLIENT_FIELD_BYTES)
+            toolgate::budgets::cut(i.client_info.version.clone(), AUDIT_MAX_CLIENT_FIELD_BYTES)
         }),
     }
 }
@@ -891,7 +891,7 @@ fn audit_client(context: &RequestContext<RoleServer>) -> crate::turn::Client {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outcome::{CallError, ErrorCode as Code, Outcome, Stage};
+    use toolgate::outcome::{CallError, ErrorCode as Code, Outcome, Stage};
 
     #[test]
     fn records_map_to_mcp_results() {

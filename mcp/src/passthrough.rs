@@ -1,5 +1,5 @@
 //! `resources/*` and `prompts/*` of `toolgate serve`: bridged servers'
-//! resources and prompts ([`crate::bridge::passthrough`]), for the servers
+//! resources and prompts ([`toolgate::bridge::passthrough`]), for the servers
 //! the session's scope may see, with each `resources/read` in the audit
 //! record.
 //!
@@ -25,8 +25,8 @@ use rmcp::ErrorData;
 use rmcp::model::{ErrorCode, GetPromptResult, JsonObject, ReadResourceResult};
 use serde_json::json;
 
-use crate::bridge::passthrough::PassError;
-use crate::host::Toolgate;
+use toolgate::bridge::passthrough::PassError;
+use toolgate::host::Toolgate;
 
 /// JSON-RPC code of a resource no server offers (the specification's).
 pub const RESOURCE_NOT_FOUND: ErrorCode = ErrorCode(-32002);

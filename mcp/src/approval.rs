@@ -4,7 +4,7 @@
 //! the person is behind the client, and the protocol has a way to reach
 //! them: elicitation. So when the client declared the elicitation
 //! capability, its calls get an approver of their own (the turn's
-//! [`TurnOptions::approver`](crate::TurnOptions)) that asks it; otherwise the
+//! [`TurnOptions::approver`](toolgate::TurnOptions)) that asks it; otherwise the
 //! operator's `--approve allow|deny` decides (default deny).
 //!
 //! The client that answers is the approver: nothing tells a person's
@@ -62,11 +62,11 @@ use rmcp::model::{
 use rmcp::service::{Peer, RoleServer};
 use serde_json::Value;
 
-use crate::approval::EgressAsk;
-use crate::approval::hold::HoldingApprover;
-use crate::approval::queue::{ApprovalQueue, Parked, QUEUE, Resumed};
-use crate::call::CallSignal;
-use crate::pipeline::{ApprovalAnswer, ApprovalRequest, Approver};
+use toolgate::approval::EgressAsk;
+use toolgate::approval::hold::HoldingApprover;
+use toolgate::approval::queue::{ApprovalQueue, Parked, QUEUE, Resumed};
+use toolgate::call::CallSignal;
+use toolgate::pipeline::{ApprovalAnswer, ApprovalRequest, Approver};
 
 /// Why a stateless call's connection cannot be asked about.
 fn no_egress_round_trip(egress: &EgressAsk) -> ApprovalAnswer {

@@ -55,15 +55,15 @@ use rmcp::model::{
 use tokio_util::sync::CancellationToken;
 
 use super::approval::RetriedApprover;
-use crate::approval::queue::{ApprovalQueue, Resumed, now_ms};
-use crate::budgets::{
+use toolgate::approval::queue::{ApprovalQueue, Resumed, now_ms};
+use toolgate::budgets::{
     TASKS_KEEP_MS, TASKS_MAX, TASKS_MAX_PER_CLIENT, TASKS_MAX_RESULT_BYTES,
     TASKS_MAX_RESULT_TOTAL_BYTES, TASKS_POLL_INTERVAL_MS,
 };
-use crate::call::ToolCall;
-use crate::outcome::CallRecord;
-use crate::scheduler::{Arrivals, ArrivalsError};
-use crate::turn::TurnOptions;
+use toolgate::call::ToolCall;
+use toolgate::outcome::CallRecord;
+use toolgate::scheduler::{Arrivals, ArrivalsError};
+use toolgate::turn::TurnOptions;
 
 /// The tasks of one server (every session and stateless request of it).
 pub struct Tasks {
@@ -129,7 +129,9 @@ impl Slot {
 
 /// A fresh task id: `t-` and 32 hex digits (128 random bits).
 fn new_task_id() -> Option<String> {
-    crate::state::random_hex(16).ok().map(|h| format!("t-{h}"))
+    toolgate::state::random_hex(16)
+        .ok()
+        .map(|h| format!("t-{h}"))
 }
 
 /// The error for an id this client has no task under.
@@ -138,7 +140,7 @@ fn not_found(id: &str) -> ErrorData {
         format!(
             "Failed to retrieve task: no task `{}` (unknown, another client's, or ended more \
              than {} ms ago and dropped)",
-            crate::budgets::cut(id.to_string(), 80),
+            toolgate::budgets::cut(id.to_string(), 80),
             TASKS_KEEP_MS
         ),
         None,
@@ -240,8 +242,8 @@ impl Tasks {
         let mut task = Task::new(
             slot.id.clone(),
             TaskStatus::Working,
-            crate::clock::rfc3339_millis(slot.created_ms),
-            crate::clock::rfc3339_millis(status.updated_ms),
+            toolgate::clock::rfc3339_millis(slot.created_ms),
+            toolgate::clock::rfc3339_millis(status.updated_ms),
         )
         .with_ttl_ms(ttl);
         if !status.phase.ended() {

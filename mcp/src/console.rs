@@ -1,5 +1,5 @@
 //! The approval console's API, at `/console/api/…` on the `serve --http`
-//! listener (see [`crate::approval::queue`] for what it decides on).
+//! listener (see [`toolgate::approval::queue`] for what it decides on).
 //!
 //! Deciding here approves calls that run as the operator, so access is
 //! never open:
@@ -36,10 +36,10 @@ use hyper::body::{Frame, Incoming};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::approval::grant::GrantSpec;
-use crate::approval::queue::{ApprovalQueue, Event, Verdict};
-use crate::approval::store::Entry;
-use crate::budgets::{
+use toolgate::approval::grant::GrantSpec;
+use toolgate::approval::queue::{ApprovalQueue, Event, Verdict};
+use toolgate::approval::store::Entry;
+use toolgate::budgets::{
     CONSOLE_MAX_BATCH, CONSOLE_MAX_BODY_BYTES, CONSOLE_MAX_SESSIONS, CONSOLE_SESSION_TTL,
 };
 
@@ -83,7 +83,7 @@ impl Caller {
 
 fn random_hex(n: usize) -> String {
     // Fail closed: an unguessable value or none.
-    crate::state::random_hex(n).expect("cannot read /dev/urandom for a console session")
+    toolgate::state::random_hex(n).expect("cannot read /dev/urandom for a console session")
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -306,7 +306,7 @@ impl Console {
                     .and_then(|q| q.strip_prefix("limit="))
                     .and_then(|n| n.parse().ok())
                     .unwrap_or(50usize)
-                    .min(crate::budgets::APPROVAL_KEEP_DECIDED);
+                    .min(toolgate::budgets::APPROVAL_KEEP_DECIDED);
                 match self.queue.decided(n).await {
                     Ok(list) => respond(
                         StatusCode::OK,

@@ -2,7 +2,13 @@
 //! Codex, Cursor, goose, anything built on an official SDK) passes the
 //! nine-point pipeline.
 //!
-//! Why a module of its own, and why these pieces:
+//! Why a crate of its own: the server is an edge of the runtime (the
+//! `toolgate` library), not part of it — an embedder that hands the
+//! model's calls to [`toolgate::Toolgate`] itself builds no listener, no
+//! MCP server and no console. It uses the runtime only through its public
+//! API; the runtime knows nothing of it.
+//!
+//! Why these pieces:
 //!
 //! * [`projection`] — what a client (and through it the model) sees of a
 //!   tool. The same projection feeds `toolgate tools` and MCP `tools/list`,
@@ -10,7 +16,7 @@
 //!   MCP annotation hints the tool claims, and its output schema.
 //! * [`server`] — the MCP handler (the official Rust SDK, `rmcp`, speaks
 //!   the protocol: handshake, version negotiation, cancellation, progress).
-//!   `tools/call` runs through [`crate::scheduler::Arrivals`] exactly as
+//!   `tools/call` runs through [`toolgate::scheduler::Arrivals`] exactly as
 //!   `toolgate run` runs a turn, and the record maps to MCP content,
 //!   `isError`, `structuredContent` and `_meta`.
 //! * [`approval`] — an `ask` goes to the client that made the call, as an
@@ -38,10 +44,21 @@
 //!   in `toolgate-cli`, logs the SDK's expected events — a cancel by
 //!   closing a stream — at debug, not as errors.)
 //!
+//! * [`health`] — `/healthz` and `/readyz` on the HTTP listener, and the
+//!   drain a SIGTERM begins ([`health::Stop`]).
+//!
+//! * `console` — the approval console (its page and API under `/console`,
+//!   or on an address of its own), over the host's approval queue. It is
+//!   the cargo feature `console`, on by default (the CLI builds it):
+//!   without it the module, `http::bind_console` and
+//!   `HttpOptions::console` do not exist, and `/console` on the MCP
+//!   listener answers 404 saying the server was built without it.
+//!
 //! Limits are in [`Limits`], each with the threat it answers and its
 //! default; `toolgate serve` exposes every one as a flag.
 
 pub mod approval;
+#[cfg(feature = "console")]
 pub mod console;
 pub mod exact;
 pub mod health;
@@ -106,7 +123,7 @@ pub struct Limits {
     /// Tool calls waiting or running at once, per scheduler (one per
     /// session; one shared by stateless requests). Beyond it a call is refused at once
     /// with a JSON-RPC error: a flood costs a refusal each, not memory.
-    /// Default [`crate::scheduler::arrivals::DEFAULT_MAX_QUEUED`]
+    /// Default [`toolgate::scheduler::arrivals::DEFAULT_MAX_QUEUED`]
     /// (`--max-queued-calls`).
     pub max_queued_calls: usize,
     /// Requests of one stdio client read and not yet answered (every kind,
@@ -151,7 +168,7 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        let max_queued_calls = crate::scheduler::arrivals::DEFAULT_MAX_QUEUED;
+        let max_queued_calls = toolgate::scheduler::arrivals::DEFAULT_MAX_QUEUED;
         Limits {
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             max_queued_calls,
