@@ -373,6 +373,7 @@ impl ToolgateBuilder {
         &self,
         store: Arc<dyn crate::approval::store::ApprovalStore>,
         replica: &str,
+        state: Option<&std::path::Path>,
     ) -> Result<Arc<crate::approval::queue::ApprovalQueue>, HostError> {
         let timeout = Duration::from_millis(
             self.config
@@ -391,14 +392,9 @@ impl ToolgateBuilder {
         }
         if let Some(url) = &self.config.approval.webhook {
             use crate::approval::webhook::{DEFAULT_KEY_FILE, Webhook, WebhookError};
-            let key = match (
-                &self.config.approval.webhook_key_file,
-                &self.runtime.state_dir,
-            ) {
+            let key = match (&self.config.approval.webhook_key_file, state) {
                 (Some(p), _) => p.to_path_buf(),
-                (None, Some(dir)) => crate::state::StateDir::open(dir)?
-                    .path()
-                    .join(DEFAULT_KEY_FILE),
+                (None, Some(dir)) => dir.join(DEFAULT_KEY_FILE),
                 (None, None) => return Err(WebhookError::NoKeyFile.into()),
             };
             Webhook::new(url, &key)?.start(&queue);
@@ -410,14 +406,19 @@ impl ToolgateBuilder {
     /// are reported in [`Toolgate::problems`]; only host-level failures
     /// (engine, unreadable plugin directory, configuration) are errors here.
     pub async fn build(mut self) -> Result<Toolgate, HostError> {
+        // The state directory, opened and checked (owner-only, not a
+        // symlink) once, here, for every part that keeps something there:
+        // the journal, the replica id, the record, the stores, the
+        // webhook's key, the compile cache's key.
+        let state = match &self.runtime.state_dir {
+            Some(d) => Some(crate::state::StateDir::open(d)?),
+            None => None,
+        };
+        let state_path = state.as_ref().map(|s| s.path().to_path_buf());
         if let Some(file) = &self.config_file {
             // Through the journal of the state directory: what a host that
             // died mid-run left planted is moved aside first, and a file a
             // live sandboxed run could have created is refused.
-            let state = match &self.runtime.state_dir {
-                Some(d) => Some(crate::state::StateDir::open(d)?),
-                None => None,
-            };
             let journal = state.as_ref().map(|s| s.journal());
             if let Some(c) = crate::lifecycle::read_config(file, journal.as_deref())? {
                 self.config = c;
@@ -436,20 +437,16 @@ impl ToolgateBuilder {
         }
         // Who this replica is: in its job ids and its audit records.
         let replica_id: Arc<str> = {
-            let dir = match &self.runtime.state_dir {
-                Some(d) => Some(crate::state::StateDir::open(d)?.path().to_path_buf()),
-                None => None,
-            };
             let configured = self
                 .replica_id
                 .as_deref()
                 .or(self.config.state.replica_id.as_deref());
-            crate::state::replica_id(configured, dir.as_deref())?.into()
+            crate::state::replica_id(configured, state_path.as_deref())?.into()
         };
         let audit = match self
             .config
             .audit
-            .resolve(self.audit_by_default, self.runtime.state_dir.as_deref())?
+            .resolve(self.audit_by_default, state_path.as_deref())?
         {
             Some(settings) if !self.without_audit => {
                 Some(crate::audit::Audit::open(settings, &replica_id)?)
@@ -459,10 +456,6 @@ impl ToolgateBuilder {
         // The state stores, on one engine (`[state]`), before anything is
         // loaded: a plugin's first call may read its counters.
         let stores = {
-            let dir = match &self.runtime.state_dir {
-                Some(d) => Some(crate::state::StateDir::open(d)?.path().to_path_buf()),
-                None => None,
-            };
             let queue = self.approval_queue
                 || self.config.approval.mode == Some(crate::approval::ApprovalMode::Queue);
             let approvals = queue.then(|| match &self.config.approval.store {
@@ -471,13 +464,16 @@ impl ToolgateBuilder {
             });
             crate::store::open(
                 &self.config.state,
-                dir.as_deref(),
+                state_path.as_deref(),
                 self.state_store.take(),
                 approvals,
             )?
         };
         let approvals = match stores.approvals {
-            Some(store) => Some(self.open_approvals(store, &replica_id).await?),
+            Some(store) => Some(
+                self.open_approvals(store, &replica_id, state_path.as_deref())
+                    .await?,
+            ),
             None => None,
         };
         let approver = match &approvals {
@@ -487,7 +483,7 @@ impl ToolgateBuilder {
         let kv = stores.kv;
         let mut runtime_options = self.runtime;
         runtime_options.guest_memory_bytes = budgets.guest_memory_bytes;
-        let runtime = Runtime::new(runtime_options)?;
+        let runtime = Runtime::with_state(runtime_options, state)?;
         let workdir = match self.workdir {
             Some(d) => d,
             None => std::env::current_dir().map_err(|e| HostError::PluginDir {

@@ -72,13 +72,25 @@ pub struct Runtime {
 }
 
 impl Runtime {
+    /// A runtime with `options`, its state directory opened from
+    /// `options.state_dir`.
     pub fn new(options: RuntimeOptions) -> Result<Arc<Runtime>, HostError> {
-        let engine = Engine::new(&engine_config(&options)).map_err(HostError::Engine)?;
-        let linkers = Linkers::new(&engine).map_err(HostError::Engine)?;
         let state = match &options.state_dir {
             Some(d) => Some(crate::state::StateDir::open(d)?),
             None => None,
         };
+        Self::with_state(options, state)
+    }
+
+    /// A runtime with `options` and the state directory `state`, already
+    /// opened and checked (the host's builder opens it once for all its
+    /// parts).
+    pub fn with_state(
+        options: RuntimeOptions,
+        state: Option<crate::state::StateDir>,
+    ) -> Result<Arc<Runtime>, HostError> {
+        let engine = Engine::new(&engine_config(&options)).map_err(HostError::Engine)?;
+        let linkers = Linkers::new(&engine).map_err(HostError::Engine)?;
         let key_dir = state.as_ref().map(|s| s.path().to_path_buf());
         let cache = options
             .cache_dir
