@@ -23,8 +23,8 @@ use crate::content::Content;
 use crate::outcome::{CallRecord, Outcome};
 use crate::plugin::component::{ComponentPlugin, InvokeError};
 use crate::plugin::contract::v0_2::roles::{
-    Hint, body_error, executed, helper_signal, invalid_answer, invalid_content, outcome_from_wit,
-    policy_error, rendered,
+    Hint, body_error, executed, helper_signal, invalid_answer, invalid_content, observer_signal,
+    outcome_from_wit, policy_error, rendered,
 };
 use crate::plugin::store::{CallScope, ExecSlot, Slot, StoreData};
 use crate::policy::{
@@ -329,7 +329,7 @@ impl ResultObserver for Observer {
         call: &Arc<CallInfo>,
         record: &Arc<CallRecord>,
     ) -> Result<(), PolicyError> {
-        let signal = policy_signal(call);
+        let signal = observer_signal(&self.0);
         let info = call_info(call, Some(&signal));
         let record = record_to_wit(record);
         invoke(

@@ -120,6 +120,17 @@ pub(in crate::plugin::contract) fn helper_signal(
     )
 }
 
+/// The signal of a result observer: its own budget, on either path, and
+/// not the turn's cancellation — a cancelled call is a record like any
+/// other, and an observer that keeps a log must see it (the pipeline's
+/// timeout bounds the wait as for every observer).
+pub(in crate::plugin::contract) fn observer_signal(plugin: &ComponentPlugin) -> CallSignal {
+    CallSignal::new(
+        tokio_util::sync::CancellationToken::new(),
+        Some(Instant::now() + plugin.context.budgets.policy_timeout),
+    )
+}
+
 /// A policy export that did not answer, as the policy traits say it (the
 /// [`InvokeError`] kept as the cause).
 pub(in crate::plugin::contract) fn policy_error(e: InvokeError) -> PolicyError {
@@ -448,7 +459,10 @@ impl ResultObserver for Observer {
         record: &Arc<CallRecord>,
     ) -> Result<(), PolicyError> {
         let plugin = &*self.0;
-        let scope = policy_scope(plugin, call);
+        let mut scope = CallScope::new(Some(call.clone()), observer_signal(plugin));
+        if plugin.path == CallPath::Sync {
+            scope.ticks_left = Some(plugin.context.policy_ticks);
+        }
         let lent = Lent {
             call: Some(call.clone()),
             result: Some(ResultHandle::Record(record.clone())),
