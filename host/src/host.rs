@@ -38,6 +38,7 @@ use crate::policy::{
 };
 use crate::registry::{Generation, Native, NativePolicies, PluginState, PluginStatus, Registry};
 use crate::scheduler::{self, SchedulerError};
+use crate::start::{Asked, FEATURES, StartContext, Wiring};
 use crate::tool::{ModelTool, ToolBody, ToolDefinition, ToolEntry};
 use crate::turn::TurnOptions;
 
@@ -367,54 +368,17 @@ impl ToolgateBuilder {
         self
     }
 
-    /// The approval queue over `store` (see [`crate::store::open`]); over
-    /// a shared one, `replica` is this replica's id in it.
-    async fn open_approvals(
-        &self,
-        store: Arc<dyn crate::approval::store::ApprovalStore>,
-        replica: &str,
-        state: Option<&std::path::Path>,
-    ) -> Result<Arc<crate::approval::queue::ApprovalQueue>, HostError> {
-        let timeout = Duration::from_millis(
-            self.config
-                .approval
-                .timeout_ms
-                .unwrap_or(crate::budgets::APPROVAL_TIMEOUT_MS)
-                .max(1),
-        );
-        let replica = store.shared().then(|| {
-            tracing::info!(replica = %replica, "approvals in the shared store; this replica's id");
-            replica.to_string()
-        });
-        let queue = crate::approval::queue::ApprovalQueue::open_as(store, timeout, replica).await?;
-        if let Some(ms) = self.config.approval.retry_hold_ms {
-            queue.set_retry_hold(Duration::from_millis(ms));
-        }
-        if let Some(url) = &self.config.approval.webhook {
-            use crate::approval::webhook::{DEFAULT_KEY_FILE, Webhook, WebhookError};
-            let key = match (&self.config.approval.webhook_key_file, state) {
-                (Some(p), _) => p.to_path_buf(),
-                (None, Some(dir)) => dir.join(DEFAULT_KEY_FILE),
-                (None, None) => return Err(WebhookError::NoKeyFile.into()),
-            };
-            Webhook::new(url, &key)?.start(&queue);
-        }
-        Ok(queue)
-    }
-
     /// Create the engine and load every plugin. Plugins that fail to load
     /// are reported in [`Toolgate::problems`]; only host-level failures
     /// (engine, unreadable plugin directory, configuration) are errors here.
     pub async fn build(mut self) -> Result<Toolgate, HostError> {
         // The state directory, opened and checked (owner-only, not a
-        // symlink) once, here, for every part that keeps something there:
-        // the journal, the replica id, the record, the stores, the
-        // webhook's key, the compile cache's key.
+        // symlink) once, here, for every part that keeps something there
+        // (the engine holds it; the features read its path).
         let state = match &self.runtime.state_dir {
             Some(d) => Some(crate::state::StateDir::open(d)?),
             None => None,
         };
-        let state_path = state.as_ref().map(|s| s.path().to_path_buf());
         if let Some(file) = &self.config_file {
             // Through the journal of the state directory: what a host that
             // died mid-run left planted is moved aside first, and a file a
@@ -441,50 +405,10 @@ impl ToolgateBuilder {
                 .replica_id
                 .as_deref()
                 .or(self.config.state.replica_id.as_deref());
-            crate::state::replica_id(configured, state_path.as_deref())?.into()
+            let state_path = state.as_ref().map(|s| s.path());
+            crate::state::replica_id(configured, state_path)?.into()
         };
-        let audit = match self
-            .config
-            .audit
-            .resolve(self.audit_by_default, state_path.as_deref())?
-        {
-            Some(settings) if !self.without_audit => {
-                Some(crate::audit::Audit::open(settings, &replica_id)?)
-            }
-            _ => None,
-        };
-        // The state stores, on one engine (`[state]`), before anything is
-        // loaded: a plugin's first call may read its counters.
-        let stores = {
-            let queue = self.approval_queue
-                || self.config.approval.mode == Some(crate::approval::ApprovalMode::Queue);
-            let approvals = queue.then(|| match &self.config.approval.store {
-                Some(file) => crate::store::ApprovalsAt::File(file),
-                None => crate::store::ApprovalsAt::State,
-            });
-            crate::store::open(
-                &self.config.state,
-                state_path.as_deref(),
-                self.state_store.take(),
-                approvals,
-            )?
-        };
-        let approvals = match stores.approvals {
-            Some(store) => Some(
-                self.open_approvals(store, &replica_id, state_path.as_deref())
-                    .await?,
-            ),
-            None => None,
-        };
-        let approver = match &approvals {
-            Some(q) => Some(Arc::new(q.clone()) as Arc<dyn Approver>),
-            None => self.approver,
-        };
-        let kv = stores.kv;
-        let mut runtime_options = self.runtime;
-        runtime_options.guest_memory_bytes = budgets.guest_memory_bytes;
-        let runtime = Runtime::with_state(runtime_options, state)?;
-        let workdir = match self.workdir {
+        let workdir = match self.workdir.take() {
             Some(d) => d,
             None => std::env::current_dir().map_err(|e| HostError::PluginDir {
                 path: PathBuf::from("."),
@@ -499,6 +423,32 @@ impl ToolgateBuilder {
                 });
             }
         }
+        let mut runtime_options = std::mem::take(&mut self.runtime);
+        runtime_options.guest_memory_bytes = budgets.guest_memory_bytes;
+        let runtime = Runtime::with_state(runtime_options, state)?;
+        // Every optional feature opens what it needs (see `start`).
+        let asked = Asked {
+            audit_by_default: self.audit_by_default,
+            without_audit: self.without_audit,
+            approval_queue: self.approval_queue,
+        };
+        let start = StartContext {
+            config: &self.config,
+            runtime: &runtime,
+            state: runtime.state.as_ref().map(|s| s.path()),
+            replica_id: &replica_id,
+            budgets,
+            workdir: &workdir,
+            asked: &asked,
+        };
+        let mut wiring = Wiring {
+            kv: self.state_store.take(),
+            approver: self.approver.take(),
+            ..Wiring::default()
+        };
+        for feature in FEATURES {
+            feature.open(&start, &mut wiring).await?;
+        }
         let mut limits = toolgate_schema::Limits::default();
         if let Some(d) = self.config.limits.max_argument_depth {
             limits.max_depth = d;
@@ -506,119 +456,66 @@ impl ToolgateBuilder {
         if let Some(b) = self.config.limits.max_argument_bytes {
             limits.max_bytes = b;
         }
-        let bridge_approver = approver.clone();
         let settings = PipelineSettings {
             budgets,
             limits,
-            approver,
+            approver: wiring.approver.clone(),
             code_mode: self.config.code_mode,
             // A call is declared started in the record before its body
             // runs (see `pipeline::intent`).
-            intents: audit
+            intents: wiring
+                .audit
                 .clone()
                 .map(|a| Arc::new(a) as Arc<dyn crate::pipeline::Intents>),
         };
-        // Code Mode: `run_code`, whose calls come back to this host once it
-        // exists (a weak reference: the host owns the tool).
-        let mut natives = self.natives;
-        let nested_slot = codemode::HostSlot::default();
-        if self.config.code_mode {
-            let limits = codemode::Limits::from(&self.config.run_code);
-            let definition = codemode::RunCode::definition(&limits);
-            let parameters = toolgate_schema::Schema::compile_parameters(&definition.parameters)
-                .expect("run_code's schema compiles");
-            natives.tools.push(Arc::new(ToolEntry {
-                def: definition,
-                parameters,
-                output: None,
-                body: Arc::new(codemode::RunCode::new(
-                    runtime.clone(),
-                    limits,
-                    nested_slot.clone(),
-                )),
-            }));
-        }
+        let mut natives = std::mem::take(&mut self.natives);
+        natives.tools.append(&mut wiring.tools);
         let max_parallel = self
             .max_parallel
             .or(self.config.max_parallel_tool_calls)
             .unwrap_or(DEFAULT_MAX_PARALLEL);
-        let tool_timeouts = self
-            .config
-            .tools
-            .iter()
-            .filter_map(|(name, t)| t.timeout_ms.map(|ms| (name.clone(), ms)))
-            .collect();
-        let bridge_workdir = workdir.clone();
-        let sources = Sources {
-            builtins: self.builtins,
-            plugin_dirs: self.plugin_dirs,
-            workdir,
-            config_file: self.config_file,
-            extra_authority: self.authority,
-            extra_secrets: self.secrets,
-            code_mode: self.code_mode,
-            natives,
-            background: self.background,
-        };
-        let sandbox = self.config.sandbox;
-        let bridge_config = self.config.clone();
         let lifecycle = Lifecycle::new(
-            runtime,
+            runtime.clone(),
             self.config.enforcement()?,
             settings,
-            sources,
-            self.config,
-            crate::seams::kv::KvStore::new(kv),
+            Sources {
+                builtins: self.builtins,
+                plugin_dirs: std::mem::take(&mut self.plugin_dirs),
+                workdir: workdir.clone(),
+                config_file: self.config_file.take(),
+                extra_authority: std::mem::take(&mut self.authority),
+                extra_secrets: std::mem::take(&mut self.secrets),
+                code_mode: self.code_mode,
+                natives,
+                background: self.background,
+            },
+            self.config.clone(),
+            crate::seams::kv::KvStore::new(
+                wiring.kv.clone().expect("the stores opened the kv seam's"),
+            ),
             replica_id.clone(),
         );
-        // External MCP servers: their processes are confined like any spawn,
-        // away from everything the host reads as authority.
-        let bridge = crate::bridge::Bridge::new(
-            &bridge_config.mcp,
-            crate::bridge::Context {
-                workdir: bridge_workdir,
-                enforcement: bridge_config.enforcement()?,
-                authority: lifecycle.authority(&bridge_config),
-                budgets,
-                tool_timeouts,
-                origin: bridge_config.origin(),
-                egress: Arc::new(bridge_config.egress_global()?),
-                egress_record: lifecycle.seams().egress_record.clone(),
-                approver: bridge_approver,
-                approval_timeout: Duration::from_millis(
-                    bridge_config
-                        .approval
-                        .timeout_ms
-                        .unwrap_or(crate::budgets::APPROVAL_TIMEOUT_MS)
-                        .max(1),
-                ),
-            },
-        );
-        lifecycle.set_bridge(bridge);
-        // Egress connections go into the audit record too.
-        if let Some(audit) = &audit {
-            let audit = audit.clone();
-            let sink: crate::egress::proxy::RecordSink = Arc::new(move |who, record| {
-                let _ = audit.event("egress", record.audit_fields(who));
-            });
-            let _ = lifecycle.seams().egress_record.set(sink);
+        for feature in FEATURES {
+            feature.attach(&start, &wiring, &lifecycle)?;
         }
         let inner = Arc::new(Inner {
             lifecycle,
             max_parallel,
-            sandbox,
+            sandbox: self.config.sandbox,
             tokens: AtomicU64::new(1),
             watcher: Mutex::new(None),
             watch_options: self.watch_options,
-            audit,
-            approvals,
-            replica_id,
+            audit: wiring.audit.clone(),
+            approvals: wiring.approvals.clone(),
+            replica_id: replica_id.clone(),
         });
-        let _ = nested_slot.set(Arc::new(WeakHost(Arc::downgrade(&inner))));
+        if let Some(slot) = &wiring.nested {
+            let _ = slot.set(Arc::new(WeakHost(Arc::downgrade(&inner))));
+        }
         let host = Toolgate { inner };
         let deferred = host.inner.lifecycle.start().await?;
-        if let Some(audit) = &host.inner.audit {
-            record_reloads(&host, audit.clone()).await;
+        for feature in FEATURES {
+            feature.started(&wiring, &host).await;
         }
         if self.watch {
             host.watch().await?;
@@ -633,16 +530,6 @@ impl ToolgateBuilder {
                     inner.lifecycle.finish_start().await;
                 }
             });
-        }
-        // MCP servers connect in the background; each listing brings a new
-        // generation (the host is held weakly: the bridge stops with it).
-        let weak = Arc::downgrade(&host.inner);
-        if let Some(bridge) = host.inner.lifecycle.bridge() {
-            bridge.start(Arc::new(move || {
-                if let Some(inner) = weak.upgrade() {
-                    Toolgate { inner }.publish_bridged();
-                }
-            }));
         }
         Ok(host)
     }
@@ -668,108 +555,6 @@ struct Inner {
     replica_id: Arc<str>,
 }
 
-/// Record the plugins (and the configuration's digest) of the first
-/// generation, then every reload (old → new digests, refusals, a
-/// configuration not obeyed) and every change of the configuration in
-/// force (old → new digest) as host events.
-async fn record_reloads(host: &Toolgate, audit: crate::audit::Audit) {
-    use std::collections::BTreeMap;
-    let digests = |host: &Toolgate| -> BTreeMap<String, Option<String>> {
-        host.plugin_status()
-            .into_iter()
-            .map(|s| {
-                let name = if s.scope.is_empty() {
-                    s.name
-                } else {
-                    format!("{}@{}", s.name, s.scope)
-                };
-                (name, s.sha256)
-            })
-            .collect()
-    };
-    // Who signed each plugin that a `[trust]` key verified.
-    let signers = |host: &Toolgate| -> BTreeMap<String, String> {
-        host.plugin_status()
-            .into_iter()
-            .filter_map(|s| {
-                let name = if s.scope.is_empty() {
-                    s.name
-                } else {
-                    format!("{}@{}", s.name, s.scope)
-                };
-                Some((name, s.signer?))
-            })
-            .collect()
-    };
-    let mut before = digests(host);
-    let mut config_before = host.config().await.digest();
-    let _ = audit.event(
-        "plugins",
-        serde_json::json!({
-            "generation": host.generation().number,
-            "plugins": before,
-            "signers": signers(host),
-            "config": config_before,
-        }),
-    );
-    let mut events = host.subscribe();
-    let weak = Arc::downgrade(&host.inner);
-    tokio::spawn(async move {
-        loop {
-            let event = match events.recv().await {
-                Ok(e) => e,
-                Err(broadcast::error::RecvError::Lagged(n)) => {
-                    let _ = audit.event("reload", serde_json::json!({ "missedEvents": n }));
-                    continue;
-                }
-                Err(broadcast::error::RecvError::Closed) => return,
-            };
-            let Some(inner) = weak.upgrade() else { return };
-            let host = Toolgate { inner };
-            let after = digests(&host);
-            let now_signed = signers(&host);
-            let config_after = host.config().await.digest();
-            drop(host);
-            if config_after != config_before {
-                let _ = audit.event(
-                    "config",
-                    serde_json::json!({
-                        "generation": event.generation,
-                        "old": config_before,
-                        "new": config_after,
-                    }),
-                );
-                config_before = config_after;
-            }
-            let changed: Vec<_> = after
-                .iter()
-                .filter(|(name, new)| before.get(*name) != Some(*new))
-                .map(|(name, new)| {
-                    serde_json::json!({ "plugin": name, "old": before.get(name).cloned().flatten(), "new": new, "signer": now_signed.get(name) })
-                })
-                .chain(before.keys().filter(|n| !after.contains_key(*n)).map(|name| {
-                    serde_json::json!({ "plugin": name, "old": before[name], "new": null })
-                }))
-                .collect();
-            let refused: Vec<_> = event
-                .refused
-                .iter()
-                .map(|e| serde_json::json!({ "plugin": e.plugin, "reason": e.to_string() }))
-                .collect();
-            let _ = audit.event(
-                "reload",
-                serde_json::json!({
-                    "generation": event.generation,
-                    "changed": changed,
-                    "refused": refused,
-                    "configProblem": event.config_problem,
-                }),
-            );
-            before = after;
-        }
-    });
-}
-
 impl Reloader for Inner {
     fn reload(&self) -> BoxFuture<'_, (Vec<PathBuf>, Option<PathBuf>)> {
         Box::pin(async move {
@@ -778,6 +563,16 @@ impl Reloader for Inner {
             }
             self.lifecycle.watched().await
         })
+    }
+}
+
+/// See [`Toolgate::downgrade`].
+pub(crate) struct WeakToolgate(std::sync::Weak<Inner>);
+
+impl WeakToolgate {
+    /// The host, while it lives.
+    pub(crate) fn upgrade(&self) -> Option<Toolgate> {
+        self.0.upgrade().map(|inner| Toolgate { inner })
     }
 }
 
@@ -862,6 +657,12 @@ pub struct Toolgate {
 }
 
 impl Toolgate {
+    /// A reference that does not keep the host alive (for what watches
+    /// it: the record's reload events, the bridge's listings).
+    pub(crate) fn downgrade(&self) -> WeakToolgate {
+        WeakToolgate(Arc::downgrade(&self.inner))
+    }
+
     pub fn builder() -> ToolgateBuilder {
         ToolgateBuilder::default()
     }
@@ -930,7 +731,7 @@ impl Toolgate {
     /// Swap in a generation with the bridge's current tools (after an MCP
     /// server's listing changed): a reload, which keeps every unchanged
     /// plugin as it is. Calls in flight keep theirs.
-    fn publish_bridged(&self) {
+    pub(crate) fn publish_bridged(&self) {
         self.inner.lifecycle.publish_bridged();
         // Scope views are recomposed by a reload.
         if self.registry().scopes().is_empty() {

@@ -35,11 +35,18 @@ pub mod policy;
 pub mod registry;
 pub mod scheduler;
 pub(crate) mod seams;
+pub(crate) mod start;
 pub mod state;
 pub mod store;
 pub(crate) mod tls;
 pub mod tool;
 pub mod turn;
+
+/// The log target of the start and end of steps that can take seconds (a
+/// first compile, a bridged server connecting, a call waiting for
+/// approval): the CLI shows it by default (`RUST_LOG` unset), so a slow
+/// step is never silent.
+pub const PROGRESS: &str = "toolgate::progress";
 
 pub use call::{CallInfo, CallSignal, ToolCall};
 pub use cause::Cause;

@@ -28,6 +28,18 @@ pub struct ApprovalConfig {
     /// state directory; made, owner-only, when absent).
     pub webhook_key_file: Option<Secret>,
 }
+
+impl ApprovalConfig {
+    /// `timeout_ms`, or [`crate::budgets::APPROVAL_TIMEOUT_MS`]; never 0.
+    pub fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(
+            self.timeout_ms
+                .unwrap_or(crate::budgets::APPROVAL_TIMEOUT_MS)
+                .max(1),
+        )
+    }
+}
+
 /// `[approval] mode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, Schema)]
 #[schema(crate = "toolgate_schema::derive")]

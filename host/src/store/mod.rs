@@ -13,13 +13,15 @@
 //!   survives a restart of a single host. The `kv` seam's operations run
 //!   inline (a short local transaction each), so the seam stays
 //!   synchronous and a guard using it keeps the synchronous path.
-//! * [`redis`] — **shared**, with `[state] url = "redis://…"`: Redis or
+//! * `redis` — **shared**, with `[state] url = "redis://…"`: Redis or
 //!   Valkey (standalone, not cluster), through one connection manager
 //!   (one multiplexed connection, reconnected in the background), every
 //!   operation bounded by a timeout
 //!   ([`crate::budgets::STATE_OP_TIMEOUT`]). Every replica pointed at the
 //!   same server sees the same state; every operation that reads and then
-//!   writes is one Lua script, so it is atomic across replicas.
+//!   writes is one Lua script, so it is atomic across replicas. The cargo
+//!   feature `redis` (on by default) builds it; a host built without it
+//!   refuses `[state] url` at its start, saying so.
 //!
 //! One module per engine (Spin's `key-value-spin` and `key-value-redis`
 //! are the model), each serving every store kept in it: opening, timeouts,
@@ -49,6 +51,7 @@
 //! succeeds: no restart.
 
 pub mod config;
+#[cfg(feature = "redis")]
 pub mod redis;
 pub mod sqlite;
 
@@ -57,12 +60,11 @@ pub use config::StateConfig;
 use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 
 use crate::approval::store::{ApprovalStore, StoreError};
-use crate::budgets::{KV_MAX_KEY_BYTES, KV_MAX_VALUE_BYTES, KV_QUOTA_BYTES, STATE_OP_TIMEOUT};
+use crate::budgets::{KV_MAX_KEY_BYTES, KV_MAX_VALUE_BYTES, KV_QUOTA_BYTES};
 use crate::error::HostError;
 
 /// Why a `kv` operation failed: a limit (with the numbers), a value that
@@ -115,6 +117,53 @@ pub enum OpenError {
         "`[state] url` = `{url}` is not a store toolgate can use: {message} (write `redis://HOST:PORT/DB`, `rediss://…` or `valkey://…`)"
     )]
     Url { url: String, message: String },
+    #[error(
+        "`[state] url` names a shared store, but this toolgate was built without its engine (the cargo feature `{feature}`): rebuild with `--features {feature}`, or remove `[state] url` to keep state in the state directory"
+    )]
+    NotBuilt { feature: &'static str },
+}
+
+/// The shared server of `[state] url`: one connection manager for every
+/// store kept there.
+#[cfg(feature = "redis")]
+type Server = Arc<redis::Redis>;
+/// No shared engine in this build: never made.
+#[cfg(not(feature = "redis"))]
+enum Server {}
+
+#[cfg(feature = "redis")]
+fn connect(config: &StateConfig, url: &str) -> Result<Server, OpenError> {
+    let timeout = config
+        .timeout_ms
+        .map(|ms| std::time::Duration::from_millis(ms.max(1)))
+        .unwrap_or(crate::budgets::STATE_OP_TIMEOUT);
+    let prefix = config.prefix.as_deref().unwrap_or(redis::DEFAULT_PREFIX);
+    redis::Redis::open(url, prefix, timeout)
+}
+
+#[cfg(not(feature = "redis"))]
+fn connect(_: &StateConfig, _: &str) -> Result<Server, OpenError> {
+    Err(OpenError::NotBuilt { feature: "redis" })
+}
+
+#[cfg(feature = "redis")]
+fn shared_approvals(server: &Server) -> Result<Arc<dyn ApprovalStore>, HostError> {
+    Ok(Arc::new(redis::RedisApprovals::new(server.clone())?))
+}
+
+#[cfg(not(feature = "redis"))]
+fn shared_approvals(server: &Server) -> Result<Arc<dyn ApprovalStore>, HostError> {
+    match *server {}
+}
+
+#[cfg(feature = "redis")]
+fn shared_kv(server: Server) -> Arc<dyn KvBackend> {
+    Arc::new(redis::RedisKv::new(server))
+}
+
+#[cfg(not(feature = "redis"))]
+fn shared_kv(server: Server) -> Arc<dyn KvBackend> {
+    match server {}
 }
 
 /// Where [`open`] puts the approval queue's store.
@@ -152,14 +201,7 @@ pub fn open(
     // to a host that keeps nothing in it).
     let in_server = kv.is_none() || matches!(approvals, Some(ApprovalsAt::State));
     let server = match &config.url {
-        Some(url) if in_server => {
-            let timeout = config
-                .timeout_ms
-                .map(|ms| Duration::from_millis(ms.max(1)))
-                .unwrap_or(STATE_OP_TIMEOUT);
-            let prefix = config.prefix.as_deref().unwrap_or(redis::DEFAULT_PREFIX);
-            Some(redis::Redis::open(url, prefix, timeout)?)
-        }
+        Some(url) if in_server => Some(connect(config, url)?),
         _ => None,
     };
     let in_state_dir = |file: &str| state_dir.map(|d| d.join(file));
@@ -168,7 +210,7 @@ pub fn open(
         Some(ApprovalsAt::File(path)) => Some(Arc::new(sqlite::SqliteApprovals::open(path)?)),
         Some(ApprovalsAt::State) => Some(
             match (&server, in_state_dir(sqlite::approvals::DEFAULT_FILE)) {
-                (Some(server), _) => Arc::new(redis::RedisApprovals::new(server.clone())?),
+                (Some(server), _) => shared_approvals(server)?,
                 (None, Some(path)) => Arc::new(sqlite::SqliteApprovals::open(&path)?),
                 (None, None) => {
                     return Err(StoreError::Open {
@@ -185,7 +227,7 @@ pub fn open(
     };
     let kv: Arc<dyn KvBackend> = match (kv, server, &config.path) {
         (Some(kv), _, _) => kv,
-        (None, Some(server), _) => Arc::new(redis::RedisKv::new(server)),
+        (None, Some(server), _) => shared_kv(server),
         (None, None, Some(path)) => Arc::new(sqlite::SqliteKv::open(path)?),
         (None, None, None) => match in_state_dir(sqlite::kv::DEFAULT_FILE) {
             Some(path) => Arc::new(sqlite::SqliteKv::open(&path)?),
@@ -298,6 +340,35 @@ where
 mod tests {
     use super::*;
 
+    /// Built without the `redis` feature (`cargo test -p toolgate
+    /// --no-default-features --lib store::`, a step of `.ci/run`): `[state]
+    /// url` is refused at the start naming the feature, never replaced by
+    /// the embedded store; a host that keeps nothing in the server (the
+    /// embedder brought its `kv`, no queue) does not care; the embedded
+    /// store opens as in every build.
+    #[cfg(not(feature = "redis"))]
+    #[test]
+    fn without_the_redis_feature_a_shared_store_is_refused_by_name() {
+        let dir = sqlite::scratch("no-redis");
+        let server = StateConfig {
+            url: Some("redis://127.0.0.1:6379/0".into()),
+            ..StateConfig::default()
+        };
+        let e = open(&server, Some(&dir), None, Some(ApprovalsAt::State))
+            .err()
+            .expect("refused");
+        let text = e.to_string();
+        assert!(
+            text.contains("cargo feature `redis`") && text.contains("[state] url"),
+            "{text}"
+        );
+        assert!(!dir.join(sqlite::kv::DEFAULT_FILE).exists(), "no fallback");
+        let memory: Arc<dyn KvBackend> = Arc::new(sqlite::SqliteKv::memory());
+        assert!(open(&server, Some(&dir), Some(memory), None).is_ok());
+        let s = open(&StateConfig::default(), Some(&dir), None, None).unwrap();
+        assert!(s.kv.describe().starts_with("sqlite:"));
+    }
+
     #[test]
     fn counters_are_exactly_the_text_increment_writes() {
         assert_eq!(parse_counter("k", b"42"), Ok(42));
@@ -316,6 +387,7 @@ mod tests {
     /// server; without either, both are files in the state directory, and
     /// with no state directory the `kv` seam is in memory while the queue
     /// has nowhere to go.
+    #[cfg(feature = "redis")]
     #[tokio::test]
     async fn each_store_goes_where_state_says() {
         let dir = sqlite::scratch("open");
