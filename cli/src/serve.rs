@@ -254,7 +254,19 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
             } else {
                 let path = match host.config().await.console.token_file.clone() {
                     Some(p) => p.to_path_buf(),
-                    None => http::default_token_path()?.with_file_name("console-token"),
+                    None => {
+                        let own = http::default_token_path()?.with_file_name("console-token");
+                        if queue.replica().is_some() {
+                            eprintln!(
+                                "toolgate: the approval queue is shared with other replicas, but \
+                                 this replica's console token is its own ({}): give every replica \
+                                 the same `[console] token_file`, so that a balancer may send the \
+                                 console's requests to any of them",
+                                own.display()
+                            );
+                        }
+                        own
+                    }
                 };
                 let (token, made) = http::load_or_create_token(&path).with_context(|| {
                     format!(

@@ -20,14 +20,20 @@
 //!   `api:NAME` (`X-Toolgate-Identity`, default `api`), in the entry and in
 //!   the call's audit record (`decidedBy`).
 //!
+//! Logins are kept where the queue is ([`ApprovalQueue::log_in`]): in the
+//! shared store when replicas share the queue (`[state] url`), so a
+//! balancer may send each of the page's requests to any replica — with
+//! one console token for all of them (`[console] token_file` naming the
+//! same token on each). The store holds a login's SHA-256, never the
+//! cookie itself.
+//!
 //! Bounds: request bodies of [`CONSOLE_MAX_BODY_BYTES`], at most
 //! [`CONSOLE_MAX_BATCH`] ids per decision, [`CONSOLE_MAX_SESSIONS`] login
 //! sessions (the oldest goes), each for [`CONSOLE_SESSION_TTL`].
 
-use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
@@ -38,10 +44,10 @@ use serde_json::{Value, json};
 
 use toolgate::approval::grant::GrantSpec;
 use toolgate::approval::queue::{ApprovalQueue, Event, Verdict};
-use toolgate::approval::store::Entry;
-use toolgate::budgets::{
-    CONSOLE_MAX_BATCH, CONSOLE_MAX_BODY_BYTES, CONSOLE_MAX_SESSIONS, CONSOLE_SESSION_TTL,
-};
+use toolgate::approval::store::{ConsoleSession, Entry};
+#[cfg(doc)]
+use toolgate::budgets::CONSOLE_MAX_SESSIONS;
+use toolgate::budgets::{CONSOLE_MAX_BATCH, CONSOLE_MAX_BODY_BYTES, CONSOLE_SESSION_TTL};
 
 mod page;
 
@@ -52,18 +58,16 @@ pub const PREFIX: &str = "/console";
 /// The session cookie's name.
 pub const COOKIE: &str = "toolgate_console";
 
-/// One login.
-struct Session {
-    csrf: String,
-    name: String,
-    since: Instant,
-}
-
-/// The console: the queue it decides on, its token, its logins.
+/// The console: the queue it decides on (and keeps its logins in), its
+/// token.
 pub struct Console {
     queue: Arc<ApprovalQueue>,
     token: Vec<u8>,
-    sessions: Mutex<HashMap<String, Session>>,
+}
+
+/// What the store keeps of a session cookie's value.
+fn session_digest(sid: &str) -> String {
+    toolgate::audit::chain::hex(&toolgate::audit::chain::sha256(sid.as_bytes()))
 }
 
 /// How a request proved itself.
@@ -150,19 +154,19 @@ impl Console {
         Arc::new(Console {
             queue,
             token: token.as_bytes().to_vec(),
-            sessions: Mutex::new(HashMap::new()),
         })
     }
 
-    /// Who is calling, if anyone (the cookie's session must be alive).
-    fn caller(&self, parts: &http::request::Parts) -> Option<Caller> {
+    /// Who is calling, if anyone (the cookie's session must be alive);
+    /// `Err` when the store that keeps the logins cannot be read.
+    async fn caller(&self, parts: &http::request::Parts) -> Result<Option<Caller>, String> {
         if let Some(given) = parts
             .headers
             .get(http::header::AUTHORIZATION)
             .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
         {
             if !constant_time_eq(given, &self.token) {
-                return None;
+                return Ok(None);
             }
             let name = parts
                 .headers
@@ -170,27 +174,20 @@ impl Console {
                 .and_then(|v| v.to_str().ok())
                 .map(clean_name)
                 .unwrap_or_else(|| "api".into());
-            return Some(Caller::Bearer(name));
+            return Ok(Some(Caller::Bearer(name)));
         }
-        let sid = parts
-            .headers
-            .get_all(http::header::COOKIE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(';'))
-            .filter_map(|c| c.trim().split_once('='))
-            .find(|(k, _)| *k == COOKIE)
-            .map(|(_, v)| v.to_string())?;
-        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        let session = sessions.get(&sid)?;
-        if session.since.elapsed() > CONSOLE_SESSION_TTL {
-            sessions.remove(&sid);
-            return None;
-        }
-        Some(Caller::Cookie {
-            name: session.name.clone(),
-            csrf: session.csrf.clone(),
-        })
+        let Some(sid) = self.cookie_sid(parts) else {
+            return Ok(None);
+        };
+        let session = self
+            .queue
+            .console_session(&session_digest(&sid))
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(session.map(|s| Caller::Cookie {
+            name: s.name,
+            csrf: s.csrf,
+        }))
     }
 
     /// Answers a request under [`PREFIX`]: the page (`GET /console`, see
@@ -255,13 +252,22 @@ impl Console {
         let path = parts.uri.path().to_string();
         let post = parts.method == http::Method::POST;
         if path == "/console/login" && post {
-            return self.login(&body);
+            return self.login(&body).await;
         }
-        let Some(caller) = self.caller(&parts) else {
-            return error(
-                StatusCode::UNAUTHORIZED,
-                "log in (POST /console/login with the console token) or send `Authorization: Bearer <console token>`",
-            );
+        let caller = match self.caller(&parts).await {
+            Ok(Some(caller)) => caller,
+            Ok(None) => {
+                return error(
+                    StatusCode::UNAUTHORIZED,
+                    "log in (POST /console/login with the console token) or send `Authorization: Bearer <console token>`",
+                );
+            }
+            Err(e) => {
+                return error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &format!("the store that keeps console logins cannot be read: {e}"),
+                );
+            }
         };
         if post && let Caller::Cookie { csrf, .. } = &caller {
             let given = parts.headers.get("x-csrf-token").map(|v| v.as_bytes());
@@ -275,11 +281,13 @@ impl Console {
         let by = caller.identity();
         match (parts.method.as_str(), path.as_str()) {
             ("POST", "/console/logout") => {
-                if let Some(sid) = self.cookie_sid(&parts) {
-                    self.sessions
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .remove(&sid);
+                if let Some(sid) = self.cookie_sid(&parts)
+                    && let Err(e) = self.queue.log_out(&session_digest(&sid)).await
+                {
+                    return error(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        &format!("the login could not be ended: {e}"),
+                    );
                 }
                 respond(StatusCode::OK, &json!({"ok": true}))
             }
@@ -366,7 +374,7 @@ impl Console {
             .map(|(_, v)| v.to_string())
     }
 
-    fn login(&self, body: &[u8]) -> Response<Body> {
+    async fn login(&self, body: &[u8]) -> Response<Body> {
         let login: Login = match serde_json::from_slice(body) {
             Ok(l) => l,
             Err(_) => {
@@ -383,26 +391,17 @@ impl Console {
         let sid = random_hex(32);
         let csrf = random_hex(32);
         let name = clean_name(login.name.as_deref().unwrap_or("operator"));
-        {
-            let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-            sessions.retain(|_, s| s.since.elapsed() <= CONSOLE_SESSION_TTL);
-            while sessions.len() >= CONSOLE_MAX_SESSIONS {
-                let oldest = sessions
-                    .iter()
-                    .min_by_key(|(_, s)| s.since)
-                    .map(|(k, _)| k.clone());
-                match oldest {
-                    Some(k) => sessions.remove(&k),
-                    None => break,
-                };
-            }
-            sessions.insert(
-                sid.clone(),
-                Session {
-                    csrf: csrf.clone(),
-                    name: name.clone(),
-                    since: Instant::now(),
-                },
+        let session = ConsoleSession {
+            id_sha256: session_digest(&sid),
+            name: name.clone(),
+            csrf: csrf.clone(),
+            expires_ms: toolgate::approval::queue::now_ms()
+                + CONSOLE_SESSION_TTL.as_millis() as u64,
+        };
+        if let Err(e) = self.queue.log_in(&session).await {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("the login could not be kept: {e}"),
             );
         }
         tracing::info!(name, "console login");

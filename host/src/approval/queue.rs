@@ -535,6 +535,27 @@ impl ApprovalQueue {
         self.timeout
     }
 
+    /// Keep a console login where the queue is (every replica sharing the
+    /// queue knows it); at most [`crate::budgets::CONSOLE_MAX_SESSIONS`].
+    pub async fn log_in(&self, session: &super::store::ConsoleSession) -> Result<(), StoreError> {
+        self.store
+            .put_session(session, crate::budgets::CONSOLE_MAX_SESSIONS)
+            .await
+    }
+
+    /// The console login whose cookie hashes to `id_sha256`, while it lasts.
+    pub async fn console_session(
+        &self,
+        id_sha256: &str,
+    ) -> Result<Option<super::store::ConsoleSession>, StoreError> {
+        self.store.session(id_sha256, now_ms()).await
+    }
+
+    /// End a console login, on every replica.
+    pub async fn log_out(&self, id_sha256: &str) -> Result<(), StoreError> {
+        self.store.end_session(id_sha256).await
+    }
+
     /// Every pending entry, oldest first.
     pub async fn pending(&self) -> Result<Vec<Entry>, StoreError> {
         self.store.list(Listing::Pending).await

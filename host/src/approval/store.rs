@@ -262,6 +262,23 @@ pub enum Change {
     Missed,
 }
 
+/// A login to the approval console (`toolgate_mcp::console`), kept where
+/// the queue is: replicas sharing the queue share their logins, so a
+/// balancer may send each request of the console's page to any of them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsoleSession {
+    /// The SHA-256 (hex) of the session cookie's value: the store never
+    /// holds what logs in.
+    pub id_sha256: String,
+    /// The name given at login (`console:NAME` decides).
+    pub name: String,
+    /// The session's CSRF token (every change it makes must carry it).
+    pub csrf: String,
+    /// When it ends, unix ms.
+    pub expires_ms: u64,
+}
+
 /// The approval queue's durable state. Every method is one atomic change
 /// (or one consistent read).
 #[async_trait]
@@ -297,6 +314,18 @@ pub trait ApprovalStore: Send + Sync + 'static {
     async fn use_grant(&self, id: &str, now_ms: u64) -> Result<Option<Grant>, StoreError>;
     /// Revoke a grant. `None`: no such active grant.
     async fn revoke_grant(&self, id: &str, revoked: &Decided) -> Result<Option<Grant>, StoreError>;
+    /// Keep a console login; beyond `max` logins the ones that end first
+    /// go (expired ones first of all).
+    async fn put_session(&self, session: &ConsoleSession, max: usize) -> Result<(), StoreError>;
+    /// The login whose cookie hashes to `id_sha256`, if it lasts past
+    /// `now_ms`.
+    async fn session(
+        &self,
+        id_sha256: &str,
+        now_ms: u64,
+    ) -> Result<Option<ConsoleSession>, StoreError>;
+    /// End a login (a logout), on every replica sharing the store.
+    async fn end_session(&self, id_sha256: &str) -> Result<(), StoreError>;
     /// Pending entries whose expiry is at or before `at_ms`, soonest
     /// first, at most `limit`: what a replica ends for a replica that
     /// went away without ending its own.

@@ -857,6 +857,20 @@ async fn the_kv_seam_and_the_queue_share_one_connection() {
         1,
         "{others:#?}"
     );
+    // The feed's ping (every FEED_PING) keeps the same subscription: a
+    // subscribed connection answers PING with `["pong", ""]`, which once
+    // read as a failure, and the feed subscribed again every 5 s (issue
+    // 44, against Debian's Redis 7.0).
+    let subscribed = || {
+        client_list(redis.port)
+            .into_iter()
+            .find(|c| c.contains(" sub=1 "))
+            .and_then(|c| c.split_whitespace().next().map(str::to_string))
+    };
+    let before = subscribed().expect("subscribed");
+    tokio::time::sleep(toolgate::store::redis::approvals::FEED_PING + Duration::from_millis(1500))
+        .await;
+    assert_eq!(subscribed(), Some(before), "the feed subscribed again");
 }
 
 /// `[approval]` for replicas sharing the approval queue in Redis (no
@@ -1191,6 +1205,101 @@ fn console_get(addr: &str, token: &str, path: &str) -> Value {
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     assert!(head.starts_with("HTTP/1.1 200"), "{head}\n{body}");
     serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+/// One request to a replica's console: (status line, headers, body).
+fn console_request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &str,
+    body: &str,
+) -> (String, String, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(
+        format!(
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Content-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let mut text = String::new();
+    let _ = s.read_to_string(&mut text);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let (status, headers) = head.split_once("\r\n").unwrap_or((head, ""));
+    (status.to_string(), headers.to_string(), body.to_string())
+}
+
+/// Issue 44: behind a round-robin balancer the console was unusable —
+/// each replica made its own token, and a login on one was unknown to
+/// the next. With one `[console] token_file` and the queue in the shared
+/// store, a login made on A is a session on B, and a logout on B ends it
+/// on A.
+#[test]
+#[cfg_attr(
+    not(has_replica_parts),
+    ignore = "needs redis-server and haproxy: run `apt-get install -y redis-server haproxy`"
+)]
+fn a_console_login_on_one_replica_holds_on_every_other() {
+    let c = Cluster::start_with(
+        2,
+        1_000_000_000,
+        None,
+        "queue",
+        &format!("{SHARED_QUEUE}[console]\ntoken_file = \"console-token\"\n"),
+    );
+    let token = std::fs::read_to_string(c._work.path().join("console-token")).unwrap();
+    let (a, b) = (c.replicas[0].addr(), c.replicas[1].addr());
+    let login = json!({"token": token.trim(), "name": "ops"}).to_string();
+    let (status, headers, body) = console_request(&a, "POST", "/console/login", "", &login);
+    assert!(status.contains(" 200"), "{status} {body}");
+    let cookie = headers
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("set-cookie: ")
+                .or(l.strip_prefix("Set-Cookie: "))
+        })
+        .and_then(|c| c.split(';').next())
+        .expect("a session cookie")
+        .to_string();
+    let csrf = serde_json::from_str::<Value>(&body).unwrap()["csrf"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The store keeps a login's digest, never the cookie.
+    let sid = cookie.split_once('=').unwrap().1;
+    let keys = std::process::Command::new("redis-cli")
+        .args(["-p", &c.redis.port.to_string(), "--scan"])
+        .output()
+        .expect("redis-cli (Debian's redis-tools, which redis-server brings)");
+    let keys = String::from_utf8_lossy(&keys.stdout);
+    assert!(keys.contains(":console:s:"), "{keys}");
+    assert!(!keys.contains(sid), "{keys}");
+    let with_cookie = format!("Cookie: {cookie}\r\n");
+    // B knows the session A made, and its CSRF token.
+    let (status, _, body) = console_request(&b, "GET", "/console/api/whoami", &with_cookie, "");
+    assert!(status.contains(" 200"), "{status} {body}");
+    let who: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(who["identity"], "console:ops", "{who}");
+    assert_eq!(who["csrf"], csrf.as_str(), "{who}");
+    // A change on B with the session's CSRF token; without it, refused.
+    let (status, _, _) = console_request(&b, "POST", "/console/logout", &with_cookie, "{}");
+    assert!(status.contains(" 403"), "no CSRF token: {status}");
+    let (status, _, body) = console_request(
+        &b,
+        "POST",
+        "/console/logout",
+        &format!("{with_cookie}X-CSRF-Token: {csrf}\r\n"),
+        "{}",
+    );
+    assert!(status.contains(" 200"), "{status} {body}");
+    // Logged out on B: A refuses the cookie too.
+    let (status, _, _) = console_request(&a, "GET", "/console/api/whoami", &with_cookie, "");
+    assert!(status.contains(" 401"), "{status}");
 }
 
 /// The 2025 half: an MCP session's `bash` call (the Python SDK) waits in

@@ -31,6 +31,11 @@
 //!   ones) sorted by `P:approvals:seq`. Active grants are capped at the
 //!   same number, atomically.
 //!
+//! * `P:console:s:SHA256` — a console login (`name`, `csrf`, `expires`),
+//!   expired by Redis itself; `P:console:sessions` its ids by expiry, cut
+//!   to [`CONSOLE_MAX_SESSIONS`](crate::budgets::CONSOLE_MAX_SESSIONS) —
+//!   so a login made on one replica is known to every other.
+//!
 //! **Atomicity.** Every change is one Lua script (Redis runs a script
 //! alone): the first of two racing decisions finds the entry pending and
 //! ends it, the second finds it ended (`None`); a grant's count is taken
@@ -58,7 +63,7 @@ use async_trait::async_trait;
 
 use super::{Failure, Redis};
 use crate::approval::store::{
-    ApprovalStore, Change, Decided, Entry, EntryState, Grant, Listing, StoreError,
+    ApprovalStore, Change, ConsoleSession, Decided, Entry, EntryState, Grant, Listing, StoreError,
 };
 use crate::budgets::{
     APPROVAL_KEEP_DECIDED, APPROVAL_MAX_GRANTS, APPROVAL_MAX_PENDING, STATE_CONNECT_TIMEOUT,
@@ -129,6 +134,27 @@ end
 return f
 "
 );
+
+/// ARGV: prefix, session id digest, name, csrf, expires ms, now ms, max.
+/// A console login: a hash that Redis expires itself, and a sorted set
+/// (by expiry) that caps how many there are.
+const PUT_SESSION: &str = r"
+local p = ARGV[1]
+local k = p .. ':console:s:' .. ARGV[2]
+local z = p .. ':console:sessions'
+redis.call('HSET', k, 'name', ARGV[3], 'csrf', ARGV[4], 'expires', ARGV[5])
+redis.call('PEXPIREAT', k, ARGV[5])
+redis.call('ZREMRANGEBYSCORE', z, '-inf', ARGV[6])
+redis.call('ZADD', z, ARGV[5], ARGV[2])
+local over = redis.call('ZCARD', z) - tonumber(ARGV[7])
+if over > 0 then
+  for _, old in ipairs(redis.call('ZRANGE', z, 0, over - 1)) do
+    redis.call('DEL', p .. ':console:s:' .. old)
+  end
+  redis.call('ZREMRANGEBYRANK', z, 0, over - 1)
+end
+return 1
+";
 
 /// ARGV: prefix, id, at ms. The entry's fields once marked run, or nil.
 const RUN_ONCE: &str = lua!(
@@ -246,6 +272,7 @@ struct Scripts {
     grants: redis::Script,
     use_grant: redis::Script,
     revoke_grant: redis::Script,
+    put_session: redis::Script,
 }
 
 fn backend(e: impl std::fmt::Display) -> StoreError {
@@ -303,6 +330,7 @@ impl RedisApprovals {
                 grants: redis::Script::new(GRANTS),
                 use_grant: redis::Script::new(USE_GRANT),
                 revoke_grant: redis::Script::new(REVOKE_GRANT),
+                put_session: redis::Script::new(PUT_SESSION),
             },
         })
     }
@@ -329,6 +357,10 @@ impl RedisApprovals {
 
     fn key(&self, id: &str) -> String {
         format!("{}:approvals:e:{id}", self.redis.prefix())
+    }
+
+    fn session_key(&self, id_sha256: &str) -> String {
+        format!("{}:console:s:{id_sha256}", self.redis.prefix())
     }
 }
 
@@ -546,6 +578,59 @@ impl ApprovalStore for RedisApprovals {
             .collect())
     }
 
+    async fn put_session(&self, session: &ConsoleSession, max: usize) -> Result<(), StoreError> {
+        let _: i64 = self
+            .script(
+                &self.scripts.put_session,
+                &[
+                    &session.id_sha256,
+                    &session.name,
+                    &session.csrf,
+                    &session.expires_ms.to_string(),
+                    &crate::approval::queue::now_ms().to_string(),
+                    &max.min(1 << 20).to_string(),
+                ],
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn session(
+        &self,
+        id_sha256: &str,
+        now_ms: u64,
+    ) -> Result<Option<ConsoleSession>, StoreError> {
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(self.session_key(id_sha256))
+            .arg(&["name", "csrf", "expires"][..]);
+        let f: Fields = self.redis.query(&cmd).await?;
+        let (Some(Some(name)), Some(Some(csrf)), Some(Some(expires))) =
+            (f.first(), f.get(1), f.get(2))
+        else {
+            return Ok(None);
+        };
+        let expires_ms: u64 = expires
+            .parse()
+            .map_err(|_| backend("a console session's expiry is not a number"))?;
+        Ok((expires_ms > now_ms).then(|| ConsoleSession {
+            id_sha256: id_sha256.to_string(),
+            name: name.clone(),
+            csrf: csrf.clone(),
+            expires_ms,
+        }))
+    }
+
+    async fn end_session(&self, id_sha256: &str) -> Result<(), StoreError> {
+        let mut del = redis::cmd("DEL");
+        del.arg(self.session_key(id_sha256));
+        let _: i64 = self.redis.query(&del).await?;
+        let mut zrem = redis::cmd("ZREM");
+        zrem.arg(format!("{}:console:sessions", self.redis.prefix()))
+            .arg(id_sha256);
+        let _: i64 = self.redis.query(&zrem).await?;
+        Ok(())
+    }
+
     fn shared(&self) -> bool {
         true
     }
@@ -611,7 +696,7 @@ async fn feed(f: Feed) {
                             None => break,
                         },
                         _ = ping.tick() => {
-                            let pong = tokio::time::timeout(f.timeout, sink.ping::<String>()).await;
+                            let pong = tokio::time::timeout(f.timeout, sink.ping::<::redis::Value>()).await;
                             if !matches!(pong, Ok(Ok(_))) {
                                 break;
                             }

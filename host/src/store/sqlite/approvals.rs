@@ -19,7 +19,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use super::Sqlite;
 use crate::approval::store::{
-    ApprovalStore, Decided, Entry, EntryState, Grant, Listing, StoreError,
+    ApprovalStore, ConsoleSession, Decided, Entry, EntryState, Grant, Listing, StoreError,
 };
 
 /// The store's file name in the state directory (`[approval] store`
@@ -45,6 +45,12 @@ CREATE TABLE IF NOT EXISTS grants (
     id TEXT PRIMARY KEY,
     revoked INTEGER NOT NULL DEFAULT 0,
     body TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS console_sessions (
+    id_sha256 TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    csrf TEXT NOT NULL,
+    expires_ms INTEGER NOT NULL
 );
 ";
 
@@ -333,6 +339,77 @@ impl ApprovalStore for SqliteApprovals {
                     Ok(())
                 },
             )
+        })
+        .await
+    }
+
+    async fn put_session(&self, session: &ConsoleSession, max: usize) -> Result<(), StoreError> {
+        let ConsoleSession {
+            id_sha256,
+            name,
+            csrf,
+            expires_ms,
+        } = session.clone();
+        self.with(move |c| {
+            let tx = c.transaction().map_err(backend)?;
+            tx.execute(
+                "INSERT OR REPLACE INTO console_sessions (id_sha256, name, csrf, expires_ms) \
+                 VALUES (?1, ?2, ?3, ?4)",
+                params![id_sha256, name, csrf, expires_ms as i64],
+            )
+            .map_err(backend)?;
+            // Expired ones, then the ones that end first beyond `max`.
+            tx.execute(
+                "DELETE FROM console_sessions WHERE expires_ms <= ?1",
+                params![crate::approval::queue::now_ms() as i64],
+            )
+            .map_err(backend)?;
+            tx.execute(
+                "DELETE FROM console_sessions WHERE id_sha256 NOT IN \
+                 (SELECT id_sha256 FROM console_sessions ORDER BY expires_ms DESC LIMIT ?1)",
+                params![max as i64],
+            )
+            .map_err(backend)?;
+            tx.commit().map_err(backend)
+        })
+        .await
+    }
+
+    async fn session(
+        &self,
+        id_sha256: &str,
+        now_ms: u64,
+    ) -> Result<Option<ConsoleSession>, StoreError> {
+        let id = id_sha256.to_string();
+        self.with(move |c| {
+            c.query_row(
+                "SELECT name, csrf, expires_ms FROM console_sessions \
+                 WHERE id_sha256 = ?1 AND expires_ms > ?2",
+                params![id, now_ms as i64],
+                |r| {
+                    Ok(ConsoleSession {
+                        id_sha256: id.clone(),
+                        name: r.get(0)?,
+                        csrf: r.get(1)?,
+                        expires_ms: r.get::<_, i64>(2)? as u64,
+                    })
+                },
+            )
+            .optional()
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn end_session(&self, id_sha256: &str) -> Result<(), StoreError> {
+        let id = id_sha256.to_string();
+        self.with(move |c| {
+            c.execute(
+                "DELETE FROM console_sessions WHERE id_sha256 = ?1",
+                params![id],
+            )
+            .map(drop)
+            .map_err(backend)
         })
         .await
     }
