@@ -103,7 +103,16 @@ struct KeygenArgs {
 pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         AuditCommand::Verify(a) => run_verify(a),
-        AuditCommand::Show(a) => run_show(a),
+        AuditCommand::Show(a) => match run_show(a) {
+            // `audit show | head`: the reader has what it wanted.
+            Err(e)
+                if e.downcast_ref::<std::io::Error>()
+                    .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+            {
+                Ok(ExitCode::SUCCESS)
+            }
+            other => other,
+        },
         AuditCommand::Keygen(a) => {
             let key = CheckpointKey::generate(&a.file)?;
             println!("{}", key.public_hex());
@@ -351,64 +360,102 @@ fn run_show(a: ShowArgs) -> anyhow::Result<ExitCode> {
                 continue;
             }
             let seq = v["seq"].as_u64().unwrap_or(0);
-            let summary = match kind {
-                "call" => {
-                    let by = v["result"]["decidedBy"].as_str().unwrap_or("");
-                    format!(
-                        "{} [{}] {}{}",
-                        v["tool"].as_str().unwrap_or("?"),
-                        v["scope"]
-                            .as_str()
-                            .filter(|s| !s.is_empty())
-                            .unwrap_or("global"),
-                        code.unwrap_or("ok"),
-                        if by.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" by {by}")
-                        }
-                    )
-                }
-                "started" => format!(
-                    "{} [{}] call {} started",
-                    v["tool"].as_str().unwrap_or("?"),
-                    v["scope"]
-                        .as_str()
-                        .filter(|s| !s.is_empty())
-                        .unwrap_or("global"),
-                    v["callId"].as_str().unwrap_or("?")
-                ),
-                "start" => format!(
-                    "host started (pid {}, instance {})",
-                    v["pid"],
-                    v["inst"].as_str().unwrap_or("")
-                ),
-                "reload" => format!(
-                    "reload → generation {}: {} change(s), {} refused",
-                    v["generation"],
-                    v["changed"].as_array().map_or(0, |c| c.len()),
-                    v["refused"].as_array().map_or(0, |c| c.len())
-                ),
-                "config" => format!(
-                    "configuration changed (generation {}): {} → {}",
-                    v["generation"],
-                    short(&v["old"]),
-                    short(&v["new"])
-                ),
-                "rejected" => format!(
-                    "{} refused before the pipeline ({}): {}",
-                    v["tool"]
-                        .as_str()
-                        .map_or_else(|| "input".to_string(), |t| format!("call to {t}")),
-                    v["input"].as_str().unwrap_or(""),
-                    v["reason"].as_str().unwrap_or("")
-                ),
-                other => other.to_string(),
-            };
+            let summary = summary(kind, &v);
             writeln!(out, "{seq:>8}  {}  {kind:<10} {summary}", format_time(ts))?;
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One record's line in `audit show`, after its sequence number, time and
+/// kind.
+fn summary(kind: &str, v: &Value) -> String {
+    let code = v["result"]["code"].as_str();
+    match kind {
+        "call" => {
+            let by = v["result"]["decidedBy"].as_str().unwrap_or("");
+            format!(
+                "{} [{}] {}{}",
+                v["tool"].as_str().unwrap_or("?"),
+                v["scope"]
+                    .as_str()
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or("global"),
+                code.unwrap_or("ok"),
+                if by.is_empty() {
+                    String::new()
+                } else {
+                    format!(" by {by}")
+                }
+            )
+        }
+        "started" => format!(
+            "{} [{}] call {} started",
+            v["tool"].as_str().unwrap_or("?"),
+            v["scope"]
+                .as_str()
+                .filter(|s| !s.is_empty())
+                .unwrap_or("global"),
+            v["callId"].as_str().unwrap_or("?")
+        ),
+        "start" => format!(
+            "host started (pid {}, instance {})",
+            v["pid"],
+            v["inst"].as_str().unwrap_or("")
+        ),
+        "reload" => format!(
+            "reload → generation {}: {} change(s), {} refused",
+            v["generation"],
+            v["changed"].as_array().map_or(0, |c| c.len()),
+            v["refused"].as_array().map_or(0, |c| c.len())
+        ),
+        "config" => format!(
+            "configuration changed (generation {}): {} → {}",
+            v["generation"],
+            short(&v["old"]),
+            short(&v["new"])
+        ),
+        "rejected" => format!(
+            "{} refused before the pipeline ({}): {}",
+            v["tool"]
+                .as_str()
+                .map_or_else(|| "input".to_string(), |t| format!("call to {t}")),
+            v["input"].as_str().unwrap_or(""),
+            v["reason"].as_str().unwrap_or("")
+        ),
+        "egress" => format!(
+            "{} {}:{} for {} (call {}){}",
+            if v["allowed"] == true {
+                "allowed"
+            } else {
+                "refused"
+            },
+            v["name"].as_str().or(v["address"].as_str()).unwrap_or("?"),
+            v["port"],
+            v["plugin"].as_str().unwrap_or("?"),
+            v["callId"].as_str().unwrap_or("-"),
+            v["reason"]
+                .as_str()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        ),
+        "resource_read" => match v["error"].as_str() {
+            Some(e) => format!("{} not read: {e}", v["uri"].as_str().unwrap_or("?")),
+            None => format!(
+                "{} from {} ({} bytes)",
+                v["uri"].as_str().unwrap_or("?"),
+                v["server"].as_str().unwrap_or("?"),
+                v["bytes"]
+            ),
+        },
+        "plugins" => format!(
+            "generation {}: {} plugin(s)",
+            v["generation"],
+            v["plugins"].as_object().map_or(0, |p| p.len())
+        ),
+        // checkpoint, rotate, shutdown: the kind says it all.
+        _ => String::new(),
+    }
 }
 
 /// The first 12 digits of a digest.
@@ -426,5 +473,27 @@ mod tests {
         assert_eq!(format_time(ms), "2026-12-02T13:00:00.250Z");
         assert_eq!(parse_time("1970-01-01T00:00:01Z").unwrap(), 1000);
         assert!(parse_time("yesterday").is_err());
+    }
+
+    /// Every kind has its own line (issue 44: an egress record showed as
+    /// "egress     egress", its kind twice and nothing of the connection).
+    #[test]
+    fn each_kind_says_what_happened() {
+        let egress = serde_json::json!({"kind": "egress", "callId": "c1", "plugin": "bash",
+            "name": "example.com", "port": 443, "allowed": false, "reason": "no rule allows it"});
+        assert_eq!(
+            summary("egress", &egress),
+            "refused example.com:443 for bash (call c1): no rule allows it"
+        );
+        let read = serde_json::json!({"uri": "file:///a", "server": "fs", "bytes": 12});
+        assert_eq!(
+            summary("resource_read", &read),
+            "file:///a from fs (12 bytes)"
+        );
+        let plugins = serde_json::json!({"generation": 1, "plugins": {"bash": "ab", "read": "cd"}});
+        assert_eq!(summary("plugins", &plugins), "generation 1: 2 plugin(s)");
+        for kind in ["checkpoint", "rotate", "shutdown"] {
+            assert_eq!(summary(kind, &serde_json::json!({})), "", "{kind}");
+        }
     }
 }

@@ -112,7 +112,7 @@ fn script() -> Vec<(&'static str, ToolCall)> {
         ),
         (
             "reading a file, a window of numbered lines",
-            ToolCall::new("2", "read", json!({"path": "Cargo.toml", "limit": 4})),
+            ToolCall::new("2", "read", json!({"path": "notes.md", "limit": 4})),
         ),
         (
             "a secret: the secrets guard denies, whatever the hooks said",
@@ -124,10 +124,10 @@ fn script() -> Vec<(&'static str, ToolCall)> {
         ),
         (
             "a tool that does not exist",
-            ToolCall::new("5", "raed", json!({"path": "Cargo.toml"})),
+            ToolCall::new("5", "raed", json!({"path": "notes.md"})),
         ),
         (
-            "searching the WIT contract (ripgrep's searcher, compiled to wasm)",
+            "searching a WIT file (ripgrep's searcher, compiled to wasm)",
             ToolCall::new(
                 "6",
                 "grep",
@@ -136,11 +136,7 @@ fn script() -> Vec<(&'static str, ToolCall)> {
         ),
         (
             "a destructive tool: the ask-destructive hook asks, the approver says no",
-            ToolCall::new(
-                "7",
-                "bash",
-                json!({"command": "rm -rf target/demo-scratch"}),
-            ),
+            ToolCall::new("7", "bash", json!({"command": "rm -rf notes.md"})),
         ),
         (
             "approved this time, but the command outlives bash's time budget (300 ms in this demo): the timeout policy's deadline stops it",
@@ -159,6 +155,45 @@ fn script() -> Vec<(&'static str, ToolCall)> {
             ),
         ),
     ]
+}
+
+/// The demo's working directory: a few files in a fresh temporary
+/// directory, removed when the demo ends.
+struct Workspace(std::path::PathBuf);
+
+impl Workspace {
+    fn make() -> anyhow::Result<Workspace> {
+        let dir = std::env::temp_dir().join(format!("toolgate-demo-{}", std::process::id()));
+        let files = [
+            (
+                "notes.md",
+                "# Notes\n\nThe demo's workspace: toolgate's tools see this directory.\n\
+                 Reads are windows of numbered lines.\nSecrets stay behind the guard.\n",
+            ),
+            (".env", "API_KEY=demo-secret-not-for-the-model\n"),
+            (
+                "wit/policy.wit",
+                "package demo:policy;\n\ninterface decisions {\n    variant pre-decision {\n        allow,\n        deny(string),\n        ask(string),\n    }\n}\n",
+            ),
+        ];
+        let made = (|| {
+            std::fs::create_dir_all(dir.join("wit"))?;
+            for (name, text) in files {
+                std::fs::write(dir.join(name), text)?;
+            }
+            Ok::<_, std::io::Error>(())
+        })();
+        made.map_err(|e| {
+            anyhow::anyhow!("cannot make the demo's workspace {}: {e}", dir.display())
+        })?;
+        Ok(Workspace(dir))
+    }
+}
+
+impl Drop for Workspace {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// The demo's approver: it answers from the script (no to call 7, yes to
@@ -291,7 +326,13 @@ pub async fn run(
         .or_default()
         .timeout_ms
         .get_or_insert(300);
-    let mut builder = global.builder()?.config(config);
+    // A workspace of its own: the demo reads, searches and tries to
+    // delete files there, wherever it is run from.
+    let workspace = Workspace::make()?;
+    let mut builder = global
+        .builder()?
+        .config(config)
+        .workdir(workspace.0.clone());
     if global.approve.is_none() {
         builder = builder.approver(Arc::new(ScriptedApprover));
     }

@@ -1,5 +1,6 @@
 //! Logs go to stderr (stdout is for results and MCP frames). `RUST_LOG`
-//! filters them (default `warn,rmcp=error`); `--log-format json` makes one JSON object per line,
+//! filters them (default `warn,rmcp=error,toolgate::progress=info`: warnings, and the start and
+//! end of slow steps); `--log-format json` makes one JSON object per line,
 //! with the call span's fields (token, id, tool) on every stage event.
 //! Colours only when stderr is a terminal. Guest strings in log lines are
 //! escaped where they are logged (`plugin::log`).
@@ -16,8 +17,8 @@ pub fn init(format: LogFormat, transcript: Option<Transcript>) {
     // The MCP SDK logs every error answer (a client's unknown method, a
     // refused flood) as a warning: a client's mistakes are not the
     // operator's, and must not flood the log. Its errors still show.
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn,rmcp=error"));
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(format!("warn,rmcp=error,{}=info", toolgate::PROGRESS)));
     let fmt = match format {
         LogFormat::Text => tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)

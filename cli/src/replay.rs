@@ -11,9 +11,14 @@
 //! over the record's cap) cannot be replayed (`notReplayable`); a call with
 //! sensitive arguments (`[audit] sensitive`: kept as digests) is not re-run
 //! and is listed in `notComparable`, as is a call whose replay asks for an
-//! approval it was never asked for (answered "unavailable", a deny). A
-//! policy that reads state (kv, time) the record does not hold cannot be
-//! told apart: policies are assumed deterministic given the call.
+//! approval it was never asked for (answered "unavailable", a deny), and a
+//! call to a bridged MCP server's tool that the replay's host does not
+//! have (its server is not configured, or did not connect within its
+//! timeout: replay waits for the configured servers first). An approval
+//! asked again is answered as recorded and by whom it was recorded, so it
+//! is no redecision. A policy that reads state (kv, time) the record does
+//! not hold cannot be told apart: policies are assumed deterministic given
+//! the call.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -42,16 +47,18 @@ pub struct ReplayArgs {
     json: bool,
 }
 
-/// Answers an approval as the record says it was answered.
+/// Answers an approval as the record says it was answered, under the
+/// name of whoever answered it then.
 struct AsRecorded {
     answer: Option<bool>,
+    by: String,
     unrecorded: AtomicBool,
 }
 
 #[async_trait]
 impl Approver for AsRecorded {
     fn name(&self) -> &str {
-        "as-recorded"
+        &self.by
     }
     async fn approve(&self, _request: &ApprovalRequest) -> ApprovalAnswer {
         match self.answer {
@@ -122,6 +129,11 @@ async fn replay(global: &GlobalArgs, args: ReplayArgs) -> anyhow::Result<ExitCod
     }
     // The policy set under test; replay itself is not recorded.
     let host = global.builder()?.without_audit().build().await?;
+    // Bridged tools: the configured servers first (each within its
+    // connect timeout), or their calls are not comparable.
+    if !host.mcp_servers().is_empty() {
+        host.wait_for_mcp(host.mcp_connect_timeout()).await;
+    }
     super::report_problems(&host);
     let mut changes = Vec::new();
     let mut redecided = Vec::new();
@@ -142,12 +154,10 @@ async fn replay(global: &GlobalArgs, args: ReplayArgs) -> anyhow::Result<ExitCod
         }
         let recorded: Vec<Decision> =
             serde_json::from_value(call["decisions"].clone()).unwrap_or_default();
-        let approval = recorded
-            .iter()
-            .find(|d| d.stage == "approval")
-            .map(|d| d.verdict == "approve");
+        let approval = recorded.iter().find(|d| d.stage == "approval");
         let approver = Arc::new(AsRecorded {
-            answer: approval,
+            answer: approval.map(|d| d.verdict == "approve"),
+            by: approval.map_or_else(|| "as-recorded".into(), |d| d.decided_by.clone()),
             unrecorded: AtomicBool::new(false),
         });
         let turn = TurnOptions {
@@ -157,6 +167,17 @@ async fn replay(global: &GlobalArgs, args: ReplayArgs) -> anyhow::Result<ExitCod
             ..Default::default()
         };
         let generation = host.generation_for(&turn.agent_scope);
+        // A bridged server's tool the replay's host does not have: its
+        // policies cannot be asked about a tool that is not there.
+        let bridged = tool.starts_with("mcp__")
+            || host
+                .mcp_servers()
+                .iter()
+                .any(|s| call["provider"] == s.name.as_str());
+        if bridged && !generation.tools.contains_key(&tool) {
+            not_comparable.push(seq);
+            continue;
+        }
         let settings = host.settings();
         let tc = ToolCall::new(
             call["callId"].as_str().unwrap_or(""),

@@ -138,7 +138,7 @@ pub fn resolve(
             env.retain(|(k, _)| {
                 !crate::egress::PROXY_VARIABLES.contains(&k.to_ascii_uppercase().as_str())
             });
-            env.extend(crate::egress::proxy_env());
+            env.extend(crate::egress::proxy_env(rules));
             crate::egress::sandbox_policy(
                 &resolved.sandbox,
                 rules,

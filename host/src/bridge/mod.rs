@@ -324,11 +324,21 @@ impl Bridge {
             for n in &st.notes {
                 note(n.clone());
             }
-            if st.state == State::Failed
-                && let Some(e) = &st.last_error
-            {
-                note(format!("the MCP server cannot be started: {e}"));
-            }
+            let down = match (st.state, &st.last_error) {
+                (State::Failed, Some(e)) => format!("the MCP server cannot be started: {e}"),
+                (State::Reconnecting, Some(e)) => {
+                    format!("the MCP server is not connected (trying again): {e}")
+                }
+                _ => continue,
+            };
+            out.push(LoadError {
+                plugin: s.name.clone(),
+                origin: origin.clone(),
+                message: down,
+                may_be_policy: false,
+                kind: crate::plugin::loader::LoadErrorKind::ServerDown,
+                ..LoadError::default()
+            });
         }
         out
     }
@@ -435,13 +445,20 @@ async fn supervise(server: Arc<Server>, publish: Publish, shutdown: Cancellation
             return;
         }
         tracing::warn!(server = %server.name, "MCP server disconnected: {}", escape(&why));
-        {
+        let newly_down = {
             let mut st = server.status();
+            let newly_down = st.state != State::Reconnecting;
             st.state = State::Reconnecting;
             st.last_error = Some(why);
             st.pid = None;
-        }
+            newly_down
+        };
         server.ready.send_replace(true);
+        // The generation's problems name it (a call to one of its tools is
+        // told why it is missing); once per outage, not per attempt.
+        if newly_down {
+            publish();
+        }
         if started.elapsed() >= STABLE_AFTER {
             backoff = FIRST_BACKOFF;
         }
@@ -549,6 +566,18 @@ async fn drain_stderr(
     }
 }
 
+/// `why`, with the tail of the server's stderr when it wrote any.
+fn with_stderr_tail(why: String, process: Option<&Process>) -> String {
+    let Some(p) = process else { return why };
+    let tail = p.stderr.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let tail = tail.trim();
+    if tail.is_empty() {
+        why
+    } else {
+        format!("{why}; its stderr ends with: {}", escape(tail))
+    }
+}
+
 /// One connection, from connect to its end; returns why it ended.
 async fn connection(
     server: &Arc<Server>,
@@ -562,19 +591,47 @@ async fn connection(
     };
     let ct = shutdown.child_token();
     let timeout = server.connect_timeout();
+    // The start of a step that can take seconds (`npx` fetching a
+    // package); "MCP server connected" or the failure ends it.
+    tracing::info!(
+        target: crate::PROGRESS,
+        server = %server.name,
+        transport = if launch.is_some() { "stdio" } else { "http" },
+        timeout_ms = timeout.as_millis() as u64,
+        "connecting to the MCP server"
+    );
     let mut process = None;
     let started = match launch {
         Some(launch) => {
-            let (p, stdout, stdin) = match spawn_process(server, launch) {
+            let (mut p, stdout, stdin) = match spawn_process(server, launch) {
                 Ok(x) => x,
                 Err(e) => return e,
             };
-            process = Some(p);
             let transport =
                 AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_STDIO_MESSAGE);
-            tokio::time::timeout(timeout, handler.serve_with_ct(transport, ct.clone()))
-                .await
-                .map(|r| r.map_err(|e| e.to_string()))
+            let handshake =
+                tokio::time::timeout(timeout, handler.serve_with_ct(transport, ct.clone()));
+            // A process that exits before it answers (a package `npx` or
+            // `uvx` cannot fetch, a bad argument) is a failure now, with
+            // its exit status and stderr — not after the connect timeout.
+            let outcome = tokio::select! {
+                r = handshake => Ok(r.map(|r| r.map_err(|e| e.to_string()))),
+                exited = &mut p.exited => {
+                    Err(exited.unwrap_or_else(|_| "the server process ended".into()))
+                }
+            };
+            process = Some(p);
+            match outcome {
+                Ok(started) => started,
+                Err(why) => {
+                    // Its last words reach the stderr tail.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    return with_stderr_tail(
+                        format!("{why} before it answered `initialize`"),
+                        process.as_ref(),
+                    );
+                }
+            }
         }
         None => match http_transport(&server.config) {
             Ok(transport) => {
@@ -585,18 +642,8 @@ async fn connection(
             Err(e) => Ok(Err(e)),
         },
     };
-    let with_stderr = |why: String, process: &Option<Process>| match process {
-        Some(p) => {
-            let tail = p.stderr.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            let tail = tail.trim();
-            if tail.is_empty() {
-                why
-            } else {
-                format!("{why}; its stderr ends with: {}", escape(tail))
-            }
-        }
-        None => why,
-    };
+    let with_stderr =
+        |why: String, process: &Option<Process>| with_stderr_tail(why, process.as_ref());
     let running = match started {
         Err(_) => {
             return with_stderr(
@@ -632,7 +679,7 @@ async fn connection(
         }
         *server.live.lock().unwrap_or_else(|p| p.into_inner()) = Some(session.clone());
         server.ready.send_replace(true);
-        tracing::info!(server = %server.name, "MCP server connected");
+        tracing::info!(target: crate::PROGRESS, server = %server.name, "MCP server connected");
         let mut exited = process.as_mut().map(|p| &mut p.exited);
         loop {
             tokio::select! {

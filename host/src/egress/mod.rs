@@ -65,14 +65,29 @@ pub const SANDBOX_PROXY_PORT: u16 = 3128;
 /// case): most tools (`curl`, `pip`, `npm`, `cargo`, `git`) read them.
 pub const PROXY_VARIABLES: [&str; 4] = ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"];
 
-/// The environment of a process behind the proxy: `HTTP_PROXY` and
-/// `HTTPS_PROXY` (HTTP, `CONNECT` for TLS), `ALL_PROXY` (SOCKS5 with
-/// names resolved by the proxy: `socks5h`), `NO_PROXY` (the namespace's
-/// own loopback), upper and lower case.
-pub fn proxy_env() -> Vec<(String, String)> {
+/// The environment of a process behind the proxy for `policy`:
+/// `HTTP_PROXY` and `HTTPS_PROXY` (HTTP, `CONNECT` for TLS), `ALL_PROXY`
+/// (SOCKS5 with names resolved by the proxy: `socks5h`), `NO_PROXY` (the
+/// namespace's own loopback, for a server the process starts itself),
+/// upper and lower case. A loopback spelling a rule of `policy` allows
+/// (`localhost:8080` with `[egress] allow_private`: the host's own
+/// service) is left out of `NO_PROXY`, or the process would look for it
+/// in its empty namespace instead of asking the proxy.
+pub fn proxy_env(policy: &Policy) -> Vec<(String, String)> {
     let http = format!("http://127.0.0.1:{SANDBOX_PROXY_PORT}");
     let socks = format!("socks5h://127.0.0.1:{SANDBOX_PROXY_PORT}");
-    let local = "localhost,127.0.0.1,::1".to_string();
+    let granted = |spelling: &str| {
+        policy.allow.iter().any(|r| match &r.host {
+            rules::HostPattern::Exact(name) => name.eq_ignore_ascii_case(spelling),
+            rules::HostPattern::Ip(ip) => spelling.parse::<std::net::IpAddr>() == Ok(*ip),
+            _ => false,
+        })
+    };
+    let local = ["localhost", "127.0.0.1", "::1"]
+        .into_iter()
+        .filter(|s| !granted(s))
+        .collect::<Vec<_>>()
+        .join(",");
     let mut env = Vec::new();
     for (k, v) in [
         ("HTTP_PROXY", &http),
@@ -80,6 +95,9 @@ pub fn proxy_env() -> Vec<(String, String)> {
         ("ALL_PROXY", &socks),
         ("NO_PROXY", &local),
     ] {
+        if v.is_empty() {
+            continue;
+        }
         env.push((k.to_string(), v.clone()));
         env.push((k.to_ascii_lowercase(), v.clone()));
     }
@@ -477,6 +495,29 @@ mod tests {
             "[plugins.bash.grants]".into(),
         )
         .unwrap()
+    }
+
+    /// Issue 44: `NO_PROXY=localhost,127.0.0.1` sent a granted localhost
+    /// destination to the namespace's own (empty) loopback.
+    #[test]
+    fn a_granted_loopback_spelling_goes_through_the_proxy() {
+        let no_proxy = |p: &Policy| {
+            proxy_env(p)
+                .into_iter()
+                .find(|(k, _)| k == "NO_PROXY")
+                .map(|(_, v)| v)
+        };
+        let plain = policy(&["example.com"], &[], &[]);
+        assert_eq!(no_proxy(&plain).as_deref(), Some("localhost,127.0.0.1,::1"));
+        let local = policy(&["localhost:8080"], &[], &["127.0.0.0/8"]);
+        assert_eq!(no_proxy(&local).as_deref(), Some("127.0.0.1,::1"));
+        let all = policy(
+            &["localhost", "127.0.0.1", "[::1]:80"],
+            &[],
+            &["127.0.0.0/8"],
+        );
+        assert_eq!(no_proxy(&all), None, "no NO_PROXY at all");
+        assert!(proxy_env(&all).iter().any(|(k, _)| k == "https_proxy"));
     }
 
     fn name(p: &Policy, host: &str, port: u16) -> Result<String, Refusal> {

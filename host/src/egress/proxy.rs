@@ -99,6 +99,73 @@ pub struct ConnectionRecord {
 /// Where records go besides the log (the audit record, a test's list).
 pub type RecordSink = Arc<dyn Fn(&Attribution, &ConnectionRecord) + Send + Sync>;
 
+/// The most refusals of one spawn told to its caller ([`Refusals`]).
+pub const REFUSALS_TOLD: usize = 8;
+/// The longest refusal told, in characters (the rest is in the log and
+/// the audit record).
+const REFUSAL_TOLD_CHARS: usize = 400;
+
+/// The refusals of one spawn's proxy, told to whoever ran it: a client
+/// reports a refused tunnel only as "CONNECT tunnel failed, response 403",
+/// which says nothing of why or of the rule to add, so the host appends
+/// them to the process's stderr (see `seams::process`).
+#[derive(Clone, Default)]
+pub struct Refusals(Arc<std::sync::Mutex<(Vec<String>, usize)>>);
+
+impl Refusals {
+    /// A sink that gives `inner` every record and keeps the refusals.
+    pub fn sink(&self, inner: Option<RecordSink>) -> RecordSink {
+        let this = self.clone();
+        Arc::new(move |who, r| {
+            if let Some(inner) = &inner {
+                inner(who, r);
+            }
+            if !r.allowed {
+                this.push(r);
+            }
+        })
+    }
+
+    fn push(&self, r: &ConnectionRecord) {
+        let mut line = format!(
+            "{}:{}: {}",
+            r.name,
+            r.port,
+            r.reason.as_deref().unwrap_or("refused")
+        );
+        if line.chars().count() > REFUSAL_TOLD_CHARS {
+            line = line.chars().take(REFUSAL_TOLD_CHARS).collect::<String>() + "…";
+        }
+        let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        kept.1 += 1;
+        if kept.0.len() < REFUSALS_TOLD && !kept.0.contains(&line) {
+            kept.0.push(line);
+        }
+    }
+
+    /// What to append to the process's stderr, if anything was refused.
+    pub fn note(&self) -> Option<String> {
+        let kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.1 == 0 {
+            return None;
+        }
+        let mut note = String::from("\n[toolgate] the egress proxy refused:\n");
+        for line in &kept.0 {
+            note.push_str("  ");
+            note.push_str(line);
+            note.push('\n');
+        }
+        let told = kept.0.len();
+        if kept.1 > told {
+            note.push_str(&format!(
+                "  ({} more refusal(s) in the log and the audit record)\n",
+                kept.1 - told
+            ));
+        }
+        Some(note)
+    }
+}
+
 impl ConnectionRecord {
     /// The log line of this connection (the audit record gets it through
     /// the sink): allowed at info, refused at warn with the reason.

@@ -31,7 +31,7 @@ pub async fn run(
         return Err(CallError::new(
             ErrorCode::Denied,
             Stage::Approval,
-            format!("`{asked_by}` asked for approval (\"{prompt}\") but no approval service is available, so the call is denied"),
+            format!("`{asked_by}` asked for approval (\"{prompt}\") but no approval service is available, so the call is denied (the operator chooses who approves: `--approve prompt|allow|deny|queue` on the command line, or `[approval] mode = \"queue\"` in toolgate.toml)"),
         )
         .decided_by("approval"));
     };
@@ -42,9 +42,22 @@ pub async fn run(
         card,
         client,
     };
+    // Waiting can take as long as a person does: say so when it starts.
+    tracing::info!(
+        target: crate::PROGRESS,
+        stage = "approval",
+        tool = %call.tool_name,
+        call_id = %call.call_id,
+        asked_by,
+        approver = approver.name(),
+        "waiting for approval"
+    );
     let answer = approver.approve(&request).await;
     tracing::info!(
+        target: crate::PROGRESS,
         stage = "approval",
+        tool = %call.tool_name,
+        call_id = %call.call_id,
         asked_by,
         approver = approver.name(),
         answer = %answer,

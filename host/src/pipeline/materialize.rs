@@ -186,7 +186,7 @@ fn unknown_tool_message(generation: &Generation, name: &str) -> String {
         .map(String::as_str)
         .collect();
     close.truncate(3);
-    if close.is_empty() {
+    let mut message = if close.is_empty() {
         format!("no tool named `{name}` is available")
     } else {
         format!(
@@ -197,7 +197,34 @@ fn unknown_tool_message(generation: &Generation, name: &str) -> String {
                 .collect::<Vec<_>>()
                 .join(" or ")
         )
+    };
+    // A bridged server that is down may be why: the one the name's
+    // `mcp__SERVER__` prefix names, else every one that is down.
+    let down: Vec<_> = generation
+        .problems
+        .iter()
+        .filter(|p| p.kind == crate::plugin::loader::LoadErrorKind::ServerDown)
+        .collect();
+    let named: Vec<_> = down
+        .iter()
+        .filter(|p| name.starts_with(&format!("mcp__{}__", p.plugin)))
+        .collect();
+    let shown: Vec<String> = if named.is_empty() {
+        down.iter().collect::<Vec<_>>()
+    } else {
+        named.into_iter().collect()
     }
+    .iter()
+    .take(3)
+    .map(|p| format!("`{}`: {}", p.plugin, p.message))
+    .collect();
+    if !shown.is_empty() {
+        message.push_str(&format!(
+            " (an MCP server that may provide it is down — {})",
+            shown.join("; ")
+        ));
+    }
+    message
 }
 
 /// Cheap similarity: same name ignoring case and `-`/`_`, or one contains

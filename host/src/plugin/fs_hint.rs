@@ -95,6 +95,12 @@ pub fn for_path(plugin: &str, grants: &Grants, path: &str) -> Option<String> {
 
 fn hint_for(plugin: &str, grants: &Grants, path: Option<String>) -> Option<String> {
     let preopens: Vec<_> = grants.fs.iter().filter(|g| g.preopen).collect();
+    if preopens.is_empty() && !grants.fs.is_empty() {
+        // Its grants are for the processes it spawns (`spawn_only`, as
+        // `bash`'s): the failure is a process's, which sees those
+        // directories as they are — a missing file there is really absent.
+        return None;
+    }
     let seen = |g: &crate::grants::FsGrant| {
         format!(
             "{} as `{}`{}",
@@ -213,6 +219,20 @@ mod tests {
         let rust = "No such file or directory (os error 44)";
         assert!(hint("reader", &Grants::default(), rust, &[]).is_some());
         assert!(hint("reader", &granted("/srv", "."), rust, &[]).is_none());
+    }
+
+    /// Issue 44: `bash` (its grant `spawn_only`: for the processes it
+    /// runs, no preopen) running `cat missing.txt` was told it "has no fs
+    /// grant, so it sees no file at all".
+    #[test]
+    fn a_process_missing_a_file_is_not_told_it_has_no_grant() {
+        let mut spawn_only = granted("/srv/work", ".");
+        spawn_only.fs[0].preopen = false;
+        let cat = "cat: missing.txt: No such file or directory";
+        assert!(hint("bash", &spawn_only, cat, &[]).is_none());
+        assert!(hint("bash", &spawn_only, PY, &[]).is_none());
+        // The twin: nothing granted at all still gets the line to add.
+        assert!(hint("bash", &Grants::default(), cat, &[]).is_some());
     }
 
     #[test]

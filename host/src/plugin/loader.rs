@@ -24,6 +24,7 @@ use super::log::{GuestLog, escape};
 use super::manifest::Manifest;
 use super::runtime::Runtime;
 use super::store::{PluginContext, StoreData};
+use crate::PROGRESS;
 use crate::budgets::{Budgets, cut};
 use crate::call::{CallSignal, ToolMeta};
 use crate::cause::Cause;
@@ -31,6 +32,9 @@ use crate::grants::Grants;
 use crate::policy::Role;
 use crate::seams::HostSeams;
 use crate::tool::ToolDefinition;
+
+/// How long a compile runs before the log says it is compiling.
+const COMPILE_NOTICE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A plugin that could not be loaded (or a tool of it that could not be
 /// registered, or something the host adjusted), and why.
@@ -70,6 +74,9 @@ pub enum LoadErrorKind {
     /// A tool it lists was not registered (a bad name, a schema the
     /// compiler rejects): a reload refuses an update with such a tool.
     ToolNotRegistered,
+    /// A bridged MCP server (the `plugin`) is not connected: its tools are
+    /// missing until it is, and a call to one is told why.
+    ServerDown,
 }
 
 impl LoadError {
@@ -289,7 +296,7 @@ pub async fn load(
         let runtime = runtime.clone();
         let bytes = source.bytes.clone();
         let builtin = (source.origin == Origin::Builtin).then(|| source.name.clone());
-        tokio::task::spawn_blocking(move || {
+        let compiling = tokio::task::spawn_blocking(move || {
             // A built-in's code was compiled with the binary (see
             // `precompiled`): nothing to compile, cache or no cache.
             if let Some(name) = builtin
@@ -301,8 +308,22 @@ pub async fn load(
                 Some(cache) => cache.lookup_or_compile(&runtime.engine, &bytes),
                 None => super::cache::compile(&runtime.engine, &bytes),
             }
-        })
-        .await
+        });
+        tokio::pin!(compiling);
+        // A first compile of a large component takes seconds (tens, in a
+        // debug build): say so when it starts to, not only when it ends.
+        tokio::select! {
+            done = &mut compiling => done,
+            () = tokio::time::sleep(COMPILE_NOTICE) => {
+                tracing::info!(
+                    target: PROGRESS,
+                    plugin = %source.name,
+                    origin = %source.origin,
+                    "compiling the plugin (not in the compile cache): a first compile takes a while; the compile cache keeps it for the next start"
+                );
+                compiling.await
+            }
+        }
         .map_err(|e| {
             source
                 .error(format!("compilation panicked: {e}"))
@@ -328,6 +349,7 @@ pub async fn load(
             );
         } else {
             tracing::info!(
+                target: PROGRESS,
                 plugin = %source.name,
                 origin = %source.origin,
                 compile_ms = ms,

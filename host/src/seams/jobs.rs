@@ -384,7 +384,7 @@ impl JobSpace {
         let stdin = options.stdin.take();
         // The call's deadline does not bound a job: no `remaining`.
         let mut req = request(who.grants, Program::Shell(command.clone()), options, None)?;
-        let policy = super::process::sandbox_policy(who, &mut req.env);
+        let policy = super::process::sandbox_policy(who, &mut req.env, None);
         let key = self.key(scope);
         {
             let mut jobs = self.table.jobs.lock().unwrap_or_else(|p| p.into_inner());

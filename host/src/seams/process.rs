@@ -272,7 +272,8 @@ async fn spawn(
     let grants = who.grants;
     let signal = who.signal;
     let mut request = request(grants, program, options, signal.and_then(|s| s.remaining()))?;
-    let policy = sandbox_policy(who, &mut request.env);
+    let refusals = crate::egress::proxy::Refusals::default();
+    let policy = sandbox_policy(who, &mut request.env, Some(&refusals));
     tracing::info!(
         plugin = who.plugin,
         cwd = %request.cwd.display(),
@@ -290,11 +291,15 @@ async fn spawn(
     let out = toolgate_sandbox::run(request, &policy, cancelled)
         .await
         .map_err(spawn_error)?;
+    let mut stderr = out.stderr;
+    if let Some(note) = refusals.note() {
+        stderr.extend_from_slice(note.as_bytes());
+    }
     Ok(Output {
         exit_code: out.exit_code,
         signal: out.signal,
         stdout: out.stdout,
-        stderr: out.stderr,
+        stderr,
         stdout_truncated: out.stdout_truncated,
         stderr_truncated: out.stderr_truncated,
         timed_out: out.timed_out || out.cancelled,
@@ -303,9 +308,12 @@ async fn spawn(
 
 /// The sandbox of one spawn for `who`: the grant's, and with an `egress`
 /// grant a proxy of its own for this call (and its variables in `env`).
+/// `refusals`, when given, keeps what the proxy refuses, for the spawn's
+/// result.
 pub(crate) fn sandbox_policy<'a>(
     who: Requester<'a>,
     env: &mut Vec<(String, String)>,
+    refusals: Option<&crate::egress::proxy::Refusals>,
 ) -> std::borrow::Cow<'a, toolgate_sandbox::SandboxPolicy> {
     let Some(egress) = &who.grants.egress else {
         return std::borrow::Cow::Borrowed(&who.grants.sandbox);
@@ -316,12 +324,15 @@ pub(crate) fn sandbox_policy<'a>(
         scope: who.call.map(|c| c.agent_scope.clone()).unwrap_or_default(),
     };
     env.retain(|(k, _)| !crate::egress::PROXY_VARIABLES.contains(&k.to_ascii_uppercase().as_str()));
-    env.extend(crate::egress::proxy_env());
+    env.extend(crate::egress::proxy_env(egress));
     std::borrow::Cow::Owned(crate::egress::sandbox_policy(
         &who.grants.sandbox,
         egress,
         attribution,
-        who.egress_record.cloned(),
+        match refusals {
+            Some(r) => Some(r.sink(who.egress_record.cloned())),
+            None => who.egress_record.cloned(),
+        },
         who.egress_ask
             .cloned()
             .map(|a| a as std::sync::Arc<dyn crate::egress::ask::Asker>),

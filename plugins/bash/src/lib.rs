@@ -335,7 +335,7 @@ impl Tool for JobList {
 /// only what is new; without it you get all the output still kept.
 #[derive(Deserialize, Schema)]
 pub struct JobOutput {
-    /// The job's id, e.g. `job-1`.
+    /// The job's id as `bash` gave it, e.g. `job-1@web-1` (`job-N@REPLICA`).
     id: String,
     /// Byte offset to read from (the previous answer's `next`). Default: 0.
     since: Option<u64>,
@@ -402,7 +402,7 @@ impl Tool for JobOutput {
 /// ended.
 #[derive(Deserialize, Schema)]
 pub struct JobKill {
-    /// The job's id, e.g. `job-1`.
+    /// The job's id as `bash` gave it, e.g. `job-1@web-1` (`job-N@REPLICA`).
     id: String,
 }
 

@@ -151,10 +151,34 @@ fn run_records_10000_calls_in_model_order_and_verifies_intact() {
     assert!(report.intact, "{report:?}");
     assert_eq!(report.records, all.len() as u64);
     assert!(report.clean_end);
-    let (code, json) = cli_verify(dir.path(), &[file], &[]);
+    let (code, json) = cli_verify(dir.path(), &[file.clone()], &[]);
     assert_eq!(code, 0, "{json}");
     assert_eq!(json["intact"], true);
     assert_eq!(json["firstBroken"], Value::Null);
+
+    // `audit show | head` (issue 44): the reader stops after one line;
+    // `show` ends quietly with success, not "Broken pipe".
+    let mut show = toolgate(dir.path())
+        .args(["audit", "show"])
+        .arg(&file)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(show.stdout.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    assert!(first.contains("host started"), "{first}");
+    let out = show.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stderr.is_empty(),
+        "{:?} {stderr}",
+        out.status
+    );
 }
 
 /// A host (library) recording to `dir`, with checkpoints every `every`.
@@ -868,6 +892,68 @@ fn replay_against_a_stricter_policy_set_reports_exactly_the_calls_that_change() 
 }
 
 /// SHA-256 (hex) of `bytes`, as the record writes digests.
+/// Issue 44: replay called every recorded approval a redecision
+/// ("approval:deny → approval:as-recorded") and a bridged call whose
+/// server is absent a change (allowed → denied); the first is the same
+/// decision by the same approver, the second cannot be compared.
+#[test]
+fn replay_keeps_recorded_approvals_and_sets_absent_bridged_tools_apart() {
+    let dir = TempDir::new("audit-replay-apart");
+    let plugins = PluginDir::new();
+    plugins
+        .add("tools", fixtures::TOOLS)
+        .add("ask", fixtures::PRE_HOOK);
+    std::fs::write(
+        dir.path().join("toolgate.toml"),
+        audit_config(
+            dir.path(),
+            "[plugins.ask]\nvars = { BEHAVIOR = \"ask\", NAME = \"ask\" }\n",
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("calls.json"), echo_batch(3)).unwrap();
+    let with = |args: &[&str]| {
+        toolgate(dir.path())
+            .arg("--no-default-plugins")
+            .arg("--plugins")
+            .arg(plugins.path())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = with(&["--approve", "deny", "run", "--compact", "calls.json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = dir.path().join("audit.jsonl");
+    let calls: Vec<Value> = calls_of(&records(&file)).into_iter().cloned().collect();
+    assert_eq!(calls.len(), 3);
+    assert!(
+        calls.iter().all(|c| c["result"]["stage"] == "approval"),
+        "{calls:?}"
+    );
+    // A call to a bridged tool whose server this policy set does not have.
+    let mut bridged = calls[0].clone();
+    bridged["seq"] = json!(9999);
+    bridged["tool"] = json!("mcp__gone__echo");
+    bridged["provider"] = json!("gone");
+    bridged["decisions"] = json!([]);
+    bridged["result"] = json!({"isError": false, "content": []});
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    text.push_str(&format!("{bridged}\n"));
+    let copy = dir.path().join("with-bridged.jsonl");
+    std::fs::write(&copy, text).unwrap();
+    let out = with(&["replay", "--json", &copy.display().to_string()]);
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    assert_eq!(report["changed"], 0, "{report}");
+    assert_eq!(report["redecided"], 0, "{report}");
+    assert_eq!(report["notComparable"], json!([9999]), "{report}");
+}
+
 fn sha256_hex(bytes: &[u8]) -> String {
     toolgate::audit::chain::hex(&toolgate::audit::chain::sha256(bytes))
 }

@@ -1019,6 +1019,44 @@ async fn a_server_that_cannot_start_as_configured_fails_with_the_fix() {
     );
 }
 
+/// Issue 44: a server whose process dies before it answers `initialize`
+/// (what `npx` does when it cannot fetch a package) showed `lastError:
+/// null` until the whole connect timeout had passed, and a call to its
+/// tool got a bare UNKNOWN_TOOL. Now the exit is the failure at once, with
+/// the tail of its stderr, and the call's error names the server and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_exits_at_start_is_reported_at_once_with_its_stderr() {
+    let work = TempDir::new("bridge-exits");
+    let plugins = PluginDir::new();
+    let config = "[mcp.servers.gone]\ncommand = \"sh\"\n\
+         args = [\"-c\", \"echo 'npm error 404 Not Found - no-such-package' >&2; exit 1\"]\n\
+         connect_timeout_ms = 60000\n";
+    let host = toolgate_tests::builder(&plugins, config)
+        .workdir(work.path())
+        .build()
+        .await
+        .expect("host builds");
+    let started = std::time::Instant::now();
+    host.wait_for_mcp(Duration::from_secs(30)).await;
+    let gone = status(&host, "gone");
+    let error = gone.last_error.clone().unwrap_or_default();
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "not the 60 s connect timeout: {gone:?}"
+    );
+    assert!(
+        error.contains("exited") && error.contains("no-such-package"),
+        "{gone:?}"
+    );
+    let r = run(&host, "mcp__gone__echo", json!({})).await;
+    assert_eq!(r.code(), Some("UNKNOWN_TOOL"), "{r:?}");
+    assert!(
+        r.text().contains("`gone`") && r.text().contains("no-such-package"),
+        "{}",
+        r.text()
+    );
+}
+
 /// `tests/mcp/nosy_server.py`, copied into `work`.
 fn nosy_script(work: &Path) -> String {
     let script = work.join("nosy_server.py");

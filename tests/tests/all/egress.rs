@@ -133,7 +133,8 @@ async fn granted_names_pass_everything_else_is_refused_and_recorded() {
         "HTTP_PROXY=http://127.0.0.1:3128",
         "https_proxy=http://127.0.0.1:3128",
         "ALL_PROXY=socks5h://127.0.0.1:3128",
-        "no_proxy=localhost",
+        // `localhost` is granted: not the namespace's own (issue 44).
+        "no_proxy=127.0.0.1,::1",
     ] {
         assert!(out.contains(v), "{v}: {out}");
     }
@@ -144,11 +145,12 @@ async fn granted_names_pass_everything_else_is_refused_and_recorded() {
         &format!(
             "curl -sS -m 10 --noproxy '' http://localhost:{port}/hello; echo; \
              curl -sS -m 10 --noproxy '' -p http://localhost:{port}/hello; echo; \
-             curl -sS -m 10 --noproxy '' -x socks5h://127.0.0.1:3128 http://localhost:{port}/hello"
+             curl -sS -m 10 --noproxy '' -x socks5h://127.0.0.1:3128 http://localhost:{port}/hello; echo; \
+             curl -sS -m 10 http://localhost:{port}/hello"
         ),
     )
     .await;
-    assert_eq!(out.matches("hello from origin").count(), 3, "{out}");
+    assert_eq!(out.matches("hello from origin").count(), 4, "{out}");
     // Not granted: refused with the line to add, in curl's own output.
     let out = bash(
         &h,
@@ -157,6 +159,15 @@ async fn granted_names_pass_everything_else_is_refused_and_recorded() {
     .await;
     assert!(
         out.contains("add \"example.com\" to `egress = [...]` under [plugins.bash.grants]"),
+        "{out}"
+    );
+    // Over HTTPS curl itself says only "CONNECT tunnel failed, response
+    // 403": the result tells why (issue 44).
+    let out = bash(&h, "curl -sS -m 10 https://example.com/").await;
+    assert!(
+        out.contains("[toolgate] the egress proxy refused:")
+            && out.contains("example.com:443")
+            && out.contains("add \"example.com\""),
         "{out}"
     );
     // A redirect from the allowed server to the metadata address: curl's
@@ -189,8 +200,8 @@ async fn granted_names_pass_everything_else_is_refused_and_recorded() {
     );
     assert_eq!(
         hits.load(Ordering::SeqCst),
-        4,
-        "three fetches and the redirect"
+        5,
+        "four fetches and the redirect"
     );
 }
 

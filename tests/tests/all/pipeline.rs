@@ -298,6 +298,8 @@ both!(ask_without_an_approver_denies, |src| {
     assert_eq!(code(&r), "DENIED");
     assert_eq!(stage(&r), "approval");
     assert!(r.text().contains("no approval service"), "{r:?}");
+    // What the operator can do about it, named (issue 44).
+    assert!(r.text().contains("--approve"), "{r:?}");
     assert_eq!(b.calls(Role::Guard, "guard-a"), 0);
 });
 
