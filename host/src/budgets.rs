@@ -230,6 +230,7 @@ pub const MAX_UNGRANTED_PATH_BYTES: usize = 512;
 
 // The OCI limits (pulls, signatures, keyless verification) are the OCI
 // crate's: named there once, and listed here with the rest.
+#[cfg(feature = "oci")]
 pub use toolgate_oci::budgets::*;
 
 // The egress proxy's limits (see `crate::egress` and docs/operators.md,

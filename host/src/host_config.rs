@@ -117,8 +117,16 @@ use crate::config::{ConfigError, parse_checked};
 use crate::egress::EgressConfig;
 use crate::grants::SandboxMode;
 use crate::grants::config::WaivableFeature;
+#[cfg(feature = "oci")]
 use crate::oci::OciConfig;
+#[cfg(feature = "oci")]
 use crate::oci::trust::TrustConfig;
+/// `[oci]` in a build without the cargo feature `oci`: refused when set.
+#[cfg(not(feature = "oci"))]
+type OciConfig = crate::config::NotBuilt;
+/// `[trust]` in a build without the cargo feature `oci`: refused when set.
+#[cfg(not(feature = "oci"))]
+type TrustConfig = crate::config::NotBuilt;
 use crate::plugin::{PluginConfig, ToolConfig};
 use crate::registry::scopes::ScopeConfig;
 use crate::store::StateConfig;
@@ -218,7 +226,10 @@ impl HostConfig {
         config.limits.check(&mut problems);
         config.run_code.check(&mut problems);
         config.audit.check(&mut problems);
+        #[cfg(feature = "oci")]
         config.oci.check(&mut problems);
+        #[cfg(not(feature = "oci"))]
+        config.oci.check("/oci", "oci", &mut problems);
         config.egress.check(&mut problems);
         config.mcp.check(&mut problems);
         for (name, p) in &config.plugins {
@@ -229,18 +240,32 @@ impl HostConfig {
         }
         // Trust rules read their files relative to the configuration's
         // directory, which `origin` names.
-        let base = Path::new(origin).parent().unwrap_or(Path::new(""));
-        if let Some(t) = &config.trust {
-            t.check(base, &mut problems);
+        #[cfg(feature = "oci")]
+        {
+            let base = Path::new(origin).parent().unwrap_or(Path::new(""));
+            if let Some(t) = &config.trust {
+                t.check(base, &mut problems);
+            }
+            for (name, p) in &config.plugins {
+                if let Some(rule) = &p.trust {
+                    crate::oci::trust::check_rule(
+                        &format!("/plugins/{name}/trust"),
+                        rule,
+                        base,
+                        &mut problems,
+                    );
+                }
+            }
         }
-        for (name, p) in &config.plugins {
-            if let Some(rule) = &p.trust {
-                crate::oci::trust::check_rule(
-                    &format!("/plugins/{name}/trust"),
-                    rule,
-                    base,
-                    &mut problems,
-                );
+        #[cfg(not(feature = "oci"))]
+        {
+            if let Some(t) = &config.trust {
+                t.check("/trust", "oci", &mut problems);
+            }
+            for (name, p) in &config.plugins {
+                if let Some(rule) = &p.trust {
+                    rule.check(&format!("/plugins/{name}/trust"), "oci", &mut problems);
+                }
             }
         }
         if problems.is_empty() {
@@ -333,6 +358,37 @@ impl HostConfig {
 mod tests {
     use super::*;
     use crate::plugin::InstanceMode;
+
+    /// Built without the cargo feature `oci` (`.ci/run` builds the host
+    /// so): `[oci]`, `[trust]`, a plugin's `source` and `trust` are refused
+    /// at start, each by its path and the feature — never ignored; a file
+    /// without them parses as in every build.
+    #[cfg(not(feature = "oci"))]
+    #[test]
+    fn without_the_oci_feature_its_sections_are_refused_by_name() {
+        let text = "[oci]\ninsecure_registries = [\"localhost:5000\"]\n\
+                    [trust]\nkeys = [\"k.pub\"]\n\
+                    [plugins.guard]\nsource = \"oci://localhost:5000/guard:1\"\n\
+                    trust = { require_signature = true }\n";
+        let problems = match HostConfig::parse(text, "toolgate.toml") {
+            Err(ConfigError::Invalid { problems, .. }) => problems,
+            other => panic!("{other:?}"),
+        };
+        for at in [
+            "/oci",
+            "/trust",
+            "/plugins/guard/source",
+            "/plugins/guard/trust",
+        ] {
+            assert!(
+                problems
+                    .iter()
+                    .any(|p| p.starts_with(at) && p.contains("cargo feature `oci`")),
+                "{at}: {problems:?}"
+            );
+        }
+        assert!(HostConfig::parse("max_parallel_tool_calls = 4\n", "toolgate.toml").is_ok());
+    }
 
     /// Spawn limits: `output_kb` where the host captures a process's
     /// output, not for an MCP server (its stdout is the protocol).

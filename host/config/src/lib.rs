@@ -72,3 +72,47 @@ pub fn positive(at: &str, value: Option<u64>, problems: &mut Vec<String>) {
         problems.push(format!("{at}: expected 1 or more, got 0"));
     }
 }
+
+/// A configuration section (or key) of a feature this build does not have
+/// (a cargo feature left out): it parses as anything, so that the file is
+/// read, and [`NotBuilt::check`] refuses it by name when it is set —
+/// never ignored.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NotBuilt {
+    set: bool,
+}
+
+impl NotBuilt {
+    /// Whether the configuration wrote it.
+    pub fn is_set(&self) -> bool {
+        self.set
+    }
+
+    /// A problem at `at` when it is set: the build lacks `feature`.
+    pub fn check(&self, at: &str, feature: &str, problems: &mut Vec<String>) {
+        if self.set {
+            problems.push(format!(
+                "{at}: this toolgate was built without the cargo feature `{feature}`; rebuild it with `--features {feature}`, or remove {at}"
+            ));
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for NotBuilt {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        serde::de::IgnoredAny::deserialize(d)?;
+        Ok(NotBuilt { set: true })
+    }
+}
+
+impl serde::Serialize for NotBuilt {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_unit()
+    }
+}
+
+impl Schema for NotBuilt {
+    fn schema() -> serde_json::Value {
+        serde_json::json!({})
+    }
+}

@@ -8,7 +8,11 @@ use toolgate_schema::derive::Schema;
 
 use super::component::InstanceMode;
 use crate::grants::GrantsConfig;
+#[cfg(feature = "oci")]
 use crate::oci::trust::TrustRule;
+/// A plugin's `trust` in a build without the cargo feature `oci`.
+#[cfg(not(feature = "oci"))]
+type TrustRule = crate::config::NotBuilt;
 
 /// Per-plugin settings.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, Schema)]
@@ -65,10 +69,17 @@ impl PluginConfig {
                 "{at}/trust: a trust rule applies to a plugin from an OCI registry (`source = \"oci://…\"`); a plugin file is pinned by `sha256`"
             ));
         }
+        #[cfg(feature = "oci")]
         if let Some(source) = &self.source
             && let Err(e) = crate::oci::OciRef::parse(source)
         {
             problems.push(format!("{at}/source: {e}"));
+        }
+        #[cfg(not(feature = "oci"))]
+        if self.source.is_some() {
+            problems.push(format!(
+                "{at}/source: this toolgate was built without the cargo feature `oci`, so it cannot load plugins from OCI registries; rebuild it with `--features oci`"
+            ));
         }
         if let Some(g) = &self.grants {
             g.check(&format!("{at}/grants"), problems);

@@ -122,7 +122,24 @@ pub struct PluginSource {
     /// The trust policy's verdict on its signatures (an OCI source under
     /// `[trust]`): checked once its roles are known, since whether a
     /// signature is required depends on them.
-    pub signature: Option<crate::oci::trust::SignatureCheck>,
+    pub signature: Option<SignatureCheck>,
+}
+
+/// The trust policy's verdict on an OCI component's signatures (none in a
+/// build without the cargo feature `oci`).
+#[cfg(feature = "oci")]
+pub type SignatureCheck = crate::oci::trust::SignatureCheck;
+/// The trust policy's verdict on an OCI component's signatures (none in a
+/// build without the cargo feature `oci`).
+#[cfg(not(feature = "oci"))]
+pub type SignatureCheck = std::convert::Infallible;
+
+/// Why `check` refuses a component whose roles are now known.
+fn signature_refusal(check: Option<&SignatureCheck>, policy: bool, tool: bool) -> Option<String> {
+    #[cfg(feature = "oci")]
+    return check.and_then(|c| c.refusal(policy, tool));
+    #[cfg(not(feature = "oci"))]
+    return check.map(|c| match *c {});
 }
 
 impl PluginSource {
@@ -372,11 +389,11 @@ pub async fn load(
     if let Some(e) = &source.manifest_error {
         return Err(fail(source.error(e.to_string()).because(e.clone())));
     }
-    if let Some(why) = source
-        .signature
-        .as_ref()
-        .and_then(|c| c.refusal(policy, shape.roles.contains(&Role::Tool)))
-    {
+    if let Some(why) = signature_refusal(
+        source.signature.as_ref(),
+        policy,
+        shape.roles.contains(&Role::Tool),
+    ) {
         let why = if tool_only && settings.known_policy {
             format!(
                 "{why} (its last verified version had a policy role; a version that claims otherwise is not believed before it verifies)"
