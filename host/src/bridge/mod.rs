@@ -603,35 +603,16 @@ async fn connection(
     let mut process = None;
     let started = match launch {
         Some(launch) => {
-            let (mut p, stdout, stdin) = match spawn_process(server, launch) {
+            let (p, stdout, stdin) = match spawn_process(server, launch) {
                 Ok(x) => x,
                 Err(e) => return e,
             };
+            process = Some(p);
             let transport =
                 AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_STDIO_MESSAGE);
-            let handshake =
-                tokio::time::timeout(timeout, handler.serve_with_ct(transport, ct.clone()));
-            // A process that exits before it answers (a package `npx` or
-            // `uvx` cannot fetch, a bad argument) is a failure now, with
-            // its exit status and stderr — not after the connect timeout.
-            let outcome = tokio::select! {
-                r = handshake => Ok(r.map(|r| r.map_err(|e| e.to_string()))),
-                exited = &mut p.exited => {
-                    Err(exited.unwrap_or_else(|_| "the server process ended".into()))
-                }
-            };
-            process = Some(p);
-            match outcome {
-                Ok(started) => started,
-                Err(why) => {
-                    // Its last words reach the stderr tail.
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    return with_stderr_tail(
-                        format!("{why} before it answered `initialize`"),
-                        process.as_ref(),
-                    );
-                }
-            }
+            tokio::time::timeout(timeout, handler.serve_with_ct(transport, ct.clone()))
+                .await
+                .map(|r| r.map_err(|e| e.to_string()))
         }
         None => match http_transport(&server.config) {
             Ok(transport) => {

@@ -10,6 +10,9 @@ pub use crate::approval::{AllowAll, ApprovalAnswer, ApprovalRequest, Approver, D
 use crate::call::CallInfo;
 use crate::outcome::{CallError, ErrorCode, Stage};
 
+/// How long an approval waits before the log says it is waiting.
+const APPROVAL_WAIT_NOTICE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Ask; `Ok` names who approved (the approver, or whom it names: a
 /// person, a grant), `Err` is the denial.
 pub async fn run(
@@ -42,28 +45,49 @@ pub async fn run(
         card,
         client,
     };
-    // Waiting can take as long as a person does: say so when it starts.
-    tracing::info!(
-        target: crate::PROGRESS,
-        stage = "approval",
-        tool = %call.tool_name,
-        call_id = %call.call_id,
-        asked_by,
-        approver = approver.name(),
-        "waiting for approval"
-    );
-    let answer = approver.approve(&request).await;
-    tracing::info!(
-        target: crate::PROGRESS,
-        stage = "approval",
-        tool = %call.tool_name,
-        call_id = %call.call_id,
-        asked_by,
-        approver = approver.name(),
-        answer = %answer,
-        elapsed_us = started.elapsed().as_micros() as u64,
-        "approval answered"
-    );
+    // An approver that answers at once (allow, deny, a grant) says
+    // nothing more; one that waits for a person says so once it has
+    // waited a moment, and says when the answer came.
+    let approving = approver.approve(&request);
+    tokio::pin!(approving);
+    let (answer, waited) = tokio::select! {
+        answer = &mut approving => (answer, false),
+        () = tokio::time::sleep(APPROVAL_WAIT_NOTICE) => {
+            tracing::info!(
+                target: crate::PROGRESS,
+                stage = "approval",
+                tool = %call.tool_name,
+                call_id = %call.call_id,
+                asked_by,
+                approver = approver.name(),
+                "waiting for approval"
+            );
+            (approving.await, true)
+        }
+    };
+    let elapsed_us = started.elapsed().as_micros() as u64;
+    if waited {
+        tracing::info!(
+            target: crate::PROGRESS,
+            stage = "approval",
+            tool = %call.tool_name,
+            call_id = %call.call_id,
+            asked_by,
+            approver = approver.name(),
+            answer = %answer,
+            elapsed_us,
+            "approval answered"
+        );
+    } else {
+        tracing::info!(
+            stage = "approval",
+            asked_by,
+            approver = approver.name(),
+            answer = %answer,
+            elapsed_us,
+            "approval answered"
+        );
+    }
     match answer {
         ApprovalAnswer::Approve => Ok(approver.name().to_string()),
         ApprovalAnswer::ApprovedBy(by) => Ok(by),
