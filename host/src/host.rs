@@ -38,9 +38,11 @@ use crate::policy::{
 };
 use crate::registry::{Generation, Native, NativePolicies, PluginState, PluginStatus, Registry};
 use crate::scheduler::{self, SchedulerError};
-use crate::start::{Asked, FEATURES, StartContext, Wiring};
 use crate::tool::{ModelTool, ToolBody, ToolDefinition, ToolEntry};
 use crate::turn::TurnOptions;
+use start::{Asked, FEATURES, StartContext, Wiring};
+
+mod start;
 
 /// Default size of the rolling pool of concurrency-safe calls.
 pub const DEFAULT_MAX_PARALLEL: usize = 8;

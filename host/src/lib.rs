@@ -36,7 +36,6 @@ pub mod policy;
 pub mod registry;
 pub mod scheduler;
 pub(crate) mod seams;
-pub(crate) mod start;
 pub mod state;
 pub mod store;
 pub(crate) mod tls;

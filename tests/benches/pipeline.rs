@@ -519,19 +519,24 @@ async fn main() {
 /// `-- --audit`: the audit record's cost per call at each `sync` setting,
 /// side by side in one run: (0) the tool alone and (b) the six Wasm
 /// policies, each with the record off (`enabled = false`) and at `sync =
-/// "none"`, `"batch"` (the default) and `"always"`, all eight hosts
+/// "none"`, `"batch"` (the default) and `"always"`, and at `"batch"` with
+/// the tool granted `kv` (a tool that may have effects: each call's intent
+/// is recorded before its body runs, a second record), all ten hosts
 /// interleaved (each gets a slice of every round). The records go to a
 /// directory under `$TMPDIR`: its file system decides what `fdatasync`
 /// costs.
 async fn audit_costs(calls: usize) {
-    const SYNCS: [&str; 4] = ["off", "none", "batch", "always"];
+    const SYNCS: [&str; 5] = ["off", "none", "batch", "always", "intent"];
     let dir = toolgate_tests::TempDir::new("pipeline-audit");
-    let config = |sync: &str, stack: &str| {
-        if sync == "off" {
-            "[audit]\nenabled = false\n".to_string()
-        } else {
+    let config = |sync: &str, stack: &str| match sync {
+        "off" => "[audit]\nenabled = false\n".to_string(),
+        _ => {
+            let (mode, grants) = match sync {
+                "intent" => ("batch", "[plugins.tools.grants]\nkv = true\n"),
+                other => (other, ""),
+            };
             format!(
-                "[audit]\npath = \"{}\"\nsigning_key = \"{}\"\nsync = \"{sync}\"\n",
+                "[audit]\npath = \"{}\"\nsigning_key = \"{}\"\nsync = \"{mode}\"\n{grants}",
                 dir.path().join(format!("{stack}-{sync}.jsonl")).display(),
                 dir.path().join("audit.key").display()
             )
@@ -571,10 +576,10 @@ async fn audit_costs(calls: usize) {
     );
     for (i, sync) in SYNCS.iter().enumerate() {
         let (s0, sb) = (&stats[2 * i], &stats[2 * i + 1]);
-        let label = if *sync == "off" {
-            "enabled = false".to_string()
-        } else {
-            format!("sync = \"{sync}\"")
+        let label = match *sync {
+            "off" => "enabled = false".to_string(),
+            "intent" => "\"batch\", with intent".to_string(),
+            _ => format!("sync = \"{sync}\""),
         };
         let cost = |s: &Stats, off: &Stats| {
             if i == 0 {

@@ -125,8 +125,12 @@ pub(in crate::plugin::contract) fn helper_signal(
 /// other, and an observer that keeps a log must see it (the pipeline's
 /// timeout bounds the wait as for every observer).
 pub(in crate::plugin::contract) fn observer_signal(plugin: &ComponentPlugin) -> CallSignal {
+    /// One token nobody cancels, shared (a clone is a reference count, not
+    /// an allocation per observer call).
+    static NEVER: std::sync::LazyLock<tokio_util::sync::CancellationToken> =
+        std::sync::LazyLock::new(tokio_util::sync::CancellationToken::new);
     CallSignal::new(
-        tokio_util::sync::CancellationToken::new(),
+        NEVER.clone(),
         Some(Instant::now() + plugin.context.budgets.policy_timeout),
     )
 }
