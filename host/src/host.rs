@@ -66,6 +66,7 @@ pub struct ToolgateBuilder {
     audit_by_default: bool,
     without_audit: bool,
     approval_queue: bool,
+    default_approver: Option<Arc<dyn Approver>>,
     state_store: Option<Arc<dyn crate::store::KvBackend>>,
 }
 
@@ -92,6 +93,7 @@ impl Default for ToolgateBuilder {
             audit_by_default: false,
             without_audit: false,
             approval_queue: false,
+            default_approver: None,
             state_store: None,
         }
     }
@@ -195,9 +197,20 @@ impl ToolgateBuilder {
         self
     }
 
-    /// Who answers `ask` (default: nobody, so `ask` denies).
+    /// Who answers `ask` (the operator's explicit choice, `--approve`: it
+    /// wins over `[approval] mode = "allow"|"deny"`). Default: what
+    /// `[approval] mode` says, else [`default_approver`](Self::default_approver),
+    /// else nobody, so `ask` denies.
     pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
         self.approver = Some(approver);
+        self
+    }
+
+    /// Who answers `ask` when neither [`approver`](Self::approver) nor
+    /// `[approval] mode` (`"allow"`, `"deny"`, `"queue"`) names anyone (the
+    /// terminal of an interactive `toolgate run`).
+    pub fn default_approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.default_approver = Some(approver);
         self
     }
 
@@ -478,7 +491,20 @@ impl ToolgateBuilder {
         };
         let approver = match &approvals {
             Some(q) => Some(Arc::new(q.clone()) as Arc<dyn Approver>),
-            None => self.approver,
+            // The operator's explicit choice, else the configuration's,
+            // else the default.
+            None => self.approver.or_else(|| {
+                use crate::approval::ApprovalMode;
+                match self.config.approval.mode {
+                    Some(ApprovalMode::Allow) => {
+                        Some(Arc::new(crate::approval::AllowAll) as Arc<dyn Approver>)
+                    }
+                    Some(ApprovalMode::Deny) => Some(Arc::new(crate::approval::DenyAll)),
+                    Some(ApprovalMode::Queue | ApprovalMode::Client) | None => {
+                        self.default_approver.take()
+                    }
+                }
+            }),
         };
         let kv = stores.kv;
         let mut runtime_options = self.runtime;

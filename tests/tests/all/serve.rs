@@ -301,7 +301,8 @@ fn python_sdk_over_stdio() {
             "--stdio".to_string(),
             toolgate_bin().display().to_string(),
         ];
-        target.extend(s.args(&["--approve", "deny"]));
+        // The client answers the hooks' `ask` (elicitation).
+        target.extend(s.args(&["--approve", "client"]));
         let report = run_client(&python, &target, mode, &marker);
         check_report(&report, mode);
         assert_no_orphans(&format!("sleep {marker}"));
@@ -330,7 +331,7 @@ impl HttpServer {
         let mut args = vec!["--http", "127.0.0.1:0"];
         args.extend_from_slice(extra);
         if !args.contains(&"--approve") {
-            args.extend(["--approve", "deny"]);
+            args.extend(["--approve", "client"]);
         }
         let mut child = s
             .command(&args)
@@ -691,13 +692,20 @@ struct Raw {
 }
 
 impl Raw {
+    /// A server with `extra`; `--approve client` unless it says otherwise
+    /// (a client that declared elicitation is asked, others are denied).
     fn start(s: &Setup, extra: &[&str]) -> Raw {
         let mut args = extra.to_vec();
         if !args.contains(&"--approve") {
-            args.extend(["--approve", "deny"]);
+            args.extend(["--approve", "client"]);
         }
+        Self::start_as_is(s, &args)
+    }
+
+    /// A server with exactly `args` after `serve`.
+    fn start_as_is(s: &Setup, args: &[&str]) -> Raw {
         let mut child = s
-            .command(&args)
+            .command(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -1360,37 +1368,90 @@ fn http_one_client_cannot_take_every_session_and_unused_ones_expire() {
     assert!(open_session(&server).is_some());
 }
 
-/// `--no-elicitation`: a client that can answer elicitations is not asked;
-/// the host's approver (`--approve deny`) answers the hook's `ask`. The
-/// twin without the flag sends the client an `elicitation/create`.
-#[test]
-fn no_elicitation_leaves_approval_to_the_host() {
+/// What a client that declared elicitation meets when a hook asks about
+/// its call.
+enum Asked {
+    /// An `elicitation/create` about the call.
+    Elicits,
+    /// The call denied by this approver.
+    DeniedBy(&'static str),
+    /// The call run (its answer first, no elicitation before it).
+    Runs,
+}
+
+/// A stdio server with exactly `args`, a client that declared elicitation,
+/// and a `bash` call (which every hook of `setup` asks about): the first
+/// frame about the call — its answer, or a question about it — checked.
+fn ask_about_bash(s: &Setup, args: &[&str], expect: &Asked) {
     const INIT_ELICIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}},"clientInfo":{"name":"raw","version":"1"}}}"#;
-    let s = setup();
-    for no_elicitation in [false, true] {
-        let mut extra = vec!["--approve", "deny"];
-        if no_elicitation {
-            extra.push("--no-elicitation");
+    let mut raw = Raw::start_as_is(s, args);
+    raw.send(INIT_ELICIT);
+    raw.answer(1);
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    raw.send(&call(2, "bash", json!({"command": "echo ran-by-bash"})));
+    let first = loop {
+        let v = raw.read();
+        if v["id"] == 2 || v["method"] == "elicitation/create" {
+            break v;
         }
-        let mut raw = Raw::start(&s, &extra);
-        raw.send(INIT_ELICIT);
-        raw.answer(1);
-        raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-        raw.send(&call(2, "echo", json!({"text": "hi"})));
-        let first = loop {
-            let v = raw.read();
-            if v["id"] == 2 || v["method"] == "elicitation/create" {
-                break v;
-            }
-        };
-        if no_elicitation {
+    };
+    match expect {
+        Asked::Elicits => {
+            assert_eq!(first["method"], "elicitation/create", "{args:?}: {first}")
+        }
+        Asked::DeniedBy(by) => {
             let error = &first["result"]["_meta"]["toolgate/error"];
-            assert_eq!(error["code"], "DENIED", "{first}");
-            assert_eq!(error["decidedBy"], "deny-all", "{first}");
-        } else {
-            assert_eq!(first["method"], "elicitation/create", "{first}");
+            assert_eq!(error["code"], "DENIED", "{args:?}: {first}");
+            assert_eq!(error["decidedBy"], *by, "{args:?}: {first}");
+        }
+        Asked::Runs => {
+            assert_eq!(first["id"], 2, "no elicitation, {args:?}: {first}");
+            assert_eq!(first["result"]["isError"], false, "{args:?}: {first}");
+            assert!(first.to_string().contains("ran-by-bash"), "{first}");
         }
     }
+}
+
+/// `--no-elicitation`: a client that can answer elicitations is not asked;
+/// the host's approver (default deny) answers the hook's `ask`. The twin
+/// without the flag (and without `--approve`: the default) sends the client
+/// an `elicitation/create`.
+#[test]
+fn no_elicitation_leaves_approval_to_the_host() {
+    let s = setup();
+    std::thread::scope(|t| {
+        t.spawn(|| ask_about_bash(&s, &[], &Asked::Elicits));
+        t.spawn(|| ask_about_bash(&s, &["--no-elicitation"], &Asked::DeniedBy("deny-all")));
+    });
+}
+
+/// The operator's explicit `--approve` wins over a client that declared
+/// elicitation (issue 44: Claude Code and Codex, headless, decline every
+/// elicitation, so `bash` was refused although the operator said allow):
+/// `--approve allow` runs `bash` with no elicitation request, and so does
+/// `[approval] mode = "allow"`; `--approve client` asks the client (and
+/// wins over the configuration).
+#[test]
+fn the_operators_explicit_approve_wins_over_elicitation() {
+    let s = setup();
+    let configured = setup();
+    let config = std::fs::read_to_string(&configured.config).unwrap();
+    std::fs::write(
+        &configured.config,
+        format!("{config}[approval]\nmode = \"allow\"\n"),
+    )
+    .unwrap();
+    std::thread::scope(|t| {
+        t.spawn(|| ask_about_bash(&s, &["--approve", "allow"], &Asked::Runs));
+        t.spawn(|| ask_about_bash(&configured, &["--no-watch"], &Asked::Runs));
+        t.spawn(|| {
+            ask_about_bash(
+                &configured,
+                &["--no-watch", "--approve", "client"],
+                &Asked::Elicits,
+            )
+        });
+    });
 }
 
 /// A server started the way a new user's first one is: a fresh, empty
