@@ -18,7 +18,9 @@
 //!   `toolgate/error` the closed-set code, stage, decider and details — the
 //!   same error object `toolgate run` prints.
 //! * progress: a request that carries a progress token gets
-//!   `notifications/progress` when the call starts and when it ends.
+//!   `notifications/progress` when the call starts; none when it ends,
+//!   since the result follows at once (a final progress just before it made
+//!   Claude Code log "unknown token" and drop the connection).
 //! * logging: nothing is sent to the client until it asks for a level
 //!   (`logging/setLevel` in a session, `_meta` `io.modelcontextprotocol/logLevel`
 //!   on a stateless request); then each call's end (info; a refusal is a
@@ -698,7 +700,7 @@ impl ServerHandler for ToolgateServer {
         } else {
             run.await
         };
-        progress(peer, &token, 1.0, "finished").await;
+        // No final progress: the result is the end (see the module docs).
         let record = match outcome {
             Ok(record) => record,
             Err(e @ ArrivalsError::Busy { .. }) => {
