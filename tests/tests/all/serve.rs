@@ -1991,6 +1991,58 @@ fn http_answers_bad_input_with_exact_json_rpc_errors() {
 /// Issue 27, item 6: an `Origin` on this machine (localhost, 127.0.0.1,
 /// [::1], any port, http or https) is accepted, as the spec requires of a
 /// local server; other origins and hosts are still refused.
+/// SSE priming events (an id, a `retry:`, empty data: 2025-11-25) go only
+/// to the revisions that define them (issue 44): a 2025-06-18 client
+/// (Gemini CLI's SDK) parses every event's data as JSON and drops the
+/// connection at an empty one. Every `data:` line a 2025-06-18 session
+/// gets is a JSON-RPC message; a 2025-11-25 session is primed.
+#[test]
+fn http_priming_events_only_for_the_revisions_that_define_them() {
+    let s = setup();
+    let server = HttpServer::start(&s, &["--approve", "allow"]);
+    let addr = server.addr();
+    let auth = server.auth();
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    for version in ["2025-06-18", "2025-11-25"] {
+        let mut bodies = Vec::new();
+        let init = INIT.replace("2025-06-18", version);
+        let (status, head, body) = exchange(&addr, &request("POST", &auth, &init));
+        assert_eq!(status, 200, "{head}");
+        let session = header(&head, "mcp-session-id").unwrap().to_string();
+        bodies.push(body);
+        let with =
+            format!("{auth}Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: {version}\r\n");
+        let (status, _, _) = exchange(&addr, &request("POST", &with, initialized));
+        assert_eq!(status, 202);
+        let echo = call(2, "echo", json!({"text": "primed?"}));
+        let (status, head, body) = exchange(&addr, &request("POST", &with, &echo));
+        assert_eq!(status, 200, "{head}");
+        assert!(
+            header(&head, "content-type").is_some_and(|t| t.starts_with("text/event-stream")),
+            "{head}"
+        );
+        assert!(body.contains("primed?"), "{body}");
+        bodies.push(body);
+        let data: Vec<&str> = bodies
+            .iter()
+            .flat_map(|b| b.lines())
+            .filter_map(|l| l.strip_prefix("data:"))
+            .collect();
+        if version == "2025-06-18" {
+            for d in &data {
+                serde_json::from_str::<Value>(d.trim()).unwrap_or_else(|e| {
+                    panic!("a {version} client got an event that is not JSON ({e}): {bodies:?}")
+                });
+            }
+        } else {
+            assert!(
+                data.iter().any(|d| d.trim().is_empty()),
+                "a {version} session is primed: {bodies:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn http_accepts_loopback_origins_and_refuses_foreign_ones() {
     let s = setup();
