@@ -172,7 +172,8 @@ pub struct Client {
     /// request); over stdio, none — one process serves one client (the
     /// record's `inst` tells processes apart).
     pub session: Option<String>,
-    /// `clientInfo` of its `initialize`: name and version.
+    /// Its `clientInfo` (the request's `_meta` on the stateless revision,
+    /// else its `initialize`): name and version.
     pub name: Option<String>,
     pub version: Option<String>,
 }

@@ -870,23 +870,27 @@ fn owner(context: &RequestContext<RoleServer>) -> String {
 
 /// The client of a request as the audit record names it: over HTTP its
 /// `Mcp-Session-Id` (none: a stateless request), over stdio none (one
-/// process, one client); and the `clientInfo` of its `initialize`.
+/// process, one client); and its `clientInfo`: the request's `_meta`
+/// (2026-07-28), else its session's `initialize`.
 fn audit_client(context: &RequestContext<RoleServer>) -> toolgate::turn::Client {
     use toolgate::budgets::AUDIT_MAX_CLIENT_FIELD_BYTES;
     let http = context.extensions.get::<http::request::Parts>();
-    let info = context.peer.peer_info();
+    // The request's own `_meta` clientInfo (2026-07-28: a stateless
+    // request says who sends it; the peer there is the SDK's own
+    // stand-in, "rmcp x.y"), else the session's `initialize`.
+    let info = context.client_info();
     toolgate::turn::Client {
         transport: if http.is_some() { "http" } else { "stdio" }.into(),
         session: http
             .and_then(|p| p.headers.get("mcp-session-id"))
             .and_then(|v| v.to_str().ok())
             .map(|s| toolgate::budgets::cut(s.to_string(), AUDIT_MAX_CLIENT_FIELD_BYTES)),
-        name: info.as_ref().map(|i| {
-            toolgate::budgets::cut(i.client_info.name.clone(), AUDIT_MAX_CLIENT_FIELD_BYTES)
-        }),
-        version: info.as_ref().map(|i| {
-            toolgate::budgets::cut(i.client_info.version.clone(), AUDIT_MAX_CLIENT_FIELD_BYTES)
-        }),
+        name: info
+            .as_ref()
+            .map(|i| toolgate::budgets::cut(i.name.clone(), AUDIT_MAX_CLIENT_FIELD_BYTES)),
+        version: info
+            .as_ref()
+            .map(|i| toolgate::budgets::cut(i.version.clone(), AUDIT_MAX_CLIENT_FIELD_BYTES)),
     }
 }
 
