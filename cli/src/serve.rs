@@ -61,6 +61,15 @@ pub struct ServeArgs {
     #[arg(long)]
     no_elicitation: bool,
 
+    /// Accept the arguments this agent harness adds to every tool call
+    /// (`gemini-cli`: `wait_for_previous`), which a tool's schema refuses:
+    /// removed before validation unless the tool declares them, and kept
+    /// in the call's audit record (`client.stripped`). Repeatable; off by
+    /// default.
+    #[arg(long, value_name = "HARNESS",
+          value_parser = clap::builder::PossibleValuesParser::new(toolgate_mcp::harness::names()))]
+    accept_harness_arguments: Vec<String>,
+
     /// Also accept this `Host` header over HTTP (e.g. the name clients use
     /// for a non-loopback bind). Repeatable.
     #[arg(long, value_name = "HOST", requires = "http")]
@@ -319,6 +328,13 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
     let arrivals = Arc::new(Arrivals::new(host.clone(), limits.max_queued_calls));
     let server = ToolgateServer::new(host, arrivals)
         .with_scope(&args.scope)
+        .with_harness_arguments(
+            &args
+                .accept_harness_arguments
+                .iter()
+                .filter_map(|h| toolgate_mcp::harness::find(h))
+                .collect::<Vec<_>>(),
+        )
         // The queue keeps approval in the gateway: the client, which may
         // not be trusted to ask a person, is never asked itself.
         .with_elicitation(!args.no_elicitation && !queued && asks_client);

@@ -176,6 +176,11 @@ pub struct Client {
     /// else its `initialize`): name and version.
     pub name: Option<String>,
     pub version: Option<String>,
+    /// Arguments its harness adds to every call, which the operator
+    /// accepted and which were removed before validation, with their
+    /// values (`serve --accept-harness-arguments`); absent when none.
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    pub stripped: serde_json::Map<String, Value>,
 }
 
 /// Where a call comes from: its turn's agent scope, mode, parent and

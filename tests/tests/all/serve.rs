@@ -854,6 +854,60 @@ fn no_final_progress_before_the_result() {
     );
 }
 
+/// Arguments a harness adds to every call (issue 44: Gemini CLI's
+/// `wait_for_previous`): refused by default, naming the argument (the
+/// tools' schemas say `additionalProperties: false`); with
+/// `--accept-harness-arguments gemini-cli`, stripped before validation, the
+/// call runs, and its audit record keeps what was stripped.
+#[test]
+fn harness_added_arguments_are_stripped_only_when_the_operator_accepts_them() {
+    let s = setup();
+    let arguments = json!({"text": "hi", "wait_for_previous": true});
+    let mut raw = Raw::start(&s, &["--approve", "allow", "--no-watch"]);
+    raw.handshake();
+    raw.send(&call(2, "echo", arguments.clone()));
+    let v = raw.answer(2);
+    let error = &v["result"]["_meta"]["toolgate/error"];
+    assert_eq!(error["code"], "INVALID_ARGS", "{v}");
+    assert!(error.to_string().contains("wait_for_previous"), "{v}");
+    drop(raw.stdin.take());
+    assert!(raw.child.wait().unwrap().success());
+
+    let mut raw = Raw::start(
+        &s,
+        &[
+            "--approve",
+            "allow",
+            "--no-watch",
+            "--accept-harness-arguments",
+            "gemini-cli",
+        ],
+    );
+    raw.handshake();
+    raw.send(&call(2, "echo", arguments));
+    let v = raw.answer(2);
+    assert_eq!(v["result"]["isError"], false, "{v}");
+    assert_eq!(v["result"]["structuredContent"], json!({"text": "hi"}));
+    // The client leaves: the server exits, its record closed.
+    drop(raw.stdin.take());
+    assert!(raw.child.wait().unwrap().success());
+    let record = std::fs::read_to_string(s.state_dir().join("toolgate/audit.jsonl")).unwrap();
+    let calls: Vec<Value> = record
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| r["kind"] == "call" && r["tool"] == "echo")
+        .collect();
+    assert_eq!(calls.len(), 2, "{record}");
+    assert!(calls[0]["client"].get("stripped").is_none(), "{}", calls[0]);
+    assert_eq!(calls[1]["arguments"], json!({"text": "hi"}), "{}", calls[1]);
+    assert_eq!(
+        calls[1]["client"]["stripped"],
+        json!({"wait_for_previous": true}),
+        "{}",
+        calls[1]
+    );
+}
+
 #[test]
 fn stdio_bounds_a_flood_and_a_client_that_never_reads() {
     let s = setup();
