@@ -323,6 +323,15 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
         session_unused_idle: std::time::Duration::from_millis(args.unused_session_idle_ms.max(1)),
         ..Limits::default()
     };
+    if args.http.is_none() && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        // A person started it by hand: say what is served, and where (over
+        // HTTP the address lines say it).
+        eprintln!(
+            "toolgate: serving {} tools over MCP on stdin/stdout (an MCP client starts \
+             `toolgate serve` itself: see docs/operators.md#adding-toolgate-to-an-mcp-client)",
+            host.generation_for(&args.scope).model_tools().len()
+        );
+    }
     // Closed (its shutdown checkpoint signed) when serving ends.
     let audit = host.audit().cloned();
     let arrivals = Arc::new(Arrivals::new(host.clone(), limits.max_queued_calls));

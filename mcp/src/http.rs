@@ -129,7 +129,8 @@ pub enum HttpError {
          drop --no-auth (a token is then required; --token-file FILE names it), or bind 127.0.0.1"
     )]
     Unauthenticated { addr: SocketAddr },
-    #[error("cannot listen on {addr}: {source}")]
+    // The cause is the source, said once: `toolgate: {e:#}` prints the chain.
+    #[error("cannot listen on {addr}")]
     Bind {
         addr: SocketAddr,
         #[source]

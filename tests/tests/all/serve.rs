@@ -2097,6 +2097,24 @@ fn http_priming_events_only_for_the_revisions_that_define_them() {
     }
 }
 
+/// A port already taken: `serve --http` exits with an error that says the
+/// cause once (issue 44: "Address already in use" was printed twice).
+#[test]
+fn http_an_address_in_use_is_said_once() {
+    let s = setup();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = s
+        .command(&["--http", &addr, "--approve", "deny", "--no-watch"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
+    assert_eq!(err.matches("in use").count(), 1, "{err}");
+}
+
 #[test]
 fn http_accepts_loopback_origins_and_refuses_foreign_ones() {
     let s = setup();
