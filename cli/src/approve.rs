@@ -9,19 +9,24 @@ use super::ApproveMode;
 use toolgate::pipeline::approval::{AllowAll, DenyAll};
 use toolgate::pipeline::{ApprovalAnswer, ApprovalRequest, Approver};
 
-/// The approver `--approve` (or the terminal) asks for. `None`: no approval
-/// service, so `ask` denies — or, for `queue`, the host's own approval
-/// queue (`ToolgateBuilder::approval_queue`).
+/// The approver the operator chose with `--approve`: it wins over
+/// `[approval] mode`. `None`: no explicit choice (`queue` is the host's own
+/// approval queue, `ToolgateBuilder::approval_queue`; `client` asks the
+/// MCP client of `serve`).
 pub fn approver(mode: Option<ApproveMode>) -> Option<Arc<dyn Approver>> {
-    let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     match mode {
-        Some(ApproveMode::Queue) => None,
         Some(ApproveMode::Allow) => Some(Arc::new(AllowAll)),
         Some(ApproveMode::Deny) => Some(Arc::new(DenyAll)),
         Some(ApproveMode::Prompt) => Some(Arc::new(TerminalApprover)),
-        None if interactive => Some(Arc::new(TerminalApprover)),
-        None => None,
+        Some(ApproveMode::Queue | ApproveMode::Client) | None => None,
     }
+}
+
+/// Who answers when neither `--approve` nor `[approval] mode` says: the
+/// terminal when there is one, else nobody (`ask` denies).
+pub fn default_approver() -> Option<Arc<dyn Approver>> {
+    let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    interactive.then(|| Arc::new(TerminalApprover) as Arc<dyn Approver>)
 }
 
 /// Asks on the terminal: shows the tool, its arguments and the question.

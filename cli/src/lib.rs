@@ -71,10 +71,12 @@ pub struct GlobalArgs {
     #[arg(long, value_name = "FILE", global = true)]
     config: Option<PathBuf>,
 
-    /// Who answers a hook's `ask`: prompt on the terminal (default when stdin
-    /// is a terminal), or always allow/deny (default deny when not
-    /// interactive). `serve`: allow or deny (default deny), for clients that
-    /// cannot answer an elicitation themselves. `queue`: the host's durable
+    /// Who answers a hook's `ask` (wins over `[approval] mode`): prompt on
+    /// the terminal (default when stdin is a terminal), or always allow/deny
+    /// (default deny when not interactive). `serve`: `client` (the default)
+    /// asks an MCP client that declared elicitation and denies for one that
+    /// did not; `allow` or `deny` answer every `ask` and the client is never
+    /// asked (a headless agent declines every elicitation). `queue`: the host's durable
     /// approval queue (as `[approval] mode = "queue"`; the client is never
     /// asked), where calls wait, at most `[approval] timeout_ms`, for a
     /// decision: in the browser at `serve --http`'s /console, with
@@ -109,10 +111,17 @@ pub struct GlobalArgs {
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ApproveMode {
+    /// Ask on the terminal (not with `serve`).
     Prompt,
+    /// Approve every `ask`; `serve` never asks its client.
     Allow,
+    /// Refuse every `ask`; `serve` never asks its client.
     Deny,
+    /// The host's durable approval queue; `serve` never asks its client.
     Queue,
+    /// `serve` only (its default): ask the MCP client when it declared
+    /// elicitation, else deny.
+    Client,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -361,6 +370,22 @@ impl GlobalArgs {
 
     /// A builder with everything the global options say.
     fn builder(&self) -> anyhow::Result<ToolgateBuilder> {
+        if self.approve == Some(ApproveMode::Client) {
+            anyhow::bail!(
+                "--approve client is for `serve` (it asks the MCP client); \
+                 use --approve prompt, allow, deny or queue"
+            );
+        }
+        let b = self.host_builder()?;
+        Ok(match approve::default_approver() {
+            Some(approver) => b.default_approver(approver),
+            None => b,
+        })
+    }
+
+    /// [`builder`](Self::builder) without the terminal as the default
+    /// approver (`serve`: stdin is the protocol).
+    fn host_builder(&self) -> anyhow::Result<ToolgateBuilder> {
         // `./toolgate.toml` is what a start without `--config` obeys, so it
         // is authority even when absent (or when this start reads another),
         // and secret (a configuration holds MCP servers' credentials).

@@ -12,8 +12,8 @@ use rmcp::service::serve_server_with_ct;
 use tokio_util::sync::CancellationToken;
 
 use super::{ApproveMode, GlobalArgs};
-use toolgate::pipeline::Approver;
-use toolgate::pipeline::approval::{AllowAll, DenyAll};
+use toolgate::approval::ApprovalMode;
+use toolgate::pipeline::approval::DenyAll;
 use toolgate::scheduler::Arrivals;
 use toolgate_mcp::console::Console;
 use toolgate_mcp::health::Stop;
@@ -60,6 +60,15 @@ pub struct ServeArgs {
     /// approve its own calls.
     #[arg(long)]
     no_elicitation: bool,
+
+    /// Accept the arguments this agent harness adds to every tool call
+    /// (`gemini-cli`: `wait_for_previous`), which a tool's schema refuses:
+    /// removed before validation unless the tool declares them, and kept
+    /// in the call's audit record (`client.stripped`). Repeatable; off by
+    /// default.
+    #[arg(long, value_name = "HARNESS",
+          value_parser = clap::builder::PossibleValuesParser::new(toolgate_mcp::harness::names()))]
+    accept_harness_arguments: Vec<String>,
 
     /// Also accept this `Host` header over HTTP (e.g. the name clients use
     /// for a non-loopback bind). Repeatable.
@@ -181,6 +190,20 @@ pub(super) async fn stop_signal() -> &'static str {
     }
 }
 
+/// Whether a client that declared elicitation is asked: only when the
+/// operator chose `client` (`--approve`, which wins, else `[approval]
+/// mode`), or chose nothing. An explicit `allow` or `deny` wins over the
+/// client (Claude Code and Codex, headless, decline every elicitation).
+fn ask_client(flag: Option<ApproveMode>, config: Option<ApprovalMode>) -> bool {
+    match flag {
+        Some(ApproveMode::Client) => true,
+        Some(ApproveMode::Allow | ApproveMode::Deny | ApproveMode::Prompt) => false,
+        // `queue`: the queue answers (the client is never asked either way).
+        Some(ApproveMode::Queue) => false,
+        None => matches!(config, None | Some(ApprovalMode::Client)),
+    }
+}
+
 fn parse_addr(text: &str) -> Result<SocketAddr, String> {
     if let Ok(port) = text.parse::<u16>() {
         return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
@@ -191,18 +214,16 @@ fn parse_addr(text: &str) -> Result<SocketAddr, String> {
 
 pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCode> {
     // stdin carries the protocol (stdio) and nobody watches a terminal
-    // (HTTP): a hook's `ask` goes to the client when it can answer
-    // elicitations, else to --approve allow|deny (default deny).
-    let fallback: Arc<dyn Approver> = match global.approve {
-        Some(ApproveMode::Allow) => Arc::new(AllowAll),
-        // `queue`: the host's queue answers every `ask` (this one is
-        // never asked).
-        Some(ApproveMode::Deny | ApproveMode::Queue) | None => Arc::new(DenyAll),
-        Some(ApproveMode::Prompt) => bail!(
+    // (HTTP). The operator's explicit choice wins (`--approve`, else
+    // `[approval] mode`): `allow`/`deny` answer every `ask` and the client
+    // is never asked; `client`, or no choice, asks a client that declared
+    // elicitation, and denies for one that did not.
+    if global.approve == Some(ApproveMode::Prompt) {
+        bail!(
             "--approve prompt cannot be used with `serve`: stdin carries the protocol; \
-             use --approve allow|deny (a client that supports elicitation is asked itself)"
-        ),
-    };
+             use --approve client|allow|deny|queue"
+        );
+    }
     // Before anything starts: a bad token file stops here.
     let token = match (args.http, args.no_auth) {
         (None, _) | (Some(_), true) => None,
@@ -216,9 +237,10 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
         }
     };
     let mut builder = global
-        .builder()?
+        .host_builder()?
         .audit_by_default(true)
-        .approver(fallback)
+        // Nobody set: a client that cannot be asked is denied.
+        .default_approver(Arc::new(DenyAll))
         // Plugin files that must compile load after the built-ins serve:
         // `initialize` is answered at once (see `lifecycle`, "Start").
         .background_loading(true)
@@ -227,6 +249,11 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
             debounce: std::time::Duration::from_millis(args.watch_debounce_ms),
             ..Default::default()
         });
+    if global.approve == Some(ApproveMode::Client) {
+        // Chosen explicitly: a client that cannot be asked is denied,
+        // whatever `[approval] mode` says.
+        builder = builder.approver(Arc::new(DenyAll));
+    }
     if let Some((_, path, _)) = &token {
         // Whoever reads it can call every tool: nothing the host runs may.
         builder = builder.secret_path(path, "the HTTP bearer token of `serve`");
@@ -242,6 +269,7 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
     }
     let host = builder.build().await?;
     let queued = host.approvals().is_some();
+    let asks_client = ask_client(global.approve, host.config().await.approval.mode);
     let console = match (host.approvals(), args.console.or(args.http)) {
         (Some(queue), Some(addr)) => {
             if !addr.ip().is_loopback() && !args.console_insecure {
@@ -307,16 +335,36 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
         session_unused_idle: std::time::Duration::from_millis(args.unused_session_idle_ms.max(1)),
         ..Limits::default()
     };
+    if args.http.is_none() && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        // A person started it by hand: say what is served, and where (over
+        // HTTP the address lines say it).
+        eprintln!(
+            "toolgate: serving {} tools over MCP on stdin/stdout (an MCP client starts \
+             `toolgate serve` itself: see docs/operators.md#adding-toolgate-to-an-mcp-client)",
+            host.generation_for(&args.scope).model_tools().len()
+        );
+    }
     // Closed (its shutdown checkpoint signed) when serving ends.
     let audit = host.audit().cloned();
     let arrivals = Arc::new(Arrivals::new(host.clone(), limits.max_queued_calls));
     let server = ToolgateServer::new(host, arrivals)
         .with_scope(&args.scope)
+        .with_harness_arguments(
+            &args
+                .accept_harness_arguments
+                .iter()
+                .filter_map(|h| toolgate_mcp::harness::find(h))
+                .collect::<Vec<_>>(),
+        )
         // The queue keeps approval in the gateway: the client, which may
         // not be trusted to ask a person, is never asked itself.
-        .with_elicitation(!args.no_elicitation && !queued);
+        .with_elicitation(!args.no_elicitation && !queued && asks_client);
     if args.no_elicitation {
         tracing::info!("--no-elicitation: every `ask` is answered by --approve, never the client");
+    } else if !asks_client && !queued {
+        tracing::info!(
+            "--approve (or [approval] mode) allow|deny answers every `ask`, never the client"
+        );
     }
     let stop = Stop::default();
     {

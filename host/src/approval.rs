@@ -149,7 +149,9 @@ impl Approver for DenyAll {
         "deny-all"
     }
     async fn approve(&self, _request: &ApprovalRequest) -> ApprovalAnswer {
-        ApprovalAnswer::Deny("approvals are set to deny (--approve deny)".into())
+        ApprovalAnswer::Deny(
+            "approvals are set to deny (--approve deny, or [approval] mode = \"deny\")".into(),
+        )
     }
 }
 

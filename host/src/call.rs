@@ -172,9 +172,15 @@ pub struct Client {
     /// request); over stdio, none — one process serves one client (the
     /// record's `inst` tells processes apart).
     pub session: Option<String>,
-    /// `clientInfo` of its `initialize`: name and version.
+    /// Its `clientInfo` (the request's `_meta` on the stateless revision,
+    /// else its `initialize`): name and version.
     pub name: Option<String>,
     pub version: Option<String>,
+    /// Arguments its harness adds to every call, which the operator
+    /// accepted and which were removed before validation, with their
+    /// values (`serve --accept-harness-arguments`); absent when none.
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    pub stripped: serde_json::Map<String, Value>,
 }
 
 /// Where a call comes from: its turn's agent scope, mode, parent and

@@ -69,6 +69,7 @@ pub struct ToolgateBuilder {
     audit_by_default: bool,
     without_audit: bool,
     approval_queue: bool,
+    default_approver: Option<Arc<dyn Approver>>,
     state_store: Option<Arc<dyn crate::store::KvBackend>>,
 }
 
@@ -95,6 +96,7 @@ impl Default for ToolgateBuilder {
             audit_by_default: false,
             without_audit: false,
             approval_queue: false,
+            default_approver: None,
             state_store: None,
         }
     }
@@ -198,9 +200,20 @@ impl ToolgateBuilder {
         self
     }
 
-    /// Who answers `ask` (default: nobody, so `ask` denies).
+    /// Who answers `ask` (the operator's explicit choice, `--approve`: it
+    /// wins over `[approval] mode = "allow"|"deny"`). Default: what
+    /// `[approval] mode` says, else [`default_approver`](Self::default_approver),
+    /// else nobody, so `ask` denies.
     pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
         self.approver = Some(approver);
+        self
+    }
+
+    /// Who answers `ask` when neither [`approver`](Self::approver) nor
+    /// `[approval] mode` (`"allow"`, `"deny"`, `"queue"`) names anyone (the
+    /// terminal of an interactive `toolgate run`).
+    pub fn default_approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.default_approver = Some(approver);
         self
     }
 
@@ -443,9 +456,22 @@ impl ToolgateBuilder {
             workdir: &workdir,
             asked: &asked,
         };
+        // Who answers `ask`: the operator's explicit choice, else the
+        // configuration's, else the default (the approval queue, when one
+        // is kept, takes its place: see `start::approval`).
+        let approver = self.approver.take().or_else(|| {
+            use crate::approval::{AllowAll, ApprovalMode, DenyAll};
+            match self.config.approval.mode {
+                Some(ApprovalMode::Allow) => Some(Arc::new(AllowAll) as Arc<dyn Approver>),
+                Some(ApprovalMode::Deny) => Some(Arc::new(DenyAll)),
+                Some(ApprovalMode::Queue | ApprovalMode::Client) | None => {
+                    self.default_approver.take()
+                }
+            }
+        });
         let mut wiring = Wiring {
             kv: self.state_store.take(),
-            approver: self.approver.take(),
+            approver,
             ..Wiring::default()
         };
         for feature in FEATURES {

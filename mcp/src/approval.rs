@@ -5,7 +5,10 @@
 //! them: elicitation. So when the client declared the elicitation
 //! capability, its calls get an approver of their own (the turn's
 //! [`TurnOptions::approver`](toolgate::TurnOptions)) that asks it; otherwise the
-//! operator's `--approve allow|deny` decides (default deny).
+//! host's approver decides (default deny). That is `serve --approve
+//! client`, and what happens when the operator chose nothing: an explicit
+//! `--approve allow|deny|queue` (or `[approval] mode`) wins, and the client
+//! is never asked (`toolgate serve` turns elicitation off).
 //!
 //! The client that answers is the approver: nothing tells a person's
 //! answer from the client's own. Where the client is not trusted to

@@ -19,6 +19,12 @@
 //!   initialized (or, on the stateless revision, which `_meta` fields the
 //!   request lacks). [`rewrite_json`] applies it to a JSON-RPC message in
 //!   bytes (an HTTP JSON body, an SSE event's data).
+//! * [`primes`], [`without_priming`] — the SDK opens every SSE stream with
+//!   a *priming* event (an event id, a `retry:` and empty data: SEP-1699,
+//!   protocol 2025-11-25); a client of an older revision reads every
+//!   event's data as a JSON-RPC message, and an empty one ends its
+//!   connection (Gemini CLI's SDK, 2025-06-18). Such events go only to
+//!   requests of 2025-11-25 or later.
 //! * [`invalid_params`] — a request for a method the SDK knows whose params
 //!   do not deserialize (the SDK then treats it as an unknown, custom
 //!   method) is `-32602` with the decoding error, which names what is
@@ -116,6 +122,71 @@ pub fn rewrite_sse(chunk: Bytes) -> Bytes {
         }
     }
     if changed { Bytes::from(out) } else { chunk }
+}
+
+/// The first revision that defines SSE priming events (SEP-1699).
+pub const PRIMING_SINCE: &str = "2025-11-25";
+
+/// Whether the answer to a request may carry priming events: its protocol
+/// version — `version` (its session's negotiated one, else its
+/// `MCP-Protocol-Version` header), else (a request before it has one:
+/// `initialize`, a stateless request) the body's `params.protocolVersion`
+/// of `initialize` or its `_meta` `io.modelcontextprotocol/protocolVersion`
+/// — is [`PRIMING_SINCE`] or later. Unknown: no (a 2025-03-26 client sends
+/// no header).
+pub fn primes(version: Option<&str>, body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Message {
+        method: Option<String>,
+        params: Option<Params>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Params {
+        #[serde(rename = "protocolVersion")]
+        protocol_version: Option<String>,
+        #[serde(rename = "_meta")]
+        meta: Option<Meta>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        #[serde(rename = "io.modelcontextprotocol/protocolVersion")]
+        protocol_version: Option<String>,
+    }
+    let version = match version {
+        Some(v) => Some(v.to_string()),
+        None if contains(body, b"rotocolVersion") => {
+            serde_json::from_slice::<Message>(body).ok().and_then(|m| {
+                let params = m.params?;
+                match m.method.as_deref() {
+                    Some("initialize") => params.protocol_version,
+                    _ => params.meta?.protocol_version,
+                }
+            })
+        }
+        None => None,
+    };
+    // Revisions are dates: their order is the strings'.
+    version.is_some_and(|v| v.as_str() >= PRIMING_SINCE)
+}
+
+/// An SSE chunk without its events that carry no message (a priming event,
+/// a bare `retry:` hint: each an empty `data:` line), for a client whose
+/// revision predates them (see [`primes`]). The SDK writes each event as
+/// one chunk; a chunk of several is filtered event by event.
+pub fn without_priming(chunk: Bytes) -> Bytes {
+    let empty = |event: &str| {
+        let mut data = event.lines().filter_map(|l| l.strip_prefix("data:"));
+        let first = data.next();
+        first.is_some_and(|d| d.trim().is_empty()) && data.all(|d| d.trim().is_empty())
+    };
+    let Ok(text) = std::str::from_utf8(&chunk) else {
+        return chunk;
+    };
+    if !text.split_inclusive("\n\n").any(empty) {
+        return chunk;
+    }
+    let kept: String = text.split_inclusive("\n\n").filter(|e| !empty(e)).collect();
+    Bytes::from(kept)
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
@@ -265,6 +336,42 @@ pub fn invalid_params(method: &str, params: Option<&Value>) -> Option<ErrorData>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn priming_goes_only_to_revisions_that_define_it() {
+        assert!(!primes(Some("2025-06-18"), b""));
+        assert!(!primes(Some("2025-03-26"), b""));
+        assert!(primes(Some("2025-11-25"), b""));
+        assert!(primes(Some("2026-07-28"), b""));
+        let init = |v: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"{v}","capabilities":{{}},"clientInfo":{{"name":"c","version":"1"}}}}}}"#
+            )
+        };
+        assert!(!primes(None, init("2025-06-18").as_bytes()));
+        assert!(primes(None, init("2025-11-25").as_bytes()));
+        let stateless = br#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        assert!(primes(None, stateless));
+        assert!(!primes(
+            None,
+            br#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#
+        ));
+    }
+
+    #[test]
+    fn without_priming_drops_the_events_without_a_message() {
+        let priming = Bytes::from_static(b"data: \nid: 0\nretry: 3000\n\n");
+        assert!(without_priming(priming).is_empty());
+        let retry = Bytes::from_static(b"data: \nretry: 3000\n\n");
+        assert!(without_priming(retry).is_empty());
+        let message =
+            Bytes::from_static(b"data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\nid: 1\n\n");
+        assert_eq!(without_priming(message.clone()), message);
+        let both = [&b"data: \nid: 0\nretry: 3000\n\n"[..], &message[..]].concat();
+        assert_eq!(without_priming(Bytes::from(both)), message);
+        let keep_alive = Bytes::from_static(b":\n\n");
+        assert_eq!(without_priming(keep_alive.clone()), keep_alive);
+    }
 
     #[test]
     fn method_not_found_names_the_method_once() {

@@ -26,8 +26,9 @@
 //! * **The letter of the protocol** ([`super::exact`]): bad JSON and bad
 //!   JSON-RPC get 400 with a JSON-RPC error (`-32700`, `-32600`), a batch
 //!   is split in a 2025-03-26 session and refused elsewhere, `DELETE` of an
-//!   unknown session is 404 and of a live one 204, and the SDK's error
-//!   messages are said exactly.
+//!   unknown session is 404 and of a live one 204, the SDK's error
+//!   messages are said exactly, and SSE priming events (empty data) go
+//!   only to requests of a revision that defines them (2025-11-25 on).
 //! * **Bounds**: connections at once ([`Limits::max_connections`]; more are
 //!   closed on accept), sessions at once ([`Limits::max_sessions`]; a
 //!   request that would open one more gets 503 with `Retry-After`), idle
@@ -128,7 +129,8 @@ pub enum HttpError {
          drop --no-auth (a token is then required; --token-file FILE names it), or bind 127.0.0.1"
     )]
     Unauthenticated { addr: SocketAddr },
-    #[error("cannot listen on {addr}: {source}")]
+    // The cause is the source, said once: `toolgate: {e:#}` prints the chain.
+    #[error("cannot listen on {addr}")]
     Bind {
         addr: SocketAddr,
         #[source]
@@ -769,6 +771,18 @@ impl Route {
                 ),
             );
         }
+        // Priming events only for the revisions that define them (`exact`):
+        // the session's negotiated one, else the request's.
+        let negotiated = session.as_ref().and_then(|id| self.known.negotiated(id));
+        let primes = exact::primes(
+            negotiated.as_deref().or_else(|| {
+                parts
+                    .headers
+                    .get("mcp-protocol-version")
+                    .and_then(|v| v.to_str().ok())
+            }),
+            &body,
+        );
         let request = Request::from_parts(parts, Full::new(body));
         // Host and Origin are checked by the service (403), with the lists
         // configured in `serve`.
@@ -781,7 +795,7 @@ impl Route {
             *response.status_mut() = StatusCode::NO_CONTENT;
             return response;
         }
-        exact_errors(response).await
+        exact_errors(response, primes).await
     }
 
     /// The SDK's DNS-rebinding check (`Host`, `Origin`; configured in
@@ -910,7 +924,7 @@ async fn collect_answers(response: Response<Body>, id: Option<Value>) -> Vec<Val
 /// The SDK's answer with its errors said exactly ([`exact`]): a JSON body
 /// rewritten whole (it is one message, and its length changes), an SSE
 /// stream event by event as it goes.
-async fn exact_errors(response: Response<Body>) -> Response<Body> {
+async fn exact_errors(response: Response<Body>, primes: bool) -> Response<Body> {
     let (mut parts, body) = response.into_parts();
     let content_type = parts
         .headers
@@ -918,8 +932,17 @@ async fn exact_errors(response: Response<Body>) -> Response<Body> {
         .map(|v| v.as_bytes().to_vec())
         .unwrap_or_default();
     let body = if content_type.starts_with(b"text/event-stream") {
-        body.map_frame(|frame| frame.map_data(exact::rewrite_sse))
-            .boxed()
+        body.map_frame(move |frame| {
+            frame.map_data(|chunk| {
+                let chunk = if primes {
+                    chunk
+                } else {
+                    exact::without_priming(chunk)
+                };
+                exact::rewrite_sse(chunk)
+            })
+        })
+        .boxed()
     } else if content_type.starts_with(b"application/json") {
         let Ok(collected) = body.collect().await;
         let bytes = collected.to_bytes();

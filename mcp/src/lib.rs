@@ -35,6 +35,9 @@
 //!   ([`peer`] says who a client is). [`session`] makes an HTTP session's
 //!   end cancel its calls at once, and ends sessions that are never used.
 //!
+//! * [`harness`] — arguments an agent harness adds to every call (Gemini
+//!   CLI's `wait_for_previous`), stripped where the operator accepts them.
+//!
 //! * [`passthrough`] — bridged servers' resources and prompts, for the
 //!   servers the session's scope sees; each resource read is audited.
 //!
@@ -61,6 +64,7 @@ pub mod approval;
 #[cfg(feature = "console")]
 pub mod console;
 pub mod exact;
+pub mod harness;
 pub mod health;
 pub mod http;
 pub mod passthrough;

@@ -18,7 +18,9 @@
 //!   `toolgate/error` the closed-set code, stage, decider and details — the
 //!   same error object `toolgate run` prints.
 //! * progress: a request that carries a progress token gets
-//!   `notifications/progress` when the call starts and when it ends.
+//!   `notifications/progress` when the call starts; none when it ends,
+//!   since the result follows at once (a final progress just before it made
+//!   Claude Code log "unknown token" and drop the connection).
 //! * logging: nothing is sent to the client until it asks for a level
 //!   (`logging/setLevel` in a session, `_meta` `io.modelcontextprotocol/logLevel`
 //!   on a stateless request); then each call's end (info; a refusal is a
@@ -120,6 +122,10 @@ pub struct ToolgateServer {
     /// Whether a client that declared elicitation answers `ask` itself
     /// (`--no-elicitation`: never; the operator's approver answers).
     elicitation: bool,
+    /// The arguments of the harnesses the operator accepts
+    /// (`--accept-harness-arguments`): stripped before validation
+    /// ([`super::harness`]).
+    harness_arguments: Arc<[&'static str]>,
     /// The tasks of calls that met the approval queue (the Tasks
     /// extension), shared by every session and stateless request.
     tasks: Arc<super::tasks::Tasks>,
@@ -145,6 +151,7 @@ impl ToolgateServer {
             scope: Arc::from(""),
             level: Arc::new(AtomicU8::new(NO_LOGS)),
             elicitation: true,
+            harness_arguments: Arc::from([]),
             tasks: super::tasks::Tasks::new(std::time::Duration::from_millis(
                 toolgate::budgets::TASKS_KEEP_MS,
             )),
@@ -176,6 +183,20 @@ impl ToolgateServer {
         self
     }
 
+    /// Accept the arguments these harnesses add to every call
+    /// ([`super::harness`]): removed before validation where the tool does
+    /// not declare them, and recorded as stripped.
+    pub fn with_harness_arguments(mut self, harnesses: &[&super::harness::Harness]) -> Self {
+        let mut names: Vec<&'static str> = harnesses
+            .iter()
+            .flat_map(|h| h.arguments.iter().copied())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        self.harness_arguments = Arc::from(names);
+        self
+    }
+
     /// Serve the tools, and run the calls, of agent scope `scope` (see
     /// [`toolgate::registry::scopes`]).
     pub fn with_scope(mut self, scope: &str) -> Self {
@@ -197,6 +218,7 @@ impl ToolgateServer {
             scope: self.scope.clone(),
             level: Arc::new(AtomicU8::new(NO_LOGS)),
             elicitation: self.elicitation,
+            harness_arguments: self.harness_arguments.clone(),
             tasks: self.tasks.clone(),
             _closed: closed.clone().drop_guard(),
             closed,
@@ -647,10 +669,29 @@ impl ServerHandler for ToolgateServer {
         } else {
             Some(Arc::new(ElicitingApprover::new(context.peer.clone())))
         };
+        let mut arguments = arguments.unwrap_or_default();
+        let stripped = if self.harness_arguments.is_empty() {
+            serde_json::Map::new()
+        } else {
+            let tools = self.mcp_tools();
+            let declared = tools
+                .iter()
+                .find(|t| t.name == name)
+                .and_then(|t| t.input_schema.get("properties"))
+                .and_then(Value::as_object);
+            super::harness::strip(&self.harness_arguments, declared, &mut arguments)
+        };
+        if !stripped.is_empty() {
+            tracing::debug!(
+                tool = %name,
+                stripped = ?stripped.keys().collect::<Vec<_>>(),
+                "harness-added arguments stripped before validation"
+            );
+        }
         let call = ToolCall {
             id: context.id.to_string(),
             name: name.into_owned(),
-            arguments: Value::Object(arguments.unwrap_or_default()),
+            arguments: Value::Object(arguments),
         };
         // The request's own token (notifications/cancelled; a stdio client
         // going away), fused with its HTTP session's end, if it has one.
@@ -663,7 +704,10 @@ impl ServerHandler for ToolgateServer {
             agent_scope: self.scope.to_string(),
             cancel,
             approver,
-            client: Some(Arc::new(audit_client(&context))),
+            client: Some(Arc::new(toolgate::turn::Client {
+                stripped,
+                ..audit_client(&context)
+            })),
             ..TurnOptions::default()
         };
         let token = context.meta.get_progress_token();
@@ -698,7 +742,7 @@ impl ServerHandler for ToolgateServer {
         } else {
             run.await
         };
-        progress(peer, &token, 1.0, "finished").await;
+        // No final progress: the result is the end (see the module docs).
         let record = match outcome {
             Ok(record) => record,
             Err(e @ ArrivalsError::Busy { .. }) => {
@@ -868,23 +912,28 @@ fn owner(context: &RequestContext<RoleServer>) -> String {
 
 /// The client of a request as the audit record names it: over HTTP its
 /// `Mcp-Session-Id` (none: a stateless request), over stdio none (one
-/// process, one client); and the `clientInfo` of its `initialize`.
+/// process, one client); and its `clientInfo`: the request's `_meta`
+/// (2026-07-28), else its session's `initialize`.
 fn audit_client(context: &RequestContext<RoleServer>) -> toolgate::turn::Client {
     use toolgate::budgets::AUDIT_MAX_CLIENT_FIELD_BYTES;
     let http = context.extensions.get::<http::request::Parts>();
-    let info = context.peer.peer_info();
+    // The request's own `_meta` clientInfo (2026-07-28: a stateless
+    // request says who sends it; the peer there is the SDK's own
+    // stand-in, "rmcp x.y"), else the session's `initialize`.
+    let info = context.client_info();
     toolgate::turn::Client {
         transport: if http.is_some() { "http" } else { "stdio" }.into(),
         session: http
             .and_then(|p| p.headers.get("mcp-session-id"))
             .and_then(|v| v.to_str().ok())
             .map(|s| toolgate::budgets::cut(s.to_string(), AUDIT_MAX_CLIENT_FIELD_BYTES)),
-        name: info.as_ref().map(|i| {
-            toolgate::budgets::cut(i.client_info.name.clone(), AUDIT_MAX_CLIENT_FIELD_BYTES)
-        }),
-        version: info.as_ref().map(|i| {
-            toolgate::budgets::cut(i.client_info.version.clone(), AUDIT_MAX_CLIENT_FIELD_BYTES)
-        }),
+        name: info
+            .as_ref()
+            .map(|i| toolgate::budgets::cut(i.name.clone(), AUDIT_MAX_CLIENT_FIELD_BYTES)),
+        version: info
+            .as_ref()
+            .map(|i| toolgate::budgets::cut(i.version.clone(), AUDIT_MAX_CLIENT_FIELD_BYTES)),
+        stripped: serde_json::Map::new(),
     }
 }
 

@@ -10,13 +10,18 @@
 //! token in its extensions, and the token fires when the transport sees
 //! the end. [`super::server`] fuses it into each call's cancellation.
 //!
+//! Each session's negotiated protocol version is kept while it lives
+//! ([`Sessions::negotiated`]): what its SSE streams may carry depends on it
+//! (priming events: [`super::exact::primes`]).
+//!
 //! And a session that is opened and never used (no request besides
 //! `initialize` and `ping`) is closed after
 //! [`Limits::session_unused_idle`](super::Limits::session_unused_idle),
 //! not the full idle time: a client cannot park sessions it does not use.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::Stream;
@@ -40,6 +45,8 @@ pub struct SessionGone(pub CancellationToken);
 pub struct Sessions {
     inner: Arc<LocalSessionManager>,
     unused_idle: Duration,
+    /// The protocol version each live session negotiated.
+    negotiated: Arc<Mutex<HashMap<SessionId, Arc<str>>>>,
 }
 
 impl Sessions {
@@ -51,7 +58,18 @@ impl Sessions {
         Sessions {
             inner: Arc::new(inner),
             unused_idle,
+            negotiated: Arc::default(),
         }
+    }
+
+    /// The protocol version session `id` negotiated (its `initialize`
+    /// answer), while it lives on this server.
+    pub fn negotiated(&self, id: &SessionId) -> Option<Arc<str>> {
+        self.negotiated
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned()
     }
 }
 
@@ -131,6 +149,18 @@ impl SessionManager for Sessions {
             watched.gone.clone(),
         );
         let (unused_idle, session) = (self.unused_idle, id.clone());
+        {
+            // Its negotiated version is forgotten when it ends.
+            let (negotiated, gone, session) =
+                (self.negotiated.clone(), gone.clone(), session.clone());
+            tokio::spawn(async move {
+                gone.cancelled().await;
+                negotiated
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&session);
+            });
+        }
         tokio::spawn(async move {
             tokio::select! {
                 _ = gone.cancelled() => {}
@@ -150,7 +180,19 @@ impl SessionManager for Sessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<ServerJsonRpcMessage, Self::Error> {
-        self.inner.initialize_session(id, message).await
+        let response = self.inner.initialize_session(id, message).await?;
+        let version = serde_json::to_value(&response).ok().and_then(|v| {
+            v.pointer("/result/protocolVersion")?
+                .as_str()
+                .map(Arc::<str>::from)
+        });
+        if let Some(version) = version {
+            self.negotiated
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(id.clone(), version);
+        }
+        Ok(response)
     }
 
     async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {

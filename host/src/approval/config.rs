@@ -10,7 +10,11 @@ use crate::config::path::{HostData, Secret};
 #[serde(deny_unknown_fields)]
 #[schema(crate = "toolgate_schema::derive")]
 pub struct ApprovalConfig {
-    /// `"queue"`: the host's approval queue answers (as `--approve queue`).
+    /// Who answers a hook's `ask` (as `--approve`, which wins over it):
+    /// `"queue"` the host's approval queue, `"allow"` or `"deny"` always,
+    /// `"client"` the MCP client of `serve` (elicitation) when it can
+    /// answer, else deny. Unset: as `"client"` under `serve`, else the
+    /// terminal when there is one, else deny.
     pub mode: Option<ApprovalMode>,
     /// How long a queued call waits for a decision, in milliseconds.
     pub timeout_ms: Option<u64>,
@@ -47,6 +51,13 @@ impl ApprovalConfig {
 pub enum ApprovalMode {
     /// The durable approval queue.
     Queue,
+    /// Approve every `ask`; `serve` never asks its client.
+    Allow,
+    /// Refuse every `ask`; `serve` never asks its client.
+    Deny,
+    /// `serve`: ask the MCP client (elicitation) when it declared the
+    /// capability, else deny (what an unset mode does under `serve`).
+    Client,
 }
 
 /// `[console]` in the configuration: the approval console on

@@ -1235,7 +1235,8 @@ async fn a_configuration_change_is_recorded_old_to_new() {
 }
 
 /// `serve` records who made each call: over stdio the client's name and
-/// version; over HTTP also its session id — two sessions, two ids.
+/// version; over HTTP also its session id — two sessions, two ids; a
+/// stateless (2026-07-28) call, the `clientInfo` of its `_meta` (issue 44).
 #[test]
 fn serve_records_the_client_and_session_of_each_call() {
     let dir = TempDir::new("audit-client");
@@ -1304,14 +1305,11 @@ fn serve_records_the_client_and_session_of_each_call() {
         .trim_start_matches("http://")
         .trim_end_matches("/mcp")
         .to_string();
-    let post = |session: Option<&str>, body: &str| -> (String, String) {
+    let post_with = |session: &str, body: &str| -> (String, String) {
         let mut stream = std::net::TcpStream::connect(&addr).unwrap();
         stream
             .set_read_timeout(Some(std::time::Duration::from_secs(20)))
             .unwrap();
-        let session = session
-            .map(|s| format!("Mcp-Session-Id: {s}\r\nMcp-Protocol-Version: 2025-06-18\r\n"))
-            .unwrap_or_default();
         let request = format!(
             "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
              Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
@@ -1323,6 +1321,12 @@ fn serve_records_the_client_and_session_of_each_call() {
         let _ = std::io::Read::read_to_string(&mut stream, &mut reply);
         let (head, rest) = reply.split_once("\r\n\r\n").unwrap_or((&reply, ""));
         (head.to_string(), rest.to_string())
+    };
+    let post = |session: Option<&str>, body: &str| {
+        let session = session
+            .map(|s| format!("Mcp-Session-Id: {s}\r\nMcp-Protocol-Version: 2025-06-18\r\n"))
+            .unwrap_or_default();
+        post_with(&session, body)
     };
     let mut sessions = Vec::new();
     for (i, name) in ["h1", "h2"].iter().enumerate() {
@@ -1346,6 +1350,19 @@ fn serve_records_the_client_and_session_of_each_call() {
         assert!(body.contains(&format!("http{i}")), "{body}");
         sessions.push(session);
     }
+    // A stateless (2026-07-28) call names its client in its `_meta`: that
+    // is the client recorded, not the SDK's stand-in peer (`rmcp x.y`).
+    let call = json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{
+        "name":"echo","arguments":{"text":"http2"},
+        "_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",
+                 "io.modelcontextprotocol/clientCapabilities":{},
+                 "io.modelcontextprotocol/clientInfo":{"name":"h3","version":"7"}}}});
+    let (head, body) = post_with(
+        "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: echo\r\n",
+        &call.to_string(),
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}\n{body}");
+    assert!(body.contains("http2"), "{body}");
     let _ = child.kill();
     let _ = child.wait();
     let all = records_prefix(&file);
@@ -1353,14 +1370,20 @@ fn serve_records_the_client_and_session_of_each_call() {
         .iter()
         .filter(|r| r["kind"] == "call" && r["client"]["transport"] == "http")
         .collect();
-    assert_eq!(http.len(), 2, "{http:?}");
-    for (i, c) in http.iter().enumerate() {
+    assert_eq!(http.len(), 3, "{http:?}");
+    for (i, c) in http.iter().take(2).enumerate() {
         assert_eq!(c["arguments"]["text"], format!("http{i}"));
         assert_eq!(
             c["client"],
             json!({"transport": "http", "session": sessions[i], "name": format!("h{}", i + 1), "version": "9"}),
         );
     }
+    assert_eq!(
+        http[2]["client"],
+        json!({"transport": "http", "session": null, "name": "h3", "version": "7"}),
+        "{}",
+        http[2]
+    );
     assert_ne!(sessions[0], sessions[1]);
 }
 

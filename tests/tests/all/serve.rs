@@ -196,12 +196,13 @@ fn check_report(r: &Value, mode: &str) {
     assert_eq!(r["echo"]["isError"], false, "{}", r["echo"]);
     assert_eq!(r["echo"]["content"][0]["text"], "hi");
     assert_eq!(r["echo"]["structuredContent"], json!({"text": "hi"}));
+    // Progress when the call starts (each attempt: a stateless call asked
+    // about is called again); none at its end, the result being the end.
     let progress = r["progress"].as_array().unwrap();
     assert!(
-        progress.len() >= 2,
-        "progress at start and end: {progress:?}"
+        !progress.is_empty() && progress.iter().all(|p| *p == json!([0.0, 1.0, "started"])),
+        "progress at the start only: {progress:?}"
     );
-    assert_eq!(progress.last().unwrap()[0], 1.0);
 
     // Invalid arguments: INVALID_ARGS with the failing paths.
     let invalid = &r["invalid"];
@@ -301,7 +302,8 @@ fn python_sdk_over_stdio() {
             "--stdio".to_string(),
             toolgate_bin().display().to_string(),
         ];
-        target.extend(s.args(&["--approve", "deny"]));
+        // The client answers the hooks' `ask` (elicitation).
+        target.extend(s.args(&["--approve", "client"]));
         let report = run_client(&python, &target, mode, &marker);
         check_report(&report, mode);
         assert_no_orphans(&format!("sleep {marker}"));
@@ -330,7 +332,7 @@ impl HttpServer {
         let mut args = vec!["--http", "127.0.0.1:0"];
         args.extend_from_slice(extra);
         if !args.contains(&"--approve") {
-            args.extend(["--approve", "deny"]);
+            args.extend(["--approve", "client"]);
         }
         let mut child = s
             .command(&args)
@@ -691,13 +693,20 @@ struct Raw {
 }
 
 impl Raw {
+    /// A server with `extra`; `--approve client` unless it says otherwise
+    /// (a client that declared elicitation is asked, others are denied).
     fn start(s: &Setup, extra: &[&str]) -> Raw {
         let mut args = extra.to_vec();
         if !args.contains(&"--approve") {
-            args.extend(["--approve", "deny"]);
+            args.extend(["--approve", "client"]);
         }
+        Self::start_as_is(s, &args)
+    }
+
+    /// A server with exactly `args` after `serve`.
+    fn start_as_is(s: &Setup, args: &[&str]) -> Raw {
         let mut child = s
-            .command(&args)
+            .command(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -807,6 +816,96 @@ fn stdio_answers_malformed_unknown_and_oversized_frames() {
     assert_eq!(error["decidedBy"], "deny-all");
     raw.send(r#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#);
     assert!(raw.answer(9).get("result").is_some());
+}
+
+/// A call that carries a progress token gets `notifications/progress` when
+/// it starts, and none after that: its result is the end (issue 44: a
+/// final 100% progress just before the result made Claude Code log
+/// "unknown token" and "connection dropped").
+#[test]
+fn no_final_progress_before_the_result() {
+    let s = setup();
+    let mut raw = Raw::start(&s, &["--approve", "allow"]);
+    raw.handshake();
+    let request = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "echo", "arguments": {"text": "hi"}, "_meta": {"progressToken": "p-1"}}});
+    raw.send(&request.to_string());
+    let mut before = Vec::new();
+    let result = loop {
+        let v = raw.read();
+        if v["id"] == 2 {
+            break v;
+        }
+        before.push(v);
+    };
+    assert_eq!(result["result"]["isError"], false, "{result}");
+    let progress: Vec<&Value> = before
+        .iter()
+        .filter(|v| v["method"] == "notifications/progress")
+        .collect();
+    assert_eq!(progress.len(), 1, "{before:?}");
+    assert_eq!(progress[0]["params"]["progressToken"], "p-1");
+    assert_eq!(progress[0]["params"]["progress"], 0.0, "{before:?}");
+    let last = before.last().unwrap();
+    assert!(
+        !(last["method"] == "notifications/progress"
+            && last["params"]["progress"] == last["params"]["total"]),
+        "a 100% progress just before the result: {before:?}"
+    );
+}
+
+/// Arguments a harness adds to every call (issue 44: Gemini CLI's
+/// `wait_for_previous`): refused by default, naming the argument (the
+/// tools' schemas say `additionalProperties: false`); with
+/// `--accept-harness-arguments gemini-cli`, stripped before validation, the
+/// call runs, and its audit record keeps what was stripped.
+#[test]
+fn harness_added_arguments_are_stripped_only_when_the_operator_accepts_them() {
+    let s = setup();
+    let arguments = json!({"text": "hi", "wait_for_previous": true});
+    let mut raw = Raw::start(&s, &["--approve", "allow", "--no-watch"]);
+    raw.handshake();
+    raw.send(&call(2, "echo", arguments.clone()));
+    let v = raw.answer(2);
+    let error = &v["result"]["_meta"]["toolgate/error"];
+    assert_eq!(error["code"], "INVALID_ARGS", "{v}");
+    assert!(error.to_string().contains("wait_for_previous"), "{v}");
+    drop(raw.stdin.take());
+    assert!(raw.child.wait().unwrap().success());
+
+    let mut raw = Raw::start(
+        &s,
+        &[
+            "--approve",
+            "allow",
+            "--no-watch",
+            "--accept-harness-arguments",
+            "gemini-cli",
+        ],
+    );
+    raw.handshake();
+    raw.send(&call(2, "echo", arguments));
+    let v = raw.answer(2);
+    assert_eq!(v["result"]["isError"], false, "{v}");
+    assert_eq!(v["result"]["structuredContent"], json!({"text": "hi"}));
+    // The client leaves: the server exits, its record closed.
+    drop(raw.stdin.take());
+    assert!(raw.child.wait().unwrap().success());
+    let record = std::fs::read_to_string(s.state_dir().join("toolgate/audit.jsonl")).unwrap();
+    let calls: Vec<Value> = record
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| r["kind"] == "call" && r["tool"] == "echo")
+        .collect();
+    assert_eq!(calls.len(), 2, "{record}");
+    assert!(calls[0]["client"].get("stripped").is_none(), "{}", calls[0]);
+    assert_eq!(calls[1]["arguments"], json!({"text": "hi"}), "{}", calls[1]);
+    assert_eq!(
+        calls[1]["client"]["stripped"],
+        json!({"wait_for_previous": true}),
+        "{}",
+        calls[1]
+    );
 }
 
 #[test]
@@ -1360,37 +1459,90 @@ fn http_one_client_cannot_take_every_session_and_unused_ones_expire() {
     assert!(open_session(&server).is_some());
 }
 
-/// `--no-elicitation`: a client that can answer elicitations is not asked;
-/// the host's approver (`--approve deny`) answers the hook's `ask`. The
-/// twin without the flag sends the client an `elicitation/create`.
-#[test]
-fn no_elicitation_leaves_approval_to_the_host() {
+/// What a client that declared elicitation meets when a hook asks about
+/// its call.
+enum Asked {
+    /// An `elicitation/create` about the call.
+    Elicits,
+    /// The call denied by this approver.
+    DeniedBy(&'static str),
+    /// The call run (its answer first, no elicitation before it).
+    Runs,
+}
+
+/// A stdio server with exactly `args`, a client that declared elicitation,
+/// and a `bash` call (which every hook of `setup` asks about): the first
+/// frame about the call — its answer, or a question about it — checked.
+fn ask_about_bash(s: &Setup, args: &[&str], expect: &Asked) {
     const INIT_ELICIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}},"clientInfo":{"name":"raw","version":"1"}}}"#;
-    let s = setup();
-    for no_elicitation in [false, true] {
-        let mut extra = vec!["--approve", "deny"];
-        if no_elicitation {
-            extra.push("--no-elicitation");
+    let mut raw = Raw::start_as_is(s, args);
+    raw.send(INIT_ELICIT);
+    raw.answer(1);
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    raw.send(&call(2, "bash", json!({"command": "echo ran-by-bash"})));
+    let first = loop {
+        let v = raw.read();
+        if v["id"] == 2 || v["method"] == "elicitation/create" {
+            break v;
         }
-        let mut raw = Raw::start(&s, &extra);
-        raw.send(INIT_ELICIT);
-        raw.answer(1);
-        raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-        raw.send(&call(2, "echo", json!({"text": "hi"})));
-        let first = loop {
-            let v = raw.read();
-            if v["id"] == 2 || v["method"] == "elicitation/create" {
-                break v;
-            }
-        };
-        if no_elicitation {
+    };
+    match expect {
+        Asked::Elicits => {
+            assert_eq!(first["method"], "elicitation/create", "{args:?}: {first}")
+        }
+        Asked::DeniedBy(by) => {
             let error = &first["result"]["_meta"]["toolgate/error"];
-            assert_eq!(error["code"], "DENIED", "{first}");
-            assert_eq!(error["decidedBy"], "deny-all", "{first}");
-        } else {
-            assert_eq!(first["method"], "elicitation/create", "{first}");
+            assert_eq!(error["code"], "DENIED", "{args:?}: {first}");
+            assert_eq!(error["decidedBy"], *by, "{args:?}: {first}");
+        }
+        Asked::Runs => {
+            assert_eq!(first["id"], 2, "no elicitation, {args:?}: {first}");
+            assert_eq!(first["result"]["isError"], false, "{args:?}: {first}");
+            assert!(first.to_string().contains("ran-by-bash"), "{first}");
         }
     }
+}
+
+/// `--no-elicitation`: a client that can answer elicitations is not asked;
+/// the host's approver (default deny) answers the hook's `ask`. The twin
+/// without the flag (and without `--approve`: the default) sends the client
+/// an `elicitation/create`.
+#[test]
+fn no_elicitation_leaves_approval_to_the_host() {
+    let s = setup();
+    std::thread::scope(|t| {
+        t.spawn(|| ask_about_bash(&s, &[], &Asked::Elicits));
+        t.spawn(|| ask_about_bash(&s, &["--no-elicitation"], &Asked::DeniedBy("deny-all")));
+    });
+}
+
+/// The operator's explicit `--approve` wins over a client that declared
+/// elicitation (issue 44: Claude Code and Codex, headless, decline every
+/// elicitation, so `bash` was refused although the operator said allow):
+/// `--approve allow` runs `bash` with no elicitation request, and so does
+/// `[approval] mode = "allow"`; `--approve client` asks the client (and
+/// wins over the configuration).
+#[test]
+fn the_operators_explicit_approve_wins_over_elicitation() {
+    let s = setup();
+    let configured = setup();
+    let config = std::fs::read_to_string(&configured.config).unwrap();
+    std::fs::write(
+        &configured.config,
+        format!("{config}[approval]\nmode = \"allow\"\n"),
+    )
+    .unwrap();
+    std::thread::scope(|t| {
+        t.spawn(|| ask_about_bash(&s, &["--approve", "allow"], &Asked::Runs));
+        t.spawn(|| ask_about_bash(&configured, &["--no-watch"], &Asked::Runs));
+        t.spawn(|| {
+            ask_about_bash(
+                &configured,
+                &["--no-watch", "--approve", "client"],
+                &Asked::Elicits,
+            )
+        });
+    });
 }
 
 /// A server started the way a new user's first one is: a fresh, empty
@@ -1893,6 +2045,76 @@ fn http_answers_bad_input_with_exact_json_rpc_errors() {
 /// Issue 27, item 6: an `Origin` on this machine (localhost, 127.0.0.1,
 /// [::1], any port, http or https) is accepted, as the spec requires of a
 /// local server; other origins and hosts are still refused.
+/// SSE priming events (an id, a `retry:`, empty data: 2025-11-25) go only
+/// to the revisions that define them (issue 44): a 2025-06-18 client
+/// (Gemini CLI's SDK) parses every event's data as JSON and drops the
+/// connection at an empty one. Every `data:` line a 2025-06-18 session
+/// gets is a JSON-RPC message; a 2025-11-25 session is primed.
+#[test]
+fn http_priming_events_only_for_the_revisions_that_define_them() {
+    let s = setup();
+    let server = HttpServer::start(&s, &["--approve", "allow"]);
+    let addr = server.addr();
+    let auth = server.auth();
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    for version in ["2025-06-18", "2025-11-25"] {
+        let mut bodies = Vec::new();
+        let init = INIT.replace("2025-06-18", version);
+        let (status, head, body) = exchange(&addr, &request("POST", &auth, &init));
+        assert_eq!(status, 200, "{head}");
+        let session = header(&head, "mcp-session-id").unwrap().to_string();
+        bodies.push(body);
+        let with =
+            format!("{auth}Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: {version}\r\n");
+        let (status, _, _) = exchange(&addr, &request("POST", &with, initialized));
+        assert_eq!(status, 202);
+        let echo = call(2, "echo", json!({"text": "primed?"}));
+        let (status, head, body) = exchange(&addr, &request("POST", &with, &echo));
+        assert_eq!(status, 200, "{head}");
+        assert!(
+            header(&head, "content-type").is_some_and(|t| t.starts_with("text/event-stream")),
+            "{head}"
+        );
+        assert!(body.contains("primed?"), "{body}");
+        bodies.push(body);
+        let data: Vec<&str> = bodies
+            .iter()
+            .flat_map(|b| b.lines())
+            .filter_map(|l| l.strip_prefix("data:"))
+            .collect();
+        if version == "2025-06-18" {
+            for d in &data {
+                serde_json::from_str::<Value>(d.trim()).unwrap_or_else(|e| {
+                    panic!("a {version} client got an event that is not JSON ({e}): {bodies:?}")
+                });
+            }
+        } else {
+            assert!(
+                data.iter().any(|d| d.trim().is_empty()),
+                "a {version} session is primed: {bodies:?}"
+            );
+        }
+    }
+}
+
+/// A port already taken: `serve --http` exits with an error that says the
+/// cause once (issue 44: "Address already in use" was printed twice).
+#[test]
+fn http_an_address_in_use_is_said_once() {
+    let s = setup();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = s
+        .command(&["--http", &addr, "--approve", "deny", "--no-watch"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
+    assert_eq!(err.matches("in use").count(), 1, "{err}");
+}
+
 #[test]
 fn http_accepts_loopback_origins_and_refuses_foreign_ones() {
     let s = setup();
