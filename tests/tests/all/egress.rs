@@ -246,10 +246,18 @@ async fn the_attack_suite_is_refused_and_recorded() {
         })
         .collect();
     let out = bash(&h, &script).await;
+    // curl's own lines, then the host's note of what the proxy refused.
+    let (curls, note) = out
+        .split_once("[toolgate] the egress proxy refused:")
+        .expect("the note of refusals");
     assert_eq!(
-        out.matches("toolgate egress:").count(),
+        curls.matches("toolgate egress:").count(),
         targets.len(),
         "each refused by the proxy: {out}"
+    );
+    assert!(
+        note.matches("toolgate egress:").count() == 8 && note.contains("more refusal"),
+        "at most 8 told, the rest counted: {note}"
     );
     // Around the proxy: straight to the outside, the host's loopback, UDP
     // to a resolver, ICMP, raw sockets, IPv6, a host daemon's socket.
