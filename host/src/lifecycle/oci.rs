@@ -250,6 +250,9 @@ mod without_oci {
             ))
         }
 
-        pub(in crate::lifecycle) async fn pull_missing(&self, _scan: &mut Scan) {}
+        /// Nothing to pull: `scan.pulls` is always empty here.
+        pub(in crate::lifecycle) async fn pull_missing(&self, scan: &mut Scan) {
+            debug_assert!(scan.pulls.is_empty());
+        }
     }
 }
