@@ -2115,6 +2115,36 @@ fn http_an_address_in_use_is_said_once() {
     assert_eq!(err.matches("in use").count(), 1, "{err}");
 }
 
+/// `serve` over stdio started by hand, on a terminal, says what it serves
+/// and where, in one line (issue 44: it said nothing). `script`
+/// (util-linux) gives it the terminal; stdin's end stops it.
+#[test]
+fn serve_on_a_terminal_prints_one_start_line() {
+    let s = setup();
+    let mut cmdline = vec![toolgate_bin().display().to_string()];
+    cmdline.extend(s.args(&["--no-watch", "--approve", "deny"]));
+    let out = Command::new("script")
+        .args(["-qec", &cmdline.join(" "), "/dev/null"])
+        .current_dir(s.work.path())
+        .env("TOOLGATE_CACHE_DIR", cache_dir())
+        .env("XDG_STATE_HOME", s.state_dir())
+        .env_remove("TOOLGATE_STATE_DIR")
+        .env("RUST_LOG", "error")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run `script` (util-linux), which gives the server a terminal");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("toolgate: serving"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert!(
+        lines[0].contains("tools over MCP on stdin/stdout"),
+        "{text}"
+    );
+}
+
 #[test]
 fn http_accepts_loopback_origins_and_refuses_foreign_ones() {
     let s = setup();
