@@ -705,8 +705,12 @@ impl Raw {
 
     /// A server with exactly `args` after `serve`.
     fn start_as_is(s: &Setup, args: &[&str]) -> Raw {
-        let mut child = s
-            .command(args)
+        Raw::spawn(s.command(args))
+    }
+
+    /// `cmd` as a server whose frames the test reads and writes.
+    fn spawn(mut cmd: Command) -> Raw {
+        let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -1475,7 +1479,13 @@ enum Asked {
 /// frame about the call — its answer, or a question about it — checked.
 fn ask_about_bash(s: &Setup, args: &[&str], expect: &Asked) {
     const INIT_ELICIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}},"clientInfo":{"name":"raw","version":"1"}}}"#;
-    let mut raw = Raw::start_as_is(s, args);
+    // A state directory of its own (its record, its journal): these
+    // servers run side by side with others of the same setup.
+    let state = TempDir::new("serve-ask-state");
+    share_cache_key(&cache_dir(), &state.path().join("toolgate"));
+    let mut cmd = s.command(args);
+    cmd.env("XDG_STATE_HOME", state.path());
+    let mut raw = Raw::spawn(cmd);
     raw.send(INIT_ELICIT);
     raw.answer(1);
     raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
