@@ -151,7 +151,7 @@ fn run_records_10000_calls_in_model_order_and_verifies_intact() {
     assert!(report.intact, "{report:?}");
     assert_eq!(report.records, all.len() as u64);
     assert!(report.clean_end);
-    let (code, json) = cli_verify(dir.path(), &[file.clone()], &[]);
+    let (code, json) = cli_verify(dir.path(), std::slice::from_ref(&file), &[]);
     assert_eq!(code, 0, "{json}");
     assert_eq!(json["intact"], true);
     assert_eq!(json["firstBroken"], Value::Null);
