@@ -377,10 +377,7 @@ fn summary(kind: &str, v: &Value) -> String {
             format!(
                 "{} [{}] {}{}",
                 v["tool"].as_str().unwrap_or("?"),
-                v["scope"]
-                    .as_str()
-                    .filter(|s| !s.is_empty())
-                    .unwrap_or("global"),
+                scope_of(v),
                 code.unwrap_or("ok"),
                 if by.is_empty() {
                     String::new()
@@ -392,10 +389,7 @@ fn summary(kind: &str, v: &Value) -> String {
         "started" => format!(
             "{} [{}] call {} started",
             v["tool"].as_str().unwrap_or("?"),
-            v["scope"]
-                .as_str()
-                .filter(|s| !s.is_empty())
-                .unwrap_or("global"),
+            scope_of(v),
             v["callId"].as_str().unwrap_or("?")
         ),
         "start" => format!(
@@ -456,6 +450,14 @@ fn summary(kind: &str, v: &Value) -> String {
         // checkpoint, rotate, shutdown: the kind says it all.
         _ => String::new(),
     }
+}
+
+/// A record's agent scope, `global` for none.
+fn scope_of(v: &Value) -> &str {
+    v["scope"]
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .unwrap_or("global")
 }
 
 /// The first 12 digits of a digest.

@@ -1190,21 +1190,10 @@ fn an_approval_asked_on_one_replica_is_decided_on_another() {
 
 /// A GET on a replica's console API, as JSON.
 fn console_get(addr: &str, token: &str, path: &str) -> Value {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(
-        format!(
-            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
-        )
-        .as_bytes(),
-    )
-    .unwrap();
-    let mut text = String::new();
-    let _ = s.read_to_string(&mut text);
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}\n{body}");
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+    let auth = format!("Authorization: Bearer {token}\r\n");
+    let (status, _, body) = console_request(addr, "GET", path, &auth, "");
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}\n{body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
 }
 
 /// One request to a replica's console: (status line, headers, body).
