@@ -14,7 +14,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use toolgate::authority::Verdict as AuthorityVerdict;
-use toolgate_sandbox::probes::{Observed, Verdict, run_escape_suite_via};
+use toolgate_sandbox::probes::{Observed, Verdict, run_escape_suite_with};
 
 use super::GlobalArgs;
 
@@ -39,6 +39,11 @@ enum SandboxCommand {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Run each escape probe on a pseudo-terminal of its own (its
+        /// controlling terminal), as the programs of `terminal_open` run,
+        /// instead of on pipes as `bash` runs them.
+        #[arg(long)]
+        terminal: bool,
     },
 }
 
@@ -58,14 +63,14 @@ fn observed(o: &Observed) -> String {
 }
 
 pub async fn run(global: &GlobalArgs, args: SandboxArgs) -> anyhow::Result<ExitCode> {
-    let SandboxCommand::Check { json } = args.command;
+    let SandboxCommand::Check { json, terminal } = args.command;
     let config = global.load_config()?;
     let caps = toolgate_sandbox::probe_capabilities();
     let exe = std::env::current_exe()?;
     let scratch =
         std::env::temp_dir().join(format!("toolgate-sandbox-check-{}", std::process::id()));
     std::fs::create_dir_all(&scratch)?;
-    let reports = run_escape_suite_via(&exe, &["__probe"], &scratch).await;
+    let reports = run_escape_suite_with(&exe, &["__probe"], &scratch, terminal).await;
     let planted = planted_configuration(&scratch.join("authority")).await;
     let workdir = std::env::current_dir()?;
     let mut authority = toolgate::authority::try_from_sandbox(&config, &workdir).await?;

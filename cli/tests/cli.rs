@@ -115,6 +115,34 @@ fn run_prints_one_result_per_call_in_order() {
     );
 }
 
+/// `run`: a terminal opened, typed into and read as a screen within one
+/// batch (the id is predictable: the first terminal of replica `cli-term`),
+/// and closed with the host at the batch's end.
+#[test]
+fn run_drives_a_terminal_within_a_batch() {
+    let mut c = toolgate();
+    c.args(["--approve", "allow", "--replica-id", "cli-term", "run", "-"]);
+    let out = with_stdin(
+        c,
+        r#"[
+            {"id": "o", "name": "terminal_open", "arguments": {"command": "sh", "yield_ms": 300}},
+            {"id": "w", "name": "terminal_write", "arguments": {"id": "term-1@cli-term", "input": "echo sum-$((40+2))\n", "yield_ms": 2000}},
+            {"id": "s", "name": "terminal_screen", "arguments": {"id": "term-1@cli-term"}}
+        ]"#,
+    );
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    let shown = |i: usize| {
+        v[i]["content"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(shown(0).contains("Opened terminal term-1@cli-term"), "{v}");
+    assert!(shown(1).contains("sum-42"), "{v}");
+    assert!(shown(2).contains("sum-42"), "{v}");
+}
+
 #[test]
 fn malformed_batches_are_host_errors_with_a_message() {
     for (input, expect) in [

@@ -6,8 +6,9 @@
 //! that double-forks (trying `setsid` too) a `sleep 1000` under a marker,
 //! (b) a background job that closes its stdout and stderr and sleeps, and
 //! (c) a bridged stdio MCP server (a small Node script) that double-forks a
-//! child of its own; then kills the host (SIGKILL, SIGTERM) and asserts that
-//! no process of those trees is left.
+//! child of its own, and (d) an interactive terminal (`terminal_open`)
+//! whose shell double-forks the same way; then kills the host (SIGKILL,
+//! SIGTERM) and asserts that no process of those trees is left.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -237,6 +238,12 @@ fn start_trees(work: &Path, marker: &str) -> Serve {
         json!({"command": format!("exec >&- 2>&-; exec {}", named_sleep(&format!("{marker}-job"), 1000)), "run_in_background": true}),
     );
     assert_ne!(job["isError"], true, "{job}");
+    // (d) a terminal whose program leaves a daemon behind.
+    let term = serve.call(
+        "terminal_open",
+        json!({"command": format!("{}; exec {}", daemon(&format!("{marker}-term")), named_sleep(&format!("{marker}-term-leader"), 1000)), "yield_ms": 0}),
+    );
+    assert_ne!(term["isError"], true, "{term}");
     // (a) a foreground call, in flight when the host dies.
     serve.send_request(
         "tools/call",
@@ -244,7 +251,16 @@ fn start_trees(work: &Path, marker: &str) -> Serve {
     );
     let all_up = eventually(Duration::from_secs(20), || {
         let found = processes_with(marker);
-        ["-job", "-fg-leader", "-fg ", "-mcp "].iter().all(|part| {
+        [
+            "-job",
+            "-fg-leader",
+            "-fg ",
+            "-mcp ",
+            "-term-leader",
+            "-term ",
+        ]
+        .iter()
+        .all(|part| {
             found
                 .iter()
                 .any(|(_, c)| c.contains(&format!("{marker}{part}")) && c.starts_with(marker))

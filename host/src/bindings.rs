@@ -61,7 +61,7 @@ impl PendingRead {
     }
 }
 
-/// `toolgate:plugin@0.2.x` (the WIT in `wit/` is 0.2.3; 0.2.0, 0.2.1 and 0.2.2 guests are
+/// `toolgate:plugin@0.2.x` (the WIT in `wit/` is 0.2.4; 0.2.0 to 0.2.3 guests are
 /// served by the linker's semver matching).
 pub mod v0_2 {
     wasmtime::component::bindgen!({
@@ -75,6 +75,10 @@ pub mod v0_2 {
             "toolgate:plugin/shell.run": async | trappable,
             "toolgate:plugin/subprocess.run": async | trappable,
             "toolgate:plugin/jobs.kill": async | trappable,
+            "toolgate:plugin/terminals.open": async | trappable,
+            "toolgate:plugin/terminals.write": async | trappable,
+            "toolgate:plugin/terminals.read": async | trappable,
+            "toolgate:plugin/terminals.close": async | trappable,
             "toolgate:plugin/bulk-read.read": async | trappable,
             "toolgate:plugin/bulk-read.[static]batch.start": async | trappable,
             "toolgate:plugin/bulk-read.[method]batch.wait": async | trappable,

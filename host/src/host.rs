@@ -941,16 +941,16 @@ impl Toolgate {
         .record
     }
 
-    /// Kill every background job (the `jobs` seam) and wait, up to 5 s,
-    /// until each has ended. Dropping the host kills them too, without
-    /// waiting; an embedder that exits right after should call this first.
+    /// Kill every background job and terminal (the `jobs` and
+    /// `terminals` seams) and wait, up to 5 s, until each has ended.
+    /// Dropping the host kills them too, without waiting; an embedder that
+    /// exits right after should call this first.
     pub async fn shutdown(&self) {
-        self.inner
-            .lifecycle
-            .seams()
-            .jobs
-            .shutdown(Duration::from_secs(5))
-            .await;
+        let seams = self.inner.lifecycle.seams();
+        tokio::join!(
+            seams.jobs.shutdown(Duration::from_secs(5)),
+            seams.terminals.shutdown(Duration::from_secs(5)),
+        );
         if let Some(audit) = &self.inner.audit
             && let Err(e) = audit.close()
         {
@@ -976,6 +976,11 @@ impl Toolgate {
     /// Background jobs running now, all plugins and scopes.
     pub fn running_jobs(&self) -> usize {
         self.inner.lifecycle.seams().jobs.running()
+    }
+
+    /// Terminals open now, all plugins and scopes.
+    pub fn running_terminals(&self) -> usize {
+        self.inner.lifecycle.seams().terminals.running()
     }
 
     /// Load what changed and swap the new generation in atomically (see

@@ -65,6 +65,7 @@ mod policy;
 pub mod process;
 pub mod schema;
 mod settings;
+pub mod terminals;
 mod tool;
 
 #[doc(hidden)]

@@ -23,6 +23,12 @@
 //!    group, itself included. The program gets SIGKILL when the watcher dies
 //!    (`PR_SET_PDEATHSIG`, tied to the single-threaded watcher, not to one
 //!    of the host's threads, which come and go).
+//!    1b. For a terminal ([`crate::Sandbox::spawn_terminal`]), stdin,
+//!    stdout and stderr are the pseudo-terminal's device, and before the
+//!    fork the session leader makes it the session's controlling terminal
+//!    (`TIOCSCTTY`): the program inherits it, so Ctrl-C reaches it as
+//!    SIGINT. The watcher, in the same foreground group, ignores the
+//!    terminal's signals.
 //! 2. `unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC)`, then map our own
 //!    uid/gid 1:1. In the new mount namespace the whole tree is made read-only
 //!    and `nosuid` (recursively, private propagation so nothing leaks back to
@@ -104,6 +110,7 @@ pub(crate) enum Step {
     Exec,
     NetworkUp,
     ProxyListener,
+    Terminal,
 }
 
 impl Step {
@@ -137,6 +144,7 @@ impl Step {
             Exec,
             NetworkUp,
             ProxyListener,
+            Terminal,
         ]
         .into_iter()
         .find(|s| *s as u8 == v)
@@ -174,6 +182,9 @@ impl Step {
             Step::ProxyListener => {
                 "listening for the egress proxy in the sandbox's network namespace and sending \
                  the listener to the host"
+            }
+            Step::Terminal => {
+                "making the pseudo-terminal the session's controlling terminal (TIOCSCTTY)"
             }
             Step::Hide => {
                 "masking a hidden path (/dev/null over a file, an empty tmpfs over a directory)"
@@ -240,6 +251,11 @@ pub(crate) struct ChildPlan {
     /// user namespace of step 2), its loopback up, and a listener on
     /// `127.0.0.1:PORT` sent to the host (step 2b).
     pub proxy_port: Option<u16>,
+    /// Stdin, stdout and stderr are a pseudo-terminal's device: it becomes
+    /// the new session's controlling terminal (step 1b), and the watcher
+    /// ignores the signals the terminal sends its foreground group (Ctrl-C
+    /// is for the program, not for the watcher).
+    pub terminal: bool,
 }
 
 /// The program, its arguments and its environment, as `execve` takes them:
@@ -320,6 +336,14 @@ fn setup(plan: &mut ChildPlan) -> StepResult {
             crate::cgroup::join(fd).map_err(|e| (Step::JoinCgroup, e))?;
         }
         check(Step::Setsid, libc::setsid() as c_long)?;
+        if plan.terminal {
+            // 1b: the session leader (the watcher to be) takes the terminal
+            // on stdin; the program, forked next, inherits it.
+            check(
+                Step::Terminal,
+                libc::ioctl(0, libc::TIOCSCTTY, 0 as c_long) as c_long,
+            )?;
+        }
         fork_watcher(plan)?;
         if let Some(m) = plan.mounts.as_mut() {
             enter_namespaces(m, plan.proxy_port.is_some())?;
@@ -407,6 +431,7 @@ unsafe fn fork_watcher(plan: &mut ChildPlan) -> StepResult {
             plan.report_fd,
             setup[0],
             pid,
+            plan.terminal,
         )
     }
 }
@@ -423,12 +448,30 @@ unsafe fn watch(
     report: RawFd,
     setup: RawFd,
     program: libc::pid_t,
+    terminal: bool,
 ) -> ! {
     unsafe {
         // The host's handlers (inherited across fork) must not run here.
         for sig in 1..65 {
             if sig != libc::SIGKILL && sig != libc::SIGSTOP {
                 libc::signal(sig, libc::SIG_DFL);
+            }
+        }
+        if terminal {
+            // The terminal signals its foreground group, which the watcher
+            // is in: Ctrl-C, Ctrl-\ and Ctrl-Z are the program's; a hang-up
+            // (the host closed the terminal) is followed by the host's kill.
+            // Ignored here only: the program was forked before, and keeps
+            // the default dispositions.
+            for sig in [
+                libc::SIGINT,
+                libc::SIGQUIT,
+                libc::SIGTSTP,
+                libc::SIGTTIN,
+                libc::SIGTTOU,
+                libc::SIGHUP,
+            ] {
+                libc::signal(sig, libc::SIG_IGN);
             }
         }
         let mut empty: libc::sigset_t = std::mem::zeroed();

@@ -15,7 +15,7 @@
 //! | read-only mount view (user + mount namespaces) | nothing outside the read-write grants can be modified at all: also `chmod`, `utime`, xattrs, which Landlock does not cover; protected paths (the host's configuration, plugins, cache, `.git`) stay read-only even inside a read-write grant; private System V IPC / message queues |
 //! | masks (mount view) | hidden paths (files holding credentials: the host's configuration, token and key files) cannot be read even where a grant covers them: `/dev/null` (read-only, `nodev`) over a file, an empty mode-000 tmpfs over a directory |
 //! | post-run watch and its journal | a protected path that was absent (or a symlink) is put back as it was if the sandbox created (or replaced) it; with a journal directory the watch is on record (locked) before the child starts, so a host killed mid-run leaves it for the next start to finish, and a reader of authority can tell which absent paths a live run may be creating ([`recover_watch_journal`]) |
-//! | seccomp | only TCP sockets (and AF_UNIX stream socketpairs); no `bind`/`listen` without a TCP bind grant; no TCP Fast Open (which connects without the `connect` that Landlock checks); no setuid/setgid mode bits (`chmod` family, and the modes of `open`/`creat`/`mkdir`/`mknod`; `openat2`, whose arguments a filter cannot read, answers `ENOSYS`); no mount, namespace, keyring, BPF, perf or identity changes; no ptrace, io_uring or inotify unless granted; no `setsid`/`setpgid` (the process group stays closed); per-pid scheduling and limit calls only on itself |
+//! | seccomp | only TCP sockets (and AF_UNIX stream socketpairs); no `bind`/`listen` without a TCP bind grant; no TCP Fast Open (which connects without the `connect` that Landlock checks); no setuid/setgid mode bits (`chmod` family, and the modes of `open`/`creat`/`mkdir`/`mknod`; `openat2`, whose arguments a filter cannot read, answers `ENOSYS`); no mount, namespace, keyring, BPF, perf or identity changes; no ptrace, io_uring or inotify unless granted; no `setsid`/`setpgid` (the process group stays closed; on a terminal, `tcsetpgrp` is a no-op so that the whole sandbox stays its foreground group); per-pid scheduling and limit calls only on itself |
 //! | capabilities | none in any set (bounding, ambient, permitted, effective, inheritable), securebits locked, `no_new_privs` |
 //! | resource limits | tasks (a pids cgroup per sandbox; host-answered seccomp notification where there is none), address space, file size, CPU, descriptors; no core dumps |
 //! | process group | a new session; on exit, timeout, cancellation, output flood or drop the whole group gets SIGKILL, and `run` returns only when none of it is alive |
@@ -84,6 +84,17 @@ pub async fn run(
     cancel: impl Future<Output = ()>,
 ) -> Result<Output, SpawnError> {
     spawn::shared().run(req, policy, cancel).await
+}
+
+/// Spawns a child on a new pseudo-terminal. See [`Sandbox::spawn_terminal`].
+pub fn spawn_terminal(
+    program: Program,
+    cwd: impl AsRef<Path>,
+    env: &[(String, String)],
+    policy: &SandboxPolicy,
+    size: (u16, u16),
+) -> Result<(SandboxedChild, std::os::fd::OwnedFd), SpawnError> {
+    spawn::shared().spawn_terminal(program, cwd, env, policy, size)
 }
 
 /// Spawns a long-running child with piped stdio. See [`Sandbox::spawn_piped`].

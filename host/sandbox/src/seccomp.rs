@@ -87,6 +87,16 @@ pub(crate) struct FilterOptions {
     pub allow_inotify: bool,
     /// Route fork/vfork/clone to the host (process limit).
     pub notify_fork: bool,
+    /// The sandbox runs on a terminal of its own: `tcsetpgrp`
+    /// (`ioctl(TIOCSPGRP)`) answers success and does nothing. A job-control
+    /// shell (dash) makes itself a process group (`setpgid`, denied here to
+    /// keep the group closed) and then makes that group the terminal's
+    /// foreground without checking the first step: the kernel accepts the
+    /// pid of a process that leads no group, and the shell's next read of
+    /// its terminal fails as a background read (`EIO`). Kept a no-op, the
+    /// whole sandbox stays the foreground group: input reaches it and
+    /// Ctrl-C interrupts what runs, as without job control.
+    pub terminal: bool,
 }
 
 // ---------------------------------------------------------------------------
@@ -423,6 +433,18 @@ pub(crate) fn build_filter(opts: FilterOptions) -> Vec<sock_filter> {
         a.bind(skip);
     }
 
+    if opts.terminal {
+        let skip = a.label();
+        let other = a.label();
+        a.jeq(nr(SYS_ioctl), Target::Next, skip);
+        a.ld(off_arg_lo(1));
+        a.jeq(TIOCSPGRP as u32, Target::Next, other);
+        a.ret(ret_errno(0));
+        a.bind(other);
+        a.ret(RET_ALLOW);
+        a.bind(skip);
+    }
+
     // socket(domain, type, protocol): TCP over IPv4/IPv6 only, and only with a
     // TCP grant. Everything else (AF_UNIX, UDP, raw, netlink, packet, vsock…).
     {
@@ -628,20 +650,23 @@ mod tests {
     fn program_fits_and_ends_in_allow() {
         for allow_tcp in [false, true] {
             for notify_fork in [false, true] {
-                let p = build_filter(FilterOptions {
-                    allow_tcp,
-                    allow_bind: allow_tcp,
-                    allow_ptrace: false,
-                    allow_io_uring: false,
-                    allow_inotify: false,
-                    notify_fork,
-                });
-                assert!(
-                    p.len() < 4096,
-                    "BPF programs are limited to 4096 instructions"
-                );
-                let last = p.last().unwrap();
-                assert_eq!((last.code, last.k), (BPF_RET | BPF_K, RET_ALLOW));
+                for terminal in [false, true] {
+                    let p = build_filter(FilterOptions {
+                        allow_tcp,
+                        allow_bind: allow_tcp,
+                        allow_ptrace: false,
+                        allow_io_uring: false,
+                        allow_inotify: false,
+                        notify_fork,
+                        terminal,
+                    });
+                    assert!(
+                        p.len() < 4096,
+                        "BPF programs are limited to 4096 instructions"
+                    );
+                    let last = p.last().unwrap();
+                    assert_eq!((last.code, last.k), (BPF_RET | BPF_K, RET_ALLOW));
+                }
             }
         }
     }

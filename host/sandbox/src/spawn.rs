@@ -116,7 +116,13 @@ impl Sandbox {
         } else {
             Stdio::null()
         };
-        let mut running = self.spawn(&req.program, &req.cwd, &req.env, policy, stdin)?;
+        let mut running = self.spawn(
+            &req.program,
+            &req.cwd,
+            &req.env,
+            policy,
+            Stdio3::Piped(stdin),
+        )?;
         let pgid = running.pgid;
         let stdout = running.child.stdout.take().expect("stdout is piped");
         let stderr = running.child.stderr.take().expect("stderr is piped");
@@ -235,7 +241,13 @@ impl Sandbox {
         env: &[(String, String)],
         policy: &SandboxPolicy,
     ) -> Result<SandboxedChild, SpawnError> {
-        let mut running = self.spawn(&program, cwd.as_ref(), env, policy, Stdio::piped())?;
+        let mut running = self.spawn(
+            &program,
+            cwd.as_ref(),
+            env,
+            policy,
+            Stdio3::Piped(Stdio::piped()),
+        )?;
         Ok(SandboxedChild {
             stdin: running.child.stdin.take(),
             stdout: running.child.stdout.take(),
@@ -245,13 +257,75 @@ impl Sandbox {
         })
     }
 
+    /// Spawns a sandboxed process on a new pseudo-terminal of `rows` ×
+    /// `cols` (for interactive terminals): its stdin, stdout and stderr are
+    /// the terminal's device, which is its session's controlling terminal
+    /// (so Ctrl-C written to the terminal reaches it as SIGINT). Returns the
+    /// child — without pipes — and the terminal's controlling side (the
+    /// *master*, close-on-exec), which the host reads the output from and
+    /// writes the input to; once the program's group is gone, reading it
+    /// fails with `EIO`. The same sandbox as [`Self::spawn_piped`] in every
+    /// other respect, and the same death with the host.
+    pub fn spawn_terminal(
+        &self,
+        program: Program,
+        cwd: impl AsRef<Path>,
+        env: &[(String, String)],
+        policy: &SandboxPolicy,
+        (rows, cols): (u16, u16),
+    ) -> Result<(SandboxedChild, OwnedFd), SpawnError> {
+        let pty = |what: &str, e: rustix::io::Errno| {
+            SpawnError::io(format!("{what} (a pseudo-terminal)"), e.into())
+        };
+        use rustix::pty::OpenptFlags;
+        let master = rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY)
+            .map_err(|e| pty("opening /dev/ptmx", e))?;
+        rustix::io::fcntl_setfd(&master, rustix::io::FdFlags::CLOEXEC)
+            .map_err(|e| pty("marking the terminal close-on-exec", e))?;
+        rustix::pty::grantpt(&master).map_err(|e| pty("grantpt", e))?;
+        rustix::pty::unlockpt(&master).map_err(|e| pty("unlockpt", e))?;
+        rustix::termios::tcsetwinsize(
+            &master,
+            rustix::termios::Winsize {
+                ws_row: rows,
+                ws_col: cols,
+                ws_xpixel: 0,
+                ws_ypixel: 0,
+            },
+        )
+        .map_err(|e| pty("setting the terminal's size", e))?;
+        // The device side, opened through the master (no path to race on).
+        let device = rustix::pty::ioctl_tiocgptpeer(
+            &master,
+            OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC,
+        )
+        .map_err(|e| pty("opening the terminal's device (TIOCGPTPEER)", e))?;
+        let clone = |fd: &OwnedFd| {
+            fd.try_clone()
+                .map(Stdio::from)
+                .map_err(|e| SpawnError::io("duplicating the terminal's device", e))
+        };
+        let stdio = Stdio3::Terminal([clone(&device)?, clone(&device)?, Stdio::from(device)]);
+        let running = self.spawn(&program, cwd.as_ref(), env, policy, stdio)?;
+        Ok((
+            SandboxedChild {
+                stdin: None,
+                stdout: None,
+                stderr: None,
+                pgid: running.pgid,
+                running,
+            },
+            master,
+        ))
+    }
+
     fn spawn(
         &self,
         program: &Program,
         cwd: &Path,
         env: &[(String, String)],
         policy: &SandboxPolicy,
-        stdin: Stdio,
+        stdio: Stdio3,
     ) -> Result<Running, SpawnError> {
         let mut view = View::new(&self.system, policy)?;
         let missing = enforce::decide(
@@ -343,6 +417,7 @@ impl Sandbox {
                 allow_io_uring: policy.allow_io_uring,
                 allow_inotify: policy.allow_inotify,
                 notify_fork: notify,
+                terminal: matches!(stdio, Stdio3::Terminal(_)),
             })
         });
 
@@ -414,16 +489,21 @@ impl Sandbox {
             exec: exec_plan(&exe, &args, env)?,
             setup_failed: -1,
             proxy_port: policy.egress_proxy.as_ref().map(|p| p.port),
+            terminal: matches!(stdio, Stdio3::Terminal(_)),
         };
 
         // The child executes the program itself, from `plan.exec` (see
         // `child`): std's own exec, with its arguments and environment,
         // never runs.
+        let (stdin, stdout, stderr) = match stdio {
+            Stdio3::Piped(stdin) => (stdin, Stdio::piped(), Stdio::piped()),
+            Stdio3::Terminal([i, o, e]) => (i, o, e),
+        };
         let mut cmd = tokio::process::Command::new(&exe);
         cmd.current_dir(&cwd)
             .stdin(stdin)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stdout(stdout)
+            .stderr(stderr)
             .kill_on_drop(false);
         let mut plan = plan;
         // SAFETY: `run_in_child` only issues async-signal-safe syscalls on
@@ -521,6 +601,14 @@ impl Sandbox {
             guard,
         })
     }
+}
+
+/// The standard streams of a spawn.
+enum Stdio3 {
+    /// Stdin as given; stdout and stderr piped to the host.
+    Piped(Stdio),
+    /// All three a pseudo-terminal's device (its controlling terminal).
+    Terminal([Stdio; 3]),
 }
 
 /// A spawned child before `run` or [`SandboxedChild`] takes over.

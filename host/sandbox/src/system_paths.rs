@@ -11,9 +11,11 @@
 //!   whole: as uid 0 without capabilities the sandbox could still read
 //!   `/etc/shadow`, `/etc/gshadow`, `/etc/ssh/*_key`, `/etc/ssl/private`,
 //!   sudoers, and whatever secrets local services keep there.
-//! * Devices: `/dev/null` and `/dev/full` (read-write), `/dev/zero`,
-//!   `/dev/random`, `/dev/urandom` (read). No `/dev/tty`: the sandbox has no
-//!   terminal.
+//! * Devices: `/dev/null`, `/dev/full` and `/dev/tty` (read-write),
+//!   `/dev/zero`, `/dev/random`, `/dev/urandom` (read). `/dev/tty` is the
+//!   opener's controlling terminal: a sandbox is a session of its own, so
+//!   it has none (opening fails, `ENXIO`) unless it runs on a terminal of
+//!   its own (`spawn_terminal`), never the host's.
 //!
 //! Not granted: `/proc` (a caller can add it read-only: `environ`, `mem`,
 //! `root`, `cwd`, `fd` of processes outside the sandbox stay closed because
@@ -65,7 +67,7 @@ pub const ETC_FILES: &[&str] = &[
 ];
 
 /// Devices readable and writable.
-pub const DEV_READ_WRITE: &[&str] = &["/dev/null", "/dev/full"];
+pub const DEV_READ_WRITE: &[&str] = &["/dev/null", "/dev/full", "/dev/tty"];
 /// Devices readable.
 pub const DEV_READ: &[&str] = &["/dev/zero", "/dev/random", "/dev/urandom"];
 

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use toolgate_guest_build::needs;
 use toolgate_sandbox::probes::{
-    EscapeSuite, ProbeReport, Verdict, probe_suite, run_escape_suite_via,
+    EscapeSuite, ProbeReport, Verdict, probe_suite, run_escape_suite_via, run_escape_suite_with,
 };
 
 const PROBE: &str = env!("CARGO_BIN_EXE_toolgate-sandbox-probe");
@@ -73,6 +73,29 @@ async fn the_whole_suite_reports_every_spec() {
             _ => true,
         })
         .map(|r| (r.name, r.verdict.clone()))
+        .collect();
+    assert!(bad.is_empty(), "{bad:?}");
+}
+
+/// The same suite with every probe on a pseudo-terminal that is its
+/// controlling terminal (what `terminal_open` gives a program): a terminal
+/// opens no way out (`toolgate sandbox check --terminal`).
+#[tokio::test]
+async fn the_whole_suite_holds_on_a_terminal() {
+    let reports = run_escape_suite_with(PROBE.as_ref(), &["__probe"], &scratch(), true).await;
+    assert_eq!(reports.len(), probe_suite().len());
+    for r in &reports {
+        print_report(r);
+    }
+    let refusal_ok = !cfg!(has_full_kernel);
+    let bad: Vec<_> = reports
+        .iter()
+        .filter(|r| match r.verdict {
+            Verdict::Contained => false,
+            Verdict::Skipped(_) => !refusal_ok,
+            _ => true,
+        })
+        .map(|r| (r.name, r.verdict.clone(), r.attempt.message.clone()))
         .collect();
     assert!(bad.is_empty(), "{bad:?}");
 }

@@ -309,7 +309,12 @@ impl Lifecycle {
             registry: ArcSwap::from_pointee(Registry::global_only(placeholder, Vec::new())),
             seams: HostSeams {
                 kv: Arc::new(kv),
-                jobs: Arc::new(crate::seams::jobs::JobTable::for_replica(replica_id)),
+                jobs: Arc::new(crate::seams::jobs::JobTable::for_replica(
+                    replica_id.clone(),
+                )),
+                terminals: Arc::new(crate::seams::terminals::TerminalTable::for_replica(
+                    replica_id,
+                )),
                 ..HostSeams::default()
             },
             bridge: std::sync::OnceLock::new(),

@@ -186,15 +186,25 @@ pub struct JobOutput {
     pub skipped: u64,
 }
 
-/// The last `cap` bytes of a stream, and how many came in all.
-struct Tail {
+/// The last `cap` bytes of a stream, and how many came in all (a job's
+/// output, a terminal's).
+pub(super) struct Tail {
     buf: VecDeque<u8>,
     cap: usize,
-    total: u64,
+    pub(super) total: u64,
 }
 
 impl Tail {
-    fn push(&mut self, bytes: &[u8]) {
+    /// An empty tail keeping at most `cap` bytes (at least one).
+    pub(super) fn new(cap: usize) -> Tail {
+        Tail {
+            buf: VecDeque::new(),
+            cap: cap.max(1),
+            total: 0,
+        }
+    }
+
+    pub(super) fn push(&mut self, bytes: &[u8]) {
         self.total += bytes.len() as u64;
         let bytes = &bytes[bytes.len().saturating_sub(self.cap)..];
         let over = (self.buf.len() + bytes.len()).saturating_sub(self.cap);
@@ -204,7 +214,7 @@ impl Tail {
 
     /// The kept bytes from absolute offset `since` on, and how many bytes
     /// after `since` are gone.
-    fn since(&self, since: u64) -> (Vec<u8>, u64) {
+    pub(super) fn since(&self, since: u64) -> (Vec<u8>, u64) {
         let first_kept = self.total - self.buf.len() as u64;
         let from = since.max(first_kept).min(self.total);
         let skip = (from - first_kept) as usize;
@@ -337,11 +347,18 @@ pub fn replica_of(id: &str) -> Option<&str> {
 /// the call elsewhere than the call that started it), or none of this
 /// agent's jobs.
 fn no_job(id: &str, here: Option<&str>) -> String {
+    not_here("job", id, here, "job_list")
+}
+
+/// Why the `what` (a job, a terminal) `id` is not found here: it names
+/// another replica — a process cannot move, so it stays on the replica that
+/// started it — or none of this agent's (`list_tool` lists those).
+pub(super) fn not_here(what: &str, id: &str, here: Option<&str>, list_tool: &str) -> String {
     match (replica_of(id), here) {
         (Some(there), Some(here)) if there != here => format!(
-            "job `{id}` runs on replica `{there}`, not on this one (`{here}`): a job stays on the replica that started it; send this call to replica `{there}` (behind a load balancer: with the session affinity, or to that replica's own address)"
+            "{what} `{id}` runs on replica `{there}`, not on this one (`{here}`): a {what} stays on the replica that started it; send this call to replica `{there}` (behind a load balancer: with the session affinity, or to that replica's own address)"
         ),
-        _ => format!("there is no job `{id}` (job_list shows the jobs of this agent)"),
+        _ => format!("there is no {what} `{id}` ({list_tool} shows the {what}s of this agent)"),
     }
 }
 
@@ -410,11 +427,7 @@ impl JobSpace {
             command,
             started: Instant::now(),
             state: Mutex::new(State {
-                output: Tail {
-                    buf: VecDeque::new(),
-                    cap: who.grants.output_cap.max(1),
-                    total: 0,
-                },
+                output: Tail::new(who.grants.output_cap),
                 ended: None,
                 exit_code: None,
                 signal: None,
@@ -564,11 +577,7 @@ mod tests {
 
     #[test]
     fn the_tail_keeps_the_last_bytes_and_counts_the_rest() {
-        let mut t = Tail {
-            buf: VecDeque::new(),
-            cap: 4,
-            total: 0,
-        };
+        let mut t = Tail::new(4);
         t.push(b"ab");
         assert_eq!(t.since(0), (b"ab".to_vec(), 0));
         t.push(b"cdef");

@@ -4,6 +4,8 @@
 //! * [`process`]: the `shell` and `subprocess` seams, every spawn sandboxed;
 //! * [`kv`]: a small key-value store per plugin and agent scope;
 //! * [`jobs`]: background shell jobs, in a host-wide job table;
+//! * [`terminals`]: interactive programs on pseudo-terminals of their own,
+//!   in a host-wide table, their screens rendered;
 //! * [`files`]: whole-file writes by the host, never into protected paths
 //!   (`files`), and batched whole-file reads of the preopened grants
 //!   (`bulk-read`);
@@ -47,6 +49,7 @@ pub mod http;
 pub mod jobs;
 pub mod kv;
 pub mod process;
+pub mod terminals;
 
 use std::sync::Arc;
 
@@ -75,12 +78,13 @@ pub struct Seam<T: 'static> {
 }
 
 /// Every seam. The one place a seam is registered.
-pub fn all<T: SeamHost>() -> [Seam<T>; 6] {
+pub fn all<T: SeamHost>() -> [Seam<T>; 7] {
     [
         process::shell_seam(),
         process::subprocess_seam(),
         kv::seam(),
         jobs::seam(),
+        terminals::seam(),
         files::files(),
         files::bulk_read(),
     ]
@@ -146,6 +150,9 @@ pub struct HostSeams {
     /// The `jobs` seam's table: every background job; dropping the last
     /// handle (with the host) kills them all.
     pub jobs: Arc<jobs::JobTable>,
+    /// The `terminals` seam's table: every terminal; dropping the last
+    /// handle (with the host) closes them all.
+    pub terminals: Arc<terminals::TerminalTable>,
     /// Where egress connections are recorded besides the log: set once,
     /// when the host keeps an audit record.
     pub egress_record: Arc<std::sync::OnceLock<crate::egress::proxy::RecordSink>>,
@@ -161,6 +168,9 @@ impl HostSeams {
             jobs: (jobs::seam::<NoStore>().granted)(grants)
                 .is_ok()
                 .then(|| self.jobs.space(plugin.clone())),
+            terminals: (terminals::seam::<NoStore>().granted)(grants)
+                .is_ok()
+                .then(|| self.terminals.space(plugin.clone())),
             egress_record: self.egress_record.clone(),
         }
     }
@@ -173,6 +183,8 @@ pub struct PluginSeams {
     pub kv: Option<kv::KvSpace>,
     /// Its view of the job table, if granted the shell.
     pub jobs: Option<jobs::JobSpace>,
+    /// Its view of the terminal table, if granted the shell.
+    pub terminals: Option<terminals::TerminalSpace>,
     /// The host's egress record sink (see [`HostSeams::egress_record`]).
     pub egress_record: Arc<std::sync::OnceLock<crate::egress::proxy::RecordSink>>,
 }

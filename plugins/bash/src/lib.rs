@@ -1,5 +1,7 @@
-//! The `bash` tool and the background job tools (`job_list`,
-//! `job_output`, `job_kill`).
+//! The `bash` tool, the background job tools (`job_list`, `job_output`,
+//! `job_kill`) and the interactive terminal tools (`terminal_open`,
+//! `terminal_write`, `terminal_read`, `terminal_screen`,
+//! `terminal_resize`, `terminal_close`, `terminal_list`: see [`terminal`]).
 //!
 //! A command runs through the `shell` seam: `/bin/sh -c` on the host,
 //! inside Landlock (only the granted directories writable), seccomp,
@@ -22,6 +24,12 @@
 use serde::{Deserialize, Serialize};
 use toolgate_sdk::process::{self, Options};
 use toolgate_sdk::{Annotations, Call, Content, ContentBlock, Schema, Tool, ToolError, jobs};
+
+pub mod terminal;
+use terminal::{
+    TerminalClose, TerminalList, TerminalOpen, TerminalRead, TerminalResize, TerminalScreen,
+    TerminalWrite,
+};
 
 /// Default wall-clock limit of one foreground command.
 pub const DEFAULT_TIMEOUT_MS: u32 = 120_000;
@@ -429,7 +437,21 @@ impl Tool for JobKill {
     }
 }
 
-toolgate_sdk::export! { tools: [Bash, JobList, JobOutput, JobKill] }
+toolgate_sdk::export! {
+    tools: [
+        Bash,
+        JobList,
+        JobOutput,
+        JobKill,
+        TerminalOpen,
+        TerminalWrite,
+        TerminalRead,
+        TerminalScreen,
+        TerminalResize,
+        TerminalClose,
+        TerminalList,
+    ]
+}
 
 #[cfg(test)]
 mod tests {

@@ -12,7 +12,7 @@ use syn::punctuated::Punctuated;
 use syn::{Ident, Path, Token, bracketed};
 
 /// The version of `toolgate:plugin` the SDK builds against.
-const WIT_VERSION: &str = "0.2.3";
+const WIT_VERSION: &str = "0.2.4";
 
 #[derive(Default)]
 pub struct Export {
@@ -104,6 +104,7 @@ pub fn expand(e: Export) -> syn::Result<TokenStream> {
             "subprocess",
             "process",
             "jobs",
+            "terminals",
             "files",
             "bulk-read",
         ]);

@@ -16,7 +16,7 @@ use toolgate_tests::{TempDir, processes_with, test_runtime, wait_for};
 
 /// Approves everything and keeps the cards it was shown.
 #[derive(Default)]
-struct Recorder(Mutex<Vec<(String, Option<CallCard>)>>);
+pub(crate) struct Recorder(pub(crate) Mutex<Vec<(String, Option<CallCard>)>>);
 
 #[async_trait]
 impl Approver for Recorder {
@@ -33,18 +33,18 @@ impl Approver for Recorder {
 }
 
 /// A working directory and a host with the built-in plugins on it.
-struct Bench {
+pub(crate) struct Bench {
     dir: TempDir,
-    host: Toolgate,
-    approver: Arc<Recorder>,
+    pub(crate) host: Toolgate,
+    pub(crate) approver: Arc<Recorder>,
 }
 
 impl Bench {
-    async fn new() -> Bench {
+    pub(crate) async fn new() -> Bench {
         Bench::with_config("").await
     }
 
-    async fn with_config(config: &str) -> Bench {
+    pub(crate) async fn with_config(config: &str) -> Bench {
         let dir = TempDir::new("catalog");
         std::fs::create_dir_all(dir.path().join(".git/hooks")).unwrap();
         let approver = Arc::new(Recorder::default());
@@ -66,26 +66,26 @@ impl Bench {
         }
     }
 
-    fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         self.dir.path()
     }
 
-    fn put(&self, rel: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
+    pub(crate) fn put(&self, rel: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
         let p = self.root().join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(&p, bytes).unwrap();
         p
     }
 
-    fn get(&self, rel: &str) -> String {
+    pub(crate) fn get(&self, rel: &str) -> String {
         std::fs::read_to_string(self.root().join(rel)).unwrap()
     }
 
-    async fn call(&self, tool: &str, args: Value) -> CallRecord {
+    pub(crate) async fn call(&self, tool: &str, args: Value) -> CallRecord {
         self.call_in("", tool, args).await
     }
 
-    async fn call_in(&self, scope: &str, tool: &str, args: Value) -> CallRecord {
+    pub(crate) async fn call_in(&self, scope: &str, tool: &str, args: Value) -> CallRecord {
         let turn = TurnOptions {
             agent_scope: scope.into(),
             ..TurnOptions::default()
@@ -107,12 +107,12 @@ impl Bench {
     }
 }
 
-fn ok(r: &CallRecord) -> String {
+pub(crate) fn ok(r: &CallRecord) -> String {
     assert!(!r.is_error, "expected success, got {r:?}");
     r.text()
 }
 
-fn failed(r: &CallRecord, code: &str) -> String {
+pub(crate) fn failed(r: &CallRecord, code: &str) -> String {
     assert!(r.is_error, "expected {code}, got success: {}", r.text());
     assert_eq!(r.code(), Some(code), "{r:?}");
     r.text()
@@ -136,6 +136,13 @@ async fn the_built_in_catalog_has_the_seeds_names() {
         "job_list",
         "job_output",
         "job_kill",
+        "terminal_open",
+        "terminal_write",
+        "terminal_read",
+        "terminal_screen",
+        "terminal_resize",
+        "terminal_close",
+        "terminal_list",
         "todo_write",
         "web_fetch",
         "list_dir",
@@ -789,7 +796,7 @@ async fn bash_keeps_head_and_tail_of_long_output() {
     assert!(e.len() < 13_000, "{}", e.len());
 }
 
-async fn gone(marker: &str) -> bool {
+pub(crate) async fn gone(marker: &str) -> bool {
     for _ in 0..100 {
         if processes_with(marker).is_empty() {
             return true;

@@ -27,6 +27,7 @@ mod replicas_sdk;
 mod scheduler;
 mod serve;
 mod signatures;
+mod terminals;
 
 // Under CI, a test ignored because the build found a need missing
 // (`has_mcp_client`, `has_mcp_servers`, `has_mcp_conformance`) fails the run.

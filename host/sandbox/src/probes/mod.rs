@@ -28,7 +28,7 @@ use libc::{c_int, c_long, c_void};
 
 pub use suite::{
     Check, EscapeSuite, Fixtures, Invocation, Observation, Observed, PolicyVariant, ProbeReport,
-    ProbeSpec, Verdict, probe_suite, run_escape_suite, run_escape_suite_via,
+    ProbeSpec, Verdict, probe_suite, run_escape_suite, run_escape_suite_via, run_escape_suite_with,
 };
 
 /// Exit code: the attempt succeeded.
@@ -820,6 +820,16 @@ fn use_fd(n: &str) -> ProbeOutcome {
         } else {
             ProbeOutcome::Inconclusive(format!("fcntl({fd}): {}", describe(e)))
         };
+    }
+    // Read only what is there: a terminal's stdin has nothing, and a read
+    // would wait for a keyboard.
+    let mut ready = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    if unsafe { libc::poll(&mut ready, 1, 0) } < 1 {
+        return ProbeOutcome::Succeeded(format!("descriptor {fd} is open (nothing to read)"));
     }
     let mut buf = [0u8; 64];
     let r = unsafe { libc::read(fd, buf.as_mut_ptr() as *mut c_void, buf.len()) };

@@ -1313,6 +1313,9 @@ pub struct EscapeSuite {
     sandbox: Sandbox,
     enforcement: Enforcement,
     probe_prefix: Vec<String>,
+    /// Each probe runs on a pseudo-terminal of its own
+    /// ([`Sandbox::spawn_terminal`]) instead of pipes.
+    on_terminal: bool,
 }
 
 impl EscapeSuite {
@@ -1336,7 +1339,16 @@ impl EscapeSuite {
             sandbox,
             enforcement,
             probe_prefix: Vec::new(),
+            on_terminal: false,
         })
+    }
+
+    /// Every probe on a pseudo-terminal of its own, its controlling
+    /// terminal, as an interactive terminal's program runs: the same
+    /// attempts must be contained there as on pipes.
+    pub fn on_terminal(mut self) -> EscapeSuite {
+        self.on_terminal = true;
+        self
     }
 
     /// Arguments put before the probe name: `toolgate sandbox check` runs
@@ -1370,7 +1382,12 @@ impl EscapeSuite {
         req.stderr_cap = 16 * 1024;
         let mut policy = f.policy(inv.policy);
         policy.enforcement = self.enforcement.clone();
-        match self.sandbox.run(req, &policy, std::future::pending()).await {
+        let ran = if self.on_terminal {
+            self.run_on_terminal(req, &policy).await
+        } else {
+            self.sandbox.run(req, &policy, std::future::pending()).await
+        };
+        match ran {
             Err(e @ SpawnError::Unenforceable { .. }) => Observation {
                 observed: Observed::Refused(e.to_string()),
                 message: e.to_string(),
@@ -1403,6 +1420,53 @@ impl EscapeSuite {
                 Observation { observed, message }
             }
         }
+    }
+
+    /// Runs `req` on a terminal: what it writes (stdout and stderr are the
+    /// terminal) comes back as stdout.
+    async fn run_on_terminal(
+        &self,
+        req: SpawnRequest,
+        policy: &SandboxPolicy,
+    ) -> Result<crate::Output, SpawnError> {
+        use std::io::Read;
+        let (mut child, master) =
+            self.sandbox
+                .spawn_terminal(req.program, &req.cwd, &req.env, policy, (24, 200))?;
+        let cap = req.stdout_cap;
+        // Blocking reads until the device is closed everywhere (`EIO`).
+        let reader = tokio::task::spawn_blocking(move || {
+            let mut master = std::fs::File::from(master);
+            let mut out = Vec::new();
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = master.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                if out.len() < cap {
+                    out.extend_from_slice(&buf[..n.min(cap - out.len())]);
+                }
+            }
+            out
+        });
+        let killer = child.kill_handle();
+        let timeout = req.timeout.unwrap_or(Duration::from_secs(20));
+        let (status, timed_out) = match tokio::time::timeout(timeout, child.wait()).await {
+            Ok(status) => (status?, false),
+            Err(_) => {
+                killer.kill();
+                (child.wait().await?, true)
+            }
+        };
+        let stdout = reader.await.unwrap_or_default();
+        use std::os::unix::process::ExitStatusExt;
+        Ok(crate::Output {
+            exit_code: status.code(),
+            signal: status.signal(),
+            stdout,
+            timed_out,
+            ..Default::default()
+        })
     }
 
     /// Runs a [`Check::HostKilled`] spec (see there).
@@ -1636,12 +1700,26 @@ pub async fn run_escape_suite_via(
     prefix: &[&str],
     scratch: &Path,
 ) -> Vec<ProbeReport> {
+    run_escape_suite_with(probe_exe, prefix, scratch, false).await
+}
+
+/// [`run_escape_suite_via`], with every probe on a pseudo-terminal of its
+/// own when `on_terminal` (see [`EscapeSuite::on_terminal`]).
+pub async fn run_escape_suite_with(
+    probe_exe: &Path,
+    prefix: &[&str],
+    scratch: &Path,
+    on_terminal: bool,
+) -> Vec<ProbeReport> {
     match EscapeSuite::prepare(probe_exe, scratch) {
         Ok(suite) => {
-            suite
-                .with_probe_prefix(prefix.iter().map(|s| s.to_string()).collect())
-                .run_all()
-                .await
+            let suite = suite.with_probe_prefix(prefix.iter().map(|s| s.to_string()).collect());
+            let suite = if on_terminal {
+                suite.on_terminal()
+            } else {
+                suite
+            };
+            suite.run_all().await
         }
         Err(e) => probe_suite()
             .into_iter()
