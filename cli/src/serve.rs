@@ -281,7 +281,12 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
                 None
             } else {
                 let path = match host.config().await.console.token_file.clone() {
-                    Some(p) => p.to_path_buf(),
+                    // Relative to the host's working directory, as the
+                    // protected set has it.
+                    Some(p) => match &args.workdir {
+                        Some(w) => w.join(p),
+                        None => p.to_path_buf(),
+                    },
                     None => {
                         let own = http::default_token_path()?.with_file_name("console-token");
                         if queue.replica().is_some() {

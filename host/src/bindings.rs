@@ -79,6 +79,7 @@ pub mod v0_2 {
             "toolgate:plugin/terminals.write": async | trappable,
             "toolgate:plugin/terminals.read": async | trappable,
             "toolgate:plugin/terminals.close": async | trappable,
+            "toolgate:plugin/web-search.search": async | trappable,
             "toolgate:plugin/bulk-read.read": async | trappable,
             "toolgate:plugin/bulk-read.[static]batch.start": async | trappable,
             "toolgate:plugin/bulk-read.[method]batch.wait": async | trappable,

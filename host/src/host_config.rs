@@ -121,6 +121,7 @@ use crate::grants::config::WaivableFeature;
 use crate::oci::OciConfig;
 #[cfg(feature = "oci")]
 use crate::oci::trust::TrustConfig;
+use crate::search::WebSearchConfig;
 /// `[oci]` in a build without the cargo feature `oci`: refused when set.
 #[cfg(not(feature = "oci"))]
 type OciConfig = crate::config::NotBuilt;
@@ -192,6 +193,10 @@ pub struct HostConfig {
     /// `[state]`: where host-kept state lives (see [`crate::store`]).
     #[serde(default)]
     pub state: StateConfig,
+    /// `[web_search]`: the provider of the `web-search` seam (see
+    /// [`crate::search`]).
+    #[serde(default)]
+    pub web_search: WebSearchConfig,
     /// The file this came from (for messages).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -231,6 +236,7 @@ impl HostConfig {
         #[cfg(not(feature = "oci"))]
         config.oci.check("/oci", "oci", &mut problems);
         config.egress.check(&mut problems);
+        config.web_search.check(&mut problems);
         config.mcp.check(&mut problems);
         for (name, p) in &config.plugins {
             p.check(&format!("/plugins/{name}"), &mut problems);

@@ -36,6 +36,7 @@ pub mod policy;
 pub mod registry;
 pub mod scheduler;
 pub(crate) mod seams;
+pub mod search;
 pub mod state;
 pub mod store;
 pub(crate) mod tls;

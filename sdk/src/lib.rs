@@ -67,6 +67,7 @@ pub mod schema;
 mod settings;
 pub mod terminals;
 mod tool;
+pub mod web_search;
 
 #[doc(hidden)]
 pub mod __private;

@@ -92,11 +92,14 @@ impl AuditConfig {
     /// The settings, or `None` when the record is off: `enabled = false`,
     /// or nothing enables it (`on_by_default` is the binary's choice; an
     /// embedder turns it on with `[audit]`). `state` is the state
-    /// directory, where the file and key are by default.
+    /// directory, where the file and key are by default; a relative path
+    /// set is relative to the host's working directory `workdir` (where
+    /// the protected set puts it too).
     pub fn resolve(
         &self,
         on_by_default: bool,
         state: Option<&Path>,
+        workdir: &Path,
     ) -> Result<Option<AuditSettings>, AuditError> {
         let on = self
             .enabled
@@ -112,11 +115,11 @@ impl AuditConfig {
                 })
         };
         let path = match &self.path {
-            Some(p) => p.to_path_buf(),
+            Some(p) => workdir.join(p),
             None => in_state(DEFAULT_FILE)?,
         };
         let signing_key = match &self.signing_key {
-            Some(p) => p.to_path_buf(),
+            Some(p) => workdir.join(p),
             None => in_state(DEFAULT_KEY_FILE).unwrap_or_else(|_| path.with_extension("key")),
         };
         Ok(Some(AuditSettings {

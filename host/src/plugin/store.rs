@@ -302,6 +302,7 @@ impl SeamHost for StoreData {
             call: self.scope.call.as_deref(),
             signal: self.scope.signal.as_ref(),
             extensions: &self.scope.extensions,
+            egress: &self.egress,
         }
     }
 }

@@ -197,6 +197,103 @@ async fn send(
     Ok((res, Box::new(io)))
 }
 
+/// A request the host makes for a seam (not for a component's own
+/// `wasi:http`), through `egress` as a component's request would go.
+pub(crate) struct HostRequest<'a> {
+    pub method: &'a str,
+    pub url: &'a str,
+    pub headers: &'a [(&'a str, String)],
+    pub body: Option<Vec<u8>>,
+    /// The whole exchange, connect to the last byte.
+    pub timeout: Duration,
+    /// Bytes of the response body read at most.
+    pub max_body: usize,
+}
+
+/// What a [`HostRequest`] got back.
+pub(crate) struct HostResponse {
+    pub status: u16,
+    pub retry_after: Option<String>,
+    pub body: Vec<u8>,
+}
+
+/// Why a [`HostRequest`] got nothing.
+#[derive(Debug)]
+pub(crate) enum HostRequestError {
+    /// Egress refused it (the message names the rule to add).
+    Refused(String),
+    /// It could not be sent, or not in time, or its answer was too long.
+    Failed(String),
+}
+
+/// Sends `r` through `egress` (its deny rules, grants, address classes and
+/// record, attributed to the call being served) and reads the answer.
+pub(crate) async fn host_request(
+    egress: Arc<ComponentEgress>,
+    r: HostRequest<'_>,
+) -> Result<HostResponse, HostRequestError> {
+    let failed = |why: String| HostRequestError::Failed(why);
+    let mut builder = http::Request::builder().method(r.method).uri(r.url);
+    if let Ok(uri) = r.url.parse::<http::Uri>()
+        && let Some(a) = uri.authority()
+    {
+        builder = builder.header(http::header::HOST, a.as_str());
+    }
+    for (name, value) in r.headers {
+        builder = builder.header(*name, value);
+    }
+    let body = http_body_util::Full::new(Bytes::from(r.body.unwrap_or_default()))
+        .map_err(|never| match never {})
+        .boxed_unsync();
+    let req = builder
+        .body(body)
+        .map_err(|e| failed(format!("the request to {} is malformed: {e}", r.url)))?;
+    let t = Timeouts {
+        connect: r.timeout.min(MAX_TIMEOUT),
+        first_byte: r.timeout.min(MAX_TIMEOUT),
+        between_bytes: r.timeout.min(MAX_TIMEOUT),
+    };
+    let late = || failed(format!("no answer within {} ms", r.timeout.as_millis()));
+    let exchange = async {
+        let (res, _io) = send(egress, req, t).await.map_err(|e| match e {
+            Error::InternalError(Some(refused)) => HostRequestError::Refused(refused),
+            // The connect and first-byte timeouts are the exchange's.
+            Error::ConnectionTimeout
+            | Error::ConnectionReadTimeout
+            | Error::HttpResponseTimeout => late(),
+            other => failed(other.to_string()),
+        })?;
+        let status = res.status().as_u16();
+        let retry_after = res
+            .headers()
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let mut body = res.into_body();
+        let mut bytes = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| failed(e.to_string()))?;
+            if let Ok(data) = frame.into_data() {
+                if bytes.len() + data.len() > r.max_body {
+                    return Err(failed(format!(
+                        "the answer is longer than {} bytes",
+                        r.max_body
+                    )));
+                }
+                bytes.extend_from_slice(&data);
+            }
+        }
+        Ok(HostResponse {
+            status,
+            retry_after,
+            body: bytes,
+        })
+    };
+    tokio::time::timeout(r.timeout, exchange)
+        .await
+        .map_err(|_| late())?
+}
+
 /// A response body that fails when no frame comes within the between-bytes
 /// timeout.
 struct BetweenBytes {

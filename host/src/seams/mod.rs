@@ -9,6 +9,9 @@
 //! * [`files`]: whole-file writes by the host, never into protected paths
 //!   (`files`), and batched whole-file reads of the preopened grants
 //!   (`bulk-read`);
+//! * [`search`]: web search through the configured provider, the request
+//!   made by the host under the plugin's egress (linked for every
+//!   component, like `wasi:http`: each search is decided when it is made);
 //! * [`http`]: outgoing `wasi:http` requests, under the plugin's egress (a
 //!   WASI interface, linked with WASI, not a `toolgate:plugin` seam);
 //! * the file system itself: WASI preopens of exactly the granted
@@ -49,6 +52,7 @@ pub mod http;
 pub mod jobs;
 pub mod kv;
 pub mod process;
+pub mod search;
 pub mod terminals;
 
 use std::sync::Arc;
@@ -78,13 +82,14 @@ pub struct Seam<T: 'static> {
 }
 
 /// Every seam. The one place a seam is registered.
-pub fn all<T: SeamHost>() -> [Seam<T>; 7] {
+pub fn all<T: SeamHost>() -> [Seam<T>; 8] {
     [
         process::shell_seam(),
         process::subprocess_seam(),
         kv::seam(),
         jobs::seam(),
         terminals::seam(),
+        search::seam(),
         files::files(),
         files::bulk_read(),
     ]
@@ -128,6 +133,9 @@ pub struct SeamCtx<'a> {
     /// What features attach to the call (the egress question a spawn's
     /// proxy asks, …; see [`crate::call::Extensions`]).
     pub extensions: &'a crate::call::Extensions,
+    /// The instance's egress (its `wasi:http` requests', attributed to the
+    /// call being served): host requests made for a seam go through it.
+    pub egress: &'a Arc<crate::egress::component::ComponentEgress>,
 }
 
 impl SeamCtx<'_> {
@@ -156,6 +164,9 @@ pub struct HostSeams {
     /// Where egress connections are recorded besides the log: set once,
     /// when the host keeps an audit record.
     pub egress_record: Arc<std::sync::OnceLock<crate::egress::proxy::RecordSink>>,
+    /// The `web-search` seam's provider: set once at start, when
+    /// `[web_search]` names one.
+    pub search: search::SearchSlot,
 }
 
 impl HostSeams {
@@ -172,6 +183,7 @@ impl HostSeams {
                 .is_ok()
                 .then(|| self.terminals.space(plugin.clone())),
             egress_record: self.egress_record.clone(),
+            search: self.search.clone(),
         }
     }
 }
@@ -187,6 +199,8 @@ pub struct PluginSeams {
     pub terminals: Option<terminals::TerminalSpace>,
     /// The host's egress record sink (see [`HostSeams::egress_record`]).
     pub egress_record: Arc<std::sync::OnceLock<crate::egress::proxy::RecordSink>>,
+    /// The web search provider (see [`HostSeams::search`]).
+    pub search: search::SearchSlot,
 }
 
 /// One instance's seam state.
@@ -220,6 +234,12 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), seams.len(), "{names:?}");
         for s in &seams {
+            if s.interface == "web-search" {
+                // Like `wasi:http`: linked for all, each request decided by
+                // the plugin's egress (no grant: refused, naming the rule).
+                assert!((s.granted)(&Grants::default()).is_ok());
+                continue;
+            }
             let line = (s.granted)(&Grants::default()).expect_err(s.interface);
             assert!(line.contains('='), "{}: {line}", s.interface);
         }

@@ -194,6 +194,7 @@ pub struct Stores {
 pub fn open(
     config: &StateConfig,
     state_dir: Option<&Path>,
+    workdir: &Path,
     kv: Option<Arc<dyn KvBackend>>,
     approvals: Option<ApprovalsAt<'_>>,
 ) -> Result<Stores, HostError> {
@@ -207,7 +208,9 @@ pub fn open(
     let in_state_dir = |file: &str| state_dir.map(|d| d.join(file));
     let approvals: Option<Arc<dyn ApprovalStore>> = match approvals {
         None => None,
-        Some(ApprovalsAt::File(path)) => Some(Arc::new(sqlite::SqliteApprovals::open(path)?)),
+        Some(ApprovalsAt::File(path)) => Some(Arc::new(sqlite::SqliteApprovals::open(
+            &workdir.join(path),
+        )?)),
         Some(ApprovalsAt::State) => Some(
             match (&server, in_state_dir(sqlite::approvals::DEFAULT_FILE)) {
                 (Some(server), _) => shared_approvals(server)?,
@@ -228,7 +231,7 @@ pub fn open(
     let kv: Arc<dyn KvBackend> = match (kv, server, &config.path) {
         (Some(kv), _, _) => kv,
         (None, Some(server), _) => shared_kv(server),
-        (None, None, Some(path)) => Arc::new(sqlite::SqliteKv::open(path)?),
+        (None, None, Some(path)) => Arc::new(sqlite::SqliteKv::open(&workdir.join(path))?),
         (None, None, None) => match in_state_dir(sqlite::kv::DEFAULT_FILE) {
             Some(path) => Arc::new(sqlite::SqliteKv::open(&path)?),
             // No state directory and nothing configured: memory, for the
@@ -354,7 +357,7 @@ mod tests {
             url: Some("redis://127.0.0.1:6379/0".into()),
             ..StateConfig::default()
         };
-        let e = open(&server, Some(&dir), None, Some(ApprovalsAt::State))
+        let e = open(&server, Some(&dir), &dir, None, Some(ApprovalsAt::State))
             .err()
             .expect("refused");
         let text = e.to_string();
@@ -395,25 +398,32 @@ mod tests {
             url: Some("redis://user:secret@127.0.0.1:1/0".into()),
             ..StateConfig::default()
         };
-        let s = open(&server, Some(&dir), None, Some(ApprovalsAt::State)).unwrap();
+        let s = open(&server, Some(&dir), &dir, None, Some(ApprovalsAt::State)).unwrap();
         assert_eq!(s.kv.describe(), "redis://…@127.0.0.1:1/0");
         assert!(s.approvals.as_ref().is_some_and(|a| a.shared()));
         assert!(!dir.join(sqlite::approvals::DEFAULT_FILE).exists());
         let own = dir.join("own.sqlite");
-        let s = open(&server, Some(&dir), None, Some(ApprovalsAt::File(&own))).unwrap();
+        let s = open(
+            &server,
+            Some(&dir),
+            &dir,
+            None,
+            Some(ApprovalsAt::File(&own)),
+        )
+        .unwrap();
         assert!(s.kv.describe().starts_with("redis://"));
         assert!(s.approvals.is_some_and(|a| !a.shared()) && own.exists());
         // Files in the state directory.
         let files = StateConfig::default();
-        let s = open(&files, Some(&dir), None, Some(ApprovalsAt::State)).unwrap();
+        let s = open(&files, Some(&dir), &dir, None, Some(ApprovalsAt::State)).unwrap();
         let kv_file = dir.join(sqlite::kv::DEFAULT_FILE);
         assert_eq!(s.kv.describe(), format!("sqlite:{}", kv_file.display()));
         assert!(dir.join(sqlite::approvals::DEFAULT_FILE).exists());
         assert!(s.approvals.is_some_and(|a| !a.shared()));
         // No state directory.
-        let s = open(&files, None, None, None).unwrap();
+        let s = open(&files, None, Path::new("."), None, None).unwrap();
         assert_eq!(s.kv.describe(), "sqlite::memory:");
-        let e = open(&files, None, None, Some(ApprovalsAt::State))
+        let e = open(&files, None, Path::new("."), None, Some(ApprovalsAt::State))
             .err()
             .expect("the queue needs a place");
         assert!(e.to_string().contains("no state directory"), "{e}");
@@ -424,9 +434,11 @@ mod tests {
             ..StateConfig::default()
         };
         let memory: Arc<dyn KvBackend> = Arc::new(sqlite::SqliteKv::memory());
-        let s = open(&bad, None, Some(memory), None).unwrap();
+        let s = open(&bad, None, Path::new("."), Some(memory), None).unwrap();
         assert_eq!(s.kv.describe(), "sqlite::memory:");
-        let e = open(&bad, None, None, None).err().expect("a bad URL");
+        let e = open(&bad, None, Path::new("."), None, None)
+            .err()
+            .expect("a bad URL");
         assert!(e.to_string().contains("[state] url"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -105,6 +105,7 @@ pub fn expand(e: Export) -> syn::Result<TokenStream> {
             "process",
             "jobs",
             "terminals",
+            "web-search",
             "files",
             "bulk-read",
         ]);

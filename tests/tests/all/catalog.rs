@@ -145,6 +145,7 @@ async fn the_built_in_catalog_has_the_seeds_names() {
         "terminal_list",
         "todo_write",
         "web_fetch",
+        "web_search",
         "list_dir",
     ];
     want.sort();

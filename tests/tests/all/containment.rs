@@ -1038,6 +1038,7 @@ const NOT_PATHS: &[(&str, &str)] = &[
     ("/state/url", "a redis:// URL"),
     ("/state/prefix", "a key prefix"),
     ("/state/replica_id", "a replica's name"),
+    ("/web_search/url", "an http(s) URL"),
 ];
 
 /// Every leaf of `schema` below `at`: (pointer with `*` for map keys and

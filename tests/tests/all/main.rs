@@ -28,6 +28,7 @@ mod scheduler;
 mod serve;
 mod signatures;
 mod terminals;
+mod web_search;
 
 // Under CI, a test ignored because the build found a need missing
 // (`has_mcp_client`, `has_mcp_servers`, `has_mcp_conformance`) fails the run.

@@ -829,7 +829,14 @@ async fn the_kv_seam_and_the_queue_share_one_connection() {
         url: Some(redis.url()),
         ..StateConfig::default()
     };
-    let stores = toolgate::store::open(&config, None, None, Some(ApprovalsAt::State)).unwrap();
+    let stores = toolgate::store::open(
+        &config,
+        None,
+        std::path::Path::new("."),
+        None,
+        Some(ApprovalsAt::State),
+    )
+    .unwrap();
     let approvals = stores.approvals.unwrap();
     stores.kv.set("p", "", "k", b"v").await.unwrap();
     assert!(approvals.list(Listing::Pending).await.unwrap().is_empty());

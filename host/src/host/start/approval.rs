@@ -38,7 +38,9 @@ impl Feature for Queue {
             }
             if let Some(url) = &config.webhook {
                 let key = match (&config.webhook_key_file, start.state) {
-                    (Some(p), _) => p.to_path_buf(),
+                    // Relative to the host's working directory, as the
+                    // protected set has it.
+                    (Some(p), _) => start.workdir.join(p),
                     (None, Some(dir)) => dir.join(DEFAULT_KEY_FILE),
                     (None, None) => return Err(WebhookError::NoKeyFile.into()),
                 };

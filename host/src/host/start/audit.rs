@@ -27,11 +27,11 @@ impl Feature for Record {
             if start.asked.without_audit {
                 return Ok(());
             }
-            if let Some(settings) = start
-                .config
-                .audit
-                .resolve(start.asked.audit_by_default, start.state)?
-            {
+            if let Some(settings) = start.config.audit.resolve(
+                start.asked.audit_by_default,
+                start.state,
+                start.workdir,
+            )? {
                 wiring.audit = Some(Audit::open(settings, start.replica_id)?);
             }
             Ok(())

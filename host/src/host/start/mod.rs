@@ -20,6 +20,7 @@ mod approval;
 mod audit;
 mod bridge;
 mod codemode;
+mod search;
 mod store;
 
 use std::path::Path;
@@ -120,5 +121,6 @@ pub(crate) const FEATURES: &[&dyn Feature] = &[
     &audit::Record,
     &approval::Queue,
     &codemode::CodeMode,
+    &search::WebSearch,
     &bridge::McpBridge,
 ];

@@ -26,8 +26,13 @@ impl Feature for Stores {
                 Some(file) => ApprovalsAt::File(file),
                 None => ApprovalsAt::State,
             });
-            let stores =
-                crate::store::open(&config.state, start.state, wiring.kv.take(), approvals)?;
+            let stores = crate::store::open(
+                &config.state,
+                start.state,
+                start.workdir,
+                wiring.kv.take(),
+                approvals,
+            )?;
             wiring.kv = Some(stores.kv);
             wiring.approval_store = stores.approvals;
             Ok(())
