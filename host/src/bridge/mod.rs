@@ -614,7 +614,7 @@ async fn connection(
                 .await
                 .map(|r| r.map_err(|e| e.to_string()))
         }
-        None => match http_transport(&server.config) {
+        None => match http_transport(&server.config, &server.context.workdir) {
             Ok(transport) => {
                 tokio::time::timeout(timeout, handler.serve_with_ct(transport, ct.clone()))
                     .await
@@ -807,6 +807,7 @@ async fn list_bounded(
 
 fn http_transport(
     config: &McpServerConfig,
+    workdir: &std::path::Path,
 ) -> Result<rmcp::transport::StreamableHttpClientTransport<reqwest::Client>, String> {
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     let url = config.url.as_deref().unwrap_or_default();
@@ -816,7 +817,9 @@ fn http_transport(
             std::env::var(var)
                 .map_err(|_| format!("the bearer token variable `{var}` is not set"))?,
         ),
-        (None, Some(file)) => Some(read_token(&file.as_written().to_string_lossy())?),
+        // Relative to the host's working directory, as the protected set
+        // has it.
+        (None, Some(file)) => Some(read_token(&workdir.join(file).to_string_lossy())?),
         (None, None) => None,
     };
     if let Some(t) = token {
@@ -888,7 +891,9 @@ mod tests {
             bearer_token_env: Some("TOOLGATE_TEST_NO_SUCH_TOKEN_VAR".into()),
             ..McpServerConfig::default()
         };
-        let err = http_transport(&config).err().unwrap();
+        let err = http_transport(&config, std::path::Path::new("."))
+            .err()
+            .unwrap();
         assert!(err.contains("TOOLGATE_TEST_NO_SUCH_TOKEN_VAR"), "{err}");
     }
 

@@ -998,3 +998,24 @@ impl wit::Host for TerminalsView<'_> {
         Ok(space.list(self.scope).into_iter().map(Into::into).collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The emulator answers where the cursor is (a line editor waits for
+    /// it) and keeps the title on one line; it answers nothing else.
+    #[test]
+    fn the_emulator_answers_cursor_queries_and_keeps_the_title() {
+        let mut p = vt100::Parser::new_with_callbacks(
+            24.try_into().unwrap(),
+            80.try_into().unwrap(),
+            0,
+            Replies::default(),
+        );
+        p.process(b"ab\r\ncd\x1b[6n\x1b[5n\x1b]2;my\ntitle\x07\x1b[?6n");
+        assert_eq!(p.callbacks().pending, b"\x1b[2;3R\x1b[0n");
+        assert_eq!(p.callbacks().title, "mytitle");
+        assert_eq!(p.screen().contents(), "ab\ncd");
+    }
+}
