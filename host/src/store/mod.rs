@@ -367,8 +367,8 @@ mod tests {
         );
         assert!(!dir.join(sqlite::kv::DEFAULT_FILE).exists(), "no fallback");
         let memory: Arc<dyn KvBackend> = Arc::new(sqlite::SqliteKv::memory());
-        assert!(open(&server, Some(&dir), Some(memory), None).is_ok());
-        let s = open(&StateConfig::default(), Some(&dir), None, None).unwrap();
+        assert!(open(&server, Some(&dir), &dir, Some(memory), None).is_ok());
+        let s = open(&StateConfig::default(), Some(&dir), &dir, None, None).unwrap();
         assert!(s.kv.describe().starts_with("sqlite:"));
     }
 

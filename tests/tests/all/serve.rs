@@ -2577,3 +2577,56 @@ fn http_a_drain_is_bounded_by_its_timeout() {
     let log = server.log.lock().unwrap().clone();
     assert!(log.contains("--drain-timeout-ms passed"), "{log}");
 }
+
+/// Issue 42: the terminal tools over streamable HTTP with the bearer
+/// token: a terminal one request opens is typed into, read as a screen
+/// and closed by the next requests of the session — the host keeps it
+/// between them.
+#[test]
+fn a_terminal_lives_across_the_requests_of_an_http_session() {
+    let s = setup();
+    let server = HttpServer::start(&s, &["--approve", "allow"]);
+    let with = session_headers(&server);
+    let addr = server.addr();
+    let call = |id: u64, tool: &str, args: Value| -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                          "params": {"name": tool, "arguments": args}})
+        .to_string();
+        let (head, mut reader) = open_request(&addr, &post(&addr, &with, &body));
+        assert!(head.starts_with("HTTP/1.1 200"), "{tool}: {head}");
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                panic!("no answer to {tool}");
+            }
+            let data = line.trim();
+            let data = data.strip_prefix("data:").map_or(data, str::trim);
+            if let Ok(v) = serde_json::from_str::<Value>(data)
+                && v["id"] == id
+            {
+                return v["result"].clone();
+            }
+        }
+    };
+    let opened = call(
+        2,
+        "terminal_open",
+        json!({"command": "sh", "yield_ms": 300}),
+    );
+    let id = opened["structuredContent"]["terminal"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no terminal id: {opened}"))
+        .to_string();
+    let typed = call(
+        3,
+        "terminal_write",
+        json!({"id": id, "input": "echo over-$((40+2))-http\n", "yield_ms": 1000}),
+    );
+    assert_ne!(typed["isError"], true, "{typed}");
+    let screen = call(4, "terminal_screen", json!({"id": id}));
+    let shown = screen["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(shown.contains("over-42-http"), "{screen}");
+    let closed = call(5, "terminal_close", json!({"id": id}));
+    assert_eq!(closed["structuredContent"]["status"], "closed", "{closed}");
+}
