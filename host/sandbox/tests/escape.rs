@@ -57,32 +57,13 @@ fn print_report(r: &ProbeReport) {
 /// `__probe` subcommand prefix) reports every spec, and none escapes.
 #[tokio::test]
 async fn the_whole_suite_reports_every_spec() {
-    let reports = run_escape_suite_via(PROBE.as_ref(), &["__probe"], &scratch()).await;
-    assert_eq!(reports.len(), probe_suite().len());
-    for r in &reports {
-        print_report(r);
-    }
-    // Where the build found every layer, a refused spawn is a failure too;
-    // elsewhere the strict sandbox must refuse (never run uncontained).
-    let refusal_ok = !cfg!(has_full_kernel);
-    let bad: Vec<_> = reports
-        .iter()
-        .filter(|r| match r.verdict {
-            Verdict::Contained => false,
-            Verdict::Skipped(_) => !refusal_ok,
-            _ => true,
-        })
-        .map(|r| (r.name, r.verdict.clone()))
-        .collect();
-    assert!(bad.is_empty(), "{bad:?}");
+    every_spec_contained(run_escape_suite_via(PROBE.as_ref(), &["__probe"], &scratch()).await);
 }
 
-/// The same suite with every probe on a pseudo-terminal that is its
-/// controlling terminal (what `terminal_open` gives a program): a terminal
-/// opens no way out (`toolgate sandbox check --terminal`).
-#[tokio::test]
-async fn the_whole_suite_holds_on_a_terminal() {
-    let reports = run_escape_suite_with(PROBE.as_ref(), &["__probe"], &scratch(), true).await;
+/// Every spec reported and contained. Where the build found every layer, a
+/// refused spawn is a failure too; elsewhere the strict sandbox must refuse
+/// (never run uncontained).
+fn every_spec_contained(reports: Vec<ProbeReport>) {
     assert_eq!(reports.len(), probe_suite().len());
     for r in &reports {
         print_report(r);
@@ -98,6 +79,16 @@ async fn the_whole_suite_holds_on_a_terminal() {
         .map(|r| (r.name, r.verdict.clone(), r.attempt.message.clone()))
         .collect();
     assert!(bad.is_empty(), "{bad:?}");
+}
+
+/// The same suite with every probe on a pseudo-terminal that is its
+/// controlling terminal (what `terminal_open` gives a program): a terminal
+/// opens no way out (`toolgate sandbox check --terminal`).
+#[tokio::test]
+async fn the_whole_suite_holds_on_a_terminal() {
+    every_spec_contained(
+        run_escape_suite_with(PROBE.as_ref(), &["__probe"], &scratch(), true).await,
+    );
 }
 
 /// The probes are real: run *outside* the sandbox against the same fixtures,
