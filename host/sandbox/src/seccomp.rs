@@ -440,8 +440,10 @@ pub(crate) fn build_filter(opts: FilterOptions) -> Vec<sock_filter> {
         a.ld(off_arg_lo(1));
         a.jeq(TIOCSPGRP as u32, Target::Next, other);
         a.ret(ret_errno(0));
+        // Any other ioctl goes on to the rules below, the syscall number
+        // back in the accumulator.
         a.bind(other);
-        a.ret(RET_ALLOW);
+        a.ld(OFF_NR);
         a.bind(skip);
     }
 
