@@ -275,6 +275,10 @@ type Owner = (Arc<str>, String);
 pub struct TerminalTable {
     /// Each owner's terminals, oldest first.
     terminals: Mutex<HashMap<Owner, Vec<Arc<Terminal>>>>,
+    /// Held by an `open` from its count to its insertion, so that opens
+    /// at once cannot pass the limits together (the map itself stays free
+    /// for reads meanwhile).
+    opening: Mutex<()>,
     next_id: AtomicU64,
     /// The replica the terminals run on: their ids end `@REPLICA`.
     replica: Option<Arc<str>>,
@@ -294,6 +298,7 @@ impl TerminalTable {
     pub fn for_replica(replica: Arc<str>) -> TerminalTable {
         TerminalTable {
             terminals: Mutex::default(),
+            opening: Mutex::default(),
             next_id: AtomicU64::new(0),
             replica: Some(replica),
         }
@@ -442,6 +447,8 @@ impl TerminalSpace {
         }
         let policy = super::process::sandbox_policy(who, &mut req.env, None);
         let key = self.key(scope);
+        // Counted and inserted under one lock: the limits are exact.
+        let _opening = self.table.opening.lock().unwrap_or_else(|p| p.into_inner());
         {
             let all = self
                 .table
