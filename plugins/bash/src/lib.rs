@@ -267,21 +267,35 @@ pub struct Job {
     output_bytes: u64,
 }
 
+/// A job's or terminal's status word: `running`, `ended_by` (what its
+/// timeout, a kill or a close is called), `exited` or `signalled`.
+fn status(running: bool, killed: bool, exit_code: Option<i32>, ended_by: &str) -> String {
+    if running {
+        "running"
+    } else if killed {
+        ended_by
+    } else if exit_code.is_some() {
+        "exited"
+    } else {
+        "signalled"
+    }
+    .to_string()
+}
+
+/// The status as a list line shows it (`exited 3`).
+fn shown_status(status: &str, exit_code: Option<i32>) -> String {
+    match (status, exit_code) {
+        ("exited", Some(c)) => format!("exited {c}"),
+        (s, _) => s.to_string(),
+    }
+}
+
 impl From<jobs::JobInfo> for Job {
     fn from(i: jobs::JobInfo) -> Job {
-        let status = if i.running {
-            "running"
-        } else if i.killed {
-            "killed"
-        } else if i.exit_code.is_some() {
-            "exited"
-        } else {
-            "signalled"
-        };
         Job {
+            status: status(i.running, i.killed, i.exit_code, "killed"),
             id: i.id,
             command: i.command,
-            status: status.into(),
             exit_code: i.exit_code,
             elapsed_ms: i.elapsed_ms,
             output_bytes: i.output_bytes,
@@ -290,10 +304,7 @@ impl From<jobs::JobInfo> for Job {
 }
 
 fn job_line(j: &Job) -> String {
-    let status = match (j.status.as_str(), j.exit_code) {
-        ("exited", Some(c)) => format!("exited {c}"),
-        (s, _) => s.to_string(),
-    };
+    let status = shown_status(&j.status, j.exit_code);
     format!(
         "{}  {status}  {:.1}s  {} bytes  {}",
         j.id,

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use toolgate_sdk::terminals::{self, TerminalInfo, TerminalOptions};
 use toolgate_sdk::{Annotations, Call, Content, ContentBlock, Schema, Tool, ToolError};
 
-use crate::{MAX_OUTPUT_BYTES, head_tail};
+use crate::{MAX_OUTPUT_BYTES, head_tail, shown_status, status};
 
 /// How long `terminal_open` waits for the program's first output.
 pub const OPEN_YIELD_MS: u32 = 500;
@@ -53,19 +53,10 @@ pub struct Term {
 
 impl From<TerminalInfo> for Term {
     fn from(i: TerminalInfo) -> Term {
-        let status = if i.running {
-            "running"
-        } else if i.killed {
-            "closed"
-        } else if i.exit_code.is_some() {
-            "exited"
-        } else {
-            "signalled"
-        };
         Term {
+            status: status(i.running, i.killed, i.exit_code, "closed"),
             id: i.id,
             command: i.command,
-            status: status.into(),
             exit_code: i.exit_code,
             elapsed_ms: i.elapsed_ms,
             output_bytes: i.output_bytes,
@@ -76,10 +67,7 @@ impl From<TerminalInfo> for Term {
 }
 
 fn term_line(t: &Term) -> String {
-    let status = match (t.status.as_str(), t.exit_code) {
-        ("exited", Some(c)) => format!("exited {c}"),
-        (s, _) => s.to_string(),
-    };
+    let status = shown_status(&t.status, t.exit_code);
     format!(
         "{}  {status}  {}×{}  {:.1}s  {} bytes  {}",
         t.id,
