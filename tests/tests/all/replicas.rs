@@ -258,17 +258,32 @@ impl Haproxy {
         );
         let path = dir.path().join("haproxy.cfg");
         std::fs::write(&path, config).unwrap();
-        let child = Command::new("haproxy")
+        let log = dir.path().join("haproxy.log");
+        let mut child = Command::new("haproxy")
             .arg("-db")
             .arg("-f")
             .arg(&path)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .expect("start haproxy");
-        wait_for("haproxy listens", Duration::from_secs(10), || {
-            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-        });
+        // HAProxy binds the frontend's port before it renames the stats
+        // socket into place: ready is both, and an haproxy that exited
+        // (its port taken meanwhile) is said with its own words.
+        wait_for(
+            "haproxy listens and its stats socket answers",
+            Duration::from_secs(10),
+            || {
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!(
+                        "haproxy exited ({status}): {}",
+                        std::fs::read_to_string(&log).unwrap_or_default()
+                    );
+                }
+                std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+                    && std::os::unix::net::UnixStream::connect(&socket).is_ok()
+            },
+        );
         Haproxy {
             child,
             port,
