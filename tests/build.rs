@@ -280,6 +280,28 @@ fn mcp(manifest_dir: &std::path::Path, started: std::time::SystemTime, probes: &
             }
         });
     probes.need("browser", browser);
+    // The `lsp` tests' language servers: pyright and
+    // typescript-language-server from npm (tests/lsp/servers.txt), and
+    // rustup's rust-analyzer component.
+    for f in ["setup-servers.sh", "servers.txt"] {
+        println!(
+            "cargo:rerun-if-changed={}",
+            manifest_dir.join("lsp").join(f).display()
+        );
+    }
+    let npm_servers = setup("../lsp/setup-servers.sh", &tmp.join("lsp-servers"), ".servers")
+        .map_err(|why| {
+            format!("the language servers of tests/lsp/servers.txt are not installed: {why}; run `bash tests/lsp/setup-servers.sh target/tmp/lsp-servers` (needs node/npm)")
+        });
+    probes.need("lsp_servers", npm_servers);
+    let ra = std::process::Command::new("rustup")
+        .args(["which", "rust-analyzer"])
+        .output();
+    let ra = match ra {
+        Ok(o) if o.status.success() => Ok(()),
+        _ => Err("rustup's rust-analyzer component is not installed; run `rustup component add rust-analyzer`".to_string()),
+    };
+    probes.need("rust_analyzer", ra);
 }
 
 /// The CNCF distribution registry (Debian's `docker-registry`), which the

@@ -80,6 +80,8 @@ pub mod v0_2 {
             "toolgate:plugin/terminals.read": async | trappable,
             "toolgate:plugin/terminals.close": async | trappable,
             "toolgate:plugin/web-search.search": async | trappable,
+            "toolgate:plugin/lsp.request": async | trappable,
+            "toolgate:plugin/lsp.diagnostics": async | trappable,
             "toolgate:plugin/bulk-read.read": async | trappable,
             "toolgate:plugin/bulk-read.[static]batch.start": async | trappable,
             "toolgate:plugin/bulk-read.[method]batch.wait": async | trappable,

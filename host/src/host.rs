@@ -942,14 +942,21 @@ impl Toolgate {
     }
 
     /// Kill every background job and terminal (the `jobs` and
-    /// `terminals` seams) and wait, up to 5 s, until each has ended.
+    /// `terminals` seams) and wait, up to 5 s, until each has ended; stop
+    /// the language servers (the `lsp` seam) and wait for them as long.
     /// Dropping the host kills them too, without waiting; an embedder that
     /// exits right after should call this first.
     pub async fn shutdown(&self) {
         let seams = self.inner.lifecycle.seams();
+        let lsp = async {
+            if let Some(lsp) = seams.lsp.get() {
+                lsp.shutdown(Duration::from_secs(5)).await;
+            }
+        };
         tokio::join!(
             seams.jobs.shutdown(Duration::from_secs(5)),
             seams.terminals.shutdown(Duration::from_secs(5)),
+            lsp,
         );
         if let Some(audit) = &self.inner.audit
             && let Err(e) = audit.close()
@@ -976,6 +983,16 @@ impl Toolgate {
     /// Background jobs running now, all plugins and scopes.
     pub fn running_jobs(&self) -> usize {
         self.inner.lifecycle.seams().jobs.running()
+    }
+
+    /// Language servers running now.
+    pub fn running_language_servers(&self) -> usize {
+        self.inner
+            .lifecycle
+            .seams()
+            .lsp
+            .get()
+            .map_or(0, |l| l.running().len())
     }
 
     /// Terminals open now, all plugins and scopes.

@@ -197,6 +197,10 @@ pub struct HostConfig {
     /// [`crate::search`]).
     #[serde(default)]
     pub web_search: WebSearchConfig,
+    /// `[lsp]`: the language servers of the `lsp` seam (see
+    /// [`crate::lsp`]).
+    #[serde(default)]
+    pub lsp: crate::lsp::LspConfig,
     /// The file this came from (for messages).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -237,6 +241,7 @@ impl HostConfig {
         config.oci.check("/oci", "oci", &mut problems);
         config.egress.check(&mut problems);
         config.web_search.check(&mut problems);
+        config.lsp.check(&mut problems);
         config.mcp.check(&mut problems);
         for (name, p) in &config.plugins {
             p.check(&format!("/plugins/{name}"), &mut problems);

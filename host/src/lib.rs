@@ -27,6 +27,7 @@ pub mod grants;
 pub mod host;
 pub(crate) mod host_config;
 pub mod lifecycle;
+pub mod lsp;
 #[cfg(feature = "oci")]
 pub use toolgate_oci as oci;
 pub mod outcome;

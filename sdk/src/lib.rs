@@ -60,6 +60,7 @@ pub mod files;
 pub mod jobs;
 pub mod kv;
 pub mod log;
+pub mod lsp;
 pub mod outcome;
 mod policy;
 pub mod process;

@@ -50,6 +50,8 @@ pub fn sources() -> (Vec<PluginSource>, Vec<LoadError>) {
 /// What a built-in plugin is granted when the operator says nothing about it.
 ///
 /// * `fs-tools`: the working directory, read-only, as `.`.
+/// * `lsp`: the same (the files it asks language servers about, and shows
+///   the lines of).
 /// * `bash`: the shell seam and the working directory read-write for the
 ///   processes it spawns only (`spawn_only`): the component itself needs no
 ///   file access, and a read-write preopen could not keep the host's
@@ -65,7 +67,7 @@ pub fn default_grants(name: &str, workdir: &Path) -> Option<GrantsConfig> {
         spawn_only,
     };
     match name {
-        "fs-tools" => Some(GrantsConfig {
+        "fs-tools" | "lsp" => Some(GrantsConfig {
             fs: vec![grant(FsAccess::ReadOnly, ".", false)],
             ..Default::default()
         }),

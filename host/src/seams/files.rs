@@ -241,6 +241,20 @@ fn locate_in<'g>(
     Ok((grant, parts))
 }
 
+/// The preopened grant a guest path falls under, and the path on the host
+/// (its components joined to the grant's directory; whether it exists, or
+/// leads out through a symlink, is for the open to find).
+pub(crate) fn readable_host_path<'g>(
+    grants: &'g [FsGrant],
+    path: &str,
+) -> Result<(&'g FsGrant, PathBuf), String> {
+    let (grant, parts) = locate_in(grants.iter().filter(|g| g.preopen), "preopened", path)?;
+    Ok((
+        grant,
+        parts.iter().fold(grant.host.clone(), |p, c| p.join(c)),
+    ))
+}
+
 /// The read-write grant a guest path falls under, and the path's
 /// components beneath it.
 fn locate<'g>(grants: &'g Grants, path: &str) -> Result<(&'g FsGrant, Vec<String>), String> {

@@ -12,6 +12,8 @@
 //! * [`search`]: web search through the configured provider, the request
 //!   made by the host under the plugin's egress (linked for every
 //!   component, like `wasi:http`: each search is decided when it is made);
+//! * [`lsp`]: questions to the language servers the host runs, about
+//!   files in the preopened grants;
 //! * [`http`]: outgoing `wasi:http` requests, under the plugin's egress (a
 //!   WASI interface, linked with WASI, not a `toolgate:plugin` seam);
 //! * the file system itself: WASI preopens of exactly the granted
@@ -51,6 +53,7 @@ pub mod files;
 pub mod http;
 pub mod jobs;
 pub mod kv;
+pub mod lsp;
 pub mod process;
 pub mod search;
 pub mod terminals;
@@ -82,7 +85,7 @@ pub struct Seam<T: 'static> {
 }
 
 /// Every seam. The one place a seam is registered.
-pub fn all<T: SeamHost>() -> [Seam<T>; 8] {
+pub fn all<T: SeamHost>() -> [Seam<T>; 9] {
     [
         process::shell_seam(),
         process::subprocess_seam(),
@@ -90,6 +93,7 @@ pub fn all<T: SeamHost>() -> [Seam<T>; 8] {
         jobs::seam(),
         terminals::seam(),
         search::seam(),
+        lsp::seam(),
         files::files(),
         files::bulk_read(),
     ]
@@ -167,6 +171,8 @@ pub struct HostSeams {
     /// The `web-search` seam's provider: set once at start, when
     /// `[web_search]` names one.
     pub search: search::SearchSlot,
+    /// The `lsp` seam's language servers: set once at start.
+    pub lsp: lsp::LspSlot,
 }
 
 impl HostSeams {
@@ -184,6 +190,7 @@ impl HostSeams {
                 .then(|| self.terminals.space(plugin.clone())),
             egress_record: self.egress_record.clone(),
             search: self.search.clone(),
+            lsp: self.lsp.clone(),
         }
     }
 }
@@ -201,6 +208,8 @@ pub struct PluginSeams {
     pub egress_record: Arc<std::sync::OnceLock<crate::egress::proxy::RecordSink>>,
     /// The web search provider (see [`HostSeams::search`]).
     pub search: search::SearchSlot,
+    /// The language servers (see [`HostSeams::lsp`]).
+    pub lsp: lsp::LspSlot,
 }
 
 /// One instance's seam state.

@@ -12,6 +12,12 @@
 //! regular files are opened or replaced (a FIFO would block the opener).
 //! `edit` changes exactly the bytes of the replaced text: line endings,
 //! encoding of the rest and a missing final newline are kept.
+//!
+//! With the setting `LSP_DIAGNOSTICS = "true"` (`[plugins.fs-write] vars`),
+//! each write and edit ends by asking the language server of the file's
+//! kind (the host's `lsp` seam, `[lsp]`) for the file's diagnostics, and
+//! the result lists them: the model sees the error it just made without
+//! another call. No server for the file: nothing is added.
 
 use std::fs;
 use std::path::Path;
@@ -34,6 +40,57 @@ pub const MAX_FILE_BYTES: usize = 16 * 1024 * 1024;
 pub const MAX_DIFF_BYTES: usize = 16 * 1024;
 /// Lines of the edited file shown around the first change.
 const SNIPPET_LINES: usize = 4;
+/// Diagnostics listed after a write or edit, at most.
+pub const MAX_DIAGNOSTICS: usize = 20;
+/// How long a write or edit waits for the server's diagnostics
+/// (`LSP_DIAGNOSTICS_WAIT_MS`, default).
+pub const DIAGNOSTICS_WAIT_MS: &str = "5000";
+
+/// The file's diagnostics now, when the operator asked for them
+/// (`LSP_DIAGNOSTICS = "true"`) and a language server serves the file.
+fn diagnostics_after(shown: &str, text: &str) -> Option<Vec<String>> {
+    if toolgate_sdk::setting("LSP_DIAGNOSTICS", "false") != "true" {
+        return None;
+    }
+    let wait = toolgate_sdk::setting("LSP_DIAGNOSTICS_WAIT_MS", DIAGNOSTICS_WAIT_MS)
+        .parse()
+        .unwrap_or(5000);
+    use toolgate_sdk::lsp::{self, LspError};
+    match lsp::diagnostics(shown, wait) {
+        Ok(found) => {
+            let all = found.as_array().cloned().unwrap_or_default();
+            let mut lines: Vec<String> = all
+                .iter()
+                .take(MAX_DIAGNOSTICS)
+                .map(|d| {
+                    let at = d["range"]["start"]["line"].as_u64().unwrap_or(0) as usize;
+                    lsp::diagnostic_line(shown, d, text.lines().nth(at))
+                })
+                .collect();
+            if all.len() > MAX_DIAGNOSTICS {
+                lines.push(format!("… and {} more", all.len() - MAX_DIAGNOSTICS));
+            }
+            Some(lines)
+        }
+        Err(LspError::NotConfigured(_)) => None,
+        Err(e) => Some(vec![format!("(no diagnostics: {})", lsp::message(&e))]),
+    }
+}
+
+/// `text` followed by the diagnostics, if any were asked for.
+fn with_diagnostics(mut text: String, diagnostics: &Option<Vec<String>>) -> String {
+    match diagnostics {
+        Some(d) if d.is_empty() => {
+            text.push_str("\nThe language server reports no problems in it.")
+        }
+        Some(d) => {
+            text.push_str("\nThe language server reports now:\n");
+            text.push_str(&d.join("\n"));
+        }
+        None => {}
+    }
+    text
+}
 
 /// What is at `path` now: nothing, or a regular file (anything else is an
 /// error that says what it is).
@@ -104,6 +161,10 @@ pub struct Written {
     bytes: u64,
     /// The file did not exist before.
     created: bool,
+    /// The language server's diagnostics of the file now (with
+    /// `LSP_DIAGNOSTICS = "true"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    diagnostics: Option<Vec<String>>,
 }
 
 impl Tool for Write {
@@ -124,19 +185,24 @@ impl Tool for Write {
         }
         let created = existing(&path, &shown, "write")?.is_none();
         files::write(&shown, self.content.as_bytes()).map_err(refused)?;
+        let diagnostics = diagnostics_after(&shown, &self.content);
         Ok(Written {
             path: shown,
             bytes: self.content.len() as u64,
             created,
+            diagnostics,
         })
     }
 
     fn render(v: Written) -> Vec<ContentBlock> {
-        vec![Content::text(format!(
-            "{} `{}` ({} bytes written)",
-            if v.created { "Created" } else { "Replaced" },
-            v.path,
-            v.bytes
+        vec![Content::text(with_diagnostics(
+            format!(
+                "{} `{}` ({} bytes written)",
+                if v.created { "Created" } else { "Replaced" },
+                v.path,
+                v.bytes
+            ),
+            &v.diagnostics,
         ))]
     }
 
@@ -194,6 +260,10 @@ pub struct Edited {
     lines: Vec<u64>,
     /// The edited region, numbered (`cat -n` style).
     snippet: String,
+    /// The language server's diagnostics of the file now (with
+    /// `LSP_DIAGNOSTICS = "true"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    diagnostics: Option<Vec<String>>,
 }
 
 /// The 1-based line number of byte `at`.
@@ -336,27 +406,33 @@ impl Tool for Edit {
             first.saturating_sub(SNIPPET_LINES as u64).max(1),
             last + SNIPPET_LINES as u64,
         );
+        let diagnostics = diagnostics_after(&shown, &plan.new);
         Ok(Edited {
             path: shown,
             replacements: plan.at.len() as u64,
             lines,
             snippet,
+            diagnostics,
         })
     }
 
     fn render(v: Edited) -> Vec<ContentBlock> {
-        vec![Content::text(format!(
-            "Edited `{}`: {} replacement{} (line{} {}). The region now reads:\n{}",
-            v.path,
-            v.replacements,
-            if v.replacements == 1 { "" } else { "s" },
-            if v.lines.len() == 1 { "" } else { "s" },
-            v.lines
-                .iter()
-                .map(u64::to_string)
-                .collect::<Vec<_>>()
-                .join(", "),
-            v.snippet
+        let diagnostics = v.diagnostics.clone();
+        vec![Content::text(with_diagnostics(
+            format!(
+                "Edited `{}`: {} replacement{} (line{} {}). The region now reads:\n{}",
+                v.path,
+                v.replacements,
+                if v.replacements == 1 { "" } else { "s" },
+                if v.lines.len() == 1 { "" } else { "s" },
+                v.lines
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                v.snippet
+            ),
+            &diagnostics,
         ))]
     }
 

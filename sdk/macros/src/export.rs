@@ -106,6 +106,7 @@ pub fn expand(e: Export) -> syn::Result<TokenStream> {
             "jobs",
             "terminals",
             "web-search",
+            "lsp",
             "files",
             "bulk-read",
         ]);

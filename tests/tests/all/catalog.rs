@@ -147,6 +147,7 @@ async fn the_built_in_catalog_has_the_seeds_names() {
         "web_fetch",
         "web_search",
         "list_dir",
+        "lsp",
     ];
     want.sort();
     assert_eq!(names, want);

@@ -1039,6 +1039,17 @@ const NOT_PATHS: &[(&str, &str)] = &[
     ("/state/prefix", "a key prefix"),
     ("/state/replica_id", "a replica's name"),
     ("/web_search/url", "an http(s) URL"),
+    ("/lsp/servers/*/preset", "a preset's name"),
+    (
+        "/lsp/servers/*/args/*",
+        "an argument (a file it names is the operator's to protect)",
+    ),
+    ("/lsp/servers/*/extensions/*", "a file extension"),
+    (
+        "/lsp/servers/*/root_markers/*",
+        "a file name looked for above a file",
+    ),
+    ("/lsp/servers/*/env/*", "a value set for the server"),
 ];
 
 /// Every leaf of `schema` below `at`: (pointer with `*` for map keys and

@@ -19,6 +19,7 @@ mod examples;
 mod foundation;
 mod keyless;
 mod lifecycle;
+mod lsp;
 mod oci;
 mod passthrough;
 mod pipeline;

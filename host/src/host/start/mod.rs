@@ -20,6 +20,7 @@ mod approval;
 mod audit;
 mod bridge;
 mod codemode;
+mod lsp;
 mod search;
 mod store;
 
@@ -122,5 +123,6 @@ pub(crate) const FEATURES: &[&dyn Feature] = &[
     &approval::Queue,
     &codemode::CodeMode,
     &search::WebSearch,
+    &lsp::LanguageServers,
     &bridge::McpBridge,
 ];

@@ -1,0 +1,562 @@
+//! Language servers for the `lsp` seam: which server serves a file, where
+//! its project's root is, starting it (sandboxed), keeping it warm and
+//! stopping it when idle.
+//!
+//! A server is started per (server, project root) on the first question
+//! about a file there, under [`toolgate_sandbox`] as a stdio MCP server is
+//! ([`crate::bridge::launch`]: the same grant resolution, so the host's
+//! authority stays out of reach, its install directory granted read-only):
+//! the project *read-only*, a cache directory of its own read-write (its
+//! `HOME`), no network. It is stopped after `[lsp] idle_timeout_s` unused,
+//! with the host, or to make room past [`MAX_SERVERS`]; a server that
+//! crashed is started again at the next question.
+//!
+//! What a component may ask, and how its paths become the server's URIs
+//! and back, is the seam's ([`crate::seams::lsp`]); the conversation with
+//! one server is [`server`]; the base protocol [`framing`].
+
+pub mod config;
+pub mod framing;
+pub mod server;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub use config::{LspConfig, LspServerConfig, PRESETS};
+pub use server::{Server, ServerError};
+
+use crate::config::path::{GrantDir, Program, WorkDir};
+
+/// Language servers running at once in one host: 8. Starting one more
+/// stops the one unused longest.
+pub const MAX_SERVERS: usize = 8;
+
+/// Why a question could not be answered.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum LspError {
+    #[error("{0}")]
+    NotConfigured(String),
+    #[error("{0}")]
+    Refused(String),
+    #[error("{0}")]
+    Server(String),
+    #[error("{0}")]
+    Timeout(String),
+    #[error("{0}")]
+    InvalidRequest(String),
+}
+
+/// A server as configured (a preset with the operator's keys applied).
+#[derive(Clone, Debug)]
+pub struct ServerSpec {
+    pub name: Arc<str>,
+    pub command: String,
+    pub args: Vec<String>,
+    pub extensions: Vec<String>,
+    pub root_markers: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub initialization_options: Value,
+    pub settings: Value,
+    /// Named in `[lsp.servers]` (not only a preset found in `PATH`).
+    pub configured: bool,
+}
+
+/// What starting a server needs from the host.
+pub struct LaunchContext {
+    /// The host's working directory.
+    pub workdir: PathBuf,
+    pub enforcement: toolgate_sandbox::Enforcement,
+    pub authority: crate::grants::Authority,
+    /// The configuration's name, for messages.
+    pub origin: String,
+    pub egress: Arc<crate::egress::Global>,
+}
+
+type Slot = Arc<tokio::sync::Mutex<Option<Arc<Server>>>>;
+
+/// The language servers of one host.
+pub struct LspService {
+    specs: Vec<ServerSpec>,
+    idle: Duration,
+    launch: LaunchContext,
+    slots: Mutex<HashMap<(Arc<str>, PathBuf), Slot>>,
+    /// Where each server gets a cache directory; removed with the service.
+    cache: PathBuf,
+    started: std::sync::atomic::AtomicU64,
+}
+
+impl Drop for LspService {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.cache);
+    }
+}
+
+/// The language id LSP expects for a file extension.
+pub fn language_id(extension: &str) -> &str {
+    match extension {
+        "rs" => "rust",
+        "py" | "pyi" => "python",
+        "ts" | "mts" | "cts" => "typescript",
+        "tsx" => "typescriptreact",
+        "js" | "mjs" | "cjs" => "javascript",
+        "jsx" => "javascriptreact",
+        "c" | "h" => "c",
+        "cc" | "cpp" | "cxx" | "hpp" | "hh" | "hxx" => "cpp",
+        other => other,
+    }
+}
+
+impl LspService {
+    /// The servers `config` names, and (unless `presets = false`) the
+    /// presets it does not.
+    pub fn new(config: &LspConfig, launch: LaunchContext) -> LspService {
+        let mut specs = Vec::new();
+        for (name, s) in &config.servers {
+            if s.enabled == Some(false) {
+                continue;
+            }
+            let base = s
+                .preset
+                .as_deref()
+                .and_then(config::preset)
+                .or_else(|| config::preset(name));
+            let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+            specs.push(ServerSpec {
+                name: name.as_str().into(),
+                command: s
+                    .command
+                    .as_ref()
+                    .map(|c| c.as_written().to_string_lossy().into_owned())
+                    .or_else(|| base.map(|b| b.command.to_string()))
+                    .unwrap_or_default(),
+                args: s
+                    .args
+                    .clone()
+                    .unwrap_or_else(|| base.map(|b| strings(b.args)).unwrap_or_default()),
+                extensions: s
+                    .extensions
+                    .clone()
+                    .unwrap_or_else(|| base.map(|b| strings(b.extensions)).unwrap_or_default()),
+                root_markers: s
+                    .root_markers
+                    .clone()
+                    .unwrap_or_else(|| base.map(|b| strings(b.root_markers)).unwrap_or_default()),
+                env: s.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                initialization_options: s.initialization_options.clone().unwrap_or_else(|| {
+                    base.map(|b| {
+                        serde_json::from_str(b.initialization_options).expect("preset JSON")
+                    })
+                    .unwrap_or(Value::Object(Default::default()))
+                }),
+                settings: s
+                    .settings
+                    .clone()
+                    .unwrap_or(Value::Object(Default::default())),
+                configured: true,
+            });
+        }
+        if config.presets != Some(false) {
+            for p in PRESETS {
+                let named = config
+                    .servers
+                    .iter()
+                    .any(|(name, s)| name == p.name || s.preset.as_deref() == Some(p.name));
+                if !named {
+                    specs.push(ServerSpec {
+                        name: p.name.into(),
+                        command: p.command.into(),
+                        args: p.args.iter().map(|s| s.to_string()).collect(),
+                        extensions: p.extensions.iter().map(|s| s.to_string()).collect(),
+                        root_markers: p.root_markers.iter().map(|s| s.to_string()).collect(),
+                        env: Vec::new(),
+                        initialization_options: serde_json::from_str(p.initialization_options)
+                            .expect("preset JSON"),
+                        settings: Value::Object(Default::default()),
+                        configured: false,
+                    });
+                }
+            }
+        }
+        LspService {
+            specs,
+            idle: Duration::from_secs(
+                config
+                    .idle_timeout_s
+                    .unwrap_or(config::DEFAULT_IDLE_TIMEOUT_S),
+            ),
+            launch,
+            slots: Mutex::new(HashMap::new()),
+            cache: {
+                // One per service: a process may run several hosts.
+                static SERVICES: std::sync::atomic::AtomicU64 =
+                    std::sync::atomic::AtomicU64::new(0);
+                let n = SERVICES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                std::env::temp_dir().join(format!("toolgate-lsp-{}-{n}", std::process::id()))
+            },
+            started: Default::default(),
+        }
+    }
+
+    /// The servers it may start.
+    pub fn specs(&self) -> &[ServerSpec] {
+        &self.specs
+    }
+
+    /// The server for `file` (by its extension), and its language id.
+    pub fn spec_for(&self, file: &Path) -> Result<(&ServerSpec, String), LspError> {
+        let ext = file
+            .extension()
+            .and_then(|e| e.to_str())
+            .unwrap_or_default();
+        let spec = self
+            .specs
+            .iter()
+            .find(|s| s.extensions.iter().any(|e| e == ext))
+            .ok_or_else(|| {
+                LspError::NotConfigured(format!(
+                    "no language server serves `.{ext}` files: configure one under [lsp.servers.NAME] (`command`, `extensions`) in toolgate.toml; presets: {}",
+                    PRESETS.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+                ))
+            })?;
+        let id = language_id(ext).to_string();
+        Ok((spec, id))
+    }
+
+    /// The running server of `spec` for the project at `root`, started
+    /// (and initialized) if none is, within `deadline`.
+    pub async fn server(
+        &self,
+        spec: &ServerSpec,
+        root: &Path,
+        deadline: Instant,
+    ) -> Result<Arc<Server>, LspError> {
+        let slot = {
+            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            slots
+                .entry((spec.name.clone(), root.to_path_buf()))
+                .or_default()
+                .clone()
+        };
+        let mut slot = slot.lock().await;
+        if let Some(s) = slot.as_ref()
+            && s.ended().is_none()
+        {
+            return Ok(s.clone());
+        }
+        self.make_room();
+        let server = self.start(spec, root)?;
+        let started = Instant::now();
+        match tokio::time::timeout_at(
+            deadline.into(),
+            server.initialize(spec.initialization_options.clone(), deadline),
+        )
+        .await
+        {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                server.stop();
+                return Err(LspError::Server(format!(
+                    "the language server `{}` did not start: {e}",
+                    spec.name
+                )));
+            }
+            Err(_) => {
+                server.stop();
+                return Err(LspError::Timeout(format!(
+                    "the language server `{}` did not answer `initialize` within {} ms",
+                    spec.name,
+                    started.elapsed().as_millis()
+                )));
+            }
+        }
+        tracing::info!(server = %spec.name, root = %root.display(), ms = started.elapsed().as_millis() as u64, "language server started");
+        let weak = Arc::downgrade(&server);
+        let idle = self.idle;
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(idle.min(Duration::from_secs(30))).await;
+                let Some(s) = weak.upgrade() else { return };
+                if s.ended().is_some() {
+                    return;
+                }
+                if s.idle_for() >= idle {
+                    tracing::info!(server = %s.name, root = %s.root.display(), "language server idle: stopped");
+                    s.stop();
+                    return;
+                }
+            }
+        });
+        *slot = Some(server.clone());
+        Ok(server)
+    }
+
+    /// Every server running now.
+    pub fn running(&self) -> Vec<Arc<Server>> {
+        let slots: Vec<Slot> = self
+            .slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        slots
+            .iter()
+            .filter_map(|s| s.try_lock().ok().and_then(|s| s.clone()))
+            .filter(|s| s.ended().is_none())
+            .collect()
+    }
+
+    /// Stop the server unused longest while [`MAX_SERVERS`] run.
+    fn make_room(&self) {
+        let mut running = self.running();
+        while running.len() >= MAX_SERVERS {
+            running.sort_by_key(|s| std::cmp::Reverse(s.idle_for()));
+            let s = running.remove(0);
+            tracing::info!(server = %s.name, root = %s.root.display(), "language server stopped to make room for another ({MAX_SERVERS} at most)");
+            s.stop();
+        }
+    }
+
+    /// Stop every server (the host is stopping) and wait, up to
+    /// `patience`, until each has ended.
+    pub async fn shutdown(&self, patience: Duration) {
+        let running = self.running();
+        for s in &running {
+            s.stop();
+        }
+        let _ = tokio::time::timeout(
+            patience,
+            futures::future::join_all(running.iter().map(|s| s.wait_ended())),
+        )
+        .await;
+    }
+
+    /// Spawn the server process for `root` (sandboxed).
+    fn start(&self, spec: &ServerSpec, root: &Path) -> Result<Arc<Server>, LspError> {
+        let n = self
+            .started
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let cache = self.cache.join(format!("{}-{n}", spec.name));
+        std::fs::create_dir_all(&cache)
+            .and_then(|_| {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&self.cache, std::fs::Permissions::from_mode(0o700))
+            })
+            .map_err(|e| {
+                LspError::Server(format!(
+                    "cannot create the cache directory {} of language server `{}`: {e}",
+                    cache.display(),
+                    spec.name
+                ))
+            })?;
+        let launch = self.launch_of(spec, root, &cache)?;
+        let child = toolgate_sandbox::spawn_piped(
+            launch.program.clone(),
+            &launch.cwd,
+            &launch.env,
+            &launch.policy,
+        )
+        .map_err(|e| {
+            LspError::Server(format!(
+                "cannot start the language server `{}`: {e}",
+                spec.name
+            ))
+        })?;
+        Server::attach(
+            spec.name.clone(),
+            root.to_path_buf(),
+            child,
+            spec.settings.clone(),
+        )
+        .map_err(LspError::Server)
+    }
+
+    /// How `spec` is launched for `root`: as a stdio MCP server would be,
+    /// granted the project read-only and `cache` read-write.
+    fn launch_of(
+        &self,
+        spec: &ServerSpec,
+        root: &Path,
+        cache: &Path,
+    ) -> Result<crate::bridge::launch::Launch, LspError> {
+        use crate::bridge::config::{McpGrantsConfig, McpServerConfig, ServerFsGrant};
+        use crate::grants::{FsAccess, SpawnLimitsConfig};
+        let host_path = std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into());
+        let mut env: std::collections::BTreeMap<String, String> = [
+            ("HOME", cache.to_string_lossy().into_owned()),
+            ("XDG_CACHE_HOME", cache.to_string_lossy().into_owned()),
+            ("TMPDIR", cache.to_string_lossy().into_owned()),
+            (
+                "CARGO_HOME",
+                cache.join("cargo").to_string_lossy().into_owned(),
+            ),
+            ("PATH", host_path),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        env.extend(spec.env.iter().cloned());
+        let path_var = env["PATH"].clone();
+        let mut command = spec.command.clone();
+        if let Some(real) = through_rustup(&command, root, &path_var) {
+            // A rustup proxy: run the toolchain's binary, with the
+            // toolchain's `bin` first in `PATH` (its cargo, its rustc).
+            if let Some(bin) = real.parent() {
+                env.insert("PATH".into(), format!("{}:{path_var}", bin.display()));
+            }
+            command = real.to_string_lossy().into_owned();
+        }
+        let config = McpServerConfig {
+            command: Some(Program::from(command.as_str())),
+            args: spec.args.clone(),
+            env,
+            cwd: Some(WorkDir::from(root.to_path_buf())),
+            grants: Some(McpGrantsConfig {
+                fs: vec![
+                    ServerFsGrant {
+                        path: GrantDir::from(root.to_path_buf()),
+                        access: FsAccess::ReadOnly,
+                    },
+                    ServerFsGrant {
+                        path: GrantDir::from(cache.to_path_buf()),
+                        access: FsAccess::ReadWrite,
+                    },
+                ],
+                // A server lives for hours: the default 10 CPU minutes
+                // would end a busy one.
+                limits: SpawnLimitsConfig {
+                    cpu_seconds: Some(24 * 3600),
+                    ..Default::default()
+                },
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        crate::bridge::launch::resolve(
+            &format!("lsp:{}", spec.name),
+            &config,
+            &self.launch.workdir,
+            &self.launch.enforcement,
+            &self.launch.authority,
+            &self.launch.origin,
+            crate::bridge::launch::Egress {
+                global: &self.launch.egress,
+                record: None,
+                ask: None,
+            },
+        )
+        .map_err(|e| {
+            let what = if spec.configured {
+                format!("[lsp.servers.{}]", spec.name)
+            } else {
+                format!("the `{}` preset", spec.name)
+            };
+            LspError::NotConfigured(format!("the language server of {what} cannot start: {e}"))
+        })
+    }
+}
+
+/// When `command` (looked up in `path`) is a rustup proxy: the binary it
+/// would run for `root` (`rustup which`, honouring a `rust-toolchain.toml`
+/// there).
+fn through_rustup(command: &str, root: &Path, path: &str) -> Option<PathBuf> {
+    let found = if command.contains('/') {
+        PathBuf::from(command)
+    } else {
+        path.split(':')
+            .map(|d| Path::new(d).join(command))
+            .find(|p| p.is_file())?
+    };
+    let real = found.canonicalize().ok()?;
+    if real.file_name()? != "rustup" {
+        return None;
+    }
+    let out = std::process::Command::new(&real)
+        .arg("which")
+        .arg(found.file_name()?)
+        .current_dir(root)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let p = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
+    p.is_file().then_some(p)
+}
+
+/// The project root of `file`: the nearest directory from its own up to
+/// `top` holding one of `markers`; none: `top`.
+pub fn find_root(file: &Path, top: &Path, markers: &[String]) -> PathBuf {
+    let mut dir = file.parent();
+    while let Some(d) = dir {
+        if !d.starts_with(top) {
+            break;
+        }
+        if markers.iter().any(|m| d.join(m).exists()) {
+            return d.to_path_buf();
+        }
+        if d == top {
+            break;
+        }
+        dir = d.parent();
+    }
+    top.to_path_buf()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_root_is_the_nearest_marked_directory_never_above_the_grant() {
+        let tmp = std::env::temp_dir().join(format!("lsp-root-{}", std::process::id()));
+        let top = tmp.join("grant");
+        std::fs::create_dir_all(top.join("a/b/c")).unwrap();
+        std::fs::write(tmp.join("Cargo.toml"), "").unwrap();
+        std::fs::write(top.join("a/Cargo.toml"), "").unwrap();
+        let m = vec!["Cargo.toml".to_string()];
+        assert_eq!(find_root(&top.join("a/b/c/x.rs"), &top, &m), top.join("a"));
+        // A marker above the grant is not looked at.
+        assert_eq!(find_root(&top.join("y.rs"), &top, &m), top);
+        std::fs::remove_file(top.join("a/Cargo.toml")).unwrap();
+        assert_eq!(find_root(&top.join("a/b/c/x.rs"), &top, &m), top);
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    #[test]
+    fn presets_and_configured_servers_are_chosen_by_extension() {
+        let config: LspConfig = toml::from_str(
+            "[servers.pyright]\nargs = [\"--stdio\", \"-v\"]\n[servers.mine]\ncommand = \"my-ls\"\nextensions = [\"foo\"]\n[servers.gopls]\nenabled = false\n",
+        )
+        .unwrap();
+        let s = LspService::new(
+            &config,
+            LaunchContext {
+                workdir: "/".into(),
+                enforcement: Default::default(),
+                authority: Default::default(),
+                origin: "test".into(),
+                egress: Arc::new(crate::egress::Global::default()),
+            },
+        );
+        let (py, id) = s.spec_for(Path::new("/x/a.py")).unwrap();
+        assert_eq!((&*py.name, id.as_str()), ("pyright", "python"));
+        assert_eq!(py.command, "pyright-langserver");
+        assert_eq!(py.args, ["--stdio", "-v"]);
+        assert!(py.configured);
+        let (mine, id) = s.spec_for(Path::new("a.foo")).unwrap();
+        assert_eq!(
+            (&*mine.name, id.as_str(), mine.command.as_str()),
+            ("mine", "foo", "my-ls")
+        );
+        let (ra, _) = s.spec_for(Path::new("src/lib.rs")).unwrap();
+        assert!(!ra.configured, "a preset nobody named");
+        let e = s.spec_for(Path::new("main.go")).unwrap_err();
+        assert!(e.to_string().contains("[lsp.servers.NAME]"), "{e}");
+    }
+}
