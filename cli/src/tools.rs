@@ -45,7 +45,35 @@ impl From<Format> for ToolsFormat {
 
 pub async fn run(global: &GlobalArgs, args: ToolsArgs) -> anyhow::Result<ExitCode> {
     let host = global.host().await?;
-    let out = project(&host.tools_for(&args.scope), args.format.into());
+    let tools = host.tools_for(&args.scope);
+    let out = project(&tools, args.format.into());
     println!("{}", serde_json::to_string_pretty(&out)?);
+    if tools.iter().any(|t| t.name == "lsp") {
+        let (found, missing): (Vec<_>, Vec<_>) = host
+            .language_servers()
+            .into_iter()
+            .partition(|(_, p)| p.is_ok());
+        let named = |l: &[(std::sync::Arc<str>, Result<std::path::PathBuf, String>)]| {
+            l.iter()
+                .map(|(n, p)| match p {
+                    Ok(p) => format!("{n} ({})", p.display()),
+                    Err(e) => format!("{n} ({e})"),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if !found.is_empty() {
+            eprintln!("note: `lsp` asks these language servers: {}", named(&found));
+        }
+        if !missing.is_empty() {
+            eprintln!(
+                "note: `lsp` answers NOT_CONFIGURED for the files of: {} (install it, or set `[lsp.servers.NAME] command`)",
+                named(&missing)
+            );
+        }
+    }
+    eprintln!(
+        "note: no `pwsh` tool: no registry this project installs from ships a PowerShell that runs, so none is offered or tested (docs/operators.md, \"The built-in tools\")"
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -1181,3 +1181,75 @@ fn a_misnamed_manifest_is_named_with_the_name_it_needs() {
         "{stdout}"
     );
 }
+
+/// A language server of a dozen lines, in Python: answers `initialize`
+/// and `textDocument/hover` (with the position it was asked about).
+const FAKE_LANGUAGE_SERVER: &str = r#"
+import json, sys
+def read():
+    length = None
+    while True:
+        line = sys.stdin.buffer.readline()
+        if not line:
+            sys.exit(0)
+        if not line.strip():
+            break
+        k, v = line.split(b":", 1)
+        if k.strip().lower() == b"content-length":
+            length = int(v)
+    return json.loads(sys.stdin.buffer.read(length))
+def send(m):
+    body = json.dumps(m).encode()
+    sys.stdout.buffer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    sys.stdout.buffer.flush()
+while True:
+    m = read()
+    if "id" not in m or "method" not in m:
+        continue
+    if m["method"] == "initialize":
+        result = {"capabilities": {"hoverProvider": True}}
+    elif m["method"] == "textDocument/hover":
+        p = m["params"]["position"]
+        result = {"contents": {"kind": "plaintext", "value": "hover from the fake server at %d:%d" % (p["line"], p["character"])}}
+    else:
+        result = None
+    send({"jsonrpc": "2.0", "id": m["id"], "result": result})
+"#;
+
+/// `run` reaches the `lsp` seam (a language server named in `[lsp]`
+/// answers a hover through the built-in `lsp` tool, the symbol found on
+/// its line), and `toolgate tools` says which servers `lsp` asks and why
+/// there is no `pwsh`.
+#[test]
+fn run_asks_a_language_server_and_tools_says_which() {
+    let dir = temp("lsp");
+    std::fs::write(dir.join("server.py"), FAKE_LANGUAGE_SERVER).unwrap();
+    std::fs::write(dir.join("a.fake"), "say hello\n").unwrap();
+    std::fs::write(
+        dir.join("toolgate.toml"),
+        "[lsp]\npresets = false\n[lsp.servers.fake]\ncommand = \"/usr/bin/python3\"\nargs = [\"server.py\"]\nextensions = [\"fake\"]\n",
+    )
+    .unwrap();
+    let mut c = toolgate();
+    c.current_dir(&dir).args(["run", "-"]);
+    let out = with_stdin(
+        c,
+        r#"[{"id": "h", "name": "lsp", "arguments": {"operation": "hover", "file": "a.fake", "line": 1, "symbol": "hello"}}]"#,
+    );
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    assert_eq!(
+        v[0]["content"][0]["text"], "hover from the fake server at 0:4",
+        "{v}"
+    );
+
+    let out = toolgate().current_dir(&dir).arg("tools").output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("note: `lsp` asks these language servers: fake (/usr/bin/python3)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("no `pwsh` tool"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -985,6 +985,19 @@ impl Toolgate {
         self.inner.lifecycle.seams().jobs.running()
     }
 
+    /// The language servers the `lsp` seam may start, each with the
+    /// program it would run or why it cannot (see
+    /// [`crate::lsp::LspService::availability`]).
+    pub fn language_servers(&self) -> Vec<(Arc<str>, Result<PathBuf, String>)> {
+        self.inner
+            .lifecycle
+            .seams()
+            .lsp
+            .get()
+            .map(|l| l.availability())
+            .unwrap_or_default()
+    }
+
     /// Language servers running now.
     pub fn running_language_servers(&self) -> usize {
         self.inner

@@ -206,6 +206,33 @@ impl LspService {
         &self.specs
     }
 
+    /// Each server, and the program it would start (`Err`: why none —
+    /// its command is not found).
+    pub fn availability(&self) -> Vec<(Arc<str>, Result<PathBuf, String>)> {
+        let host_path = std::env::var("PATH").unwrap_or_default();
+        self.specs
+            .iter()
+            .map(|s| {
+                let path = s
+                    .env
+                    .iter()
+                    .find(|(k, _)| k == "PATH")
+                    .map_or(host_path.as_str(), |(_, v)| v.as_str());
+                let found = if s.command.contains('/') {
+                    let p = self.launch.workdir.join(&s.command);
+                    p.is_file().then_some(p)
+                } else {
+                    path.split(':')
+                        .filter(|d| !d.is_empty())
+                        .map(|d| Path::new(d).join(&s.command))
+                        .find(|p| p.is_file())
+                };
+                let found = found.ok_or_else(|| format!("`{}` is not found", s.command));
+                (s.name.clone(), found)
+            })
+            .collect()
+    }
+
     /// The server for `file` (by its extension), and its language id.
     pub fn spec_for(&self, file: &Path) -> Result<(&ServerSpec, String), LspError> {
         let ext = file

@@ -140,6 +140,28 @@ async fn rust_analyzer_answers_and_a_rename_is_a_diff_never_applied() {
     let structured = r.structured_content.as_ref().expect("structured output");
     assert_eq!(structured["count"], 1);
 
+    let text = ok(&b
+        .call(
+            "lsp",
+            json!({"operation": "incomingCalls", "file": "src/lib.rs", "line": 1, "symbol": "parse"}),
+        )
+        .await);
+    assert_eq!(text, "function twice — src/lib.rs:6:8", "{text}");
+    let text = ok(&b
+        .call(
+            "lsp",
+            json!({"operation": "outgoingCalls", "file": "src/lib.rs", "line": 6, "symbol": "twice"}),
+        )
+        .await);
+    assert_eq!(text, "function parse — src/lib.rs:1:8", "{text}");
+    let text = ok(&b
+        .call(
+            "lsp",
+            json!({"operation": "workspaceSymbol", "file": "src/lib.rs", "query": "twice"}),
+        )
+        .await);
+    assert!(text.contains("function twice — src/lib.rs:6:8"), "{text}");
+
     // An edit through toolgate; the next question sees it.
     ok(&b
         .call(
@@ -589,4 +611,44 @@ async fn a_hostile_server_and_a_hostile_component_are_both_contained() {
     );
     h.shutdown().await;
     assert_eq!(h.running_language_servers(), 0);
+}
+
+/// Code Mode: a program asks pyright with nested `lsp` calls, each through
+/// the pipeline, and gets the structured answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(has_lsp_servers),
+    ignore = "needs the language servers of tests/lsp/servers.txt: run `bash tests/lsp/setup-servers.sh target/tmp/lsp-servers`"
+)]
+async fn a_program_asks_a_language_server_in_code_mode() {
+    let b = Bench::with_config(&format!(
+        "code_mode = true\n[lsp.servers.pyright]\ncommand = \"{}\"\n",
+        npm_bin("pyright-langserver").display()
+    ))
+    .await;
+    b.put("pyproject.toml", "[project]\nname = \"demo\"\nversion = \"0.1\"\n");
+    b.put(
+        "shapes.py",
+        "class Square:\n    def area(self) -> int:\n        return 4\n\n\ndef total(s: Square) -> int:\n    return s.area() + s.area()\n",
+    );
+    let r = b
+        .call(
+            "run_code",
+            json!({"code": r#"
+                const outline = await tools.lsp({ operation: "documentSymbol", file: "shapes.py" });
+                const refs = await tools.lsp({ operation: "references", file: "shapes.py", line: 2, symbol: "area" });
+                return { symbols: outline.count, references: refs.count, text: refs.text };
+            "#}),
+        )
+        .await;
+    let t = ok(&r);
+    let result: serde_json::Value = t
+        .lines()
+        .find_map(|l| l.strip_prefix("Result: "))
+        .and_then(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no result in {t}"));
+    // Square, area, total, s (pyright lists parameters too) — at least 3.
+    assert!(result["symbols"].as_u64().unwrap() >= 3, "{t}");
+    assert_eq!(result["references"], 3, "{t}");
+    assert!(result["text"].as_str().unwrap().contains("shapes.py:7:14:"), "{t}");
 }
