@@ -84,6 +84,9 @@ pub struct LspService {
     idle: Duration,
     launch: LaunchContext,
     slots: Mutex<HashMap<(Arc<str>, PathBuf), Slot>>,
+    /// Every server started, for the count and the shutdown; ended ones
+    /// are dropped from it when a server starts.
+    live: Mutex<Vec<std::sync::Weak<Server>>>,
     /// Where each server gets a cache directory; removed with the service.
     cache: PathBuf,
     started: std::sync::atomic::AtomicU64,
@@ -190,6 +193,7 @@ impl LspService {
             ),
             launch,
             slots: Mutex::new(HashMap::new()),
+            live: Mutex::new(Vec::new()),
             cache: {
                 // One per service: a process may run several hosts.
                 static SERVICES: std::sync::atomic::AtomicU64 =
@@ -263,6 +267,12 @@ impl LspService {
     ) -> Result<Arc<Server>, LspError> {
         let slot = {
             let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            // A slot in use, or holding a running server, stays; the rest
+            // (one per project root ever asked about) go.
+            slots.retain(|_, s| {
+                s.try_lock()
+                    .map_or(true, |s| s.as_ref().is_some_and(|s| s.ended().is_none()))
+            });
             slots
                 .entry((spec.name.clone(), root.to_path_buf()))
                 .or_default()
@@ -274,8 +284,8 @@ impl LspService {
         {
             return Ok(s.clone());
         }
-        self.make_room();
-        let server = self.start(spec, root)?;
+        let launch = self.launch_of(spec, root).await?;
+        let server = self.start(spec, root, launch)?;
         let started = Instant::now();
         match tokio::time::timeout_at(
             deadline.into(),
@@ -323,29 +333,14 @@ impl LspService {
 
     /// Every server running now.
     pub fn running(&self) -> Vec<Arc<Server>> {
-        let slots: Vec<Slot> = self
-            .slots
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect();
-        slots
-            .iter()
-            .filter_map(|s| s.try_lock().ok().and_then(|s| s.clone()))
-            .filter(|s| s.ended().is_none())
-            .collect()
+        Self::alive(&self.live.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// Stop the server unused longest while [`MAX_SERVERS`] run.
-    fn make_room(&self) {
-        let mut running = self.running();
-        while running.len() >= MAX_SERVERS {
-            running.sort_by_key(|s| std::cmp::Reverse(s.idle_for()));
-            let s = running.remove(0);
-            tracing::info!(server = %s.name, root = %s.root.display(), "language server stopped to make room for another ({MAX_SERVERS} at most)");
-            s.stop();
-        }
+    fn alive(live: &[std::sync::Weak<Server>]) -> Vec<Arc<Server>> {
+        live.iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .filter(|s| s.ended().is_none())
+            .collect()
     }
 
     /// Stop every server (the host is stopping) and wait, up to
@@ -362,25 +357,25 @@ impl LspService {
         .await;
     }
 
-    /// Spawn the server process for `root` (sandboxed).
-    fn start(&self, spec: &ServerSpec, root: &Path) -> Result<Arc<Server>, LspError> {
-        let n = self
-            .started
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let cache = self.cache.join(format!("{}-{n}", spec.name));
-        std::fs::create_dir_all(&cache)
-            .and_then(|_| {
-                use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(&self.cache, std::fs::Permissions::from_mode(0o700))
-            })
-            .map_err(|e| {
-                LspError::Server(format!(
-                    "cannot create the cache directory {} of language server `{}`: {e}",
-                    cache.display(),
-                    spec.name
-                ))
-            })?;
-        let launch = self.launch_of(spec, root, &cache)?;
+    /// Spawn the server process for `root` (sandboxed), first stopping
+    /// the one unused longest while [`MAX_SERVERS`] run: counted and
+    /// started under one lock, so starts at once cannot pass the limit.
+    fn start(
+        &self,
+        spec: &ServerSpec,
+        root: &Path,
+        launch: crate::bridge::launch::Launch,
+    ) -> Result<Arc<Server>, LspError> {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        live.retain(|w| w.upgrade().is_some_and(|s| s.ended().is_none()));
+        let mut running = Self::alive(&live);
+        while running.len() >= MAX_SERVERS {
+            running.sort_by_key(|s| std::cmp::Reverse(s.idle_for()));
+            let s = running.remove(0);
+            tracing::info!(server = %s.name, root = %s.root.display(), "language server stopped to make room for another ({MAX_SERVERS} at most)");
+            s.stop();
+            live.retain(|w| !std::ptr::eq(w.as_ptr(), Arc::as_ptr(&s)));
+        }
         let child = toolgate_sandbox::spawn_piped(
             launch.program.clone(),
             &launch.cwd,
@@ -393,23 +388,40 @@ impl LspService {
                 spec.name
             ))
         })?;
-        Server::attach(
+        let server = Server::attach(
             spec.name.clone(),
             root.to_path_buf(),
             child,
             spec.settings.clone(),
         )
-        .map_err(LspError::Server)
+        .map_err(LspError::Server)?;
+        live.push(Arc::downgrade(&server));
+        Ok(server)
     }
 
     /// How `spec` is launched for `root`: as a stdio MCP server would be,
-    /// granted the project read-only and `cache` read-write.
-    fn launch_of(
+    /// granted the project read-only and a new cache directory read-write.
+    async fn launch_of(
         &self,
         spec: &ServerSpec,
         root: &Path,
-        cache: &Path,
     ) -> Result<crate::bridge::launch::Launch, LspError> {
+        let n = self
+            .started
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let cache = &self.cache.join(format!("{}-{n}", spec.name));
+        std::fs::create_dir_all(cache)
+            .and_then(|_| {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&self.cache, std::fs::Permissions::from_mode(0o700))
+            })
+            .map_err(|e| {
+                LspError::Server(format!(
+                    "cannot create the cache directory {} of language server `{}`: {e}",
+                    cache.display(),
+                    spec.name
+                ))
+            })?;
         use crate::bridge::config::{McpGrantsConfig, McpServerConfig, ServerFsGrant};
         use crate::grants::{FsAccess, SpawnLimitsConfig};
         let host_path = std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into());
@@ -429,7 +441,7 @@ impl LspService {
         env.extend(spec.env.iter().cloned());
         let path_var = env["PATH"].clone();
         let mut command = spec.command.clone();
-        if let Some(real) = through_rustup(&command, root, &path_var) {
+        if let Some(real) = through_rustup(&command, root, &path_var).await {
             // A rustup proxy: run the toolchain's binary, with the
             // toolchain's `bin` first in `PATH` (its cargo, its rustc).
             if let Some(bin) = real.parent() {
@@ -490,7 +502,7 @@ impl LspService {
 /// When `command` (looked up in `path`) is a rustup proxy: the binary it
 /// would run for `root` (`rustup which`, honouring a `rust-toolchain.toml`
 /// there).
-fn through_rustup(command: &str, root: &Path, path: &str) -> Option<PathBuf> {
+async fn through_rustup(command: &str, root: &Path, path: &str) -> Option<PathBuf> {
     let found = if command.contains('/') {
         PathBuf::from(command)
     } else {
@@ -502,12 +514,18 @@ fn through_rustup(command: &str, root: &Path, path: &str) -> Option<PathBuf> {
     if real.file_name()? != "rustup" {
         return None;
     }
-    let out = std::process::Command::new(&real)
+    let out = tokio::process::Command::new(&real)
         .arg("which")
         .arg(found.file_name()?)
         .current_dir(root)
         .stdin(std::process::Stdio::null())
-        .output()
+        .kill_on_drop(true)
+        .output();
+    // `rustup which` may install the toolchain a `rust-toolchain.toml`
+    // names: bounded.
+    let out = tokio::time::timeout(Duration::from_secs(30), out)
+        .await
+        .ok()?
         .ok()?;
     if !out.status.success() {
         return None;

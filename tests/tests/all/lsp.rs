@@ -380,7 +380,7 @@ async fn what_cannot_be_asked_says_why() {
 /// configuration, reach the network and have the host apply an edit, and
 /// reports what happened as its hover; `silent` never answers; `crash`
 /// dies with last words; `huge` claims a 1 TiB message; `flood` answers
-/// 20 MiB.
+/// 20 MiB; `echo` answers its pid.
 const HOSTILE_SERVER: &str = r#"
 import json, os, socket, sys
 def read():
@@ -415,6 +415,9 @@ while True:
         send({"jsonrpc": "2.0", "id": m["id"], "result": {"capabilities": {"hoverProvider": True}}})
     elif method == "textDocument/hover":
         if mode == "silent":
+            continue
+        if mode == "echo":
+            send({"jsonrpc": "2.0", "id": m["id"], "result": {"contents": "pid %d" % os.getpid()}})
             continue
         if mode == "crash":
             sys.stderr.write("boom: the server fell over\n")
@@ -626,7 +629,10 @@ async fn a_program_asks_a_language_server_in_code_mode() {
         npm_bin("pyright-langserver").display()
     ))
     .await;
-    b.put("pyproject.toml", "[project]\nname = \"demo\"\nversion = \"0.1\"\n");
+    b.put(
+        "pyproject.toml",
+        "[project]\nname = \"demo\"\nversion = \"0.1\"\n",
+    );
     b.put(
         "shapes.py",
         "class Square:\n    def area(self) -> int:\n        return 4\n\n\ndef total(s: Square) -> int:\n    return s.area() + s.area()\n",
@@ -650,5 +656,65 @@ async fn a_program_asks_a_language_server_in_code_mode() {
     // Square, area, total, s (pyright lists parameters too) — at least 3.
     assert!(result["symbols"].as_u64().unwrap() >= 3, "{t}");
     assert_eq!(result["references"], 3, "{t}");
-    assert!(result["text"].as_str().unwrap().contains("shapes.py:7:14:"), "{t}");
+    assert!(
+        result["text"].as_str().unwrap().contains("shapes.py:7:14:"),
+        "{t}"
+    );
+}
+
+/// One server per project root, at most 8 in a host: a ninth root stops
+/// the one unused longest, which starts again (a new process) when its
+/// project is asked about next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_most_eight_servers_run_and_the_idlest_makes_room() {
+    use toolgate_tests::{PluginDir, TempDir, builder, fixtures, run};
+    let project = TempDir::new("lsp-roots");
+    let root = project.path().canonicalize().unwrap();
+    for i in 0..9 {
+        let dir = root.join(format!("p{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("server.py"), HOSTILE_SERVER).unwrap();
+        std::fs::write(dir.join("root.marker"), "").unwrap();
+        std::fs::write(dir.join("a.echo"), "word\n").unwrap();
+    }
+    let config = format!(
+        "[plugins.asker.grants]\nfs = [{{ path = {:?}, access = \"read-only\" }}]\n[lsp]\npresets = false\n\
+         [lsp.servers.echo]\ncommand = \"/usr/bin/python3\"\nargs = [\"server.py\", \"echo\", \"0\"]\nextensions = [\"echo\"]\nroot_markers = [\"root.marker\"]\n",
+        root.display().to_string()
+    );
+    let dir = PluginDir::new();
+    dir.add("asker", fixtures::LSP_ASKER);
+    let h = builder(&dir, &config).workdir(&root).build().await.unwrap();
+    assert!(h.problems().is_empty(), "{:?}", h.problems());
+    let pid = |i: usize| {
+        let h = &h;
+        async move {
+            let args = json!({
+                "file": format!("p{i}/a.echo"),
+                "method": "textDocument/hover",
+                "params": r#"{"position": {"line": 0, "character": 0}}"#,
+                "timeout_ms": 30_000,
+            });
+            let v: serde_json::Value =
+                serde_json::from_str(&run(h, "ask", args).await.text()).unwrap();
+            let answer: serde_json::Value =
+                serde_json::from_str(v["ok"].as_str().unwrap_or_else(|| panic!("{v}"))).unwrap();
+            answer["contents"].as_str().unwrap().to_string()
+        }
+    };
+    let first = pid(0).await;
+    for i in 1..8 {
+        pid(i).await;
+    }
+    assert_eq!(h.running_language_servers(), 8);
+    assert_eq!(pid(0).await, first, "a running server is asked again");
+    // p1 is now the one unused longest: the ninth root stops it.
+    pid(8).await;
+    assert_eq!(h.running_language_servers(), 8);
+    let again = pid(1).await;
+    assert_eq!(h.running_language_servers(), 8);
+    assert_eq!(pid(0).await, first, "p0 was used since: kept");
+    assert!(!again.is_empty());
+    h.shutdown().await;
+    assert_eq!(h.running_language_servers(), 0);
 }
