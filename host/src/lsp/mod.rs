@@ -4,10 +4,11 @@
 //!
 //! A server is started per (server, project root) on the first question
 //! about a file there, under [`toolgate_sandbox`] as a stdio MCP server is
-//! ([`crate::bridge::launch`]: the same grant resolution, so the host's
-//! authority stays out of reach, its install directory granted read-only):
-//! the project *read-only*, a cache directory of its own read-write (its
-//! `HOME`), no network. It is stopped after `[lsp] idle_timeout_s` unused,
+//! — the [`Launcher`] the host gives at start resolves it with the
+//! bridge's launch (the same grant resolution, so the host's authority
+//! stays out of reach, its install directory granted read-only), and this
+//! module imports nothing of the bridge —: the project *read-only*, a
+//! cache directory of its own read-write (its `HOME`), no network. It is stopped after `[lsp] idle_timeout_s` unused,
 //! with the host, or to make room past [`MAX_SERVERS`]; a server that
 //! crashed is started again at the next question.
 //!
@@ -28,8 +29,6 @@ use serde_json::Value;
 
 pub use config::{LspConfig, LspServerConfig, PRESETS};
 pub use server::{Server, ServerError};
-
-use crate::config::path::{GrantDir, Program, WorkDir};
 
 /// Language servers running at once in one host: 8. Starting one more
 /// stops the one unused longest.
@@ -65,16 +64,47 @@ pub struct ServerSpec {
     pub configured: bool,
 }
 
+/// One server to launch: its program, and what it is granted.
+pub struct LaunchAsk<'a> {
+    /// `lsp:NAME`: who it is in logs and the egress record.
+    pub who: String,
+    /// Its program: a path, or a name looked up in `env`'s `PATH`.
+    pub command: &'a str,
+    pub args: &'a [String],
+    /// Its whole environment.
+    pub env: std::collections::BTreeMap<String, String>,
+    /// The project: its working directory, granted read-only.
+    pub root: &'a Path,
+    /// Its own cache directory, granted read-write.
+    pub cache: &'a Path,
+    /// CPU seconds it may use over its life.
+    pub cpu_seconds: u64,
+}
+
+/// A server process ready to spawn: what the host's launcher made of a
+/// [`LaunchAsk`].
+pub struct Launch {
+    pub program: toolgate_sandbox::Program,
+    pub cwd: PathBuf,
+    pub env: Vec<(String, String)>,
+    pub policy: toolgate_sandbox::SandboxPolicy,
+}
+
+/// How the host turns a [`LaunchAsk`] into a confined [`Launch`] (`Err`:
+/// what to fix): given at start, as stdio MCP servers are launched
+/// (`host/start/lsp.rs`), so that this module needs nothing of the bridge.
+pub type Launcher = Box<dyn Fn(&LaunchAsk<'_>) -> Result<Launch, String> + Send + Sync>;
+
 /// What starting a server needs from the host.
 pub struct LaunchContext {
-    /// The host's working directory.
+    /// The host's working directory (a relative `command` is found there).
     pub workdir: PathBuf,
-    pub enforcement: toolgate_sandbox::Enforcement,
-    pub authority: crate::grants::Authority,
-    /// The configuration's name, for messages.
-    pub origin: String,
-    pub egress: Arc<crate::egress::Global>,
+    pub launcher: Launcher,
 }
+
+/// CPU seconds a server may use: 24 hours (a server lives for hours; the
+/// 10 CPU minutes of a command would end a busy one).
+pub const SERVER_CPU_SECONDS: u64 = 24 * 3600;
 
 type Slot = Arc<tokio::sync::Mutex<Option<Arc<Server>>>>;
 
@@ -364,7 +394,7 @@ impl LspService {
         &self,
         spec: &ServerSpec,
         root: &Path,
-        launch: crate::bridge::launch::Launch,
+        launch: Launch,
     ) -> Result<Arc<Server>, LspError> {
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         live.retain(|w| w.upgrade().is_some_and(|s| s.ended().is_none()));
@@ -401,11 +431,7 @@ impl LspService {
 
     /// How `spec` is launched for `root`: as a stdio MCP server would be,
     /// granted the project read-only and a new cache directory read-write.
-    async fn launch_of(
-        &self,
-        spec: &ServerSpec,
-        root: &Path,
-    ) -> Result<crate::bridge::launch::Launch, LspError> {
+    async fn launch_of(&self, spec: &ServerSpec, root: &Path) -> Result<Launch, LspError> {
         let n = self
             .started
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -422,8 +448,6 @@ impl LspService {
                     spec.name
                 ))
             })?;
-        use crate::bridge::config::{McpGrantsConfig, McpServerConfig, ServerFsGrant};
-        use crate::grants::{FsAccess, SpawnLimitsConfig};
         let host_path = std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into());
         let mut env: std::collections::BTreeMap<String, String> = [
             ("HOME", cache.to_string_lossy().into_owned()),
@@ -449,45 +473,15 @@ impl LspService {
             }
             command = real.to_string_lossy().into_owned();
         }
-        let config = McpServerConfig {
-            command: Some(Program::from(command.as_str())),
-            args: spec.args.clone(),
+        (self.launch.launcher)(&LaunchAsk {
+            who: format!("lsp:{}", spec.name),
+            command: &command,
+            args: &spec.args,
             env,
-            cwd: Some(WorkDir::from(root.to_path_buf())),
-            grants: Some(McpGrantsConfig {
-                fs: vec![
-                    ServerFsGrant {
-                        path: GrantDir::from(root.to_path_buf()),
-                        access: FsAccess::ReadOnly,
-                    },
-                    ServerFsGrant {
-                        path: GrantDir::from(cache.to_path_buf()),
-                        access: FsAccess::ReadWrite,
-                    },
-                ],
-                // A server lives for hours: the default 10 CPU minutes
-                // would end a busy one.
-                limits: SpawnLimitsConfig {
-                    cpu_seconds: Some(24 * 3600),
-                    ..Default::default()
-                },
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        crate::bridge::launch::resolve(
-            &format!("lsp:{}", spec.name),
-            &config,
-            &self.launch.workdir,
-            &self.launch.enforcement,
-            &self.launch.authority,
-            &self.launch.origin,
-            crate::bridge::launch::Egress {
-                global: &self.launch.egress,
-                record: None,
-                ask: None,
-            },
-        )
+            root,
+            cache,
+            cpu_seconds: SERVER_CPU_SECONDS,
+        })
         .map_err(|e| {
             let what = if spec.configured {
                 format!("[lsp.servers.{}]", spec.name)
@@ -583,10 +577,7 @@ mod tests {
             &config,
             LaunchContext {
                 workdir: "/".into(),
-                enforcement: Default::default(),
-                authority: Default::default(),
-                origin: "test".into(),
-                egress: Arc::new(crate::egress::Global::default()),
+                launcher: Box::new(|_| Err("not in this test".into())),
             },
         );
         let (py, id) = s.spec_for(Path::new("/x/a.py")).unwrap();
