@@ -6,8 +6,9 @@
 //! that double-forks (trying `setsid` too) a `sleep 1000` under a marker,
 //! (b) a background job that closes its stdout and stderr and sleeps, and
 //! (c) a bridged stdio MCP server (a small Node script) that double-forks a
-//! child of its own, and (d) an interactive terminal (`terminal_open`)
-//! whose shell double-forks the same way; then kills the host (SIGKILL,
+//! child of its own, (d) an interactive terminal (`terminal_open`)
+//! whose shell double-forks the same way, and (e) a language server (the
+//! `lsp` tool's, configured in `[lsp]`) that does too; then kills the host (SIGKILL,
 //! SIGTERM) and asserts that no process of those trees is left.
 
 use std::io::{BufRead, BufReader, Write};
@@ -95,6 +96,29 @@ fn daemon(marker: &str) -> String {
     let sleep = named_sleep(marker, 1000);
     format!("( ( setsid {sleep} 2>/dev/null || {sleep} ) & )")
 }
+
+/// A language server that answers `initialize`, and every other request
+/// with `null`.
+const TINY_LANGUAGE_SERVER: &str = r#"
+import json, sys
+while True:
+    length = None
+    while True:
+        line = sys.stdin.buffer.readline()
+        if not line:
+            sys.exit(0)
+        if not line.strip():
+            break
+        k, v = line.split(b":", 1)
+        if k.strip().lower() == b"content-length":
+            length = int(v)
+    m = json.loads(sys.stdin.buffer.read(length))
+    if "id" in m and "method" in m:
+        result = {"capabilities": {}} if m["method"] == "initialize" else None
+        body = json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": result}).encode()
+        sys.stdout.buffer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        sys.stdout.buffer.flush()
+"#;
 
 /// A minimal stdio MCP server that double-forks a child under its marker
 /// (its first argument) when it starts.
@@ -221,13 +245,20 @@ impl Serve {
     }
 }
 
-/// The three trees of the hostile case, started through `serve` in `work`.
+/// The trees of the hostile case (a job, a terminal, a foreground call, an
+/// MCP server, a language server), started through `serve` in `work`.
 fn start_trees(work: &Path, marker: &str) -> Serve {
     std::fs::write(work.join("forky.js"), FORKY_SERVER).unwrap();
     std::fs::write(
         work.join("toolgate.toml"),
         format!(
-            "[mcp.servers.forky]\ncommand = \"node\"\nargs = [\"forky.js\", \"{marker}-mcp\"]\n"
+            "[mcp.servers.forky]\ncommand = \"node\"\nargs = [\"forky.js\", \"{marker}-mcp\"]\n\
+             [lsp]\npresets = false\n\
+             [lsp.servers.tree]\ncommand = \"/bin/bash\"\nargs = [\"-c\", {:?}]\nextensions = [\"tree\"]\n",
+            format!(
+                "{}; exec -a {marker}-lsp-leader /usr/bin/python3 lsp.py",
+                daemon(&format!("{marker}-lsp")),
+            )
         ),
     )
     .unwrap();
@@ -244,6 +275,15 @@ fn start_trees(work: &Path, marker: &str) -> Serve {
         json!({"command": format!("{}; exec {}", daemon(&format!("{marker}-term")), named_sleep(&format!("{marker}-term-leader"), 1000)), "yield_ms": 0}),
     );
     assert_ne!(term["isError"], true, "{term}");
+    // (e) a language server that leaves a daemon behind, kept warm after
+    // the question that started it.
+    std::fs::write(work.join("lsp.py"), TINY_LANGUAGE_SERVER).unwrap();
+    std::fs::write(work.join("x.tree"), "x\n").unwrap();
+    let symbols = serve.call(
+        "lsp",
+        json!({"operation": "documentSymbol", "file": "x.tree"}),
+    );
+    assert_ne!(symbols["isError"], true, "{symbols}");
     // (a) a foreground call, in flight when the host dies.
     serve.send_request(
         "tools/call",
@@ -258,6 +298,8 @@ fn start_trees(work: &Path, marker: &str) -> Serve {
             "-mcp ",
             "-term-leader",
             "-term ",
+            "-lsp-leader",
+            "-lsp ",
         ]
         .iter()
         .all(|part| {

@@ -240,6 +240,11 @@ fn too_broad(dir: &Path) -> bool {
 /// above a `bin`/`.bin` directory.
 fn install_dir(program: &Path) -> Option<PathBuf> {
     let dir = program.parent()?;
+    // A program of the system view (`/bin/sh`) needs nothing granted: not
+    // the directory above its `bin` (`/`).
+    if in_system_view(dir) {
+        return Some(dir.to_path_buf());
+    }
     let name = dir.file_name()?.to_str()?;
     if name == "bin" || name == ".bin" {
         dir.parent().map(Path::to_path_buf)
@@ -445,5 +450,16 @@ mod tests {
             assert!(too_broad(Path::new(&home)));
         }
         assert!(!too_broad(Path::new("/opt/tools/venv")));
+        // A program of the system view is readable already: its own
+        // directory (skipped), never the `/` above `/bin`.
+        assert_eq!(
+            install_dir(Path::new("/bin/sh")),
+            Some(PathBuf::from("/bin"))
+        );
+        assert!(
+            install_dirs(Path::new("/bin/sh"), DEFAULT_PATH)
+                .iter()
+                .all(|d| in_system_view(d))
+        );
     }
 }

@@ -239,6 +239,10 @@ pub(crate) struct Lifecycle {
     /// a reload's newer one.
     swap: Mutex<()>,
     state: tokio::sync::Mutex<State>,
+    /// The configuration in force, readable without `state`'s lock (a
+    /// reload holds that lock while it compiles: a start's second pass
+    /// for seconds). Written where `state.config` is.
+    config: ArcSwap<HostConfig>,
     /// Plugins being loaded right now (for `PluginState::Loading`).
     loading: Mutex<BTreeSet<Key>>,
     generations: std::sync::atomic::AtomicU64,
@@ -301,6 +305,7 @@ impl Lifecycle {
     ) -> Lifecycle {
         let placeholder = registry::assemble(0, Vec::new(), &NativePolicies::default(), Vec::new());
         let runtime_state = runtime.state.as_ref().map(|s| s.path().to_path_buf());
+        let config = Arc::new(config);
         Lifecycle {
             runtime,
             enforcement,
@@ -320,10 +325,11 @@ impl Lifecycle {
             bridge: std::sync::OnceLock::new(),
             swap: Mutex::default(),
             state: tokio::sync::Mutex::new(State {
-                config: Arc::new(config),
+                config: config.clone(),
                 ledger: ledger::Ledger::load(runtime_state.as_deref()),
                 ..State::default()
             }),
+            config: ArcSwap::new(config),
             loading: Mutex::default(),
             generations: std::sync::atomic::AtomicU64::new(0),
             events: broadcast::channel(EVENT_BUFFER).0,
@@ -410,9 +416,9 @@ impl Lifecycle {
         self.events.subscribe()
     }
 
-    /// The configuration in force.
+    /// The configuration in force (never waits for a reload).
     pub async fn config(&self) -> Arc<HostConfig> {
-        self.state.lock().await.config.clone()
+        self.config.load_full()
     }
 
     /// Plugins being loaded right now.
@@ -519,6 +525,7 @@ impl Lifecycle {
                         ));
                     }
                     state.config = Arc::new(c);
+                    self.config.store(state.config.clone());
                 }
                 Ok(None) => {}
                 Err(e) => {
