@@ -16,7 +16,7 @@ use serde_json::json;
 use crate::catalog::{Bench, failed, ok};
 
 /// The npm servers' install (see the module docs).
-fn npm_bin(name: &str) -> PathBuf {
+pub(crate) fn npm_bin(name: &str) -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));

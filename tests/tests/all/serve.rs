@@ -2630,3 +2630,67 @@ fn a_terminal_lives_across_the_requests_of_an_http_session() {
     let closed = call(5, "terminal_close", json!({"id": id}));
     assert_eq!(closed["structuredContent"]["status"], "closed", "{closed}");
 }
+
+/// The `lsp` tool over HTTP: pyright (npm), started by the first question
+/// of a session, answers the next one warm, each request its own.
+#[test]
+#[cfg_attr(
+    not(has_lsp_servers),
+    ignore = "needs the language servers of tests/lsp/servers.txt: run `bash tests/lsp/setup-servers.sh target/tmp/lsp-servers`"
+)]
+fn a_language_server_answers_the_requests_of_an_http_session() {
+    let s = setup();
+    let mut config = std::fs::read_to_string(&s.config).unwrap();
+    config.push_str(&format!(
+        "[lsp.servers.pyright]\ncommand = \"{}\"\n",
+        crate::lsp::npm_bin("pyright-langserver").display()
+    ));
+    std::fs::write(&s.config, config).unwrap();
+    let work = s.work.path();
+    std::fs::write(work.join("pyproject.toml"), "[project]\nname = \"demo\"\n").unwrap();
+    std::fs::write(
+        work.join("calc.py"),
+        "def double(x: int) -> int:\n    return 2 * x\n",
+    )
+    .unwrap();
+    std::fs::write(
+        work.join("use.py"),
+        "from calc import double\n\nprint(double(21))\n",
+    )
+    .unwrap();
+    let server = HttpServer::start(&s, &["--approve", "allow"]);
+    let with = session_headers(&server);
+    let addr = server.addr();
+    let call = |id: u64, args: Value| -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                          "params": {"name": "lsp", "arguments": args}})
+        .to_string();
+        let (head, mut reader) = open_request(&addr, &post(&addr, &with, &body));
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                panic!("no answer to {id}");
+            }
+            let data = line.trim();
+            let data = data.strip_prefix("data:").map_or(data, str::trim);
+            if let Ok(v) = serde_json::from_str::<Value>(data)
+                && v["id"] == id
+            {
+                return v["result"].clone();
+            }
+        }
+    };
+    let found = call(
+        2,
+        json!({"operation": "definition", "file": "use.py", "line": 3, "symbol": "double"}),
+    );
+    let text = found["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("calc.py:1:5: def double"), "{found}");
+    let refs = call(
+        3,
+        json!({"operation": "references", "file": "calc.py", "line": 1, "symbol": "double"}),
+    );
+    assert_eq!(refs["structuredContent"]["count"], 3, "{refs}");
+}
