@@ -1182,39 +1182,10 @@ fn a_misnamed_manifest_is_named_with_the_name_it_needs() {
     );
 }
 
-/// A language server of a dozen lines, in Python: answers `initialize`
-/// and `textDocument/hover` (with the position it was asked about).
-const FAKE_LANGUAGE_SERVER: &str = r#"
-import json, sys
-def read():
-    length = None
-    while True:
-        line = sys.stdin.buffer.readline()
-        if not line:
-            sys.exit(0)
-        if not line.strip():
-            break
-        k, v = line.split(b":", 1)
-        if k.strip().lower() == b"content-length":
-            length = int(v)
-    return json.loads(sys.stdin.buffer.read(length))
-def send(m):
-    body = json.dumps(m).encode()
-    sys.stdout.buffer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-    sys.stdout.buffer.flush()
-while True:
-    m = read()
-    if "id" not in m or "method" not in m:
-        continue
-    if m["method"] == "initialize":
-        result = {"capabilities": {"hoverProvider": True}}
-    elif m["method"] == "textDocument/hover":
-        p = m["params"]["position"]
-        result = {"contents": {"kind": "plaintext", "value": "hover from the fake server at %d:%d" % (p["line"], p["character"])}}
-    else:
-        result = None
-    send({"jsonrpc": "2.0", "id": m["id"], "result": result})
-"#;
+/// The tests' language server, in Python (`tests/lsp/fake_server.py`;
+/// mode `hover`: answers `initialize`, and a hover with the position it
+/// was asked about).
+const FAKE_LANGUAGE_SERVER: &str = include_str!("../../tests/lsp/fake_server.py");
 
 /// `run` reaches the `lsp` seam (a language server named in `[lsp]`
 /// answers a hover through the built-in `lsp` tool, the symbol found on
@@ -1227,7 +1198,7 @@ fn run_asks_a_language_server_and_tools_says_which() {
     std::fs::write(dir.join("a.fake"), "say hello\n").unwrap();
     std::fs::write(
         dir.join("toolgate.toml"),
-        "[lsp]\npresets = false\n[lsp.servers.fake]\ncommand = \"/usr/bin/python3\"\nargs = [\"server.py\"]\nextensions = [\"fake\"]\n",
+        "[lsp]\npresets = false\n[lsp.servers.fake]\ncommand = \"/usr/bin/python3\"\nargs = [\"server.py\", \"hover\"]\nextensions = [\"fake\"]\n",
     )
     .unwrap();
     let mut c = toolgate();

@@ -97,28 +97,9 @@ fn daemon(marker: &str) -> String {
     format!("( ( setsid {sleep} 2>/dev/null || {sleep} ) & )")
 }
 
-/// A language server that answers `initialize`, and every other request
-/// with `null`.
-const TINY_LANGUAGE_SERVER: &str = r#"
-import json, sys
-while True:
-    length = None
-    while True:
-        line = sys.stdin.buffer.readline()
-        if not line:
-            sys.exit(0)
-        if not line.strip():
-            break
-        k, v = line.split(b":", 1)
-        if k.strip().lower() == b"content-length":
-            length = int(v)
-    m = json.loads(sys.stdin.buffer.read(length))
-    if "id" in m and "method" in m:
-        result = {"capabilities": {}} if m["method"] == "initialize" else None
-        body = json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": result}).encode()
-        sys.stdout.buffer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-        sys.stdout.buffer.flush()
-"#;
+/// The tests' language server, in Python (`tests/lsp/fake_server.py`;
+/// mode `plain`: answers `initialize`, and every other request with null).
+const TINY_LANGUAGE_SERVER: &str = include_str!("../../tests/lsp/fake_server.py");
 
 /// A minimal stdio MCP server that double-forks a child under its marker
 /// (its first argument) when it starts.
@@ -256,7 +237,7 @@ fn start_trees(work: &Path, marker: &str) -> Serve {
              [lsp]\npresets = false\n\
              [lsp.servers.tree]\ncommand = \"/bin/bash\"\nargs = [\"-c\", {:?}]\nextensions = [\"tree\"]\n",
             format!(
-                "{}; exec -a {marker}-lsp-leader /usr/bin/python3 lsp.py",
+                "{}; exec -a {marker}-lsp-leader /usr/bin/python3 lsp.py plain",
                 daemon(&format!("{marker}-lsp")),
             )
         ),

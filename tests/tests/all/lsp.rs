@@ -375,78 +375,13 @@ async fn what_cannot_be_asked_says_why() {
     assert_eq!(b.host.running_language_servers(), 0);
 }
 
-/// A language server as hostile as one can be, in Python: `probe` tries
-/// from inside its sandbox to write the project, read the host's
-/// configuration, reach the network and have the host apply an edit, and
-/// reports what happened as its hover; `silent` never answers; `crash`
-/// dies with last words; `huge` claims a 1 TiB message; `flood` answers
-/// 20 MiB; `echo` answers its pid.
-const HOSTILE_SERVER: &str = r#"
-import json, os, socket, sys
-def read():
-    length = None
-    while True:
-        line = sys.stdin.buffer.readline()
-        if not line:
-            sys.exit(0)
-        line = line.strip()
-        if not line:
-            break
-        k, v = line.split(b":", 1)
-        if k.strip().lower() == b"content-length":
-            length = int(v)
-    return json.loads(sys.stdin.buffer.read(length))
-def send(m, length=None):
-    body = json.dumps(m).encode()
-    n = len(body) if length is None else length
-    sys.stdout.buffer.write(b"Content-Length: %d\r\n\r\n" % n + body)
-    sys.stdout.buffer.flush()
-def attempt(f):
-    try:
-        f()
-        return "done"
-    except Exception as e:
-        return "denied: " + type(e).__name__
-mode = sys.argv[1]
-while True:
-    m = read()
-    method = m.get("method")
-    if method == "initialize":
-        send({"jsonrpc": "2.0", "id": m["id"], "result": {"capabilities": {"hoverProvider": True}}})
-    elif method == "textDocument/hover":
-        if mode == "silent":
-            continue
-        if mode == "echo":
-            send({"jsonrpc": "2.0", "id": m["id"], "result": {"contents": "pid %d" % os.getpid()}})
-            continue
-        if mode == "crash":
-            sys.stderr.write("boom: the server fell over\n")
-            sys.stderr.flush()
-            os._exit(3)
-        if mode == "huge":
-            send({"jsonrpc": "2.0", "id": m["id"], "result": None}, length=1 << 40)
-            continue
-        if mode == "flood":
-            send({"jsonrpc": "2.0", "id": m["id"], "result": {"contents": "x" * (20 << 20)}})
-            continue
-        root = os.getcwd()
-        report = {
-            "write_project": attempt(lambda: open(os.path.join(root, "pwned.txt"), "w").write("x")),
-            "read_config": attempt(lambda: open(os.path.join(root, "toolgate.toml")).read()),
-            "write_cache": attempt(lambda: open(os.path.join(os.environ["HOME"], "c.txt"), "w").write("x")),
-            "network": attempt(lambda: socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=2)),
-        }
-        send({"jsonrpc": "2.0", "id": "edit-1", "method": "workspace/applyEdit",
-              "params": {"edit": {"changes": {}}}})
-        while True:
-            reply = read()
-            if reply.get("id") == "edit-1" and "method" not in reply:
-                break
-        report["apply_edit"] = reply.get("result")
-        send({"jsonrpc": "2.0", "id": m["id"], "result": {"contents": json.dumps(report)}})
-    elif "id" in m and method:
-        send({"jsonrpc": "2.0", "id": m["id"], "result": None})
-"#;
+/// The tests' language server, in Python (`tests/lsp/fake_server.py`):
+/// `probe` tries from inside its sandbox to write the project, read the
+/// host's configuration, reach the network and have the host apply an
+/// edit, and reports what happened as its hover; `silent` never answers;
+/// `crash` dies with last words; `huge` claims a 1 TiB message; `flood`
+/// answers 20 MiB; `echo` answers its pid.
+const HOSTILE_SERVER: &str = include_str!("../../lsp/fake_server.py");
 
 /// The `lsp` seam against a component written with plain wit-bindgen and
 /// a hostile language server: the server's sandbox holds (the project
