@@ -7,6 +7,7 @@
 #   huge    claims a 1 TiB message;  flood  answers 20 MiB;
 #   echo    answers a hover with its pid;
 #   hover   answers a hover with the position it was asked about;
+#   count   answers a hover with how many documents it holds open;
 #   any other mode answers `initialize`, and every other request with null.
 # Used by tests/tests/all/lsp.rs, cli/tests/cli.rs and cli/tests/lifetime.rs.
 import json, os, socket, sys
@@ -35,9 +36,14 @@ def attempt(f):
     except Exception as e:
         return "denied: " + type(e).__name__
 mode = sys.argv[1]
+opened = set()
 while True:
     m = read()
     method = m.get("method")
+    if method == "textDocument/didOpen":
+        opened.add(m["params"]["textDocument"]["uri"])
+    elif method == "textDocument/didClose":
+        opened.discard(m["params"]["textDocument"]["uri"])
     if method == "initialize":
         send({"jsonrpc": "2.0", "id": m["id"], "result": {"capabilities": {"hoverProvider": True}}})
     elif method == "textDocument/hover":
@@ -46,6 +52,9 @@ while True:
         if mode == "hover":
             p = m["params"]["position"]
             send({"jsonrpc": "2.0", "id": m["id"], "result": {"contents": {"kind": "plaintext", "value": "hover from the fake server at %d:%d" % (p["line"], p["character"])}}})
+            continue
+        if mode == "count":
+            send({"jsonrpc": "2.0", "id": m["id"], "result": {"contents": "open %d" % len(opened)}})
             continue
         if mode == "echo":
             send({"jsonrpc": "2.0", "id": m["id"], "result": {"contents": "pid %d" % os.getpid()}})

@@ -50,10 +50,28 @@ pub enum ServerError {
 
 type Reply = Result<Value, ServerError>;
 
-/// A document as last sent to the server.
+/// A document as last sent to the server: its digest, not its text (a
+/// question's file may be 16 MiB).
 struct Doc {
     version: i32,
-    text: String,
+    digest: [u8; 32],
+    /// When it was last sent (a count): the oldest is closed first.
+    sent: u64,
+}
+
+/// Documents one server holds open: 256. Opening one more closes the one
+/// sent longest ago (`didClose`).
+pub const MAX_OPEN_DOCUMENTS: usize = 256;
+/// Documents whose published diagnostics are kept: 4096 (a server
+/// publishing for more has the rest ignored, unless opened here).
+pub const MAX_HEARD_DOCUMENTS: usize = 4096;
+/// Work-done progress tokens followed at once: 1024 (past that a begin is
+/// ignored).
+pub const MAX_PROGRESS_TOKENS: usize = 1024;
+
+fn digest(text: &str) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(text.as_bytes()).into()
 }
 
 /// What the server told us, kept between questions.
@@ -76,6 +94,8 @@ pub struct Server {
     pending: Mutex<HashMap<i64, oneshot::Sender<Reply>>>,
     next_id: AtomicI64,
     docs: tokio::sync::Mutex<HashMap<String, Doc>>,
+    /// Counts syncs (for [`Doc::sent`]).
+    syncs: std::sync::atomic::AtomicU64,
     heard: Mutex<Heard>,
     /// Bumped whenever something is heard (diagnostics, progress, status).
     news: watch::Sender<u64>,
@@ -109,6 +129,7 @@ impl Server {
             pending: Mutex::new(HashMap::new()),
             next_id: AtomicI64::new(1),
             docs: tokio::sync::Mutex::new(HashMap::new()),
+            syncs: Default::default(),
             heard: Mutex::new(Heard::default()),
             news: watch::Sender::new(0),
             ended: watch::Sender::new(None),
@@ -318,12 +339,18 @@ impl Server {
     ) -> Result<(u64, bool), ServerError> {
         let mut docs = self.docs.lock().await;
         let before = self.published(uri).0;
+        let now = self.syncs.fetch_add(1, Ordering::Relaxed);
+        let digest = digest(&text);
         match docs.get_mut(uri) {
-            Some(doc) if doc.text == text => Ok((before, false)),
+            Some(doc) if doc.digest == digest => {
+                doc.sent = now;
+                Ok((before, false))
+            }
             Some(doc) => {
                 doc.version += 1;
+                doc.digest = digest;
+                doc.sent = now;
                 let version = doc.version;
-                doc.text.clone_from(&text);
                 self.notify(
                     "textDocument/didChange",
                     json!({
@@ -340,11 +367,30 @@ impl Server {
                 Ok((before, true))
             }
             None => {
+                if docs.len() >= MAX_OPEN_DOCUMENTS
+                    && let Some(oldest) = docs
+                        .iter()
+                        .min_by_key(|(_, d)| d.sent)
+                        .map(|(u, _)| u.clone())
+                {
+                    docs.remove(&oldest);
+                    self.heard
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .diagnostics
+                        .remove(&oldest);
+                    self.notify(
+                        "textDocument/didClose",
+                        json!({"textDocument": {"uri": oldest}}),
+                    )
+                    .await?;
+                }
                 docs.insert(
                     uri.to_string(),
                     Doc {
                         version: 1,
-                        text: text.clone(),
+                        digest,
+                        sent: now,
                     },
                 );
                 self.notify(
@@ -476,6 +522,11 @@ impl Server {
                 let Some(uri) = params["uri"].as_str() else {
                     return;
                 };
+                if heard.diagnostics.len() >= MAX_HEARD_DOCUMENTS
+                    && !heard.diagnostics.contains_key(uri)
+                {
+                    return;
+                }
                 let entry = heard
                     .diagnostics
                     .entry(uri.to_string())
@@ -492,7 +543,7 @@ impl Server {
                     other => other.to_string(),
                 };
                 match params["value"]["kind"].as_str() {
-                    Some("begin") => {
+                    Some("begin") if heard.progress.len() < MAX_PROGRESS_TOKENS => {
                         heard.progress.insert(token);
                     }
                     Some("end") => {

@@ -653,3 +653,43 @@ async fn at_most_eight_servers_run_and_the_idlest_makes_room() {
     h.shutdown().await;
     assert_eq!(h.running_language_servers(), 0);
 }
+
+/// A server holds at most 256 documents open: asking about a 300th file
+/// closes the one asked about longest ago (`didClose`), so neither the
+/// server nor the host grows with every file a component names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_holds_at_most_256_documents_open() {
+    use toolgate_tests::{PluginDir, TempDir, builder, fixtures, run};
+    let project = TempDir::new("lsp-docs");
+    let root = project.path().canonicalize().unwrap();
+    std::fs::write(root.join("server.py"), HOSTILE_SERVER).unwrap();
+    for i in 0..300 {
+        std::fs::write(root.join(format!("f{i}.count")), format!("file {i}\n")).unwrap();
+    }
+    let config = format!(
+        "[plugins.asker.grants]\nfs = [{{ path = {:?}, access = \"read-only\" }}]\n[lsp]\npresets = false\n\
+         [lsp.servers.count]\ncommand = \"/usr/bin/python3\"\nargs = [\"server.py\", \"count\"]\nextensions = [\"count\"]\n",
+        root.display().to_string()
+    );
+    let dir = PluginDir::new();
+    dir.add("asker", fixtures::LSP_ASKER);
+    let h = builder(&dir, &config).workdir(&root).build().await.unwrap();
+    let mut last = String::new();
+    for i in 0..300 {
+        let args = json!({
+            "file": format!("f{i}.count"),
+            "method": "textDocument/hover",
+            "params": r#"{"position": {"line": 0, "character": 0}}"#,
+        });
+        let v: serde_json::Value =
+            serde_json::from_str(&run(&h, "ask", args).await.text()).unwrap();
+        let answer: serde_json::Value =
+            serde_json::from_str(v["ok"].as_str().unwrap_or_else(|| panic!("{v}"))).unwrap();
+        last = answer["contents"].as_str().unwrap().to_string();
+        if i == 9 {
+            assert_eq!(last, "open 10");
+        }
+    }
+    assert_eq!(last, "open 256");
+    h.shutdown().await;
+}
