@@ -4,6 +4,7 @@
 #           host's configuration, reach the network (the port) and have the
 #           host apply an edit, and answers a hover with what happened;
 #   silent  never answers a hover;   crash  dies with last words on one;
+#   opencrash  dies as soon as a document is opened;
 #   huge    claims a 1 TiB message;  flood  answers 20 MiB;
 #   echo    answers a hover with its pid;
 #   hover   answers a hover with the position it was asked about;
@@ -41,6 +42,10 @@ while True:
     m = read()
     method = m.get("method")
     if method == "textDocument/didOpen":
+        if mode == "opencrash":
+            sys.stderr.write("boom: opening it was too much\n")
+            sys.stderr.flush()
+            os._exit(4)
         opened.add(m["params"]["textDocument"]["uri"])
     elif method == "textDocument/didClose":
         opened.discard(m["params"]["textDocument"]["uri"])

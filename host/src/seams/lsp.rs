@@ -233,6 +233,14 @@ impl wit::Host for LspView<'_> {
                 before.saturating_sub(1)
             };
             let found = asked.server.diagnostics(&asked.uri, after, deadline).await;
+            if let Some(why) = asked.server.ended() {
+                // Ended while waiting: what it had published is not an
+                // answer about the file as it is.
+                return Err(LspError::Server(format!(
+                    "language server `{}`: {why}",
+                    asked.name
+                )));
+            }
             let found = to_guest(found, &self.grants.fs);
             Ok::<_, LspError>(found.to_string())
         }

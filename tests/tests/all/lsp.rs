@@ -396,7 +396,7 @@ async fn a_hostile_server_and_a_hostile_component_are_both_contained() {
     let project = TempDir::new("lsp-project");
     let root = project.path().canonicalize().unwrap();
     std::fs::write(root.join("server.py"), HOSTILE_SERVER).unwrap();
-    for mode in ["probe", "silent", "crash", "huge", "flood"] {
+    for mode in ["probe", "silent", "crash", "huge", "flood", "opencrash"] {
         std::fs::write(root.join(format!("a.{mode}")), "word\n").unwrap();
     }
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -405,7 +405,7 @@ async fn a_hostile_server_and_a_hostile_component_are_both_contained() {
         "[plugins.asker.grants]\nfs = [{{ path = {:?}, access = \"read-only\" }}]\n[lsp]\npresets = false\n",
         root.display().to_string()
     );
-    for mode in ["probe", "silent", "crash", "huge", "flood"] {
+    for mode in ["probe", "silent", "crash", "huge", "flood", "opencrash"] {
         config.push_str(&format!(
             "[lsp.servers.{mode}]\ncommand = \"/usr/bin/python3\"\nargs = [\"server.py\", \"{mode}\", \"{port}\"]\nextensions = [\"{mode}\"{}]\n",
             // The probe also serves `.toml`: the configuration is asked about.
@@ -480,6 +480,18 @@ async fn a_hostile_server_and_a_hostile_component_are_both_contained() {
         let m = v["error"]["message"].as_str().unwrap();
         assert!(m.contains("boom: the server fell over"), "{v}");
     }
+
+    // A server that dies while its diagnostics are waited for: an error
+    // with its last words, never "no diagnostics".
+    let v = ask("a.opencrash", None, "", 10_000).await;
+    assert_eq!(v["error"]["kind"], "server", "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("opening it was too much"),
+        "{v}"
+    );
 
     let v = ask("a.huge", hover, at, 30_000).await;
     assert_eq!(v["error"]["kind"], "server", "{v}");
