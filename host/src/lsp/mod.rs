@@ -235,11 +235,6 @@ impl LspService {
         }
     }
 
-    /// The servers it may start.
-    pub fn specs(&self) -> &[ServerSpec] {
-        &self.specs
-    }
-
     /// Each server, and the program it would start (`Err`: why none —
     /// its command is not found).
     pub fn availability(&self) -> Vec<(Arc<str>, Result<PathBuf, String>)> {

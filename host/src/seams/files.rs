@@ -81,18 +81,22 @@ pub fn bulk_read<T: SeamHost>() -> Seam<T> {
         // Batched reads of the preopened grants: the file system.
         capability: Capability::FileSystem,
         sync: false,
-        granted: |g| {
-            if g.fs.iter().any(|g| g.preopen) {
-                Ok(())
-            } else {
-                Err("fs = [{ path = \".\", access = \"read-only\" }]")
-            }
-        },
+        granted: preopen_granted,
         link: |linker| {
             wit::bulk_read::add_to_linker::<T, FilesView<'static>>(linker, |t| {
                 FilesView::new(t.seams())
             })
         },
+    }
+}
+
+/// The grant of a seam that reads what the preopens give (`bulk-read`,
+/// `lsp`): a preopened `fs` grant; else the line that would give one.
+pub fn preopen_granted(g: &Grants) -> Result<(), &'static str> {
+    if Capability::FileSystem.granted(g) {
+        Ok(())
+    } else {
+        Err("fs = [{ path = \".\", access = \"read-only\" }]")
     }
 }
 

@@ -71,13 +71,7 @@ pub fn seam<T: SeamHost>() -> Seam<T> {
         // Questions about files the component can read.
         capability: Capability::FileSystem,
         sync: false,
-        granted: |g| {
-            if g.fs.iter().any(|g| g.preopen) {
-                Ok(())
-            } else {
-                Err("fs = [{ path = \".\", access = \"read-only\" }]")
-            }
-        },
+        granted: super::files::preopen_granted,
         link: |linker| {
             wit::add_to_linker::<T, LspView<'static>>(linker, |t| LspView::new(t.seams()))
         },

@@ -2399,6 +2399,30 @@ fn a_cancel_by_closing_the_stream_is_not_logged_as_an_error() {
 
 /// A session opened on `server` (initialize + initialized): the headers a
 /// request of it carries.
+/// One `tools/call` over an HTTP session (`with`: its headers): the
+/// result, read from the answer's stream.
+fn http_tool_call(addr: &str, with: &str, id: u64, tool: &str, args: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                      "params": {"name": tool, "arguments": args}})
+    .to_string();
+    let (head, mut reader) = open_request(addr, &post(addr, with, &body));
+    assert!(head.starts_with("HTTP/1.1 200"), "{tool}: {head}");
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            panic!("no answer to {tool}");
+        }
+        let data = line.trim();
+        let data = data.strip_prefix("data:").map_or(data, str::trim);
+        if let Ok(v) = serde_json::from_str::<Value>(data)
+            && v["id"] == id
+        {
+            return v["result"].clone();
+        }
+    }
+}
+
 fn session_headers(server: &HttpServer) -> String {
     let addr = server.addr();
     let (head, _) = open_request(&addr, &post(&addr, &server.auth(), INIT));
@@ -2588,27 +2612,7 @@ fn a_terminal_lives_across_the_requests_of_an_http_session() {
     let server = HttpServer::start(&s, &["--approve", "allow"]);
     let with = session_headers(&server);
     let addr = server.addr();
-    let call = |id: u64, tool: &str, args: Value| -> Value {
-        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                          "params": {"name": tool, "arguments": args}})
-        .to_string();
-        let (head, mut reader) = open_request(&addr, &post(&addr, &with, &body));
-        assert!(head.starts_with("HTTP/1.1 200"), "{tool}: {head}");
-        let mut line = String::new();
-        loop {
-            line.clear();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                panic!("no answer to {tool}");
-            }
-            let data = line.trim();
-            let data = data.strip_prefix("data:").map_or(data, str::trim);
-            if let Ok(v) = serde_json::from_str::<Value>(data)
-                && v["id"] == id
-            {
-                return v["result"].clone();
-            }
-        }
-    };
+    let call = |id: u64, tool: &str, args: Value| http_tool_call(&addr, &with, id, tool, args);
     let opened = call(
         2,
         "terminal_open",
@@ -2661,27 +2665,7 @@ fn a_language_server_answers_the_requests_of_an_http_session() {
     let server = HttpServer::start(&s, &["--approve", "allow"]);
     let with = session_headers(&server);
     let addr = server.addr();
-    let call = |id: u64, args: Value| -> Value {
-        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                          "params": {"name": "lsp", "arguments": args}})
-        .to_string();
-        let (head, mut reader) = open_request(&addr, &post(&addr, &with, &body));
-        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-        let mut line = String::new();
-        loop {
-            line.clear();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                panic!("no answer to {id}");
-            }
-            let data = line.trim();
-            let data = data.strip_prefix("data:").map_or(data, str::trim);
-            if let Ok(v) = serde_json::from_str::<Value>(data)
-                && v["id"] == id
-            {
-                return v["result"].clone();
-            }
-        }
-    };
+    let call = |id: u64, args: Value| http_tool_call(&addr, &with, id, "lsp", args);
     let found = call(
         2,
         json!({"operation": "definition", "file": "use.py", "line": 3, "symbol": "double"}),
