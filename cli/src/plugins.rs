@@ -1,7 +1,8 @@
 //! `toolgate plugins`: what is loaded, and the order of every chain; per
 //! plugin of every layer its lifecycle state (serving / refused, with the
 //! error / loading), the generation that loaded the version serving, its
-//! SHA-256, load time and cost.
+//! SHA-256, load time and cost; the skills of `[skills]`, each with the
+//! digest of its `SKILL.md`, and those not loaded with why.
 
 use std::process::ExitCode;
 
@@ -22,6 +23,7 @@ pub async fn run(global: &GlobalArgs, args: PluginsArgs) -> anyhow::Result<ExitC
     let host = global.host().await?;
     let g = host.generation();
     let chains = g.chain_order();
+    let skills = host.skills();
     if args.json {
         println!(
             "{}",
@@ -34,6 +36,11 @@ pub async fn run(global: &GlobalArgs, args: PluginsArgs) -> anyhow::Result<ExitC
                 "problems": g.problems,
                 "status": host.plugin_status(),
                 "mcpServers": host.mcp_servers(),
+                "skills": skills.skills().map(|s| json!({
+                    "name": s.name, "digest": s.digest, "dir": s.dir,
+                    "writable": s.writable, "resources": s.resources.len(),
+                })).collect::<Vec<_>>(),
+                "skillProblems": skills.problems(),
             }))?
         );
         return Ok(ExitCode::SUCCESS);
@@ -111,6 +118,25 @@ pub async fn run(global: &GlobalArgs, args: PluginsArgs) -> anyhow::Result<ExitC
                     dirs.join(", ")
                 );
             }
+        }
+    }
+    if !skills.is_empty() || !skills.problems().is_empty() {
+        println!("\nskills (digest of SKILL.md, directory):");
+        for s in skills.skills() {
+            println!(
+                "  {:<18} {}  {}{}",
+                s.name,
+                s.digest,
+                s.dir.display(),
+                if s.writable {
+                    " (writable_dirs: not protected)"
+                } else {
+                    ""
+                }
+            );
+        }
+        for p in skills.problems() {
+            println!("  - {p}");
         }
     }
     println!("\nchains (in order; lower priority runs first / outermost):");

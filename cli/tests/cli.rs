@@ -1224,3 +1224,77 @@ fn run_asks_a_language_server_and_tools_says_which() {
     assert!(stderr.contains("no `pwsh` tool"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `toolgate plugins` lists the skills of `[skills]` with the digest of
+/// each `SKILL.md`, and each one not loaded with why.
+#[test]
+fn plugins_lists_the_skills_with_their_digests_and_what_was_refused() {
+    let dir = temp("plugins-skills");
+    let skills = dir.join("skills");
+    std::fs::create_dir_all(skills.join("deploy")).unwrap();
+    std::fs::write(
+        skills.join("deploy/SKILL.md"),
+        "---\nname: deploy\ndescription: Ship it.\n---\nSteps.\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(skills.join("broken")).unwrap();
+    std::fs::write(skills.join("broken/SKILL.md"), "no front matter\n").unwrap();
+    let config = dir.join("toolgate.toml");
+    std::fs::write(
+        &config,
+        format!("[skills]\ndirs = [{:?}]\n", skills.display().to_string()),
+    )
+    .unwrap();
+    let out = toolgate()
+        .arg("--config")
+        .arg(&config)
+        .arg("plugins")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("skills (digest of SKILL.md, directory):"),
+        "{stdout}"
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("deploy "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(line.contains("sha256:"), "{line}");
+    assert!(
+        stdout.contains("broken/SKILL.md: not loaded: does not start with a front matter"),
+        "{stdout}"
+    );
+    let out = toolgate()
+        .arg("--config")
+        .arg(&config)
+        .args(["plugins", "--json"])
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["skills"][0]["name"], "deploy", "{json}");
+    assert!(
+        json["skills"][0]["digest"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    assert_eq!(json["skillProblems"].as_array().unwrap().len(), 1, "{json}");
+
+    // `run` loads it through the `skill` tool.
+    let mut c = toolgate();
+    c.current_dir(&dir).args(["run", "-"]);
+    let out = with_stdin(
+        c,
+        r#"[{"id": "s", "name": "skill", "arguments": {"name": "deploy"}}]"#,
+    );
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    let loaded = v[0]["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        loaded.starts_with("<skill name=\"deploy\" digest=\"sha256:") && loaded.contains("Steps."),
+        "{v}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -584,7 +584,7 @@ struct Inner {
 }
 
 impl Reloader for Inner {
-    fn reload(&self) -> BoxFuture<'_, (Vec<PathBuf>, Option<PathBuf>)> {
+    fn reload(&self) -> BoxFuture<'_, watch::WatchTargets> {
         Box::pin(async move {
             if let Err(e) = self.lifecycle.reload(false).await {
                 tracing::warn!(error = %e, "reload failed; the generation in force stays");
@@ -996,6 +996,12 @@ impl Toolgate {
             .get()
             .map(|l| l.availability())
             .unwrap_or_default()
+    }
+
+    /// The skills of the last reload (`[skills]`; see [`crate::skills`]):
+    /// what the `skills` seam serves and `serve` offers as prompts.
+    pub fn skills(&self) -> Arc<crate::skills::Catalog> {
+        self.inner.lifecycle.skills()
     }
 
     /// Language servers running now.

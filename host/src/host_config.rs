@@ -201,6 +201,10 @@ pub struct HostConfig {
     /// [`crate::lsp`]).
     #[serde(default)]
     pub lsp: crate::lsp::LspConfig,
+    /// `[skills]`: the skill directories of the `skills` seam and of
+    /// `serve`'s prompts (see [`crate::skills`]).
+    #[serde(default)]
+    pub skills: crate::skills::SkillsConfig,
     /// The file this came from (for messages).
     #[serde(skip)]
     pub source: Option<PathBuf>,

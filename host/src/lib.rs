@@ -38,6 +38,7 @@ pub mod registry;
 pub mod scheduler;
 pub(crate) mod seams;
 pub mod search;
+pub mod skills;
 pub mod state;
 pub mod store;
 pub(crate) mod tls;

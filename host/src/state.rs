@@ -239,7 +239,9 @@ pub fn read_authority(
     };
     let exposed = recover(j)?.exposed;
     let canonical = canonical_name(path);
-    if exposed.contains(&canonical) {
+    // An exposed directory exposes everything below it (`.agents/skills`
+    // made by a run that is still going exposes each `SKILL.md` in it).
+    if exposed.iter().any(|e| canonical.starts_with(e)) {
         return Err(AuthorityError::Exposed {
             path: path.to_path_buf(),
         });
@@ -250,6 +252,19 @@ pub fn read_authority(
             path: path.to_path_buf(),
         }),
     }
+}
+
+/// The protected paths that live sandboxed runs may be creating right now
+/// (see [`toolgate_sandbox::recover_watch_journal`]): whatever stands at or
+/// below one of them must not be read as authority yet. Finishes the check
+/// of runs whose host died, as [`read_authority`] does.
+pub fn exposed_now(journal: &Path) -> Result<Vec<PathBuf>, AuthorityError> {
+    toolgate_sandbox::recover_watch_journal(journal)
+        .map(|r| r.exposed)
+        .map_err(|source| AuthorityError::Journal {
+            journal: journal.to_path_buf(),
+            source,
+        })
 }
 
 /// `path` absolute, with its parent canonical (as the sandbox records it).

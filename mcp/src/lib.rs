@@ -41,6 +41,9 @@
 //! * [`passthrough`] — bridged servers' resources and prompts, for the
 //!   servers the session's scope sees; each resource read is audited.
 //!
+//! * [`skills`] — the host's skills as prompts (`prompts/list`,
+//!   `prompts/get`), while a scope sees the `skill` tool.
+//!
 //! * [`exact`] — the letter of the protocol where the SDK answers loosely:
 //!   JSON-RPC errors for bad HTTP bodies, batches (2025-03-26 only), exact
 //!   error messages, on both transports. (The CLI's logging, `quiet.rs`
@@ -72,6 +75,7 @@ pub mod peer;
 pub mod projection;
 pub mod server;
 pub mod session;
+pub mod skills;
 pub mod stdio;
 pub mod tasks;
 

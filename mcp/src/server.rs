@@ -299,6 +299,7 @@ async fn notify_reloads(
     let mut events = host.subscribe();
     let mut listings = host.bridge().map(|b| b.listings());
     let mut seen = host.generation_for(&scope).tools_digest;
+    let mut skills = host.skills();
     loop {
         let event = tokio::select! {
             _ = closed.cancelled() => return,
@@ -318,6 +319,17 @@ async fn notify_reloads(
             seen = now;
             if let Err(e) = peer.notify_tool_list_changed().await {
                 tracing::debug!(error = %e, "could not send tools/list_changed");
+                return;
+            }
+        }
+        // The skills are prompts too (`super::skills`).
+        let catalog = host.skills();
+        if *catalog != *skills {
+            skills = catalog;
+            if super::skills::offered(&host, &scope).is_some()
+                && let Err(e) = peer.notify_prompt_list_changed().await
+            {
+                tracing::debug!(error = %e, "could not send prompts/list_changed");
                 return;
             }
         }
@@ -395,6 +407,12 @@ impl ServerHandler for ToolgateServer {
             capabilities.resources = Some(Default::default());
             capabilities.prompts = Some(Default::default());
         }
+        // The host's skills are prompts too; a changed catalog is said.
+        if super::skills::offered(&self.host, &self.scope).is_some() {
+            let mut prompts = rmcp::model::PromptsCapability::default();
+            prompts.list_changed = Some(true);
+            capabilities.prompts = Some(prompts);
+        }
         let mut info = ServerConfig::new(capabilities);
         info.server_info = Implementation::new("toolgate", env!("CARGO_PKG_VERSION"));
         info.instructions = Some(
@@ -471,13 +489,18 @@ impl ServerHandler for ToolgateServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        let prompts = match self.host.bridge() {
-            Some(b) => {
-                b.prompts(&passthrough::visible(&self.host, &self.scope))
-                    .await
-            }
-            None => Vec::new(),
-        };
+        let mut prompts = super::skills::offered(&self.host, &self.scope)
+            .map(|c| super::skills::prompts(&c))
+            .unwrap_or_default();
+        if let Some(b) = self.host.bridge() {
+            let bridged = b
+                .prompts(&passthrough::visible(&self.host, &self.scope))
+                .await;
+            // A skill's name wins over a bridged prompt's.
+            let skills: std::collections::HashSet<String> =
+                prompts.iter().map(|p| p.name.clone()).collect();
+            prompts.extend(bridged.into_iter().filter(|p| !skills.contains(&p.name)));
+        }
         Ok(ListPromptsResult::with_all_items(prompts))
     }
 
@@ -486,6 +509,11 @@ impl ServerHandler for ToolgateServer {
         request: GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
+        if let Some(found) = super::skills::offered(&self.host, &self.scope)
+            .and_then(|c| super::skills::get(&c, &request.name))
+        {
+            return Ok(GetPromptResponse::Complete(found));
+        }
         passthrough::get_prompt(&self.host, &self.scope, &request.name, request.arguments)
             .await
             .map(GetPromptResponse::Complete)

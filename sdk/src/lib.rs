@@ -66,6 +66,7 @@ mod policy;
 pub mod process;
 pub mod schema;
 mod settings;
+pub mod skills;
 pub mod terminals;
 mod tool;
 pub mod web_search;

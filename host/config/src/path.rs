@@ -17,6 +17,7 @@
 //! | --- | --- | --- |
 //! | [`TrustFile`] | authority: read-only to everything the host runs | the configuration file's directory |
 //! | [`PluginDir`] | authority | the configuration file's directory |
+//! | [`SkillDir`] | authority | the host's working directory |
 //! | [`Program`] | authority when it is a path (not a name looked up in `PATH`) | the host's working directory |
 //! | [`Secret`] | secret: not even readable | the host's working directory |
 //! | [`HostData`] | host-written data: neither readable nor writable, and never inside a grant | the host's working directory |
@@ -225,6 +226,17 @@ typed_path!(
 );
 
 typed_path!(
+    /// A directory of skills (`NAME/SKILL.md` and its resources):
+    /// instructions the host hands the model, so authority (a skill that
+    /// anything the host runs could write would be a prompt it plants for
+    /// every later session). Relative to the host's working directory.
+    SkillDir,
+    Class::Authority,
+    Base::Work,
+    Class::Authority.title()
+);
+
+typed_path!(
     /// A credential: a token file, an HMAC or signing key. Hidden from and
     /// read-only to everything the host runs, relative to the host's
     /// working directory.
@@ -287,7 +299,9 @@ macro_rules! fixed_class {
         }
     )*};
 }
-fixed_class!(TrustFile, PluginDir, Secret, HostData, GrantDir, WorkDir);
+fixed_class!(
+    TrustFile, PluginDir, SkillDir, Secret, HostData, GrantDir, WorkDir
+);
 
 impl Classify for Program {
     /// A name looked up in `PATH` is no file of the host's; a path is.

@@ -300,6 +300,12 @@ fn decode(mut bytes: &[u8]) -> Option<Vec<Watched>> {
 }
 
 fn repair(w: &Watched) -> Option<String> {
+    if w.expect == Expect::Absent
+        && w.path.parent() != Some(w.parent.as_path())
+        && let Some(line) = repair_below(w)
+    {
+        return line;
+    }
     let now = std::fs::symlink_metadata(&w.path);
     let intact = match (&w.expect, &now) {
         (Expect::Absent, Err(e)) => e.kind() == std::io::ErrorKind::NotFound,
@@ -351,6 +357,51 @@ fn repair(w: &Watched) -> Option<String> {
         }
     }
     Some(what.join("; "))
+}
+
+/// An absent path several components below its watched directory
+/// (`.agents/skills` under a working directory with no `.agents`): the
+/// components are walked from that directory without following a symlink.
+/// `Some(None)`: intact (a component is still absent). `Some(Some(line))`:
+/// a symlink (or a file) where a directory was to be made was moved aside —
+/// through it the path could lead anywhere. `None`: every directory above
+/// the path is a real one; the path itself is checked as usual.
+fn repair_below(w: &Watched) -> Option<Option<String>> {
+    let Ok(rest) = w.path.strip_prefix(&w.parent) else {
+        return None;
+    };
+    let parts: Vec<_> = rest.components().collect();
+    let mut at = w.parent.clone();
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        at.push(part);
+        match std::fs::symlink_metadata(&at) {
+            Err(_) => return Some(None),
+            Ok(m) if m.is_dir() => continue,
+            Ok(_) => {}
+        }
+        if w.parent.canonicalize().ok().as_ref() != Some(&w.parent) {
+            return Some(Some(format!(
+                "protected path {} changed during a sandboxed run, but its directory no longer \
+                 resolves to {}; left as it is — check it before the host reads it again",
+                w.path.display(),
+                w.parent.display()
+            )));
+        }
+        return Some(Some(match quarantine(&at) {
+            Ok(aside) => format!(
+                "a sandboxed program put a symlink or file at {} (on the way to protected path {}); moved aside to {}",
+                at.display(),
+                w.path.display(),
+                aside.display()
+            ),
+            Err(e) => format!(
+                "a sandboxed program put a symlink or file at {} (on the way to protected path {}) and moving it aside failed ({e}); remove it before the host reads it again",
+                at.display(),
+                w.path.display()
+            ),
+        }));
+    }
+    None
 }
 
 /// Renames `path` to a fresh `NAME.quarantined-SECONDS-PID[-N]` beside it,
@@ -429,6 +480,46 @@ mod tests {
             "{aside:?}"
         );
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// `.agents/skills` watched where there is no `.agents`: an intact run,
+    /// one that made `.agents` for something else (kept), one that planted
+    /// the path (moved aside, `.agents` kept), one that made `.agents` a
+    /// symlink out (the symlink moved aside, its target untouched).
+    #[test]
+    fn a_path_below_missing_directories_is_walked_without_following_links() {
+        let d = scratch("below");
+        let outside = scratch("below-outside");
+        std::fs::create_dir_all(outside.join("skills/x")).unwrap();
+        let mut w = Watch {
+            entries: vec![Watched {
+                path: d.join(".agents/skills"),
+                parent: d.clone(),
+                expect: Expect::Absent,
+            }],
+            journal: None,
+        };
+        assert!(w.check_and_repair().is_empty());
+        std::fs::create_dir_all(d.join(".agents/other")).unwrap();
+        assert!(w.check_and_repair().is_empty());
+        std::fs::create_dir_all(d.join(".agents/skills/evil")).unwrap();
+        assert_eq!(w.check_and_repair().len(), 1);
+        assert!(!d.join(".agents/skills").exists());
+        assert!(d.join(".agents/other").is_dir());
+        std::fs::remove_dir_all(d.join(".agents")).unwrap();
+        std::os::unix::fs::symlink(&outside, d.join(".agents")).unwrap();
+        let done = w.check_and_repair();
+        assert!(
+            done.len() == 1 && done[0].contains("symlink or file"),
+            "{done:?}"
+        );
+        assert!(std::fs::symlink_metadata(d.join(".agents")).is_err());
+        assert!(
+            outside.join("skills/x").is_dir(),
+            "the link's target is left alone"
+        );
+        let _ = std::fs::remove_dir_all(&d);
+        let _ = std::fs::remove_dir_all(&outside);
     }
 
     #[test]

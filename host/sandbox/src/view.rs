@@ -148,13 +148,11 @@ impl<'a> View<'a> {
             )));
         };
         let Some(parent) = parent.canonicalize().ok().filter(|p| p.is_dir()) else {
-            // Not even its directory exists (or it is no directory): there
-            // is nothing a mount could cover and no parent to watch. A run
-            // could create both; the host only protects paths whose
-            // directory exists (its configuration's, its plugin
-            // directories, its cache, its executable).
-            tracing::debug!(path = %p.display(), "protected path has no parent directory; ignored");
-            return Ok(());
+            // Its directory does not exist either (`.agents/skills` where
+            // there is no `.agents`): a run could create both. Watched from
+            // the nearest directory that exists, the components below it
+            // checked one by one after the run (see `protect::repair`).
+            return self.add_absent_below(p);
         };
         let at = parent.join(name);
         let expect = match std::fs::symlink_metadata(&at) {
@@ -186,6 +184,50 @@ impl<'a> View<'a> {
                 path: at,
                 parent,
                 expect,
+            });
+        }
+        Ok(())
+    }
+
+    /// A protected path whose directory does not exist: watched as absent
+    /// from its nearest existing ancestor (when a read-write grant reaches
+    /// it), the directories between the grant and that ancestor pinned.
+    fn add_absent_below(&mut self, p: &Path) -> Result<(), SpawnError> {
+        let mut existing = p;
+        let mut rest = Vec::new();
+        loop {
+            match (existing.parent(), existing.file_name()) {
+                (Some(up), Some(name)) => {
+                    rest.push(name.to_os_string());
+                    existing = up;
+                }
+                _ => return Ok(()),
+            }
+            match std::fs::symlink_metadata(existing) {
+                Ok(m) if m.is_dir() => break,
+                // A file or a symlink where a directory would be: nothing
+                // can be created below it by this path.
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    return Err(SpawnError::io(
+                        format!("checking protected path {}", p.display()),
+                        e,
+                    ));
+                }
+            }
+        }
+        let Ok(parent) = existing.canonicalize() else {
+            return Ok(());
+        };
+        let first = parent.join(rest.last().expect("one component at least"));
+        let at = rest.iter().rev().fold(parent.clone(), |at, c| at.join(c));
+        if self.writable_root(&at).is_some() {
+            self.pin_between(&first);
+            self.watch.entries.push(Watched {
+                path: at,
+                parent,
+                expect: Expect::Absent,
             });
         }
         Ok(())

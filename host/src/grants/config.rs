@@ -65,6 +65,9 @@ pub struct GrantsConfig {
     /// The `kv` seam (a key-value store per agent scope).
     #[serde(default)]
     pub kv: bool,
+    /// The `skills` seam: the skills of `[skills]`, read-only.
+    #[serde(default)]
+    pub skills: bool,
     /// The memory of one instance, in MiB.
     pub memory_mb: Option<usize>,
     /// TCP ports spawned processes may connect to (on any host: Landlock
@@ -115,6 +118,7 @@ impl GrantsConfig {
             shell: base.shell || self.shell,
             subprocess: union(base.subprocess, self.subprocess),
             kv: base.kv || self.kv,
+            skills: base.skills || self.skills,
             memory_mb: self.memory_mb.or(base.memory_mb),
             spawn_tcp_ports: union(base.spawn_tcp_ports, self.spawn_tcp_ports),
             egress: union(base.egress, self.egress),

@@ -297,6 +297,10 @@ pub struct Grants {
     pub subprocess: Vec<String>,
     /// The `kv` seam: a key-value store per agent scope.
     pub kv: bool,
+    /// The `skills` seam (`skills = true`): the catalog of the reload
+    /// that resolved this grant (empty until the lifecycle sets it; a
+    /// changed catalog is a changed grant, so the plugin loads again).
+    pub skills: Option<std::sync::Arc<crate::skills::Catalog>>,
     /// Linear memory cap per instance, in bytes.
     pub memory_bytes: usize,
     /// The sandbox every process spawned for this plugin runs in: the file
@@ -329,6 +333,7 @@ impl Default for Grants {
             shell: false,
             subprocess: Vec::new(),
             kv: false,
+            skills: None,
             memory_bytes: DEFAULT_MEMORY_BYTES,
             sandbox: toolgate_sandbox::SandboxPolicy::default(),
             output_cap: DEFAULT_OUTPUT_CAP,
@@ -357,6 +362,8 @@ pub enum Capability {
     Kv,
     /// The `files` seam (writes through a read-write grant).
     Files,
+    /// The `skills` seam.
+    Skills,
 }
 
 impl Capability {
@@ -370,6 +377,7 @@ impl Capability {
             Capability::Subprocess => !grants.subprocess.is_empty(),
             Capability::Kv => grants.kv,
             Capability::Files => grants.fs.iter().any(|g| g.writable),
+            Capability::Skills => grants.skills.is_some(),
         }
     }
 
@@ -383,6 +391,7 @@ impl Capability {
             Capability::Subprocess => "subprocess = [\"PROGRAM\"]",
             Capability::Kv => "kv = true",
             Capability::Files => "fs = [{ path = \"DIR\", access = \"read-write\" }]",
+            Capability::Skills => "skills = true",
         }
     }
 
@@ -395,6 +404,7 @@ impl Capability {
             Capability::Subprocess => "subprocess",
             Capability::Kv => "kv",
             Capability::Files => "files",
+            Capability::Skills => "skills",
         }
     }
 }
@@ -610,6 +620,7 @@ pub fn resolve_grants(
         shell: config.shell,
         subprocess: config.subprocess.clone(),
         kv: config.kv,
+        skills: config.skills.then(Default::default),
         memory_bytes: config
             .memory_mb
             .map(|mb| mb << 20)

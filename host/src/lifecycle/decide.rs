@@ -372,6 +372,7 @@ impl Lifecycle {
         key: &Key,
         config: &HostConfig,
         authority: &Authority,
+        skills: &Arc<crate::skills::Catalog>,
         candidate: &Candidate,
         state: &State,
     ) -> Result<LoadSettings, LoadError> {
@@ -437,6 +438,9 @@ impl Lifecycle {
             .egress_global()
             .map_err(|e| LoadError::new(&key.qualified(), &origin_path, e.to_string()))?;
         grants.set_egress_global(&Arc::new(global));
+        if grants.skills.is_some() {
+            grants.skills = Some(skills.clone());
+        }
         if let Some(c) = plugin_config {
             grants
                 .env

@@ -243,6 +243,9 @@ pub(crate) struct Lifecycle {
     /// reload holds that lock while it compiles: a start's second pass
     /// for seconds). Written where `state.config` is.
     config: ArcSwap<HostConfig>,
+    /// The skills of the last reload (see [`crate::skills`]): what plugins
+    /// granted `skills = true` were loaded with, and `serve`'s prompts.
+    skills: ArcSwap<crate::skills::Catalog>,
     /// Plugins being loaded right now (for `PluginState::Loading`).
     loading: Mutex<BTreeSet<Key>>,
     generations: std::sync::atomic::AtomicU64,
@@ -330,6 +333,7 @@ impl Lifecycle {
                 ..State::default()
             }),
             config: ArcSwap::new(config),
+            skills: Default::default(),
             loading: Mutex::default(),
             generations: std::sync::atomic::AtomicU64::new(0),
             events: broadcast::channel(EVENT_BUFFER).0,
@@ -421,6 +425,31 @@ impl Lifecycle {
         self.config.load_full()
     }
 
+    /// The skills of the last reload.
+    pub fn skills(&self) -> Arc<crate::skills::Catalog> {
+        self.skills.load_full()
+    }
+
+    /// Scans the skill directories again; a catalog that changed is
+    /// stored and said (its problems logged once per change).
+    fn scan_skills(&self, config: &HostConfig) -> Arc<crate::skills::Catalog> {
+        let journal = self.runtime.state.as_ref().map(|s| s.journal());
+        let catalog =
+            crate::skills::scan(&config.skills, &self.sources.workdir, journal.as_deref());
+        let old = self.skills.load();
+        if **old == catalog {
+            return old.clone();
+        }
+        let names: Vec<&str> = catalog.skills().map(|s| s.name.as_str()).collect();
+        tracing::info!(target: "toolgate::skills", skills = ?names, "skills loaded");
+        for p in catalog.problems() {
+            tracing::warn!(target: "toolgate::skills", "{p}");
+        }
+        let catalog = Arc::new(catalog);
+        self.skills.store(catalog.clone());
+        catalog
+    }
+
     /// Plugins being loaded right now.
     pub fn loading(&self) -> BTreeSet<Key> {
         self.loading
@@ -431,16 +460,23 @@ impl Lifecycle {
 
     /// Every directory a reload reads (global and scopes), and the
     /// configuration file: what the watcher watches.
-    pub async fn watched(&self) -> (Vec<PathBuf>, Option<PathBuf>) {
+    pub async fn watched(&self) -> watch::WatchTargets {
         let config = self.config().await;
         let mut dirs = self.sources.plugin_dirs.clone();
         for scope in config.scopes.values() {
             dirs.extend(scope.plugin_dirs.iter().map(|d| scope_dir(&config, d)));
         }
-        (
-            dirs,
-            self.sources.config_file.as_ref().map(|c| c.path.clone()),
-        )
+        let mut skill_dirs: Vec<PathBuf> =
+            crate::skills::roots(&config.skills, &self.sources.workdir)
+                .into_iter()
+                .map(|r| r.dir)
+                .collect();
+        skill_dirs.extend(self.skills().skills().map(|s| s.dir.clone()));
+        watch::WatchTargets {
+            plugin_dirs: dirs,
+            config: self.sources.config_file.as_ref().map(|c| c.path.clone()),
+            skill_dirs,
+        }
     }
 
     /// Publish the bridge's current tools in the global layer at once (an
@@ -665,6 +701,7 @@ impl Lifecycle {
     fn plan(&self, scan: &mut Scan, state: &State) -> Vec<Plan> {
         let config = scan.config.clone();
         let authority = self.authority(&config);
+        let skills = self.scan_skills(&config);
         let mut plans = Vec::new();
         let mut cache_grants: Vec<(PathBuf, String)> = Vec::new();
         let mut key_grants: Vec<(PathBuf, String)> = Vec::new();
@@ -684,7 +721,8 @@ impl Lifecycle {
                 if plugin_config.as_ref().and_then(|c| c.enabled) == Some(false) {
                     continue;
                 }
-                let settings = self.load_settings(&key, &config, &authority, &candidate, state);
+                let settings =
+                    self.load_settings(&key, &config, &authority, &skills, &candidate, state);
                 if let Ok(s) = &settings {
                     let g = &s.grants;
                     let whose = format!("plugin `{}`", key.qualified());

@@ -73,8 +73,19 @@ impl Default for WatchOptions {
 
 /// What the watcher asks of the host.
 pub(crate) trait Reloader: Send + Sync + 'static {
-    /// Reload; return the directories and configuration file to watch now.
-    fn reload(&self) -> futures::future::BoxFuture<'_, (Vec<PathBuf>, Option<PathBuf>)>;
+    /// Reload; return what to watch now.
+    fn reload(&self) -> futures::future::BoxFuture<'_, WatchTargets>;
+}
+
+/// What a reload says to watch.
+pub(crate) struct WatchTargets {
+    /// Plugin directories: their `.wasm` and `.toml` files.
+    pub plugin_dirs: Vec<PathBuf>,
+    /// The configuration file, by name.
+    pub config: Option<PathBuf>,
+    /// Skill directories and each skill's own: any change of a name in
+    /// them (a skill added or removed, its `SKILL.md` or a resource).
+    pub skill_dirs: Vec<PathBuf>,
 }
 
 /// A running watcher; dropping it stops watching.
@@ -93,6 +104,7 @@ impl Drop for Watcher {
 struct Targets {
     dirs: BTreeSet<PathBuf>,
     config: Option<PathBuf>,
+    skills: BTreeSet<PathBuf>,
 }
 
 impl Targets {
@@ -100,12 +112,20 @@ impl Targets {
         Targets {
             dirs: dirs.into_iter().map(|d| absolute(&d)).collect(),
             config: config.map(|c| absolute(&c)),
+            skills: BTreeSet::new(),
         }
+    }
+
+    fn of(w: WatchTargets) -> Targets {
+        let mut t = Targets::new(w.plugin_dirs, w.config);
+        t.skills = w.skill_dirs.iter().map(|d| absolute(d)).collect();
+        t
     }
 
     /// The directories to hand to the kernel.
     fn watch_dirs(&self) -> BTreeSet<PathBuf> {
         let mut all = self.dirs.clone();
+        all.extend(self.skills.iter().cloned());
         if let Some(parent) = self.config.as_ref().and_then(|c| c.parent()) {
             all.insert(parent.to_path_buf());
         }
@@ -115,6 +135,10 @@ impl Targets {
     /// Can a change of `path` change a generation?
     fn relevant(&self, path: &Path) -> bool {
         if self.config.as_deref() == Some(path) || self.dirs.contains(path) {
+            return true;
+        }
+        let in_skills = path.parent().is_some_and(|p| self.skills.contains(p));
+        if in_skills && !scan::is_hidden(path) {
             return true;
         }
         let in_dir = path.parent().is_some_and(|p| self.dirs.contains(p));
@@ -145,7 +169,7 @@ fn absolute(p: &Path) -> PathBuf {
 /// reload, from what `reloader` returns.
 pub(crate) fn start(
     reloader: std::sync::Weak<dyn Reloader>,
-    initial: (Vec<PathBuf>, Option<PathBuf>),
+    initial: WatchTargets,
     options: WatchOptions,
 ) -> notify::Result<Watcher> {
     let (tx, rx) = mpsc::channel::<notify::Event>(EVENT_QUEUE);
@@ -160,7 +184,7 @@ pub(crate) fn start(
             }
             Err(e) => tracing::warn!(error = %e, "the file watcher reported an error"),
         })?;
-    let targets = Targets::new(initial.0, initial.1);
+    let targets = Targets::of(initial);
     let mut watched = BTreeSet::new();
     sync(&mut kernel, &mut watched, &targets);
     let task = tokio::spawn(run(
@@ -299,9 +323,9 @@ async fn run(
         let Some(host) = reloader.upgrade() else {
             return;
         };
-        let (dirs, config) = host.reload().await;
+        let next = host.reload().await;
         drop(host);
-        targets = Targets::new(dirs, config);
+        targets = Targets::of(next);
         sync(&mut kernel, &mut watched, &targets);
     }
 }

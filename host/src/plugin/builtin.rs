@@ -50,6 +50,7 @@ pub fn sources() -> (Vec<PluginSource>, Vec<LoadError>) {
 /// What a built-in plugin is granted when the operator says nothing about it.
 ///
 /// * `fs-tools`: the working directory, read-only, as `.`.
+/// * `skills`: the `skills` seam (the skills of `[skills]`, read-only).
 /// * `lsp`: the same (the files it asks language servers about, and shows
 ///   the lines of).
 /// * `bash`: the shell seam and the working directory read-write for the
@@ -88,6 +89,10 @@ pub fn default_grants(name: &str, workdir: &Path) -> Option<GrantsConfig> {
         }),
         "todo" => Some(GrantsConfig {
             kv: true,
+            ..Default::default()
+        }),
+        "skills" => Some(GrantsConfig {
+            skills: true,
             ..Default::default()
         }),
         "secrets-guard" => {

@@ -14,6 +14,7 @@
 //!   component, like `wasi:http`: each search is decided when it is made);
 //! * [`lsp`]: questions to the language servers the host runs, about
 //!   files in the preopened grants;
+//! * [`skills`]: the skills of `[skills]`, read-only;
 //! * [`http`]: outgoing `wasi:http` requests, under the plugin's egress (a
 //!   WASI interface, linked with WASI, not a `toolgate:plugin` seam);
 //! * the file system itself: WASI preopens of exactly the granted
@@ -56,6 +57,7 @@ pub mod kv;
 pub mod lsp;
 pub mod process;
 pub mod search;
+pub mod skills;
 pub mod terminals;
 
 use std::sync::Arc;
@@ -85,7 +87,7 @@ pub struct Seam<T: 'static> {
 }
 
 /// Every seam. The one place a seam is registered.
-pub fn all<T: SeamHost>() -> [Seam<T>; 9] {
+pub fn all<T: SeamHost>() -> [Seam<T>; 10] {
     [
         process::shell_seam(),
         process::subprocess_seam(),
@@ -94,6 +96,7 @@ pub fn all<T: SeamHost>() -> [Seam<T>; 9] {
         terminals::seam(),
         search::seam(),
         lsp::seam(),
+        skills::seam(),
         files::files(),
         files::bulk_read(),
     ]

@@ -12,7 +12,7 @@ use syn::punctuated::Punctuated;
 use syn::{Ident, Path, Token, bracketed};
 
 /// The version of `toolgate:plugin` the SDK builds against.
-const WIT_VERSION: &str = "0.2.4";
+const WIT_VERSION: &str = "0.2.5";
 
 #[derive(Default)]
 pub struct Export {
@@ -107,6 +107,7 @@ pub fn expand(e: Export) -> syn::Result<TokenStream> {
             "terminals",
             "web-search",
             "lsp",
+            "skills",
             "files",
             "bulk-read",
         ]);

@@ -148,6 +148,7 @@ async fn the_built_in_catalog_has_the_seeds_names() {
         "web_search",
         "list_dir",
         "lsp",
+        "skill",
     ];
     want.sort();
     assert_eq!(names, want);

@@ -227,7 +227,8 @@ async fn run_code(host: &Toolgate, id: &str, code: &str) -> CallRecord {
     .await
 }
 
-fn result_of(record: &CallRecord) -> Value {
+/// The value a `run_code` program returned (its `Result: ` line).
+pub(crate) fn result_of(record: &CallRecord) -> Value {
     assert!(!record.is_error, "run_code failed: {record:?}");
     let text = record.text();
     let line = text

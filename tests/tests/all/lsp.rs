@@ -594,12 +594,8 @@ async fn a_program_asks_a_language_server_in_code_mode() {
             "#}),
         )
         .await;
-    let t = ok(&r);
-    let result: serde_json::Value = t
-        .lines()
-        .find_map(|l| l.strip_prefix("Result: "))
-        .and_then(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| panic!("no result in {t}"));
+    let result = crate::code_mode::result_of(&r);
+    let t = r.text();
     // Square, area, total, s (pyright lists parameters too) — at least 3.
     assert!(result["symbols"].as_u64().unwrap() >= 3, "{t}");
     assert_eq!(result["references"], 3, "{t}");

@@ -28,6 +28,7 @@ mod replicas_sdk;
 mod scheduler;
 mod serve;
 mod signatures;
+mod skills;
 mod terminals;
 mod web_search;
 

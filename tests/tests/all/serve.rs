@@ -2402,23 +2402,34 @@ fn a_cancel_by_closing_the_stream_is_not_logged_as_an_error() {
 /// One `tools/call` over an HTTP session (`with`: its headers): the
 /// result, read from the answer's stream.
 fn http_tool_call(addr: &str, with: &str, id: u64, tool: &str, args: Value) -> Value {
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                      "params": {"name": tool, "arguments": args}})
-    .to_string();
+    http_rpc(
+        addr,
+        with,
+        id,
+        "tools/call",
+        json!({"name": tool, "arguments": args}),
+    )["result"]
+        .clone()
+}
+
+/// One JSON-RPC request of a session (`with`: its headers); the answer
+/// whole (`result` or `error`).
+fn http_rpc(addr: &str, with: &str, id: u64, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
     let (head, mut reader) = open_request(addr, &post(addr, with, &body));
-    assert!(head.starts_with("HTTP/1.1 200"), "{tool}: {head}");
+    assert!(head.starts_with("HTTP/1.1 200"), "{method}: {head}");
     let mut line = String::new();
     loop {
         line.clear();
         if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            panic!("no answer to {tool}");
+            panic!("no answer to {method}");
         }
         let data = line.trim();
         let data = data.strip_prefix("data:").map_or(data, str::trim);
         if let Ok(v) = serde_json::from_str::<Value>(data)
             && v["id"] == id
         {
-            return v["result"].clone();
+            return v;
         }
     }
 }
@@ -2677,4 +2688,132 @@ fn a_language_server_answers_the_requests_of_an_http_session() {
         json!({"operation": "references", "file": "calc.py", "line": 1, "symbol": "double"}),
     );
     assert_eq!(refs["structuredContent"]["count"], 3, "{refs}");
+}
+
+/// Issue 41: the host's skills over an HTTP session — the `skill` tool
+/// and the prompts of the same skills.
+#[test]
+fn skills_are_a_tool_and_prompts_of_an_http_session() {
+    let s = setup();
+    let skills = s.work.path().join("team-skills");
+    std::fs::create_dir_all(skills.join("triage")).unwrap();
+    std::fs::write(
+        skills.join("triage/SKILL.md"),
+        "---\nname: triage\ndescription: Sort bug reports.\n---\nLabel, then assign.\n",
+    )
+    .unwrap();
+    let mut config = std::fs::read_to_string(&s.config).unwrap();
+    config.push_str(&format!(
+        "[skills]\ndirs = [{:?}]\n",
+        skills.display().to_string()
+    ));
+    std::fs::write(&s.config, config).unwrap();
+    let server = HttpServer::start(&s, &["--approve", "allow"]);
+    let with = session_headers(&server);
+    let addr = server.addr();
+    let loaded = http_tool_call(&addr, &with, 2, "skill", json!({"name": "triage"}));
+    let text = loaded["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("Label, then assign."), "{loaded}");
+    assert!(
+        loaded["structuredContent"]["digest"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("sha256:")),
+        "{loaded}"
+    );
+    let listed = http_rpc(&addr, &with, 3, "prompts/list", json!({}));
+    assert_eq!(listed["result"]["prompts"][0]["name"], "triage", "{listed}");
+    let got = http_rpc(&addr, &with, 4, "prompts/get", json!({"name": "triage"}));
+    let prompt = got["result"]["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(prompt.contains("Label, then assign."), "{got}");
+}
+
+/// Issue 41: `serve` over stdio offers the skills as prompts
+/// (`prompts/list`, `prompts/get`, with `listChanged`), and a skill added
+/// to a watched directory is said with `notifications/prompts/list_changed`
+/// (and, the `skill` tool's description changing, `tools/list_changed`).
+#[test]
+fn skills_are_prompts_of_a_stdio_session_and_a_new_one_is_said() {
+    let s = setup();
+    let skills = s.work.path().join("team-skills");
+    let put = |name: &str, description: &str| {
+        std::fs::create_dir_all(skills.join(name)).unwrap();
+        std::fs::write(
+            skills.join(name).join("SKILL.md"),
+            format!("---\nname: {name}\ndescription: {description}\n---\nSteps of {name}.\n"),
+        )
+        .unwrap();
+    };
+    put("release", "Cut a release.");
+    let mut config = std::fs::read_to_string(&s.config).unwrap();
+    config.push_str(&format!(
+        "[skills]\ndirs = [{:?}]\n",
+        skills.display().to_string()
+    ));
+    std::fs::write(&s.config, config).unwrap();
+    let mut raw = Raw::start(&s, &["--approve", "allow", "--watch-debounce-ms", "20"]);
+    let pid = raw.child.id();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(90));
+        let _ = Command::new("kill").arg(pid.to_string()).status();
+    });
+    raw.send(INIT);
+    let init = raw.answer(1);
+    assert_eq!(
+        init["result"]["capabilities"]["prompts"]["listChanged"], true,
+        "{init}"
+    );
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    raw.send(r#"{"jsonrpc":"2.0","id":2,"method":"prompts/list"}"#);
+    let listed = raw.answer(2);
+    let prompts = listed["result"]["prompts"].as_array().expect("prompts");
+    assert_eq!(prompts.len(), 1, "{listed}");
+    assert_eq!(prompts[0]["name"], "release");
+    assert_eq!(prompts[0]["description"], "Cut a release.");
+    raw.send(r#"{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{"name":"release"}}"#);
+    let got = raw.answer(3);
+    let message = &got["result"]["messages"][0];
+    assert_eq!(message["role"], "user", "{got}");
+    let text = message["content"]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("<skill name=\"release\" digest=\"sha256:")
+            && text.contains("Steps of release."),
+        "{text}"
+    );
+    raw.send(r#"{"jsonrpc":"2.0","id":4,"method":"prompts/get","params":{"name":"nope"}}"#);
+    let missing = raw.answer(4);
+    assert!(missing.get("error").is_some(), "{missing}");
+
+    put("hotfix", "Patch production.");
+    let (mut prompts_said, mut tools_said) = (false, false);
+    while !(prompts_said && tools_said) {
+        let v = raw.read();
+        prompts_said |= v["method"] == "notifications/prompts/list_changed";
+        tools_said |= v["method"] == "notifications/tools/list_changed";
+    }
+    raw.send(r#"{"jsonrpc":"2.0","id":5,"method":"prompts/list"}"#);
+    let listed = raw.answer(5);
+    let names: Vec<&str> = listed["result"]["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert_eq!(names, ["hotfix", "release"], "{listed}");
+    raw.send(r#"{"jsonrpc":"2.0","id":6,"method":"tools/list"}"#);
+    let tools = raw.answer(6);
+    let skill = tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "skill")
+        .cloned()
+        .expect("the skill tool");
+    let description = skill["description"].as_str().unwrap();
+    assert!(
+        description.contains("- hotfix: Patch production.")
+            && description.contains("- release: Cut a release."),
+        "{description}"
+    );
 }

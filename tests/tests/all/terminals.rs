@@ -334,12 +334,8 @@ async fn a_program_drives_a_terminal_in_code_mode() {
             "#}),
         )
         .await;
-    let t = ok(&r);
-    let result: Value = t
-        .lines()
-        .find_map(|l| l.strip_prefix("Result: "))
-        .and_then(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| panic!("no result in {t}"));
+    let result = crate::code_mode::result_of(&r);
+    let t = r.text();
     assert_eq!(result["found"], true, "{t}");
     assert_eq!(result["status"], "closed", "{t}");
     let asked: Vec<String> = b
