@@ -11,6 +11,7 @@ mod approve;
 mod audit;
 mod check;
 mod demo;
+mod goals;
 mod logging;
 mod new;
 mod oci;
@@ -180,6 +181,9 @@ enum Command {
     /// The approval queue of a running `serve --http --approve queue`:
     /// list, approve, deny, grant, revoke (--server URL --token-file FILE).
     Approvals(approvals::ApprovalsArgs),
+    /// The goal the model set (`create_goal`): show it, or pause, resume or
+    /// clear it — the user's and operator's, never the model's (--scope S).
+    Goals(goals::GoalsArgs),
 }
 
 /// Entry point of the binary.
@@ -215,6 +219,7 @@ pub fn main() -> ExitCode {
             Command::Run(a) => run::run(&cli.global, a).await,
             Command::Check(a) => check::run(&cli.global, a).await,
             Command::Plugins(a) => plugins::run(&cli.global, a).await,
+            Command::Goals(a) => goals::run(&cli.global, a).await,
             Command::Demo(a) => demo::run(&cli.global, a, transcript.unwrap_or_default()).await,
             Command::Sandbox(a) => sandbox::run(&cli.global, a).await,
             Command::Serve(a) => serve::run(&cli.global, a).await,

@@ -1298,3 +1298,80 @@ fn plugins_lists_the_skills_with_their_digests_and_what_was_refused() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `toolgate goals`: the user pauses, resumes and clears the goal the
+/// model set (`create_goal` through `run`); while paused, the model's
+/// `update_goal` is refused; what cannot be done is said, exit 1.
+#[test]
+fn goals_are_paused_resumed_and_cleared_by_the_user_not_the_model() {
+    let dir = temp("goals");
+    let state = dir.join("state");
+    let tg = || {
+        let mut c = toolgate();
+        c.current_dir(&dir).env("TOOLGATE_STATE_DIR", &state);
+        c
+    };
+    let call = |name: &str, args: &str| {
+        let mut c = tg();
+        c.args(["run", "-"]);
+        let out = with_stdin(
+            c,
+            &format!(r#"[{{"id": "g", "name": "{name}", "arguments": {args}}}]"#),
+        );
+        assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+        v[0].clone()
+    };
+    let goals = |args: &[&str]| tg().arg("goals").args(args).output().unwrap();
+
+    let r = call("create_goal", r#"{"objective": "Green build"}"#);
+    assert_ne!(r["isError"], true, "{r}");
+    let out = goals(&[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with("the global scope: Green build (active, set 0 min ago)"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    let out = goals(&["pause"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = goals(&["show", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["goal"]["status"], "paused", "{v}");
+    assert_eq!(v["goal"]["pausedFrom"], "active", "{v}");
+    let r = call("update_goal", r#"{"status": "complete", "note": "done"}"#);
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("paused"),
+        "{r}"
+    );
+    let out = goals(&["pause"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("already paused"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    assert!(goals(&["resume"]).status.success());
+    let r = call("update_goal", r#"{"status": "complete", "note": "done"}"#);
+    assert_ne!(r["isError"], true, "{r}");
+    let out = goals(&["clear"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&goals(&[]).stdout).trim(),
+        "no goal is set for the global scope"
+    );
+    let out = goals(&["clear"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("no goal is set for the global scope"),
+        "{}",
+        text(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

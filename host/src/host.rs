@@ -998,6 +998,13 @@ impl Toolgate {
             .unwrap_or_default()
     }
 
+    /// The host's state store (`[state]`): what the `kv` seam keeps, each
+    /// plugin in a namespace of its own (`toolgate goals` reads and writes
+    /// the `goals` plugin's).
+    pub fn state_store(&self) -> Arc<dyn crate::store::KvBackend> {
+        self.inner.lifecycle.seams().kv.backend().clone()
+    }
+
     /// The skills of the last reload (`[skills]`; see [`crate::skills`]):
     /// what the `skills` seam serves and `serve` offers as prompts.
     pub fn skills(&self) -> Arc<crate::skills::Catalog> {

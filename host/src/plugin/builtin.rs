@@ -87,7 +87,7 @@ pub fn default_grants(name: &str, workdir: &Path) -> Option<GrantsConfig> {
             shell: true,
             ..Default::default()
         }),
-        "todo" => Some(GrantsConfig {
+        "todo" | "goals" => Some(GrantsConfig {
             kv: true,
             ..Default::default()
         }),

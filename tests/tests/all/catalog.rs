@@ -149,6 +149,9 @@ async fn the_built_in_catalog_has_the_seeds_names() {
         "list_dir",
         "lsp",
         "skill",
+        "create_goal",
+        "get_goal",
+        "update_goal",
     ];
     want.sort();
     assert_eq!(names, want);

@@ -17,6 +17,7 @@ mod contract;
 mod egress;
 mod examples;
 mod foundation;
+mod goals;
 mod keyless;
 mod lifecycle;
 mod lsp;

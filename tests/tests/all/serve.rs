@@ -2817,3 +2817,39 @@ fn skills_are_prompts_of_a_stdio_session_and_a_new_one_is_said() {
         "{description}"
     );
 }
+
+/// Issue 41: the session's goal over HTTP — set, read back, completed.
+#[test]
+fn a_goal_is_set_and_completed_over_http() {
+    let s = setup();
+    let server = HttpServer::start(&s, &["--approve", "allow"]);
+    let with = session_headers(&server);
+    let addr = server.addr();
+    let call = |id: u64, tool: &str, args: Value| http_tool_call(&addr, &with, id, tool, args);
+    let created = call(2, "create_goal", json!({"objective": "Answer over HTTP"}));
+    assert_eq!(
+        created["structuredContent"]["goal"]["status"], "active",
+        "{created}"
+    );
+    let again = call(3, "create_goal", json!({"objective": "A second one"}));
+    assert_eq!(again["isError"], true, "{again}");
+    assert_eq!(
+        again["_meta"]["toolgate/error"]["code"], "GOAL_EXISTS",
+        "{again}"
+    );
+    let done = call(
+        4,
+        "update_goal",
+        json!({"status": "complete", "note": "answered"}),
+    );
+    assert_eq!(
+        done["structuredContent"]["goal"]["status"], "complete",
+        "{done}"
+    );
+    let read = call(5, "get_goal", json!({}));
+    let text = read["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("Answer over HTTP") && text.contains("Note: answered"),
+        "{read}"
+    );
+}
