@@ -6,6 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::ApproveMode;
+use toolgate::approval::questions::{Answer, QuestionAnswer, QuestionRequest};
 use toolgate::pipeline::approval::{AllowAll, DenyAll};
 use toolgate::pipeline::{ApprovalAnswer, ApprovalRequest, Approver};
 
@@ -89,6 +90,97 @@ impl Approver for TerminalApprover {
             Ok(Ok(_)) => ApprovalAnswer::Deny("refused at the terminal".into()),
             Ok(Err(e)) => ApprovalAnswer::Unavailable(format!("cannot read the terminal: {e}")),
             Err(e) => ApprovalAnswer::Unavailable(format!("prompt failed: {e}")),
+        }
+    }
+
+    /// Each question on the terminal, its options numbered; the answer is
+    /// a number (numbers, for several), or words of the user's own.
+    async fn ask_questions(&self, request: &QuestionRequest) -> QuestionAnswer {
+        if !std::io::stdin().is_terminal() {
+            return QuestionAnswer::Unavailable(
+                "no user can be asked here: stdin is not a terminal".into(),
+            );
+        }
+        let _one_at_a_time = PROMPT_LOCK.lock().await;
+        let questions = request.questions.questions.clone();
+        let tool = request.call.tool_name.clone();
+        let asked = tokio::task::spawn_blocking(move || {
+            let shown = |s: &str| toolgate::plugin::log::escape(s).into_owned();
+            let mut err = std::io::stderr();
+            let _ = writeln!(err, "\n`{}` asks you:", shown(&tool));
+            let mut answers = Vec::new();
+            for q in &questions {
+                let n = q.options.len();
+                let mut text = format!("\n{}: {}\n", shown(&q.header), shown(&q.question));
+                for (i, o) in q.options.iter().enumerate() {
+                    text.push_str(&format!(
+                        "  {}. {} — {}\n",
+                        i + 1,
+                        shown(&o.label),
+                        shown(&o.description)
+                    ));
+                }
+                text.push_str(&format!("  {}. Other (type your answer)\n", n + 1));
+                text.push_str(if q.multi_select {
+                    "Numbers separated by commas, or your own words (empty: decline): "
+                } else {
+                    "A number, or your own words (empty: decline): "
+                });
+                let _ = err.write_all(text.as_bytes());
+                let _ = err.flush();
+                let mut line = String::new();
+                match std::io::stdin().lock().read_line(&mut line) {
+                    Ok(0) => return Err("stdin closed".to_string()),
+                    Ok(_) => {}
+                    Err(e) => return Err(format!("cannot read the terminal: {e}")),
+                }
+                let line = line.trim();
+                if line.is_empty() {
+                    return Ok(None);
+                }
+                let picked: Option<Vec<usize>> = line
+                    .split([',', ' '])
+                    .filter(|p| !p.is_empty())
+                    .map(|p| p.parse::<usize>().ok().filter(|i| (1..=n + 1).contains(i)))
+                    .collect();
+                let (selected, other) = match picked {
+                    Some(p) if p.contains(&(n + 1)) => {
+                        let _ = write!(err, "Your answer: ");
+                        let _ = err.flush();
+                        let mut own = String::new();
+                        let _ = std::io::stdin().lock().read_line(&mut own);
+                        let chosen = p
+                            .iter()
+                            .filter(|i| **i <= n)
+                            .map(|i| q.options[i - 1].label.clone())
+                            .collect();
+                        (chosen, Some(own.trim().to_string()))
+                    }
+                    Some(p) => (
+                        p.iter().map(|i| q.options[i - 1].label.clone()).collect(),
+                        None,
+                    ),
+                    None => (Vec::new(), Some(line.to_string())),
+                };
+                answers.push(
+                    q.answer(selected, other)
+                        .map_err(|why| format!("at the terminal: {why}"))?,
+                );
+            }
+            Ok(Some(answers))
+        })
+        .await;
+        match asked {
+            Ok(Ok(Some(answers))) => QuestionAnswer::Answered {
+                answers: answers.into_iter().collect::<Vec<Answer>>(),
+                by: "terminal".into(),
+            },
+            Ok(Ok(None)) => QuestionAnswer::Declined {
+                by: "terminal".into(),
+                reason: "the user gave no answer".into(),
+            },
+            Ok(Err(why)) => QuestionAnswer::Unavailable(why),
+            Err(e) => QuestionAnswer::Unavailable(format!("prompt failed: {e}")),
         }
     }
 }

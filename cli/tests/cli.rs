@@ -1375,3 +1375,57 @@ fn goals_are_paused_resumed_and_cleared_by_the_user_not_the_model() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `ask_user_question` in `toolgate run` on a terminal (a pseudo-terminal
+/// of util-linux's `script`): the options are numbered, a number answers,
+/// numbers answer a multi-select, and the last number is the user's own
+/// words.
+#[test]
+fn run_on_a_terminal_asks_the_user_questions() {
+    let script = Path::new("/usr/bin/script");
+    assert!(
+        script.exists(),
+        "needs util-linux's `script` (Debian: bsdutils) to give `run` a terminal"
+    );
+    let dir = temp("questions-tty");
+    let batch = dir.join("batch.json");
+    std::fs::write(
+        &batch,
+        r#"[{"id": "q", "name": "ask_user_question", "arguments": {"questions": [
+            {"header": "Stack", "question": "Which language?", "options": [
+                {"label": "Rust", "description": "compiled"}, {"label": "Python", "description": "quick"}]},
+            {"header": "Extras", "question": "Which extras?", "multiSelect": true, "options": [
+                {"label": "CI", "description": "a workflow"}, {"label": "Docs", "description": "a README"}]}
+        ]}}]"#,
+    )
+    .unwrap();
+    let inner = format!(
+        "{} run --compact {}",
+        env!("CARGO_BIN_EXE_toolgate"),
+        batch.display()
+    );
+    // `script` runs the command on a pseudo-terminal; our env, not the host's.
+    let mut c = Command::new(script);
+    c.current_dir(&dir)
+        .args(["-q", "-e", "-c", &inner, "/dev/null"])
+        .env("TOOLGATE_CACHE_DIR", cli_cache())
+        .env("TOOLGATE_STATE_DIR", dir.join("state"))
+        .env_remove("RUST_LOG");
+    let out = with_stdin(c, "1\n1,3\nand a license\n");
+    let all = text(&out.stdout).replace('\r', "");
+    assert!(out.status.success(), "{all}\n{}", text(&out.stderr));
+    assert!(all.contains("Stack: Which language?\n  1. Rust — compiled\n  2. Python — quick\n  3. Other (type your answer)"), "{all}");
+    // The result follows the last prompt (on stderr, no newline).
+    let line = all
+        .find("[{\"id\"")
+        .and_then(|at| all[at..].lines().next())
+        .unwrap_or_else(|| panic!("no result line in {all}"));
+    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(
+        v[0]["content"][0]["text"],
+        "The user answered:\n- Stack: Rust\n- Extras: CI; in their words: and a license\n",
+        "{v}"
+    );
+    assert_eq!(v[0]["structuredContent"]["answeredBy"], "terminal", "{v}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -19,6 +19,7 @@
 pub mod config;
 pub mod grant;
 pub mod hold;
+pub mod questions;
 pub mod queue;
 pub mod store;
 pub mod webhook;
@@ -104,6 +105,17 @@ pub trait Approver: Send + Sync {
     /// ([`hold::HoldingApprover`]).
     fn nested(&self, _signal: &crate::call::CallSignal) -> Option<Arc<dyn Approver>> {
         None
+    }
+
+    /// Questions for the user (`ask_user_question`; see [`questions`]).
+    /// By default nobody can be asked: the answer says so at once, with
+    /// what would make it possible.
+    async fn ask_questions(
+        &self,
+        request: &questions::QuestionRequest,
+    ) -> questions::QuestionAnswer {
+        let _ = request;
+        questions::QuestionAnswer::Unavailable(questions::nobody(self.name()))
     }
 }
 

@@ -82,6 +82,7 @@ pub mod v0_2 {
             "toolgate:plugin/web-search.search": async | trappable,
             "toolgate:plugin/lsp.request": async | trappable,
             "toolgate:plugin/lsp.diagnostics": async | trappable,
+            "toolgate:plugin/questions.ask": async | trappable,
             "toolgate:plugin/bulk-read.read": async | trappable,
             "toolgate:plugin/bulk-read.[static]batch.start": async | trappable,
             "toolgate:plugin/bulk-read.[method]batch.wait": async | trappable,

@@ -362,3 +362,29 @@ pub struct Misuse(pub String);
 /// inserts and reads its own type, so the call's plumbing names none of
 /// them.
 pub type Extensions = http::Extensions;
+
+/// What a call's body told the person or heard from them, for its audit
+/// record's `notes` (an answer to `ask_user_question`, the digest of a
+/// skill loaded): seams push, the pipeline takes them when the body ends.
+#[derive(Clone, Debug, Default)]
+pub struct Notes(Arc<std::sync::Mutex<Vec<Value>>>);
+
+impl Notes {
+    /// Notes one call keeps, at most (more are dropped, the last saying so).
+    pub const MAX: usize = 16;
+
+    pub fn push(&self, note: Value) {
+        let mut notes = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match notes.len() {
+            n if n < Self::MAX - 1 => notes.push(note),
+            n if n == Self::MAX - 1 => notes.push(
+                serde_json::json!({"kind": "dropped", "why": "a call keeps at most 16 notes"}),
+            ),
+            _ => {}
+        }
+    }
+
+    pub fn take(&self) -> Vec<Value> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}

@@ -67,6 +67,7 @@ use serde_json::Value;
 
 use toolgate::approval::EgressAsk;
 use toolgate::approval::hold::HoldingApprover;
+use toolgate::approval::questions::{QuestionAnswer, QuestionRequest};
 use toolgate::approval::queue::{ApprovalQueue, Parked, QUEUE, Resumed};
 use toolgate::call::CallSignal;
 use toolgate::pipeline::{ApprovalAnswer, ApprovalRequest, Approver};
@@ -147,6 +148,20 @@ impl Approver for ElicitingApprover {
         match self.peer.create_elicitation(params(request)).await {
             Ok(result) => answer(&result),
             Err(e) => ApprovalAnswer::Unavailable(format!("the elicitation failed: {e}")),
+        }
+    }
+
+    /// One form elicitation for all the questions (see [`super::questions`]).
+    async fn ask_questions(&self, request: &QuestionRequest) -> QuestionAnswer {
+        let (params, keys) = match super::questions::form(request) {
+            Ok(p) => p,
+            Err(why) => return QuestionAnswer::Unavailable(why),
+        };
+        match self.peer.create_elicitation(params).await {
+            Ok(result) => {
+                super::questions::answers(&request.questions, &keys, &result, self.name())
+            }
+            Err(e) => QuestionAnswer::Unavailable(format!("the elicitation failed: {e}")),
         }
     }
 }

@@ -38,6 +38,10 @@
 //! * [`harness`] — arguments an agent harness adds to every call (Gemini
 //!   CLI's `wait_for_previous`), stripped where the operator accepts them.
 //!
+//! * [`questions`] — `ask_user_question` as one form elicitation (the
+//!   options a titled enum, each with an optional answer in the user's
+//!   own words), its answer checked against what was asked.
+//!
 //! * [`passthrough`] — bridged servers' resources and prompts, for the
 //!   servers the session's scope sees; each resource read is audited.
 //!
@@ -73,6 +77,7 @@ pub mod http;
 pub mod passthrough;
 pub mod peer;
 pub mod projection;
+pub mod questions;
 pub mod server;
 pub mod session;
 pub mod skills;

@@ -64,6 +64,7 @@ pub mod lsp;
 pub mod outcome;
 mod policy;
 pub mod process;
+pub mod questions;
 pub mod schema;
 mod settings;
 pub mod skills;

@@ -478,6 +478,7 @@ impl Audit {
                     }
                 })
                 .collect(),
+            notes: &f.notes,
             result: ResultBody {
                 is_error: record.is_error,
                 code: error.map(|e| e.code.as_str()),
@@ -671,6 +672,10 @@ struct CallBody<'a> {
     arguments: ArgumentsBody<'a>,
     replayable: bool,
     decisions: Vec<DecisionBody<'a>>,
+    /// What the body told the person or heard from them (see
+    /// `crate::call::Notes`).
+    #[serde(skip_serializing_if = "<[Value]>::is_empty")]
+    notes: &'a [Value],
     result: ResultBody<'a>,
     elapsed_us: u64,
 }

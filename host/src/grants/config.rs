@@ -68,6 +68,10 @@ pub struct GrantsConfig {
     /// The `skills` seam: the skills of `[skills]`, read-only.
     #[serde(default)]
     pub skills: bool,
+    /// The `questions` seam: questions for the user, through the call's
+    /// approver.
+    #[serde(default)]
+    pub questions: bool,
     /// The memory of one instance, in MiB.
     pub memory_mb: Option<usize>,
     /// TCP ports spawned processes may connect to (on any host: Landlock
@@ -119,6 +123,7 @@ impl GrantsConfig {
             subprocess: union(base.subprocess, self.subprocess),
             kv: base.kv || self.kv,
             skills: base.skills || self.skills,
+            questions: base.questions || self.questions,
             memory_mb: self.memory_mb.or(base.memory_mb),
             spawn_tcp_ports: union(base.spawn_tcp_ports, self.spawn_tcp_ports),
             egress: union(base.egress, self.egress),

@@ -301,6 +301,8 @@ pub struct Grants {
     /// that resolved this grant (empty until the lifecycle sets it; a
     /// changed catalog is a changed grant, so the plugin loads again).
     pub skills: Option<std::sync::Arc<crate::skills::Catalog>>,
+    /// The `questions` seam (`questions = true`).
+    pub questions: bool,
     /// Linear memory cap per instance, in bytes.
     pub memory_bytes: usize,
     /// The sandbox every process spawned for this plugin runs in: the file
@@ -334,6 +336,7 @@ impl Default for Grants {
             subprocess: Vec::new(),
             kv: false,
             skills: None,
+            questions: false,
             memory_bytes: DEFAULT_MEMORY_BYTES,
             sandbox: toolgate_sandbox::SandboxPolicy::default(),
             output_cap: DEFAULT_OUTPUT_CAP,
@@ -364,6 +367,8 @@ pub enum Capability {
     Files,
     /// The `skills` seam.
     Skills,
+    /// The `questions` seam.
+    Questions,
 }
 
 impl Capability {
@@ -378,6 +383,7 @@ impl Capability {
             Capability::Kv => grants.kv,
             Capability::Files => grants.fs.iter().any(|g| g.writable),
             Capability::Skills => grants.skills.is_some(),
+            Capability::Questions => grants.questions,
         }
     }
 
@@ -392,6 +398,7 @@ impl Capability {
             Capability::Kv => "kv = true",
             Capability::Files => "fs = [{ path = \"DIR\", access = \"read-write\" }]",
             Capability::Skills => "skills = true",
+            Capability::Questions => "questions = true",
         }
     }
 
@@ -405,6 +412,7 @@ impl Capability {
             Capability::Kv => "kv",
             Capability::Files => "files",
             Capability::Skills => "skills",
+            Capability::Questions => "questions",
         }
     }
 }
@@ -621,6 +629,7 @@ pub fn resolve_grants(
         subprocess: config.subprocess.clone(),
         kv: config.kv,
         skills: config.skills.then(Default::default),
+        questions: config.questions,
         memory_bytes: config
             .memory_mb
             .map(|mb| mb << 20)

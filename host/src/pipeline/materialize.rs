@@ -75,6 +75,7 @@ pub fn run(
             decisions: Vec::new(),
             elapsed_us: 0,
             intent: None,
+            notes: Vec::new(),
         }))
     };
 

@@ -126,6 +126,9 @@ pub struct Finished {
     /// The id of the call's intent ([`Intents`]) when one was recorded:
     /// its body was dispatched.
     pub intent: Option<u64>,
+    /// What its body told the person or heard from them (the audit
+    /// record's `notes`; see [`crate::call::Notes`]).
+    pub notes: Vec<serde_json::Value>,
 }
 
 /// One decision of stage B (pre-execute, approval, a guard), as the audit
@@ -477,7 +480,15 @@ pub async fn complete(
     // The call's connections ask its approver (the turn's, else the
     // host's) about destinations no egress rule allows, once each.
     let mut extensions = crate::call::Extensions::new();
+    let notes = crate::call::Notes::default();
+    extensions.insert(notes.clone());
     if let Some(a) = approver.clone().or_else(|| settings.approver.clone()) {
+        // And its body's questions for the user go to the same approver.
+        extensions.insert(crate::approval::questions::Asking::new(
+            a.clone(),
+            info.clone(),
+            client.clone(),
+        ));
         extensions.insert(crate::egress::ask::CallAsk::new(a, info.clone(), client));
     }
     let record = async {
@@ -531,6 +542,7 @@ pub async fn complete(
     let mut finished = finish(info, record, span, started);
     finished.decisions = decisions;
     finished.intent = intent;
+    finished.notes = notes.take();
     finished
 }
 
@@ -557,5 +569,6 @@ fn finish(
         decisions: Vec::new(),
         elapsed_us,
         intent: None,
+        notes: Vec::new(),
     }
 }

@@ -32,6 +32,7 @@ pub async fn notify(
         decisions,
         elapsed_us,
         intent,
+        notes,
     } = finished;
     let record = Arc::new(record);
     notify_all(chain, &info, &record, budget)
@@ -46,6 +47,7 @@ pub async fn notify(
         decisions,
         elapsed_us,
         intent,
+        notes,
     }
 }
 

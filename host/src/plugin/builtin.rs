@@ -95,6 +95,10 @@ pub fn default_grants(name: &str, workdir: &Path) -> Option<GrantsConfig> {
             skills: true,
             ..Default::default()
         }),
+        "questions" => Some(GrantsConfig {
+            questions: true,
+            ..Default::default()
+        }),
         "secrets-guard" => {
             let absolute = workdir
                 .canonicalize()

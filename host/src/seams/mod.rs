@@ -15,6 +15,7 @@
 //! * [`lsp`]: questions to the language servers the host runs, about
 //!   files in the preopened grants;
 //! * [`skills`]: the skills of `[skills]`, read-only;
+//! * [`questions`]: questions for the user, through the call's approver;
 //! * [`http`]: outgoing `wasi:http` requests, under the plugin's egress (a
 //!   WASI interface, linked with WASI, not a `toolgate:plugin` seam);
 //! * the file system itself: WASI preopens of exactly the granted
@@ -56,6 +57,7 @@ pub mod jobs;
 pub mod kv;
 pub mod lsp;
 pub mod process;
+pub mod questions;
 pub mod search;
 pub mod skills;
 pub mod terminals;
@@ -87,7 +89,7 @@ pub struct Seam<T: 'static> {
 }
 
 /// Every seam. The one place a seam is registered.
-pub fn all<T: SeamHost>() -> [Seam<T>; 10] {
+pub fn all<T: SeamHost>() -> [Seam<T>; 11] {
     [
         process::shell_seam(),
         process::subprocess_seam(),
@@ -97,6 +99,7 @@ pub fn all<T: SeamHost>() -> [Seam<T>; 10] {
         search::seam(),
         lsp::seam(),
         skills::seam(),
+        questions::seam(),
         files::files(),
         files::bulk_read(),
     ]

@@ -18,7 +18,7 @@ use wasmtime::component::HasData;
 
 use super::{Seam, SeamCtx, SeamHost};
 use crate::bindings::v0_2::toolgate::plugin::skills as wit;
-use crate::call::Misuse;
+use crate::call::{Misuse, Notes};
 use crate::grants::{Capability, Grants};
 use crate::skills::{Catalog, SkillError};
 
@@ -46,6 +46,7 @@ pub fn seam<T: SeamHost>() -> Seam<T> {
 pub struct SkillsView<'a> {
     plugin: &'a str,
     grants: &'a Grants,
+    notes: Option<&'a Notes>,
 }
 
 impl<'a> SkillsView<'a> {
@@ -53,6 +54,7 @@ impl<'a> SkillsView<'a> {
         SkillsView {
             plugin: ctx.plugin,
             grants: ctx.grants,
+            notes: ctx.extensions.get::<Notes>(),
         }
     }
 
@@ -96,6 +98,12 @@ impl wit::Host for SkillsView<'_> {
             Ok(s) => s,
             Err(e) => return Ok(Err(to_wit(e))),
         };
+        // The audit record says which version the model was given.
+        if let Some(n) = self.notes {
+            n.push(
+                serde_json::json!({"kind": "skill", "name": skill.name, "digest": skill.digest}),
+            );
+        }
         Ok(Ok(wit::Skill {
             name: skill.name.clone(),
             description: skill.description.clone(),

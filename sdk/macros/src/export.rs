@@ -108,6 +108,7 @@ pub fn expand(e: Export) -> syn::Result<TokenStream> {
             "web-search",
             "lsp",
             "skills",
+            "questions",
             "files",
             "bulk-read",
         ]);

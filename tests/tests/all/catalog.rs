@@ -152,6 +152,7 @@ async fn the_built_in_catalog_has_the_seeds_names() {
         "create_goal",
         "get_goal",
         "update_goal",
+        "ask_user_question",
     ];
     want.sort();
     assert_eq!(names, want);

@@ -2853,3 +2853,104 @@ fn a_goal_is_set_and_completed_over_http() {
         "{read}"
     );
 }
+
+/// Issue 41: `ask_user_question` through `serve` over stdio, answered by
+/// the client with the official Python SDK's elicitation callback: one
+/// form whose schema is the options (a titled single-select enum, a
+/// multi-select array, an optional answer in the user's own words each);
+/// a declined form is a clear answer to the model.
+#[test]
+fn questions_are_a_form_elicitation_answered_by_the_client() {
+    let python = python();
+    let s = setup();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/questions_client.py");
+    let run = |answer: &str| -> Value {
+        let mut target = vec![
+            "--cwd".to_string(),
+            s.work.path().display().to_string(),
+            "--env".to_string(),
+            format!("TOOLGATE_CACHE_DIR={}", cache_dir().display()),
+            "--env".to_string(),
+            format!("XDG_STATE_HOME={}", s.state_dir().display()),
+            "--answer".to_string(),
+            answer.to_string(),
+            "--stdio".to_string(),
+            toolgate_bin().display().to_string(),
+        ];
+        target.extend(s.args(&["--approve", "client"]));
+        let out = Command::new(&python)
+            .arg(&script)
+            .args(&target)
+            .output()
+            .expect("run the questions client");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "the client failed: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("the client's JSON")
+    };
+    let report =
+        run(r#"{"Stack": "Rust", "Extras": ["CI", "Docs"], "Extras (other)": "and a license"}"#);
+    let form = report["elicitations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| {
+            e["requestedSchema"]["properties"].is_object()
+                && !e["requestedSchema"]["properties"]
+                    .as_object()
+                    .unwrap()
+                    .is_empty()
+        })
+        .cloned()
+        .unwrap_or_else(|| panic!("no question form in {report}"));
+    let props = &form["requestedSchema"]["properties"];
+    assert_eq!(props["Stack"]["oneOf"][0]["const"], "Rust", "{form}");
+    assert_eq!(
+        props["Stack"]["oneOf"][0]["title"], "Rust — compiled, safe",
+        "{form}"
+    );
+    assert_eq!(props["Extras"]["type"], "array", "{form}");
+    assert_eq!(
+        props["Extras"]["items"]["anyOf"][1]["const"], "Docs",
+        "{form}"
+    );
+    assert_eq!(props["Stack (other)"]["type"], "string", "{form}");
+    assert!(
+        form["message"]
+            .as_str()
+            .unwrap()
+            .contains("Stack: Which language?"),
+        "{form}"
+    );
+    let result = &report["result"];
+    assert_ne!(result["isError"], true, "{report}");
+    assert_eq!(
+        result["content"][0]["text"],
+        "The user answered:\n- Stack: Rust\n- Extras: CI, Docs; in their words: and a license\n",
+        "{report}"
+    );
+    assert_eq!(
+        result["structuredContent"]["answeredBy"], "mcp-elicitation",
+        "{report}"
+    );
+
+    let declined = run("decline");
+    let text = declined["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.starts_with("The user declined to answer"),
+        "{declined}"
+    );
+
+    // A client answering what was not asked: nothing is taken from it.
+    let lie = run(r#"{"Stack": "Go"}"#);
+    assert_eq!(lie["result"]["isError"], true, "{lie}");
+    let text = lie["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("does not fit"), "{lie}");
+}
