@@ -30,8 +30,8 @@ pub const MAX_QUESTIONS: usize = 4;
 pub const MAX_OPTIONS: usize = 4;
 /// A header's characters (a chip, a tab title).
 pub const MAX_HEADER_CHARS: usize = 12;
-/// A question's characters.
-pub const MAX_QUESTION_CHARS: usize = 1000;
+/// A question's characters (a plan put to the user for approval is one).
+pub const MAX_QUESTION_CHARS: usize = 10_000;
 /// An option's label, in characters.
 pub const MAX_LABEL_CHARS: usize = 100;
 /// An option's description, in characters.

@@ -718,7 +718,20 @@ impl Lifecycle {
         for (_, layer) in scan.layers.iter_mut() {
             for (key, candidate) in layer.drain(..) {
                 let plugin_config = plugin_config(&config, &key).cloned();
-                if plugin_config.as_ref().and_then(|c| c.enabled) == Some(false) {
+                // A built-in that is off unless the configuration turns it
+                // on (`builtin::off_by_default`).
+                let builtin = match &candidate {
+                    Candidate::Source(_, Stamp::Builtin) => true,
+                    Candidate::Unchanged => state
+                        .serving
+                        .get(&key)
+                        .is_some_and(|s| s.stamp == Stamp::Builtin),
+                    _ => false,
+                };
+                let enabled = plugin_config.as_ref().and_then(|c| c.enabled).unwrap_or(
+                    !(builtin && key.scope.is_empty() && builtin::off_by_default(&key.name)),
+                );
+                if !enabled {
                     continue;
                 }
                 let settings =

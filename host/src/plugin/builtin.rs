@@ -47,6 +47,15 @@ pub fn sources() -> (Vec<PluginSource>, Vec<LoadError>) {
     (sources, problems)
 }
 
+/// Built-ins that load only when the configuration says `enabled = true`
+/// under `[plugins.NAME]`: `plan-mode`, whose guard runs on every call and
+/// reads the state store for every tool that is not read-only — a cost in
+/// time, and while the store is down a refusal of those calls (it fails
+/// closed), that a host not using plan mode should not pay.
+pub fn off_by_default(name: &str) -> bool {
+    matches!(name, "plan-mode")
+}
+
 /// What a built-in plugin is granted when the operator says nothing about it.
 ///
 /// * `fs-tools`: the working directory, read-only, as `.`.
@@ -96,6 +105,12 @@ pub fn default_grants(name: &str, workdir: &Path) -> Option<GrantsConfig> {
             ..Default::default()
         }),
         "questions" => Some(GrantsConfig {
+            questions: true,
+            ..Default::default()
+        }),
+        // Its mode in the store, its plan put to the user.
+        "plan-mode" => Some(GrantsConfig {
+            kv: true,
             questions: true,
             ..Default::default()
         }),

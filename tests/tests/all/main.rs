@@ -24,6 +24,7 @@ mod lsp;
 mod oci;
 mod passthrough;
 mod pipeline;
+mod plan_mode;
 mod questions;
 mod replicas;
 mod replicas_sdk;

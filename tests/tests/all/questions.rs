@@ -20,9 +20,9 @@ use crate::catalog::{Bench, failed, ok};
 
 /// Answers every question with what `answer` makes of it, and keeps what
 /// it was asked.
-struct Person {
+pub(crate) struct Person {
     answer: fn(&QuestionRequest) -> QuestionAnswer,
-    asked: Mutex<Vec<Value>>,
+    pub(crate) asked: Mutex<Vec<Value>>,
 }
 
 #[async_trait]
@@ -42,7 +42,9 @@ impl Approver for Person {
     }
 }
 
-async fn host_with(
+/// A host with the built-ins whose approver is a person answering with
+/// `answer`.
+pub(crate) async fn host_with(
     answer: fn(&QuestionRequest) -> QuestionAnswer,
     config: &str,
 ) -> (Toolgate, Arc<Person>, TempDir) {
