@@ -30,7 +30,7 @@ for tool in todo_write get_goal; do
     for round in $(seq "$rounds"); do
         for v in on off; do
             start=$(date +%s.%N)
-            (cd "$work" && TOOLGATE_STATE_DIR="$work/state" "$bin" --config "$v.toml" run --compact "$tool.json" > /dev/null)
+            (cd "$work" && RUST_LOG=error TOOLGATE_STATE_DIR="$work/state" "$bin" --config "$v.toml" run --compact "$tool.json" > /dev/null)
             end=$(date +%s.%N)
             echo "$tool round $round plan-mode $v: $(echo "$end - $start" | bc) s"
         done
