@@ -218,6 +218,12 @@ pub struct CallInfo {
     /// guest that asks for the arguments receives this text, and a call that
     /// meets no guest never serialises them.
     arguments_json: OnceLock<Arc<str>>,
+    /// What its body told the person or heard from them (the audit
+    /// record's `notes`): in the call itself, so a call that notes nothing
+    /// allocates nothing for it.
+    pub notes: Notes,
+    /// Questions its body asked (see `crate::approval::questions`).
+    pub asks: std::sync::atomic::AtomicUsize,
 }
 
 impl CallInfo {
@@ -241,6 +247,8 @@ impl CallInfo {
             tool,
             cancel: origin.cancel,
             arguments_json: OnceLock::new(),
+            notes: Notes::default(),
+            asks: Default::default(),
         }
     }
 
@@ -365,9 +373,10 @@ pub type Extensions = http::Extensions;
 
 /// What a call's body told the person or heard from them, for its audit
 /// record's `notes` (an answer to `ask_user_question`, the digest of a
-/// skill loaded): seams push, the pipeline takes them when the body ends.
-#[derive(Clone, Debug, Default)]
-pub struct Notes(Arc<std::sync::Mutex<Vec<Value>>>);
+/// skill loaded): seams push ([`CallInfo::notes`]), the pipeline takes
+/// them when the body ends.
+#[derive(Debug, Default)]
+pub struct Notes(std::sync::Mutex<Vec<Value>>);
 
 impl Notes {
     /// Notes one call keeps, at most (more are dropped, the last saying so).

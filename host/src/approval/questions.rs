@@ -116,8 +116,6 @@ pub struct Asking {
     pub approver: Arc<dyn Approver>,
     pub call: Arc<CallInfo>,
     pub client: Option<Arc<Client>>,
-    /// Asks made so far by the call (at most [`MAX_ASKS_PER_CALL`]).
-    pub asked: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Asking {
@@ -130,13 +128,14 @@ impl Asking {
             approver,
             call,
             client,
-            asked: Default::default(),
         }
     }
 
-    /// Counts one more ask; `false` past [`MAX_ASKS_PER_CALL`].
+    /// Counts one more ask of the call ([`CallInfo::asks`]); `false` past
+    /// [`MAX_ASKS_PER_CALL`].
     pub fn may_ask(&self) -> bool {
-        self.asked
+        self.call
+            .asks
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             < MAX_ASKS_PER_CALL
     }

@@ -480,8 +480,6 @@ pub async fn complete(
     // The call's connections ask its approver (the turn's, else the
     // host's) about destinations no egress rule allows, once each.
     let mut extensions = crate::call::Extensions::new();
-    let notes = crate::call::Notes::default();
-    extensions.insert(notes.clone());
     if let Some(a) = approver.clone().or_else(|| settings.approver.clone()) {
         // And its body's questions for the user go to the same approver.
         extensions.insert(crate::approval::questions::Asking::new(
@@ -542,7 +540,7 @@ pub async fn complete(
     let mut finished = finish(info, record, span, started);
     finished.decisions = decisions;
     finished.intent = intent;
-    finished.notes = notes.take();
+    finished.notes = finished.info.notes.take();
     finished
 }
 

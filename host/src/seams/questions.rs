@@ -49,7 +49,7 @@ pub struct QuestionsView<'a> {
     granted: bool,
     asking: Option<Asking>,
     signal: Option<&'a CallSignal>,
-    notes: Option<Notes>,
+    notes: Option<&'a Notes>,
 }
 
 impl<'a> QuestionsView<'a> {
@@ -59,7 +59,7 @@ impl<'a> QuestionsView<'a> {
             granted: ctx.grants.questions,
             asking: ctx.extensions.get::<Asking>().cloned(),
             signal: ctx.signal,
-            notes: ctx.extensions.get::<Notes>().cloned(),
+            notes: ctx.call.map(|c| &c.notes),
         }
     }
 }
@@ -127,14 +127,14 @@ impl wit::Host for QuestionsView<'_> {
                     )))
                 } else {
                     let answer = serde_json::json!({ "answers": answers, "answeredBy": by });
-                    if let Some(n) = &self.notes {
+                    if let Some(n) = self.notes {
                         n.push(serde_json::json!({"kind": "answer", "answers": answer["answers"], "answeredBy": by}));
                     }
                     Ok(answer.to_string())
                 }
             }
             QuestionAnswer::Declined { by, reason } => {
-                if let Some(n) = &self.notes {
+                if let Some(n) = self.notes {
                     n.push(serde_json::json!({"kind": "declined", "by": by, "reason": reason}));
                 }
                 Err(wit::QuestionError::Declined(format!("{by}: {reason}")))

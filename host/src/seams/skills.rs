@@ -54,7 +54,7 @@ impl<'a> SkillsView<'a> {
         SkillsView {
             plugin: ctx.plugin,
             grants: ctx.grants,
-            notes: ctx.extensions.get::<Notes>(),
+            notes: ctx.call.map(|c| &c.notes),
         }
     }
 
