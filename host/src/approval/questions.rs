@@ -2,7 +2,7 @@
 //! their shape, checked, and how they reach whoever can answer.
 //!
 //! A question goes where an approval would: to the call's approver (the
-//! turn's, else the host's), through [`Approver::ask_questions`] — the
+//! turn's, else the host's), through [`super::Approver::ask_questions`] — the
 //! terminal (`run` on a TTY) numbers the options, an MCP client gets one
 //! form elicitation whose schema is the options. An approver that cannot
 //! ask a person (`--approve allow|deny`, none at all) answers
@@ -21,7 +21,6 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::Approver;
 use crate::call::{CallInfo, Client};
 
 /// Questions in one ask.
@@ -109,36 +108,10 @@ pub struct QuestionRequest {
     pub client: Option<Arc<Client>>,
 }
 
-/// What a call's body asks through: its approver, attached to the call by
-/// the pipeline (see `crate::call::Extensions`).
-#[derive(Clone)]
-pub struct Asking {
-    pub approver: Arc<dyn Approver>,
-    pub call: Arc<CallInfo>,
-    pub client: Option<Arc<Client>>,
-}
-
-impl Asking {
-    pub fn new(
-        approver: Arc<dyn Approver>,
-        call: Arc<CallInfo>,
-        client: Option<Arc<Client>>,
-    ) -> Asking {
-        Asking {
-            approver,
-            call,
-            client,
-        }
-    }
-
-    /// Counts one more ask of the call ([`CallInfo::asks`]); `false` past
-    /// [`MAX_ASKS_PER_CALL`].
-    pub fn may_ask(&self) -> bool {
-        self.call
-            .asks
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            < MAX_ASKS_PER_CALL
-    }
+/// Counts one more ask of `call` ([`CallInfo::asks`]); `false` past
+/// [`MAX_ASKS_PER_CALL`].
+pub fn may_ask(call: &CallInfo) -> bool {
+    call.asks.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < MAX_ASKS_PER_CALL
 }
 
 /// Why nobody can be asked where the approver answers approvals only.

@@ -10,7 +10,8 @@
 //! (the one the connection then goes to: no second resolution).
 //!
 //! One [`CallAsk`] per call (made by the pipeline with the call's approver:
-//! the turn's, else the host's). It keeps each answer for the rest of the
+//! the turn's, else the host's); the body's questions for the user
+//! (`crate::seams::questions`) reach the same approver through it. It keeps each answer for the rest of the
 //! call, by destination and port: a tool that opens 50 connections to one
 //! host asks once, and 50 that open at once wait for the one question.
 //! A denial is kept as well (no second question about the same place).
@@ -130,6 +131,22 @@ impl CallAsk {
     /// The call this asks for.
     pub fn call(&self) -> &CallInfo {
         &self.call
+    }
+
+    /// The call itself, shared (a question's request holds it).
+    pub fn call_shared(&self) -> &Arc<CallInfo> {
+        &self.call
+    }
+
+    /// Who answers the call's asks: its approval's approver. The call's
+    /// questions for the user go to it too (`crate::seams::questions`).
+    pub fn approver(&self) -> &Arc<dyn Approver> {
+        &self.approver
+    }
+
+    /// Who sent the call, when the turn says.
+    pub fn client(&self) -> Option<&Arc<Client>> {
+        self.client.as_ref()
     }
 
     /// What is known before `name:port` is even resolved: `Some` refusal

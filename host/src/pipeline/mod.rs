@@ -478,15 +478,10 @@ pub async fn complete(
         _ => None,
     };
     // The call's connections ask its approver (the turn's, else the
-    // host's) about destinations no egress rule allows, once each.
+    // host's) about destinations no egress rule allows, once each; its
+    // body's questions for the user go to the same approver.
     let mut extensions = crate::call::Extensions::new();
     if let Some(a) = approver.clone().or_else(|| settings.approver.clone()) {
-        // And its body's questions for the user go to the same approver.
-        extensions.insert(crate::approval::questions::Asking::new(
-            a.clone(),
-            info.clone(),
-            client.clone(),
-        ));
         extensions.insert(crate::egress::ask::CallAsk::new(a, info.clone(), client));
     }
     let record = async {

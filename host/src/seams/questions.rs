@@ -14,11 +14,14 @@
 use wasmtime::component::HasData;
 
 use super::{Seam, SeamCtx, SeamHost};
+use std::sync::Arc;
+
 use crate::approval::questions::{
-    Asking, MAX_ASKS_PER_CALL, QuestionAnswer, QuestionRequest, Questions,
+    MAX_ASKS_PER_CALL, QuestionAnswer, QuestionRequest, Questions, may_ask,
 };
 use crate::bindings::v0_2::toolgate::plugin::questions as wit;
 use crate::call::{CallSignal, Misuse, Notes};
+use crate::egress::ask::CallAsk;
 use crate::grants::Capability;
 
 /// The `questions` seam: granted by `questions = true`.
@@ -43,11 +46,11 @@ pub fn seam<T: SeamHost>() -> Seam<T> {
 }
 
 /// What the `questions` interface sees of a store: whether it is granted,
-/// the call's asking and signal.
+/// the call's asking (its approver: [`CallAsk`]) and signal.
 pub struct QuestionsView<'a> {
     plugin: &'a str,
     granted: bool,
-    asking: Option<Asking>,
+    asking: Option<&'a Arc<CallAsk>>,
     signal: Option<&'a CallSignal>,
     notes: Option<&'a Notes>,
 }
@@ -57,7 +60,7 @@ impl<'a> QuestionsView<'a> {
         QuestionsView {
             plugin: ctx.plugin,
             granted: ctx.grants.questions,
-            asking: ctx.extensions.get::<Asking>().cloned(),
+            asking: ctx.extensions.get::<Arc<CallAsk>>(),
             signal: ctx.signal,
             notes: ctx.call.map(|c| &c.notes),
         }
@@ -84,22 +87,22 @@ impl wit::Host for QuestionsView<'_> {
             Ok(q) => q,
             Err(why) => return Ok(Err(wit::QuestionError::InvalidRequest(why))),
         };
-        let Some(asking) = self.asking.clone() else {
+        let Some(asking) = self.asking else {
             return Ok(Err(wit::QuestionError::Unavailable(
                 "no user can be asked here: this call has no approver (nobody is on a terminal and no client answers elicitation)".into(),
             )));
         };
-        if !asking.may_ask() {
+        if !may_ask(asking.call()) {
             return Ok(Err(wit::QuestionError::Unavailable(format!(
                 "a call asks at most {MAX_ASKS_PER_CALL} times; ask everything in one call (up to 4 questions)"
             ))));
         }
         let request = QuestionRequest {
-            call: asking.call.clone(),
+            call: asking.call_shared().clone(),
             questions,
-            client: asking.client.clone(),
+            client: asking.client().cloned(),
         };
-        let asked = asking.approver.ask_questions(&request);
+        let asked = asking.approver().ask_questions(&request);
         let answer = match self.signal {
             Some(signal) => tokio::select! {
                 a = asked => a,

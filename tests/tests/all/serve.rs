@@ -693,6 +693,16 @@ struct Raw {
 }
 
 impl Raw {
+    /// Never hang: a server still running after `limit` (one that stays
+    /// silent) is killed, and the test's read fails.
+    fn kill_after(&self, limit: Duration) {
+        let pid = self.child.id();
+        std::thread::spawn(move || {
+            std::thread::sleep(limit);
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+        });
+    }
+
     /// A server with `extra`; `--approve client` unless it says otherwise
     /// (a client that declared elicitation is asked, others are denied).
     fn start(s: &Setup, extra: &[&str]) -> Raw {
@@ -1030,12 +1040,7 @@ fn stdio_half_closed_input_answers_and_exits() {
 fn serve_tells_its_client_when_a_reload_changes_the_tools() {
     let s = setup();
     let mut raw = Raw::start(&s, &["--approve", "allow", "--watch-debounce-ms", "20"]);
-    // Never hang: a server that stays silent is killed, and the read fails.
-    let pid = raw.child.id();
-    std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_secs(90));
-        let _ = Command::new("kill").arg(pid.to_string()).status();
-    });
+    raw.kill_after(Duration::from_secs(90));
     raw.send(INIT);
     let init = raw.answer(1);
     assert_eq!(
@@ -2753,11 +2758,7 @@ fn skills_are_prompts_of_a_stdio_session_and_a_new_one_is_said() {
     ));
     std::fs::write(&s.config, config).unwrap();
     let mut raw = Raw::start(&s, &["--approve", "allow", "--watch-debounce-ms", "20"]);
-    let pid = raw.child.id();
-    std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_secs(90));
-        let _ = Command::new("kill").arg(pid.to_string()).status();
-    });
+    raw.kill_after(Duration::from_secs(90));
     raw.send(INIT);
     let init = raw.answer(1);
     assert_eq!(
