@@ -305,7 +305,13 @@ impl Server {
             .unwrap_or_default();
         #[allow(deprecated)] // `root_uri`: older servers read only it
         let params = lsp_types::InitializeParams {
-            process_id: Some(std::process::id()),
+            // No process id: servers built on vscode-languageserver
+            // (typescript-language-server, pyright) poll `kill(pid, 0)`
+            // on it every 3 s and exit with status 1 when that fails —
+            // and it always fails here, since Landlock scopes the
+            // server's signals to its own domain. The host ends the
+            // server itself (the drop guard), so it needs no watchdog.
+            process_id: None,
             root_uri: root.parse().ok(),
             initialization_options: Some(options),
             capabilities: capabilities(),

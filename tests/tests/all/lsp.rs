@@ -299,6 +299,15 @@ async fn typescript_language_server_renames_across_files() {
         text.contains("src/area.ts:1:17: export function area"),
         "{text}"
     );
+    // vscode-languageserver's parent watchdog polls every 3 s: a server
+    // given a process id it may not signal (Landlock scopes signals)
+    // exits with status 1 by now.
+    tokio::time::sleep(std::time::Duration::from_millis(3500)).await;
+    assert_eq!(
+        b.host.running_language_servers(),
+        1,
+        "the server outlived the watchdog"
+    );
     let text = ok(&b
         .call(
             "lsp",
