@@ -46,8 +46,11 @@ enum ApprovalsCommand {
     /// The pending approvals, oldest first.
     List {
         /// Print `[{"id", "tool", "arguments", "scope", "reason", "since"}]`
-        /// (`since`: unix milliseconds), and for a connection's approval
-        /// `"egress": {"name", "port", "address", "plugin", "via"}`.
+        /// (`since`: unix milliseconds), for a connection's approval
+        /// `"egress": {"name", "port", "address", "plugin", "via"}`, and
+        /// for questions for the user `"questions": [{"header",
+        /// "question", "options": [{"label", "description"}],
+        /// "multiSelect"}]`.
         #[arg(long)]
         json: bool,
     },
@@ -56,6 +59,21 @@ enum ApprovalsCommand {
         /// The entries (as `list` shows them).
         #[arg(required = true, value_name = "ID")]
         ids: Vec<String>,
+    },
+    /// Answer questions for the user (`ask_user_question`; `list` shows
+    /// them with their options). Every question is answered, by its
+    /// header: `--answer HEADER=LABEL` (repeat for a question that takes
+    /// several), `--other HEADER=TEXT` in your own words. `deny` declines.
+    Answer {
+        /// The entry (as `list` shows it).
+        #[arg(value_name = "ID")]
+        id: String,
+        /// An option chosen: `HEADER=LABEL`, exactly as listed.
+        #[arg(long = "answer", value_name = "HEADER=LABEL")]
+        answers: Vec<String>,
+        /// An answer in your own words: `HEADER=TEXT`.
+        #[arg(long = "other", value_name = "HEADER=TEXT")]
+        others: Vec<String>,
     },
     /// Deny pending calls; the message reaches the model.
     Deny {
@@ -237,6 +255,80 @@ fn dechunk(mut text: &str) -> String {
     out
 }
 
+/// Questions as `list` shows them: each header and question, and the
+/// options to give as `--answer HEADER=LABEL`.
+fn print_questions(questions: &[Value]) {
+    for q in questions {
+        let several = if q["multiSelect"] == true {
+            " (one or more)"
+        } else {
+            ""
+        };
+        println!(
+            "    [{}] {}{several}",
+            q["header"].as_str().unwrap_or("?"),
+            q["question"]
+                .as_str()
+                .unwrap_or("")
+                .replace('\n', "\n        ")
+        );
+        for o in q["options"].as_array().into_iter().flatten() {
+            println!(
+                "        --answer '{}={}'  {}",
+                q["header"].as_str().unwrap_or("?"),
+                o["label"].as_str().unwrap_or("?"),
+                o["description"].as_str().unwrap_or("")
+            );
+        }
+    }
+}
+
+/// `--answer HEADER=LABEL` and `--other HEADER=TEXT` as the answers the
+/// console's API takes: one per header, in the order first named.
+fn given(answers: &[String], others: &[String]) -> anyhow::Result<Value> {
+    type Answer = (String, Vec<String>, Option<String>);
+    fn slot<'a>(all: &'a mut Vec<Answer>, header: &str) -> &'a mut Answer {
+        let i = match all.iter().position(|(h, _, _)| h == header) {
+            Some(i) => i,
+            None => {
+                all.push((header.to_string(), Vec::new(), None));
+                all.len() - 1
+            }
+        };
+        &mut all[i]
+    }
+    let mut by_header: Vec<Answer> = Vec::new();
+    for a in answers {
+        let Some((h, label)) = a.split_once('=') else {
+            bail!("--answer {a}: give HEADER=LABEL (as `toolgate approvals list` shows)");
+        };
+        slot(&mut by_header, h).1.push(label.to_string());
+    }
+    for o in others {
+        let Some((h, text)) = o.split_once('=') else {
+            bail!("--other {o}: give HEADER=TEXT");
+        };
+        if slot(&mut by_header, h)
+            .2
+            .replace(text.to_string())
+            .is_some()
+        {
+            bail!("--other {o}: `{h}` has an own-words answer already");
+        }
+    }
+    if by_header.is_empty() {
+        bail!(
+            "answer every question: --answer HEADER=LABEL or --other HEADER=TEXT (`toolgate approvals list` shows them)"
+        );
+    }
+    Ok(Value::Array(
+        by_header
+            .into_iter()
+            .map(|(header, selected, other)| json!({"header": header, "selected": selected, "other": other}))
+            .collect(),
+    ))
+}
+
 /// Prints each result of a decision; fails if one failed.
 fn report(answer: &Value) -> anyhow::Result<ExitCode> {
     let mut failed = false;
@@ -284,6 +376,9 @@ pub fn run(args: ApprovalsArgs) -> anyhow::Result<ExitCode> {
                         if e["egress"].is_object() {
                             short["egress"] = e["egress"].clone();
                         }
+                        if e["questions"].is_array() {
+                            short["questions"] = e["questions"].clone();
+                        }
                         short
                     })
                     .collect();
@@ -303,6 +398,15 @@ pub fn run(args: ApprovalsArgs) -> anyhow::Result<ExitCode> {
                     } else {
                         String::new()
                     };
+                    if let Some(questions) = e["questions"].as_array() {
+                        println!(
+                            "{}  questions from {}",
+                            e["id"].as_str().unwrap_or("?"),
+                            e["tool"].as_str().unwrap_or("?")
+                        );
+                        print_questions(questions);
+                        continue;
+                    }
                     println!(
                         "{}  {what}{}  {}\n    {}",
                         e["id"].as_str().unwrap_or("?"),
@@ -318,6 +422,15 @@ pub fn run(args: ApprovalsArgs) -> anyhow::Result<ExitCode> {
             "POST",
             "/console/api/decide",
             Some(&json!({"ids": ids, "verdict": "approve"})),
+        )?),
+        ApprovalsCommand::Answer {
+            id,
+            answers,
+            others,
+        } => report(&server.request(
+            "POST",
+            "/console/api/decide",
+            Some(&json!({"ids": [id], "verdict": "answer", "answers": given(&answers, &others)?})),
         )?),
         ApprovalsCommand::Deny { ids, message } => report(&server.request(
             "POST",

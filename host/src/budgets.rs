@@ -276,6 +276,12 @@ pub const EGRESS_MAX_SERVER_QUESTIONS: usize = 16;
 /// looks at holds its call, its client and a scheduler slot forever.
 /// Default 600000 ms (10 minutes).
 pub const APPROVAL_TIMEOUT_MS: u64 = 600_000;
+/// `[questions] timeout_ms`: how long a question (`ask_user_question`, the
+/// `questions` seam) waits for its answer, whichever route asks it; then
+/// the tool says nobody answered. The call's own deadline bounds it too.
+/// Threat: a question nobody sees holds its call and its client. Default
+/// 600000 ms (10 minutes).
+pub const QUESTIONS_TIMEOUT_MS: u64 = 600_000;
 /// `[approval] retry_hold_ms`: how long the retry of a call that does not
 /// wait (a 2026-07-28 client's; see `approval::queue`) is held for a
 /// decision before it is answered "input required" again. Threat: a held

@@ -187,6 +187,10 @@ pub struct HostConfig {
     /// The approval queue (see [`crate::approval::queue`]).
     #[serde(default)]
     pub approval: ApprovalConfig,
+    /// `[questions]`: how long a question for the user waits (see
+    /// [`crate::approval::questions`]).
+    #[serde(default)]
+    pub questions: crate::approval::config::QuestionsConfig,
     /// The approval console on `serve --http` (see `toolgate_mcp::console`).
     #[serde(default)]
     pub console: ConsoleConfig,
@@ -246,6 +250,11 @@ impl HostConfig {
         config.egress.check(&mut problems);
         config.web_search.check(&mut problems);
         config.lsp.check(&mut problems);
+        crate::config::positive(
+            "/questions/timeout_ms",
+            config.questions.timeout_ms,
+            &mut problems,
+        );
         config.mcp.check(&mut problems);
         for (name, p) in &config.plugins {
             p.check(&format!("/plugins/{name}"), &mut problems);

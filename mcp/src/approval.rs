@@ -300,6 +300,10 @@ impl Approver for ParkingApprover {
     ) -> ApprovalAnswer {
         self.queue.egress_granted(request, egress).await
     }
+
+    async fn ask_questions(&self, _request: &QuestionRequest) -> QuestionAnswer {
+        QuestionAnswer::Unavailable(toolgate::approval::questions::not_stateless())
+    }
 }
 
 /// Answers a stateless client's retry from the entry it named.
@@ -334,5 +338,9 @@ impl Approver for RetriedApprover {
         egress: &EgressAsk,
     ) -> ApprovalAnswer {
         self.queue.egress_granted(request, egress).await
+    }
+
+    async fn ask_questions(&self, _request: &QuestionRequest) -> QuestionAnswer {
+        QuestionAnswer::Unavailable(toolgate::approval::questions::not_stateless())
     }
 }

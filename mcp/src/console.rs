@@ -134,12 +134,15 @@ struct Login {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct Decide {
     ids: Vec<String>,
-    /// `approve`, `deny` or `grant`.
+    /// `approve`, `deny`, `grant`, or `answer` (questions for the user).
     verdict: String,
     #[serde(default)]
     message: Option<String>,
     #[serde(default)]
     grant: Option<GrantSpec>,
+    /// With `answer`: one per question, `{"header", "selected", "other"}`.
+    #[serde(default)]
+    answers: Option<Vec<toolgate::approval::questions::Given>>,
 }
 
 #[derive(Deserialize)]
@@ -430,14 +433,15 @@ impl Console {
                 &format!("at most {CONSOLE_MAX_BATCH} ids per decision"),
             );
         }
-        let verdict = match (d.verdict.as_str(), d.grant) {
-            ("approve", None) => Verdict::Approve,
-            ("deny", None) => Verdict::Deny(d.message),
-            ("grant", Some(spec)) => Verdict::Grant(spec),
+        let verdict = match (d.verdict.as_str(), d.grant, d.answers) {
+            ("approve", None, None) => Verdict::Approve,
+            ("deny", None, None) => Verdict::Deny(d.message),
+            ("grant", Some(spec), None) => Verdict::Grant(spec),
+            ("answer", None, Some(answers)) if d.ids.len() == 1 => Verdict::Answer(answers),
             _ => {
                 return error(
                     StatusCode::BAD_REQUEST,
-                    "verdict is `approve`, `deny` (with an optional message) or `grant` (with a grant)",
+                    "verdict is `approve`, `deny` (with an optional message), `grant` (with a grant) or `answer` (one id, with `answers`: [{\"header\", \"selected\", \"other\"}])",
                 );
             }
         };

@@ -4,9 +4,10 @@ MCP clients (the official Python SDK). Run by tests/tests/all/console.rs;
 prints one JSON object of what it measured. Any failed check raises.
 
   console_browser.py --base http://127.0.0.1:PORT --mcp-token T \
-      --console-token T --chromium /usr/bin/chromium [--bench N]
+      --console-token T --chromium /usr/bin/chromium [--bench N | --questions]
 
-With --bench N it only measures: N pending entries are in the store already
+With --questions it answers questions for the user (`ask_user_question`)
+in the console's form, and declines a second ask by denying it. With --bench N it only measures: N pending entries are in the store already
 (the Rust test put them there); it logs in and loads the page a few times,
 timing each until the N rows are rendered.
 """
@@ -19,6 +20,7 @@ import sys
 import time
 
 import httpx2 as httpx  # the SDK's HTTP client
+import mcp_types as types
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from playwright.async_api import async_playwright, expect
@@ -231,6 +233,101 @@ async def functional(args, browser):
     return out
 
 
+QUESTIONS = {
+    "questions": [
+        {
+            "header": "Stack",
+            "question": "Which language?",
+            "options": [
+                {"label": "Rust", "description": "compiled, safe"},
+                {"label": "Python", "description": XSS},
+            ],
+        },
+        {
+            "header": "Extras",
+            "question": "Which extras?\n\n- a plan's Markdown, as text",
+            "multiSelect": True,
+            "options": [
+                {"label": "CI", "description": "a workflow"},
+                {"label": "Docs", "description": "a README"},
+            ],
+        },
+    ]
+}
+
+
+async def ask(base, token):
+    """`ask_user_question` from a 2025 session (never asked by elicitation:
+    the queue answers)."""
+    asked = []
+
+    async def elicit(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="decline")
+
+    http = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+    async with Client(
+        streamable_http_client(base + "/mcp", http_client=http),
+        mode="legacy",
+        elicitation_callback=elicit,
+        read_timeout_seconds=120,
+    ) as client:
+        r = await client.call_tool("ask_user_question", QUESTIONS)
+        check(asked == [], f"the client was asked: {asked}")
+        return r.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+async def questions(args, browser):
+    """Questions for the user in the console: the form shows each question
+    and its options (a hostile description as text), an answer picked
+    there reaches the call; a second ask denied is declined."""
+    base, out = args.base, {}
+    context = await browser.new_context()
+    page = await context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    await login(page, base, args.console_token)
+    task = asyncio.ensure_future(ask(base, args.mcp_token))
+    r = row(page, "Which language?")
+    await expect(r).to_be_visible(timeout=20000)
+    form = r.locator("form.questions")
+    await expect(form.locator("fieldset")).to_have_count(2)
+    await expect(form.locator("fieldset").nth(1).locator("input[type=checkbox]")).to_have_count(2)
+    await expect(form.locator("fieldset").nth(0).locator("input[type=radio]")).to_have_count(2)
+    await expect(form).to_contain_text(XSS)
+    await form.locator("label.option", has_text="Rust").locator("input").check()
+    await form.locator("label.option", has_text="CI").locator("input").check()
+    await form.locator("label.option", has_text="Docs").locator("input").check()
+    await form.locator("fieldset").nth(1).locator("input.other").fill("and a license")
+    await form.locator("button[type=submit]").click()
+    result = await asyncio.wait_for(task, 30)
+    check(not result.get("isError"), f"the answered call: {result}")
+    check(
+        text(result) == "The user answered:\n- Stack: Rust\n- Extras: CI, Docs; in their words: and a license\n",
+        f"the answered call: {result}",
+    )
+    check(result["structuredContent"]["answeredBy"] == "console:alice", f"who: {result}")
+    await expect(page.locator("#pending tbody tr")).to_have_count(0)
+    await expect(page.locator("#decided tbody tr", has_text="Stack: Rust")).to_contain_text("answered")
+    out["answered"] = text(result)
+
+    # Denied: declined, the message reaches the model.
+    task = asyncio.ensure_future(ask(base, args.mcp_token))
+    r = row(page, "Which language?")
+    await expect(r).to_be_visible(timeout=20000)
+    await r.locator("input.select").check()
+    await page.fill("#deny-message", "ask me later")
+    await page.click("#deny")
+    result = await asyncio.wait_for(task, 30)
+    check(not result.get("isError"), f"the declined call: {result}")
+    check("declined" in text(result) and "ask me later" in text(result), f"declined: {result}")
+    out["declined"] = text(result)
+    check(not errors, f"page errors: {errors}")
+    check(await page.evaluate("() => window.__xss === undefined"), "a description ran as HTML")
+    await context.close()
+    return out
+
+
 async def bench(args, browser):
     context = await browser.new_context()
     page = await context.new_page()
@@ -270,11 +367,17 @@ async def main():
     parser.add_argument("--chromium", required=True)
     parser.add_argument("--bench", type=int)
     parser.add_argument("--loads", type=int, default=5)
+    parser.add_argument("--questions", action="store_true")
     args = parser.parse_args()
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=args.chromium, headless=True)
         try:
-            out = await (bench(args, browser) if args.bench else functional(args, browser))
+            if args.questions:
+                out = await questions(args, browser)
+            elif args.bench:
+                out = await bench(args, browser)
+            else:
+                out = await functional(args, browser)
         finally:
             await browser.close()
     print(json.dumps(out))

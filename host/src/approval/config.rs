@@ -60,6 +60,26 @@ pub enum ApprovalMode {
     Client,
 }
 
+/// `[questions]` in the configuration: questions for the user
+/// (`ask_user_question`; see [`crate::approval::questions`]).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, Schema)]
+#[serde(deny_unknown_fields)]
+#[schema(crate = "toolgate_schema::derive")]
+pub struct QuestionsConfig {
+    /// How long a question waits for its answer, in milliseconds (default
+    /// [`crate::budgets::QUESTIONS_TIMEOUT_MS`]); the call's deadline
+    /// bounds it too.
+    pub timeout_ms: Option<u64>,
+}
+
+impl QuestionsConfig {
+    /// `timeout_ms`, or the default.
+    pub fn timeout_ms(&self) -> u64 {
+        self.timeout_ms
+            .unwrap_or(crate::budgets::QUESTIONS_TIMEOUT_MS)
+    }
+}
+
 /// `[console]` in the configuration: the approval console on
 /// `serve --http` (see `toolgate_mcp::console`).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, Schema)]

@@ -164,6 +164,14 @@ impl Approver for HoldingApprover {
     ) -> ApprovalAnswer {
         self.queue.egress_granted(request, egress).await
     }
+
+    /// A stateless request's program cannot wait for an answer either.
+    async fn ask_questions(
+        &self,
+        _request: &super::questions::QuestionRequest,
+    ) -> super::questions::QuestionAnswer {
+        super::questions::QuestionAnswer::Unavailable(super::questions::not_stateless())
+    }
 }
 
 #[cfg(test)]

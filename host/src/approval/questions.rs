@@ -4,7 +4,9 @@
 //! A question goes where an approval would: to the call's approver (the
 //! turn's, else the host's), through [`super::Approver::ask_questions`] — the
 //! terminal (`run` on a TTY) numbers the options, an MCP client gets one
-//! form elicitation whose schema is the options. An approver that cannot
+//! form elicitation whose schema is the options, the approval queue keeps
+//! an entry answered from the console or `toolgate approvals answer`
+//! ([`super::queue::ApprovalQueue::ask_user`]). An approver that cannot
 //! ask a person (`--approve allow|deny`, none at all) answers
 //! [`QuestionAnswer::Unavailable`] at once, with what would make it
 //! possible: a question never waits on nobody.
@@ -89,6 +91,21 @@ pub struct Answer {
     pub other: Option<String>,
 }
 
+/// What a person gave as the answer to one question, named by its
+/// header (the approval queue's `answer` verdict: the console's form,
+/// `toolgate approvals answer`); checked by [`Questions::take`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Given {
+    pub header: String,
+    /// Labels chosen.
+    #[serde(default)]
+    pub selected: Vec<String>,
+    /// Free text ("Other").
+    #[serde(default)]
+    pub other: Option<String>,
+}
+
 /// What an ask came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum QuestionAnswer {
@@ -96,6 +113,9 @@ pub enum QuestionAnswer {
     Answered { answers: Vec<Answer>, by: String },
     /// The user declined or cancelled (who, and why).
     Declined { by: String, reason: String },
+    /// Nobody answered in time (`[questions] timeout_ms`, the queue's
+    /// `[approval] timeout_ms`): why.
+    TimedOut(String),
     /// Nobody can be asked here: why, and what would make it possible.
     Unavailable(String),
 }
@@ -118,9 +138,20 @@ pub fn may_ask(call: &CallInfo) -> bool {
 pub fn nobody(approver: &str) -> String {
     format!(
         "no user can be asked here: the approver `{approver}` answers approvals only. Questions \
-         reach a person on a terminal (`toolgate run` on a TTY, or `--approve prompt`) or an MCP \
-         client that answers elicitation (`toolgate serve --approve client`)"
+         reach a person on a terminal (`toolgate run` on a TTY, or `--approve prompt`), an MCP \
+         client that answers elicitation (`toolgate serve --approve client`), or the approval \
+         queue (`--approve queue`: the console, `toolgate approvals answer`)"
     )
+}
+
+/// Why a stateless (2026-07-28) request's call cannot ask through the
+/// approval queue: it cannot wait inside one request.
+pub fn not_stateless() -> String {
+    "no user can be asked here: this client's calls are stateless requests (protocol \
+     2026-07-28), which cannot wait for an answer from the approval queue; ask from a \
+     session that waits (a 2025 client, `toolgate run`), or answer through the client's \
+     elicitation (`--approve client`)"
+        .into()
 }
 
 impl Questions {
@@ -193,6 +224,29 @@ impl Questions {
             }
         }
         Ok(())
+    }
+}
+
+impl Questions {
+    /// The answers a person gave, one per question by its header, checked
+    /// against the options ([`Question::answer`]); in the questions' order.
+    pub fn take(&self, given: &[Given]) -> Result<Vec<Answer>, String> {
+        for g in given {
+            if !self.questions.iter().any(|q| q.header == g.header) {
+                return Err(format!("no question has the header `{}`", g.header));
+            }
+        }
+        self.questions
+            .iter()
+            .map(|q| {
+                let mut of = given.iter().filter(|g| g.header == q.header);
+                match (of.next(), of.next()) {
+                    (Some(g), None) => q.answer(g.selected.clone(), g.other.clone()),
+                    (None, _) => Err(format!("`{}` was not answered", q.header)),
+                    (Some(_), Some(_)) => Err(format!("`{}` is answered twice", q.header)),
+                }
+            })
+            .collect()
     }
 }
 
@@ -293,6 +347,48 @@ mod tests {
                 .unwrap_err()
                 .contains("bytes")
         );
+    }
+
+    #[test]
+    fn a_person_answers_every_question_by_its_header() {
+        let two = json!([{"label": "A", "description": ""}, {"label": "B", "description": ""}]);
+        let q: Questions = serde_json::from_value(json!({"questions": [
+            {"header": "One", "question": "?", "options": two},
+            {"header": "Two", "question": "?", "options": two, "multiSelect": true},
+        ]}))
+        .unwrap();
+        let given = |v: serde_json::Value| serde_json::from_value::<Vec<Given>>(v).unwrap();
+        let answers = q
+            .take(&given(json!([
+                {"header": "Two", "selected": ["A", "B"]},
+                {"header": "One", "other": "neither"},
+            ])))
+            .unwrap();
+        assert_eq!(answers[0].header, "One");
+        assert_eq!(answers[0].other.as_deref(), Some("neither"));
+        assert_eq!(answers[1].selected, ["A", "B"]);
+        let cases = [
+            (
+                json!([{"header": "One", "selected": ["A"]}]),
+                "`Two` was not answered",
+            ),
+            (
+                json!([{"header": "One", "selected": ["A"]}, {"header": "One", "selected": ["B"]}, {"header": "Two", "selected": ["A"]}]),
+                "answered twice",
+            ),
+            (
+                json!([{"header": "Three", "selected": ["A"]}]),
+                "no question has the header `Three`",
+            ),
+            (
+                json!([{"header": "One", "selected": ["C"]}, {"header": "Two", "selected": ["A"]}]),
+                "not an option",
+            ),
+        ];
+        for (v, why) in cases {
+            let e = q.take(&given(v.clone())).unwrap_err();
+            assert!(e.contains(why), "{v}: {e}");
+        }
     }
 
     #[test]

@@ -93,6 +93,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::grant::{Asked, GrantError, GrantSpec};
+use super::questions::{Given, QuestionAnswer, QuestionRequest};
 use super::store::{
     ApprovalStore, Change, Decided, Entry, EntryState, Grant, Listing, Retry, StoreError,
 };
@@ -115,6 +116,9 @@ pub enum Verdict {
     Deny(Option<String>),
     /// Approve, and every later call that matches the spec.
     Grant(GrantSpec),
+    /// Answer a question's entry ([`Entry::questions`]): one answer per
+    /// question, by its header, checked against its options.
+    Answer(Vec<Given>),
 }
 
 /// Why a decision was not made.
@@ -132,6 +136,14 @@ pub enum DecideError {
         "approval `{0}` is a call's own: a grant made from it is a tool grant (no destination); make an egress grant from an egress approval, or on its own"
     )]
     NotEgress(String),
+    #[error(
+        "approval `{0}` holds questions for the user: answer them (the `answer` verdict: `toolgate approvals answer {0} --answer HEADER=LABEL`), or deny it to decline"
+    )]
+    Question(String),
+    #[error("approval `{0}` is a call's, not questions for the user: approve or deny it")]
+    NotQuestion(String),
+    #[error("approval `{id}`: {why}")]
+    Answer { id: String, why: String },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -314,6 +326,7 @@ impl ApprovalQueue {
                 at_ms: now_ms(),
                 message: Some(message),
                 grant: None,
+                answers: None,
             };
             if let Some(e) = store
                 .decide(&entry.id, EntryState::Expired, &decided)
@@ -608,6 +621,7 @@ impl ApprovalQueue {
                     at_ms: now,
                     message: Some("ended (time or count)".into()),
                     grant: None,
+                    answers: None,
                 };
                 self.store.revoke_grant(&g.id, &ended).await?;
             }
@@ -627,6 +641,7 @@ impl ApprovalQueue {
             at_ms: now_ms(),
             message: None,
             grant: None,
+            answers: None,
         };
         self.store
             .revoke_grant(id, &revoked)
@@ -636,20 +651,43 @@ impl ApprovalQueue {
 
     /// Decides one pending entry as `by`; the waiting call goes on at once.
     pub async fn decide(&self, id: &str, verdict: Verdict, by: &str) -> Result<Entry, DecideError> {
-        let (state, message, grant) = match verdict {
-            Verdict::Approve => (EntryState::Approved, None, None),
+        let pending = || async {
+            self.store
+                .get(id)
+                .await?
+                .filter(|e| e.state == EntryState::Pending)
+                .ok_or_else(|| DecideError::NotPending(id.to_string()))
+        };
+        let (state, message, grant, answers) = match verdict {
+            Verdict::Approve => {
+                // Questions are answered, never approved plainly.
+                if pending().await?.questions.is_some() {
+                    return Err(DecideError::Question(id.to_string()));
+                }
+                (EntryState::Approved, None, None, None)
+            }
             Verdict::Deny(message) => (
                 EntryState::Denied,
                 message.map(|m| cut(m, APPROVAL_MAX_MESSAGE_BYTES)),
                 None,
+                None,
             ),
+            Verdict::Answer(given) => {
+                let entry = pending().await?;
+                let Some(questions) = &entry.questions else {
+                    return Err(DecideError::NotQuestion(id.to_string()));
+                };
+                let answers = questions.take(&given).map_err(|why| DecideError::Answer {
+                    id: id.to_string(),
+                    why,
+                })?;
+                (EntryState::Approved, None, None, Some(answers))
+            }
             Verdict::Grant(mut spec) => {
-                let entry = self
-                    .store
-                    .get(id)
-                    .await?
-                    .filter(|e| e.state == EntryState::Pending)
-                    .ok_or_else(|| DecideError::NotPending(id.to_string()))?;
+                let entry = pending().await?;
+                if entry.questions.is_some() {
+                    return Err(DecideError::Question(id.to_string()));
+                }
                 match &entry.egress {
                     // An egress approval makes an egress grant: by default
                     // for the destination and port asked about.
@@ -664,7 +702,7 @@ impl ApprovalQueue {
                     None => {}
                 }
                 let grant = self.make_grant(&spec, Some(&entry.tool), by).await?;
-                (EntryState::Approved, None, Some(grant.id))
+                (EntryState::Approved, None, Some(grant.id), None)
             }
         };
         let decided = Decided {
@@ -672,6 +710,7 @@ impl ApprovalQueue {
             at_ms: now_ms(),
             message,
             grant,
+            answers,
         };
         let entry = self
             .store
@@ -746,6 +785,7 @@ impl ApprovalQueue {
             at_ms: now_ms(),
             message: Some(why.to_string()),
             grant: None,
+            answers: None,
         };
         match self.store.decide(id, state, &decided).await {
             Ok(e) => {
@@ -782,14 +822,32 @@ impl ApprovalQueue {
             Ok(None) => {}
             Err(e) => return Err(ApprovalAnswer::Unavailable(format!("{e}"))),
         }
+        let mut entry = self
+            .new_entry(call, client, &request.asked_by, &request.prompt)
+            .await
+            .map_err(ApprovalAnswer::Unavailable)?;
+        entry.card = request.card.clone();
+        entry.egress = egress.cloned();
+        Ok(entry)
+    }
+
+    /// A new pending entry about `call` (not stored yet), or why there can
+    /// be none (the queue is full, the store fails).
+    async fn new_entry(
+        &self,
+        call: &CallInfo,
+        client: Option<&crate::call::Client>,
+        asked_by: &str,
+        reason: &str,
+    ) -> Result<Entry, String> {
         match self.store.count_pending().await {
             Ok(n) if n >= APPROVAL_MAX_PENDING => {
-                return Err(ApprovalAnswer::Unavailable(format!(
+                return Err(format!(
                     "the approval queue is full ({n} pending; at most {APPROVAL_MAX_PENDING})"
-                )));
+                ));
             }
             Ok(_) => {}
-            Err(e) => return Err(ApprovalAnswer::Unavailable(format!("{e}"))),
+            Err(e) => return Err(format!("{e}")),
         }
         let arguments = if call.arguments_json().len() > APPROVAL_MAX_ARGUMENT_BYTES {
             Value::String(format!(
@@ -805,18 +863,19 @@ impl ApprovalQueue {
             since_ms: since,
             expires_ms: since.saturating_add(self.timeout.as_millis() as u64),
             scope: call.agent_scope.clone(),
-            client: asked.client.map(str::to_string),
-            session: asked.session.map(str::to_string),
+            client: client.and_then(|c| c.name.clone()),
+            session: client.and_then(|c| c.session.clone()),
             tool: call.tool_name.clone(),
             arguments,
-            card: request.card.clone(),
-            asked_by: request.asked_by.clone(),
-            reason: cut(request.prompt.clone(), APPROVAL_MAX_MESSAGE_BYTES),
+            card: None,
+            asked_by: asked_by.to_string(),
+            reason: cut(reason.to_string(), APPROVAL_MAX_MESSAGE_BYTES),
             state: EntryState::Pending,
             decided: None,
             replica: self.replica.clone(),
             retry: None,
-            egress: egress.cloned(),
+            egress: None,
+            questions: None,
         })
     }
 
@@ -946,6 +1005,78 @@ impl ApprovalQueue {
             Ok(entry) => entry,
             Err(answer) => return answer,
         };
+        let why = format!(
+            "nobody decided within {} ms (`[approval] timeout_ms`), so the call is denied",
+            self.timeout.as_millis()
+        );
+        match self.wait_for(entry, &why).await {
+            Waited::Ended(decided) => answer(&decided),
+            Waited::Failed(e) => ApprovalAnswer::Unavailable(e),
+            Waited::Expired => ApprovalAnswer::DeniedBy {
+                by: QUEUE.into(),
+                reason: why,
+            },
+        }
+    }
+
+    /// Questions for the user (`ask_user_question`; see
+    /// [`super::questions`]) as an entry of their own: shown with their
+    /// options in the console, `toolgate approvals list` and the webhook;
+    /// answered there with the `answer` verdict, declined by a denial.
+    /// No grant answers a question. Waits at most `[approval] timeout_ms`
+    /// (the seam's `[questions] timeout_ms` and the call bound it too: a
+    /// wait dropped withdraws the entry).
+    pub async fn ask_user(self: &Arc<Self>, request: &QuestionRequest) -> QuestionAnswer {
+        let summary = request
+            .questions
+            .questions
+            .iter()
+            .map(|q| format!("{}: {}", q.header, q.question))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let mut entry = match self
+            .new_entry(
+                &request.call,
+                request.client.as_deref(),
+                &request.call.tool_name,
+                &format!("questions for the user: {summary}"),
+            )
+            .await
+        {
+            Ok(e) => e,
+            Err(why) => return QuestionAnswer::Unavailable(why),
+        };
+        entry.questions = Some(request.questions.clone());
+        let why = format!(
+            "nobody answered within {} ms (`[approval] timeout_ms`)",
+            self.timeout.as_millis()
+        );
+        let decided = match self.wait_for(entry, &why).await {
+            Waited::Ended(decided) => decided,
+            Waited::Failed(e) => return QuestionAnswer::Unavailable(e),
+            Waited::Expired => return QuestionAnswer::TimedOut(why),
+        };
+        let by = decided
+            .decided
+            .as_ref()
+            .map_or_else(|| QUEUE.to_string(), |d| d.by.clone());
+        let message = decided.decided.as_ref().and_then(|d| d.message.clone());
+        match (decided.state, decided.decided.and_then(|d| d.answers)) {
+            (EntryState::Approved, Some(answers)) => QuestionAnswer::Answered { answers, by },
+            (EntryState::Denied, _) => QuestionAnswer::Declined {
+                by,
+                reason: message.unwrap_or_else(|| "declined in the approval queue".into()),
+            },
+            (state, _) => QuestionAnswer::TimedOut(
+                message.unwrap_or_else(|| format!("the questions were {}", state.as_str())),
+            ),
+        }
+    }
+
+    /// Stores `entry`, pending, and waits for its decision, at most the
+    /// queue's timeout (then it is expired with `why`). Dropping the wait
+    /// withdraws the entry.
+    async fn wait_for(self: &Arc<Self>, entry: Entry, why: &str) -> Waited {
         let (tx, rx) = oneshot::channel();
         self.waiting
             .lock()
@@ -963,7 +1094,7 @@ impl ApprovalQueue {
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&entry.id);
             guard.disarm();
-            return ApprovalAnswer::Unavailable(format!("{e}"));
+            return Waited::Failed(format!("{e}"));
         }
         tracing::info!(id = %entry.id, tool = %entry.tool, "waiting for approval");
         let _ = self.events.send(Event::Pending(entry.clone()));
@@ -972,35 +1103,28 @@ impl ApprovalQueue {
             () = tokio::time::sleep(self.timeout) => None,
         };
         guard.disarm();
-        let decided = match decided {
-            Some(d) => d,
-            None => {
-                let why = format!(
-                    "nobody decided within {} ms (`[approval] timeout_ms`), so the call is denied",
-                    self.timeout.as_millis()
-                );
-                match self.end(&entry.id, EntryState::Expired, &why).await {
-                    Some(_) => {
-                        return ApprovalAnswer::DeniedBy {
-                            by: QUEUE.into(),
-                            reason: why,
-                        };
-                    }
-                    // Decided just as the time ran out: that decision holds.
-                    None => match self.store.get(&entry.id).await {
-                        Ok(Some(e)) if e.state != EntryState::Pending => e,
-                        _ => {
-                            return ApprovalAnswer::DeniedBy {
-                                by: QUEUE.into(),
-                                reason: why,
-                            };
-                        }
-                    },
-                }
-            }
-        };
-        answer(&decided)
+        match decided {
+            Some(d) => Waited::Ended(d),
+            None => match self.end(&entry.id, EntryState::Expired, why).await {
+                Some(_) => Waited::Expired,
+                // Decided just as the time ran out: that decision holds.
+                None => match self.store.get(&entry.id).await {
+                    Ok(Some(e)) if e.state != EntryState::Pending => Waited::Ended(e),
+                    _ => Waited::Expired,
+                },
+            },
+        }
     }
+}
+
+/// How a wait in the queue ended.
+enum Waited {
+    /// Decided (or ended by the queue: withdrawn, expired elsewhere).
+    Ended(Entry),
+    /// The entry could not be stored: why.
+    Failed(String),
+    /// Nobody decided in time.
+    Expired,
 }
 
 /// SHA-256 (hex) of a call's tool and arguments (compact JSON): what
@@ -1113,6 +1237,10 @@ impl Approver for Arc<ApprovalQueue> {
         egress: &EgressAsk,
     ) -> ApprovalAnswer {
         self.ask(request, Some(egress)).await
+    }
+
+    async fn ask_questions(&self, request: &QuestionRequest) -> QuestionAnswer {
+        self.ask_user(request).await
     }
 }
 
@@ -1426,5 +1554,116 @@ mod tests {
             .await;
         assert!(matches!(yes, ApprovalAnswer::ApprovedBy(_)), "{yes}");
         assert!(queue.pending().await.unwrap().is_empty());
+    }
+
+    fn questions_request() -> QuestionRequest {
+        QuestionRequest {
+            call: request("x").call,
+            questions: serde_json::from_value(serde_json::json!({"questions": [
+                {"header": "Stack", "question": "Which?", "options": [
+                    {"label": "Rust", "description": ""}, {"label": "Go", "description": ""}]},
+            ]}))
+            .unwrap(),
+            client: None,
+        }
+    }
+
+    /// Questions are an entry of their own: shown with their options,
+    /// answered (checked against them), declined by a denial, never
+    /// approved plainly nor by a grant; nobody answering ends the wait.
+    #[tokio::test]
+    async fn questions_are_answered_in_the_queue_and_only_answered() {
+        let queue = ApprovalQueue::open(store("questions"), Duration::from_secs(60))
+            .await
+            .unwrap();
+        // A grant for the tool answers no question.
+        let grant = queue
+            .grant(
+                &GrantSpec {
+                    tool: Some("bash".into()),
+                    count: Some(10),
+                    ..GrantSpec::default()
+                },
+                "alice",
+            )
+            .await
+            .unwrap();
+        let q = queue.clone();
+        let waiting = tokio::spawn(async move { q.ask_questions(&questions_request()).await });
+        let e = until_pending(&queue, 1).await.remove(0);
+        assert_eq!(e.to_json()["questions"][0]["options"][1]["label"], "Go");
+        assert!(e.reason.contains("Stack: Which?"), "{}", e.reason);
+        for verdict in [Verdict::Approve, Verdict::Grant(GrantSpec::default())] {
+            let err = queue.decide(&e.id, verdict, "bob").await.unwrap_err();
+            assert!(matches!(err, DecideError::Question(_)), "{err}");
+        }
+        let given = |label: &str| {
+            vec![Given {
+                header: "Stack".into(),
+                selected: vec![label.into()],
+                other: None,
+            }]
+        };
+        let err = queue
+            .decide(&e.id, Verdict::Answer(given("Java")), "bob")
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("`Java` is not an option"), "{err}");
+        queue
+            .decide(&e.id, Verdict::Answer(given("Rust")), "bob")
+            .await
+            .unwrap();
+        match waiting.await.unwrap() {
+            QuestionAnswer::Answered { answers, by } => {
+                assert_eq!(
+                    (answers[0].selected.as_slice(), by.as_str()),
+                    (&["Rust".to_string()][..], "bob")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // An answer to a call's approval is refused.
+        queue.revoke(&grant.id, "alice").await.unwrap();
+        let q = queue.clone();
+        let call = tokio::spawn(async move { q.approve(&request("rm x")).await });
+        let e = until_pending(&queue, 1).await.remove(0);
+        let err = queue
+            .decide(&e.id, Verdict::Answer(given("Rust")), "bob")
+            .await
+            .unwrap_err();
+        assert!(matches!(err, DecideError::NotQuestion(_)), "{err}");
+        queue
+            .decide(&e.id, Verdict::Deny(None), "bob")
+            .await
+            .unwrap();
+        call.await.unwrap();
+        // Denied: declined, with the message.
+        let q = queue.clone();
+        let waiting = tokio::spawn(async move { q.ask_questions(&questions_request()).await });
+        let e = until_pending(&queue, 1).await.remove(0);
+        queue
+            .decide(&e.id, Verdict::Deny(Some("not now".into())), "carol")
+            .await
+            .unwrap();
+        assert_eq!(
+            waiting.await.unwrap(),
+            QuestionAnswer::Declined {
+                by: "carol".into(),
+                reason: "not now".into()
+            }
+        );
+        // Nobody answering: timed out, the entry expired.
+        let short = ApprovalQueue::open(store("questions-short"), Duration::from_millis(100))
+            .await
+            .unwrap();
+        let answer = short.ask_questions(&questions_request()).await;
+        assert!(
+            matches!(&answer, QuestionAnswer::TimedOut(why) if why.contains("nobody answered within 100 ms")),
+            "{answer:?}"
+        );
+        assert_eq!(
+            short.decided(1).await.unwrap()[0].state,
+            EntryState::Expired
+        );
     }
 }

@@ -64,6 +64,10 @@ pub struct Decided {
     /// The grant this decision made, if it made one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grant: Option<String>,
+    /// For a question's entry ([`Entry::questions`]) answered: the
+    /// answers, checked against its options, in its questions' order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answers: Option<Vec<super::questions::Answer>>,
 }
 
 /// One call waiting for (or having had) a decision.
@@ -113,6 +117,12 @@ pub struct Entry {
     /// call connect there; a grant made from it is an egress grant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress: Option<EgressAsk>,
+    /// Set for questions for the user (`ask_user_question` under
+    /// `--approve queue`): answered with the `answer` verdict (the answers
+    /// in [`Decided::answers`]); denying it declines them. Never approved
+    /// plainly, never by a grant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub questions: Option<super::questions::Questions>,
 }
 
 /// What ties a client's retry to the entry it asked about.
@@ -148,6 +158,9 @@ impl Entry {
             "decided": self.decided,
             "egress": self.egress,
         });
+        if let Some(q) = &self.questions {
+            v["questions"] = json!(q.questions);
+        }
         // Only with a shared store: which replica asked.
         if let Some(r) = &self.replica {
             v["replica"] = Value::String(r.clone());

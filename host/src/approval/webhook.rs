@@ -310,6 +310,7 @@ mod tests {
             replica: None,
             retry: None,
             egress: None,
+            questions: None,
         };
         let body = payload(&entry);
         assert!(

@@ -323,6 +323,7 @@ impl Lifecycle {
                 terminals: Arc::new(crate::seams::terminals::TerminalTable::for_replica(
                     replica_id,
                 )),
+                questions_timeout_ms: Arc::new(config.questions.timeout_ms().into()),
                 ..HostSeams::default()
             },
             bridge: std::sync::OnceLock::new(),
@@ -562,6 +563,10 @@ impl Lifecycle {
                     }
                     state.config = Arc::new(c);
                     self.config.store(state.config.clone());
+                    self.seams.questions_timeout_ms.store(
+                        state.config.questions.timeout_ms(),
+                        std::sync::atomic::Ordering::Relaxed,
+                    );
                 }
                 Ok(None) => {}
                 Err(e) => {

@@ -179,6 +179,9 @@ pub struct HostSeams {
     pub search: search::SearchSlot,
     /// The `lsp` seam's language servers: set once at start.
     pub lsp: lsp::LspSlot,
+    /// The `questions` seam's wait (`[questions] timeout_ms`), kept with
+    /// the configuration.
+    pub questions_timeout_ms: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl HostSeams {
@@ -197,6 +200,7 @@ impl HostSeams {
             egress_record: self.egress_record.clone(),
             search: self.search.clone(),
             lsp: self.lsp.clone(),
+            questions_timeout_ms: self.questions_timeout_ms.clone(),
         }
     }
 }
@@ -216,6 +220,8 @@ pub struct PluginSeams {
     pub search: search::SearchSlot,
     /// The language servers (see [`HostSeams::lsp`]).
     pub lsp: lsp::LspSlot,
+    /// See [`HostSeams::questions_timeout_ms`].
+    pub questions_timeout_ms: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// One instance's seam state.

@@ -3,9 +3,10 @@
 //!
 //! The questions' JSON is capped and checked before anyone is asked; the
 //! approver's answer is checked against the options asked. The wait is
-//! the call's own: its cancellation or deadline ends it (the elicitation
-//! or the terminal prompt is dropped with it), and nobody to ask is an
-//! error at once.
+//! bounded by `[questions] timeout_ms` and by the call: its cancellation
+//! or deadline ends it (the elicitation, the terminal prompt or the
+//! queue's entry is dropped with it), and nobody to ask is an error at
+//! once.
 //!
 //! The seam as a unit (see [`crate::seams`]): granted by `questions =
 //! true` ([`seam`]); no state of its own; its one function waits (for a
@@ -53,6 +54,8 @@ pub struct QuestionsView<'a> {
     asking: Option<&'a Arc<CallAsk>>,
     signal: Option<&'a CallSignal>,
     notes: Option<&'a Notes>,
+    /// `[questions] timeout_ms`.
+    timeout_ms: u64,
 }
 
 impl<'a> QuestionsView<'a> {
@@ -63,6 +66,10 @@ impl<'a> QuestionsView<'a> {
             asking: ctx.extensions.get::<Arc<CallAsk>>(),
             signal: ctx.signal,
             notes: ctx.call.map(|c| &c.notes),
+            timeout_ms: ctx
+                .shared
+                .questions_timeout_ms
+                .load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 }
@@ -102,7 +109,16 @@ impl wit::Host for QuestionsView<'_> {
             questions,
             client: asking.client().cloned(),
         };
-        let asked = asking.approver().ask_questions(&request);
+        let timeout_ms = self.timeout_ms;
+        let asked = async {
+            let asked = asking.approver().ask_questions(&request);
+            match tokio::time::timeout(std::time::Duration::from_millis(timeout_ms), asked).await {
+                Ok(answer) => answer,
+                Err(_) => QuestionAnswer::TimedOut(format!(
+                    "nobody answered within {timeout_ms} ms (`[questions] timeout_ms`)"
+                )),
+            }
+        };
         let answer = match self.signal {
             Some(signal) => tokio::select! {
                 a = asked => a,
@@ -142,6 +158,7 @@ impl wit::Host for QuestionsView<'_> {
                 }
                 Err(wit::QuestionError::Declined(format!("{by}: {reason}")))
             }
+            QuestionAnswer::TimedOut(why) => Err(wit::QuestionError::Timeout(why)),
             QuestionAnswer::Unavailable(why) => Err(wit::QuestionError::Unavailable(why)),
         })
     }

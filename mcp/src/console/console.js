@@ -89,6 +89,70 @@ function callCell(entry) {
   return td;
 }
 
+// Questions for the user (`ask_user_question` under --approve queue): a
+// form per entry — each question's options (radio, or checkboxes when
+// several may be chosen) and an own-words field — answered with the
+// `answer` verdict; denying the entry declines them.
+function questionsCell(entry) {
+  const td = el("td");
+  const form = el("form", null, "questions");
+  form.dataset.id = entry.id;
+  entry.questions.forEach((q, i) => {
+    const set = el("fieldset");
+    set.appendChild(el("legend", q.header));
+    set.appendChild(el("pre", q.question, "question"));
+    for (const o of q.options) {
+      const label = el("label", null, "option");
+      const input = el("input");
+      input.type = q.multiSelect ? "checkbox" : "radio";
+      input.name = entry.id + "-" + i;
+      input.value = o.label;
+      label.appendChild(input);
+      label.appendChild(document.createTextNode(" " + o.label));
+      if (o.description) label.appendChild(el("span", " — " + o.description, "hint"));
+      set.appendChild(label);
+    }
+    const other = el("input");
+    other.type = "text";
+    other.className = "other";
+    other.placeholder = "Other (in your own words)";
+    other.setAttribute("aria-label", q.header + ": other");
+    set.appendChild(other);
+    form.appendChild(set);
+  });
+  const send = el("button", "Answer");
+  send.type = "submit";
+  form.appendChild(send);
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    answer(entry, form);
+  });
+  td.appendChild(form);
+  return td;
+}
+
+async function answer(entry, form) {
+  const answers = entry.questions.map((q, i) => {
+    const set = form.querySelectorAll("fieldset")[i];
+    const selected = Array.from(set.querySelectorAll("input[type=radio]:checked, input[type=checkbox]:checked"), (b) => b.value);
+    const other = set.querySelector("input.other").value.trim();
+    return other ? { header: q.header, selected, other } : { header: q.header, selected };
+  });
+  try {
+    const r = await api("POST", "/console/api/decide", { ids: [entry.id], verdict: "answer", answers });
+    const x = r.results[0];
+    if (x && x.ok) {
+      removePending(entry.id);
+      status("answered: " + entry.id);
+      await loadDecided();
+    } else {
+      status(entry.id + ": " + (x ? x.error : "no result"), true);
+    }
+  } catch (e) {
+    status("answer failed: " + e.message, true);
+  }
+}
+
 function pendingRow(entry) {
   const tr = el("tr");
   tr.dataset.id = entry.id;
@@ -108,7 +172,7 @@ function pendingRow(entry) {
     tool.appendChild(el("div", "egress " + e.name + ":" + e.port + " (" + e.address + ") via " + e.via, "hint"));
   }
   tr.appendChild(tool);
-  tr.appendChild(callCell(entry));
+  tr.appendChild(entry.questions ? questionsCell(entry) : callCell(entry));
   const why = el("td");
   why.appendChild(el("div", entry.reason, "reason"));
   why.appendChild(el("div", "asked by " + entry.askedBy, "hint"));
@@ -269,10 +333,15 @@ async function loadDecided() {
     tr.appendChild(el("td", e.tool));
     tr.appendChild(callCell(e));
     const d = e.decided || {};
-    tr.appendChild(el("td", d.grant ? "granted (" + d.grant + ")" : e.state, e.state));
+    const outcome = d.grant ? "granted (" + d.grant + ")" : d.answers ? "answered" : e.state;
+    tr.appendChild(el("td", outcome, e.state));
     tr.appendChild(el("td", d.by));
     tr.appendChild(el("td", when(d.atMs)));
-    tr.appendChild(el("td", d.message));
+    // A question's answers, as "header: labels / own words".
+    const said = d.answers
+      ? d.answers.map((a) => a.header + ": " + a.selected.concat(a.other ? [a.other] : []).join(", ")).join("; ")
+      : d.message;
+    tr.appendChild(el("td", said));
     fragment.appendChild(tr);
   }
   body.replaceChildren(fragment);

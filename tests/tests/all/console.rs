@@ -121,6 +121,30 @@ fn the_console_in_a_real_browser() {
     assert!(out["appears_ms"].as_u64().unwrap() < 1000, "{out}");
 }
 
+/// Questions for the user (`ask_user_question` under `--approve queue`)
+/// in the console: each question's options in a form (a hostile
+/// description shown as text), the answer picked there returned to the
+/// call, a second ask denied and so declined with the message.
+#[test]
+#[cfg_attr(
+    not(has_browser),
+    ignore = "needs chromium (apt-get install chromium) and Playwright with the MCP SDK: run `bash tests/mcp/setup-browser.sh target/tmp/browser-venv`"
+)]
+fn questions_are_answered_in_the_console_in_a_real_browser() {
+    browser();
+    let server = Served::start("console-questions", "[approval]\ntimeout_ms = 120000\n");
+    let out = drive(&server, &["--questions"]);
+    eprintln!("questions in chromium: {out}");
+    assert!(
+        out["answered"].as_str().unwrap().contains("- Stack: Rust"),
+        "{out}"
+    );
+    assert!(
+        out["declined"].as_str().unwrap().contains("ask me later"),
+        "{out}"
+    );
+}
+
 /// 1,000 pending entries render in under a second (median of 5 loads,
 /// logged in, from navigation start until the rows are laid out). The
 /// entries are put in the running server's store (SQLite, WAL) directly:
@@ -162,6 +186,7 @@ async fn a_thousand_pending_entries_render_in_under_a_second() {
                 replica: None,
                 retry: None,
                 egress: None,
+                questions: None,
             })
             .await
             .unwrap();

@@ -248,6 +248,112 @@ async fn a_question_nobody_answers_ends_with_the_calls_deadline() {
         "{:?}",
         started.elapsed()
     );
+
+    // `[questions] timeout_ms` ends it first, saying so.
+    let h = Toolgate::builder()
+        .runtime_options(test_runtime())
+        .workdir(dir.path())
+        .config(toolgate::HostConfig::parse("[questions]\ntimeout_ms = 200\n", "test").unwrap())
+        .approver(Arc::new(Never))
+        .build()
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let text = failed(&ask(&h, stack_question()).await, "NO_ANSWER");
+    assert!(
+        text.contains("nobody answered within 200 ms (`[questions] timeout_ms`)"),
+        "{text}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let e = toolgate::HostConfig::parse("[questions]\ntimeout_ms = 0\n", "test").unwrap_err();
+    assert!(e.to_string().contains("/questions/timeout_ms"), "{e}");
+}
+
+/// Under `--approve queue` a question is an entry of the approval queue:
+/// `toolgate approvals list` shows it with its options (`--json`: its
+/// questions), a plain approval is refused, `toolgate approvals answer`
+/// answers it (a label not offered refused first); the client (which
+/// answers elicitation) is never asked, and its call returns the answers.
+#[test]
+fn a_question_is_answered_from_the_approval_queue() {
+    let python = crate::serve::python();
+    let server =
+        crate::approvals::Served::start("questions-queue", "[approval]\ntimeout_ms = 60000\n");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/questions_client.py");
+    let client = std::process::Command::new(python)
+        .arg(script)
+        .args(["--answer", r#"{"never": "asked"}"#])
+        .args(["--http", &format!("http://{}/mcp", server.addr)])
+        .args(["--token", &server.mcp_token])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let list = server.pending(1);
+    let id = list[0]["id"].as_str().unwrap().to_string();
+    assert_eq!(list[0]["tool"], "ask_user_question");
+    assert_eq!(list[0]["questions"][1]["header"], "Extras", "{list:?}");
+    assert_eq!(list[0]["questions"][1]["multiSelect"], true, "{list:?}");
+    let out = server.approvals(&["list"]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("[Stack] Which language?"), "{shown}");
+    assert!(
+        shown.contains("--answer 'Extras=Docs'  a README"),
+        "{shown}"
+    );
+    let stderr = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).into_owned();
+    let out = server.approvals(&["approve", &id]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("holds questions for the user: answer them"),
+        "{}",
+        stderr(&out)
+    );
+    let out = server.approvals(&[
+        "answer",
+        &id,
+        "--answer",
+        "Stack=Go",
+        "--answer",
+        "Extras=CI",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("`Go` is not an option of `Stack`"),
+        "{}",
+        stderr(&out)
+    );
+    let out = server.approvals(&[
+        "answer",
+        &id,
+        "--answer",
+        "Stack=Rust",
+        "--answer",
+        "Extras=CI",
+        "--answer",
+        "Extras=Docs",
+        "--other",
+        "Extras=and a license",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = client.wait_with_output().unwrap();
+    assert!(out.status.success(), "the client failed: {}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["elicitations"],
+        json!([]),
+        "the client is never asked"
+    );
+    let result = &report["result"];
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(
+        result["content"][0]["text"],
+        "The user answered:\n- Stack: Rust\n- Extras: CI, Docs; in their words: and a license\n"
+    );
+    assert_eq!(
+        result["structuredContent"]["answeredBy"], "api:tester",
+        "{result}"
+    );
 }
 
 /// A component written against the WIT with plain wit-bindgen (not the

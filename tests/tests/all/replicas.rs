@@ -1434,6 +1434,7 @@ fn shared_entry(
         replica: Some(replica.into()),
         retry: None,
         egress: None,
+        questions: None,
     }
 }
 
@@ -1473,6 +1474,7 @@ async fn the_redis_approval_store_decides_once_and_wakes_other_replicas() {
         at_ms: now_ms(),
         message: None,
         grant: None,
+        answers: None,
     };
     // 1. Racing decisions: one winner per entry; JSON kept exactly.
     let now = now_ms();
@@ -1500,6 +1502,7 @@ async fn the_redis_approval_store_decides_once_and_wakes_other_replicas() {
                         at_ms: now_ms(),
                         message: None,
                         grant: None,
+                        answers: None,
                     };
                     if s.decide(&format!("e-{i}"), state, &d)
                         .await
