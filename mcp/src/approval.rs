@@ -31,7 +31,11 @@
 //!   ([`RoundTripApprover`]). The retried call goes through the whole
 //!   pipeline again (it is a new request; nothing is kept between the two),
 //!   and the first attempt is recorded as denied — "approval requested from
-//!   the client" — so an audit shows both.
+//!   the client" — so an audit shows both. Questions for the user
+//!   (`ask_user_question`) go the same way, each ask under a key of its
+//!   own ([`questions_input`]); a call that asks more than once gets the
+//!   earlier answers back through its `requestState` ([`ANSWERS_STATE`]),
+//!   since a retry carries only the latest round's responses.
 //!
 //! With the host's approval queue (`--approve queue`) the client is never
 //! asked; a 2025 session's call waits in the queue, and a stateless one
@@ -60,10 +64,9 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use rmcp::model::{
     ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
-    InputRequest, InputRequests,
+    InputRequest, InputRequests, InputResponses,
 };
 use rmcp::service::{Peer, RoleServer};
-use serde_json::Value;
 
 use toolgate::approval::EgressAsk;
 use toolgate::approval::hold::HoldingApprover;
@@ -166,27 +169,98 @@ impl Approver for ElicitingApprover {
     }
 }
 
-/// Answers from the `inputResponses` of a retried stateless call, or
-/// records that the client must be asked (the 2026-07-28 revision).
+/// The prefix of the key of questions for the user (`ask_user_question`)
+/// in `inputRequests` / `inputResponses`.
+pub const QUESTIONS_INPUT: &str = "toolgate/questions-";
+
+/// The key of `questions` (their JSON's SHA-256, 16 hex digits): the
+/// same questions asked again on the retry — or by another call of the
+/// same Code Mode program — find their answer; other questions do not.
+pub fn questions_input(questions: &toolgate::approval::questions::Questions) -> String {
+    use sha2::Digest as _;
+    let json = serde_json::to_vec(questions).unwrap_or_default();
+    let digest = sha2::Sha256::digest(&json);
+    format!(
+        "{QUESTIONS_INPUT}{}",
+        toolgate::audit::chain::hex(&digest[..8])
+    )
+}
+
+/// The prefix of a `requestState` that carries the answers a stateless
+/// call got so far: its client's retry brings only the latest round's
+/// `inputResponses`, and a call that asks twice (an approval, then a
+/// question; two questions) needs the earlier ones again. The client is
+/// the one who answered them, so it may read them; nothing else is in it.
+pub const ANSWERS_STATE: &str = "toolgate-answers:";
+
+/// The largest answers state: 256 KiB (8 asks of 4 questions, each with
+/// an answer of 4,000 characters in the user's own words, fit; past it
+/// the state is not sent, and the earlier questions are asked again).
+pub const MAX_ANSWERS_STATE_BYTES: usize = 256 << 10;
+
+/// The answers a `requestState` carried ([`ANSWERS_STATE`]); none from a
+/// state that is not one (a queue's entry, another server's). `Err`: one
+/// of ours that does not parse, or is over the cap.
+pub fn carried_answers(state: Option<&str>) -> Result<InputResponses, String> {
+    let Some(json) = state.and_then(|s| s.strip_prefix(ANSWERS_STATE)) else {
+        return Ok(InputResponses::new());
+    };
+    if json.len() > MAX_ANSWERS_STATE_BYTES {
+        return Err(format!(
+            "`requestState` is over {MAX_ANSWERS_STATE_BYTES} bytes: call again without it"
+        ));
+    }
+    serde_json::from_str(json).map_err(|e| {
+        format!("`requestState` is not one this server gave ({e}): call again without it")
+    })
+}
+
+/// Answers from the `inputResponses` of a retried stateless call (and the
+/// earlier rounds' answers its `requestState` carried), or records that
+/// the client must be asked (the 2026-07-28 revision).
 pub struct RoundTripApprover {
-    response: Option<Value>,
+    responses: InputResponses,
     needed: Mutex<Option<InputRequests>>,
 }
 
 impl RoundTripApprover {
-    /// `response`: what the client sent back under [`APPROVAL_INPUT`], if
-    /// anything.
-    pub fn new(response: Option<Value>) -> Arc<Self> {
+    /// `responses`: what the client answered so far, by input key; only
+    /// the keys this server asks by are kept (they go back in the state).
+    pub fn new(mut responses: InputResponses) -> Arc<Self> {
+        responses.retain(|k, _| {
+            k == APPROVAL_INPUT
+                || k.strip_prefix(QUESTIONS_INPUT)
+                    .is_some_and(|h| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+        });
         Arc::new(RoundTripApprover {
-            response,
+            responses,
             needed: Mutex::new(None),
         })
     }
 
+    fn need(&self, key: String, request: InputRequest) {
+        self.needed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert_with(InputRequests::new)
+            .insert(key, request);
+    }
+
     /// The input the client must provide before the call can go on, if the
-    /// call asked and there was no answer yet.
-    pub fn take_needed(&self) -> Option<InputRequests> {
-        self.needed.lock().unwrap_or_else(|p| p.into_inner()).take()
+    /// call asked and there was no answer yet; with the `requestState`
+    /// that carries the answers it gave so far.
+    pub fn take_needed(&self) -> Option<(InputRequests, Option<String>)> {
+        let needed = self
+            .needed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()?;
+        let state = (!self.responses.is_empty())
+            .then(|| serde_json::to_string(&self.responses).ok())
+            .flatten()
+            .map(|json| format!("{ANSWERS_STATE}{json}"))
+            .filter(|s| s.len() <= ANSWERS_STATE.len() + MAX_ANSWERS_STATE_BYTES);
+        Some((needed, state))
     }
 }
 
@@ -197,7 +271,7 @@ impl Approver for RoundTripApprover {
     }
 
     async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
-        match &self.response {
+        match self.responses.get(APPROVAL_INPUT) {
             Some(value) => match serde_json::from_value::<ElicitResult>(value.clone()) {
                 Ok(result) => answer(&result),
                 Err(e) => ApprovalAnswer::Unavailable(format!(
@@ -205,12 +279,10 @@ impl Approver for RoundTripApprover {
                 )),
             },
             None => {
-                let mut requests = InputRequests::new();
-                requests.insert(
+                self.need(
                     APPROVAL_INPUT.to_string(),
                     InputRequest::Elicitation(ElicitRequest::new(params(request))),
                 );
-                *self.needed.lock().unwrap_or_else(|p| p.into_inner()) = Some(requests);
                 ApprovalAnswer::Unavailable(
                     "approval requested from the client; the call runs when it answers".into(),
                 )
@@ -224,6 +296,36 @@ impl Approver for RoundTripApprover {
         egress: &EgressAsk,
     ) -> ApprovalAnswer {
         no_egress_round_trip(egress)
+    }
+
+    /// The form elicitation of a 2025 session ([`super::questions`]),
+    /// carried by an `InputRequiredResult` under the ask's own key
+    /// ([`questions_input`]); the retry's answer is checked as there.
+    /// The call runs again from its start with the answers at hand, so an
+    /// ask is answered by the same key on every run.
+    async fn ask_questions(&self, request: &QuestionRequest) -> QuestionAnswer {
+        let key = questions_input(&request.questions);
+        let (params, keys) = match super::questions::form(request) {
+            Ok(p) => p,
+            Err(why) => return QuestionAnswer::Unavailable(why),
+        };
+        match self.responses.get(&key) {
+            Some(value) => match serde_json::from_value::<ElicitResult>(value.clone()) {
+                Ok(result) => {
+                    super::questions::answers(&request.questions, &keys, &result, self.name())
+                }
+                Err(e) => QuestionAnswer::Unavailable(format!(
+                    "the client's answer under `{key}` is not an elicitation result: {e}"
+                )),
+            },
+            None => {
+                self.need(key, InputRequest::Elicitation(ElicitRequest::new(params)));
+                QuestionAnswer::Unavailable(
+                    "the questions were sent to the client; the call runs again with its answer"
+                        .into(),
+                )
+            }
+        }
     }
 }
 
@@ -342,5 +444,59 @@ impl Approver for RetriedApprover {
 
     async fn ask_questions(&self, _request: &QuestionRequest) -> QuestionAnswer {
         QuestionAnswer::Unavailable(toolgate::approval::questions::not_stateless())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// What a retry's `requestState` may carry back: only our answers
+    /// state is read, a broken or oversized one is refused, and only the
+    /// keys this server asks by are kept (and sent back).
+    #[test]
+    fn the_answers_state_is_checked_and_keeps_only_our_keys() {
+        assert!(carried_answers(None).unwrap().is_empty());
+        assert!(
+            carried_answers(Some("toolgate-approval:a-1"))
+                .unwrap()
+                .is_empty()
+        );
+        let e = carried_answers(Some("toolgate-answers:{nope")).unwrap_err();
+        assert!(e.contains("not one this server gave"), "{e}");
+        let big = format!(
+            "{ANSWERS_STATE}{{\"k\": \"{}\"}}",
+            "x".repeat(MAX_ANSWERS_STATE_BYTES)
+        );
+        assert!(carried_answers(Some(&big)).unwrap_err().contains("over"));
+
+        let ours = format!("{QUESTIONS_INPUT}0123456789abcdef");
+        let state = format!(
+            "{ANSWERS_STATE}{}",
+            json!({
+                APPROVAL_INPUT: {"action": "accept", "content": {}},
+                ours.clone(): {"action": "decline"},
+                "toolgate/questions-../../x": {"action": "accept"},
+                "junk": "x".repeat(1000),
+            })
+        );
+        let a = RoundTripApprover::new(carried_answers(Some(&state)).unwrap());
+        let mut keys: Vec<&String> = a.responses.keys().collect();
+        keys.sort();
+        assert_eq!(keys, [&APPROVAL_INPUT.to_string(), &ours]);
+        a.need(
+            "toolgate/x".into(),
+            InputRequest::Elicitation(ElicitRequest::new(
+                ElicitRequestParams::FormElicitationParams {
+                    meta: None,
+                    message: "m".into(),
+                    requested_schema: ElicitationSchema::new(Default::default()),
+                },
+            )),
+        );
+        let (_, state) = a.take_needed().unwrap();
+        let back = carried_answers(state.as_deref()).unwrap();
+        assert_eq!(back.len(), 2, "{back:?}");
     }
 }

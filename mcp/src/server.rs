@@ -65,9 +65,7 @@ use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, Subsc
 use serde_json::{Map, Value, json};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::approval::{
-    APPROVAL_INPUT, ElicitingApprover, ParkingApprover, RetriedApprover, RoundTripApprover,
-};
+use super::approval::{ElicitingApprover, ParkingApprover, RetriedApprover, RoundTripApprover};
 use super::session::SessionGone;
 use super::{passthrough, projection};
 use toolgate::approval::queue::Resumed;
@@ -687,11 +685,12 @@ impl ServerHandler for ToolgateServer {
         } else if !elicits {
             None
         } else if stateless {
-            let approver = RoundTripApprover::new(
-                input_responses
-                    .as_mut()
-                    .and_then(|r| r.remove(APPROVAL_INPUT)),
-            );
+            // The answers of earlier rounds (carried in the state), and
+            // this round's, which win.
+            let mut responses = super::approval::carried_answers(request_state.as_deref())
+                .map_err(|why| ErrorData::invalid_params(why, None))?;
+            responses.extend(input_responses.take().unwrap_or_default());
+            let approver = RoundTripApprover::new(responses);
             round_trip = Some(approver.clone());
             Some(approver)
         } else {
@@ -819,10 +818,11 @@ impl ServerHandler for ToolgateServer {
                 InputRequiredResult::from_request_state(super::approval::request_state(&id)),
             ));
         }
-        if let Some(needed) = round_trip.and_then(|a| a.take_needed()) {
-            return Ok(CallToolResponse::InputRequired(
-                InputRequiredResult::from_input_requests(needed),
-            ));
+        if let Some((needed, state)) = round_trip.and_then(|a| a.take_needed()) {
+            return Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
+                Some(needed),
+                state,
+            )));
         }
         let level = match record.error.as_ref().map(|e| e.code.as_str()) {
             None => LoggingLevel::Info,

@@ -4,9 +4,16 @@ Python SDK's elicitation callback.
 
     python questions_client.py --answer JSON|decline [--cwd DIR] [--env K=V]... --stdio CMD ARG...
     python questions_client.py --answer decline --http URL --token T
+        [--mode auto] [--program]
 
 Over HTTP with `--approve queue` the question is answered in the queue,
 and the client must never be asked (the elicitations are printed).
+`--mode auto` speaks the stateless revision (2026-07-28) where the server
+offers it: the questions come as an `InputRequiredResult` and the SDK
+calls again with the answer. `--program` asks through Code Mode's
+`run_code`: a program asking two sets of questions (the second a
+`Color` question), so that one call asks twice; each form is answered
+with the `--answer` keys it has.
 
 Approval elicitations (an empty form) are accepted; the question's form
 is answered with the `--answer` content (or declined). Prints one JSON
@@ -49,6 +56,26 @@ QUESTIONS = {
     ]
 }
 
+SECOND = {
+    "questions": [
+        {
+            "header": "Color",
+            "question": "Which color?",
+            "options": [
+                {"label": "Red", "description": ""},
+                {"label": "Blue", "description": ""},
+            ],
+        }
+    ]
+}
+
+PROGRAM = (
+    "const a = await tools.ask_user_question(%s);\n"
+    "const b = await tools.ask_user_question(%s);\n"
+    "return [a, b].map(x => x.answers.map(y => y.selected.concat(y.other ? [y.other] : []).join('+')));"
+    % (json.dumps(QUESTIONS), json.dumps(SECOND))
+)
+
 
 async def main() -> None:
     parser = argparse.ArgumentParser()
@@ -57,6 +84,8 @@ async def main() -> None:
     parser.add_argument("--env", action="append", default=[])
     parser.add_argument("--http")
     parser.add_argument("--token")
+    parser.add_argument("--mode", default="legacy")
+    parser.add_argument("--program", action="store_true")
     parser.add_argument("--stdio", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     seen = []
@@ -68,7 +97,9 @@ async def main() -> None:
             return types.ElicitResult(action="accept", content={})
         if args.answer == "decline":
             return types.ElicitResult(action="decline")
-        return types.ElicitResult(action="accept", content=json.loads(args.answer))
+        props = form["requestedSchema"]["properties"]
+        answer = {k: v for k, v in json.loads(args.answer).items() if k in props}
+        return types.ElicitResult(action="accept", content=answer)
 
     if args.http:
         http = httpx.AsyncClient(headers={"Authorization": f"Bearer {args.token}"})
@@ -76,8 +107,11 @@ async def main() -> None:
     else:
         env = dict(item.split("=", 1) for item in args.env)
         server = StdioServerParameters(command=args.stdio[0], args=args.stdio[1:], cwd=args.cwd, env=env)
-    async with Client(server, mode="legacy", elicitation_callback=elicit, read_timeout_seconds=120) as client:
-        result = await client.call_tool("ask_user_question", QUESTIONS)
+    async with Client(server, mode=args.mode, elicitation_callback=elicit, read_timeout_seconds=120) as client:
+        if args.program:
+            result = await client.call_tool("run_code", {"code": PROGRAM})
+        else:
+            result = await client.call_tool("ask_user_question", QUESTIONS)
         print(
             json.dumps(
                 {

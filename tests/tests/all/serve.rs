@@ -2955,3 +2955,70 @@ fn questions_are_a_form_elicitation_answered_by_the_client() {
         .unwrap_or_default();
     assert!(text.contains("does not fit"), "{lie}");
 }
+
+/// A stateless client (2026-07-28, the Python SDK's default mode over
+/// HTTP, `--approve client`): `ask_user_question` comes back as an
+/// `InputRequiredResult` carrying the form, and the SDK's retry with the
+/// answer completes the call. A Code Mode program asking twice in one call
+/// gets each form once, and its approval once: the earlier answers come
+/// back to the server in the `requestState` (a retry carries only the
+/// latest round's answers).
+#[test]
+fn questions_reach_a_stateless_client_as_input_required() {
+    let python = python();
+    let s = setup();
+    let server = HttpServer::start(&s, &["--code-mode"]);
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/questions_client.py");
+    let run = |extra: &[&str]| -> Value {
+        let out = Command::new(&python)
+            .arg(&script)
+            .args(server.client_target())
+            .args(["--mode", "auto", "--answer"])
+            .arg(r#"{"Stack": "Rust", "Extras": ["CI"], "Color": "Blue"}"#)
+            .args(extra)
+            .output()
+            .expect("run the questions client");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "the client failed: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("the client's JSON")
+    };
+    let forms = |report: &Value| -> Vec<String> {
+        report["elicitations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                let mut keys: Vec<String> = e["requestedSchema"]["properties"]
+                    .as_object()
+                    .unwrap()
+                    .keys()
+                    .cloned()
+                    .collect();
+                keys.sort();
+                keys.join(",")
+            })
+            .collect()
+    };
+    let report = run(&["--program"]);
+    let text = report["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert_ne!(report["result"]["isError"], true, "{report}");
+    assert!(text.contains(r#"[["Rust","CI"],["Blue"]]"#), "{report}");
+    // The approval `run_code` asks for (an empty form) and each
+    // question's form, each once, over three rounds.
+    assert_eq!(
+        forms(&report),
+        [
+            "",
+            "Extras,Extras (other),Stack,Stack (other)",
+            "Color,Color (other)"
+        ],
+        "each form asked once: {report}"
+    );
+}
