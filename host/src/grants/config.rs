@@ -65,6 +65,10 @@ pub struct GrantsConfig {
     /// The `kv` seam (a key-value store per agent scope).
     #[serde(default)]
     pub kv: bool,
+    /// The `kv` seam over another plugin's namespace, read-only, instead
+    /// of a namespace of its own: `kv_read = "goals"` lets a policy read
+    /// the agent scope's goal. Not with `kv = true`.
+    pub kv_read: Option<String>,
     /// The `skills` seam: the skills of `[skills]`, read-only.
     #[serde(default)]
     pub skills: bool,
@@ -122,6 +126,7 @@ impl GrantsConfig {
             shell: base.shell || self.shell,
             subprocess: union(base.subprocess, self.subprocess),
             kv: base.kv || self.kv,
+            kv_read: self.kv_read.or(base.kv_read),
             skills: base.skills || self.skills,
             questions: base.questions || self.questions,
             memory_mb: self.memory_mb.or(base.memory_mb),

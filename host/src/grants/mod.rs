@@ -297,6 +297,9 @@ pub struct Grants {
     pub subprocess: Vec<String>,
     /// The `kv` seam: a key-value store per agent scope.
     pub kv: bool,
+    /// `kv_read = "PLUGIN"`: the `kv` seam is that plugin's namespace,
+    /// read-only (`kv` is then set too).
+    pub kv_read: Option<std::sync::Arc<str>>,
     /// The `skills` seam (`skills = true`): the catalog of the reload
     /// that resolved this grant (empty until the lifecycle sets it; a
     /// changed catalog is a changed grant, so the plugin loads again).
@@ -335,6 +338,7 @@ impl Default for Grants {
             shell: false,
             subprocess: Vec::new(),
             kv: false,
+            kv_read: None,
             skills: None,
             questions: false,
             memory_bytes: DEFAULT_MEMORY_BYTES,
@@ -539,6 +543,23 @@ pub fn resolve_grants(
             ..Grants::default()
         });
     };
+    if let Some(name) = &config.kv_read {
+        if config.kv {
+            return Err(format!(
+                "`kv = true` and `kv_read = \"{name}\"` ({source}): a plugin has one kv namespace — its own (`kv`) or another plugin's, read-only (`kv_read`); keep one"
+            ));
+        }
+        if name.is_empty()
+            || name.len() > 64
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        {
+            return Err(format!(
+                "`kv_read = \"{name}\"` ({source}): name a plugin (1 to 64 of A-Z a-z 0-9 - _ .)"
+            ));
+        }
+    }
     let mut fs = Vec::new();
     for g in &config.fs {
         let path = workdir.join(&g.path);
@@ -627,7 +648,8 @@ pub fn resolve_grants(
         network_pinned,
         shell: config.shell,
         subprocess: config.subprocess.clone(),
-        kv: config.kv,
+        kv: config.kv || config.kv_read.is_some(),
+        kv_read: config.kv_read.as_deref().map(std::sync::Arc::from),
         skills: config.skills.then(Default::default),
         questions: config.questions,
         memory_bytes: config
@@ -672,7 +694,7 @@ impl Grants {
         self.fs.iter().any(|g| g.writable)
             || self.shell
             || !self.subprocess.is_empty()
-            || self.kv
+            || (self.kv && self.kv_read.is_none())
             || !self.network.is_empty()
             || self.egress.is_some()
             || !self.sandbox.tcp_connect_ports.is_empty()

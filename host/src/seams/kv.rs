@@ -162,6 +162,16 @@ impl KvStore {
         KvSpace {
             backend: self.backend.clone(),
             plugin,
+            read_only: false,
+        }
+    }
+
+    /// The namespace of `plugin`, read-only (another plugin's
+    /// `kv_read`): `get` and `keys` answer, every change is refused.
+    pub fn read_only(&self, plugin: Arc<str>) -> KvSpace {
+        KvSpace {
+            read_only: true,
+            ..self.space(plugin)
         }
     }
 }
@@ -171,6 +181,8 @@ impl KvStore {
 pub struct KvSpace {
     backend: Arc<dyn KvBackend>,
     plugin: Arc<str>,
+    /// Another plugin's namespace, granted `kv_read`.
+    read_only: bool,
 }
 
 impl KvSpace {
@@ -189,9 +201,20 @@ impl KvSpace {
         self.wait(self.backend.get(&self.plugin, scope, key))
     }
 
+    /// `Err` for a read-only namespace.
+    fn writable(&self) -> Result<(), KvError> {
+        if self.read_only {
+            return Err(KvError::ReadOnly {
+                namespace: self.plugin.to_string(),
+            });
+        }
+        Ok(())
+    }
+
     /// Store `value` under `key` in `scope`; `Err` says which limit it
     /// broke, or that the store is unavailable.
     pub fn set(&self, scope: &str, key: &str, value: &[u8]) -> Result<(), KvError> {
+        self.writable()?;
         check_key(key)?;
         check_value(value)?;
         self.wait(self.backend.set(&self.plugin, scope, key, value))
@@ -199,6 +222,7 @@ impl KvSpace {
 
     /// Remove `key` from `scope`.
     pub fn delete(&self, scope: &str, key: &str) -> Result<(), KvError> {
+        self.writable()?;
         if check_key(key).is_err() {
             return Ok(());
         }
@@ -212,6 +236,7 @@ impl KvSpace {
 
     /// Add `delta` to the integer under `key`, atomically; the new value.
     pub fn increment(&self, scope: &str, key: &str, delta: i64) -> Result<i64, KvError> {
+        self.writable()?;
         check_key(key)?;
         self.wait(self.backend.increment(&self.plugin, scope, key, delta))
     }
@@ -224,6 +249,7 @@ impl KvSpace {
         expected: Option<&[u8]>,
         value: &[u8],
     ) -> Result<bool, KvError> {
+        self.writable()?;
         check_key(key)?;
         check_value(value)?;
         self.wait(
@@ -237,6 +263,33 @@ impl KvSpace {
 mod tests {
     use super::*;
     use crate::budgets::{KV_MAX_VALUE_BYTES as MAX_VALUE_BYTES, KV_QUOTA_BYTES as QUOTA_BYTES};
+
+    /// `kv_read`: another plugin's namespace, every read answered and
+    /// every change refused, naming the grant.
+    #[test]
+    fn a_read_only_namespace_reads_and_refuses_every_change() {
+        let store = KvStore::default();
+        let goals = store.space("goals".into());
+        goals.set("s", "goal", b"{}").unwrap();
+        let reader = store.read_only("goals".into());
+        assert_eq!(
+            reader.get("s", "goal").unwrap().as_deref(),
+            Some(&b"{}"[..])
+        );
+        assert_eq!(reader.keys("s", "").unwrap(), ["goal"]);
+        let refused = [
+            reader.set("s", "goal", b"x").unwrap_err(),
+            reader.delete("s", "goal").unwrap_err(),
+            reader.increment("s", "n", 1).unwrap_err(),
+            reader
+                .compare_and_swap("s", "goal", Some(b"{}"), b"x")
+                .unwrap_err(),
+        ];
+        for e in refused {
+            assert!(e.to_string().contains("`kv_read = \"goals\"`"), "{e}");
+        }
+        assert_eq!(goals.get("s", "goal").unwrap().as_deref(), Some(&b"{}"[..]));
+    }
 
     #[test]
     fn scopes_and_plugins_are_separate_and_quotas_hold() {

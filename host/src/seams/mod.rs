@@ -190,7 +190,10 @@ impl HostSeams {
         PluginSeams {
             kv: (kv::seam::<NoStore>().granted)(grants)
                 .is_ok()
-                .then(|| self.kv.space(plugin.clone())),
+                .then(|| match &grants.kv_read {
+                    Some(other) => self.kv.read_only(other.clone()),
+                    None => self.kv.space(plugin.clone()),
+                }),
             jobs: (jobs::seam::<NoStore>().granted)(grants)
                 .is_ok()
                 .then(|| self.jobs.space(plugin.clone())),

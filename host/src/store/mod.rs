@@ -85,6 +85,12 @@ pub enum KvError {
     NotInteger { key: String },
     #[error("incrementing `{key}` would overflow a 64-bit integer")]
     Overflow { key: String },
+    /// A write to another plugin's namespace, granted read-only
+    /// (`kv_read`).
+    #[error(
+        "this plugin reads plugin `{namespace}`'s store read-only (`kv_read = \"{namespace}\"` in its grants): it cannot change it"
+    )]
+    ReadOnly { namespace: String },
     /// The store did not answer (down, unreachable, too slow).
     #[error(
         "the host's state store ({store}) is unavailable: {message}; the call fails closed until it answers again (the host reconnects by itself)"

@@ -116,3 +116,83 @@ async fn a_goal_survives_a_restart() {
     let t = ok(&b.call_in(&s, "get_goal", json!({})).await);
     assert!(t.contains("Outlive the host"), "{t}");
 }
+
+/// A policy reads the goal: the `goal-guard` example, granted the `goals`
+/// plugin's store read-only (`kv_read = "goals"`), refuses every tool that
+/// is not read-only once the scope's goal is complete — read-only tools
+/// and the goals tools still run, another scope is not touched. Without
+/// the grant it does not load; `kv` and `kv_read` together, or a name
+/// that is no plugin's, are refused saying so.
+#[tokio::test]
+async fn a_guard_reads_the_goal_through_kv_read_and_stops_the_work() {
+    use toolgate_tests::{PluginDir, fixtures};
+    let work = toolgate_tests::TempDir::new("goal-guard");
+    let dir = PluginDir::new();
+    dir.add("goal-guard", fixtures::EXAMPLE_GOAL_GUARD_RS);
+    let build = |config: &str| {
+        toolgate::Toolgate::builder()
+            .runtime_options(toolgate_tests::test_runtime())
+            .workdir(work.path())
+            .plugin_dir(dir.path())
+            .config(toolgate::HostConfig::parse(config, "test").unwrap())
+            .state_store(std::sync::Arc::new(
+                toolgate::store::sqlite::SqliteKv::memory(),
+            ))
+            .build()
+    };
+    let host = build("").await.unwrap();
+    assert!(
+        host.problems()
+            .iter()
+            .any(|p| p.plugin == "goal-guard" && p.message.contains("kv = true")),
+        "{:?}",
+        host.problems()
+    );
+    for (grants, says) in [
+        ("kv = true\nkv_read = \"goals\"", "keep one"),
+        ("kv_read = \"../goals\"", "name a plugin"),
+    ] {
+        let host = build(&format!("[plugins.goal-guard.grants]\n{grants}\n"))
+            .await
+            .unwrap();
+        assert!(
+            host.problems().iter().any(|p| p.message.contains(says)),
+            "{grants}: {:?}",
+            host.problems()
+        );
+    }
+
+    let host = build("[plugins.goal-guard.grants]\nkv_read = \"goals\"\n")
+        .await
+        .unwrap();
+    assert!(host.problems().is_empty(), "{:?}", host.problems());
+    let call = |scope: &str, tool: &str, args: serde_json::Value| {
+        let turn = toolgate::TurnOptions {
+            agent_scope: scope.into(),
+            ..Default::default()
+        };
+        let host = &host;
+        let call = toolgate::ToolCall::new("c", tool, args);
+        async move { host.call(call, &turn).await }
+    };
+    let todo = || json!({"todos": [{"content": "x", "status": "pending"}]});
+    ok(&call("s", "create_goal", json!({"objective": "Ship it"})).await);
+    ok(&call("s", "todo_write", todo()).await);
+    ok(&call(
+        "s",
+        "update_goal",
+        json!({"status": "complete", "note": "shipped"}),
+    )
+    .await);
+    let r = call("s", "todo_write", todo()).await;
+    assert!(r.is_error, "{r:?}");
+    assert!(
+        r.text()
+            .contains("goal-guard: the goal is complete, so `todo_write` does not run"),
+        "{}",
+        r.text()
+    );
+    ok(&call("s", "get_goal", json!({})).await);
+    ok(&call("s", "list_dir", json!({"path": "."})).await);
+    ok(&call("other", "todo_write", todo()).await);
+}
