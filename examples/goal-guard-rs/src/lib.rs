@@ -70,7 +70,7 @@ impl Guard for GoalGuard {
             return None;
         }
         let status = status(&kv::get("goal")?)?;
-        verdict(tool, &status, &setting("STOP_WHEN", "paused,complete"))
+        verdict(tool, &status, setting("STOP_WHEN", "paused,complete"))
     }
 }
 
