@@ -294,6 +294,23 @@ fn mcp(manifest_dir: &std::path::Path, started: std::time::SystemTime, probes: &
             format!("the language servers of tests/lsp/servers.txt are not installed: {why}; run `bash tests/lsp/setup-servers.sh target/tmp/lsp-servers` (needs node/npm)")
         });
     probes.need("lsp_servers", npm_servers);
+    // The agent harnesses the end-to-end tests drive (Claude Code, from
+    // npm: tests/harness/harnesses.txt).
+    for f in ["setup-harnesses.sh", "harnesses.txt", "model_server.py"] {
+        println!(
+            "cargo:rerun-if-changed={}",
+            manifest_dir.join("harness").join(f).display()
+        );
+    }
+    let harnesses = setup(
+        "../harness/setup-harnesses.sh",
+        &tmp.join("harnesses"),
+        ".harnesses",
+    )
+    .map_err(|why| {
+        format!("the agent harnesses of tests/harness/harnesses.txt are not installed: {why}; run `bash tests/harness/setup-harnesses.sh target/tmp/harnesses` (needs npm)")
+    });
+    probes.need("harnesses", harnesses);
     let ra = std::process::Command::new("rustup")
         .args(["which", "rust-analyzer"])
         .output();

@@ -70,6 +70,14 @@ pub struct ServeArgs {
           value_parser = clap::builder::PossibleValuesParser::new(toolgate_mcp::harness::names()))]
     accept_harness_arguments: Vec<String>,
 
+    /// Declare tools' output schemas and send each result's value as
+    /// `structuredContent` besides the rendered text. Off by default:
+    /// Claude Code and Codex give the model that JSON instead of the text
+    /// the tool rendered for it, so what the model sees would depend on
+    /// the client.
+    #[arg(long)]
+    structured_content: bool,
+
     /// Also accept this `Host` header over HTTP (e.g. the name clients use
     /// for a non-loopback bind). Repeatable.
     #[arg(long, value_name = "HOST", requires = "http")]
@@ -354,6 +362,7 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
     let arrivals = Arc::new(Arrivals::new(host.clone(), limits.max_queued_calls));
     let server = ToolgateServer::new(host, arrivals)
         .with_scope(&args.scope)
+        .with_structured_content(args.structured_content)
         .with_harness_arguments(
             &args
                 .accept_harness_arguments

@@ -142,7 +142,13 @@ impl Serve {
     /// `toolgate.toml`) and initializes the session.
     fn start(work: &Path) -> Serve {
         let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-            .args(["--approve", "allow", "serve", "--no-watch"])
+            .args([
+                "--approve",
+                "allow",
+                "serve",
+                "--no-watch",
+                "--structured-content",
+            ])
             .current_dir(work)
             .env("TOOLGATE_CACHE_DIR", cli_cache())
             .env("TOOLGATE_STATE_DIR", cli_state())

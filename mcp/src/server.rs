@@ -124,6 +124,10 @@ pub struct ToolgateServer {
     /// (`--accept-harness-arguments`): stripped before validation
     /// ([`super::harness`]).
     harness_arguments: Arc<[&'static str]>,
+    /// Whether tools declare their `outputSchema` and results carry
+    /// `structuredContent` (`--structured-content`; off by default, see
+    /// [`Self::with_structured_content`]).
+    structured: bool,
     /// The tasks of calls that met the approval queue (the Tasks
     /// extension), shared by every session and stateless request.
     tasks: Arc<super::tasks::Tasks>,
@@ -150,6 +154,7 @@ impl ToolgateServer {
             level: Arc::new(AtomicU8::new(NO_LOGS)),
             elicitation: true,
             harness_arguments: Arc::from([]),
+            structured: false,
             tasks: super::tasks::Tasks::new(std::time::Duration::from_millis(
                 toolgate::budgets::TASKS_KEEP_MS,
             )),
@@ -195,6 +200,31 @@ impl ToolgateServer {
         self
     }
 
+    /// `true`: tools with an output schema declare it (`outputSchema`) and
+    /// their results carry the value (`structuredContent`) beside the
+    /// rendered content. Off by default, because the harnesses people run
+    /// (Claude Code, Codex) then hand the model the JSON value instead of
+    /// the text the tool rendered for it: what the model sees would
+    /// depend on the client. Off, every client gives the model the same
+    /// rendered content, the result whose digest the audit record keeps.
+    pub fn with_structured_content(mut self, structured: bool) -> Self {
+        self.structured = structured;
+        self
+    }
+
+    /// The record as this server answers it: without the structured
+    /// value unless [`Self::with_structured_content`].
+    fn answer(&self) -> fn(CallRecord) -> CallToolResult {
+        if self.structured {
+            to_result
+        } else {
+            |mut record| {
+                record.structured_content = None;
+                to_result(record)
+            }
+        }
+    }
+
     /// Serve the tools, and run the calls, of agent scope `scope` (see
     /// [`toolgate::registry::scopes`]).
     pub fn with_scope(mut self, scope: &str) -> Self {
@@ -217,6 +247,7 @@ impl ToolgateServer {
             level: Arc::new(AtomicU8::new(NO_LOGS)),
             elicitation: self.elicitation,
             harness_arguments: self.harness_arguments.clone(),
+            structured: self.structured,
             tasks: self.tasks.clone(),
             _closed: closed.clone().drop_guard(),
             closed,
@@ -253,6 +284,20 @@ impl ToolgateServer {
                 .map(|t| projection::mcp_tool(&t.def))
                 .collect()
         });
+        let tools = if self.structured {
+            tools
+        } else {
+            Arc::new(
+                tools
+                    .iter()
+                    .cloned()
+                    .map(|mut t| {
+                        t.output_schema = None;
+                        t
+                    })
+                    .collect(),
+            )
+        };
         *cache = Some((generation.number, tools.clone()));
         tools
     }
@@ -808,7 +853,7 @@ impl ServerHandler for ToolgateServer {
                         arrivals: self.shared.clone(),
                         call,
                         turn,
-                        to_result,
+                        to_result: self.answer(),
                         busy: BUSY,
                     },
                 ));
@@ -840,7 +885,7 @@ impl ServerHandler for ToolgateServer {
             })
         })
         .await;
-        Ok(CallToolResponse::Complete(to_result(record)))
+        Ok(CallToolResponse::Complete(self.answer()(record)))
     }
 }
 

@@ -85,7 +85,7 @@ def rename_to_first_call(bin_, guests, rounds, work):
     with open(os.path.join(plugins, "v.wasm"), "wb") as f:
         f.write(files[0])
     cache = os.path.join(CACHES, "cache-reload")
-    s = Server([bin_, "--no-default-plugins", "--plugins", plugins, "serve"], env_with(cache))
+    s = Server([bin_, "--no-default-plugins", "--plugins", plugins, "serve", "--structured-content"], env_with(cache))
     s.send(json.loads(INIT))
     s.answer(1)
     s.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
@@ -159,7 +159,7 @@ def serve_ready(bin_, work, runs=20):
     times = []
     for run in range(runs + 1):
         t0 = time.perf_counter()
-        s = Server([bin_, "serve"], env_with(cache))
+        s = Server([bin_, "serve", "--structured-content"], env_with(cache))
         s.send(json.loads(INIT))
         r = s.answer(1)
         ms = (time.perf_counter() - t0) * 1000

@@ -560,7 +560,8 @@ impl Served {
             .env_remove("TOOLGATE_STATE_DIR")
             .env("TOOLGATE_CACHE_DIR", test_runtime().cache_dir.unwrap())
             .env("RUST_LOG", "warn")
-            .arg("serve")
+            // The answers' values are checked (`structuredContent`).
+            .args(["serve", "--structured-content"])
             .args(http)
             .args(["--approve", "queue"])
             .args(args)

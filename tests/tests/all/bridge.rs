@@ -518,7 +518,8 @@ impl Raw {
         let mut child = Command::new(toolgate_bin())
             .args(["--no-default-plugins", "--config"])
             .arg(config)
-            .arg("serve")
+            // Bridged tools' values are checked (`structuredContent`).
+            .args(["serve", "--structured-content"])
             .current_dir(work)
             .env("TOOLGATE_CACHE_DIR", work.join("cache"))
             // Its state (the audit record) in the test's directory.

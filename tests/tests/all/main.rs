@@ -18,6 +18,7 @@ mod egress;
 mod examples;
 mod foundation;
 mod goals;
+mod harness;
 mod keyless;
 mod lifecycle;
 mod lsp;

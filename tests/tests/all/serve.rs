@@ -77,7 +77,11 @@ fn warm_cache(s: &Setup) {
     static WARM: OnceLock<()> = OnceLock::new();
     WARM.get_or_init(|| {
         // `plugins` instead of `serve`: loads everything, prints, exits.
-        let args: Vec<String> = s.args(&[]).into_iter().filter(|a| a != "serve").collect();
+        let args: Vec<String> = s
+            .args(&[])
+            .into_iter()
+            .filter(|a| a != "serve" && a != "--structured-content")
+            .collect();
         let out = Command::new(toolgate_bin())
             .args(&args)
             .arg("plugins")
@@ -105,6 +109,9 @@ impl Setup {
             "--config".into(),
             self.config.display().to_string(),
             "serve".into(),
+            // These tests check tools' values (`structuredContent`); the
+            // default (none) is checked by the harness tests.
+            "--structured-content".into(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
         args

@@ -1,0 +1,130 @@
+"""A scripted model for the agent harnesses' end-to-end tests
+(tests/tests/all/harness.rs): a local HTTP server speaking the Anthropic
+Messages API (Claude Code), answering with tool calls from a script, and
+logging what the model was shown.
+
+    python model_server.py SCRIPT LOG
+
+SCRIPT is JSON: {"prefix": "mcp__toolgate__", "steps": [{"tool": NAME,
+"input": {...}}, ...], "final": TEXT}. A request is the main conversation
+when it offers a tool whose name starts with `prefix`; its step is the
+number of tool results in it (so a retried request gets the same answer):
+step k < len(steps) is answered with a call of steps[k], the last with
+`final`. Any other request (a harness's side queries: titles, summaries)
+gets a short text. Every main request is appended to LOG (JSON lines):
+its step and each tool result the model was shown, as the harness sent
+it. Prints `listening PORT` once ready; serves until killed. Nothing is
+asserted here: the Rust test decides.
+"""
+
+import json
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+SCRIPT = json.load(open(sys.argv[1]))
+LOG = sys.argv[2]
+LOCK = threading.Lock()
+
+
+def tool_results(messages):
+    out = []
+    for m in messages:
+        content = m.get("content")
+        if m.get("role") == "user" and isinstance(content, list):
+            for block in content:
+                if block.get("type") == "tool_result":
+                    out.append(block)
+    return out
+
+
+def answer(body):
+    """The blocks to answer with, and the stop reason."""
+    tools = [t.get("name", "") for t in body.get("tools") or []]
+    if not any(t.startswith(SCRIPT["prefix"]) for t in tools):
+        with LOCK, open(LOG + ".side", "a") as f:
+            f.write(json.dumps(body) + "\n")
+        return [{"type": "text", "text": "ok"}], "end_turn"
+    results = tool_results(body.get("messages", []))
+    step = len(results)
+    with LOCK, open(LOG, "a") as f:
+        f.write(json.dumps({"step": step, "tools": tools, "results": results}) + "\n")
+    steps = SCRIPT["steps"]
+    if step < len(steps):
+        s = steps[step]
+        return [{"type": "tool_use", "id": f"toolu_{step:02d}", "name": SCRIPT["prefix"] + s["tool"],
+                 "input": s["input"]}], "tool_use"
+    return [{"type": "text", "text": SCRIPT["final"]}], "end_turn"
+
+
+def message(blocks, stop, model):
+    return {"id": "msg_scripted", "type": "message", "role": "assistant", "model": model,
+            "content": blocks, "stop_reason": stop, "stop_sequence": None,
+            "usage": {"input_tokens": 10, "output_tokens": 5}}
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def send(self, status, value):
+        data = json.dumps(value).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        self.send(404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}})
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        path = self.path.split("?")[0]
+        if path.endswith("/count_tokens"):
+            return self.send(200, {"input_tokens": 10})
+        if not path.endswith("/v1/messages"):
+            return self.send(404, {"type": "error", "error": {"type": "not_found_error", "message": path}})
+        blocks, stop = answer(body)
+        model = body.get("model", "scripted")
+        if not body.get("stream"):
+            return self.send(200, message(blocks, stop, model))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+
+        def event(kind, data):
+            self.wfile.write(f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode())
+
+        start = message([], None, model)
+        event("message_start", {"type": "message_start", "message": start})
+        for i, b in enumerate(blocks):
+            if b["type"] == "text":
+                event("content_block_start", {"type": "content_block_start", "index": i,
+                                              "content_block": {"type": "text", "text": ""}})
+                event("content_block_delta", {"type": "content_block_delta", "index": i,
+                                              "delta": {"type": "text_delta", "text": b["text"]}})
+            else:
+                event("content_block_start", {"type": "content_block_start", "index": i,
+                                              "content_block": {"type": "tool_use", "id": b["id"],
+                                                                "name": b["name"], "input": {}}})
+                event("content_block_delta", {"type": "content_block_delta", "index": i,
+                                              "delta": {"type": "input_json_delta",
+                                                        "partial_json": json.dumps(b["input"])}})
+            event("content_block_stop", {"type": "content_block_stop", "index": i})
+        event("message_delta", {"type": "message_delta",
+                                "delta": {"stop_reason": stop, "stop_sequence": None},
+                                "usage": {"output_tokens": 5}})
+        event("message_stop", {"type": "message_stop"})
+        self.wfile.flush()
+        self.close_connection = True
+
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print(f"listening {server.server_address[1]}", flush=True)
+server.serve_forever()
