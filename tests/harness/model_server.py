@@ -1,19 +1,23 @@
 """A scripted model for the agent harnesses' end-to-end tests
 (tests/tests/all/harness.rs): a local HTTP server speaking the Anthropic
-Messages API (Claude Code), answering with tool calls from a script, and
-logging what the model was shown.
+Messages API (Claude Code) and the OpenAI Responses API (Codex), streamed,
+answering with tool calls from a script, and logging what the model was
+shown.
 
     python model_server.py SCRIPT LOG
 
 SCRIPT is JSON: {"prefix": "mcp__toolgate__", "steps": [{"tool": NAME,
 "input": {...}}, ...], "final": TEXT}. A request is the main conversation
-when it offers a tool whose name starts with `prefix`; its step is the
+when it offers a tool whose name starts with `prefix` (Codex groups an MCP
+server's tools in a `namespace` tool, `mcp__toolgate`: its tools count as
+`mcp__toolgate__NAME`, and are called by name within it); its step is the
 number of tool results in it (so a retried request gets the same answer):
 step k < len(steps) is answered with a call of steps[k], the last with
 `final`. Any other request (a harness's side queries: titles, summaries)
-gets a short text. Every main request is appended to LOG (JSON lines):
-its step and each tool result the model was shown, as the harness sent
-it. Prints `listening PORT` once ready; serves until killed. Nothing is
+gets a short text, and is appended to LOG.side. Every main request is
+appended to LOG (JSON lines): its step, the tools offered, and each tool
+result the model was shown, as the harness sent it (a Responses API
+`function_call_output` as a `tool_result` block). Prints `listening PORT` once ready; serves until killed. Nothing is
 asserted here: the Rust test decides.
 """
 
@@ -38,14 +42,37 @@ def tool_results(messages):
     return out
 
 
+def tool_names(body):
+    """The tools offered: Messages (`name`), Responses and Chat Completions
+    (`name`, or `function.name`)."""
+    out = []
+    for t in body.get("tools") or []:
+        if t.get("type") == "namespace":
+            # Codex groups an MCP server's tools: `mcp__SERVER` holding each.
+            out.extend(f"{t['name']}__{sub.get('name', '')}" for sub in t.get("tools") or [])
+        else:
+            out.append(t.get("name") or (t.get("function") or {}).get("name") or "")
+    return out
+
+
+def responses_results(items):
+    """A Responses API request's tool outputs, as `tool_result` blocks."""
+    out = []
+    for item in items if isinstance(items, list) else []:
+        if item.get("type") == "function_call_output":
+            output = item.get("output")
+            out.append({"type": "tool_result", "tool_use_id": item.get("call_id"), "content": output})
+    return out
+
+
 def answer(body):
     """The blocks to answer with, and the stop reason."""
-    tools = [t.get("name", "") for t in body.get("tools") or []]
+    tools = tool_names(body)
     if not any(t.startswith(SCRIPT["prefix"]) for t in tools):
         with LOCK, open(LOG + ".side", "a") as f:
             f.write(json.dumps(body) + "\n")
         return [{"type": "text", "text": "ok"}], "end_turn"
-    results = tool_results(body.get("messages", []))
+    results = tool_results(body.get("messages", [])) + responses_results(body.get("input"))
     step = len(results)
     with LOCK, open(LOG, "a") as f:
         f.write(json.dumps({"step": step, "tools": tools, "results": results}) + "\n")
@@ -86,6 +113,8 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.split("?")[0]
         if path.endswith("/count_tokens"):
             return self.send(200, {"input_tokens": 10})
+        if path.endswith("/responses"):
+            return self.respond_responses(body)
         if not path.endswith("/v1/messages"):
             return self.send(404, {"type": "error", "error": {"type": "not_found_error", "message": path}})
         blocks, stop = answer(body)
@@ -124,6 +153,52 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
         self.close_connection = True
 
+
+def sse(handler, events):
+    handler.send_response(200)
+    handler.send_header("Content-Type", "text/event-stream")
+    handler.send_header("Cache-Control", "no-cache")
+    handler.send_header("Connection", "close")
+    handler.end_headers()
+    for kind, data in events:
+        handler.wfile.write(f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode())
+    handler.wfile.flush()
+    handler.close_connection = True
+
+
+def respond_responses(self, body):
+    """The OpenAI Responses API (Codex), streamed."""
+    blocks, _ = answer(body)
+    items = []
+    for i, b in enumerate(blocks):
+        if b["type"] == "text":
+            items.append({"type": "message", "id": f"msg_{i}", "role": "assistant", "status": "completed",
+                          "content": [{"type": "output_text", "text": b["text"], "annotations": []}]})
+        else:
+            item = {"type": "function_call", "id": f"fc_{b['id']}", "call_id": b["id"],
+                    "name": b["name"], "arguments": json.dumps(b["input"]), "status": "completed"}
+            for t in body.get("tools") or []:
+                if t.get("type") == "namespace" and b["name"].startswith(t["name"] + "__"):
+                    item["namespace"] = t["name"]
+                    item["name"] = b["name"][len(t["name"]) + 2:]
+            items.append(item)
+    resp = {"id": "resp_scripted", "object": "response", "status": "in_progress", "model": body.get("model"),
+            "output": []}
+    events = [("response.created", {"type": "response.created", "response": resp})]
+    for i, item in enumerate(items):
+        events.append(("response.output_item.added", {"type": "response.output_item.added",
+                                                      "output_index": i, "item": item}))
+        events.append(("response.output_item.done", {"type": "response.output_item.done",
+                                                     "output_index": i, "item": item}))
+    done = dict(resp, status="completed", output=items,
+                usage={"input_tokens": 10, "output_tokens": 5, "total_tokens": 15,
+                       "input_tokens_details": {"cached_tokens": 0},
+                       "output_tokens_details": {"reasoning_tokens": 0}})
+    events.append(("response.completed", {"type": "response.completed", "response": done}))
+    sse(self, events)
+
+
+Handler.respond_responses = respond_responses
 
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 print(f"listening {server.server_address[1]}", flush=True)

@@ -208,6 +208,12 @@ fn sync(
         if watched.contains(&dir) {
             continue;
         }
+        // An absent directory (a default skills directory nobody made)
+        // is not an error: it is looked at again after the next reload.
+        if !dir.is_dir() {
+            tracing::debug!(dir = %dir.display(), "not watched: no such directory (yet)");
+            continue;
+        }
         match kernel.watch(&dir, RecursiveMode::NonRecursive) {
             Ok(()) => {
                 watched.insert(dir);

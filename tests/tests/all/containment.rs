@@ -1002,6 +1002,10 @@ const NOT_PATHS: &[(&str, &str)] = &[
     ),
     ("**/plugins/*/grants/network/*", "host:port"),
     (
+        "**/plugins/*/grants/kv_read",
+        "a plugin's name: whose kv namespace it reads",
+    ),
+    (
         "**/plugins/*/grants/subprocess/*",
         "a program name the subprocess seam allows",
     ),
