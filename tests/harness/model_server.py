@@ -47,6 +47,11 @@ def tool_names(body):
     (`name`, or `function.name`)."""
     out = []
     for t in body.get("tools") or []:
+        # Gemini: `functionDeclarations` lists the functions.
+        for f in t.get("functionDeclarations") or []:
+            out.append(f.get("name", ""))
+        if t.get("functionDeclarations") is not None:
+            continue
         if t.get("type") == "namespace":
             # Codex groups an MCP server's tools: `mcp__SERVER` holding each.
             out.extend(f"{t['name']}__{sub.get('name', '')}" for sub in t.get("tools") or [])
@@ -65,6 +70,18 @@ def responses_results(items):
     return out
 
 
+def gemini_results(contents):
+    """A Gemini request's function responses, as `tool_result` blocks."""
+    out = []
+    for c in contents if isinstance(contents, list) else []:
+        for part in c.get("parts") or []:
+            r = part.get("functionResponse")
+            if r is not None:
+                out.append({"type": "tool_result", "tool_use_id": r.get("id") or r.get("name"),
+                            "content": json.dumps(r.get("response"))})
+    return out
+
+
 def answer(body):
     """The blocks to answer with, and the stop reason."""
     tools = tool_names(body)
@@ -72,7 +89,8 @@ def answer(body):
         with LOCK, open(LOG + ".side", "a") as f:
             f.write(json.dumps(body) + "\n")
         return [{"type": "text", "text": "ok"}], "end_turn"
-    results = tool_results(body.get("messages", [])) + responses_results(body.get("input"))
+    results = (tool_results(body.get("messages", [])) + responses_results(body.get("input"))
+               + gemini_results(body.get("contents")))
     step = len(results)
     with LOCK, open(LOG, "a") as f:
         f.write(json.dumps({"step": step, "tools": tools, "results": results}) + "\n")
@@ -113,6 +131,10 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.split("?")[0]
         if path.endswith("/count_tokens"):
             return self.send(200, {"input_tokens": 10})
+        if ":countTokens" in path:
+            return self.send(200, {"totalTokens": 10})
+        if ":generateContent" in path or ":streamGenerateContent" in path:
+            return self.respond_gemini(body, ":streamGenerateContent" in path)
         if path.endswith("/responses"):
             return self.respond_responses(body)
         if not path.endswith("/v1/messages"):
@@ -199,6 +221,51 @@ def respond_responses(self, body):
 
 
 Handler.respond_responses = respond_responses
+
+
+def example(schema):
+    """A value of a JSON schema (Gemini's upper-case types too), for side
+    queries that ask for JSON (Gemini CLI's router)."""
+    kind = str(schema.get("type", "object")).lower()
+    if kind == "object":
+        return {k: example(v) for k, v in (schema.get("properties") or {}).items()}
+    if kind == "array":
+        return []
+    if kind in ("integer", "number"):
+        return 1
+    if kind == "boolean":
+        return False
+    return (schema.get("enum") or ["scripted"])[0]
+
+
+def respond_gemini(self, body, stream):
+    """The Gemini API (Gemini CLI): one candidate, streamed as one event."""
+    blocks, _ = answer(body)
+    schema = (body.get("generationConfig") or {}).get("responseJsonSchema")
+    if schema and blocks == [{"type": "text", "text": "ok"}]:
+        blocks = [{"type": "text", "text": json.dumps(example(schema))}]
+    parts = []
+    for b in blocks:
+        if b["type"] == "text":
+            parts.append({"text": b["text"]})
+        else:
+            parts.append({"functionCall": {"name": b["name"], "args": b["input"]}})
+    chunk = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP",
+                             "index": 0}],
+             "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
+             "modelVersion": "scripted"}
+    if not stream:
+        return self.send(200, chunk)
+    self.send_response(200)
+    self.send_header("Content-Type", "text/event-stream")
+    self.send_header("Connection", "close")
+    self.end_headers()
+    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+    self.wfile.flush()
+    self.close_connection = True
+
+
+Handler.respond_gemini = respond_gemini
 
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 print(f"listening {server.server_address[1]}", flush=True)

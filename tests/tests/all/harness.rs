@@ -1,11 +1,12 @@
-//! Issue 44, "Prove it": the agent harnesses people run — Claude Code and
-//! Codex CLI, from npm (tests/harness/harnesses.txt, installed by
+//! Issue 44, "Prove it": the agent harnesses people run — Claude Code,
+//! Codex CLI and Gemini CLI, from npm (tests/harness/harnesses.txt, installed by
 //! `tests/harness/setup-harnesses.sh`) — with toolgate as their MCP
 //! server, over stdio and over HTTP, with only the operator's documented
 //! settings (`--approve allow` for a headless harness; each harness's own
 //! MCP configuration), driven by a scripted model
-//! (tests/harness/model_server.py speaks the Anthropic Messages API and
-//! the OpenAI Responses API, and answers with tool calls from a script).
+//! (tests/harness/model_server.py speaks the Anthropic Messages API, the
+//! OpenAI Responses API and the Gemini API, and answers with tool calls
+//! from a script).
 //!
 //! The model receives the listing, a file's content, a `bash` output and a
 //! guard's denial (the goal-guard example, stopping work on a completed
@@ -13,8 +14,8 @@
 //! record: one record per call the model made, with its arguments, its
 //! outcome, and — for the denial — the guard's reason as the model read
 //! it. And the model is shown the text the tool rendered, never the
-//! `structuredContent` JSON both harnesses would prefer (see `serve
-//! --structured-content`).
+//! `structuredContent` JSON Claude Code and Codex would prefer (see
+//! `serve --structured-content`).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -39,6 +40,17 @@ fn harness_bin(name: &str) -> PathBuf {
 enum Harness {
     ClaudeCode,
     Codex,
+    GeminiCli,
+}
+
+impl Harness {
+    /// How the harness names toolgate's tools to the model.
+    fn prefix(self) -> &'static str {
+        match self {
+            Harness::ClaudeCode | Harness::Codex => "mcp__toolgate__",
+            Harness::GeminiCli => "mcp_toolgate_",
+        }
+    }
 }
 
 /// How a harness reaches toolgate.
@@ -256,6 +268,48 @@ fn run(harness: Harness, work: &Work, port: u16, mcp: &Mcp) -> String {
             }
             cmd
         }
+        Harness::GeminiCli => {
+            // Its `wait_for_previous` accepted, as docs/operators.md says;
+            // the server trusted (Gemini CLI asks before every tool of an
+            // untrusted one, and headless that is a refusal).
+            let server = match mcp {
+                Mcp::Stdio(args, env) => {
+                    let mut args = args.clone();
+                    args.extend(["--accept-harness-arguments".into(), "gemini-cli".into()]);
+                    json!({
+                        "command": toolgate_bin(),
+                        "args": args,
+                        "env": env
+                            .iter()
+                            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                            .collect::<serde_json::Map<String, Value>>(),
+                        "trust": true,
+                    })
+                }
+                Mcp::Http(url, token) => json!({
+                    "httpUrl": url,
+                    "headers": {"Authorization": format!("Bearer {token}")},
+                    "trust": true,
+                }),
+            };
+            let settings = work.path("home/.gemini");
+            std::fs::create_dir_all(&settings).unwrap();
+            std::fs::write(
+                settings.join("settings.json"),
+                json!({
+                    "mcpServers": {"toolgate": server},
+                    "security": {"auth": {"selectedType": "gemini-api-key"}},
+                })
+                .to_string(),
+            )
+            .unwrap();
+            let mut cmd = bare(work, harness_bin("gemini"));
+            cmd.args(["-p", "Work through the task.", "--output-format", "json"])
+                .env("GEMINI_API_KEY", "scripted")
+                .env("GOOGLE_GEMINI_BASE_URL", format!("http://127.0.0.1:{port}"))
+                .env("GEMINI_CLI_TRUST_WORKSPACE", "true");
+            cmd
+        }
     };
     let out = cmd
         .current_dir(work.path("work"))
@@ -306,7 +360,7 @@ fn drive(harness: Harness, work: &Work, mcp: impl FnOnce() -> (Mcp, Option<Kille
     std::fs::write(
         &script,
         json!({
-            "prefix": "mcp__toolgate__",
+            "prefix": harness.prefix(),
             "steps": steps.iter().map(|(t, i)| json!({"tool": t, "input": i})).collect::<Vec<_>>(),
             "final": "All done.",
         })
@@ -325,6 +379,11 @@ fn drive(harness: Harness, work: &Work, mcp: impl FnOnce() -> (Mcp, Option<Kille
             assert_eq!(answer["is_error"], false, "{answer}");
         }
         Harness::Codex => assert!(printed.contains("All done."), "{printed}"),
+        Harness::GeminiCli => {
+            let answer: Value = serde_json::from_str(printed.trim())
+                .unwrap_or_else(|e| panic!("not JSON ({e}): {printed}"));
+            assert_eq!(answer["response"], "All done.", "{answer}");
+        }
     }
     drop(server);
 
@@ -343,7 +402,7 @@ fn drive(harness: Harness, work: &Work, mcp: impl FnOnce() -> (Mcp, Option<Kille
         .collect();
     for tool in ["list_dir", "read", "bash", "todo_write", "create_goal"] {
         assert!(
-            offered.contains(&format!("mcp__toolgate__{tool}").as_str()),
+            offered.contains(&format!("{}{tool}", harness.prefix()).as_str()),
             "{tool} not offered: {offered:?}"
         );
     }
@@ -370,8 +429,8 @@ fn drive(harness: Harness, work: &Work, mcp: impl FnOnce() -> (Mcp, Option<Kille
         "the denial: {}",
         texts[5]
     );
-    // Claude Code tells the model which results are errors (Codex's
-    // function outputs carry no such flag: the text says it).
+    // Claude Code tells the model which results are errors (Codex's and
+    // Gemini CLI's function outputs carry no such flag: the text says it).
     if let Harness::ClaudeCode = harness {
         for (i, r) in results.iter().enumerate() {
             assert_eq!(r["is_error"] == true, i == 5, "step {i}: {r}");
@@ -472,3 +531,5 @@ harness_test!(claude_code_over_stdio, Harness::ClaudeCode, stdio);
 harness_test!(claude_code_over_http, Harness::ClaudeCode, http);
 harness_test!(codex_over_stdio, Harness::Codex, stdio);
 harness_test!(codex_over_http, Harness::Codex, http);
+harness_test!(gemini_cli_over_stdio, Harness::GeminiCli, stdio);
+harness_test!(gemini_cli_over_http, Harness::GeminiCli, http);
