@@ -294,8 +294,8 @@ fn mcp(manifest_dir: &std::path::Path, started: std::time::SystemTime, probes: &
             format!("the language servers of tests/lsp/servers.txt are not installed: {why}; run `bash tests/lsp/setup-servers.sh target/tmp/lsp-servers` (needs node/npm)")
         });
     probes.need("lsp_servers", npm_servers);
-    // The agent harnesses the end-to-end tests drive (Claude Code, Codex
-    // and Gemini CLI, from npm: tests/harness/harnesses.txt).
+    // The agent harnesses the end-to-end tests drive (Claude Code, Codex,
+    // Gemini CLI and opencode, from npm: tests/harness/harnesses.txt).
     for f in ["setup-harnesses.sh", "harnesses.txt", "model_server.py"] {
         println!(
             "cargo:rerun-if-changed={}",

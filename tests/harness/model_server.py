@@ -70,6 +70,16 @@ def responses_results(items):
     return out
 
 
+def chat_results(messages):
+    """A Chat Completions request's tool messages, as `tool_result` blocks."""
+    out = []
+    for m in messages if isinstance(messages, list) else []:
+        if m.get("role") == "tool":
+            out.append({"type": "tool_result", "tool_use_id": m.get("tool_call_id"),
+                        "content": m.get("content")})
+    return out
+
+
 def gemini_results(contents):
     """A Gemini request's function responses, as `tool_result` blocks."""
     out = []
@@ -89,8 +99,8 @@ def answer(body):
         with LOCK, open(LOG + ".side", "a") as f:
             f.write(json.dumps(body) + "\n")
         return [{"type": "text", "text": "ok"}], "end_turn"
-    results = (tool_results(body.get("messages", [])) + responses_results(body.get("input"))
-               + gemini_results(body.get("contents")))
+    results = (tool_results(body.get("messages", [])) + chat_results(body.get("messages"))
+               + responses_results(body.get("input")) + gemini_results(body.get("contents")))
     step = len(results)
     with LOCK, open(LOG, "a") as f:
         f.write(json.dumps({"step": step, "tools": tools, "results": results}) + "\n")
@@ -135,6 +145,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(200, {"totalTokens": 10})
         if ":generateContent" in path or ":streamGenerateContent" in path:
             return self.respond_gemini(body, ":streamGenerateContent" in path)
+        if path.endswith("/chat/completions"):
+            return self.respond_chat(body)
         if path.endswith("/responses"):
             return self.respond_responses(body)
         if not path.endswith("/v1/messages"):
@@ -266,6 +278,45 @@ def respond_gemini(self, body, stream):
 
 
 Handler.respond_gemini = respond_gemini
+
+
+def respond_chat(self, body):
+    """The OpenAI Chat Completions API (opencode, through the AI SDK's
+    OpenAI-compatible provider), streamed."""
+    blocks, _ = answer(body)
+    model = body.get("model", "scripted")
+    calls = [b for b in blocks if b["type"] == "tool_use"]
+    if calls:
+        delta = {"role": "assistant", "tool_calls": [
+            {"index": i, "id": b["id"], "type": "function",
+             "function": {"name": b["name"], "arguments": json.dumps(b["input"])}}
+            for i, b in enumerate(calls)]}
+        finish = "tool_calls"
+    else:
+        delta = {"role": "assistant", "content": "".join(b["text"] for b in blocks)}
+        finish = "stop"
+    usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    if not body.get("stream"):
+        message = {k: v for k, v in delta.items()}
+        message.setdefault("content", None)
+        return self.send(200, {"id": "chatcmpl-scripted", "object": "chat.completion", "created": 0,
+                               "model": model, "choices": [{"index": 0, "message": message,
+                                                            "finish_reason": finish}],
+                               "usage": usage})
+    self.send_response(200)
+    self.send_header("Content-Type", "text/event-stream")
+    self.send_header("Connection", "close")
+    self.end_headers()
+    base = {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 0, "model": model}
+    for chunk in (dict(base, choices=[{"index": 0, "delta": delta, "finish_reason": None}]),
+                  dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": finish}], usage=usage)):
+        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+    self.wfile.write(b"data: [DONE]\n\n")
+    self.wfile.flush()
+    self.close_connection = True
+
+
+Handler.respond_chat = respond_chat
 
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 print(f"listening {server.server_address[1]}", flush=True)

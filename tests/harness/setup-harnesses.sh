@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the agent harnesses of harnesses.txt into DIR (project-local, under
-# the target directory) with npm: DIR/node_modules/.bin/claude, codex and gemini. Reused while
+# the target directory) with npm: DIR/node_modules/.bin/claude, codex, gemini and opencode. Reused while
 # harnesses.txt is unchanged. Exits non-zero, saying why, when npm or the
 # registry fails.
 #   tests/harness/setup-harnesses.sh [--check] DIR
@@ -15,7 +15,8 @@ ready() {
     cmp -s "$list" "$dir/.harnesses" \
         && "$dir/node_modules/.bin/claude" --version >/dev/null 2>&1 \
         && "$dir/node_modules/.bin/codex" --version >/dev/null 2>&1 \
-        && "$dir/node_modules/.bin/gemini" --version >/dev/null 2>&1
+        && "$dir/node_modules/.bin/gemini" --version >/dev/null 2>&1 \
+        && "$dir/node_modules/.bin/opencode" --version >/dev/null 2>&1
 }
 if ready; then
     exit 0
@@ -35,4 +36,4 @@ done < "$list"
 npm install --prefix "$dir" --no-audit --no-fund --no-save --silent "${packages[@]}" \
     || { echo "cannot install ${packages[*]} from npm" >&2; exit 1; }
 cp "$list" "$dir/.harnesses"
-ready || { echo "installed ${packages[*]}, but one of them does not run (\`claude --version\`, \`codex --version\`, \`gemini --version\`)" >&2; exit 1; }
+ready || { echo "installed ${packages[*]}, but one of them does not run (\`claude --version\`, \`codex --version\`, \`gemini --version\`, \`opencode --version\`)" >&2; exit 1; }

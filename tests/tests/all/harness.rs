@@ -1,12 +1,13 @@
 //! Issue 44, "Prove it": the agent harnesses people run — Claude Code,
-//! Codex CLI and Gemini CLI, from npm (tests/harness/harnesses.txt, installed by
+//! Codex CLI, Gemini CLI and opencode, from npm
+//! (tests/harness/harnesses.txt, installed by
 //! `tests/harness/setup-harnesses.sh`) — with toolgate as their MCP
 //! server, over stdio and over HTTP, with only the operator's documented
 //! settings (`--approve allow` for a headless harness; each harness's own
 //! MCP configuration), driven by a scripted model
 //! (tests/harness/model_server.py speaks the Anthropic Messages API, the
-//! OpenAI Responses API and the Gemini API, and answers with tool calls
-//! from a script).
+//! OpenAI Responses and Chat Completions APIs and the Gemini API, and
+//! answers with tool calls from a script).
 //!
 //! The model receives the listing, a file's content, a `bash` output and a
 //! guard's denial (the goal-guard example, stopping work on a completed
@@ -41,6 +42,7 @@ enum Harness {
     ClaudeCode,
     Codex,
     GeminiCli,
+    Opencode,
 }
 
 impl Harness {
@@ -49,6 +51,7 @@ impl Harness {
         match self {
             Harness::ClaudeCode | Harness::Codex => "mcp__toolgate__",
             Harness::GeminiCli => "mcp_toolgate_",
+            Harness::Opencode => "toolgate_",
         }
     }
 }
@@ -310,6 +313,55 @@ fn run(harness: Harness, work: &Work, port: u16, mcp: &Mcp) -> String {
                 .env("GEMINI_CLI_TRUST_WORKSPACE", "true");
             cmd
         }
+        Harness::Opencode => {
+            // The scripted model as an OpenAI-compatible provider (the AI
+            // SDK package opencode fetches from npm once, into a cache
+            // the runs share).
+            let server = match mcp {
+                Mcp::Stdio(args, env) => {
+                    let mut command = vec![toolgate_bin().display().to_string()];
+                    command.extend(args.iter().cloned());
+                    json!({
+                        "type": "local",
+                        "command": command,
+                        "environment": env
+                            .iter()
+                            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                            .collect::<serde_json::Map<String, Value>>(),
+                    })
+                }
+                Mcp::Http(url, token) => json!({
+                    "type": "remote",
+                    "url": url,
+                    "headers": {"Authorization": format!("Bearer {token}")},
+                }),
+            };
+            let config = work.path("home/.config/opencode");
+            std::fs::create_dir_all(&config).unwrap();
+            std::fs::write(
+                config.join("opencode.json"),
+                json!({
+                    "model": "scripted/scripted",
+                    "provider": {"scripted": {
+                        "npm": "@ai-sdk/openai-compatible",
+                        "name": "Scripted",
+                        "options": {"baseURL": format!("http://127.0.0.1:{port}/v1"), "apiKey": "sk-scripted"},
+                        "models": {"scripted": {"name": "Scripted"}},
+                    }},
+                    "mcp": {"toolgate": server},
+                    "autoupdate": false,
+                    "share": "disabled",
+                })
+                .to_string(),
+            )
+            .unwrap();
+            let mut cmd = bare(work, harness_bin("opencode"));
+            cmd.args(["run", "Work through the task."]).env(
+                "XDG_CACHE_HOME",
+                PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("harnesses/cache"),
+            );
+            cmd
+        }
     };
     let out = cmd
         .current_dir(work.path("work"))
@@ -378,7 +430,9 @@ fn drive(harness: Harness, work: &Work, mcp: impl FnOnce() -> (Mcp, Option<Kille
             assert_eq!(answer["result"], "All done.", "{answer}");
             assert_eq!(answer["is_error"], false, "{answer}");
         }
-        Harness::Codex => assert!(printed.contains("All done."), "{printed}"),
+        Harness::Codex | Harness::Opencode => {
+            assert!(printed.contains("All done."), "{printed}")
+        }
         Harness::GeminiCli => {
             let answer: Value = serde_json::from_str(printed.trim())
                 .unwrap_or_else(|e| panic!("not JSON ({e}): {printed}"));
@@ -429,8 +483,8 @@ fn drive(harness: Harness, work: &Work, mcp: impl FnOnce() -> (Mcp, Option<Kille
         "the denial: {}",
         texts[5]
     );
-    // Claude Code tells the model which results are errors (Codex's and
-    // Gemini CLI's function outputs carry no such flag: the text says it).
+    // Claude Code tells the model which results are errors (the others'
+    // function outputs carry no such flag: the text says it).
     if let Harness::ClaudeCode = harness {
         for (i, r) in results.iter().enumerate() {
             assert_eq!(r["is_error"] == true, i == 5, "step {i}: {r}");
@@ -533,3 +587,5 @@ harness_test!(codex_over_stdio, Harness::Codex, stdio);
 harness_test!(codex_over_http, Harness::Codex, http);
 harness_test!(gemini_cli_over_stdio, Harness::GeminiCli, stdio);
 harness_test!(gemini_cli_over_http, Harness::GeminiCli, http);
+harness_test!(opencode_over_stdio, Harness::Opencode, stdio);
+harness_test!(opencode_over_http, Harness::Opencode, http);
