@@ -278,6 +278,25 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
     let host = builder.build().await?;
     let queued = host.approvals().is_some();
     let asks_client = ask_client(global.approve, host.config().await.approval.mode);
+    // `[serve]`, and the flags of the same names on top.
+    let configured = host.config().await.serve.clone();
+    let mut harnesses = Vec::new();
+    for name in configured
+        .accept_harness_arguments
+        .iter()
+        .chain(&args.accept_harness_arguments)
+    {
+        let Some(h) = toolgate_mcp::harness::find(name) else {
+            anyhow::bail!(
+                "[serve] accept_harness_arguments: no harness `{name}` (known: {})",
+                toolgate_mcp::harness::names()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        };
+        harnesses.push(h);
+    }
+    let structured = args.structured_content || configured.structured_content;
     let console = match (host.approvals(), args.console.or(args.http)) {
         (Some(queue), Some(addr)) => {
             if !addr.ip().is_loopback() && !args.console_insecure {
@@ -362,14 +381,8 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
     let arrivals = Arc::new(Arrivals::new(host.clone(), limits.max_queued_calls));
     let server = ToolgateServer::new(host, arrivals)
         .with_scope(&args.scope)
-        .with_structured_content(args.structured_content)
-        .with_harness_arguments(
-            &args
-                .accept_harness_arguments
-                .iter()
-                .filter_map(|h| toolgate_mcp::harness::find(h))
-                .collect::<Vec<_>>(),
-        )
+        .with_structured_content(structured)
+        .with_harness_arguments(&harnesses)
         // The queue keeps approval in the gateway: the client, which may
         // not be trusted to ask a person, is never asked itself.
         .with_elicitation(!args.no_elicitation && !queued && asks_client);

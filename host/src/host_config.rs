@@ -132,6 +132,22 @@ use crate::plugin::{PluginConfig, ToolConfig};
 use crate::registry::scopes::ScopeConfig;
 use crate::store::StateConfig;
 
+/// `[serve]` in the configuration: the same choices as `serve`'s flags
+/// of those names (a flag adds to it; see `toolgate_mcp`'s `harness`).
+/// Read when `serve` starts.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, Schema)]
+#[serde(deny_unknown_fields)]
+#[schema(crate = "toolgate_schema::derive")]
+pub struct ServeConfig {
+    /// Agent harnesses whose added arguments are accepted (stripped
+    /// before validation, kept in the record): `["gemini-cli"]`.
+    #[serde(default)]
+    pub accept_harness_arguments: Vec<String>,
+    /// Declare output schemas and send `structuredContent`.
+    #[serde(default)]
+    pub structured_content: bool,
+}
+
 /// `toolgate.toml`.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, Schema)]
 #[serde(deny_unknown_fields)]
@@ -191,6 +207,10 @@ pub struct HostConfig {
     /// [`crate::approval::questions`]).
     #[serde(default)]
     pub questions: crate::approval::config::QuestionsConfig,
+    /// `[serve]`: what `toolgate serve` tells its MCP clients (the flags of
+    /// the same names add to it).
+    #[serde(default)]
+    pub serve: ServeConfig,
     /// The approval console on `serve --http` (see `toolgate_mcp::console`).
     #[serde(default)]
     pub console: ConsoleConfig,

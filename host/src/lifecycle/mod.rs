@@ -1160,5 +1160,8 @@ fn restart_only(a: &HostConfig, b: &HostConfig) -> Vec<&'static str> {
     if a.code_mode != b.code_mode || a.run_code != b.run_code {
         out.push("code_mode / run_code");
     }
+    if a.serve != b.serve {
+        out.push("serve");
+    }
     out
 }

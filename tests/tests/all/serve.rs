@@ -927,6 +927,44 @@ fn harness_added_arguments_are_stripped_only_when_the_operator_accepts_them() {
         "{}",
         calls[1]
     );
+
+    // The same from the configuration (`[serve]`); a harness nobody knows
+    // stops `serve` at once, naming the key and the known ones.
+    let base = std::fs::read_to_string(&s.config).unwrap();
+    std::fs::write(
+        &s.config,
+        format!("{base}[serve]\naccept_harness_arguments = [\"gemini-clu\"]\n"),
+    )
+    .unwrap();
+    let out = s
+        .command(&["--approve", "allow", "--no-watch"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains(
+            "[serve] accept_harness_arguments: no harness `gemini-clu` (known: gemini-cli)"
+        ),
+        "{stderr}"
+    );
+    std::fs::write(
+        &s.config,
+        format!("{base}[serve]\naccept_harness_arguments = [\"gemini-cli\"]\n"),
+    )
+    .unwrap();
+    let mut raw = Raw::start(&s, &["--approve", "allow", "--no-watch"]);
+    raw.handshake();
+    raw.send(&call(
+        2,
+        "echo",
+        json!({"text": "hi", "wait_for_previous": true}),
+    ));
+    let v = raw.answer(2);
+    assert_eq!(v["result"]["isError"], false, "{v}");
+    drop(raw.stdin.take());
+    assert!(raw.child.wait().unwrap().success());
 }
 
 #[test]
