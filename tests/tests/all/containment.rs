@@ -1005,7 +1005,10 @@ const NOT_PATHS: &[(&str, &str)] = &[
         "**/plugins/*/grants/kv_read",
         "a plugin's name: whose kv namespace it reads",
     ),
-    ("/serve/accept_harness_arguments/*", "an agent harness's name"),
+    (
+        "/serve/accept_harness_arguments/*",
+        "an agent harness's name",
+    ),
     (
         "**/plugins/*/grants/subprocess/*",
         "a program name the subprocess seam allows",
