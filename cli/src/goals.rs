@@ -1,22 +1,18 @@
 //! `toolgate goals`: the user's and operator's hand on the goal the model
 //! set with `create_goal` (the built-in `goals` plugin): see it, pause it,
-//! resume it, clear it. The model cannot do these; the goal is read from
-//! and written to the host's state store (`[state]`: the embedded file in
-//! the state directory, or the shared server), one per agent scope, each
-//! change a compare-and-swap so a change the model makes meanwhile is
-//! never lost.
+//! resume it, clear it (the logic is `toolgate::goals`, which the approval
+//! console shares). The goal is read from and written to the host's state
+//! store (`[state]`: the embedded file in the state directory, or the
+//! shared server), one per agent scope.
 
 use std::process::ExitCode;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::{Args, Subcommand};
-use serde_json::{Value, json};
+use serde_json::json;
+use toolgate::goals::{self, GoalAction};
 
 use super::GlobalArgs;
-
-/// The plugin whose store namespace holds the goals, and the key.
-const PLUGIN: &str = "goals";
-const KEY: &str = "goal";
 
 #[derive(Args, Debug)]
 pub struct GoalsArgs {
@@ -49,76 +45,30 @@ pub async fn run(global: &GlobalArgs, args: GoalsArgs) -> anyhow::Result<ExitCod
     let host = global.host().await?;
     let store = host.state_store();
     let scope = args.scope.as_str();
-    let whose = if scope.is_empty() {
-        "the global scope".to_string()
-    } else {
-        format!("scope `{scope}`")
-    };
-    let current = store
-        .get(PLUGIN, scope, KEY)
-        .await
-        .with_context(|| format!("reading the goal of {whose} from {}", store.describe()))?;
-    let goal: Option<Value> = match &current {
-        Some(bytes) => Some(serde_json::from_slice(bytes).with_context(|| {
-            format!("the stored goal of {whose} is not JSON; `toolgate goals clear` removes it")
-        })?),
-        None => None,
-    };
     let command = args.command.unwrap_or(GoalsCommand::Show);
-    let Some(mut goal) = goal else {
-        if matches!(command, GoalsCommand::Show) {
-            if args.json {
-                println!("{}", json!({ "scope": scope, "goal": null }));
-            } else {
-                println!("no goal is set for {whose}");
-            }
-            return Ok(ExitCode::SUCCESS);
-        }
-        bail!("no goal is set for {whose} (the model sets one with create_goal)");
+    let action = match command {
+        GoalsCommand::Show => None,
+        GoalsCommand::Pause => Some(GoalAction::Pause),
+        GoalsCommand::Resume => Some(GoalAction::Resume),
+        GoalsCommand::Clear => Some(GoalAction::Clear),
     };
-    let status = goal["status"].as_str().unwrap_or("").to_string();
-    match command {
-        GoalsCommand::Show => {}
-        GoalsCommand::Clear => {
-            store
-                .delete(PLUGIN, scope, KEY)
-                .await
-                .with_context(|| format!("clearing the goal of {whose}"))?;
-            println!("cleared the goal of {whose}");
-            return Ok(ExitCode::SUCCESS);
-        }
-        GoalsCommand::Pause => {
-            if status == "paused" {
-                bail!("the goal of {whose} is already paused");
-            }
-            if status == "complete" {
-                bail!("the goal of {whose} is complete; nothing to pause");
-            }
-            goal["pausedFrom"] = json!(status);
-            goal["status"] = json!("paused");
-        }
-        GoalsCommand::Resume => {
-            if status != "paused" {
-                bail!("the goal of {whose} is not paused (it is {status})");
-            }
-            let back = goal["pausedFrom"].as_str().unwrap_or("active").to_string();
-            goal["status"] = json!(back);
-            goal["pausedFrom"] = Value::Null;
-        }
-    }
-    if !matches!(command, GoalsCommand::Show) {
-        goal["updatedAt"] = json!(now());
-        let bytes = serde_json::to_vec(&goal)?;
-        let swapped = store
-            .compare_and_swap(PLUGIN, scope, KEY, current.as_deref(), &bytes)
+    let goal = match action {
+        None => goals::read(store.as_ref(), scope)
             .await
-            .with_context(|| format!("changing the goal of {whose}"))?;
-        if !swapped {
-            bail!(
-                "the goal of {whose} changed meanwhile (the model updated it); look again with `toolgate goals show`"
-            );
+            .with_context(|| format!("reading the goal from {}", store.describe()))?,
+        Some(action) => goals::change(store.as_ref(), scope, action).await?,
+    };
+    let whose = goals::whose(scope);
+    let Some(goal) = goal else {
+        if args.json {
+            println!("{}", json!({ "scope": scope, "goal": null }));
+        } else if action == Some(GoalAction::Clear) {
+            println!("cleared the goal of {whose}");
+        } else {
+            println!("no goal is set for {whose}");
         }
-    }
+        return Ok(ExitCode::SUCCESS);
+    };
     if args.json {
         println!("{}", json!({ "scope": scope, "goal": goal }));
     } else {

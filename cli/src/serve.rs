@@ -334,7 +334,11 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
                         path.display()
                     )
                 })?;
-                Some((Console::new(queue.clone(), &token), path, made))
+                Some((
+                    Console::new(queue.clone(), &token, Some(host.state_store())),
+                    path,
+                    made,
+                ))
             }
         }
         _ => None,

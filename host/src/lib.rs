@@ -23,6 +23,7 @@ pub use toolgate_config as config;
 pub mod content;
 pub mod egress;
 pub(crate) mod error;
+pub mod goals;
 pub mod grants;
 pub mod host;
 pub(crate) mod host_config;

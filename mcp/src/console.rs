@@ -63,6 +63,8 @@ pub const COOKIE: &str = "toolgate_console";
 pub struct Console {
     queue: Arc<ApprovalQueue>,
     token: Vec<u8>,
+    /// The host's state store, for the goals (see [`Console::new`]).
+    goals: Option<Arc<dyn toolgate::store::KvBackend>>,
 }
 
 /// What the store keeps of a session cookie's value.
@@ -151,13 +153,79 @@ struct Ids {
     ids: Vec<String>,
 }
 
+/// A goal to see or change (`POST /console/api/goal`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GoalRequest {
+    /// The agent scope (`""`: global).
+    #[serde(default)]
+    scope: String,
+    /// `show`, `pause`, `resume` or `clear`.
+    action: String,
+}
+
 impl Console {
-    /// The console over `queue`, opened with `token`.
-    pub fn new(queue: Arc<ApprovalQueue>, token: &str) -> Arc<Console> {
+    /// The console over `queue`, opened with `token`; with `goals`, the
+    /// host's state store, it also shows and changes the goals the model
+    /// set (see [`toolgate::goals`]).
+    pub fn new(
+        queue: Arc<ApprovalQueue>,
+        token: &str,
+        goals: Option<Arc<dyn toolgate::store::KvBackend>>,
+    ) -> Arc<Console> {
         Arc::new(Console {
             queue,
             token: token.as_bytes().to_vec(),
+            goals,
         })
+    }
+
+    /// `POST /console/api/goal`: the scope's goal, after the action.
+    async fn goal(&self, body: &[u8], by: &str) -> Response<Body> {
+        use toolgate::goals::{self, GoalAction, GoalError};
+        let Some(store) = &self.goals else {
+            return error(StatusCode::NOT_FOUND, "this console has no state store");
+        };
+        let r: GoalRequest = match serde_json::from_slice(body) {
+            Ok(r) => r,
+            Err(e) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    &format!(
+                        "expected {{\"scope\", \"action\": \"show|pause|resume|clear\"}}: {e}"
+                    ),
+                );
+            }
+        };
+        if r.scope.len() > 256 {
+            return error(StatusCode::BAD_REQUEST, "a scope is at most 256 bytes");
+        }
+        let done = match r.action.as_str() {
+            "show" => goals::read(store.as_ref(), &r.scope).await,
+            other => match GoalAction::parse(other) {
+                Some(action) => {
+                    let done = goals::change(store.as_ref(), &r.scope, action).await;
+                    if done.is_ok() {
+                        tracing::info!(scope = %r.scope, action = other, by, "goal changed from the console");
+                    }
+                    done
+                }
+                None => {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        "action is `show`, `pause`, `resume` or `clear`",
+                    );
+                }
+            },
+        };
+        match done {
+            Ok(goal) => respond(StatusCode::OK, &json!({"scope": r.scope, "goal": goal})),
+            Err(e @ GoalError::NoGoal(_)) => error(StatusCode::NOT_FOUND, &e.to_string()),
+            Err(e @ GoalError::Store { .. }) => {
+                error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string())
+            }
+            Err(e) => error(StatusCode::CONFLICT, &e.to_string()),
+        }
     }
 
     /// Who is calling, if anyone (the cookie's session must be alive);
@@ -361,6 +429,7 @@ impl Console {
                 respond(StatusCode::OK, &json!({ "results": results }))
             }
             ("GET", "/console/api/events") => self.events(),
+            ("POST", "/console/api/goal") => self.goal(&body, &by).await,
             _ => error(StatusCode::NOT_FOUND, "no such console endpoint"),
         }
     }

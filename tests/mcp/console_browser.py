@@ -7,7 +7,8 @@ prints one JSON object of what it measured. Any failed check raises.
       --console-token T --chromium /usr/bin/chromium [--bench N | --questions]
 
 With --questions it answers questions for the user (`ask_user_question`)
-in the console's form, and declines a second ask by denying it. With --bench N it only measures: N pending entries are in the store already
+in the console's form, declines a second ask by denying it, and shows,
+pauses, resumes and clears the goal the model set. With --bench N it only measures: N pending entries are in the store already
 (the Rust test put them there); it logs in and loads the page a few times,
 timing each until the N rows are rendered.
 """
@@ -277,6 +278,40 @@ async def ask(base, token):
         return r.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+async def call_tool(base, token, tool, arguments):
+    """One call from a 2025 session of its own."""
+    http = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+    async with Client(streamable_http_client(base + "/mcp", http_client=http), mode="legacy",
+                      read_timeout_seconds=60) as client:
+        r = await client.call_tool(tool, arguments)
+        return r.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+async def goal_steps(page, base, token):
+    """The goal the model set, seen and changed from the console: shown,
+    paused (the model's update_goal is then refused), resumed, cleared."""
+    seen = []
+    r = await call_tool(base, token, "create_goal", {"objective": "Ship the console"})
+    check(not r.get("isError"), f"create_goal: {r}")
+    await page.click("#goal-show")
+    await expect(page.locator("#goal-text")).to_have_text("global scope: Ship the console (active)")
+    seen.append(await page.locator("#goal-text").get_attribute("data-status"))
+    await page.click("#goal-pause")
+    await expect(page.locator("#goal-text")).to_contain_text("(paused)")
+    seen.append(await page.locator("#goal-text").get_attribute("data-status"))
+    r = await call_tool(base, token, "update_goal", {"status": "complete", "note": "x"})
+    check(r.get("isError"), f"update_goal while paused: {r}")
+    await page.click("#goal-pause")
+    await expect(page.locator("#status")).to_contain_text("already paused")
+    await page.click("#goal-resume")
+    await expect(page.locator("#goal-text")).to_contain_text("(active)")
+    seen.append(await page.locator("#goal-text").get_attribute("data-status"))
+    await page.click("#goal-clear")
+    await expect(page.locator("#goal-text")).to_have_text("global scope: no goal (cleared)")
+    seen.append("cleared")
+    return seen
+
+
 async def questions(args, browser):
     """Questions for the user in the console: the form shows each question
     and its options (a hostile description as text), an answer picked
@@ -322,6 +357,7 @@ async def questions(args, browser):
     check(not result.get("isError"), f"the declined call: {result}")
     check("declined" in text(result) and "ask me later" in text(result), f"declined: {result}")
     out["declined"] = text(result)
+    out["goal"] = await goal_steps(page, base, args.mcp_token)
     check(not errors, f"page errors: {errors}")
     check(await page.evaluate("() => window.__xss === undefined"), "a description ran as HTML")
     await context.close()

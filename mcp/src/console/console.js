@@ -321,6 +321,26 @@ async function revoke(id) {
   await loadGrants();
 }
 
+// ---- the goal ------------------------------------------------------------
+
+async function goal(action) {
+  const scope = $("goal-scope").value.trim();
+  try {
+    const r = await api("POST", "/console/api/goal", { scope, action });
+    const g = r.goal;
+    const where = scope === "" ? "global scope" : "scope " + scope;
+    $("goal-text").textContent = g
+      ? where + ": " + g.objective + " (" + g.status + ")" + (g.note ? "; note: " + g.note : "")
+      : where + ": no goal" + (action === "clear" ? " (cleared)" : "");
+    $("goal-text").dataset.status = g ? g.status : "";
+    status(action === "show" ? "" : action + ": done");
+  } catch (e) {
+    $("goal-text").textContent = e.message;
+    $("goal-text").dataset.status = "";
+    status("goal " + action + " failed: " + e.message, true);
+  }
+}
+
 // ---- decided -----------------------------------------------------------
 
 async function loadDecided() {
@@ -407,6 +427,10 @@ async function start() {
     decide("deny", message ? { message } : {});
   });
   $("grant").addEventListener("submit", grant);
+  $("goal").addEventListener("submit", (ev) => { ev.preventDefault(); goal("show"); });
+  $("goal-pause").addEventListener("click", () => goal("pause"));
+  $("goal-resume").addEventListener("click", () => goal("resume"));
+  $("goal-clear").addEventListener("click", () => goal("clear"));
   $("select-all").addEventListener("change", (ev) => {
     for (const b of document.querySelectorAll("#pending tbody input.select")) b.checked = ev.target.checked;
   });

@@ -124,7 +124,9 @@ fn the_console_in_a_real_browser() {
 /// Questions for the user (`ask_user_question` under `--approve queue`)
 /// in the console: each question's options in a form (a hostile
 /// description shown as text), the answer picked there returned to the
-/// call, a second ask denied and so declined with the message.
+/// call, a second ask denied and so declined with the message. And the
+/// goal the model set: shown, paused (the model's `update_goal` then
+/// refused; pausing twice said), resumed, cleared.
 #[test]
 #[cfg_attr(
     not(has_browser),
@@ -141,6 +143,11 @@ fn questions_are_answered_in_the_console_in_a_real_browser() {
     );
     assert!(
         out["declined"].as_str().unwrap().contains("ask me later"),
+        "{out}"
+    );
+    assert_eq!(
+        out["goal"],
+        json!(["active", "paused", "active", "cleared"]),
         "{out}"
     );
 }
