@@ -31,8 +31,15 @@ pub struct ApprovalsArgs {
     server: Option<String>,
 
     /// The file holding the console's token (`[console] token_file`;
-    /// default: console-token in the state directory).
-    #[arg(long, value_name = "FILE", global = true)]
+    /// default: console-token in the state directory). Not `serve`'s
+    /// `--token-file` (the MCP token): `--token-file` is kept here as an
+    /// alias.
+    #[arg(
+        long = "console-token-file",
+        alias = "token-file",
+        value_name = "FILE",
+        global = true
+    )]
     token_file: Option<PathBuf>,
 
     /// The name your decisions are recorded under (`api:NAME` in the
@@ -174,7 +181,7 @@ impl Server {
         let token = std::fs::read_to_string(&path)
             .with_context(|| {
                 format!(
-                    "--token-file {}: cannot read the console's token",
+                    "--console-token-file {}: cannot read the console's token",
                     path.display()
                 )
             })?

@@ -621,13 +621,14 @@ impl Served {
             .to_string()
     }
 
-    /// `toolgate approvals ARGS --server … --token-file …`.
+    /// `toolgate approvals ARGS --server … --console-token-file …` (its
+    /// old name `--token-file` is still accepted: the auth test uses it).
     pub(crate) fn approvals(&self, args: &[&str]) -> std::process::Output {
         std::process::Command::new(toolgate_bin())
             .arg("approvals")
             .args(args)
             .args(["--server", &format!("http://{}", self.console_addr)])
-            .arg("--token-file")
+            .arg("--console-token-file")
             .arg(&self.console_token_file)
             .args(["--as", "tester"])
             .output()

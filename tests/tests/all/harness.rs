@@ -193,10 +193,7 @@ fn run(harness: Harness, work: &Work, port: u16, mcp: &Mcp) -> String {
                 Mcp::Stdio(args, env) => json!({
                     "command": toolgate_bin(),
                     "args": args,
-                    "env": env
-                        .iter()
-                        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-                        .collect::<serde_json::Map<String, Value>>(),
+                    "env": env_json(env),
                 }),
                 Mcp::Http(url, token) => json!({
                     "type": "http",
@@ -282,10 +279,7 @@ fn run(harness: Harness, work: &Work, port: u16, mcp: &Mcp) -> String {
                     json!({
                         "command": toolgate_bin(),
                         "args": args,
-                        "env": env
-                            .iter()
-                            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-                            .collect::<serde_json::Map<String, Value>>(),
+                        "env": env_json(env),
                         "trust": true,
                     })
                 }
@@ -324,10 +318,7 @@ fn run(harness: Harness, work: &Work, port: u16, mcp: &Mcp) -> String {
                     json!({
                         "type": "local",
                         "command": command,
-                        "environment": env
-                            .iter()
-                            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-                            .collect::<serde_json::Map<String, Value>>(),
+                        "environment": env_json(env),
                     })
                 }
                 Mcp::Http(url, token) => json!({
@@ -385,6 +376,16 @@ fn bare(work: &Work, program: PathBuf) -> Command {
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("HOME", work.path("home"));
     cmd
+}
+
+/// The server's environment as a JSON object (the harnesses' JSON
+/// configurations).
+fn env_json(env: &[(String, String)]) -> Value {
+    Value::Object(
+        env.iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect(),
+    )
 }
 
 /// A TOML basic string.
