@@ -155,14 +155,10 @@ class Handler(BaseHTTPRequestHandler):
         model = body.get("model", "scripted")
         if not body.get("stream"):
             return self.send(200, message(blocks, stop, model))
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
-        self.end_headers()
+        events = []
 
         def event(kind, data):
-            self.wfile.write(f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode())
+            events.append((kind, data))
 
         start = message([], None, model)
         event("message_start", {"type": "message_start", "message": start})
@@ -184,18 +180,22 @@ class Handler(BaseHTTPRequestHandler):
                                 "delta": {"stop_reason": stop, "stop_sequence": None},
                                 "usage": {"output_tokens": 5}})
         event("message_stop", {"type": "message_stop"})
-        self.wfile.flush()
-        self.close_connection = True
+        sse(self, events)
 
 
 def sse(handler, events):
+    """A server-sent event stream of `(kind, data)`, then the connection
+    closed: `kind` None writes a bare `data:` line (Gemini, Chat
+    Completions), `data` a string is written as it is (`[DONE]`)."""
     handler.send_response(200)
     handler.send_header("Content-Type", "text/event-stream")
     handler.send_header("Cache-Control", "no-cache")
     handler.send_header("Connection", "close")
     handler.end_headers()
     for kind, data in events:
-        handler.wfile.write(f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode())
+        line = data if isinstance(data, str) else json.dumps(data)
+        head = f"event: {kind}\n" if kind else ""
+        handler.wfile.write(f"{head}data: {line}\n\n".encode())
     handler.wfile.flush()
     handler.close_connection = True
 
@@ -268,13 +268,7 @@ def respond_gemini(self, body, stream):
              "modelVersion": "scripted"}
     if not stream:
         return self.send(200, chunk)
-    self.send_response(200)
-    self.send_header("Content-Type", "text/event-stream")
-    self.send_header("Connection", "close")
-    self.end_headers()
-    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-    self.wfile.flush()
-    self.close_connection = True
+    sse(self, [(None, chunk)])
 
 
 Handler.respond_gemini = respond_gemini
@@ -303,17 +297,11 @@ def respond_chat(self, body):
                                "model": model, "choices": [{"index": 0, "message": message,
                                                             "finish_reason": finish}],
                                "usage": usage})
-    self.send_response(200)
-    self.send_header("Content-Type", "text/event-stream")
-    self.send_header("Connection", "close")
-    self.end_headers()
     base = {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 0, "model": model}
-    for chunk in (dict(base, choices=[{"index": 0, "delta": delta, "finish_reason": None}]),
-                  dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": finish}], usage=usage)):
-        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-    self.wfile.write(b"data: [DONE]\n\n")
-    self.wfile.flush()
-    self.close_connection = True
+    sse(self, [(None, dict(base, choices=[{"index": 0, "delta": delta, "finish_reason": None}])),
+               (None, dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": finish}],
+                           usage=usage)),
+               (None, "[DONE]")])
 
 
 Handler.respond_chat = respond_chat
