@@ -77,7 +77,7 @@ for mb in 1 20; do
   printf '| %s MB | %s ms | %s ms | %s ms |\n' "$mb" "$cold" "$warm" "$file"
 done
 # Signed: push --sign-key, [trust] requiring the signature.
-"$tg" sign-keygen "$work/k.pem" >/dev/null
+"$tg" keygen sign "$work/k.pem" >/dev/null
 printf '\n| component, signed, `[trust] require_signature = true` | cold: pull + signatures + verify + compile + first call | warm: store + verify + cache + first call |\n| --- | --- | --- |\n'
 for mb in 1 20; do
   ref="oci://127.0.0.1:$port/bench/s$mb:1"

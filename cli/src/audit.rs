@@ -1,4 +1,5 @@
-//! `toolgate audit`: verify the record, show it, make a signing key.
+//! `toolgate audit`: verify the record, show it; `toolgate keygen audit`:
+//! make its signing key.
 //!
 //! Exit codes of `verify`: 0 only when every file is intact (chain,
 //! signatures, the chain's start — record 1, or `--from N` — and a clean
@@ -30,8 +31,8 @@ enum AuditCommand {
     Verify(VerifyArgs),
     /// Print records, filtered (by tool, scope, decision, time, kind).
     Show(ShowArgs),
-    /// Make an Ed25519 signing key for `[audit] signing_key` (FILE, mode
-    /// 0600) and its public key (FILE.pub); prints the public key.
+    /// The old spelling of `toolgate keygen audit` (kept for scripts).
+    #[command(hide = true)]
     Keygen(KeygenArgs),
 }
 
@@ -94,7 +95,7 @@ struct ShowArgs {
 }
 
 #[derive(Args, Debug)]
-struct KeygenArgs {
+pub struct KeygenArgs {
     /// Where to write the key (refused if it exists).
     #[arg(value_name = "FILE")]
     file: PathBuf,
@@ -113,18 +114,23 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
             }
             other => other,
         },
-        AuditCommand::Keygen(a) => {
-            let key = CheckpointKey::generate(&a.file)?;
-            println!("{}", key.public_hex());
-            eprintln!(
-                "wrote {} (secret, mode 0600) and {} (public); set [audit] signing_key = \"{}\"",
-                a.file.display(),
-                audit::key::public_path(&a.file).display(),
-                a.file.display()
-            );
-            Ok(ExitCode::SUCCESS)
-        }
+        AuditCommand::Keygen(a) => keygen(a),
     }
+}
+
+/// `toolgate keygen audit FILE` (and its old spelling `toolgate audit
+/// keygen FILE`): the audit record's signing key and its public key.
+pub fn keygen(a: KeygenArgs) -> anyhow::Result<ExitCode> {
+    let key = CheckpointKey::generate(&a.file)?;
+    println!("{}", key.public_hex());
+    eprintln!(
+        "wrote {} (secret, mode 0600) and {} (public); set [audit] signing_key = \"{}\", and verify with `toolgate audit verify --key {}`",
+        a.file.display(),
+        audit::key::public_path(&a.file).display(),
+        a.file.display(),
+        audit::key::public_path(&a.file).display()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The files named (default: the state directory's record), each live

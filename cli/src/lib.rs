@@ -82,7 +82,7 @@ pub struct GlobalArgs {
     /// asked), where calls wait, at most `[approval] timeout_ms`, for a
     /// decision: in the browser at `serve --http`'s /console, with
     /// `toolgate approvals`, or from `[approval] webhook`'s receiver (see
-    /// docs/operators.md#approval-queue-and-console).
+    /// docs/operators/approvals.md#approval-queue-and-console).
     #[arg(long, value_enum, value_name = "MODE", global = true)]
     approve: Option<ApproveMode>,
 
@@ -155,8 +155,8 @@ enum Command {
     /// Create a project for a tool or policy (Rust, Python, JavaScript or C)
     /// that builds to a component on the first try.
     New(new::NewArgs),
-    /// The audit record: `verify` its chain and signatures, `show` records,
-    /// `keygen` a signing key.
+    /// The audit record: `verify` its chain and signatures, `show` records
+    /// (its signing key: `toolgate keygen audit`).
     Audit(audit::AuditArgs),
     /// Re-decide the calls of an audit record under the policy set given
     /// (--plugins, --config, --no-default-plugins), without running any
@@ -175,15 +175,43 @@ enum Command {
     /// reference resolves to, 1 when none did, 2 when it cannot be told.
     /// With --bundle, REF is a local file and its Sigstore bundle is checked.
     Verify(oci::VerifyArgs),
-    /// Make a key pair to sign components with (`push --sign-key`): KEY.pem
-    /// (private, 0600) and KEY.pub (for [trust] keys).
+    /// Make a key pair: `keygen audit` signs the audit record's checkpoints,
+    /// `keygen sign` signs components pushed to an OCI registry.
+    Keygen(KeygenArgs),
+    /// The old spelling of `toolgate keygen sign` (kept for scripts).
+    #[command(hide = true)]
     SignKeygen(oci::KeygenArgs),
     /// The approval queue of a running `serve --http --approve queue`:
-    /// list, approve, deny, grant, revoke (--server URL --token-file FILE).
+    /// list, approve, deny, answer, grant, revoke (--server URL --console-token-file FILE).
     Approvals(approvals::ApprovalsArgs),
     /// The goal the model set (`create_goal`): show it, or pause, resume or
     /// clear it — the user's and operator's, never the model's (--scope S).
     Goals(goals::GoalsArgs),
+}
+
+/// `toolgate keygen audit|sign KEY`.
+#[derive(Args, Debug)]
+struct KeygenArgs {
+    #[command(subcommand)]
+    command: KeygenCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum KeygenCommand {
+    /// Make the Ed25519 key that signs the audit record's checkpoints: FILE
+    /// (secret, mode 0600) and its public half FILE.pub; prints the public key.
+    ///
+    /// Name FILE in the configuration as `[audit] signing_key = "FILE"`.
+    /// The public half (FILE.pub, or the 64 hex digits printed) goes to
+    /// whoever verifies the record: `toolgate audit verify --key FILE.pub`.
+    Audit(audit::KeygenArgs),
+    /// Make a key pair to sign components with (`toolgate push --sign-key
+    /// KEY.pem`): KEY.pem (private, mode 0600) and its public half KEY.pub.
+    ///
+    /// The public half (KEY.pub) goes to every host that should trust what
+    /// the key signs: name it in their configuration's `[trust] keys`, or
+    /// give it to `toolgate verify --key KEY.pub`.
+    Sign(oci::KeygenArgs),
 }
 
 /// Entry point of the binary.
@@ -229,6 +257,10 @@ pub fn main() -> ExitCode {
             Command::Pull(a) => oci::pull(&cli.global, a).await,
             Command::Push(a) => oci::push(&cli.global, a).await,
             Command::Verify(a) => oci::verify(&cli.global, a).await,
+            Command::Keygen(a) => match a.command {
+                KeygenCommand::Audit(a) => audit::keygen(a),
+                KeygenCommand::Sign(a) => oci::keygen(a),
+            },
             Command::SignKeygen(a) => oci::keygen(a),
             Command::Approvals(a) => tokio::task::spawn_blocking(move || approvals::run(a))
                 .await
@@ -261,6 +293,8 @@ const IGNORED_OPTIONS: &[(&str, &[&str])] = &[
     ("pull", OCI_IGNORED),
     ("push", OCI_IGNORED),
     ("verify", OCI_IGNORED),
+    ("keygen", HOST_OPTIONS),
+    // The old spelling of `keygen sign`.
     ("sign-keygen", HOST_OPTIONS),
 ];
 

@@ -1,6 +1,6 @@
 //! `toolgate pull`, `toolgate push` (`--sign-key`), `toolgate verify` and
-//! `toolgate sign-keygen`: components in OCI registries and their cosign
-//! signatures (see `toolgate::oci` and docs/operators.md, "Plugins from OCI
+//! `toolgate keygen sign`: components in OCI registries and their cosign
+//! signatures (see `toolgate::oci` and docs/operators/oci.md, "Plugins from OCI
 //! registries" and "Signatures and trust").
 
 use std::path::PathBuf;
@@ -33,7 +33,7 @@ pub struct PushArgs {
     #[arg(value_name = "FILE")]
     file: PathBuf,
     /// Sign what is pushed with this private key (PEM PKCS#8, ECDSA P-256 or
-    /// Ed25519; `toolgate sign-keygen` makes one): a cosign signature of the
+    /// Ed25519; `toolgate keygen sign` makes one): a cosign signature of the
     /// pushed digest, under the tag sha256-HEX.sig (`cosign verify --key`
     /// accepts it).
     #[arg(long, value_name = "KEY.pem")]
@@ -396,7 +396,8 @@ async fn verify_inner(global: &GlobalArgs, args: VerifyArgs) -> anyhow::Result<b
     }
 }
 
-/// `toolgate sign-keygen KEY.pem`: a signing key and its public key.
+/// `toolgate keygen sign KEY.pem` (and its old spelling `toolgate
+/// sign-keygen KEY.pem`): a signing key and its public key.
 pub fn keygen(args: KeygenArgs) -> anyhow::Result<ExitCode> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;

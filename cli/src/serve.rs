@@ -152,7 +152,7 @@ pub struct ServeArgs {
 
     /// Do not watch the plugin directories and the configuration file
     /// (by default a change is loaded while serving: see
-    /// docs/operators.md#hot-reload).
+    /// docs/operators/plugins.md#hot-reload).
     #[arg(long)]
     no_watch: bool,
 
@@ -174,7 +174,7 @@ pub struct ServeArgs {
 
 /// Waits for Ctrl-C (SIGINT) or SIGTERM, the signals that stop `serve` and
 /// `run` gracefully: calls in flight are cancelled, process groups killed,
-/// then the process exits (see docs/operators.md#stopping). Returns the
+/// then the process exits (see docs/operators/sandbox.md#stopping-the-host-what-dies-when). Returns the
 /// signal's name.
 pub(super) async fn stop_signal() -> &'static str {
     use tokio::signal::unix::{SignalKind, signal};
@@ -376,7 +376,7 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
         // HTTP the address lines say it).
         eprintln!(
             "toolgate: serving {} tools over MCP on stdin/stdout (an MCP client starts \
-             `toolgate serve` itself: see docs/operators.md#adding-toolgate-to-an-mcp-client)",
+             `toolgate serve` itself: see docs/operators/serving.md#adding-toolgate-to-an-mcp-client)",
             host.generation_for(&args.scope).model_tools().len()
         );
     }

@@ -73,7 +73,7 @@ pub async fn run(global: &GlobalArgs, args: ToolsArgs) -> anyhow::Result<ExitCod
         }
     }
     eprintln!(
-        "note: no `pwsh` tool: no registry this project installs from ships a PowerShell that runs, so none is offered or tested (docs/operators.md, \"The built-in tools\")"
+        "note: no `pwsh` tool: no registry this project installs from ships a PowerShell that runs, so none is offered or tested (docs/operators/tools.md, \"The built-in tools\")"
     );
     Ok(ExitCode::SUCCESS)
 }

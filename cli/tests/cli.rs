@@ -482,6 +482,93 @@ fn help_shows_only_the_global_options_a_command_uses() {
     );
 }
 
+/// `toolgate keygen audit FILE` and `toolgate keygen sign KEY.pem` make the
+/// private key (mode 0600) and its public half (FILE.pub, KEY.pub); their
+/// help says what the key is for and where the public half goes; the old
+/// spellings (`audit keygen`, `sign-keygen`) still work, hidden from the help.
+#[test]
+fn keygen_makes_the_audit_and_the_signing_keys() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp("keygen");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let keygen = |args: &[&str], file: &Path| {
+        let out = toolgate().args(args).arg(file).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        out
+    };
+    // The audit key: 64 hex digits, the public key printed and in FILE.pub.
+    for (args, name) in [
+        (&["keygen", "audit"][..], "audit.key"),
+        (&["audit", "keygen"][..], "old-audit.key"),
+    ] {
+        let key = dir.join(name);
+        let out = keygen(args, &key);
+        assert_eq!(mode(&key), 0o600, "{args:?}");
+        let secret = std::fs::read_to_string(&key).unwrap();
+        assert_eq!(secret.trim().len(), 64, "{args:?}: {secret}");
+        let public = dir.join(format!("{name}.pub"));
+        let printed = text(&out.stdout).trim().to_string();
+        assert_eq!(printed.len(), 64, "{args:?}: {printed}");
+        assert_eq!(
+            std::fs::read_to_string(&public).unwrap().trim(),
+            printed,
+            "{args:?}"
+        );
+        // An existing key is never overwritten.
+        let again = toolgate().args(args).arg(&key).output().unwrap();
+        assert!(!again.status.success(), "{args:?}");
+        assert_eq!(std::fs::read_to_string(&key).unwrap(), secret, "{args:?}");
+    }
+    // The signing key: PEM PKCS#8, its public key in KEY.pub.
+    for (args, name) in [
+        (&["keygen", "sign"][..], "sign"),
+        (&["keygen", "sign", "--algorithm", "ed25519"][..], "sign-ed"),
+        (&["sign-keygen"][..], "old-sign"),
+    ] {
+        let key = dir.join(format!("{name}.pem"));
+        let out = keygen(args, &key);
+        assert_eq!(mode(&key), 0o600, "{args:?}");
+        let private = std::fs::read_to_string(&key).unwrap();
+        assert!(
+            private.starts_with("-----BEGIN PRIVATE KEY-----"),
+            "{args:?}"
+        );
+        let public = std::fs::read_to_string(dir.join(format!("{name}.pub"))).unwrap();
+        assert!(public.starts_with("-----BEGIN PUBLIC KEY-----"), "{public}");
+        assert!(text(&out.stdout).contains("[trust] keys"), "{args:?}");
+        let again = toolgate().args(args).arg(&key).output().unwrap();
+        assert!(!again.status.success(), "{args:?}");
+    }
+    // The help: what each key is for, where its public half goes; the old
+    // spellings are not shown.
+    let help = |cmd: &[&str]| {
+        let out = toolgate().args(cmd).arg("--help").output().unwrap();
+        assert!(out.status.success(), "{cmd:?}");
+        text(&out.stdout)
+    };
+    let h = help(&["keygen", "audit"]);
+    for needle in ["audit record", "signing_key", "audit verify --key FILE.pub"] {
+        assert!(
+            h.contains(needle),
+            "keygen audit help lacks {needle:?}:\n{h}"
+        );
+    }
+    let h = help(&["keygen", "sign"]);
+    for needle in ["push --sign-key", "[trust] keys", "verify --key KEY.pub"] {
+        assert!(
+            h.contains(needle),
+            "keygen sign help lacks {needle:?}:\n{h}"
+        );
+    }
+    let h = help(&["keygen"]);
+    assert!(h.contains("audit") && h.contains("sign"), "{h}");
+    assert!(!h.contains("--config") && !h.contains("--plugins"), "{h}");
+    let h = help(&[]);
+    assert!(h.contains("keygen") && !h.contains("sign-keygen"), "{h}");
+    let h = help(&["audit"]);
+    assert!(!h.contains("  keygen"), "{h}");
+}
+
 #[test]
 fn json_logs_carry_the_call_and_stage() {
     let mut c = toolgate();
@@ -1427,5 +1514,42 @@ fn run_on_a_terminal_asks_the_user_questions() {
         "{v}"
     );
     assert_eq!(v[0]["structuredContent"]["answeredBy"], "terminal", "{v}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--approve` given wins over `[approval] mode` (issue 44): a
+/// configuration that says `queue` does not put a call asked with
+/// `--approve allow` in a queue nobody reads — it runs; without the flag,
+/// the configuration's mode holds (a `run` with a queue and nobody deciding
+/// ends at the queue's timeout, here 300 ms, as denied).
+#[test]
+fn the_approve_flag_wins_over_the_configurations_mode() {
+    let dir = temp("approve-flag-wins");
+    let config = dir.join("toolgate.toml");
+    // The queue's store is the default, in the tests' state directory
+    // (one in the workspace would be within the built-in tools' grant).
+    std::fs::write(&config, "[approval]\nmode = \"queue\"\ntimeout_ms = 300\n").unwrap();
+    let calls = r#"[{"id": "1", "name": "bash", "arguments": {"command": "echo flag-wins"}}]"#;
+    let mut c = toolgate();
+    c.arg("--config").arg(&config);
+    c.args(["--approve", "allow", "run", "-"]);
+    let out = with_stdin(c, calls);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        stdout.contains("flag-wins\\n[exit code 0]"),
+        "ran: {stdout}"
+    );
+
+    let mut c = toolgate();
+    c.arg("--config").arg(&config);
+    c.args(["run", "-"]);
+    let out = with_stdin(c, calls);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        !stdout.contains("flag-wins") && stdout.contains("\"isError\": true"),
+        "the queue's answer (nobody decided): {stdout}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

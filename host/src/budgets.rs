@@ -5,7 +5,7 @@
 //! a hundred megabytes, log a million lines — must cost the host a bounded
 //! amount of time, memory and attention. Each field below states the threat
 //! it answers, its default, and the `toolgate.toml` key that changes it
-//! (`docs/operators.md` lists the same numbers). Oversized answers are
+//! (`docs/operators/configuration.md` lists the same numbers). Oversized answers are
 //! refused or truncated *at the boundary*, before anything else in the host
 //! sees them, and the error names the component that produced them.
 //!
@@ -140,7 +140,7 @@ impl Default for Budgets {
     }
 }
 
-// The audit record's limits (see `crate::audit` and docs/audit.md, which
+// The audit record's limits (see `crate::audit` and docs/operators/audit.md, which
 // states the same numbers). The record is host-written, but what goes into
 // it — arguments, reasons — comes from the model and from guests, and its
 // file may be shared with other hosts or tampered with: every size it holds
@@ -233,7 +233,7 @@ pub const MAX_UNGRANTED_PATH_BYTES: usize = 512;
 #[cfg(feature = "oci")]
 pub use toolgate_oci::budgets::*;
 
-// The egress proxy's limits (see `crate::egress` and docs/operators.md,
+// The egress proxy's limits (see `crate::egress` and docs/operators/egress.md,
 // "Egress", which states the same numbers). What they bound comes from a
 // sandboxed process: request heads, how many connections it holds open,
 // how long it keeps one silent. None is configurable.
@@ -440,7 +440,7 @@ mod tests {
 
 /// `[limits]` in the configuration: every guest budget the operator may
 /// change (the fields of [`Budgets`] of the same names; the defaults are
-/// documented there and in docs/operators.md).
+/// documented there and in docs/operators/configuration.md).
 #[derive(Clone, Debug, Default, PartialEq, serde::Deserialize, serde::Serialize, Schema)]
 #[serde(deny_unknown_fields)]
 #[schema(crate = "toolgate_schema::derive")]

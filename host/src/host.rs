@@ -446,6 +446,7 @@ impl ToolgateBuilder {
             audit_by_default: self.audit_by_default,
             without_audit: self.without_audit,
             approval_queue: self.approval_queue,
+            explicit_approver: self.approver.is_some(),
         };
         let start = StartContext {
             config: &self.config,

@@ -15,7 +15,7 @@
 //! sandbox_waive = []               # or run without named protections, e.g. ["mount_isolation"]
 //! code_mode = false                # true: the model sees only `run_code`; direct calls are refused
 //!
-//! [limits]                         # every limit, its threat and default: docs/operators.md
+//! [limits]                         # every limit, its threat and default: docs/operators/configuration.md
 //! max_argument_depth = 64
 //! max_argument_bytes = 1048576
 //! guest_memory_mb = 2048           # linear memory of all instances together
@@ -36,7 +36,7 @@
 //! enabled = true
 //! optional = false                 # true: the host runs without it if it fails to load
 //! sha256 = "…"                     # refuse the file unless its digest matches
-//! # source = "oci://ghcr.io/acme/fs-tools:1.2"  # from an OCI registry instead of a file (docs/operators.md)
+//! # source = "oci://ghcr.io/acme/fs-tools:1.2"  # from an OCI registry instead of a file (docs/operators/oci.md)
 //! # trust = { keys = ["fs.pub"], require_signature = true }  # its own trust rule (an OCI source only)
 //! vars = { MODE = "strict" }       # settings the plugin reads as env vars
 //!
@@ -72,29 +72,29 @@
 //! [mcp.servers.time.grants]        # default: the working directory read-only, no network
 //! fs = [{ path = ".", access = "read-only" }]
 //!
-//! [oci]                            # plugins from OCI registries (docs/operators.md)
+//! [oci]                            # plugins from OCI registries (docs/operators/oci.md)
 //! insecure_registries = []         # plain HTTP to these (loopback registries always may)
 //! timeout_ms = 120000              # one pull or push in all
 //!
-//! [trust]                          # signatures of OCI plugins (docs/operators.md, "Signatures and trust")
+//! [trust]                          # signatures of OCI plugins (docs/operators/oci.md, "Signatures and trust")
 //! keys = ["publisher.pub"]         # PEM public keys (P-256, Ed25519), relative to this file
 //! require_signature = true         # default once [trust] exists: policies yes, tools no
 //! [trust.registries."ghcr.io/acme"]  # a REGISTRY/REPOSITORY prefix: its own keys, requirement
 //!
-//! [run_code]                       # the Code Mode interpreter's limits (see docs/operators.md)
+//! [run_code]                       # the Code Mode interpreter's limits (see docs/operators/tools.md)
 //! max_nested_calls = 100           # tool calls one program may make
 //! max_output_kb = 64               # printed output kept (the rest is cut, and said so)
 //! memory_mb = 64                   # the interpreter's heap
 //! timeout_ms = 30000               # wall time of one program (a call's `timeoutMs` may shorten it)
 //!
-//! [audit]                          # the audit record (docs/audit.md); on by default for `toolgate`
+//! [audit]                          # the audit record (docs/operators/audit.md); on by default for `toolgate`
 //! enabled = true
 //! path = "audit.jsonl"             # default: in the state directory
 //! sync = "batch"                   # or "always" | "none": when records reach the disk
 //! sync_interval_ms = 200           # "batch": the longest a written record waits for fdatasync
 //! checkpoint_every = 1000          # records between signed checkpoints
 //! rotate_mb = 64                   # the file moves aside at this size; the chain goes on
-//! signing_key = "audit.key"        # Ed25519 seed, 64 hex digits, mode 0600 (`toolgate audit keygen`)
+//! signing_key = "audit.key"        # Ed25519 seed, 64 hex digits, mode 0600 (`toolgate keygen audit`)
 //! on_failure = "fail-closed"       # or "continue": a call whose record cannot be written still returns
 //! arguments = "full"               # or "digest": only the arguments' SHA-256 (not replayable)
 //! sensitive = { login = ["/password"], "*" = ["/api_key"] }  # tool → JSON pointers kept as digests
@@ -165,7 +165,7 @@ pub struct HostConfig {
     #[serde(default)]
     #[schema(with = "Vec<WaivableFeature>")]
     pub sandbox_waive: Vec<String>,
-    /// Every guest budget (docs/operators.md lists them).
+    /// Every guest budget (docs/operators/configuration.md lists them).
     #[serde(default)]
     pub limits: LimitsConfig,
     /// Plugins by name (file stem).

@@ -970,7 +970,7 @@ async fn exact_errors(response: Response<Body>, primes: bool) -> Response<Body> 
             // session); the text says why it may be unknown.
             "the session is unknown to this server: it ended or timed out, or (behind a load \
              balancer) it lives on another replica: 2025-era sessions need the balancer's \
-             session affinity on the Mcp-Session-Id header (see docs/operators.md, replicas); \
+             session affinity on the Mcp-Session-Id header (see docs/operators/serving.md, replicas); \
              start a new session with `initialize`"
                 .to_string()
         } else {

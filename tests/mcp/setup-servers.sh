@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # Install the MCP servers of servers.txt into DIR (project-local, under the
 # target directory): DIR/npm (npm install --prefix) and DIR/time-venv (a
-# Python venv). Reused while servers.txt is unchanged. Exits non-zero, saying
+# Python venv); and DIR/npx-cache, an npm cache in which `npx -y PACKAGE@VERSION`
+# of each npm server has run once (the docs' recipes start from it: the
+# sandbox's egress cannot reach this machine's registry mirror). Reused while servers.txt is unchanged. Exits non-zero, saying
 # which registry failed, when one cannot be reached.
 #   tests/mcp/setup-servers.sh [--check] DIR
 # With --check it installs nothing: exit 0 when the servers are ready, 1 if not.
 set -euo pipefail
 check=0
 if [ "${1:-}" = --check ]; then check=1; shift; fi
-dir="$1"
+mkdir -p "$1"
+dir="$(cd "$1" && pwd)"
 here="$(cd "$(dirname "$0")" && pwd)"
 list="$here/servers.txt"
 if cmp -s "$list" "$dir/.servers" \
     && [ -x "$dir/npm/node_modules/.bin/mcp-server-everything" ] \
-    && [ -x "$dir/time-venv/bin/mcp-server-time" ]; then
+    && [ -x "$dir/time-venv/bin/mcp-server-time" ] \
+    && [ -d "$dir/npx-cache/_npx" ]; then
     exit 0
 fi
 if [ "$check" = 1 ]; then
@@ -29,6 +33,9 @@ while read -r registry package version; do
             command -v npm >/dev/null || { echo "npm is not installed (needed for $package)" >&2; exit 1; }
             npm install --prefix "$dir/npm" --no-audit --no-fund --no-save --silent "$package@$version" \
                 || { echo "cannot install $package@$version from npm" >&2; exit 1; }
+            # A stdio server reads EOF on stdin and exits.
+            (cd "$dir" && npm_config_cache="$dir/npx-cache" npx -y "$package@$version" stdio < /dev/null > /dev/null 2>&1) \
+                || { echo "cannot run $package@$version with npx (cache $dir/npx-cache)" >&2; exit 1; }
             ;;
         pypi)
             [ -x "$dir/time-venv/bin/python" ] || python3 -m venv "$dir/time-venv"

@@ -1,6 +1,6 @@
 //! Every limit on what a registry, a signature or a bundle may make this
 //! crate read, named once (the host's `budgets` lists them with the rest,
-//! and docs/operators.md states the same numbers).
+//! and docs/operators/oci.md states the same numbers).
 
 /// Bytes of an OCI manifest read from a registry (the registry client): the
 /// body is read in pieces and the pull stops at this size, before any of it
@@ -54,7 +54,7 @@ pub const OCI_MAX_REFERRERS_INDEX_BYTES: usize = 256 << 10;
 /// Bytes of one referrer's manifest. 64 KiB (cosign's is under 1 KB).
 pub const OCI_MAX_REFERRER_MANIFEST_BYTES: usize = 64 << 10;
 
-// Keyless signatures ([`crate::keyless`], docs/operators.md,
+// Keyless signatures ([`crate::keyless`], docs/operators/oci.md,
 // "Keyless signatures", which states the same numbers). What they bound
 // comes from a registry or a bundle file, and the operator's trusted root.
 

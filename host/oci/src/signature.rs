@@ -229,7 +229,7 @@ impl SigningKey {
             (KeyPair::Ed25519(k), Algorithm::Ed25519, raw)
         } else {
             return Err(bad(
-                "is not an unencrypted PKCS#8 ECDSA P-256 or Ed25519 private key (`openssl genpkey -algorithm ed25519` or `toolgate sign-keygen` writes one)".into(),
+                "is not an unencrypted PKCS#8 ECDSA P-256 or Ed25519 private key (`openssl genpkey -algorithm ed25519` or `toolgate keygen sign` writes one)".into(),
             ));
         };
         let prefix: &[u8] = match algorithm {

@@ -2,7 +2,7 @@
 //!
 //! A key file holds the 32-byte secret seed as 64 hexadecimal digits on one
 //! line, and must be readable by its owner only (`0600`): whoever reads it
-//! can sign a rewritten record. `toolgate audit keygen FILE` makes one (and
+//! can sign a rewritten record. `toolgate keygen audit FILE` makes one (and
 //! `FILE.pub`, the public key, the same way); without `[audit] signing_key`
 //! the host makes `audit.key` in its state directory on first use. Pin the
 //! public key when verifying (`toolgate audit verify --key`): the record
@@ -26,7 +26,7 @@ pub enum KeyError {
         source: std::io::Error,
     },
     #[error(
-        "the audit signing key {path} is not 64 hexadecimal digits (make one with `toolgate audit keygen FILE`)"
+        "the audit signing key {path} is not 64 hexadecimal digits (make one with `toolgate keygen audit FILE`)"
     )]
     Format { path: PathBuf },
     #[error(

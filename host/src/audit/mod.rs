@@ -35,7 +35,7 @@
 //!   them (a policy's reason): see [`redact`].
 //!
 //! The format (JSON Lines, `v` = [`SCHEMA_VERSION`]) is documented in
-//! `docs/audit.md`.
+//! `docs/operators/audit.md`.
 
 pub mod chain;
 pub mod config;
@@ -449,9 +449,14 @@ impl Audit {
         // has some: the reasons of its decisions.
         let has_text = f.decisions.iter().any(|d| d.reason.is_some());
         let kept = self.keep(info, has_text);
-        // The result's digest, serialised straight into the hasher.
+        // The result's digest, serialised straight into the hasher; and
+        // the digest of its content blocks alone, which is what every MCP
+        // client is given (the tool's value only with `--structured-content`):
+        // whoever holds the text the model read can recompute it.
         let mut hasher = HashWriter(sha2::Sha256::default());
         let _ = serde_json::to_writer(&mut hasher, record);
+        let mut content_hasher = HashWriter(sha2::Sha256::default());
+        let _ = serde_json::to_writer(&mut content_hasher, &record.content);
         let error = record.error.as_ref();
         let mut body = CallBody {
             head: self.head("call", info, generation, client),
@@ -485,6 +490,7 @@ impl Audit {
                 stage: error.map(|e| e.stage.as_str()),
                 decided_by: error.and_then(|e| e.decided_by.as_deref()),
                 sha256: chain::hex(&sha2::Digest::finalize(hasher.0)),
+                content_sha256: chain::hex(&sha2::Digest::finalize(content_hasher.0)),
             },
             elapsed_us: f.elapsed_us,
         };
@@ -658,7 +664,7 @@ struct ArgumentsBody<'a> {
     sensitive: &'a [String],
 }
 
-/// A `call` record's body (see docs/audit.md), serialised without an
+/// A `call` record's body (see docs/operators/audit.md), serialised without an
 /// intermediate JSON tree.
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -680,7 +686,7 @@ struct CallBody<'a> {
     elapsed_us: u64,
 }
 
-/// A `started` record's body: a call about to run (see docs/audit.md).
+/// A `started` record's body: a call about to run (see docs/operators/audit.md).
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 struct IntentBody<'a> {
@@ -709,6 +715,8 @@ struct ResultBody<'a> {
     stage: Option<&'a str>,
     decided_by: Option<&'a str>,
     sha256: String,
+    /// The SHA-256 of the content blocks' compact JSON.
+    content_sha256: String,
 }
 
 /// Why a call did not run: its intent could not be written.

@@ -15,7 +15,7 @@
 //! any other value as its compact JSON. Values shorter than
 //! [`AUDIT_SENSITIVE_MIN_CHARS`] are not searched for (they would match
 //! everywhere); a value quoted only in part (cut short, re-encoded) is not
-//! found. Both are stated limits (docs/audit.md).
+//! found. Both are stated limits (docs/operators/audit.md).
 
 use serde_json::{Value, json};
 

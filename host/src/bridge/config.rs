@@ -60,13 +60,13 @@ pub struct McpServerConfig {
     #[serde(default)]
     pub parallel: bool,
     /// stdio: grant the server's install directory and interpreter
-    /// read-only (default `true`; see docs/operators.md).
+    /// read-only (default `true`; see docs/operators/bridging.md).
     pub auto_grant: Option<bool>,
     /// stdio: what the server process may touch.
     pub grants: Option<McpGrantsConfig>,
     /// `false`: its tools and prompts keep the server's names and its
     /// resources their URIs (default `true`: `mcp__NAME__TOOL`,
-    /// `toolgate-mcp://NAME/URI`; see docs/operators.md).
+    /// `toolgate-mcp://NAME/URI`; see docs/operators/bridging.md).
     pub namespace: Option<bool>,
 }
 

@@ -578,6 +578,33 @@ fn with_stderr_tail(why: String, process: Option<&Process>) -> String {
     }
 }
 
+/// Commands that fetch a package before they start the server.
+const FETCHERS: &[&str] = &["npx", "uvx", "bunx", "pnpx", "pipx"];
+
+/// For a server that stayed silent past its connect deadline and whose
+/// command fetches a package first (`npx`, `uvx`, …): what it most likely
+/// waits for, as a hint to the operator. A fetcher without egress to its
+/// registry retries its lookups for minutes and prints nothing meanwhile.
+fn fetcher_hint(server: &Server, process: Option<&Process>) -> Option<String> {
+    let wrote = process.is_some_and(|p| {
+        !p.stderr
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .trim()
+            .is_empty()
+    });
+    let command = server.config.command.as_ref()?;
+    let name = command.as_written().file_name()?.to_str()?;
+    if wrote || !FETCHERS.contains(&name) {
+        return None;
+    }
+    Some(format!(
+        " and wrote nothing: `{name}` fetches its package first, so it needs its cache \
+         directory granted read-write and `egress` to its registry \
+         (docs/operators/bridging.md, \"`npx` and `uvx` servers\")"
+    ))
+}
+
 /// One connection, from connect to its end; returns why it ended.
 async fn connection(
     server: &Arc<Server>,
@@ -627,10 +654,12 @@ async fn connection(
         |why: String, process: &Option<Process>| with_stderr_tail(why, process.as_ref());
     let running = match started {
         Err(_) => {
-            return with_stderr(
-                format!("it did not initialize within {} ms", timeout.as_millis()),
-                &process,
-            );
+            let why = format!("it did not initialize within {} ms", timeout.as_millis());
+            let why = match fetcher_hint(server, process.as_ref()) {
+                Some(hint) => format!("{why}{hint}"),
+                None => why,
+            };
+            return with_stderr(why, &process);
         }
         Ok(Err(e)) => {
             // Give a dying process a moment so its stderr explains why.
@@ -770,7 +799,7 @@ async fn list_bounded(
         if page > budgets.max_listing_pages {
             return Err(format!(
                 "tools/list was cut off: the server kept paging past {} pages (the host's \
-                 limit `max_listing_pages`, docs/operators.md); fix or drop the server",
+                 limit `max_listing_pages`, docs/operators/bridging.md); fix or drop the server",
                 budgets.max_listing_pages
             ));
         }
@@ -784,14 +813,14 @@ async fn list_bounded(
             if bytes > budgets.max_listing_bytes {
                 return Err(format!(
                     "tools/list was cut off: its tools took more than {} bytes by page {page} \
-                     (the host's limit `max_listing_bytes`, docs/operators.md)",
+                     (the host's limit `max_listing_bytes`, docs/operators/bridging.md)",
                     budgets.max_listing_bytes
                 ));
             }
             if tools.len() >= budgets.max_listing_tools {
                 return Err(format!(
                     "tools/list was cut off: it listed more than {} tools by page {page} (the \
-                     host's limit `max_listing_tools`, docs/operators.md)",
+                     host's limit `max_listing_tools`, docs/operators/bridging.md)",
                     budgets.max_listing_tools
                 ));
             }

@@ -6,7 +6,7 @@ use toolgate_schema::derive::Schema;
 use super::Global;
 
 /// `[egress]`: checked for every connection egress decides (see
-/// `crate::egress` and docs/operators.md, "Egress").
+/// `crate::egress` and docs/operators/egress.md, "Egress").
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, Schema)]
 #[serde(deny_unknown_fields)]
 #[schema(crate = "toolgate_schema::derive")]

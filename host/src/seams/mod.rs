@@ -44,7 +44,7 @@
 //! above), one line in [`all`], and — if it keeps state — a field in the
 //! struct of that lifetime below. A seam that needs a grant no existing
 //! key gives adds the key to `GrantsConfig` (`config.rs`, documented in
-//! docs/operators.md) and its resolved form to [`Grants`] (`grants.rs`).
+//! docs/operators/sandbox.md) and its resolved form to [`Grants`] (`grants.rs`).
 //! See docs/layout.md, "Adding a seam".
 //!
 //! Dependencies point one way: seams import the grants, the bindings and

@@ -134,6 +134,10 @@ fn run_records_10000_calls_in_model_order_and_verifies_intact() {
         assert_eq!(c["tool"], "echo");
         assert_eq!(c["arguments"]["text"], format!("t{i}"));
         assert_eq!(c["result"]["isError"], false);
+        // The content every client is given, checkable from its text:
+        // the digest of the printed result's content blocks.
+        let content = serde_json::to_vec(&results[i]["content"]).unwrap();
+        assert_eq!(c["result"]["contentSha256"], sha256_hex(&content), "{c}");
     }
     let seqs: Vec<u64> = all.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs, (1..=all.len() as u64).collect::<Vec<_>>());

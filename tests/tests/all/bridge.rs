@@ -1297,3 +1297,43 @@ fn run_waits_for_bridged_servers_and_a_failed_one_fails_only_its_calls() {
         "the failed server is reported: {stderr}"
     );
 }
+
+/// A server whose command fetches a package first (`npx`, `uvx`) and that
+/// stays silent past its connect deadline is told apart (issue 44): its
+/// error says what it most likely waits for — the grants of its cache and
+/// registry — where a silent `sleep` gets only the deadline.
+#[tokio::test]
+async fn a_silent_package_fetcher_is_told_what_it_waits_for() {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = TempDir::new("silent-npx");
+    let npx = bin.path().join("npx");
+    std::fs::write(&npx, "#!/bin/sh\nexec sleep 60\n").unwrap();
+    std::fs::set_permissions(&npx, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let plugins = PluginDir::new();
+    let config = format!(
+        "[mcp.servers.fetcher]\ncommand = {:?}\nargs = [\"-y\", \"some-server@1.0.0\"]\nconnect_timeout_ms = 1000\n\
+         [mcp.servers.sleeper]\ncommand = \"sleep\"\nargs = [\"60\"]\nconnect_timeout_ms = 1000\n",
+        npx.display().to_string()
+    );
+    let host = toolgate_tests::builder(&plugins, &config)
+        .build()
+        .await
+        .expect("host builds");
+    wait_for(Duration::from_secs(20), "both servers' errors", || {
+        status(&host, "fetcher").last_error.is_some()
+            && status(&host, "sleeper").last_error.is_some()
+    })
+    .await;
+    let fetcher = status(&host, "fetcher").last_error.unwrap();
+    assert!(
+        fetcher.contains("did not initialize within 1000 ms")
+            && fetcher.contains("`npx` fetches its package first")
+            && fetcher.contains("`egress` to its registry"),
+        "{fetcher}"
+    );
+    let sleeper = status(&host, "sleeper").last_error.unwrap();
+    assert!(
+        sleeper.contains("did not initialize within 1000 ms") && !sleeper.contains("fetches"),
+        "{sleeper}"
+    );
+}

@@ -13,7 +13,7 @@
 //! blocks, tool errors, resources, templates and prompts — besides what is
 //! toolgate's own (initialize, ping, logging, SSE streams, DNS rebinding).
 //! The scenarios that do not apply, and why, are listed in
-//! docs/operators.md ("The official conformance suite").
+//! docs/operators/serving.md ("The official conformance suite").
 //!
 //! The build of this crate installs the suite (`build.rs`,
 //! `tests/mcp/setup-conformance.sh`); where it cannot (no npm, no

@@ -17,12 +17,19 @@
 //! it. And the model is shown the text the tool rendered, never the
 //! `structuredContent` JSON Claude Code and Codex would prefer (see
 //! `serve --structured-content`).
+//!
+//! The record keeps digests of the result, not its text: `contentSha256`
+//! is the SHA-256 of the content blocks every MCP client is given (see
+//! docs/operators/audit.md). For every call it is recomputed from the text
+//! the model received and must equal the record's, so a harness that
+//! shows the model other text than the host recorded fails.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 use toolgate_tests::{PluginDir, TempDir, fixtures, needs, toolgate_bin};
 
 /// A harness's program in the install; gone now (the build saw it), the
@@ -103,6 +110,8 @@ fn steps() -> Vec<(&'static str, Value)> {
         ("list_dir", json!({"path": "."})),
         ("read", json!({"path": "notes.txt"})),
         ("bash", json!({"command": "echo from-bash"})),
+        // A plugin file's tool (the test fixture's), besides the built-ins.
+        ("sleep", json!({"ms": 0})),
         ("create_goal", json!({"objective": "Ship it"})),
         (
             "update_goal",
@@ -116,7 +125,8 @@ fn steps() -> Vec<(&'static str, Value)> {
 }
 
 /// A working directory with a file to read, the goal-guard example
-/// granted the goals' store, and where the server keeps its state.
+/// granted the goals' store, the test tools (`sleep`), and where the
+/// server keeps its state.
 struct Work {
     dir: TempDir,
     plugins: PluginDir,
@@ -136,7 +146,36 @@ impl Work {
         .unwrap();
         let plugins = PluginDir::new();
         plugins.add("goal-guard", fixtures::EXAMPLE_GOAL_GUARD_RS);
-        Work { dir, plugins }
+        plugins.add("fixture-tools", fixtures::TOOLS);
+        let work = Work { dir, plugins };
+        work.compile_tools();
+        work
+    }
+
+    /// Compile the test tools into the server's cache now (`toolgate
+    /// check`, with the server's state directory: its cache key). `serve`
+    /// answers at once and lists the tools of a plugin file that must
+    /// compile only in its second generation, telling the client the list
+    /// changed; Codex takes the list once, when it starts the server, and
+    /// would never offer `sleep`. (The goal guard still compiles as the
+    /// server starts: calls wait for a policy still loading.)
+    fn compile_tools(&self) {
+        let out = Command::new(toolgate_bin())
+            .arg("check")
+            .arg(self.plugins.path().join("fixture-tools.wasm"))
+            // Not the work directory: its toolgate.toml configures the
+            // goal guard, which `check` does not load.
+            .current_dir(self.dir.path())
+            .envs(self.serve_env())
+            .env_remove("TOOLGATE_STATE_DIR")
+            .output()
+            .expect("run toolgate check");
+        assert!(
+            out.status.success(),
+            "toolgate check: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     fn path(&self, p: &str) -> PathBuf {
@@ -224,7 +263,7 @@ fn run(harness: Harness, work: &Work, port: u16, mcp: &Mcp) -> String {
         }
         Harness::Codex => {
             // A provider of its own for the scripted model; toolgate as
-            // docs/operators.md configures it for Codex (its tools
+            // docs/operators/serving.md configures it for Codex (its tools
             // approved by Codex itself: toolgate's own policies decide).
             let server = match mcp {
                 Mcp::Stdio(args, env) => format!(
@@ -269,7 +308,7 @@ fn run(harness: Harness, work: &Work, port: u16, mcp: &Mcp) -> String {
             cmd
         }
         Harness::GeminiCli => {
-            // Its `wait_for_previous` accepted, as docs/operators.md says;
+            // Its `wait_for_previous` accepted, as docs/operators/serving.md says;
             // the server trusted (Gemini CLI asks before every tool of an
             // untrusted one, and headless that is a refusal).
             let server = match mcp {
@@ -406,6 +445,73 @@ fn shown(result: &Value) -> String {
     }
 }
 
+/// The text blocks of a tool result exactly as the harness gave them to
+/// the model, without the harness's own framing: Codex's first block
+/// (`Wall time: … seconds\nOutput:`), Gemini CLI's `{"output":
+/// "<untrusted_context>\n…\n</untrusted_context>"}` (and, for an error,
+/// the MCP result it quotes whole in `{"error": "… with response: […]"}`).
+/// Framing that changes makes the digest differ: the test fails, and says
+/// what the model was shown.
+fn seen_blocks(harness: Harness, result: &Value) -> Vec<String> {
+    let texts = |blocks: &[Value]| -> Vec<String> {
+        blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str().map(str::to_string))
+            .collect()
+    };
+    match (harness, &result["content"]) {
+        (Harness::Codex, Value::Array(blocks)) => {
+            let own = blocks
+                .first()
+                .and_then(|b| b["text"].as_str())
+                .is_some_and(|t| t.starts_with("Wall time: ") && t.ends_with(" seconds\nOutput:"));
+            texts(&blocks[usize::from(own)..])
+        }
+        (Harness::GeminiCli, Value::String(response)) => {
+            // The model server logs Gemini's `functionResponse.response`
+            // as JSON text.
+            let response: Value = serde_json::from_str(response)
+                .unwrap_or_else(|e| panic!("Gemini's response is not JSON ({e}): {response}"));
+            if let Some(output) = response["output"].as_str() {
+                let inner = output
+                    .strip_prefix("<untrusted_context>\n")
+                    .and_then(|o| o.strip_suffix("\n</untrusted_context>"))
+                    .unwrap_or(output);
+                return vec![inner.to_string()];
+            }
+            let error = response["error"].as_str().unwrap_or_default();
+            let Some((_, quoted)) = error.split_once(" with response: ") else {
+                return vec![error.to_string()];
+            };
+            let quoted: Value = serde_json::from_str(quoted)
+                .unwrap_or_else(|e| panic!("Gemini's quoted result is not JSON ({e}): {quoted}"));
+            texts(
+                quoted[0]["functionResponse"]["response"]["content"]
+                    .as_array()
+                    .map(Vec::as_slice)
+                    .unwrap_or_default(),
+            )
+        }
+        (_, Value::Array(blocks)) => texts(blocks),
+        (_, Value::String(s)) => vec![s.clone()],
+        (_, other) => vec![other.to_string()],
+    }
+}
+
+/// The audit record's `result.contentSha256` recomputed from the text
+/// blocks the model was shown: the compact JSON of the blocks as the host
+/// serialises its content (`[{"type":"text","text":T}, …]`).
+fn content_digest(blocks: &[String]) -> String {
+    let content: Vec<Value> = blocks
+        .iter()
+        .map(|text| json!({"type": "text", "text": text}))
+        .collect();
+    Sha256::digest(serde_json::to_vec(&content).unwrap())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// The scripted run, and what the model was shown against the record.
 fn drive(harness: Harness, work: &Work, mcp: impl FnOnce() -> (Mcp, Option<Killed>)) {
     let script = work.path("script.json");
@@ -465,30 +571,31 @@ fn drive(harness: Harness, work: &Work, mcp: impl FnOnce() -> (Mcp, Option<Kille
     assert_eq!(last["step"], steps.len(), "{last}");
     let results = last["results"].as_array().unwrap();
     let texts: Vec<String> = results.iter().map(shown).collect();
-    assert!(texts[0].contains("notes.txt"), "the listing: {}", texts[0]);
-    assert!(
-        texts[1].contains("hello from notes"),
-        "the file: {}",
-        texts[1]
-    );
+    let at = |tool: &str| steps.iter().position(|(t, _)| *t == tool).unwrap();
+    let denied = at("todo_write");
+    let listing = &texts[at("list_dir")];
+    assert!(listing.contains("notes.txt"), "the listing: {listing}");
+    let file = &texts[at("read")];
+    assert!(file.contains("hello from notes"), "the file: {file}");
     // The rendered output, not `{"kind":"completed","exit_code":0,…}`.
-    assert!(texts[2].contains("from-bash"), "bash: {}", texts[2]);
-    assert!(!texts[2].contains("exit_code"), "bash: {}", texts[2]);
+    let bash = &texts[at("bash")];
+    assert!(bash.contains("from-bash"), "bash: {bash}");
+    assert!(!bash.contains("exit_code"), "bash: {bash}");
+    let goal = &texts[at("create_goal")];
     assert!(
-        texts[3].contains("Goal (active, set 0 min ago): Ship it"),
-        "create_goal: {}",
-        texts[3]
+        goal.contains("Goal (active, set 0 min ago): Ship it"),
+        "create_goal: {goal}"
     );
     assert!(
-        texts[5].contains("goal-guard: the goal is complete, so `todo_write` does not run"),
+        texts[denied].contains("goal-guard: the goal is complete, so `todo_write` does not run"),
         "the denial: {}",
-        texts[5]
+        texts[denied]
     );
     // Claude Code tells the model which results are errors (the others'
     // function outputs carry no such flag: the text says it).
     if let Harness::ClaudeCode = harness {
         for (i, r) in results.iter().enumerate() {
-            assert_eq!(r["is_error"] == true, i == 5, "step {i}: {r}");
+            assert_eq!(r["is_error"] == true, i == denied, "step {i}: {r}");
         }
     }
 
@@ -503,22 +610,40 @@ fn drive(harness: Harness, work: &Work, mcp: impl FnOnce() -> (Mcp, Option<Kille
     for (i, ((tool, input), record)) in steps.iter().zip(&calls).enumerate() {
         assert_eq!(record["tool"], *tool, "{record}");
         assert_eq!(&record["arguments"], input, "{record}");
-        assert_eq!(record["result"]["isError"], i == 5, "{record}");
+        assert_eq!(record["result"]["isError"], i == denied, "{record}");
     }
-    let denial = calls[5]["decisions"]
+    let denial = calls[denied]["decisions"]
         .as_array()
         .unwrap()
         .iter()
         .find(|d| d["verdict"] == "deny")
-        .unwrap_or_else(|| panic!("no denial in {}", calls[5]));
+        .unwrap_or_else(|| panic!("no denial in {}", calls[denied]));
     assert_eq!(denial["stage"], "guard", "{denial}");
     assert_eq!(denial["decidedBy"], "goal-guard", "{denial}");
     let reason = denial["reason"].as_str().unwrap();
-    assert!(texts[5].contains(reason), "{reason} vs {}", texts[5]);
+    assert!(
+        texts[denied].contains(reason),
+        "{reason} vs {}",
+        texts[denied]
+    );
+
+    // The result the model was shown is the one recorded: the digest of
+    // its content, recomputed from the text the model received, is the
+    // record's — for every call.
+    for (((tool, _), record), result) in steps.iter().zip(&calls).zip(results) {
+        let blocks = seen_blocks(harness, result);
+        assert_eq!(
+            content_digest(&blocks),
+            record["result"]["contentSha256"]
+                .as_str()
+                .unwrap_or_default(),
+            "{tool}: the model was shown {blocks:?}, not the content the record holds ({record})\nas the harness sent it: {result}"
+        );
+    }
 }
 
 /// `toolgate serve` as the harness starts it (stdio), configured as
-/// docs/operators.md shows.
+/// docs/operators/serving.md shows.
 fn stdio(work: &Work) -> (Mcp, Option<Killed>) {
     (Mcp::Stdio(work.serve_args(&[]), work.serve_env()), None)
 }

@@ -27,6 +27,7 @@ mod passthrough;
 mod pipeline;
 mod plan_mode;
 mod questions;
+mod recipes;
 mod replicas;
 mod replicas_sdk;
 mod scheduler;

@@ -8,7 +8,7 @@
 //!   `rate-limit` guard in Redis (the side effect: one atomic increment
 //!   per call that ran);
 //! * 2025-era sessions (`Mcp-Session-Id`): with HAProxy's stick table on
-//!   the header ([`SESSION_AFFINITY`], the snippet in docs/operators.md)
+//!   the header ([`SESSION_AFFINITY`], the snippet in docs/operators/serving.md)
 //!   several sessions at once make all their calls; without it a session's
 //!   request that lands on another replica is told at once, with 404 and
 //!   a JSON-RPC error saying why — never a hang;
@@ -40,7 +40,7 @@ use crate::replicas::{
 /// replica that opened it: the response to `initialize` carries the new
 /// session's id, stored with the server that answered; every later
 /// request carrying it goes there. 2026-07-28 requests carry no session
-/// id and are balanced as before. The same lines are in docs/operators.md.
+/// id and are balanced as before. The same lines are in docs/operators/serving.md.
 pub(crate) const SESSION_AFFINITY: &str = "    stick-table type string len 128 size 100k expire 30m\n\
     \x20   stick on req.hdr(mcp-session-id)\n\
     \x20   stick store-response res.hdr(mcp-session-id)\n";

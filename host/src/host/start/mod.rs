@@ -66,6 +66,9 @@ pub(crate) struct Asked {
     pub without_audit: bool,
     /// The approval queue even when `[approval] mode` is not `queue`.
     pub approval_queue: bool,
+    /// The embedder chose the approver (`--approve allow`, say): the
+    /// configuration's `[approval] mode` does not replace it with the queue.
+    pub explicit_approver: bool,
 }
 
 /// What the features made, for the host and for the features after them.

@@ -20,8 +20,11 @@ impl Feature for Stores {
     ) -> BoxFuture<'a, Result<(), HostError>> {
         Box::pin(async move {
             let config = start.config;
-            let queue =
-                start.asked.approval_queue || config.approval.mode == Some(ApprovalMode::Queue);
+            // The operator's explicit approver wins over the configuration's
+            // mode, as `--approve` does over `[approval] mode`.
+            let queue = start.asked.approval_queue
+                || (config.approval.mode == Some(ApprovalMode::Queue)
+                    && !start.asked.explicit_approver);
             let approvals = queue.then(|| match &config.approval.store {
                 Some(file) => ApprovalsAt::File(file),
                 None => ApprovalsAt::State,
