@@ -71,6 +71,7 @@ fn main() {
     mcp(&manifest_dir, started, &mut probes);
     probes.need("oci_registry", oci_registry());
     probes.need("replica_parts", replica_parts());
+    probes.need("prometheus", prometheus());
     probes.need("wkg", wkg());
     probes.finish();
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
@@ -350,6 +351,18 @@ fn replica_parts() -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Debian's `prometheus`, which the metrics test starts to scrape `serve
+/// --http`: the `has_prometheus` cfg.
+fn prometheus() -> Result<(), String> {
+    match std::process::Command::new("prometheus")
+        .arg("--version")
+        .output()
+    {
+        Ok(o) if o.status.success() => Ok(()),
+        _ => Err("`prometheus` is not on PATH; run `apt-get install -y prometheus`".into()),
+    }
 }
 
 /// `wkg` (the component ecosystem's registry tool, crates.io), installed by

@@ -24,7 +24,9 @@ use toolgate_mcp::{Limits, ToolgateServer};
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// Serve streamable HTTP at ADDR (`127.0.0.1:8080`; a bare port binds
-    /// 127.0.0.1) on the path /mcp, instead of stdio.
+    /// 127.0.0.1) on the path /mcp, instead of stdio; with /healthz and
+    /// /readyz for a balancer, and /metrics (behind the bearer token) for
+    /// Prometheus.
     #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
     http: Option<SocketAddr>,
 

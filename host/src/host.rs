@@ -537,6 +537,7 @@ impl ToolgateBuilder {
             audit: wiring.audit.clone(),
             approvals: wiring.approvals.clone(),
             replica_id: replica_id.clone(),
+            metrics: crate::metrics::Metrics::default(),
         });
         if let Some(slot) = &wiring.nested {
             let _ = slot.set(Arc::new(WeakHost(Arc::downgrade(&inner))));
@@ -582,6 +583,8 @@ struct Inner {
     audit: Option<crate::audit::Audit>,
     approvals: Option<Arc<crate::approval::queue::ApprovalQueue>>,
     replica_id: Arc<str>,
+    /// Counted at every call's end, encoded at each scrape.
+    metrics: crate::metrics::Metrics,
 }
 
 impl Reloader for Inner {
@@ -662,6 +665,7 @@ impl scheduler::Dispatch for Toolgate {
         generation: &'a Generation,
         turn: &'a TurnOptions,
     ) -> futures::future::BoxFuture<'a, ()> {
+        self.inner.metrics.call(finished);
         match &self.inner.audit {
             Some(audit) => {
                 Box::pin(
@@ -974,6 +978,24 @@ impl Toolgate {
     /// This replica's id ([`crate::state::replica_id`]).
     pub fn replica_id(&self) -> &str {
         &self.inner.replica_id
+    }
+
+    /// The host's metrics as OpenMetrics text (`serve --http`'s
+    /// `/metrics`; see [`crate::metrics`]), the gauges read now. A store
+    /// that cannot say how many approvals are pending leaves that gauge
+    /// at its last value.
+    pub async fn metrics_text(&self) -> String {
+        let pending = match self.approvals() {
+            Some(queue) => match queue.pending().await {
+                Ok(p) => Some(p.len()),
+                Err(e) => {
+                    tracing::debug!(error = %e, "metrics: the pending approvals could not be counted");
+                    None
+                }
+            },
+            None => Some(0),
+        };
+        self.inner.metrics.encode(self.generation().number, pending)
     }
 
     /// The approval queue, when it answers `ask` (`--approve queue`).

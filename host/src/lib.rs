@@ -29,6 +29,7 @@ pub mod host;
 pub(crate) mod host_config;
 pub mod lifecycle;
 pub mod lsp;
+pub mod metrics;
 #[cfg(feature = "oci")]
 pub use toolgate_oci as oci;
 pub mod outcome;

@@ -77,6 +77,9 @@ use super::session::Sessions;
 /// The path the MCP endpoint is served at.
 pub const PATH: &str = "/mcp";
 
+/// Where the host's metrics are served (see [`toolgate::metrics`]).
+pub const METRICS_PATH: &str = "/metrics";
+
 /// Origins always accepted: a page served from this machine (the
 /// Inspector's web UI, a local app), on any port, as the spec asks of a
 /// local server. Every other origin needs `--allow-origin`.
@@ -286,6 +289,7 @@ impl Listener {
         );
         let readiness: Arc<dyn Fn() -> Readiness + Send + Sync> =
             Arc::new(server.readiness_probe());
+        let host = server.host().clone();
         let service = StreamableHttpService::new(
             move || {
                 // The share `route` took for this request; none means the
@@ -318,6 +322,7 @@ impl Listener {
                 #[cfg(feature = "console")]
                 console: console.clone(),
                 readiness: readiness.clone(),
+                host: host.clone(),
                 stop: stop.clone(),
                 in_flight: in_flight.clone(),
             });
@@ -535,6 +540,8 @@ struct Route {
     console: Option<ConsoleRoute>,
     /// The host's readiness (`/readyz`).
     readiness: Arc<dyn Fn() -> Readiness + Send + Sync>,
+    /// The host, for `/metrics`.
+    host: toolgate::Toolgate,
     stop: Stop,
     in_flight: InFlight,
 }
@@ -617,6 +624,9 @@ impl Route {
         if path == "/console" || path.starts_with("/console/") {
             return self.console(request).await;
         }
+        if path == METRICS_PATH {
+            return self.metrics(&request).await;
+        }
         if request.uri().path() != PATH {
             return plain(
                 StatusCode::NOT_FOUND,
@@ -656,17 +666,47 @@ impl Route {
         )
     }
 
+    /// Whether the request carries the bearer token (or none is needed).
+    fn authorized(&self, request: &Request<Incoming>) -> bool {
+        let Some(expected) = &self.token else {
+            return true;
+        };
+        let given = request
+            .headers()
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
+        if given.is_some_and(|g| constant_time_eq(g, expected)) {
+            return true;
+        }
+        tracing::debug!(client = %self.client, "request without the bearer token; 401");
+        false
+    }
+
+    /// `GET /metrics`: the host's metrics for Prometheus, behind the same
+    /// bearer token as `/mcp` (they name the tools and the policies).
+    async fn metrics(&self, request: &Request<Incoming>) -> Response<Body> {
+        if !self.authorized(request) {
+            return unauthorized();
+        }
+        if request.method() != http::Method::GET {
+            return plain(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method not allowed: GET /metrics\n",
+            );
+        }
+        let mut response =
+            Response::new(Full::new(Bytes::from(self.host.metrics_text().await)).boxed());
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static(toolgate::metrics::CONTENT_TYPE),
+        );
+        response
+    }
+
     /// A request to the MCP endpoint.
     async fn mcp(&self, request: Request<Incoming>) -> Response<Body> {
-        if let Some(expected) = &self.token {
-            let given = request
-                .headers()
-                .get(http::header::AUTHORIZATION)
-                .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
-            if !given.is_some_and(|g| constant_time_eq(g, expected)) {
-                tracing::debug!(client = %self.client, "request without the bearer token; 401");
-                return unauthorized();
-            }
+        if !self.authorized(&request) {
+            return unauthorized();
         }
         // The body, whole, within the deadline and the size bound: a body
         // trickled to hold the connection ends at the deadline.

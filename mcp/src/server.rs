@@ -164,6 +164,11 @@ impl ToolgateServer {
         }
     }
 
+    /// The host this server serves.
+    pub fn host(&self) -> &Toolgate {
+        &self.host
+    }
+
     /// Whether the host takes calls now (`/readyz`): the generation, its
     /// loading settled, its blocked plugins.
     pub fn readiness_probe(&self) -> impl Fn() -> super::health::Readiness + Send + Sync + 'static {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the MCP servers of servers.txt into DIR (project-local, under the
 # target directory): DIR/npm (npm install --prefix) and DIR/time-venv (a
-# Python venv); and DIR/npx-cache, an npm cache in which `npx -y PACKAGE@VERSION`
+# Python venv); DIR/clients (npm install --prefix: the clients the docs'
+# recipes drive); and DIR/npx-cache, an npm cache in which `npx -y PACKAGE@VERSION`
 # of each npm server has run once (the docs' recipes start from it: the
 # sandbox's egress cannot reach this machine's registry mirror). Reused while servers.txt is unchanged. Exits non-zero, saying
 # which registry failed, when one cannot be reached.
@@ -17,7 +18,8 @@ list="$here/servers.txt"
 if cmp -s "$list" "$dir/.servers" \
     && [ -x "$dir/npm/node_modules/.bin/mcp-server-everything" ] \
     && [ -x "$dir/time-venv/bin/mcp-server-time" ] \
-    && [ -d "$dir/npx-cache/_npx" ]; then
+    && [ -d "$dir/npx-cache/_npx" ] \
+    && [ -x "$dir/clients/node_modules/.bin/mcp-inspector" ]; then
     exit 0
 fi
 if [ "$check" = 1 ]; then
@@ -36,6 +38,13 @@ while read -r registry package version; do
             # A stdio server reads EOF on stdin and exits.
             (cd "$dir" && npm_config_cache="$dir/npx-cache" npx -y "$package@$version" stdio < /dev/null > /dev/null 2>&1) \
                 || { echo "cannot run $package@$version with npx (cache $dir/npx-cache)" >&2; exit 1; }
+            ;;
+        npm-client)
+            # A prefix of its own: a second `npm install --no-save` into
+            # one prefix prunes what the first installed.
+            command -v npm >/dev/null || { echo "npm is not installed (needed for $package)" >&2; exit 1; }
+            npm install --prefix "$dir/clients" --no-audit --no-fund --no-save --silent "$package@$version" \
+                || { echo "cannot install $package@$version from npm" >&2; exit 1; }
             ;;
         pypi)
             [ -x "$dir/time-venv/bin/python" ] || python3 -m venv "$dir/time-venv"

@@ -180,6 +180,7 @@ impl ConnectionRecord {
                 "egress connection"
             );
         } else {
+            crate::metrics::egress_refused();
             tracing::warn!(
                 call_id = %who.call_id, plugin = %who.plugin, scope = %who.scope,
                 via = r.via, name = %r.name, address = ?r.address, port = r.port,

@@ -22,6 +22,7 @@ mod harness;
 mod keyless;
 mod lifecycle;
 mod lsp;
+mod metrics;
 mod oci;
 mod passthrough;
 mod pipeline;

@@ -133,7 +133,7 @@ fn file_from(page: &str, name: &str) -> String {
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     blocks(&text)
         .into_iter()
-        .find(|b| b.attrs.get("file").is_some_and(|f| f == name))
+        .find(|b| b.attrs.get("file").is_some_and(|f| f == name) && !b.attrs.contains_key("from"))
         .unwrap_or_else(|| panic!("docs/operators/{page} has no `file={name}` block"))
         .text
 }
@@ -230,7 +230,27 @@ fn script(recipe: &Recipe) -> String {
 
 /// Runs `recipe`; panics with its output on a failure.
 fn run(recipe: &Recipe) {
-    let missing: Vec<String> = recipe.needs().into_iter().filter(|p| !on_path(p)).collect();
+    let bin = toolgate_bin();
+    let venv = crate::serve::python();
+    let mut dirs = vec![
+        bin.parent().unwrap().to_path_buf(),
+        venv.parent().unwrap().to_path_buf(),
+    ];
+    if recipe.needs().iter().any(|n| n == "mcp-inspector") {
+        // Installed beside the MCP servers (tests/mcp/servers.txt).
+        dirs.push(crate::bridge::servers().join("clients/node_modules/.bin"));
+    }
+    let path = dirs
+        .iter()
+        .map(|p| p.display().to_string())
+        .chain(std::env::var("PATH").ok())
+        .collect::<Vec<_>>()
+        .join(":");
+    let missing: Vec<String> = recipe
+        .needs()
+        .into_iter()
+        .filter(|p| !on_path(p, &path))
+        .collect();
     needs::expect(
         &format!("recipe {} ({})", recipe.name, recipe.page),
         if missing.is_empty() {
@@ -252,17 +272,6 @@ fn run(recipe: &Recipe) {
     let script_path = dir.path().join("recipe.sh");
     std::fs::write(&script_path, script(recipe)).unwrap();
 
-    let bin = toolgate_bin();
-    let venv = crate::serve::python();
-    let path = [
-        bin.parent().unwrap().to_path_buf(),
-        venv.parent().unwrap().to_path_buf(),
-    ]
-    .iter()
-    .map(|p| p.display().to_string())
-    .chain(std::env::var("PATH").ok())
-    .collect::<Vec<_>>()
-    .join(":");
     let with: Vec<&str> = recipe
         .blocks
         .iter()
@@ -353,7 +362,7 @@ fn run(recipe: &Recipe) {
             n += 1;
             r += &format!("--- block {n} (line {}) printed:\n{}", b.line, output(n));
         }
-        r + "--- the script's stderr:\n" + &progress
+        r + "--- the script's stderr:\n" + &progress + "--- the script:\n" + &script(recipe)
     };
     match status {
         None => panic!("{}", report(&format!("ran past {RECIPE_DEADLINE:?}"))),
@@ -405,10 +414,12 @@ fn line_matches(line: &str, want: &str) -> bool {
     true
 }
 
-fn on_path(program: &str) -> bool {
+/// Whether `program` is found on `path` (a `PATH` value).
+fn on_path(program: &str, path: &str) -> bool {
     Command::new("sh")
         .arg("-c")
         .arg(format!("command -v '{program}'"))
+        .env("PATH", path)
         .stdout(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())

@@ -38,13 +38,13 @@ pub(crate) fn python() -> PathBuf {
 /// A working directory and a plugin directory for one server: the `tools`
 /// fixture, a guard that denies `crash`, a hook that asks about every call;
 /// plus the built-ins (the `bash` tool among them).
-struct Setup {
+pub(crate) struct Setup {
     work: TempDir,
     plugins: PluginDir,
     config: PathBuf,
 }
 
-fn setup() -> Setup {
+pub(crate) fn setup() -> Setup {
     let work = TempDir::new("serve-work");
     let plugins = PluginDir::new();
     plugins
@@ -319,10 +319,10 @@ fn python_sdk_over_stdio() {
 
 /// A server on HTTP, killed when dropped; its URL and its bearer token
 /// (none with `--no-auth`), read from the token file it names.
-struct HttpServer {
+pub(crate) struct HttpServer {
     child: Child,
     url: String,
-    token: Option<String>,
+    pub(crate) token: Option<String>,
     /// The line after the address: where the token is, or the warning.
     auth_line: String,
     /// Its stderr after those lines, so far.
@@ -330,7 +330,7 @@ struct HttpServer {
 }
 
 impl HttpServer {
-    fn start(s: &Setup, extra: &[&str]) -> HttpServer {
+    pub(crate) fn start(s: &Setup, extra: &[&str]) -> HttpServer {
         Self::start_env(s, extra, &[])
     }
 
@@ -393,7 +393,7 @@ impl HttpServer {
     }
 
     /// The `Authorization` header line of a legitimate client.
-    fn auth(&self) -> String {
+    pub(crate) fn auth(&self) -> String {
         self.token
             .as_ref()
             .map(|t| format!("Authorization: Bearer {t}\r\n"))
@@ -409,7 +409,7 @@ impl HttpServer {
         target
     }
 
-    fn addr(&self) -> String {
+    pub(crate) fn addr(&self) -> String {
         self.url
             .trim_start_matches("http://")
             .trim_end_matches("/mcp")
@@ -429,7 +429,7 @@ impl HttpServer {
     }
 
     /// A raw HTTP request exactly as given; the status code.
-    fn raw_as_is(&self, head: &str) -> u16 {
+    pub(crate) fn raw_as_is(&self, head: &str) -> u16 {
         let mut stream = TcpStream::connect(self.addr()).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))
