@@ -665,7 +665,17 @@ impl scheduler::Dispatch for Toolgate {
         generation: &'a Generation,
         turn: &'a TurnOptions,
     ) -> futures::future::BoxFuture<'a, ()> {
-        self.inner.metrics.call(finished);
+        let record = &finished.record;
+        self.inner.metrics.call(
+            &record.name,
+            record.error.as_ref().map(|e| &e.code),
+            finished
+                .decisions
+                .iter()
+                .filter(|d| d.verdict == "deny")
+                .map(|d| (d.stage.as_str(), d.decided_by.as_str())),
+            finished.elapsed_us,
+        );
         match &self.inner.audit {
             Some(audit) => {
                 Box::pin(

@@ -2,7 +2,7 @@
 //! (`toolgate serve --http` serves them at `/metrics`, behind its bearer
 //! token).
 //!
-//! Counted where every call ends (the commit, whether or not an audit
+//! Counted where every call ends (the host's commit, whether or not an audit
 //! record is kept): by tool and outcome, by the policy that denied, and the
 //! call's latency from materialize to its frozen result. Read at each
 //! scrape: the generation in force and the approvals pending.
@@ -23,7 +23,6 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::outcome::ErrorCode;
-use crate::pipeline::Finished;
 
 /// The content type of [`Metrics::encode`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -129,24 +128,26 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Counts one ended call.
-    pub(crate) fn call(&self, finished: &Finished) {
-        let error = finished.record.error.as_ref();
+    /// Counts one ended call: its tool's name, its failure's code (none:
+    /// it succeeded), the (stage, policy) of each denial on its way, and
+    /// its latency.
+    pub(crate) fn call<'a>(
+        &self,
+        tool: &str,
+        error: Option<&ErrorCode>,
+        denials: impl Iterator<Item = (&'a str, &'a str)>,
+        elapsed_us: u64,
+    ) {
         let tool = match error {
-            Some(e) if e.code == ErrorCode::UnknownTool => UNKNOWN_TOOL,
-            _ => finished.record.name.as_str(),
+            Some(ErrorCode::UnknownTool) => UNKNOWN_TOOL,
+            _ => tool,
         };
-        let outcome = match error.map(|e| &e.code) {
+        let outcome = match error {
             None => "ok",
             Some(ErrorCode::Tool(_)) => TOOL_ERROR,
             Some(code) => code.as_str(),
         };
-        let denials = finished
-            .decisions
-            .iter()
-            .filter(|d| d.verdict == "deny")
-            .map(|d| (d.stage.as_str(), d.decided_by.as_str()));
-        self.count(tool, outcome, denials, finished.elapsed_us);
+        self.count(tool, outcome, denials, elapsed_us);
     }
 
     /// Counts one ended call of `tool` (a registered name, or

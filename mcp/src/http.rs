@@ -264,6 +264,7 @@ impl Listener {
             hosts.push(addr.ip().to_string());
         }
         hosts.extend(self.options.allow_hosts.iter().cloned());
+        let metric_hosts: Arc<[String]> = hosts.clone().into();
         #[cfg(feature = "console")]
         let console = self.options.console.clone().map(|c| ConsoleRoute {
             console: c,
@@ -323,6 +324,7 @@ impl Listener {
                 console: console.clone(),
                 readiness: readiness.clone(),
                 host: host.clone(),
+                hosts: metric_hosts.clone(),
                 stop: stop.clone(),
                 in_flight: in_flight.clone(),
             });
@@ -507,6 +509,23 @@ fn refused(shares: &Shares, client: Client, full: Taken) {
     }
 }
 
+/// Whether the request's `Host` is one of `hosts` (any port): what keeps a
+/// web page elsewhere from reaching a loopback server through DNS
+/// rebinding.
+fn host_named(hosts: &[String], headers: &http::HeaderMap) -> bool {
+    let Some(host) = headers
+        .get(http::header::HOST)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map(|(h, _)| h).unwrap_or(host),
+    };
+    hosts.iter().any(|h| h.eq_ignore_ascii_case(name))
+}
+
 fn plain(status: StatusCode, text: &str) -> Response<Body> {
     let mut response = Response::new(Full::new(Bytes::from(text.to_string())).boxed());
     *response.status_mut() = status;
@@ -542,6 +561,8 @@ struct Route {
     readiness: Arc<dyn Fn() -> Readiness + Send + Sync>,
     /// The host, for `/metrics`.
     host: toolgate::Toolgate,
+    /// The `Host` names this server answers `/metrics` for (as `/mcp`).
+    hosts: Arc<[String]>,
     stop: Stop,
     in_flight: InFlight,
 }
@@ -581,18 +602,7 @@ impl ConsoleRoute {
 
     /// The `Host` names this server (as for `/mcp`).
     fn host_ok(&self, parts: &http::request::Parts) -> bool {
-        let Some(host) = parts
-            .headers
-            .get(http::header::HOST)
-            .and_then(|v| v.to_str().ok())
-        else {
-            return false;
-        };
-        let name = match host.strip_prefix('[') {
-            Some(rest) => rest.split(']').next().unwrap_or(""),
-            None => host.rsplit_once(':').map(|(h, _)| h).unwrap_or(host),
-        };
-        self.hosts.iter().any(|h| h.eq_ignore_ascii_case(name))
+        host_named(&self.hosts, &parts.headers)
     }
 
     /// No `Origin`, this server's own (same scheme-less host and port as
@@ -687,6 +697,14 @@ impl Route {
     async fn metrics(&self, request: &Request<Incoming>) -> Response<Body> {
         if !self.authorized(request) {
             return unauthorized();
+        }
+        // With the token, a page elsewhere cannot read them; without one
+        // (`--no-auth`), the Host check is what stops it.
+        if !host_named(&self.hosts, request.headers()) {
+            return plain(
+                StatusCode::FORBIDDEN,
+                "forbidden: the Host header does not name this server (--allow-host adds names)\n",
+            );
         }
         if request.method() != http::Method::GET {
             return plain(

@@ -148,6 +148,26 @@ fn metrics_count_every_call_and_only_for_the_token_holder() {
     assert!(text.contains("toolgate_egress_refused_total"), "{text}");
     assert!(text.trim_end().ends_with("# EOF"), "{text}");
 
+    // A Host that is not this server's (DNS rebinding): refused.
+    let (status, _, _) = {
+        let mut stream = TcpStream::connect(&addr).unwrap();
+        stream
+            .write_all(
+                format!("GET /metrics HTTP/1.1\r\nHost: evil.example:80\r\n{auth}Connection: close\r\n\r\n")
+                    .as_bytes(),
+            )
+            .unwrap();
+        let mut reply = String::new();
+        let _ = stream.read_to_string(&mut reply);
+        let status = reply
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0u16);
+        (status, (), ())
+    };
+    assert_eq!(status, 403, "a Host not this server's");
+
     // Only GET.
     let post = format!(
         "POST /metrics HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n"
