@@ -21,6 +21,11 @@ use crate::serve::{HttpServer, setup};
 /// A raw GET of `path`, with the `Authorization` line given; the status,
 /// the headers and the body (status 0: nothing listens there).
 fn get(addr: &str, path: &str, auth: &str) -> (u16, String, String) {
+    get_as(addr, addr, path, auth)
+}
+
+/// [`get`] with `host` as the `Host` header.
+fn get_as(addr: &str, host: &str, path: &str, auth: &str) -> (u16, String, String) {
     // Not listening yet (Prometheus starting): status 0.
     let Ok(mut stream) = TcpStream::connect(addr) else {
         return (0, String::new(), String::new());
@@ -30,7 +35,7 @@ fn get(addr: &str, path: &str, auth: &str) -> (u16, String, String) {
         .unwrap();
     stream
         .write_all(
-            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n")
+            format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Connection: close\r\n\r\n")
                 .as_bytes(),
         )
         .unwrap();
@@ -149,23 +154,7 @@ fn metrics_count_every_call_and_only_for_the_token_holder() {
     assert!(text.trim_end().ends_with("# EOF"), "{text}");
 
     // A Host that is not this server's (DNS rebinding): refused.
-    let (status, _, _) = {
-        let mut stream = TcpStream::connect(&addr).unwrap();
-        stream
-            .write_all(
-                format!("GET /metrics HTTP/1.1\r\nHost: evil.example:80\r\n{auth}Connection: close\r\n\r\n")
-                    .as_bytes(),
-            )
-            .unwrap();
-        let mut reply = String::new();
-        let _ = stream.read_to_string(&mut reply);
-        let status = reply
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0u16);
-        (status, (), ())
-    };
+    let (status, _, _) = get_as(&addr, "evil.example:80", "/metrics", &auth);
     assert_eq!(status, 403, "a Host not this server's");
 
     // Only GET.
