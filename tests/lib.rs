@@ -435,6 +435,28 @@ fn dechunk(mut body: &str) -> String {
 }
 
 /// The status of `GET path` at `addr` (0 when nothing answers).
+/// One raw HTTP/1.1 exchange with `addr` (the request as given, ending the
+/// connection); the status, the head and the body. Status 0: nothing
+/// listens there.
+pub fn http_exchange(addr: &str, request: &str) -> (u16, String, String) {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
+        return (0, String::new(), String::new());
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let _ = stream.write_all(request.as_bytes());
+    let mut reply = Vec::new();
+    let _ = stream.read_to_end(&mut reply);
+    let reply = String::from_utf8_lossy(&reply);
+    let (head, body) = reply.split_once("\r\n\r\n").unwrap_or((&reply, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, head.to_string(), body.to_string())
+}
+
 pub fn http_get_status(addr: &str, path: &str) -> u16 {
     use std::io::{BufRead, Write};
     let Ok(mut stream) = std::net::TcpStream::connect(addr) else {

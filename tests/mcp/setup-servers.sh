@@ -31,20 +31,19 @@ mkdir -p "$dir/npm"
 while read -r registry package version; do
     case "$registry" in
         ''|'#'*) continue ;;
-        npm)
+        npm|npm-client)
+            # Clients get a prefix of their own: a second `npm install
+            # --no-save` into one prefix prunes what the first installed.
+            prefix="$dir/npm"
+            [ "$registry" = npm-client ] && prefix="$dir/clients"
             command -v npm >/dev/null || { echo "npm is not installed (needed for $package)" >&2; exit 1; }
-            npm install --prefix "$dir/npm" --no-audit --no-fund --no-save --silent "$package@$version" \
+            npm install --prefix "$prefix" --no-audit --no-fund --no-save --silent "$package@$version" \
                 || { echo "cannot install $package@$version from npm" >&2; exit 1; }
-            # A stdio server reads EOF on stdin and exits.
-            (cd "$dir" && npm_config_cache="$dir/npx-cache" npx -y "$package@$version" stdio < /dev/null > /dev/null 2>&1) \
-                || { echo "cannot run $package@$version with npx (cache $dir/npx-cache)" >&2; exit 1; }
-            ;;
-        npm-client)
-            # A prefix of its own: a second `npm install --no-save` into
-            # one prefix prunes what the first installed.
-            command -v npm >/dev/null || { echo "npm is not installed (needed for $package)" >&2; exit 1; }
-            npm install --prefix "$dir/clients" --no-audit --no-fund --no-save --silent "$package@$version" \
-                || { echo "cannot install $package@$version from npm" >&2; exit 1; }
+            if [ "$registry" = npm ]; then
+                # A stdio server reads EOF on stdin and exits.
+                (cd "$dir" && npm_config_cache="$dir/npx-cache" npx -y "$package@$version" stdio < /dev/null > /dev/null 2>&1) \
+                    || { echo "cannot run $package@$version with npx (cache $dir/npx-cache)" >&2; exit 1; }
+            fi
             ;;
         pypi)
             [ -x "$dir/time-venv/bin/python" ] || python3 -m venv "$dir/time-venv"

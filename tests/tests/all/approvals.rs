@@ -656,19 +656,7 @@ impl Served {
 
     /// A raw request to the console; (status, head, body).
     pub(crate) fn raw(&self, request: &str) -> (u16, String, String) {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(&self.console_addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        s.write_all(request.as_bytes()).unwrap();
-        let mut text = String::new();
-        let _ = s.read_to_string(&mut text);
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        let status = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        (status, head.to_string(), body.to_string())
+        toolgate_tests::http_exchange(&self.console_addr, request)
     }
 }
 

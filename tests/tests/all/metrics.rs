@@ -7,13 +7,11 @@
 //! series (they count under `(unknown)`); the endpoint refuses a request
 //! without the token and anything but GET.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use toolgate_tests::{TempDir, needs, stateless_call};
+use toolgate_tests::{TempDir, http_exchange, needs, stateless_call};
 
 use crate::oci::free_port;
 use crate::serve::{HttpServer, setup};
@@ -26,36 +24,10 @@ fn get(addr: &str, path: &str, auth: &str) -> (u16, String, String) {
 
 /// [`get`] with `host` as the `Host` header.
 fn get_as(addr: &str, host: &str, path: &str, auth: &str) -> (u16, String, String) {
-    // Not listening yet (Prometheus starting): status 0.
-    let Ok(mut stream) = TcpStream::connect(addr) else {
-        return (0, String::new(), String::new());
-    };
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    stream
-        .write_all(
-            format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Connection: close\r\n\r\n")
-                .as_bytes(),
-        )
-        .unwrap();
-    let mut reply = Vec::new();
-    let _ = stream.read_to_end(&mut reply);
-    let reply = String::from_utf8_lossy(&reply).to_string();
-    let (head, body) = reply.split_once("\r\n\r\n").unwrap_or((&reply, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    // A chunked body: the sizes are on lines of their own, the metrics never
-    // are a bare hex number alone on a line.
-    let body = body
-        .lines()
-        .filter(|l| !l.chars().all(|c| c.is_ascii_hexdigit()) || l.is_empty())
-        .collect::<Vec<_>>()
-        .join("\n");
-    (status, head.to_string(), body)
+    http_exchange(
+        addr,
+        &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Connection: close\r\n\r\n"),
+    )
 }
 
 /// The value of the sample line `series` (exactly, labels included).

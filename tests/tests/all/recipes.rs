@@ -114,6 +114,13 @@ fn blocks(markdown: &str) -> Vec<Block> {
     out
 }
 
+impl Block {
+    /// A block of commands (not a file the reader writes, not output).
+    fn is_command(&self) -> bool {
+        !self.attrs.contains_key("file") && matches!(self.lang.as_str(), "sh" | "bash" | "console")
+    }
+}
+
 /// `key=value` words (a bare word as `word=""`).
 fn attrs<'a>(words: impl Iterator<Item = &'a str>) -> BTreeMap<String, String> {
     words
@@ -217,7 +224,7 @@ fn script(recipe: &Recipe) -> String {
                 "mkdir -p \"$(dirname '{path}')\"\ncat > '{path}' <<'{end}'\n{}{end}\n",
                 b.text
             );
-        } else if b.lang == "sh" || b.lang == "bash" || b.lang == "console" {
+        } else if b.is_command() {
             n += 1;
             s += &format!(
                 "echo '--- block {n} (line {}) ---' >&2\n{{\n{}}} > \"$RECIPE_OUT/{n}\" 2>&1\n",
@@ -355,8 +362,7 @@ fn run(recipe: &Recipe) {
         );
         let mut n = 0;
         for b in &recipe.blocks {
-            if b.attrs.contains_key("file") || !matches!(b.lang.as_str(), "sh" | "bash" | "console")
-            {
+            if !b.is_command() {
                 continue;
             }
             n += 1;
@@ -372,12 +378,9 @@ fn run(recipe: &Recipe) {
     // Each `output` block against the output of the `sh` block before it.
     let mut n = 0;
     for b in &recipe.blocks {
-        if b.attrs.contains_key("file") {
-            continue;
-        }
-        if matches!(b.lang.as_str(), "sh" | "bash" | "console") {
+        if b.is_command() {
             n += 1;
-        } else if b.attrs.contains_key("output") {
+        } else if b.attrs.contains_key("output") && !b.attrs.contains_key("file") {
             assert!(
                 n > 0,
                 "{}:{}: an output block before any command",
