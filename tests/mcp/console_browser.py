@@ -186,7 +186,9 @@ async def functional(args, browser):
     # …while one that does not match queues.
     t4, r4 = mcp.start("echo not-granted")
     await r4
-    await expect(row(page, "not-granted")).to_be_visible()
+    # A new entry reaches the page by the event stream; under a loaded
+    # CI (every test at once) that took more than the default 5 s.
+    await expect(row(page, "not-granted")).to_be_visible(timeout=20000)
 
     # A hostile argument is shown as text, never run as HTML. A reload
     # first: the session (and its CSRF token) survive it.
@@ -195,7 +197,7 @@ async def functional(args, browser):
     await page.reload()
     await expect(page.locator("#app-view")).to_be_visible()
     xss_row = row(page, "onerror")
-    await expect(xss_row).to_be_visible()
+    await expect(xss_row).to_be_visible(timeout=20000)
     shown = await xss_row.locator("pre.arguments").inner_text()
     # As JSON (the quotes escaped), every character of the markup visible.
     check(json.dumps(XSS) in shown, f"the argument is not shown as it was: {shown}")
