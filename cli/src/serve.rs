@@ -35,6 +35,8 @@ pub struct ServeArgs {
     /// does not exist. Default: serve-token in the state directory
     /// ($TOOLGATE_STATE_DIR, else $XDG_STATE_HOME/toolgate, else
     /// ~/.local/state/toolgate). Hidden from everything the host runs.
+    /// With `[auth]` in the configuration, /mcp takes OAuth access tokens
+    /// instead and this token guards /metrics alone.
     #[arg(long, value_name = "FILE", requires = "http")]
     token_file: Option<PathBuf>,
 
@@ -278,6 +280,10 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
         builder = builder.workdir(dir);
     }
     let host = builder.build().await?;
+    let oauth = match (&args.http, &host.config().await.auth) {
+        (Some(_), Some(auth)) => Some(oauth(auth, args.workdir.as_deref()).await?),
+        _ => None,
+    };
     let queued = host.approvals().is_some();
     let asks_client = ask_client(global.approve, host.config().await.approval.mode);
     // `[serve]`, and the flags of the same names on top.
@@ -438,13 +444,42 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
             std::process::exit(1);
         });
     }
-    let served = serve_until_stopped(args, server, limits, stop, token, console).await;
+    let served = serve_until_stopped(args, server, limits, stop, token, console, oauth).await;
     if let Some(audit) = audit
         && let Err(e) = audit.close()
     {
         eprintln!("toolgate: {e}");
     }
     served
+}
+
+/// `[auth]`'s resource server, its keys fetched once now: a wrong issuer
+/// or key set shows at start (a warning: requests fetch again, and fail
+/// closed until the keys are had).
+async fn oauth(
+    auth: &toolgate::identity::AuthConfig,
+    workdir: Option<&std::path::Path>,
+) -> anyhow::Result<Arc<toolgate_mcp::oauth::OAuth>> {
+    let workdir = match workdir {
+        Some(dir) => dir.to_path_buf(),
+        None => std::env::current_dir().context("the current directory")?,
+    };
+    let oauth = toolgate_mcp::oauth::OAuth::new(auth, &workdir)?;
+    match oauth.warm().await {
+        Ok(keys) => {
+            tracing::info!(issuer = %auth.issuer, keys, "[auth]: the issuer's keys fetched")
+        }
+        Err(e) if auth.introspection.is_some() => {
+            tracing::info!(issuer = %auth.issuer, error = %e, "[auth]: no signing keys; tokens are introspected")
+        }
+        Err(e) => {
+            eprintln!(
+                "toolgate: WARNING: [auth]: the issuer's signing keys could not be fetched ({e}); every request is refused (503) until they are"
+            );
+            tracing::warn!(issuer = %auth.issuer, error = %e, "[auth]: the issuer's keys could not be fetched");
+        }
+    }
+    Ok(Arc::new(oauth))
 }
 
 async fn serve_until_stopped(
@@ -454,6 +489,7 @@ async fn serve_until_stopped(
     stop: Stop,
     token: Option<(String, PathBuf, bool)>,
     console: Option<(Arc<Console>, PathBuf, bool)>,
+    oauth: Option<Arc<toolgate_mcp::oauth::OAuth>>,
 ) -> anyhow::Result<ExitCode> {
     match args.http {
         None => {
@@ -475,6 +511,7 @@ async fn serve_until_stopped(
                     .as_ref()
                     .filter(|_| args.console.is_none())
                     .map(|(c, _, _)| c.clone()),
+                oauth: oauth.clone(),
             };
             let listener = http::bind(addr, options).await?;
             let bound = listener.local_addr()?;
@@ -503,13 +540,26 @@ async fn serve_until_stopped(
                     if *made { ", made now" } else { "" }
                 );
             }
-            match &token {
-                Some((_, path, made)) => eprintln!(
+            match (&token, &oauth) {
+                (_, Some(oauth)) => {
+                    eprintln!(
+                        "toolgate: clients send OAuth access tokens (`[auth]`); the metadata is at {}",
+                        oauth.metadata_url()
+                    );
+                    if let Some((_, path, made)) = &token {
+                        eprintln!(
+                            "toolgate: /metrics takes the bearer token in {}{}",
+                            path.display(),
+                            if *made { " (made now)" } else { "" }
+                        );
+                    }
+                }
+                (Some((_, path, made)), None) => eprintln!(
                     "toolgate: clients send `Authorization: Bearer <token>`; the token is in {}{}",
                     path.display(),
                     if *made { " (made now)" } else { "" }
                 ),
-                None => {
+                (None, None) => {
                     eprintln!(
                         "toolgate: WARNING: --no-auth: no bearer token; every local user can call these tools as you"
                     );

@@ -61,7 +61,7 @@ impl PendingRead {
     }
 }
 
-/// `toolgate:plugin@0.2.x` (the WIT in `wit/` is 0.2.5; 0.2.0 to 0.2.4 guests are
+/// `toolgate:plugin@0.2.x` (the WIT in `wit/` is 0.2.6; 0.2.0 to 0.2.5 guests are
 /// served by the linker's semver matching).
 pub mod v0_2 {
     wasmtime::component::bindgen!({

@@ -371,6 +371,34 @@ pub const APPROVAL_WEBHOOK_MAX_BODY_BYTES: usize = 256 << 10;
 /// and a flood of entries growing memory. 256; not configurable.
 pub const APPROVAL_WEBHOOK_BACKLOG: usize = 256;
 
+/// `[auth] leeway_seconds`: the default clock skew allowed on a token's
+/// `exp` and `nbf`. 60 s.
+pub const AUTH_DEFAULT_LEEWAY_SECONDS: u64 = 60;
+/// `[auth] leeway_seconds` at most. Threat: an expired token accepted for
+/// long after its end. 300 s.
+pub const AUTH_MAX_LEEWAY_SECONDS: u64 = 300;
+/// Bytes of an access token the server reads; a longer `Authorization`
+/// header is refused unread. 16 KiB; not configurable.
+pub const AUTH_MAX_TOKEN_BYTES: usize = 16 << 10;
+/// Bytes of one document from the authorization server (its metadata, its
+/// key set, an introspection answer). Threat: a server (or what sits in
+/// its place) flooding the host. 256 KiB; not configurable.
+pub const AUTH_MAX_DOCUMENT_BYTES: usize = 256 << 10;
+/// How long one request to the authorization server may take. 5 s; not
+/// configurable.
+pub const AUTH_FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the issuer's key set is used before it is fetched again.
+/// 10 minutes; not configurable.
+pub const AUTH_KEYS_TTL: Duration = Duration::from_secs(600);
+/// A token naming a key the set lacks fetches the set again (a rotation),
+/// at most this often. Threat: tokens with made-up key ids turning every
+/// request into a fetch. 30 s; not configurable.
+pub const AUTH_KEYS_REFETCH_INTERVAL: Duration = Duration::from_secs(30);
+/// Bytes of JSON one `[auth] claims` claim may have to be passed on to
+/// policies and the record; a larger one is left out (logged). 4 KiB;
+/// not configurable.
+pub const AUTH_MAX_CLAIM_BYTES: usize = 4 << 10;
+
 /// The `kv` seam: the longest key. Threat: keys as a side channel for bulk
 /// data, and unbounded key listings. 256 bytes; not configurable.
 pub const KV_MAX_KEY_BYTES: usize = 256;

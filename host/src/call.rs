@@ -176,6 +176,10 @@ pub struct Client {
     /// else its `initialize`): name and version.
     pub name: Option<String>,
     pub version: Option<String>,
+    /// Who is calling, as its validated access token says (`[auth]`);
+    /// absent without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub caller: Option<Arc<crate::identity::Caller>>,
     /// Arguments its harness adds to every call, which the operator
     /// accepted and which were removed before validation, with their
     /// values (`serve --accept-harness-arguments`); absent when none.
@@ -195,6 +199,8 @@ pub struct CallOrigin {
     pub parent_id: Option<String>,
     /// The turn's cancellation.
     pub cancel: CancellationToken,
+    /// Who is calling (see [`crate::identity`]).
+    pub caller: Option<Arc<crate::identity::Caller>>,
 }
 
 /// The call as every policy sees it: validated, frozen arguments and the
@@ -214,6 +220,9 @@ pub struct CallInfo {
     /// The turn's cancellation: every guest call made for this call stops
     /// when it fires (policies included).
     pub cancel: CancellationToken,
+    /// Who is calling, validated (see [`crate::identity`]); `None` without
+    /// `[auth]` (stdio, the static token, `run`).
+    pub caller: Option<Arc<crate::identity::Caller>>,
     /// The arguments as JSON text, made on first use and then shared: every
     /// guest that asks for the arguments receives this text, and a call that
     /// meets no guest never serialises them.
@@ -246,6 +255,7 @@ impl CallInfo {
             parent_id: origin.parent_id,
             tool,
             cancel: origin.cancel,
+            caller: origin.caller,
             arguments_json: OnceLock::new(),
             notes: Notes::default(),
             asks: Default::default(),

@@ -229,6 +229,9 @@ pub struct HostConfig {
     /// `serve`'s prompts (see [`crate::skills`]).
     #[serde(default)]
     pub skills: crate::skills::SkillsConfig,
+    /// `[auth]`: OAuth 2.1 access tokens for `serve --http` (see
+    /// [`crate::identity`]).
+    pub auth: Option<crate::identity::AuthConfig>,
     /// The file this came from (for messages).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -268,6 +271,9 @@ impl HostConfig {
         #[cfg(not(feature = "oci"))]
         config.oci.check("/oci", "oci", &mut problems);
         config.egress.check(&mut problems);
+        if let Some(auth) = &config.auth {
+            auth.check(&mut problems);
+        }
         config.web_search.check(&mut problems);
         config.lsp.check(&mut problems);
         crate::config::positive(

@@ -27,6 +27,7 @@ pub mod goals;
 pub mod grants;
 pub mod host;
 pub(crate) mod host_config;
+pub mod identity;
 pub mod lifecycle;
 pub mod lsp;
 pub mod metrics;
@@ -43,7 +44,7 @@ pub mod search;
 pub mod skills;
 pub mod state;
 pub mod store;
-pub(crate) mod tls;
+pub mod tls;
 pub mod tool;
 pub mod turn;
 

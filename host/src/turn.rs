@@ -40,6 +40,7 @@ impl TurnOptions {
             code_mode: self.code_mode,
             parent_id: self.parent_id.clone(),
             cancel: self.cancel.clone(),
+            caller: self.client.as_ref().and_then(|c| c.caller.clone()),
         }
     }
 }

@@ -109,6 +109,9 @@ pub struct HttpOptions {
     /// The approval console's API under `/console` (`--approve queue`).
     #[cfg(feature = "console")]
     pub console: Option<Arc<super::console::Console>>,
+    /// `[auth]`: `/mcp` takes OAuth access tokens instead of `token`
+    /// (which then guards `/metrics` alone), and serves its metadata.
+    pub oauth: Option<Arc<super::oauth::OAuth>>,
 }
 
 impl std::fmt::Debug for HttpOptions {
@@ -117,7 +120,8 @@ impl std::fmt::Debug for HttpOptions {
         let mut f = f.debug_struct("HttpOptions");
         f.field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("allow_hosts", &self.allow_hosts)
-            .field("allow_origins", &self.allow_origins);
+            .field("allow_origins", &self.allow_origins)
+            .field("oauth", &self.oauth);
         #[cfg(feature = "console")]
         f.field("console", &self.console.is_some());
         f.finish()
@@ -283,6 +287,7 @@ impl Listener {
             .with_max_request_body_bytes(limits.max_message_bytes)
             .with_cancellation_token(shutdown.child_token());
         let sessions = Sessions::new(limits.session_idle, limits.session_unused_idle);
+        let owners = Owners::default();
         let session_shares = Shares::new(
             "sessions",
             limits.max_sessions,
@@ -316,8 +321,10 @@ impl Listener {
             let route = Arc::new(Route {
                 service: service.clone(),
                 token: token.clone(),
+                oauth: self.options.oauth.clone(),
                 sessions: session_shares.clone(),
                 known: sessions.clone(),
+                owners: owners.clone(),
                 client,
                 limits,
                 #[cfg(feature = "console")]
@@ -549,10 +556,15 @@ fn closing(mut response: Response<Body>) -> Response<Body> {
 struct Route {
     service: StreamableHttpService<ToolgateServer, Sessions>,
     token: Option<Arc<[u8]>>,
+    /// `[auth]`: who may call `/mcp` is whom the authorization server says.
+    oauth: Option<Arc<super::oauth::OAuth>>,
     sessions: Arc<Shares>,
     /// The sessions themselves (the service's manager, shared), to tell an
     /// unknown session from a live one.
     known: Sessions,
+    /// Under `[auth]`, whose each session is: a session is its opener's
+    /// alone (the spec's "bind session IDs to user-specific information").
+    owners: Owners,
     client: Client,
     limits: Limits,
     #[cfg(feature = "console")]
@@ -565,6 +577,49 @@ struct Route {
     hosts: Arc<[String]>,
     stop: Stop,
     in_flight: InFlight,
+}
+
+/// Under `[auth]`: each session's owner (issuer and subject).
+#[derive(Clone, Default)]
+struct Owners(Arc<Mutex<HashMap<String, String>>>);
+
+impl Owners {
+    /// Whether `owner` opened session `id`.
+    fn is(&self, id: &str, owner: &str) -> bool {
+        let owners = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        owners.get(id).is_some_and(|o| o == owner)
+    }
+
+    /// `owner` opened session `id`. Sessions that ended without a DELETE
+    /// (idle) are forgotten when the map has grown.
+    async fn open(&self, id: &str, owner: String, known: &Sessions) {
+        let held: Vec<String> = {
+            let mut owners = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            owners.insert(id.to_string(), owner);
+            if owners.len() <= 64 || !owners.len().is_power_of_two() {
+                return;
+            }
+            owners.keys().cloned().collect()
+        };
+        let mut ended = Vec::new();
+        for id in held {
+            if !known
+                .has_session(&SessionId::from(id.as_str()))
+                .await
+                .unwrap_or(false)
+            {
+                ended.push(id);
+            }
+        }
+        let mut owners = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        for id in ended {
+            owners.remove(&id);
+        }
+    }
+
+    fn close(&self, id: &str) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+    }
 }
 
 /// The console's API on this listener, and what it accepts.
@@ -636,6 +691,11 @@ impl Route {
         }
         if path == METRICS_PATH {
             return self.metrics(&request).await;
+        }
+        if let Some(oauth) = &self.oauth
+            && oauth.is_metadata_path(path)
+        {
+            return resource_metadata(oauth, request.method());
         }
         if request.uri().path() != PATH {
             return plain(
@@ -723,14 +783,31 @@ impl Route {
 
     /// A request to the MCP endpoint.
     async fn mcp(&self, request: Request<Incoming>) -> Response<Body> {
-        if !self.authorized(&request) {
-            return unauthorized();
-        }
+        let caller = match &self.oauth {
+            Some(oauth) => {
+                let header = request
+                    .headers()
+                    .get(http::header::AUTHORIZATION)
+                    .map(|v| v.as_bytes());
+                match oauth.authenticate(header).await {
+                    Ok(caller) => Some(Arc::new(caller)),
+                    Err(refusal) => {
+                        tracing::debug!(client = %self.client, ?refusal, "access token refused");
+                        return refused_token(oauth, &refusal);
+                    }
+                }
+            }
+            None if !self.authorized(&request) => return unauthorized(),
+            None => None,
+        };
         // The body, whole, within the deadline and the size bound: a body
         // trickled to hold the connection ends at the deadline.
         let (mut parts, body) = request.into_parts();
         // Who sent it, for the handler (a task belongs to its client).
         parts.extensions.insert(self.client);
+        if let Some(caller) = caller {
+            parts.extensions.insert(caller);
+        }
         let limited = http_body_util::Limited::new(body, self.limits.max_message_bytes);
         let body = match tokio::time::timeout(self.limits.body_timeout, limited.collect()).await {
             Ok(Ok(collected)) => collected.to_bytes(),
@@ -816,6 +893,25 @@ impl Route {
             .and_then(|v| v.to_str().ok())
             .map(SessionId::from);
         let deleting = parts.method == http::Method::DELETE;
+        let owner = parts
+            .extensions
+            .get::<Arc<toolgate::identity::Caller>>()
+            .map(|c| format!("{}\n{}", c.issuer, c.subject));
+        if let (Some(owner), Some(id)) = (&owner, &session)
+            && !self.owners.is(id, owner)
+        {
+            // Another caller's session (or one not opened under `[auth]`):
+            // as unknown, so that a session id alone reveals nothing.
+            tracing::debug!(client = %self.client, "a session id used by a caller that did not open it; 404");
+            return exact::error_response(
+                StatusCode::NOT_FOUND,
+                None,
+                rmcp::ErrorData::invalid_request(
+                    "no such session: it ended, or was never opened; open one with `initialize`",
+                    None,
+                ),
+            );
+        }
         if deleting
             && let Some(id) = &session
             && !self.known.has_session(id).await.unwrap_or(false)
@@ -847,6 +943,19 @@ impl Route {
         let response = OPENING
             .scope(Mutex::new(opening), self.service.handle(request))
             .await;
+        if let Some(owner) = owner {
+            match (&session, response.headers().get("mcp-session-id")) {
+                (None, Some(opened)) => {
+                    if let Ok(opened) = opened.to_str() {
+                        self.owners.open(opened, owner, &self.known).await;
+                    }
+                }
+                (Some(id), _) if deleting && response.status().is_success() => {
+                    self.owners.close(id);
+                }
+                _ => {}
+            }
+        }
         if deleting && response.status() == StatusCode::ACCEPTED {
             // The session is ended (the SDK says 202, the spec 200 or 204).
             let mut response = response;
@@ -1071,6 +1180,71 @@ fn unauthorized() -> Response<Body> {
         http::HeaderValue::from_static("Bearer realm=\"toolgate\""),
     );
     closing(response)
+}
+
+/// A token `[auth]` refused: 401 (none, or not valid) or 403 (too few
+/// scopes) with the challenge that leads a client to the authorization
+/// server, or 503 when the token could not be checked.
+fn refused_token(oauth: &super::oauth::OAuth, refusal: &super::oauth::Refusal) -> Response<Body> {
+    use super::oauth::Refusal;
+    let (status, message) = match refusal {
+        Refusal::Missing => (
+            StatusCode::UNAUTHORIZED,
+            format!(
+                "unauthorized: send `Authorization: Bearer <access token>` from the authorization server the metadata at {} names",
+                oauth.metadata_url()
+            ),
+        ),
+        Refusal::Invalid(why) => (StatusCode::UNAUTHORIZED, format!("invalid token: {why}")),
+        Refusal::InsufficientScope(scopes) => (
+            StatusCode::FORBIDDEN,
+            format!("insufficient scope: the token needs {}", scopes.join(" ")),
+        ),
+        Refusal::Unavailable(why) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("the token could not be checked: {why}"),
+        ),
+    };
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32001, "message": message}
+    });
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    if status != StatusCode::SERVICE_UNAVAILABLE
+        && let Ok(value) = http::HeaderValue::from_str(&oauth.challenge(refusal))
+    {
+        headers.insert(http::header::WWW_AUTHENTICATE, value);
+    }
+    closing(response)
+}
+
+/// `GET` the Protected Resource Metadata (RFC 9728): public, readable from
+/// any origin (a browser-based client discovers with it).
+fn resource_metadata(oauth: &super::oauth::OAuth, method: &http::Method) -> Response<Body> {
+    if method != http::Method::GET {
+        return plain(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method not allowed: GET the metadata\n",
+        );
+    }
+    let mut response = Response::new(Full::new(Bytes::from(oauth.metadata().to_string())).boxed());
+    let headers = response.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    headers.insert(
+        http::header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        http::HeaderValue::from_static("*"),
+    );
+    response
 }
 
 /// Equal, in time that depends on the lengths only.

@@ -1011,6 +1011,13 @@ fn audit_client(context: &RequestContext<RoleServer>) -> toolgate::turn::Client 
         version: info
             .as_ref()
             .map(|i| toolgate::budgets::cut(i.version.clone(), AUDIT_MAX_CLIENT_FIELD_BYTES)),
+        // The caller `[auth]` validated (`oauth`), put there by the HTTP
+        // route: a name no client can choose for itself.
+        caller: http.and_then(|p| {
+            p.extensions
+                .get::<Arc<toolgate::identity::Caller>>()
+                .cloned()
+        }),
         stripped: serde_json::Map::new(),
     }
 }

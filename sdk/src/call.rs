@@ -6,6 +6,37 @@ use serde_json::Value;
 
 use crate::bindings::toolgate::plugin::{cancellation, deferred_context, types};
 
+/// Who is calling (see [`Call::caller`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Caller {
+    /// The token's subject (`sub`).
+    pub subject: String,
+    /// The token's issuer (`iss`).
+    pub issuer: String,
+    /// The OAuth client the token was issued to, if it says.
+    pub client_id: Option<String>,
+    /// The token's scopes.
+    pub scopes: Vec<String>,
+    /// The claims the operator passes on (`[auth] claims`): an object.
+    pub claims: Value,
+}
+
+impl Caller {
+    /// Whether the token carries `scope`.
+    pub fn has_scope(&self, scope: &str) -> bool {
+        self.scopes.iter().any(|s| s == scope)
+    }
+
+    /// Whether claim `name` is `value`, or a list holding it (`groups`).
+    pub fn claim_has(&self, name: &str, value: &str) -> bool {
+        match &self.claims[name] {
+            Value::String(s) => s == value,
+            Value::Array(items) => items.iter().any(|i| i.as_str() == Some(value)),
+            _ => false,
+        }
+    }
+}
+
 /// A call, as a tool body or a policy sees it.
 ///
 /// The call lives in the host; this is a handle to it. Each field is fetched
@@ -144,6 +175,21 @@ impl<'a> Call<'a> {
     /// The tool's annotations (read-only, destructive, ...).
     pub fn annotations(&self) -> types::ToolAnnotations {
         self.handle.annotations()
+    }
+
+    /// Who is calling (contract 0.2.6): the subject, issuer, client,
+    /// scopes and the claims the operator passes on, as the access token
+    /// `serve --http` validated under `[auth]` says. `None` without
+    /// `[auth]`. A guard deciding by person decides on this, never on
+    /// anything in the arguments.
+    pub fn caller(&self) -> Option<Caller> {
+        self.handle.caller().map(|c| Caller {
+            claims: serde_json::from_str(&c.claims).unwrap_or(Value::Null),
+            subject: c.subject,
+            issuer: c.issuer,
+            client_id: c.client_id,
+            scopes: c.scopes,
+        })
     }
 
     /// Time left until the call's deadline, now.

@@ -79,7 +79,7 @@ pub use bindings::toolgate::plugin::types::{
     CallResult, CallView, ContentBlock, EmbeddedResource, Media, ResourceContents, ResourceLink,
     ResultView, ToolAnnotations as Annotations, ToolFailure, ToolResult,
 };
-pub use call::Call;
+pub use call::{Call, Caller};
 pub use content::Content;
 pub use error::ToolError;
 pub use outcome::Outcome;

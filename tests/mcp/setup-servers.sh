@@ -19,7 +19,8 @@ if cmp -s "$list" "$dir/.servers" \
     && [ -x "$dir/npm/node_modules/.bin/mcp-server-everything" ] \
     && [ -x "$dir/time-venv/bin/mcp-server-time" ] \
     && [ -d "$dir/npx-cache/_npx" ] \
-    && [ -x "$dir/clients/node_modules/.bin/mcp-inspector" ]; then
+    && [ -x "$dir/clients/node_modules/.bin/mcp-inspector" ] \
+    && [ -f "$dir/clients/node_modules/oidc-provider/package.json" ]; then
     exit 0
 fi
 if [ "$check" = 1 ]; then
@@ -28,22 +29,22 @@ if [ "$check" = 1 ]; then
 fi
 rm -rf "$dir"
 mkdir -p "$dir/npm"
+clients=()
 while read -r registry package version; do
     case "$registry" in
         ''|'#'*) continue ;;
-        npm|npm-client)
-            # Clients get a prefix of their own: a second `npm install
-            # --no-save` into one prefix prunes what the first installed.
-            prefix="$dir/npm"
-            [ "$registry" = npm-client ] && prefix="$dir/clients"
+        npm-client)
+            # Installed together below: a second `npm install --no-save`
+            # into one prefix prunes what the first installed.
+            clients+=("$package@$version")
+            ;;
+        npm)
             command -v npm >/dev/null || { echo "npm is not installed (needed for $package)" >&2; exit 1; }
-            npm install --prefix "$prefix" --no-audit --no-fund --no-save --silent "$package@$version" \
+            npm install --prefix "$dir/npm" --no-audit --no-fund --no-save --silent "$package@$version" \
                 || { echo "cannot install $package@$version from npm" >&2; exit 1; }
-            if [ "$registry" = npm ]; then
-                # A stdio server reads EOF on stdin and exits.
-                (cd "$dir" && npm_config_cache="$dir/npx-cache" npx -y "$package@$version" stdio < /dev/null > /dev/null 2>&1) \
-                    || { echo "cannot run $package@$version with npx (cache $dir/npx-cache)" >&2; exit 1; }
-            fi
+            # A stdio server reads EOF on stdin and exits.
+            (cd "$dir" && npm_config_cache="$dir/npx-cache" npx -y "$package@$version" stdio < /dev/null > /dev/null 2>&1) \
+                || { echo "cannot run $package@$version with npx (cache $dir/npx-cache)" >&2; exit 1; }
             ;;
         pypi)
             [ -x "$dir/time-venv/bin/python" ] || python3 -m venv "$dir/time-venv"
@@ -53,4 +54,10 @@ while read -r registry package version; do
         *) echo "unknown registry $registry in $list" >&2; exit 1 ;;
     esac
 done < "$list"
+if [ "${#clients[@]}" -gt 0 ]; then
+    # The clients get a prefix of their own, apart from the servers.
+    command -v npm >/dev/null || { echo "npm is not installed (needed for ${clients[*]})" >&2; exit 1; }
+    npm install --prefix "$dir/clients" --no-audit --no-fund --no-save --silent "${clients[@]}" \
+        || { echo "cannot install ${clients[*]} from npm" >&2; exit 1; }
+fi
 cp "$list" "$dir/.servers"

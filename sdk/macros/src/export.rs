@@ -12,7 +12,7 @@ use syn::punctuated::Punctuated;
 use syn::{Ident, Path, Token, bracketed};
 
 /// The version of `toolgate:plugin` the SDK builds against.
-const WIT_VERSION: &str = "0.2.5";
+const WIT_VERSION: &str = "0.2.6";
 
 #[derive(Default)]
 pub struct Export {

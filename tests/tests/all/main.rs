@@ -23,6 +23,7 @@ mod keyless;
 mod lifecycle;
 mod lsp;
 mod metrics;
+mod oauth;
 mod oci;
 mod passthrough;
 mod pipeline;

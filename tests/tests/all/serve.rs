@@ -135,6 +135,23 @@ impl Setup {
         self.work.path().join("state")
     }
 
+    /// Its working directory (where the configuration is).
+    pub(crate) fn work(&self) -> &Path {
+        self.work.path()
+    }
+
+    /// Add plugin `name` (a built component) to its plugin directory.
+    pub(crate) fn add_plugin(&self, name: &str, wasm: &str) {
+        self.plugins.add(name, wasm);
+    }
+
+    /// Add `text` to its configuration.
+    pub(crate) fn configure(&self, text: &str) {
+        let mut config = std::fs::read_to_string(&self.config).unwrap();
+        config.push_str(text);
+        std::fs::write(&self.config, config).unwrap();
+    }
+
     /// The token file `serve --http` makes when given none.
     fn default_token_file(&self) -> PathBuf {
         self.state_dir().join("toolgate/serve-token")
@@ -334,9 +351,19 @@ impl HttpServer {
         Self::start_env(s, extra, &[])
     }
 
+    /// [`HttpServer::start`] at `addr` (a server whose configuration
+    /// names its own address: `[auth] resource`).
+    pub(crate) fn start_on(s: &Setup, addr: &str, extra: &[&str]) -> HttpServer {
+        Self::start_at(s, addr, extra, &[])
+    }
+
     /// [`HttpServer::start`] with more environment (`RUST_LOG`).
     fn start_env(s: &Setup, extra: &[&str], env: &[(&str, &str)]) -> HttpServer {
-        let mut args = vec!["--http", "127.0.0.1:0"];
+        Self::start_at(s, "127.0.0.1:0", extra, env)
+    }
+
+    fn start_at(s: &Setup, addr: &str, extra: &[&str], env: &[(&str, &str)]) -> HttpServer {
+        let mut args = vec!["--http", addr];
         args.extend_from_slice(extra);
         if !args.contains(&"--approve") {
             args.extend(["--approve", "client"]);
@@ -390,6 +417,11 @@ impl HttpServer {
             auth_line,
             log,
         }
+    }
+
+    /// What it wrote to stderr after its first lines, so far.
+    pub(crate) fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
     }
 
     /// The `Authorization` header line of a legitimate client.

@@ -35,7 +35,7 @@ use crate::tool::ToolBody;
 /// The WIT package.
 pub const PACKAGE: &str = "toolgate:plugin";
 /// The version new components are built against.
-pub const CURRENT: &str = "0.2.5";
+pub const CURRENT: &str = "0.2.6";
 /// The versions this host serves (any patch of each).
 pub const SUPPORTED: &[&str] = &["0.1", "0.2"];
 
@@ -525,6 +525,7 @@ mod tests {
         assert_eq!(version_of("0.2.3"), Some(ContractVersion::V0_2));
         assert_eq!(version_of("0.2.4"), Some(ContractVersion::V0_2));
         assert_eq!(version_of("0.2.5"), Some(ContractVersion::V0_2));
+        assert_eq!(version_of("0.2.6"), Some(ContractVersion::V0_2));
         assert_eq!(version_of("0.3.0"), None);
         assert_eq!(version_of("1.0.0"), None);
         assert_eq!(version_of("garbage"), None);

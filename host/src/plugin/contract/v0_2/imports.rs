@@ -258,6 +258,20 @@ impl imports::types::HostCall for StoreData {
         Ok(annotations_to_wit(self.call_info(&call)?.tool.annotations))
     }
 
+    fn caller(&mut self, call: Resource<CallHandle>) -> wasmtime::Result<Option<wit::Caller>> {
+        Ok(self
+            .call_info(&call)?
+            .caller
+            .as_deref()
+            .map(|c| wit::Caller {
+                subject: c.subject.clone(),
+                issuer: c.issuer.clone(),
+                client_id: c.client_id.clone(),
+                scopes: c.scopes.clone(),
+                claims: c.claims_json(),
+            }))
+    }
+
     fn drop(&mut self, call: Resource<CallHandle>) -> wasmtime::Result<()> {
         self.take(call)?;
         Ok(())

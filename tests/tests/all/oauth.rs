@@ -1,0 +1,476 @@
+//! `[auth]` (issue 45): `serve --http` as an OAuth 2.1 resource server,
+//! against a real authorization server — the certified `oidc-provider`
+//! library (npm), run by `tests/mcp/oidc_provider.mjs` — and the official
+//! MCP Python SDK's OAuth client, which finds that server from nothing but
+//! the endpoint's URL.
+//!
+//! Hostile cases, each presented to a live server: no token; a token for
+//! another resource; an expired one; `alg: none`; HS256 keyed with the
+//! issuer's public key; a key the issuer never published; a tampered
+//! claim; a token without the required scope; an opaque token after its
+//! revocation; another caller's session id.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use toolgate_tests::http_exchange;
+
+use crate::serve::{HttpServer, Setup, setup};
+
+/// A free TCP port on the loopback address.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The authorization server: `oidc-provider` on a port of its own.
+struct Authority {
+    child: Child,
+    addr: String,
+    issuer: String,
+}
+
+impl Drop for Authority {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Authority {
+    /// Tokens for `resource` (any other may be asked for too).
+    fn start(resource: &str) -> Authority {
+        let module = crate::bridge::servers().join("clients/node_modules/oidc-provider");
+        let port = free_port();
+        let mut child = Command::new("node")
+            .arg(script("oidc_provider.mjs"))
+            .arg(&module)
+            .arg(port.to_string())
+            .arg(resource)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run node (the authorization server)");
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        let issuer = line
+            .trim()
+            .strip_prefix("ready ")
+            .unwrap_or_else(|| panic!("the authorization server did not start: {line:?}"))
+            .to_string();
+        // Drained, not closed: it warns on stdout as it goes, and a
+        // write to a closed pipe would end it.
+        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        Authority {
+            child,
+            addr: format!("127.0.0.1:{port}"),
+            issuer,
+        }
+    }
+
+    /// A token for `client` (client credentials), for `resource`.
+    fn token(&self, client: &str, scope: Option<&str>, resource: &str) -> String {
+        let mut form = format!(
+            "grant_type=client_credentials&resource={}",
+            encode(resource)
+        );
+        if let Some(scope) = scope {
+            form.push_str(&format!("&scope={}", encode(scope)));
+        }
+        let answer = self.post("/token", client, &form);
+        answer["access_token"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no token for {client}: {answer}"))
+            .to_string()
+    }
+
+    /// Revoke `token` (RFC 7009), as `client`.
+    fn revoke(&self, client: &str, token: &str) {
+        self.post(
+            "/token/revocation",
+            client,
+            &format!("token={}&token_type_hint=access_token", encode(token)),
+        );
+    }
+
+    fn post(&self, path: &str, client: &str, form: &str) -> Value {
+        use base64::Engine as _;
+        let basic =
+            base64::engine::general_purpose::STANDARD.encode(format!("{client}:{client}-secret"));
+        let (status, head, body) = http_exchange(
+            &self.addr,
+            &format!(
+                "POST {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Basic {basic}\r\n\
+                 Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\
+                 Connection: close\r\n\r\n{form}",
+                self.addr,
+                form.len()
+            ),
+        );
+        assert!(
+            status == 200 || path.ends_with("revocation"),
+            "{path}: {status}\n{head}\n{body}"
+        );
+        serde_json::from_str(&body).unwrap_or(Value::Null)
+    }
+}
+
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp").join(name)
+}
+
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A forged variant of a real token (`tests/mcp/forge_token.mjs`).
+fn forge(kind: &str, token: &str, jwks: &str) -> String {
+    let out = Command::new("node")
+        .arg(script("forge_token.mjs"))
+        .args([kind, token, jwks])
+        .output()
+        .expect("run node");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A server with `[auth]` trusting `authority`, at its own address.
+fn served(s: &Setup, authority: &Authority, addr: &str, extra: &str) -> HttpServer {
+    std::fs::write(s.work().join("introspection-secret"), "toolgate-secret\n").unwrap();
+    s.configure(&format!(
+        "[auth]\nissuer = \"{issuer}\"\nresource = \"http://{addr}/mcp\"\n\
+         required_scopes = [\"tools\"]\nclaims = [\"groups\"]\nleeway_seconds = 0\n{extra}\
+         [auth.introspection]\nurl = \"{issuer}/token/introspection\"\nclient_id = \"toolgate\"\n\
+         client_secret_file = \"introspection-secret\"\n",
+        issuer = authority.issuer
+    ));
+    HttpServer::start_on(s, addr, &["--approve", "allow"])
+}
+
+/// One raw `tools/call` (stateless, 2026-07-28) with `token`; the status,
+/// the head and the body.
+fn call(addr: &str, token: &str, tool: &str, arguments: Value) -> (u16, String, String) {
+    request(
+        addr,
+        token,
+        None,
+        "tools/call",
+        json!({"name": tool, "arguments": arguments}),
+    )
+}
+
+fn request(
+    addr: &str,
+    token: &str,
+    session: Option<&str>,
+    method: &str,
+    mut params: Value,
+) -> (u16, String, String) {
+    let stateless = session.is_none() && method != "initialize";
+    if stateless {
+        params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                 "io.modelcontextprotocol/clientCapabilities": {}});
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
+    let version = if stateless {
+        "2026-07-28"
+    } else {
+        "2025-11-25"
+    };
+    // 2026-07-28: the method (and the tool) in headers too, for balancers.
+    let routing = match (stateless, params["name"].as_str()) {
+        (false, _) => String::new(),
+        (true, Some(name)) => format!("Mcp-Method: {method}\r\nMcp-Name: {name}\r\n"),
+        (true, None) => format!("Mcp-Method: {method}\r\n"),
+    };
+    let session = session
+        .map(|s| format!("Mcp-Session-Id: {s}\r\n"))
+        .unwrap_or_default();
+    let auth = if token.is_empty() {
+        String::new()
+    } else {
+        format!("Authorization: Bearer {token}\r\n")
+    };
+    http_exchange(
+        addr,
+        &format!(
+            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\n{auth}{session}{routing}\
+             MCP-Protocol-Version: {version}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+}
+
+/// The value of header `name` in `head`.
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        n.eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+/// The audit record's call records, once `n` of them are written.
+fn audited(s: &Setup, n: usize) -> Vec<Value> {
+    let file = s.work().join("state/toolgate/audit.jsonl");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let records: Vec<Value> = std::fs::read_to_string(&file)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|r| r["kind"] == "call")
+            .collect();
+        if records.len() >= n || Instant::now() > deadline {
+            return records;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(all(has_mcp_servers, has_mcp_client)),
+    ignore = "needs oidc-provider from npm and the MCP Python SDK from PyPI: run \
+              `bash tests/mcp/setup-servers.sh target/tmp/mcp-servers` and \
+              `bash tests/mcp/setup-venv.sh target/tmp/mcp-venv`"
+)]
+fn the_sdk_finds_the_authorization_server_and_calls_as_itself() {
+    let python = crate::serve::python();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let authority = Authority::start(&format!("http://{addr}/mcp"));
+    let s = setup();
+    let server = served(&s, &authority, &addr, "");
+    let out = Command::new(python)
+        .arg(script("oauth_client.py"))
+        .args(["--http", &format!("http://{addr}/mcp")])
+        .args(["--issuer", &authority.issuer])
+        .args(["--client", "agent", "--secret", "agent-secret"])
+        .arg(r#"echo={"text":"hi"}"#)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the client failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        server.log()
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        report["tools"].as_array().unwrap().contains(&json!("echo")),
+        "{report}"
+    );
+    assert_eq!(report["results"][0]["isError"], false, "{report}");
+    assert_eq!(report["results"][0]["structuredContent"]["text"], "hi");
+    // It found its way from the 401: this server's metadata, then the
+    // authorization server's, then its token endpoint.
+    let requested: Vec<&str> = report["requested"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    let metadata = format!("GET http://{addr}/.well-known/oauth-protected-resource/mcp");
+    assert!(requested.contains(&metadata.as_str()), "{requested:?}");
+    assert!(
+        requested.contains(&format!("POST {}/token", authority.issuer).as_str()),
+        "{requested:?}"
+    );
+    // The record says who called: the token's subject and the claims the
+    // operator named, not the name the client gave itself.
+    let records = audited(&s, 1);
+    let record = records
+        .iter()
+        .find(|r| r["tool"] == "echo")
+        .unwrap_or_else(|| panic!("no record of the call: {records:?}"));
+    let caller = &record["client"]["caller"];
+    assert_eq!(caller["subject"], "agent", "{record}");
+    assert_eq!(caller["issuer"], json!(authority.issuer));
+    assert_eq!(caller["clientId"], "agent");
+    assert_eq!(caller["claims"], json!({"groups": ["ops"]}));
+    assert!(
+        caller["scopes"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("tools"))
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(has_mcp_servers),
+    ignore = "needs oidc-provider from npm: run `bash tests/mcp/setup-servers.sh target/tmp/mcp-servers`"
+)]
+fn tokens_not_made_for_this_server_by_its_issuer_are_refused() {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let resource = format!("http://{addr}/mcp");
+    let authority = Authority::start(&resource);
+    let s = setup();
+    let server = served(&s, &authority, &addr, "");
+    let jwks = format!("{}/jwks", authority.issuer);
+    let metadata_url = format!("http://{addr}/.well-known/oauth-protected-resource/mcp");
+
+    // No token: 401 and the way to the authorization server.
+    let (status, head, _) = call(&addr, "", "echo", json!({"text": "x"}));
+    assert_eq!(status, 401, "{head}");
+    let challenge = header(&head, "www-authenticate").expect("a challenge");
+    assert!(
+        challenge.contains(&format!("resource_metadata=\"{metadata_url}\"")),
+        "{challenge}"
+    );
+    let (status, _, body) = http_exchange(
+        &addr,
+        &format!(
+            "GET /.well-known/oauth-protected-resource/mcp HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        ),
+    );
+    assert_eq!(status, 200);
+    let doc: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(doc["resource"], json!(resource));
+    assert_eq!(doc["authorization_servers"], json!([authority.issuer]));
+
+    // A good token: served.
+    let good = authority.token("agent", Some("tools"), &resource);
+    let (status, head, body) = call(&addr, &good, "echo", json!({"text": "x"}));
+    assert_eq!(status, 200, "{head}\n{body}\n{}", server.log());
+
+    // Each forgery or misuse: 401 invalid_token, saying why.
+    let refused = |token: &str, why: &str| {
+        let (status, head, body) = call(&addr, token, "echo", json!({"text": "x"}));
+        assert_eq!(status, 401, "{why}: {head}\n{body}");
+        let challenge = header(&head, "www-authenticate").unwrap();
+        assert!(
+            challenge.contains("error=\"invalid_token\""),
+            "{why}: {challenge}"
+        );
+        assert!(body.contains(why), "{why}: {body}");
+    };
+    let other = authority.token("agent", Some("tools"), "http://other.example/mcp");
+    refused(&other, "not for this resource");
+    refused(&forge("none", &good, &jwks), "the token's header");
+    refused(&forge("hs256", &good, &jwks), "does not allow");
+    refused(
+        &forge("unknown-key", &good, &jwks),
+        "signature does not verify",
+    );
+    refused(
+        &forge("tampered", &good, &jwks),
+        "signature does not verify",
+    );
+    refused("not-a-token", "not active");
+    let short = authority.token("short", Some("tools"), &resource);
+    std::thread::sleep(Duration::from_millis(2100));
+    refused(&short, "expired");
+
+    // Valid, but without the scope `/mcp` requires: 403, naming it.
+    let unscoped = authority.token("noscope", None, &resource);
+    let (status, head, _) = call(&addr, &unscoped, "echo", json!({"text": "x"}));
+    assert_eq!(status, 403, "{head}");
+    let challenge = header(&head, "www-authenticate").unwrap();
+    assert!(
+        challenge.contains("error=\"insufficient_scope\"") && challenge.contains("scope=\"tools\""),
+        "{challenge}"
+    );
+
+    // An opaque token is asked about on every request: after its
+    // revocation it stops at once.
+    let opaque = authority.token("opaque-agent", Some("tools"), &resource);
+    assert_eq!(opaque.split('.').count(), 1, "an opaque token: {opaque}");
+    let (status, head, body) = call(&addr, &opaque, "echo", json!({"text": "x"}));
+    assert_eq!(status, 200, "{head}\n{body}");
+    authority.revoke("opaque-agent", &opaque);
+    refused(&opaque, "not active");
+
+    // A session is its opener's: another caller holding its id finds none.
+    let (status, head, _) = request(
+        &addr,
+        &good,
+        None,
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {},
+               "clientInfo": {"name": "raw", "version": "1"}}),
+    );
+    assert_eq!(status, 200, "{head}");
+    let session = header(&head, "mcp-session-id")
+        .expect("a session")
+        .to_string();
+    let guest = authority.token("guest", Some("tools"), &resource);
+    let (status, _, _) = request(&addr, &guest, Some(&session), "tools/list", json!({}));
+    assert_eq!(status, 404, "another caller's session");
+    let (status, head, _) = request(&addr, &good, Some(&session), "tools/list", json!({}));
+    assert_eq!(status, 200, "its opener's: {head}");
+}
+
+#[test]
+#[cfg_attr(
+    not(has_mcp_servers),
+    ignore = "needs oidc-provider from npm: run `bash tests/mcp/setup-servers.sh target/tmp/mcp-servers`"
+)]
+fn a_guard_decides_by_the_caller_its_token_names() {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let resource = format!("http://{addr}/mcp");
+    let authority = Authority::start(&resource);
+    let s = setup();
+    // Written with plain wit-bindgen: `bash` for the `ops` group only.
+    s.add_plugin("caller-guard", toolgate_tests::fixtures::CALLER_GUARD);
+    let server = served(&s, &authority, &addr, "");
+    let ops = authority.token("agent", Some("tools"), &resource);
+    let guest = authority.token("guest", Some("tools"), &resource);
+    let bash = json!({"command": "echo from-bash"});
+
+    let answer = |token: &str| {
+        // The guard's file may still be compiling when the server first
+        // answers: until it loads, calls wait for it or are refused, never
+        // run without it (asserted by the guest's call below either way).
+        let (status, head, body) = call(&addr, token, "bash", bash.clone());
+        assert_eq!(status, 200, "{head}\n{body}\n{}", server.log());
+        body
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let body = loop {
+        let body = answer(&ops);
+        if body.contains("from-bash") || Instant::now() > deadline {
+            break body;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(
+        body.contains("from-bash"),
+        "the ops caller runs bash: {body}"
+    );
+    let body = answer(&guest);
+    assert!(
+        body.contains("only the ops group may run bash; guest (client guest) is not in it"),
+        "{body}"
+    );
+    assert!(!body.contains("from-bash"), "{body}");
+    // Other tools pass for everyone.
+    let (status, _, body) = call(&addr, &guest, "echo", json!({"text": "hi"}));
+    assert_eq!(status, 200);
+    assert!(body.contains("\"isError\":false"), "{body}");
+    // The record names the guest as the one refused.
+    let records = audited(&s, 3);
+    let refused = records
+        .iter()
+        .find(|r| r["client"]["caller"]["subject"] == "guest" && r["tool"] == "bash")
+        .unwrap_or_else(|| panic!("no record of the guest's bash: {records:?}"));
+    assert_eq!(refused["result"]["decidedBy"], "caller-guard", "{refused}");
+}
