@@ -496,6 +496,7 @@ impl ToolgateBuilder {
                 .audit
                 .clone()
                 .map(|a| Arc::new(a) as Arc<dyn crate::pipeline::Intents>),
+            access: Arc::new(crate::identity::Access::new(&self.config.access)),
         };
         let mut natives = std::mem::take(&mut self.natives);
         natives.tools.append(&mut wiring.tools);

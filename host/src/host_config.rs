@@ -232,6 +232,10 @@ pub struct HostConfig {
     /// `[auth]`: OAuth 2.1 access tokens for `serve --http` (see
     /// [`crate::identity`]).
     pub auth: Option<crate::identity::AuthConfig>,
+    /// `[[access]]`: which callers may see and call which tools (see
+    /// [`crate::identity::Access`]).
+    #[serde(default)]
+    pub access: Vec<crate::identity::AccessRule>,
     /// The file this came from (for messages).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -274,6 +278,7 @@ impl HostConfig {
         if let Some(auth) = &config.auth {
             auth.check(&mut problems);
         }
+        crate::identity::check_access(&config.access, config.auth.as_ref(), &mut problems);
         config.web_search.check(&mut problems);
         config.lsp.check(&mut problems);
         crate::config::positive(

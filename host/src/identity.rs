@@ -235,6 +235,133 @@ pub fn is_loopback(url: &url::Url) -> bool {
     }
 }
 
+/// `[[access]]` in the configuration: which callers may see and call
+/// which tools. A tool no rule names is everyone's; a tool some rule names
+/// is for the callers one of those rules lets in, and for no one else —
+/// not a call without a caller (stdio, the static token, `run`).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, Schema)]
+#[serde(deny_unknown_fields)]
+#[schema(crate = "toolgate_schema::derive")]
+pub struct AccessRule {
+    /// The tools it covers: names or globs (`terminal_*`, `mcp__github__*`).
+    pub tools: Vec<String>,
+    /// Callers with one of these subjects (`sub`) are let in.
+    #[serde(default)]
+    pub subjects: Vec<String>,
+    /// Callers holding one of these scopes are let in.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// Callers with one of these claims are let in: a claim whose value is
+    /// this string, or a list holding it (`{ groups = "ops" }`). The claim
+    /// must be one `[auth] claims` passes on.
+    #[serde(default)]
+    pub claims: BTreeMap<String, String>,
+}
+
+/// The `[[access]]` rules, compiled.
+#[derive(Clone, Debug, Default)]
+pub struct Access {
+    rules: Vec<(globset::GlobSet, AccessRule)>,
+}
+
+impl Access {
+    /// Compile `rules` (checked by [`check_access`] first).
+    pub fn new(rules: &[AccessRule]) -> Access {
+        Access {
+            rules: rules
+                .iter()
+                .filter_map(|r| Some((glob_set(&r.tools).ok()?, r.clone())))
+                .collect(),
+        }
+    }
+
+    /// Whether there are rules at all.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// May `caller` see and call `tool`?
+    ///
+    /// ```
+    /// use toolgate::identity::{Access, AccessRule, Caller};
+    /// let access = Access::new(&[AccessRule {
+    ///     tools: vec!["bash".into()],
+    ///     scopes: vec!["ops".into()],
+    ///     ..Default::default()
+    /// }]);
+    /// let ops = Caller { subject: "a".into(), scopes: vec!["ops".into()], ..Default::default() };
+    /// let other = Caller { subject: "b".into(), ..Default::default() };
+    /// assert!(access.allows("bash", Some(&ops)));
+    /// assert!(!access.allows("bash", Some(&other)));
+    /// assert!(!access.allows("bash", None));
+    /// assert!(access.allows("read", None));
+    /// ```
+    pub fn allows(&self, tool: &str, caller: Option<&Caller>) -> bool {
+        let mut named = false;
+        for (tools, rule) in &self.rules {
+            if !tools.is_match(tool) {
+                continue;
+            }
+            named = true;
+            if caller.is_some_and(|c| rule.lets_in(c)) {
+                return true;
+            }
+        }
+        !named
+    }
+}
+
+impl AccessRule {
+    fn lets_in(&self, caller: &Caller) -> bool {
+        self.subjects.contains(&caller.subject)
+            || self.scopes.iter().any(|s| caller.has_scope(s))
+            || self
+                .claims
+                .iter()
+                .any(|(name, want)| match caller.claims.get(name) {
+                    Some(Value::String(v)) => v == want,
+                    Some(Value::Array(items)) => items.iter().any(|i| i.as_str() == Some(want)),
+                    _ => false,
+                })
+    }
+}
+
+fn glob_set(patterns: &[String]) -> Result<globset::GlobSet, String> {
+    let mut set = globset::GlobSetBuilder::new();
+    for p in patterns {
+        if p.is_empty() {
+            return Err("an empty pattern matches no tool".into());
+        }
+        set.add(globset::Glob::new(p).map_err(|e| format!("`{p}` is not a glob: {e}"))?);
+    }
+    set.build().map_err(|e| e.to_string())
+}
+
+/// Problems of the `[[access]]` rules, each with its key.
+pub fn check_access(rules: &[AccessRule], auth: Option<&AuthConfig>, problems: &mut Vec<String>) {
+    for (i, rule) in rules.iter().enumerate() {
+        let at = format!("/access/{i}");
+        if rule.tools.is_empty() {
+            problems.push(format!("{at}/tools: name at least one tool (or glob)"));
+        }
+        if let Err(e) = glob_set(&rule.tools) {
+            problems.push(format!("{at}/tools: {e}"));
+        }
+        if rule.subjects.is_empty() && rule.scopes.is_empty() && rule.claims.is_empty() {
+            problems.push(format!(
+                "{at}: lets no caller in (name `subjects`, `scopes` or `claims`); to hide tools from everyone, disable them instead"
+            ));
+        }
+        for name in rule.claims.keys() {
+            if !auth.is_some_and(|a| a.claims.iter().any(|c| c == name)) {
+                problems.push(format!(
+                    "{at}/claims/{name}: `[auth] claims` does not pass `{name}` on, so no caller would have it"
+                ));
+            }
+        }
+    }
+}
+
 /// A claim's value if it is small enough to pass on.
 pub fn bounded_claim(value: &Value) -> Option<Value> {
     let len = serde_json::to_string(value)
@@ -283,6 +410,22 @@ mod tests {
             .unwrap_err();
             assert!(e.contains("/auth/algorithms/0"), "{alg}: {e}");
         }
+        // `[[access]]` rules that could never let anyone in are errors.
+        let e = parse(
+            "[auth]\nissuer = \"https://i\"\nresource = \"https://r/mcp\"\nclaims = [\"groups\"]\n\
+             [[access]]\ntools = [\"bash\"]\n\
+             [[access]]\ntools = [\"a[\"]\nsubjects = [\"x\"]\n\
+             [[access]]\ntools = [\"b\"]\nclaims = { team = \"x\" }\n\
+             [[access]]\ntools = []\nscopes = [\"s\"]\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("/access/0: lets no caller in"), "{e}");
+        assert!(e.contains("/access/1/tools: `a[` is not a glob"), "{e}");
+        assert!(
+            e.contains("/access/2/claims/team: `[auth] claims` does not pass `team` on"),
+            "{e}"
+        );
+        assert!(e.contains("/access/3/tools: name at least one tool"), "{e}");
         // Loopback may be http.
         parse("[auth]\nissuer = \"http://127.0.0.1:9\"\nresource = \"http://localhost:8/mcp\"\n")
             .unwrap();

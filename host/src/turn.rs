@@ -30,6 +30,10 @@ pub struct TurnOptions {
     /// Who sent the calls, as the audit record names it (`toolgate
     /// serve`: the MCP client's transport, session and name).
     pub client: Option<Arc<Client>>,
+    /// Who is calling, validated (`[auth]`): what policies read, and what
+    /// `[[access]]` decides by. A program's calls (Code Mode) carry their
+    /// parent's.
+    pub caller: Option<Arc<crate::identity::Caller>>,
 }
 
 impl TurnOptions {
@@ -40,7 +44,7 @@ impl TurnOptions {
             code_mode: self.code_mode,
             parent_id: self.parent_id.clone(),
             cancel: self.cancel.clone(),
-            caller: self.client.as_ref().and_then(|c| c.caller.clone()),
+            caller: self.caller.clone(),
         }
     }
 }

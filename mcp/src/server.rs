@@ -260,6 +260,43 @@ impl ToolgateServer {
         }
     }
 
+    /// The tools `caller` may see (`[[access]]`): every tool when no rule
+    /// names any; else the list without the tools kept from it — and under
+    /// Code Mode a `run_code` whose description declares only the tools it
+    /// may call.
+    fn tools_for(&self, caller: Option<&toolgate::identity::Caller>) -> Vec<Tool> {
+        let access = self.host.settings().access.clone();
+        let all = self.mcp_tools();
+        if access.is_empty() {
+            return all.as_ref().clone();
+        }
+        if !self.host.code_mode() {
+            return all
+                .iter()
+                .filter(|t| access.allows(&t.name, caller))
+                .cloned()
+                .collect();
+        }
+        if !access.allows(toolgate::codemode::RUN_CODE, caller) {
+            return Vec::new();
+        }
+        let generation = self.host.generation_for(&self.scope);
+        let visible: Vec<_> = generation
+            .model_tools()
+            .into_iter()
+            .filter(|t| access.allows(&t.name, caller))
+            .collect();
+        let projected = toolgate::codemode::signatures::project(&visible);
+        all.iter()
+            .cloned()
+            .zip(projected.first())
+            .map(|(mut t, p)| {
+                t.description = Some(p.description.clone().into());
+                t
+            })
+            .collect()
+    }
+
     fn mcp_tools(&self) -> Arc<Vec<Tool>> {
         let generation = self.host.generation_for(&self.scope);
         let mut cache = self.tools.lock().unwrap_or_else(|p| p.into_inner());
@@ -485,10 +522,14 @@ impl ServerHandler for ToolgateServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        let caller = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.extensions.get::<Arc<toolgate::identity::Caller>>());
         Ok(ListToolsResult::with_all_items(
-            self.mcp_tools().as_ref().clone(),
+            self.tools_for(caller.map(|c| &**c)),
         ))
     }
 
@@ -777,14 +818,16 @@ impl ServerHandler for ToolgateServer {
             Some(gone) => gone.child_token(),
             None => context.ct.clone(),
         };
+        let client = toolgate::turn::Client {
+            stripped,
+            ..audit_client(&context)
+        };
         let turn = TurnOptions {
             agent_scope: self.scope.to_string(),
             cancel,
             approver,
-            client: Some(Arc::new(toolgate::turn::Client {
-                stripped,
-                ..audit_client(&context)
-            })),
+            caller: client.caller.clone(),
+            client: Some(Arc::new(client)),
             ..TurnOptions::default()
         };
         let token = context.meta.get_progress_token();

@@ -136,6 +136,8 @@ impl Nested {
             // The program's calls: their `parent` names the call (and
             // its record, the client).
             client: None,
+            // Who runs the program runs its calls.
+            caller: self.parent.caller.clone(),
         };
         let ran = self.host.run_batch(calls, &turn).await;
         watch.abort();

@@ -32,7 +32,15 @@ pub fn run(
     turn: &TurnOptions,
     token: u64,
 ) -> Result<(Arc<CallInfo>, Arc<ToolEntry>), Box<Finished>> {
-    let entry = generation.tools.get(&call.name).cloned();
+    // A tool `[[access]]` keeps from this caller is, to it, no tool at
+    // all: the same answer as a name nobody has, and no list or
+    // suggestion names it.
+    let visible = |tool: &str| settings.access.allows(tool, turn.caller.as_deref());
+    let entry = generation
+        .tools
+        .get(&call.name)
+        .filter(|_| visible(&call.name))
+        .cloned();
     let meta = entry
         .as_ref()
         .map(|e| e.def.meta.clone())
@@ -127,9 +135,11 @@ pub fn run(
         let error = CallError::new(
             ErrorCode::UnknownTool,
             Stage::Materialize,
-            unknown_tool_message(generation, &name),
+            unknown_tool_message(generation, &name, &visible),
         )
-        .with_details(json!({ "available": generation.tools.keys().collect::<Vec<_>>() }));
+        .with_details(json!({
+            "available": generation.tools.keys().filter(|k| visible(k)).collect::<Vec<_>>()
+        }));
         return early(info(serde_json::Value::Null), error);
     };
 
@@ -179,11 +189,15 @@ pub fn aborted_before_dispatch(_info: &CallInfo) -> Outcome {
     Outcome::failure(aborted_error())
 }
 
-fn unknown_tool_message(generation: &Generation, name: &str) -> String {
+fn unknown_tool_message(
+    generation: &Generation,
+    name: &str,
+    visible: &dyn Fn(&str) -> bool,
+) -> String {
     let mut close: Vec<&str> = generation
         .tools
         .keys()
-        .filter(|k| similar(k, name))
+        .filter(|k| similar(k, name) && visible(k))
         .map(String::as_str)
         .collect();
     close.truncate(3);

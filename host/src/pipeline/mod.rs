@@ -73,6 +73,8 @@ pub struct PipelineSettings {
     /// Who declares a call started before its body runs (the audit
     /// record); `None`: nobody.
     pub intents: Option<Arc<dyn Intents>>,
+    /// `[[access]]`: which callers may see and call which tools.
+    pub access: Arc<crate::identity::Access>,
 }
 
 impl PipelineSettings {

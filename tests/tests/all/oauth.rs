@@ -474,3 +474,97 @@ fn a_guard_decides_by_the_caller_its_token_names() {
         .unwrap_or_else(|| panic!("no record of the guest's bash: {records:?}"));
     assert_eq!(refused["result"]["decidedBy"], "caller-guard", "{refused}");
 }
+
+/// The names `tools/list` gives the holder of `token`.
+fn listed(addr: &str, token: &str) -> Vec<String> {
+    let (status, head, body) = request(addr, token, None, "tools/list", json!({}));
+    assert_eq!(status, 200, "{head}\n{body}");
+    let answer = sse_or_json(&body);
+    answer["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{body}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A JSON-RPC answer, whether the body is JSON or an SSE stream.
+fn sse_or_json(body: &str) -> Value {
+    if let Ok(v) = serde_json::from_str(body.trim()) {
+        return v;
+    }
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .find(|m| m.get("result").is_some() || m.get("error").is_some())
+        .unwrap_or_else(|| panic!("no answer in {body}"))
+}
+
+#[test]
+#[cfg_attr(
+    not(has_mcp_servers),
+    ignore = "needs oidc-provider from npm: run `bash tests/mcp/setup-servers.sh target/tmp/mcp-servers`"
+)]
+fn each_caller_sees_only_the_tools_it_may_call() {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let resource = format!("http://{addr}/mcp");
+    let authority = Authority::start(&resource);
+    let s = setup();
+    // `echo` for the ops group; `crash` for the subject `guest` only.
+    s.configure(
+        "[[access]]\ntools = [\"echo\"]\nclaims = { groups = \"ops\" }\n\
+         [[access]]\ntools = [\"cra*\"]\nsubjects = [\"guest\"]\n",
+    );
+    let server = served(&s, &authority, &addr, "");
+    let ops = authority.token("agent", Some("tools"), &resource);
+    let guest = authority.token("guest", Some("tools"), &resource);
+
+    let seen_by_ops = listed(&addr, &ops);
+    let seen_by_guest = listed(&addr, &guest);
+    assert!(seen_by_ops.contains(&"echo".to_string()), "{seen_by_ops:?}");
+    assert!(
+        !seen_by_ops.contains(&"crash".to_string()),
+        "{seen_by_ops:?}"
+    );
+    assert!(
+        !seen_by_guest.contains(&"echo".to_string()),
+        "{seen_by_guest:?}"
+    );
+    assert!(
+        seen_by_guest.contains(&"crash".to_string()),
+        "{seen_by_guest:?}"
+    );
+    // Tools no rule names: everyone's.
+    assert!(
+        seen_by_guest.contains(&"read".to_string()) && seen_by_ops.contains(&"read".to_string())
+    );
+
+    // Called by name anyway: the answer a tool nobody has gets, naming
+    // nothing the caller may not see.
+    let (_, _, hidden) = call(&addr, &guest, "echo", json!({"text": "x"}));
+    let (_, _, nobody) = call(&addr, &guest, "ech0", json!({"text": "x"}));
+    let hidden = sse_or_json(&hidden)["result"].clone();
+    let nobody = sse_or_json(&nobody)["result"].clone();
+    assert_eq!(hidden["isError"], true, "{hidden}");
+    assert_eq!(
+        hidden["_meta"]["toolgate/error"]["code"], "UNKNOWN_TOOL",
+        "{hidden}"
+    );
+    assert_eq!(
+        hidden["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .replace("`echo`", "`ech0`"),
+        nobody["content"][0]["text"].as_str().unwrap(),
+        "a hidden tool and a missing one look alike"
+    );
+    assert!(!hidden.to_string().contains("\"echo\""), "{hidden}");
+    // The ops caller calls it.
+    let (status, _, body) = call(&addr, &ops, "echo", json!({"text": "for ops"}));
+    assert_eq!(status, 200);
+    assert!(
+        body.contains("for ops") && body.contains("\"isError\":false"),
+        "{body}\n{}",
+        server.log()
+    );
+}
