@@ -386,6 +386,10 @@ pub fn run(args: ApprovalsArgs) -> anyhow::Result<ExitCode> {
                         if e["questions"].is_array() {
                             short["questions"] = e["questions"].clone();
                         }
+                        // Under `[auth]`: who is calling, authenticated.
+                        if e["caller"].is_string() {
+                            short["caller"] = e["caller"].clone();
+                        }
                         short
                     })
                     .collect();
@@ -414,8 +418,12 @@ pub fn run(args: ApprovalsArgs) -> anyhow::Result<ExitCode> {
                         print_questions(questions);
                         continue;
                     }
+                    let caller = e["caller"]
+                        .as_str()
+                        .map(|c| format!("  (caller {c})"))
+                        .unwrap_or_default();
                     println!(
-                        "{}  {what}{}  {}\n    {}",
+                        "{}  {what}{}  {}{caller}\n    {}",
                         e["id"].as_str().unwrap_or("?"),
                         e["tool"].as_str().unwrap_or("?"),
                         e["arguments"],

@@ -865,6 +865,7 @@ impl ApprovalQueue {
             scope: call.agent_scope.clone(),
             client: client.and_then(|c| c.name.clone()),
             session: client.and_then(|c| c.session.clone()),
+            caller: call.caller.as_ref().map(|c| c.subject.clone()),
             tool: call.tool_name.clone(),
             arguments,
             card: None,

@@ -87,6 +87,10 @@ pub struct Entry {
     /// The client's session, when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
+    /// Who is calling, authenticated (`[auth]`): the access token's
+    /// subject — unlike `client`, not a name the client chose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<String>,
     pub tool: String,
     /// The call's arguments (or, beyond
     /// [`APPROVAL_MAX_ARGUMENT_BYTES`](crate::budgets::APPROVAL_MAX_ARGUMENT_BYTES),
@@ -160,6 +164,10 @@ impl Entry {
         });
         if let Some(q) = &self.questions {
             v["questions"] = json!(q.questions);
+        }
+        // Only under `[auth]`: who is calling, authenticated.
+        if let Some(c) = &self.caller {
+            v["caller"] = Value::String(c.clone());
         }
         // Only with a shared store: which replica asked.
         if let Some(r) = &self.replica {

@@ -300,6 +300,7 @@ mod tests {
             scope: String::new(),
             client: None,
             session: None,
+            caller: None,
             tool: "bash".into(),
             arguments: json!({ "command": "x".repeat(APPROVAL_WEBHOOK_MAX_BODY_BYTES) }),
             card: None,

@@ -177,7 +177,7 @@ function pendingRow(entry) {
   why.appendChild(el("div", entry.reason, "reason"));
   why.appendChild(el("div", "asked by " + entry.askedBy, "hint"));
   tr.appendChild(why);
-  const who = [entry.scope ? "scope " + entry.scope : "", entry.client || "", entry.session ? "session " + entry.session : ""]
+  const who = [entry.caller ? "caller " + entry.caller : "", entry.scope ? "scope " + entry.scope : "", entry.client || "", entry.session ? "session " + entry.session : ""]
     .filter(Boolean).join(", ");
   tr.appendChild(el("td", who));
   tr.appendChild(el("td", when(entry.since)));

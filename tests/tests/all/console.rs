@@ -183,6 +183,7 @@ async fn a_thousand_pending_entries_render_in_under_a_second() {
                 scope: String::new(),
                 client: Some("bench".into()),
                 session: Some(format!("s{i}")),
+                caller: None,
                 tool: "bash".into(),
                 arguments: json!({ "command": format!("cargo test -p crate{i} -- --nocapture; echo <b>{i}</b>") }),
                 card: None,

@@ -152,8 +152,20 @@ fn forge(kind: &str, token: &str, jwks: &str) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
-/// A server with `[auth]` trusting `authority`, at its own address.
+/// A server with `[auth]` trusting `authority`, at its own address, every
+/// `ask` approved.
 fn served(s: &Setup, authority: &Authority, addr: &str, extra: &str) -> HttpServer {
+    served_asking(s, authority, addr, extra, "allow")
+}
+
+/// [`served`], with `--approve approve`.
+fn served_asking(
+    s: &Setup,
+    authority: &Authority,
+    addr: &str,
+    extra: &str,
+    approve: &str,
+) -> HttpServer {
     std::fs::write(s.work().join("introspection-secret"), "toolgate-secret\n").unwrap();
     s.configure(&format!(
         "[auth]\nissuer = \"{issuer}\"\nresource = \"http://{addr}/mcp\"\n\
@@ -162,7 +174,7 @@ fn served(s: &Setup, authority: &Authority, addr: &str, extra: &str) -> HttpServ
          client_secret_file = \"introspection-secret\"\n",
         issuer = authority.issuer
     ));
-    HttpServer::start_on(s, addr, &["--approve", "allow"])
+    HttpServer::start_on(s, addr, &["--approve", approve])
 }
 
 /// One raw `tools/call` (stateless, 2026-07-28) with `token`; the status,
@@ -567,4 +579,39 @@ fn each_caller_sees_only_the_tools_it_may_call() {
         "{body}\n{}",
         server.log()
     );
+}
+
+#[test]
+#[cfg_attr(
+    not(has_mcp_servers),
+    ignore = "needs oidc-provider from npm: run `bash tests/mcp/setup-servers.sh target/tmp/mcp-servers`"
+)]
+fn the_approval_queue_names_the_authenticated_caller() {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let resource = format!("http://{addr}/mcp");
+    let authority = Authority::start(&resource);
+    let s = setup();
+    let _server = served_asking(&s, &authority, &addr, "", "queue");
+    let ops = authority.token("agent", Some("tools"), &resource);
+    // A stateless call does not wait: its entry stays in the queue.
+    let (status, head, body) = call(&addr, &ops, "echo", json!({"text": "ask me"}));
+    assert_eq!(status, 200, "{head}\n{body}");
+    let console = std::fs::read_to_string(s.work().join("state/toolgate/console-token")).unwrap();
+    let (status, _, body) = http_exchange(
+        &addr,
+        &format!(
+            "GET /console/api/pending HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\n\
+             Connection: close\r\n\r\n",
+            console.trim()
+        ),
+    );
+    assert_eq!(status, 200, "{body}");
+    let pending: Value = serde_json::from_str(&body).unwrap();
+    let entry = pending
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["tool"] == "echo")
+        .unwrap_or_else(|| panic!("no entry: {pending}"));
+    assert_eq!(entry["caller"], "agent", "{entry}");
 }

@@ -1423,6 +1423,7 @@ fn shared_entry(
         scope: String::new(),
         client: None,
         session: None,
+        caller: None,
         tool: "bash".into(),
         // What Lua's cjson would garble, were the store to re-encode it.
         arguments: json!({"command": "x", "xs": [], "big": 12345678901234567890u64, "f": 0.1}),
