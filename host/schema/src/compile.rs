@@ -112,6 +112,9 @@ pub(crate) struct Node {
     pub(crate) enumeration: Option<Vec<Value>>,
     pub(crate) constant: Option<Value>,
     pub(crate) one_of: Vec<NodeId>,
+    /// Bounds on the value itself (numbers, lengths, `pattern`): boxed, as
+    /// most nodes have none.
+    pub(crate) bounds: Option<Box<crate::bounds::Bounds>>,
     pub(crate) title: Option<Box<str>>,
     /// Required properties whose schema is a single constant: how a `oneOf`
     /// tells its branches apart (`{"kind": {"const": "circle"}}`).
@@ -177,11 +180,11 @@ impl Schema {
     ///
     /// let err = Schema::compile(&json!({
     ///     "type": "object",
-    ///     "properties": { "name": { "type": "string", "pattern": "^a" } },
+    ///     "properties": { "tags": { "type": "array", "uniqueItems": true } },
     /// }))
     /// .unwrap_err();
-    /// assert_eq!(err.to_string(), "unsupported keyword `pattern` at /properties/name");
-    /// assert_eq!(err.keyword.as_deref(), Some("pattern"));
+    /// assert_eq!(err.to_string(), "unsupported keyword `uniqueItems` at /properties/tags");
+    /// assert_eq!(err.keyword.as_deref(), Some("uniqueItems"));
     /// ```
     pub fn compile(schema: &Value) -> Result<Schema, CompileError> {
         Compiler {
@@ -423,6 +426,21 @@ impl<'s> Compiler<'s> {
                         children.push((branch, child, sub_path));
                     }
                 }
+                bound if crate::bounds::is_bound(bound) => {
+                    let node = &mut self.nodes[id as usize];
+                    let bounds = node.bounds.get_or_insert_with(Default::default);
+                    if let Err(why) = bounds.add(bound, value) {
+                        return Err(self.error(path, kw, why));
+                    }
+                    if self.nodes[id as usize]
+                        .bounds
+                        .as_ref()
+                        .is_some_and(|b| b.is_empty())
+                    {
+                        // `format` alone: an annotation.
+                        self.nodes[id as usize].bounds = None;
+                    }
+                }
                 "title" | "description" | "$comment" | "$schema" => {
                     let Value::String(text) = value else {
                         return Err(self.error(path, kw, format!("`{keyword}` must be a string")));
@@ -471,6 +489,7 @@ impl<'s> Compiler<'s> {
                                 | "title"
                                 | "description"
                                 | "$comment"
+                                | "format"
                                 | "default"
                                 | "examples"
                                 | "$schema"
@@ -775,21 +794,47 @@ mod tests {
     }
 
     #[test]
+    fn bounds_are_enforced_and_format_is_an_annotation() {
+        let schema = Schema::compile_parameters(&json!({
+            "type": "object",
+            "properties": {
+                "n": { "type": "integer", "minimum": 1, "maximum": 10 },
+                "s": { "type": "string", "pattern": "^[a-z]+$", "format": "hostname" },
+                "t": { "$ref": "#/$defs/T", "format": "x" },
+            },
+            "$defs": { "T": { "type": "array", "minItems": 1 } },
+        }))
+        .unwrap();
+        let v = schema
+            .validate(&json!({"n": 0, "s": "A", "t": []}))
+            .unwrap_err();
+        let found: Vec<(&str, &str)> = v
+            .iter()
+            .map(|v| (v.path.as_str(), v.expected.as_str()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("/n", "a number ≥ 1"),
+                ("/s", "a string matching \"^[a-z]+$\""),
+                ("/t", "an array of at least 1 items")
+            ]
+        );
+        schema
+            .validate(&json!({"n": 10, "s": "abc", "t": [1]}))
+            .unwrap();
+        // A pattern the engine cannot enforce is refused at load, named.
+        let e = err(json!({"properties": {"s": {"pattern": "(a)\\1"}}}));
+        assert_eq!(e.keyword.as_deref(), Some("pattern"));
+        assert!(e.message.contains("cannot be enforced"), "{e}");
+    }
+
+    #[test]
     fn rejects_each_unsupported_keyword_with_its_pointer() {
         for keyword in [
-            "pattern",
-            "format",
             "allOf",
             "anyOf",
             "not",
-            "minimum",
-            "maximum",
-            "exclusiveMinimum",
-            "multipleOf",
-            "minLength",
-            "maxLength",
-            "minItems",
-            "maxItems",
             "uniqueItems",
             "contains",
             "patternProperties",
@@ -801,7 +846,6 @@ mod tests {
             "nullable",
             "prefixItems",
             "unevaluatedProperties",
-            "minProperties",
             "$id",
             "readOnly",
             "deprecated",
@@ -843,7 +887,7 @@ mod tests {
 
     #[test]
     fn pointers_escape_property_names() {
-        let e = err(json!({"properties": {"a/b~c": {"oneOf": [{}, {"format": "x"}]}}}));
+        let e = err(json!({"properties": {"a/b~c": {"oneOf": [{}, {"uniqueItems": true}]}}}));
         assert_eq!(e.pointer, "/properties/a~1b~0c/oneOf/1");
     }
 
@@ -851,8 +895,8 @@ mod tests {
     fn first_error_in_document_order() {
         let e = err(json!({
             "properties": {
-                "a": { "properties": { "deep": { "minimum": 1 } } },
-                "b": { "maximum": 1 },
+                "a": { "properties": { "deep": { "not": {} } } },
+                "b": { "uniqueItems": true },
             }
         }));
         assert_eq!(e.pointer, "/properties/a/properties/deep");
@@ -970,7 +1014,7 @@ mod tests {
         }
         // The rest of the schema is still checked.
         assert!(
-            Schema::compile_parameters(&json!({"type": "object", "minProperties": 1})).is_err()
+            Schema::compile_parameters(&json!({"type": "object", "uniqueItems": true})).is_err()
         );
     }
 

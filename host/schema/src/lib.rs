@@ -26,13 +26,18 @@
 //!
 //! Validation keywords: `type` (a name or an array of names), `properties`,
 //! `required`, `additionalProperties` (boolean or schema), `items` (a single
-//! schema), `enum`, `const`, `oneOf`. Annotations (accepted, not enforced):
-//! `description`, `title`, `default`, `examples`, `$schema`, `$comment`.
-//! `true` and `false` are schemas too. Local references: `$ref` to `#`,
-//! `#/$defs/NAME` or `#/definitions/NAME` (the root's definitions,
+//! schema), `enum`, `const`, `oneOf`; and the bounds (see `bounds.rs`):
+//! `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`,
+//! `multipleOf`, `minLength`, `maxLength`, `pattern` (the `regex` crate's
+//! syntax: no look-around or back-references, refused at load),
+//! `minItems`, `maxItems`, `minProperties`, `maxProperties`. Annotations
+//! (accepted, not enforced): `description`, `title`, `default`,
+//! `examples`, `$schema`, `$comment`, `format` (an annotation in draft
+//! 2020-12). `true` and `false` are schemas too. Local references: `$ref`
+//! to `#`, `#/$defs/NAME` or `#/definitions/NAME` (the root's definitions,
 //! recursive ones included; a reference may carry annotations, not
-//! constraints). Everything else — remote `$ref`, `$id`, `pattern`,
-//! `format`, `allOf`, `anyOf`, `minimum`, … — is a [`CompileError`].
+//! constraints). Everything else — remote `$ref`, `$id`, `allOf`, `anyOf`,
+//! `not`, `if`, `prefixItems`, `uniqueItems`, … — is a [`CompileError`].
 //!
 //! Numbers follow the JSON Schema rules: a number with a zero fraction
 //! (`1.0`) is an `integer`, and `enum`/`const` compare numbers by value.
@@ -66,6 +71,7 @@
 //! assert_eq!(violations[0].got, "string \"ten\"");
 //! ```
 
+mod bounds;
 mod compile;
 pub mod derive;
 mod describe;
@@ -76,6 +82,7 @@ mod snapshot;
 mod validate;
 mod violation;
 
+pub use bounds::{MAX_PATTERN_BYTES, MAX_PATTERN_PROGRAM_BYTES};
 pub use compile::{CompileError, MAX_VALUE_DEPTH, Schema};
 pub use limits::{Limits, MAX_SAFE_INTEGER};
 pub use snapshot::{Position, SnapshotError, SnapshotErrorKind, check_value, parse, parse_bytes};

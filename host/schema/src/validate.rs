@@ -261,6 +261,10 @@ impl<'v> Run<'_, 'v> {
             self.emit(sink, path, None, || expected, || got);
             return;
         }
+        if let Some(expected) = node.bounds.as_ref().and_then(|b| b.failure(value)) {
+            // Reported, and what the value holds is still checked.
+            self.emit(sink, path, None, || expected, || describe::short(value));
+        }
         match value {
             Value::Object(members) => {
                 for name in &node.required {

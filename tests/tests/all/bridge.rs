@@ -111,19 +111,31 @@ async fn stdio_servers_list_and_call_every_content_kind() {
             "{expected} in {names:?}"
         );
     }
-    // `get-resource-links` uses `minimum`: not registered, the reason
-    // reported; the server's other tools are.
+    // Every tool of server-everything registers: `get-resource-links`
+    // bounds its `count` (`minimum`, `maximum`), which is enforced.
     assert!(
-        !names
+        names
             .iter()
-            .any(|n| n == "mcp__everything__get-resource-links")
+            .any(|n| n == "mcp__everything__get-resource-links"),
+        "{names:?}"
     );
     let problems = host.problems();
     let text: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
     assert!(
-        text.iter()
-            .any(|p| p.contains("get-resource-links") && p.contains("minimum")),
-        "{text:#?}"
+        !text.iter().any(|p| p.contains("everything")),
+        "server-everything's tools all register: {text:#?}"
+    );
+    let r = run(
+        &host,
+        "mcp__everything__get-resource-links",
+        json!({"count": 11}),
+    )
+    .await;
+    assert_eq!(r.code(), Some("INVALID_ARGS"), "{r:?}");
+    assert!(
+        r.text().contains("/count: expected a number ≤ 10, got 11"),
+        "{}",
+        r.text()
     );
     // convert_time's output schema uses `$ref`/`$defs` (pydantic): now
     // registered with it, no problem reported (issue 27, item 8).
