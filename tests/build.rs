@@ -195,6 +195,8 @@ fn mcp(manifest_dir: &std::path::Path, started: std::time::SystemTime, probes: &
         "conformance.txt",
         "setup-browser.sh",
         "browser-requirements.txt",
+        "setup-schema-suite.sh",
+        "schema-suite.txt",
     ] {
         println!("cargo:rerun-if-changed={}", scripts.join(f).display());
     }
@@ -257,6 +259,17 @@ fn mcp(manifest_dir: &std::path::Path, started: std::time::SystemTime, probes: &
         format!("the MCP conformance suite of tests/mcp/conformance.txt is not installed: {why}; run `bash tests/mcp/setup-conformance.sh target/tmp/conformance` (needs npm)")
     });
     probes.need("mcp_conformance", conformance);
+    // Not MCP, but installed the same way: the JSON-Schema-Test-Suite the
+    // schema compiler is measured against.
+    let suite = setup(
+        "setup-schema-suite.sh",
+        &tmp.join("schema-suite"),
+        ".schema-suite",
+    )
+    .map_err(|why| {
+        format!("the JSON-Schema-Test-Suite of tests/mcp/schema-suite.txt is not installed: {why}; run `bash tests/mcp/setup-schema-suite.sh target/tmp/schema-suite` (needs python3 and PyPI)")
+    });
+    probes.need("schema_suite", suite);
     // The approval console's browser test: Playwright (PyPI, no browser
     // download) driving Debian's chromium.
     println!("cargo:rerun-if-env-changed=TOOLGATE_CHROMIUM");

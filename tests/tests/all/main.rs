@@ -33,6 +33,7 @@ mod recipes;
 mod replicas;
 mod replicas_sdk;
 mod scheduler;
+mod schema_suite;
 mod serve;
 mod signatures;
 mod skills;
