@@ -9,6 +9,7 @@
 mod approvals;
 mod approve;
 mod audit;
+mod bridge;
 mod check;
 mod demo;
 mod goals;
@@ -187,6 +188,9 @@ enum Command {
     /// The goal the model set (`create_goal`): show it, or pause, resume or
     /// clear it — the user's and operator's, never the model's (--scope S).
     Goals(goals::GoalsArgs),
+    /// Bridged MCP servers: `bridge accept SERVER [TOOL…]` serves tools
+    /// withheld because their definitions changed since they were pinned.
+    Bridge(bridge::BridgeArgs),
 }
 
 /// `toolgate keygen audit|sign KEY`.
@@ -248,6 +252,7 @@ pub fn main() -> ExitCode {
             Command::Check(a) => check::run(&cli.global, a).await,
             Command::Plugins(a) => plugins::run(&cli.global, a).await,
             Command::Goals(a) => goals::run(&cli.global, a).await,
+            Command::Bridge(a) => bridge::run(&cli.global, a).await,
             Command::Demo(a) => demo::run(&cli.global, a, transcript.unwrap_or_default()).await,
             Command::Sandbox(a) => sandbox::run(&cli.global, a).await,
             Command::Serve(a) => serve::run(&cli.global, a).await,

@@ -59,6 +59,10 @@ pub struct McpServerConfig {
     /// is exclusive).
     #[serde(default)]
     pub parallel: bool,
+    /// Pin each tool's definition the first time it is seen and withhold
+    /// a changed one until `toolgate bridge accept` (default `true`; see
+    /// [`super::pins`]).
+    pub pin: Option<bool>,
     /// stdio: grant the server's install directory and interpreter
     /// read-only (default `true`; see docs/operators/bridging.md).
     pub auto_grant: Option<bool>,
@@ -99,6 +103,11 @@ impl McpServerConfig {
     /// Whether the server is used.
     pub fn is_enabled(&self) -> bool {
         self.enabled != Some(false)
+    }
+
+    /// Whether its tools' definitions are pinned (`pin`, default `true`).
+    pub fn is_pinned(&self) -> bool {
+        self.pin != Some(false)
     }
 
     /// Whether its names are namespaced (`namespace`, default `true`).

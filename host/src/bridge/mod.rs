@@ -39,6 +39,7 @@ pub mod convert;
 pub mod launch;
 pub mod names;
 pub mod passthrough;
+pub mod pins;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -123,6 +124,8 @@ pub struct ServerStatus {
 #[derive(Clone)]
 pub struct Context {
     pub workdir: PathBuf,
+    /// Where tools' definitions are pinned ([`pins`]): the state store.
+    pub pins: Arc<dyn crate::store::KvBackend>,
     pub enforcement: toolgate_sandbox::Enforcement,
     pub authority: Authority,
     pub budgets: Budgets,
@@ -163,9 +166,43 @@ struct Server {
     /// Its egress asking (`[egress] ask = true`, an approver, a stdio
     /// server with an `egress` grant), for as long as the host runs.
     egress_ask: Option<Arc<crate::egress::ask::ServerAsk>>,
+    /// Tools its last listing withheld ([`pins`]): while any are, their
+    /// pins are looked at every [`pins::RECHECK`], and the server listed
+    /// again once one is accepted.
+    withheld: Mutex<Vec<String>>,
 }
 
 impl Server {
+    /// Whether its last listing withheld tools.
+    fn withholds(&self) -> bool {
+        !self
+            .withheld
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
+    }
+
+    /// Whether a withheld tool's pin is gone (accepted): then it is listed
+    /// again. A store that cannot say is asked again later.
+    async fn accepted(&self) -> bool {
+        let names = self
+            .withheld
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        for name in names {
+            if let Ok(None) = self
+                .context
+                .pins
+                .get(pins::NAMESPACE, &self.name, &name)
+                .await
+            {
+                return true;
+            }
+        }
+        false
+    }
+
     fn status(&self) -> std::sync::MutexGuard<'_, ServerStatus> {
         self.status.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -221,6 +258,7 @@ impl Bridge {
                     live: Mutex::default(),
                     offers: Mutex::default(),
                     ready: watch::channel(false).0,
+                    withheld: Default::default(),
                     listed: listed.clone(),
                     egress_ask: match &context.approver {
                         Some(a)
@@ -699,6 +737,14 @@ async fn connection(
                         break 'connected e;
                     }
                 }
+                // Withheld tools: listed again once the operator accepts.
+                _ = tokio::time::sleep(pins::RECHECK), if server.withholds() => {
+                    if server.accepted().await
+                        && let Err(e) = list(server, &session, timeout, publish).await
+                    {
+                        break 'connected e;
+                    }
+                }
                 why = async {
                     match exited.as_mut() {
                         Some(rx) => rx.await.unwrap_or_else(|_| "the server process ended".into()),
@@ -746,7 +792,52 @@ async fn list(
         timeout_ms: server.config.timeout_ms,
         namespaced: server.config.is_namespaced(),
     };
-    let (listed, notes) = convert::listing(&server.name, tools, &filter, &c.budgets);
+    let digests: BTreeMap<String, String> = if server.config.is_pinned() {
+        tools
+            .iter()
+            .map(|t| (t.name.to_string(), pins::digest(t)))
+            .collect()
+    } else {
+        BTreeMap::new()
+    };
+    let (mut listed, mut notes) = convert::listing(&server.name, tools, &filter, &c.budgets);
+    // Pinned definitions: a changed one is withheld (see `pins`). A store
+    // that cannot say fails the listing (closed), to be tried again.
+    let mut withheld = Vec::new();
+    if !digests.is_empty() {
+        let mut kept = Vec::with_capacity(listed.len());
+        for l in listed {
+            let Some(now) = digests.get(&l.raw) else {
+                kept.push(l);
+                continue;
+            };
+            match pins::check(c.pins.as_ref(), &server.name, &l.raw, now).await {
+                Ok(pins::Verdict::Same) => kept.push(l),
+                Ok(pins::Verdict::Pinned) => {
+                    tracing::debug!(server = %server.name, tool = %l.raw, digest = %now, "tool definition pinned on first use");
+                    kept.push(l);
+                }
+                Ok(pins::Verdict::Changed { pinned }) => {
+                    withheld.push(l.raw.clone());
+                    notes.push(format!(
+                        "tool `{}` is withheld: its definition changed since it was pinned                          (sha256 {} → {}); after reviewing it, accept it with                          `toolgate bridge accept {} {}`",
+                        l.raw,
+                        &pinned[..pinned.len().min(12)],
+                        &now[..12],
+                        server.name,
+                        l.raw
+                    ));
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "the pins of its tools could not be checked in the state store: {e}"
+                    ));
+                }
+            }
+        }
+        listed = kept;
+    }
+    *server.withheld.lock().unwrap_or_else(|p| p.into_inner()) = withheld;
     for n in &notes {
         tracing::warn!(server = %server.name, "{n}");
     }

@@ -34,6 +34,7 @@ impl Feature for McpBridge {
             &config.mcp,
             Context {
                 workdir: start.workdir.to_path_buf(),
+                pins: lifecycle.seams().kv.backend().clone(),
                 enforcement: config.enforcement()?,
                 authority: lifecycle.authority(config),
                 budgets: start.budgets,
