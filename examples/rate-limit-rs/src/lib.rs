@@ -1,7 +1,13 @@
 //! A guard that limits how often each tool may be called: at most `LIMIT`
-//! calls per `WINDOW_SECONDS`, per tool and per agent scope, in fixed
-//! windows (aligned to the Unix epoch: with 60 s, each minute of the
+//! calls per `WINDOW_SECONDS`, per tool, per agent scope and per caller, in
+//! fixed windows (aligned to the Unix epoch: with 60 s, each minute of the
 //! clock).
+//!
+//! Per caller: under `serve --http` with `[auth]` each call carries the
+//! subject its access token names (`call.caller()`, contract 0.2.6), and
+//! each subject has its own counters — one user's burst does not spend
+//! another's — shared by every replica on one store. A call without a
+//! caller (stdio, `run`, the static token) counts as the caller `-`.
 //!
 //! Where the counters live: in the host's `kv` seam, not in the instance's
 //! memory. The host keeps several warm instances of a plugin (parallel
@@ -74,9 +80,16 @@ fn window(now: u64, c: &Config) -> (u64, u64) {
     (now / c.window_ms, c.window_ms - now % c.window_ms)
 }
 
-/// The counter of `tool` in window `w`.
-fn key(tool: &str, w: u64) -> String {
-    format!("count/{tool}/{w}")
+/// The counter of `caller`'s calls of `tool` in window `w`: `/` in the
+/// subject is escaped, so no subject can name another's counters.
+fn key(caller: &str, tool: &str, w: u64) -> String {
+    format!("{}{w}", prefix(caller, tool))
+}
+
+/// What every window's counter of `caller` and `tool` starts with.
+fn prefix(caller: &str, tool: &str) -> String {
+    let caller = caller.replace('%', "%25").replace('/', "%2F");
+    format!("count/{caller}/{tool}/")
 }
 
 /// The verdict for the `n`th call of a window: `None` allows.
@@ -100,8 +113,17 @@ impl Guard for RateLimit {
         if !c.tools.is_empty() && !c.tools.iter().any(|t| t == tool) {
             return None;
         }
+        let caller = call
+            .caller()
+            .map(|c| c.subject)
+            .unwrap_or_else(|| "-".into());
+        // A key is at most 256 bytes: a subject too long to count by is
+        // refused (fail closed), not cut (which could merge two callers).
+        if caller.len() > 128 {
+            return Some("rate-limit: the caller's subject is too long to count by".into());
+        }
         let (w, left) = window(now_ms(), &c);
-        let n = match kv::increment(&key(tool, w), 1) {
+        let n = match kv::increment(&key(&caller, tool, w), 1) {
             Ok(n) => n,
             // Fail closed: a call that cannot be counted could exceed the
             // limit.
@@ -115,8 +137,8 @@ impl Guard for RateLimit {
             // The first call of a window drops the counters of the earlier
             // ones (they count against the plugin's quota). Best effort:
             // another replica may do the same at once.
-            let current = key(tool, w);
-            for old in kv::keys(&format!("count/{tool}/")) {
+            let current = key(&caller, tool, w);
+            for old in kv::keys(&prefix(&caller, tool)) {
                 if old != current {
                     kv::delete(&old);
                 }
@@ -148,6 +170,9 @@ mod tests {
             verdict(4, "t", 1500, &c).as_deref(),
             Some("rate-limit: `t` may be called 3 times per 60 s; try again in 1.5 s")
         );
-        assert_ne!(key("t", 1), key("t", 2));
+        assert_ne!(key("a", "t", 1), key("a", "t", 2));
+        assert_ne!(key("a", "t", 1), key("b", "t", 1));
+        // A subject cannot reach into another's counters.
+        assert_ne!(prefix("a/t", "x"), prefix("a", "t/x"));
     }
 }

@@ -615,3 +615,52 @@ fn the_approval_queue_names_the_authenticated_caller() {
         .unwrap_or_else(|| panic!("no entry: {pending}"));
     assert_eq!(entry["caller"], "agent", "{entry}");
 }
+
+#[test]
+#[cfg_attr(
+    not(has_mcp_servers),
+    ignore = "needs oidc-provider from npm: run `bash tests/mcp/setup-servers.sh target/tmp/mcp-servers`"
+)]
+fn the_rate_limit_example_counts_each_caller_apart() {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let resource = format!("http://{addr}/mcp");
+    let authority = Authority::start(&resource);
+    let s = setup();
+    s.add_plugin(
+        "rate-limit",
+        toolgate_tests::fixtures::EXAMPLE_RATE_LIMIT_RS,
+    );
+    s.configure(
+        "[plugins.rate-limit]\nvars = { LIMIT = \"2\", WINDOW_SECONDS = \"3600\", TOOLS = \"echo\" }\n\
+         [plugins.rate-limit.grants]\nkv = true\n",
+    );
+    let server = served(&s, &authority, &addr, "");
+    let ops = authority.token("agent", Some("tools"), &resource);
+    let guest = authority.token("guest", Some("tools"), &resource);
+    let echo = |token: &str| {
+        let (status, _, body) = call(&addr, token, "echo", json!({"text": "x"}));
+        assert_eq!(status, 200, "{body}\n{}", server.log());
+        sse_or_json(&body)["result"].clone()
+    };
+    // The guard's file may still be compiling: wait until it counts.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut calls = 0;
+    let denied = loop {
+        let r = echo(&ops);
+        calls += 1;
+        if r["isError"] == true || Instant::now() > deadline {
+            break r;
+        }
+    };
+    assert!(
+        denied["content"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("may be called 2 times per 3600 s"),
+        "{denied} after {calls} calls"
+    );
+    // Another caller's counter is its own.
+    assert_eq!(echo(&guest)["isError"], false);
+    assert_eq!(echo(&guest)["isError"], false);
+    assert_eq!(echo(&guest)["isError"], true);
+}
