@@ -180,11 +180,63 @@ pub struct Client {
     /// absent without one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub caller: Option<Arc<crate::identity::Caller>>,
+    /// The W3C trace context the request carried in its `_meta`
+    /// (`traceparent`, `tracestate`: SEP-414), when well-formed; passed on
+    /// to bridged servers with the call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<Arc<TraceContext>>,
     /// Arguments its harness adds to every call, which the operator
     /// accepted and which were removed before validation, with their
     /// values (`serve --accept-harness-arguments`); absent when none.
     #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
     pub stripped: serde_json::Map<String, Value>,
+}
+
+/// A W3C trace context (`traceparent`, and `tracestate` if any), checked.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TraceContext {
+    pub traceparent: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
+}
+
+impl TraceContext {
+    /// `traceparent` (and `tracestate`) as a client sent them, if the
+    /// `traceparent` is well-formed (version `00`-`fe`, a non-zero trace
+    /// and span id, lowercase hex) and the `tracestate` at most 512 bytes
+    /// (else it is dropped). Anything else: `None`.
+    ///
+    /// ```
+    /// use toolgate::call::TraceContext;
+    /// let t = TraceContext::parse("00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01", None);
+    /// assert!(t.is_some());
+    /// assert!(TraceContext::parse("00-00000000000000000000000000000000-00f067aa0ba902b7-01", None).is_none());
+    /// assert!(TraceContext::parse("not a trace", None).is_none());
+    /// ```
+    pub fn parse(traceparent: &str, tracestate: Option<&str>) -> Option<TraceContext> {
+        let parts: Vec<&str> = traceparent.split('-').collect();
+        let hex = |s: &str, n: usize| {
+            s.len() == n
+                && s.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        };
+        let zero = |s: &str| s.bytes().all(|b| b == b'0');
+        let ok = parts.len() == 4
+            && hex(parts[0], 2)
+            && parts[0] != "ff"
+            && hex(parts[1], 32)
+            && !zero(parts[1])
+            && hex(parts[2], 16)
+            && !zero(parts[2])
+            && hex(parts[3], 2);
+        ok.then(|| TraceContext {
+            traceparent: traceparent.to_string(),
+            tracestate: tracestate
+                .filter(|s| s.len() <= 512 && s.is_ascii())
+                .map(str::to_string),
+        })
+    }
 }
 
 /// Where a call comes from: its turn's agent scope, mode, parent and
@@ -201,6 +253,8 @@ pub struct CallOrigin {
     pub cancel: CancellationToken,
     /// Who is calling (see [`crate::identity`]).
     pub caller: Option<Arc<crate::identity::Caller>>,
+    /// The client's trace context, passed on to bridged servers.
+    pub trace: Option<Arc<TraceContext>>,
 }
 
 /// The call as every policy sees it: validated, frozen arguments and the
@@ -223,6 +277,9 @@ pub struct CallInfo {
     /// Who is calling, validated (see [`crate::identity`]); `None` without
     /// `[auth]` (stdio, the static token, `run`).
     pub caller: Option<Arc<crate::identity::Caller>>,
+    /// The client's W3C trace context, if it sent one (see
+    /// [`Client::trace`]).
+    pub trace: Option<Arc<TraceContext>>,
     /// The arguments as JSON text, made on first use and then shared: every
     /// guest that asks for the arguments receives this text, and a call that
     /// meets no guest never serialises them.
@@ -256,6 +313,7 @@ impl CallInfo {
             tool,
             cancel: origin.cancel,
             caller: origin.caller,
+            trace: origin.trace,
             arguments_json: OnceLock::new(),
             notes: Notes::default(),
             asks: Default::default(),

@@ -45,6 +45,7 @@ impl TurnOptions {
             parent_id: self.parent_id.clone(),
             cancel: self.cancel.clone(),
             caller: self.caller.clone(),
+            trace: self.client.as_ref().and_then(|c| c.trace.clone()),
         }
     }
 }

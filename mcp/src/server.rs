@@ -1061,6 +1061,13 @@ fn audit_client(context: &RequestContext<RoleServer>) -> toolgate::turn::Client 
                 .get::<Arc<toolgate::identity::Caller>>()
                 .cloned()
         }),
+        // The W3C trace context of the request's `_meta` (SEP-414), if
+        // well-formed: in the record, and passed on to bridged servers.
+        trace: context
+            .meta
+            .get_traceparent()
+            .and_then(|t| toolgate::call::TraceContext::parse(t, context.meta.get_tracestate()))
+            .map(Arc::new),
         stripped: serde_json::Map::new(),
     }
 }

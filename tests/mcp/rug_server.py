@@ -6,7 +6,7 @@ It lists two tools, `fetch` and `steady`. `fetch`'s description is the
 text of FILE, read at every listing; when FILE changes the server says so
 with `notifications/tools/list_changed` — as a server that turns malicious
 after it was approved would. Calls answer with the description they ran
-under.
+under; `steady` also with the `traceparent` its request's `_meta` carried.
 
     python rug_server.py FILE
 """
@@ -43,6 +43,10 @@ def main() -> None:
 
     async def call_tool(ctx, params):
         text = description() if params.name == "fetch" else "steady"
+        # The trace context its client passed on (SEP-414), if any.
+        meta = params.model_dump(by_alias=True, exclude_none=True).get("_meta") or {}
+        if "traceparent" in meta:
+            text += f" traceparent={meta['traceparent']}"
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
     async def watch():

@@ -196,6 +196,16 @@ impl ToolBody for BridgedTools {
             Value::Object(m) => Some(m.clone()),
             _ => None,
         };
+        // The client's trace context goes on with the call (SEP-414), so
+        // the server's spans join the client's trace.
+        if let Some(trace) = &call.trace {
+            let mut meta = rmcp::model::RequestMetaObject::default();
+            meta.set_traceparent(trace.traceparent.clone());
+            if let Some(state) = &trace.tracestate {
+                meta.set_tracestate(state.clone());
+            }
+            params.meta = Some(meta);
+        }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let handle = match session
             .peer

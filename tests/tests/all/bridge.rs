@@ -1411,6 +1411,30 @@ async fn a_changed_tool_definition_is_withheld_until_the_operator_accepts_it() {
         "Fetch a page."
     );
 
+    // The client's trace context goes on to the server with the call.
+    let traced = TurnOptions {
+        client: Some(Arc::new(toolgate::turn::Client {
+            trace: toolgate::call::TraceContext::parse(
+                "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01",
+                None,
+            )
+            .map(Arc::new),
+            ..Default::default()
+        })),
+        ..TurnOptions::default()
+    };
+    let r = host
+        .call(call("t", "mcp__rug__steady", json!({})), &traced)
+        .await;
+    assert_eq!(
+        r.text(),
+        "steady traceparent=00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01"
+    );
+    assert_eq!(
+        run(&host, "mcp__rug__steady", json!({})).await.text(),
+        "steady"
+    );
+
     // The server turns: a poisoned description, announced as a change.
     std::fs::write(
         &description,

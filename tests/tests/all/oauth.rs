@@ -198,8 +198,12 @@ fn request(
 ) -> (u16, String, String) {
     let stateless = session.is_none() && method != "initialize";
     if stateless {
-        params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                                 "io.modelcontextprotocol/clientCapabilities": {}});
+        // Beside whatever `_meta` the caller gave.
+        if !params["_meta"].is_object() {
+            params["_meta"] = json!({});
+        }
+        params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2026-07-28");
+        params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({});
     }
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
     let version = if stateless {
@@ -314,6 +318,8 @@ fn the_sdk_finds_the_authorization_server_and_calls_as_itself() {
         .find(|r| r["tool"] == "echo")
         .unwrap_or_else(|| panic!("no record of the call: {records:?}"));
     let caller = &record["client"]["caller"];
+    // No trace context was sent: none is recorded.
+    assert!(record["client"].get("trace").is_none(), "{record}");
     assert_eq!(caller["subject"], "agent", "{record}");
     assert_eq!(caller["issuer"], json!(authority.issuer));
     assert_eq!(caller["clientId"], "agent");
@@ -663,4 +669,51 @@ fn the_rate_limit_example_counts_each_caller_apart() {
     assert_eq!(echo(&guest)["isError"], false);
     assert_eq!(echo(&guest)["isError"], false);
     assert_eq!(echo(&guest)["isError"], true);
+}
+
+#[test]
+#[cfg_attr(
+    not(has_mcp_servers),
+    ignore = "needs oidc-provider from npm: run `bash tests/mcp/setup-servers.sh target/tmp/mcp-servers`"
+)]
+fn a_trace_context_in_meta_reaches_the_record_and_a_bad_one_does_not() {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let resource = format!("http://{addr}/mcp");
+    let authority = Authority::start(&resource);
+    let s = setup();
+    let _server = served(&s, &authority, &addr, "");
+    let token = authority.token("agent", Some("tools"), &resource);
+    let traced = |text: &str, traceparent: &str| {
+        let (status, _, body) = request(
+            &addr,
+            &token,
+            None,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": text},
+                   "_meta": {"traceparent": traceparent, "tracestate": "vendor=1"}}),
+        );
+        assert_eq!(status, 200, "{body}");
+    };
+    traced(
+        "good",
+        "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01",
+    );
+    traced(
+        "bad",
+        "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01\u{0}",
+    );
+    let records = audited(&s, 2);
+    let of = |text: &str| {
+        records
+            .iter()
+            .find(|r| r["arguments"]["text"] == text)
+            .unwrap_or_else(|| panic!("{records:?}"))["client"]
+            .clone()
+    };
+    assert_eq!(
+        of("good")["trace"],
+        json!({"traceparent": "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01",
+               "tracestate": "vendor=1"})
+    );
+    assert!(of("bad").get("trace").is_none(), "{}", of("bad"));
 }
