@@ -1160,25 +1160,36 @@ async fn exact_errors(response: Response<Body>, primes: bool) -> Response<Body> 
 /// 401: the header RFC 6750 asks for, a JSON-RPC error for MCP clients,
 /// and the connection closed (an unauthenticated client holds nothing).
 fn unauthorized() -> Response<Body> {
+    error_reply(
+        StatusCode::UNAUTHORIZED,
+        "unauthorized: send `Authorization: Bearer <token>` (the token of `toolgate serve`)",
+        Some(http::HeaderValue::from_static("Bearer realm=\"toolgate\"")),
+    )
+}
+
+/// A refused request: `status`, a JSON-RPC error (`-32001`) saying
+/// `message`, the `WWW-Authenticate` challenge if any, and the connection
+/// closed.
+fn error_reply(
+    status: StatusCode,
+    message: &str,
+    challenge: Option<http::HeaderValue>,
+) -> Response<Body> {
     let body = serde_json::json!({
         "jsonrpc": "2.0",
         "id": null,
-        "error": {
-            "code": -32001,
-            "message": "unauthorized: send `Authorization: Bearer <token>` (the token of `toolgate serve`)"
-        }
+        "error": {"code": -32001, "message": message}
     });
     let mut response = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
-    *response.status_mut() = StatusCode::UNAUTHORIZED;
+    *response.status_mut() = status;
     let headers = response.headers_mut();
     headers.insert(
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static("application/json"),
     );
-    headers.insert(
-        http::header::WWW_AUTHENTICATE,
-        http::HeaderValue::from_static("Bearer realm=\"toolgate\""),
-    );
+    if let Some(challenge) = challenge {
+        headers.insert(http::header::WWW_AUTHENTICATE, challenge);
+    }
     closing(response)
 }
 
@@ -1205,24 +1216,12 @@ fn refused_token(oauth: &super::oauth::OAuth, refusal: &super::oauth::Refusal) -
             format!("the token could not be checked: {why}"),
         ),
     };
-    let body = serde_json::json!({
-        "jsonrpc": "2.0",
-        "id": null,
-        "error": {"code": -32001, "message": message}
-    });
-    let mut response = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
-    *response.status_mut() = status;
-    let headers = response.headers_mut();
-    headers.insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
-    );
-    if status != StatusCode::SERVICE_UNAVAILABLE
-        && let Ok(value) = http::HeaderValue::from_str(&oauth.challenge(refusal))
-    {
-        headers.insert(http::header::WWW_AUTHENTICATE, value);
-    }
-    closing(response)
+    // No challenge with 503: the token may be fine; it could not be
+    // checked.
+    let challenge = (status != StatusCode::SERVICE_UNAVAILABLE)
+        .then(|| http::HeaderValue::from_str(&oauth.challenge(refusal)).ok())
+        .flatten();
+    error_reply(status, &message, challenge)
 }
 
 /// `GET` the Protected Resource Metadata (RFC 9728): public, readable from

@@ -18,16 +18,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use toolgate_tests::http_exchange;
 
+use crate::oci::free_port;
 use crate::serve::{HttpServer, Setup, setup};
-
-/// A free TCP port on the loopback address.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// The authorization server: `oidc-provider` on a port of its own.
 struct Authority {
