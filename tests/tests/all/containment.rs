@@ -989,6 +989,18 @@ async fn host_written_data_inside_a_grant_is_refused() {
 /// — the test below fails otherwise. Keys with a fixed set of values
 /// (`enum`) are no paths and need no entry.
 const NOT_PATHS: &[(&str, &str)] = &[
+    ("/auth/issuer", "an OAuth issuer URL"),
+    ("/auth/resource", "this server's URL"),
+    ("/auth/jwks_uri", "a key set's URL"),
+    ("/auth/required_scopes/*", "an OAuth scope"),
+    ("/auth/scopes_supported/*", "an OAuth scope"),
+    ("/auth/claims/*", "a token claim's name"),
+    ("/auth/introspection/url", "an introspection endpoint's URL"),
+    ("/auth/introspection/client_id", "an OAuth client id"),
+    ("/access/*/tools/*", "a tool name or glob"),
+    ("/access/*/subjects/*", "a token subject"),
+    ("/access/*/scopes/*", "an OAuth scope"),
+    ("/access/*/claims/*", "a claim value"),
     ("/sandbox_waive/*", "a protection's name"),
     ("**/plugins/*/sha256", "a digest"),
     ("**/plugins/*/source", "an oci:// reference"),

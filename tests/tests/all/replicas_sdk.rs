@@ -154,7 +154,8 @@ impl Fleet {
                 .unwrap(),
             );
             let mut total = 0;
-            for key in store.keys("rate-limit", "", "count/echo/").await.unwrap() {
+            // The example counts per caller; these calls have none (`-`).
+            for key in store.keys("rate-limit", "", "count/-/echo/").await.unwrap() {
                 let v = store.get("rate-limit", "", &key).await.unwrap().unwrap();
                 total += String::from_utf8(v).unwrap().parse::<u64>().unwrap();
             }
