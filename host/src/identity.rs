@@ -43,6 +43,10 @@ pub struct Caller {
     /// left out and the fact logged).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub claims: BTreeMap<String, Value>,
+    /// The MCP session of the request (`Mcp-Session-Id`), if it is in one:
+    /// for policies (the record keeps it as `client.session`).
+    #[serde(skip)]
+    pub session: Option<String>,
 }
 
 impl Caller {

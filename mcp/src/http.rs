@@ -790,7 +790,21 @@ impl Route {
                     .get(http::header::AUTHORIZATION)
                     .map(|v| v.as_bytes());
                 match oauth.authenticate(header).await {
-                    Ok(caller) => Some(Arc::new(caller)),
+                    Ok(mut caller) => {
+                        // The request's session, for policies (bounded as
+                        // the record bounds it).
+                        caller.session = request
+                            .headers()
+                            .get("mcp-session-id")
+                            .and_then(|v| v.to_str().ok())
+                            .map(|s| {
+                                toolgate::budgets::cut(
+                                    s.to_string(),
+                                    toolgate::budgets::AUDIT_MAX_CLIENT_FIELD_BYTES,
+                                )
+                            });
+                        Some(Arc::new(caller))
+                    }
                     Err(refusal) => {
                         tracing::debug!(client = %self.client, ?refusal, "access token refused");
                         return refused_token(oauth, &refusal);

@@ -498,6 +498,7 @@ impl OAuth {
             client_id: text("client_id").or_else(|| text("azp")),
             scopes,
             claims: named,
+            session: None,
         })
     }
 

@@ -19,6 +19,10 @@ pub struct Caller {
     pub scopes: Vec<String>,
     /// The claims the operator passes on (`[auth] claims`): an object.
     pub claims: Value,
+    /// How it is connected (`http`).
+    pub transport: String,
+    /// Its MCP session, if the request is in one.
+    pub session: Option<String>,
 }
 
 impl Caller {
@@ -189,6 +193,8 @@ impl<'a> Call<'a> {
             issuer: c.issuer,
             client_id: c.client_id,
             scopes: c.scopes,
+            transport: c.transport,
+            session: c.session,
         })
     }
 

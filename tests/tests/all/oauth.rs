@@ -468,7 +468,9 @@ fn a_guard_decides_by_the_caller_its_token_names() {
     );
     let body = answer(&guest);
     assert!(
-        body.contains("only the ops group may run bash; guest (client guest) is not in it"),
+        body.contains(
+            "only the ops group may run bash; guest (client guest, over http) is not in it"
+        ),
         "{body}"
     );
     assert!(!body.contains("from-bash"), "{body}");

@@ -269,6 +269,9 @@ impl imports::types::HostCall for StoreData {
                 client_id: c.client_id.clone(),
                 scopes: c.scopes.clone(),
                 claims: c.claims_json(),
+                // Only `serve --http` validates tokens.
+                transport: "http".into(),
+                session: c.session.clone(),
             }))
     }
 
