@@ -277,12 +277,43 @@ pub fn main() -> ExitCode {
     runtime.shutdown_timeout(SHUTDOWN_GRACE);
     match result {
         Ok(code) => code,
+        // `toolgate run … | grep -m1`, `audit show | head`: the reader has
+        // what it wanted, and the work was done and recorded before the
+        // output was written.
+        Err(e) if e.is::<StdoutClosed>() => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("toolgate: {e:#}");
             ExitCode::FAILURE
         }
     }
 }
+
+/// Write `text` and a newline to stdout. Unlike `println!`, a reader that
+/// has gone (a closed pipe) is [`StdoutClosed`], not a panic: `main` ends
+/// quietly on it.
+pub(crate) fn print_out(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush())
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::BrokenPipe => anyhow::Error::new(StdoutClosed),
+            _ => anyhow::Error::new(e).context("cannot write to stdout"),
+        })
+}
+
+/// Stdout's reader went away before the output was written.
+#[derive(Debug)]
+pub(crate) struct StdoutClosed;
+
+impl std::fmt::Display for StdoutClosed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("stdout was closed before the output was written")
+    }
+}
+
+impl std::error::Error for StdoutClosed {}
 
 /// The global options that build a host, by their ids, and the commands
 /// that build none (or always the same one) and so ignore them. Their help

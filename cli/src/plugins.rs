@@ -4,6 +4,7 @@
 //! SHA-256, load time and cost; the skills of `[skills]`, each with the
 //! digest of its `SKILL.md`, and those not loaded with why.
 
+use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use clap::Args;
@@ -24,8 +25,10 @@ pub async fn run(global: &GlobalArgs, args: PluginsArgs) -> anyhow::Result<ExitC
     let g = host.generation();
     let chains = g.chain_order();
     let skills = host.skills();
+    let mut out = String::new();
     if args.json {
-        println!(
+        writeln!(
+            out,
             "{}",
             serde_json::to_string_pretty(&json!({
                 "plugins": g.plugins,
@@ -42,12 +45,14 @@ pub async fn run(global: &GlobalArgs, args: PluginsArgs) -> anyhow::Result<ExitC
                 })).collect::<Vec<_>>(),
                 "skillProblems": skills.problems(),
             }))?
-        );
+        )?;
+        super::print_out(out.trim_end())?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!("plugins (generation {}):", g.number);
+    writeln!(out, "plugins (generation {}):", g.number)?;
     for p in &g.plugins {
-        println!(
+        writeln!(
+            out,
             "  {:<18} {:<28} {}",
             p.name,
             p.roles
@@ -56,12 +61,15 @@ pub async fn run(global: &GlobalArgs, args: PluginsArgs) -> anyhow::Result<ExitC
                 .collect::<Vec<_>>()
                 .join(","),
             p.origin
-        );
+        )?;
         if !p.tools.is_empty() {
-            println!("  {:<18} tools: {}", "", p.tools.join(", "));
+            writeln!(out, "  {:<18} tools: {}", "", p.tools.join(", "))?;
         }
     }
-    println!("\nlifecycle (generation, state, sha256, load time, cost):");
+    writeln!(
+        out,
+        "\nlifecycle (generation, state, sha256, load time, cost):"
+    )?;
     for s in host.plugin_status() {
         let name = if s.scope.is_empty() {
             s.name.clone()
@@ -73,7 +81,8 @@ pub async fn run(global: &GlobalArgs, args: PluginsArgs) -> anyhow::Result<ExitC
             toolgate::registry::PluginState::Refused => "refused",
             toolgate::registry::PluginState::Loading => "loading",
         };
-        println!(
+        writeln!(
+            out,
             "  {:<18} {:<8} gen {:<4} sha256 {}  load {:.1} ms  {} KiB, {} idle instance(s) of up to {} MiB",
             name,
             state,
@@ -85,17 +94,18 @@ pub async fn run(global: &GlobalArgs, args: PluginsArgs) -> anyhow::Result<ExitC
             s.cost.component_bytes / 1024,
             s.cost.idle_instances,
             s.cost.memory_mb,
-        );
+        )?;
         if let Some(why) = &s.refused {
-            println!("  {:<18} refused: {why}", "");
+            writeln!(out, "  {:<18} refused: {why}", "")?;
         }
     }
     let servers = host.mcp_servers();
     if !servers.is_empty() {
-        println!("\nMCP servers:");
+        writeln!(out, "\nMCP servers:")?;
         for s in &servers {
             let state = serde_json::to_value(s.state).unwrap_or_default();
-            println!(
+            writeln!(
+                out,
                 "  {:<18} {:<6} {:<13} {} tool(s){}",
                 s.name,
                 s.transport,
@@ -105,25 +115,27 @@ pub async fn run(global: &GlobalArgs, args: PluginsArgs) -> anyhow::Result<ExitC
                     .as_ref()
                     .map(|e| format!("; last error: {e}"))
                     .unwrap_or_default()
-            );
+            )?;
             if !s.auto_granted.is_empty() {
                 let dirs: Vec<String> = s
                     .auto_granted
                     .iter()
                     .map(|d| d.display().to_string())
                     .collect();
-                println!(
+                writeln!(
+                    out,
                     "  {:<18} granted read-only automatically: {}",
                     "",
                     dirs.join(", ")
-                );
+                )?;
             }
         }
     }
     if !skills.is_empty() || !skills.problems().is_empty() {
-        println!("\nskills (digest of SKILL.md, directory):");
+        writeln!(out, "\nskills (digest of SKILL.md, directory):")?;
         for s in skills.skills() {
-            println!(
+            writeln!(
+                out,
                 "  {:<18} {}  {}{}",
                 s.name,
                 s.digest,
@@ -133,30 +145,34 @@ pub async fn run(global: &GlobalArgs, args: PluginsArgs) -> anyhow::Result<ExitC
                 } else {
                     ""
                 }
-            );
+            )?;
         }
         for p in skills.problems() {
-            println!("  - {p}");
+            writeln!(out, "  - {p}")?;
         }
     }
-    println!("\nchains (in order; lower priority runs first / outermost):");
+    writeln!(
+        out,
+        "\nchains (in order; lower priority runs first / outermost):"
+    )?;
     let mut last = None;
     for (role, name, prio, source) in &chains {
         if last != Some(*role) {
-            println!("  {role}:");
+            writeln!(out, "  {role}:")?;
             last = Some(*role);
         }
         let src = match source {
             PolicySource::Native => "native".to_string(),
             PolicySource::Component { .. } => "component".to_string(),
         };
-        println!("    {prio:>5}  {name} ({src})");
+        writeln!(out, "    {prio:>5}  {name} ({src})")?;
     }
     if !g.problems.is_empty() {
-        println!("\nproblems:");
+        writeln!(out, "\nproblems:")?;
         for p in &g.problems {
-            println!("  - {p}");
+            writeln!(out, "  - {p}")?;
         }
     }
+    super::print_out(out.trim_end())?;
     Ok(ExitCode::SUCCESS)
 }

@@ -279,7 +279,7 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
     } else {
         serde_json::to_string_pretty(&records)?
     };
-    println!("{out}");
+    super::print_out(&out)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -47,7 +47,7 @@ pub async fn run(global: &GlobalArgs, args: ToolsArgs) -> anyhow::Result<ExitCod
     let host = global.host().await?;
     let tools = host.tools_for(&args.scope);
     let out = project(&tools, args.format.into());
-    println!("{}", serde_json::to_string_pretty(&out)?);
+    super::print_out(&serde_json::to_string_pretty(&out)?)?;
     if tools.iter().any(|t| t.name == "lsp") {
         let (found, missing): (Vec<_>, Vec<_>) = host
             .language_servers()

@@ -287,7 +287,7 @@ impl Listener {
             .with_max_request_body_bytes(limits.max_message_bytes)
             .with_cancellation_token(shutdown.child_token());
         let sessions = Sessions::new(limits.session_idle, limits.session_unused_idle);
-        let owners = Owners::default();
+        let owners = Owners::new(limits.max_sessions);
         let session_shares = Shares::new(
             "sessions",
             limits.max_sessions,
@@ -579,24 +579,51 @@ struct Route {
     in_flight: InFlight,
 }
 
+/// The answer for a session id this server does not know (or that another
+/// caller opened: a session id alone reveals nothing).
+fn no_such_session() -> Response<Body> {
+    exact::error_response(
+        StatusCode::NOT_FOUND,
+        None,
+        rmcp::ErrorData::invalid_request(
+            "no such session: it ended, or was never opened; open one with `initialize`",
+            None,
+        ),
+    )
+}
+
 /// Under `[auth]`: each session's owner (issuer and subject).
-#[derive(Clone, Default)]
-struct Owners(Arc<Mutex<HashMap<String, String>>>);
+#[derive(Clone)]
+struct Owners {
+    owners: Arc<Mutex<HashMap<String, String>>>,
+    /// At most this many sessions are open at once ([`Limits::max_sessions`]);
+    /// entries beyond twice that are sessions that ended idle, and opening
+    /// one more drops them.
+    max_sessions: usize,
+}
 
 impl Owners {
+    fn new(max_sessions: usize) -> Owners {
+        Owners {
+            owners: Arc::default(),
+            max_sessions,
+        }
+    }
+
     /// Whether `owner` opened session `id`.
     fn is(&self, id: &str, owner: &str) -> bool {
-        let owners = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
         owners.get(id).is_some_and(|o| o == owner)
     }
 
     /// `owner` opened session `id`. Sessions that ended without a DELETE
-    /// (idle) are forgotten when the map has grown.
+    /// (idle) are forgotten once the map holds twice as many as can be open,
+    /// so a scan comes at most once per `max_sessions` openings.
     async fn open(&self, id: &str, owner: String, known: &Sessions) {
         let held: Vec<String> = {
-            let mut owners = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
             owners.insert(id.to_string(), owner);
-            if owners.len() <= 64 || !owners.len().is_power_of_two() {
+            if owners.len() <= self.max_sessions.saturating_mul(2) {
                 return;
             }
             owners.keys().cloned().collect()
@@ -611,14 +638,17 @@ impl Owners {
                 ended.push(id);
             }
         }
-        let mut owners = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
         for id in ended {
             owners.remove(&id);
         }
     }
 
     fn close(&self, id: &str) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+        self.owners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
     }
 }
 
@@ -917,27 +947,13 @@ impl Route {
             // Another caller's session (or one not opened under `[auth]`):
             // as unknown, so that a session id alone reveals nothing.
             tracing::debug!(client = %self.client, "a session id used by a caller that did not open it; 404");
-            return exact::error_response(
-                StatusCode::NOT_FOUND,
-                None,
-                rmcp::ErrorData::invalid_request(
-                    "no such session: it ended, or was never opened; open one with `initialize`",
-                    None,
-                ),
-            );
+            return no_such_session();
         }
         if deleting
             && let Some(id) = &session
             && !self.known.has_session(id).await.unwrap_or(false)
         {
-            return exact::error_response(
-                StatusCode::NOT_FOUND,
-                None,
-                rmcp::ErrorData::invalid_request(
-                    "no such session: it ended, or was never opened; open one with `initialize`",
-                    None,
-                ),
-            );
+            return no_such_session();
         }
         // Priming events only for the revisions that define them (`exact`):
         // the session's negotiated one, else the request's.

@@ -78,6 +78,8 @@ pub struct OAuth {
     /// The metadata document's URL (RFC 9728 §3.1: the well-known path,
     /// then the resource's own path).
     metadata_url: String,
+    /// `metadata_url`'s path: the metadata is served there too.
+    metadata_path: String,
     keys: tokio::sync::Mutex<Keys>,
 }
 
@@ -144,8 +146,13 @@ impl OAuth {
             .into_iter()
             .map(jose_algorithm)
             .collect();
+        let metadata_url = metadata_url(&config.resource);
+        let metadata_path = url::Url::parse(&metadata_url)
+            .map(|u| u.path().to_string())
+            .unwrap_or_else(|_| METADATA_PATH.to_string());
         Ok(OAuth {
-            metadata_url: metadata_url(&config.resource),
+            metadata_url,
+            metadata_path,
             algorithms,
             http,
             introspection_secret,
@@ -173,7 +180,7 @@ impl OAuth {
 
     /// Whether `path` is where the metadata is served.
     pub fn is_metadata_path(&self, path: &str) -> bool {
-        path == METADATA_PATH || url::Url::parse(&self.metadata_url).is_ok_and(|u| u.path() == path)
+        path == METADATA_PATH || path == self.metadata_path
     }
 
     /// The Protected Resource Metadata document (RFC 9728 §2).

@@ -183,6 +183,37 @@ fn run_records_10000_calls_in_model_order_and_verifies_intact() {
         "{:?} {stderr}",
         out.status
     );
+
+    // `run … | head -c1`: the reader goes after one byte of a result far
+    // larger than a pipe holds. `run` ends quietly (no panic, success), and
+    // its 10,000 calls were recorded before it printed: nothing is lost.
+    let mut run = toolgate(dir.path())
+        .arg("--no-default-plugins")
+        .arg("--plugins")
+        .arg(plugins.path())
+        .args(["run", "calls.json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut byte = [0u8; 1];
+    std::io::Read::read_exact(&mut run.stdout.take().unwrap(), &mut byte).unwrap();
+    assert_eq!(&byte, b"[");
+    let out = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && !stderr.contains("panicked"),
+        "{:?} {stderr}",
+        out.status
+    );
+    let all = records(&file);
+    assert_eq!(calls_of(&all).len(), 20_000, "both runs' calls recorded");
+    let report = verify(
+        std::slice::from_ref(&file),
+        &pinned(&dir.path().join("audit.key")),
+    )
+    .unwrap();
+    assert!(report.intact && report.clean_end, "{report:?}");
 }
 
 /// A host (library) recording to `dir`, with checkpoints every `every`.
