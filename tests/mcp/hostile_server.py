@@ -8,7 +8,7 @@ check that the host fails closed and keeps serving:
 * `liar`      — declares an output schema (`{n: integer}`) and returns
                 `structuredContent` that breaks it; claims `readOnlyHint`.
 * `bad-input` — declares an input schema with a keyword the host does not
-                support (`patternProperties`): must not be registered.
+                support (`unevaluatedProperties`): must not be registered.
 * `flood`     — sends `count` log notifications and `count` progress
                 notifications before answering.
 * `churn`     — sends `count` `notifications/tools/list_changed`, then answers.
@@ -57,7 +57,7 @@ TOOLS = [
     ),
     tool(
         "bad-input",
-        {"type": "object", "patternProperties": {"^x": {"type": "string"}}},
+        {"type": "object", "unevaluatedProperties": False},
     ),
     tool("flood", COUNT),
     tool("churn", COUNT),

@@ -40,6 +40,27 @@ pub(crate) struct Bounds {
     max_properties: Option<u64>,
 }
 
+/// A regular expression of a schema (`pattern`, `patternProperties`), within
+/// [`MAX_PATTERN_BYTES`] and [`MAX_PATTERN_PROGRAM_BYTES`], or why not.
+pub(crate) fn compile_pattern(keyword: &str, source: &str) -> Result<regex::Regex, String> {
+    if source.len() > MAX_PATTERN_BYTES {
+        return Err(format!(
+            "`{keyword}` {} is longer than {MAX_PATTERN_BYTES} bytes",
+            describe::quote(&source.chars().take(40).collect::<String>())
+        ));
+    }
+    regex::RegexBuilder::new(source)
+        .size_limit(MAX_PATTERN_PROGRAM_BYTES)
+        .build()
+        .map_err(|e| {
+            format!(
+                "`{keyword}` {} cannot be enforced here (the `regex` engine: no look-around or back-references): {}",
+                describe::quote(source),
+                e.to_string().lines().last().unwrap_or("invalid")
+            )
+        })
+}
+
 /// Whether `keyword` is one of these (or `format`, accepted as an
 /// annotation).
 pub(crate) fn is_bound(keyword: &str) -> bool {
@@ -104,21 +125,7 @@ impl Bounds {
                 let Value::String(source) = value else {
                     return Err("`pattern` must be a string (a regular expression)".into());
                 };
-                if source.len() > MAX_PATTERN_BYTES {
-                    return Err(format!(
-                        "`pattern` is longer than {MAX_PATTERN_BYTES} bytes"
-                    ));
-                }
-                let regex = regex::RegexBuilder::new(source)
-                    .size_limit(MAX_PATTERN_PROGRAM_BYTES)
-                    .build()
-                    .map_err(|e| {
-                        format!(
-                            "`pattern` {} cannot be enforced here (the `regex` engine: no look-around or back-references): {}",
-                            describe::quote(source),
-                            e.to_string().lines().last().unwrap_or("invalid")
-                        )
-                    })?;
+                let regex = compile_pattern("pattern", source)?;
                 self.pattern = Some((source.as_str().into(), regex));
             }
             "format" => {

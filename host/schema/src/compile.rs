@@ -13,8 +13,10 @@
 //! once, into one node; a reference is an edge to it, so a recursive schema
 //! is a cycle in the arena, which the validator walks only as deep as the
 //! value goes. What could loop without descending into the value (a
-//! reference to itself, a `oneOf` cycle) is refused, and so is a `oneOf`
-//! fan-out that references multiply past [`MAX_BRANCH_WORK`].
+//! reference to itself, a cycle through the applicators that check the same
+//! value: `oneOf`, `anyOf`, `allOf`, `not`, `if`, `dependentSchemas`) is
+//! refused, and so is a fan-out of those that references multiply past
+//! [`MAX_BRANCH_WORK`].
 //!
 //! Strictness is the point: a keyword we do not enforce is rejected, not
 //! skipped, so that a tool author never believes a constraint holds when it
@@ -35,7 +37,7 @@ use crate::pointer::{PathArena, ROOT, Segment};
 pub const MAX_VALUE_DEPTH: usize = 128;
 
 /// Most subschemas one value is checked against without descending into it
-/// (a node and its `oneOf` branches, transitively), for a schema with
+/// (a node and its in-place applicators, transitively), for a schema with
 /// references: sharing a definition lets a small schema ask for
 /// exponentially many checks (`A = oneOf[B, B]`, `B = oneOf[C, C]`, …).
 /// Without references this is bounded by the schema's size.
@@ -112,6 +114,9 @@ pub(crate) struct Node {
     pub(crate) enumeration: Option<Vec<Value>>,
     pub(crate) constant: Option<Value>,
     pub(crate) one_of: Vec<NodeId>,
+    /// The other applicators (`allOf`, `anyOf`, `not`, `if`, `prefixItems`,
+    /// …): boxed, as most nodes have none.
+    pub(crate) more: Option<Box<Composition>>,
     /// Bounds on the value itself (numbers, lengths, `pattern`): boxed, as
     /// most nodes have none.
     pub(crate) bounds: Option<Box<crate::bounds::Bounds>>,
@@ -121,7 +126,106 @@ pub(crate) struct Node {
     pub(crate) tags: Vec<(Box<str>, Value)>,
 }
 
+/// The applicators of draft 2020-12 beyond the common ones.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Composition {
+    /// Each must hold for the value.
+    pub(crate) all_of: Vec<NodeId>,
+    /// At least one must hold.
+    pub(crate) any_of: Vec<NodeId>,
+    /// Must not hold.
+    pub(crate) not: Option<NodeId>,
+    /// `if`, and `then`/`else` (absent: nothing to check on that side).
+    pub(crate) condition: Option<Condition>,
+    /// The schemas of an array's first items; `items` applies after them.
+    pub(crate) prefix_items: Vec<NodeId>,
+    /// Each member whose name matches a pattern is checked by its schema
+    /// (by every pattern it matches); `additionalProperties` then applies
+    /// only to members no property and no pattern names.
+    pub(crate) pattern_properties: Vec<(Box<str>, regex::Regex, NodeId)>,
+    /// When the first is present, the others are required.
+    pub(crate) dependent_required: Vec<(Box<str>, Vec<Box<str>>)>,
+    /// When the name is present, the object must hold to the schema.
+    pub(crate) dependent_schemas: Vec<(Box<str>, NodeId)>,
+    pub(crate) contains: Option<Contains>,
+    /// `uniqueItems: true`.
+    pub(crate) unique_items: bool,
+    /// Each member name, as a string, must hold to this schema.
+    pub(crate) property_names: Option<NodeId>,
+}
+
+impl Composition {
+    /// The subschemas that check the node's own value (not a part of it):
+    /// the edges a value can loop on without descending.
+    fn in_place(&self) -> impl Iterator<Item = NodeId> + '_ {
+        let condition = self
+            .condition
+            .iter()
+            .flat_map(|c| std::iter::once(c.test).chain(c.then).chain(c.otherwise));
+        self.all_of
+            .iter()
+            .chain(&self.any_of)
+            .copied()
+            .chain(self.not)
+            .chain(condition)
+            .chain(self.dependent_schemas.iter().map(|(_, id)| *id))
+    }
+
+    /// Every child id, to rewrite when references are resolved.
+    fn ids_mut(&mut self) -> impl Iterator<Item = &mut NodeId> {
+        let condition = self.condition.iter_mut().flat_map(|c| {
+            std::iter::once(&mut c.test)
+                .chain(c.then.as_mut())
+                .chain(c.otherwise.as_mut())
+        });
+        self.all_of
+            .iter_mut()
+            .chain(self.any_of.iter_mut())
+            .chain(self.not.as_mut())
+            .chain(condition)
+            .chain(self.prefix_items.iter_mut())
+            .chain(self.pattern_properties.iter_mut().map(|(_, _, id)| id))
+            .chain(self.dependent_schemas.iter_mut().map(|(_, id)| id))
+            .chain(self.contains.as_mut().map(|c| &mut c.node))
+            .chain(self.property_names.as_mut())
+    }
+}
+
+/// `if` / `then` / `else`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Condition {
+    pub(crate) test: NodeId,
+    pub(crate) then: Option<NodeId>,
+    pub(crate) otherwise: Option<NodeId>,
+}
+
+/// `contains`, with `minContains` (default 1) and `maxContains`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Contains {
+    pub(crate) node: NodeId,
+    pub(crate) min: u64,
+    pub(crate) max: Option<u64>,
+}
+
 impl Node {
+    /// The subschemas checked against this node's own value: `oneOf` and
+    /// the in-place applicators.
+    fn in_place(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.one_of
+            .iter()
+            .copied()
+            .chain(self.more.iter().flat_map(|m| m.in_place()))
+    }
+
+    /// Whether a `patternProperties` pattern names `name`.
+    pub(crate) fn matches_pattern(&self, name: &str) -> bool {
+        self.more.as_ref().is_some_and(|m| {
+            m.pattern_properties
+                .iter()
+                .any(|(_, regex, _)| regex.is_match(name))
+        })
+    }
+
     pub(crate) fn property(&self, name: &str) -> Option<NodeId> {
         match &self.property_index {
             Some(index) => index.get(name).copied(),
@@ -180,11 +284,14 @@ impl Schema {
     ///
     /// let err = Schema::compile(&json!({
     ///     "type": "object",
-    ///     "properties": { "tags": { "type": "array", "uniqueItems": true } },
+    ///     "properties": { "tags": { "type": "object", "unevaluatedProperties": false } },
     /// }))
     /// .unwrap_err();
-    /// assert_eq!(err.to_string(), "unsupported keyword `uniqueItems` at /properties/tags");
-    /// assert_eq!(err.keyword.as_deref(), Some("uniqueItems"));
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "unsupported keyword `unevaluatedProperties` (not supported: list the properties, or use `additionalProperties`) at /properties/tags"
+    /// );
+    /// assert_eq!(err.keyword.as_deref(), Some("unevaluatedProperties"));
     /// ```
     pub fn compile(schema: &Value) -> Result<Schema, CompileError> {
         Compiler {
@@ -288,6 +395,10 @@ impl<'s> Compiler<'s> {
         // Children are pushed in reverse at the end, so that errors come in
         // document order.
         let mut children: Vec<(&'s Value, NodeId, u32)> = Vec::new();
+        // `if`, `then`, `else`; `contains`, `minContains`, `maxContains`:
+        // read in any order, put together after.
+        let mut condition: (Option<NodeId>, Option<NodeId>, Option<NodeId>) = (None, None, None);
+        let mut contains: (Option<NodeId>, Option<u64>, Option<u64>) = (None, None, None);
         for (keyword, value) in map {
             let kw = Some(keyword.as_str());
             let bad = |this: &Self, message: &str| this.error(path, kw, message.to_owned());
@@ -412,18 +523,133 @@ impl<'s> Compiler<'s> {
                     self.nodes[id as usize].constant = Some(value.clone());
                 }
                 "oneOf" => {
-                    let Value::Array(branches) = value else {
-                        return Err(bad(self, "`oneOf` must be a non-empty array of schemas"));
-                    };
-                    if branches.is_empty() {
-                        return Err(bad(self, "`oneOf` must be a non-empty array of schemas"));
+                    let ids = self.schema_list(keyword, value, path, &mut children)?;
+                    self.nodes[id as usize].one_of = ids;
+                }
+                "allOf" => {
+                    let ids = self.schema_list(keyword, value, path, &mut children)?;
+                    self.more(id).all_of.extend(ids);
+                }
+                "anyOf" => {
+                    let ids = self.schema_list(keyword, value, path, &mut children)?;
+                    self.more(id).any_of = ids;
+                }
+                "prefixItems" => {
+                    let ids = self.schema_list(keyword, value, path, &mut children)?;
+                    self.more(id).prefix_items = ids;
+                }
+                "not" => {
+                    let child =
+                        self.subschema(value, path, &[Segment::Key(keyword)], &mut children);
+                    self.more(id).not = Some(child);
+                }
+                "propertyNames" => {
+                    let child =
+                        self.subschema(value, path, &[Segment::Key(keyword)], &mut children);
+                    self.more(id).property_names = Some(child);
+                }
+                "if" | "then" | "else" | "contains" => {
+                    let child =
+                        self.subschema(value, path, &[Segment::Key(keyword)], &mut children);
+                    match keyword.as_str() {
+                        "if" => condition.0 = Some(child),
+                        "then" => condition.1 = Some(child),
+                        "else" => condition.2 = Some(child),
+                        _ => contains.0 = Some(child),
                     }
-                    for (i, branch) in branches.iter().enumerate() {
-                        let sub_path =
-                            self.child_path(path, &[Segment::Key("oneOf"), Segment::Index(i)]);
-                        let child = self.alloc(sub_path);
-                        self.nodes[id as usize].one_of.push(child);
-                        children.push((branch, child, sub_path));
+                }
+                "minContains" | "maxContains" => {
+                    let Some(n) = count(value) else {
+                        return Err(self.error(
+                            path,
+                            kw,
+                            format!("`{keyword}` must be a non-negative integer"),
+                        ));
+                    };
+                    if keyword == "minContains" {
+                        contains.1 = Some(n);
+                    } else {
+                        contains.2 = Some(n);
+                    }
+                }
+                "uniqueItems" => {
+                    let Value::Bool(unique) = value else {
+                        return Err(bad(self, "`uniqueItems` must be a boolean"));
+                    };
+                    if *unique {
+                        self.more(id).unique_items = true;
+                    }
+                }
+                "patternProperties" => {
+                    let Value::Object(patterns) = value else {
+                        return Err(bad(
+                            self,
+                            "`patternProperties` must be an object of schemas by regular expression",
+                        ));
+                    };
+                    for (pattern, sub) in patterns {
+                        let regex = crate::bounds::compile_pattern(keyword, pattern)
+                            .map_err(|why| self.error(path, kw, why))?;
+                        let child = self.subschema(
+                            sub,
+                            path,
+                            &[Segment::Key(keyword), Segment::Key(pattern)],
+                            &mut children,
+                        );
+                        self.more(id).pattern_properties.push((
+                            pattern.as_str().into(),
+                            regex,
+                            child,
+                        ));
+                    }
+                }
+                "dependentRequired" => {
+                    let malformed =
+                        "`dependentRequired` must be an object of arrays of property names";
+                    let Value::Object(dependents) = value else {
+                        return Err(bad(self, malformed));
+                    };
+                    for (name, names) in dependents {
+                        let Value::Array(names) = names else {
+                            return Err(bad(self, malformed));
+                        };
+                        let mut required: Vec<Box<str>> = Vec::with_capacity(names.len());
+                        for other in names {
+                            let Value::String(other) = other else {
+                                return Err(bad(self, malformed));
+                            };
+                            if required.iter().any(|r| **r == **other) {
+                                return Err(self.error(
+                                    path,
+                                    kw,
+                                    format!(
+                                        "`dependentRequired` lists {} twice for {}",
+                                        describe::quote(other),
+                                        describe::quote(name)
+                                    ),
+                                ));
+                            }
+                            required.push(other.as_str().into());
+                        }
+                        self.more(id)
+                            .dependent_required
+                            .push((name.as_str().into(), required));
+                    }
+                }
+                "dependentSchemas" => {
+                    let Value::Object(dependents) = value else {
+                        return Err(bad(self, "`dependentSchemas` must be an object of schemas"));
+                    };
+                    for (name, sub) in dependents {
+                        let child = self.subschema(
+                            sub,
+                            path,
+                            &[Segment::Key(keyword), Segment::Key(name)],
+                            &mut children,
+                        );
+                        self.more(id)
+                            .dependent_schemas
+                            .push((name.as_str().into(), child));
                     }
                 }
                 bound if crate::bounds::is_bound(bound) => {
@@ -454,6 +680,23 @@ impl<'s> Compiler<'s> {
                         return Err(bad(self, "`examples` must be an array"));
                     }
                 }
+                // Annotations of draft 2020-12 (meta-data and content): said
+                // to the model, never asserted.
+                "deprecated" | "readOnly" | "writeOnly" => {
+                    if !value.is_boolean() {
+                        return Err(self.error(path, kw, format!("`{keyword}` must be a boolean")));
+                    }
+                }
+                "contentMediaType" | "contentEncoding" => {
+                    if !value.is_string() {
+                        return Err(self.error(path, kw, format!("`{keyword}` must be a string")));
+                    }
+                }
+                "contentSchema" => {
+                    if !matches!(value, Value::Object(_) | Value::Bool(_)) {
+                        return Err(bad(self, "`contentSchema` must be a schema"));
+                    }
+                }
                 "default" => {}
                 "$defs" | "definitions" => {
                     if id != ROOT_NODE {
@@ -482,7 +725,7 @@ impl<'s> Compiler<'s> {
                     let Value::String(target) = value else {
                         return Err(bad(self, "`$ref` must be a string"));
                     };
-                    let constraint = map.keys().find(|k| {
+                    let constraint = map.keys().any(|k| {
                         !matches!(
                             k.as_str(),
                             "$ref"
@@ -492,19 +735,22 @@ impl<'s> Compiler<'s> {
                                 | "format"
                                 | "default"
                                 | "examples"
+                                | "deprecated"
+                                | "readOnly"
+                                | "writeOnly"
                                 | "$schema"
                                 | "$defs"
                                 | "definitions"
                         )
                     });
-                    if let Some(other) = constraint {
-                        return Err(self.error(
-                            path,
-                            kw,
-                            format!(
-                                "`$ref` next to `{other}` is not supported: move `{other}` into the definition"
-                            ),
-                        ));
+                    if constraint {
+                        // Keywords beside the reference (draft 2020-12): the
+                        // reference is one more subschema the value holds to.
+                        let sub_path = self.child_path(path, &[Segment::Key(keyword)]);
+                        let reference = self.alloc(sub_path);
+                        self.refs.push((reference, target.as_str()));
+                        self.more(id).all_of.push(reference);
+                        continue;
                     }
                     self.refs.push((id, target.as_str()));
                 }
@@ -513,10 +759,11 @@ impl<'s> Compiler<'s> {
                         "$id" | "$anchor" | "$dynamicRef" => {
                             " (only local references are supported: `$ref` to `#`, `#/$defs/NAME` or `#/definitions/NAME`)"
                         }
-                        "anyOf" => " (use `oneOf` with alternatives that do not overlap)",
-                        "allOf" => " (merge the schemas into one)",
                         "nullable" => " (use \"type\": [\"…\", \"null\"])",
-                        "prefixItems" => " (tuples are not supported: use an object)",
+                        "unevaluatedProperties" => {
+                            " (not supported: list the properties, or use `additionalProperties`)"
+                        }
+                        "unevaluatedItems" => " (not supported: use `items` after `prefixItems`)",
                         _ => "",
                     };
                     return Err(self.error(
@@ -527,8 +774,75 @@ impl<'s> Compiler<'s> {
                 }
             }
         }
+        // `then`/`else` without `if`, `minContains`/`maxContains` without
+        // `contains`: checked as schemas and values, and inert (the spec).
+        if let (Some(test), then, otherwise) = condition {
+            self.more(id).condition = Some(Condition {
+                test,
+                then,
+                otherwise,
+            });
+        }
+        if let (Some(node), min, max) = contains {
+            self.more(id).contains = Some(Contains {
+                node,
+                min: min.unwrap_or(1),
+                max,
+            });
+        }
         work.extend(children.into_iter().rev());
         Ok(())
+    }
+
+    /// The node's other applicators, made on first use.
+    fn more(&mut self, id: NodeId) -> &mut Composition {
+        self.nodes[id as usize]
+            .more
+            .get_or_insert_with(Default::default)
+    }
+
+    /// One subschema at `path` + `segments`, compiled later from `children`.
+    fn subschema(
+        &mut self,
+        value: &'s Value,
+        path: u32,
+        segments: &[Segment<'s>],
+        children: &mut Vec<(&'s Value, NodeId, u32)>,
+    ) -> NodeId {
+        let sub_path = self.child_path(path, segments);
+        let child = self.alloc(sub_path);
+        children.push((value, child, sub_path));
+        child
+    }
+
+    /// `oneOf`, `allOf`, `anyOf`, `prefixItems`: a non-empty array of
+    /// subschemas.
+    fn schema_list(
+        &mut self,
+        keyword: &'s str,
+        value: &'s Value,
+        path: u32,
+        children: &mut Vec<(&'s Value, NodeId, u32)>,
+    ) -> Result<Vec<NodeId>, CompileError> {
+        match value {
+            Value::Array(schemas) if !schemas.is_empty() => Ok(schemas
+                .iter()
+                .enumerate()
+                .map(|(i, sub)| {
+                    self.subschema(
+                        sub,
+                        path,
+                        &[Segment::Key(keyword), Segment::Index(i)],
+                        children,
+                    )
+                })
+                .collect()),
+            _ => Err(self.error(
+                path,
+                Some(keyword),
+                format!("`{keyword}` must be a non-empty array of schemas"),
+            )),
+        }
     }
 
     /// `const` and `enum` values must be safe to clone and compare, and
@@ -624,6 +938,9 @@ impl<'s> Compiler<'s> {
             if let Additional::Schema(id) = &mut node.additional {
                 map(id);
             }
+            if let Some(more) = &mut node.more {
+                more.ids_mut().for_each(map);
+            }
         }
         if end[ROOT_NODE as usize] != ROOT_NODE {
             self.nodes[ROOT_NODE as usize] = self.nodes[end[ROOT_NODE as usize] as usize].clone();
@@ -631,27 +948,28 @@ impl<'s> Compiler<'s> {
         self.check_branch_work()
     }
 
-    /// `oneOf` edges check the same value again: they must not form a
-    /// cycle, and the checks one value can cause stay within
-    /// [`MAX_BRANCH_WORK`]. Iterative (post-order over the `oneOf` graph).
+    /// The in-place edges (`oneOf`, `allOf`, `anyOf`, `not`, `if`/`then`/
+    /// `else`, `dependentSchemas`) check the same value again: they must not
+    /// form a cycle, and the checks one value can cause stay within
+    /// [`MAX_BRANCH_WORK`]. Iterative (post-order over those edges).
     fn check_branch_work(&self) -> Result<(), CompileError> {
         const NEW: u8 = 0;
         const OPEN: u8 = 1;
         const DONE: u8 = 2;
         let n = self.nodes.len();
+        let edges: Vec<Vec<NodeId>> = self.nodes.iter().map(|n| n.in_place().collect()).collect();
         let mut state = vec![NEW; n];
         let mut work = vec![0u64; n];
         for start in 0..n {
             if state[start] != NEW {
                 continue;
             }
-            // (node, next branch to visit)
+            // (node, next edge to visit)
             let mut stack: Vec<(usize, usize)> = vec![(start, 0)];
             state[start] = OPEN;
             while let Some(top) = stack.len().checked_sub(1) {
                 let (at, next) = stack[top];
-                let branches = &self.nodes[at].one_of;
-                if let Some(&branch) = branches.get(next) {
+                if let Some(&branch) = edges[at].get(next) {
                     stack[top].1 += 1;
                     let b = branch as usize;
                     match state[b] {
@@ -662,22 +980,22 @@ impl<'s> Compiler<'s> {
                         OPEN => {
                             return Err(self.error(
                                 self.node_paths[at],
-                                Some("oneOf"),
-                                "a `oneOf` branch refers back to this schema (through `$ref`) without descending into the value: checking would never end".into(),
+                                Some("$ref"),
+                                "a subschema applied to this same value (`oneOf`, `anyOf`, `allOf`, `not`, `if`, `dependentSchemas` or a `$ref` beside other keywords) refers back to this schema without descending into the value: checking would never end".into(),
                             ));
                         }
                         _ => {}
                     }
                 } else {
-                    let total = branches
+                    let total = edges[at]
                         .iter()
                         .fold(1u64, |t, b| t.saturating_add(work[*b as usize]));
                     if total > MAX_BRANCH_WORK {
                         return Err(self.error(
                             self.node_paths[at],
-                            Some("oneOf"),
+                            Some("$ref"),
                             format!(
-                                "through `$ref`, this `oneOf` checks one value against {total} subschemas or more; at most {MAX_BRANCH_WORK} are allowed"
+                                "through `$ref`, this schema checks one value against {total} subschemas or more; at most {MAX_BRANCH_WORK} are allowed"
                             ),
                         ));
                     }
@@ -696,7 +1014,10 @@ impl<'s> Compiler<'s> {
             let node = &self.nodes[i];
             let path = self.node_paths[i];
             if node.additional == Additional::Forbidden
-                && let Some(name) = node.required.iter().find(|r| node.property(r).is_none())
+                && let Some(name) = node
+                    .required
+                    .iter()
+                    .find(|r| node.property(r).is_none() && !node.matches_pattern(r))
             {
                 return Err(self.error(
                     path,
@@ -749,6 +1070,17 @@ impl<'s> Compiler<'s> {
             nodes: self.nodes.into(),
         })
     }
+}
+
+/// A non-negative integer (`minContains`), as JSON Schema reads one: `2.0`
+/// is `2`.
+fn count(value: &Value) -> Option<u64> {
+    value.as_u64().or_else(|| {
+        value
+            .as_f64()
+            .filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f <= u64::MAX as f64)
+            .map(|f| f as u64)
+    })
 }
 
 impl fmt::Display for Schema {
@@ -832,23 +1164,15 @@ mod tests {
     #[test]
     fn rejects_each_unsupported_keyword_with_its_pointer() {
         for keyword in [
-            "allOf",
-            "anyOf",
-            "not",
-            "uniqueItems",
-            "contains",
-            "patternProperties",
-            "propertyNames",
-            "dependentRequired",
-            "if",
-            "then",
-            "else",
             "nullable",
-            "prefixItems",
             "unevaluatedProperties",
+            "unevaluatedItems",
             "$id",
-            "readOnly",
-            "deprecated",
+            "$anchor",
+            "$dynamicRef",
+            "$dynamicAnchor",
+            "$vocabulary",
+            "discriminator",
         ] {
             let mut inner = serde_json::Map::new();
             inner.insert(keyword.into(), json!(1));
@@ -870,8 +1194,8 @@ mod tests {
     #[test]
     fn hints_for_common_substitutes() {
         assert_eq!(
-            err(json!({"anyOf": []})).to_string(),
-            "unsupported keyword `anyOf` (use `oneOf` with alternatives that do not overlap) at the root"
+            err(json!({"unevaluatedItems": {}})).to_string(),
+            "unsupported keyword `unevaluatedItems` (not supported: use `items` after `prefixItems`) at the root"
         );
         assert!(
             err(json!({"$ref": "#/x"}))
@@ -887,7 +1211,7 @@ mod tests {
 
     #[test]
     fn pointers_escape_property_names() {
-        let e = err(json!({"properties": {"a/b~c": {"oneOf": [{}, {"uniqueItems": true}]}}}));
+        let e = err(json!({"properties": {"a/b~c": {"oneOf": [{}, {"unevaluatedItems": {}}]}}}));
         assert_eq!(e.pointer, "/properties/a~1b~0c/oneOf/1");
     }
 
@@ -895,11 +1219,11 @@ mod tests {
     fn first_error_in_document_order() {
         let e = err(json!({
             "properties": {
-                "a": { "properties": { "deep": { "not": {} } } },
-                "b": { "uniqueItems": true },
+                "a": { "properties": { "deep": { "not": {"unevaluatedItems": {}} } } },
+                "b": { "unevaluatedItems": true },
             }
         }));
-        assert_eq!(e.pointer, "/properties/a/properties/deep");
+        assert_eq!(e.pointer, "/properties/a/properties/deep/not");
     }
 
     #[test]
@@ -1014,7 +1338,7 @@ mod tests {
         }
         // The rest of the schema is still checked.
         assert!(
-            Schema::compile_parameters(&json!({"type": "object", "uniqueItems": true})).is_err()
+            Schema::compile_parameters(&json!({"type": "object", "unevaluatedItems": {}})).is_err()
         );
     }
 
@@ -1131,6 +1455,27 @@ mod tests {
         defs.insert("D20".into(), json!({"type": "string"}));
         let e = err(json!({"$defs": defs, "items": {"$ref": "#/$defs/D0"}}));
         assert!(e.message.contains("at most 10000"), "{e}");
+        // The same through `allOf`, `anyOf`, `not` and `if`/`then`.
+        let mut defs = serde_json::Map::new();
+        for i in 0..20 {
+            let next = json!({"$ref": format!("#/$defs/D{}", i + 1)});
+            defs.insert(
+                format!("D{i}"),
+                match i % 4 {
+                    0 => json!({"allOf": [next, next]}),
+                    1 => json!({"anyOf": [next, next]}),
+                    2 => json!({"not": next, "if": next}),
+                    _ => json!({"if": next, "then": next}),
+                },
+            );
+        }
+        defs.insert("D20".into(), json!({"type": "string"}));
+        let e = err(json!({"$defs": defs, "items": {"$ref": "#/$defs/D0"}}));
+        assert!(e.message.contains("at most 10000"), "{e}");
+        let e = err(
+            json!({"$defs": {"A": {"anyOf": [{"not": {"$ref": "#/$defs/A"}}]}}, "items": {"$ref": "#/$defs/A"}}),
+        );
+        assert!(e.message.contains("never end"), "{e}");
         // Unknown targets, remote ones, definitions below the root,
         // constraints next to a reference.
         assert!(
@@ -1145,10 +1490,19 @@ mod tests {
         );
         let e = err(json!({"properties": {"a": {"$defs": {}}}}));
         assert!(e.message.contains("at the root only"), "{e}");
+        // A reference beside other keywords is one more schema the value
+        // holds to (draft 2020-12), and may loop like any other.
+        let beside = Schema::compile(
+            &json!({"$defs": {"A": {"minLength": 2}}, "properties": {"a": {"$ref": "#/$defs/A", "type": "string"}}}),
+        )
+        .unwrap();
+        assert!(beside.is_valid(&json!({"a": "xy"})));
+        assert!(!beside.is_valid(&json!({"a": "x"})));
+        assert!(!beside.is_valid(&json!({"a": 12})));
         let e = err(
-            json!({"$defs": {"A": {}}, "properties": {"a": {"$ref": "#/$defs/A", "type": "string"}}}),
+            json!({"$defs": {"A": {"type": "object", "$ref": "#/$defs/A"}}, "items": {"$ref": "#/$defs/A"}}),
         );
-        assert!(e.message.contains("next to `type`"), "{e}");
+        assert!(e.message.contains("never end"), "{e}");
     }
 
     #[test]

@@ -24,20 +24,27 @@
 //!
 //! # The subset
 //!
-//! Validation keywords: `type` (a name or an array of names), `properties`,
-//! `required`, `additionalProperties` (boolean or schema), `items` (a single
-//! schema), `enum`, `const`, `oneOf`; and the bounds (see `bounds.rs`):
+//! Validation keywords of draft 2020-12: `type` (a name or an array of
+//! names), `enum`, `const`; for objects `properties`, `required`,
+//! `additionalProperties` (boolean or schema), `patternProperties`,
+//! `propertyNames`, `dependentRequired`, `dependentSchemas`; for arrays
+//! `items` (a single schema), `prefixItems`, `contains` with `minContains`
+//! and `maxContains`, `uniqueItems`; the applicators `oneOf`, `anyOf`,
+//! `allOf`, `not`, `if`/`then`/`else`; and the bounds (see `bounds.rs`):
 //! `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`,
 //! `multipleOf`, `minLength`, `maxLength`, `pattern` (the `regex` crate's
-//! syntax: no look-around or back-references, refused at load),
-//! `minItems`, `maxItems`, `minProperties`, `maxProperties`. Annotations
-//! (accepted, not enforced): `description`, `title`, `default`,
-//! `examples`, `$schema`, `$comment`, `format` (an annotation in draft
-//! 2020-12). `true` and `false` are schemas too. Local references: `$ref`
-//! to `#`, `#/$defs/NAME` or `#/definitions/NAME` (the root's definitions,
-//! recursive ones included; a reference may carry annotations, not
-//! constraints). Everything else — remote `$ref`, `$id`, `allOf`, `anyOf`,
-//! `not`, `if`, `prefixItems`, `uniqueItems`, … — is a [`CompileError`].
+//! syntax: no look-around or back-references, refused at load), `minItems`,
+//! `maxItems`, `minProperties`, `maxProperties`. Annotations (accepted, not
+//! enforced): `description`, `title`, `default`, `examples`, `$schema`,
+//! `$comment`, `format` (an annotation in draft 2020-12), `deprecated`,
+//! `readOnly`, `writeOnly`, `contentMediaType`, `contentEncoding`,
+//! `contentSchema`. `true` and `false` are schemas too. Local references:
+//! `$ref` to `#`, `#/$defs/NAME` or `#/definitions/NAME` (the root's
+//! definitions, recursive ones included; beside other keywords, a reference
+//! is one more schema the value holds to). Everything else — remote `$ref`,
+//! `$id`, `$anchor`, `$dynamicRef`, `unevaluatedProperties`,
+//! `unevaluatedItems`, … — is a [`CompileError`]. The official
+//! JSON-Schema-Test-Suite measures it (`tests/tests/all/schema_suite.rs`).
 //!
 //! Numbers follow the JSON Schema rules: a number with a zero fraction
 //! (`1.0`) is an `integer`, and `enum`/`const` compare numbers by value.

@@ -51,10 +51,15 @@ impl Schema {
     /// assert_eq!(errors[1].to_string(), "/colour: expected no such property (allowed: mode, color, size), got string");
     /// ```
     pub fn validate(&self, instance: &Value) -> Result<(), Vec<Violation>> {
+        self.validate_at(ROOT_NODE, instance)
+    }
+
+    /// [`validate`](Self::validate) against node `node` of this schema.
+    fn validate_at(&self, node: NodeId, instance: &Value) -> Result<(), Vec<Violation>> {
         // Sized for a typical call, so that one allocation each suffices.
         let mut work = Vec::with_capacity(16);
         work.push(Work::Check {
-            node: ROOT_NODE,
+            node,
             value: instance,
             path: ROOT,
             sink: 0,
@@ -140,14 +145,32 @@ enum Work<'v> {
         path: u32,
         sink: u32,
     },
-    /// Decide a `oneOf` once all its branches (sinks `first..`) are checked.
-    OneOf {
+    /// Decide an applicator once its subschemas (sinks `first..`) are
+    /// checked.
+    Decide {
+        applied: Applied,
         node: NodeId,
         value: &'v Value,
         path: u32,
         sink: u32,
         first: u32,
     },
+}
+
+/// The applicators whose subschemas are checked on their own tally, and
+/// decided together after.
+#[derive(Clone, Copy)]
+enum Applied {
+    /// Exactly one branch holds.
+    OneOf,
+    /// At least one holds.
+    AnyOf,
+    /// The `not` schema must fail.
+    Not,
+    /// `if` decides which of `then` and `else` is checked.
+    If,
+    /// Each item was checked against `contains` (a sink each).
+    Contains,
 }
 
 struct Run<'s, 'v> {
@@ -170,13 +193,19 @@ impl<'v> Run<'_, 'v> {
                     path,
                     sink,
                 } => self.check(node, value, path, sink),
-                Work::OneOf {
+                Work::Decide {
+                    applied,
                     node,
                     value,
                     path,
                     sink,
                     first,
-                } => self.one_of(node, value, path, sink, first),
+                } => {
+                    self.decide(applied, node, value, path, sink, first);
+                    // Nested decisions in these subschemas came before this
+                    // one (the work list is a stack): its sinks are the last.
+                    self.sinks.truncate(first as usize);
+                }
                 Work::Unknown {
                     node,
                     key,
@@ -278,28 +307,90 @@ impl<'v> Run<'_, 'v> {
                         );
                     }
                 }
+                let more = node.more.as_deref();
+                if let Some(more) = more {
+                    for (name, others) in &more.dependent_required {
+                        if !members.contains_key(&**name) {
+                            continue;
+                        }
+                        for other in others {
+                            if !members.contains_key(&**other) {
+                                self.emit(
+                                    sink,
+                                    path,
+                                    Some(Segment::Key(other)),
+                                    || {
+                                        format!(
+                                            "required property (as {} is present)",
+                                            describe::quote(name)
+                                        )
+                                    },
+                                    || "missing".to_owned(),
+                                );
+                            }
+                        }
+                    }
+                }
+                if let Some(names) = more.and_then(|m| m.property_names) {
+                    for key in members.keys() {
+                        // A name is a string: it reaches no object, so this
+                        // nested run starts no other.
+                        let name = Value::String(key.clone());
+                        if let Err(why) = self.schema.validate_at(names, &name) {
+                            let expected = why.first().map_or("", |v| v.expected.as_str());
+                            self.emit(
+                                sink,
+                                path,
+                                Some(Segment::Key(key)),
+                                || format!("a property name that is {expected}"),
+                                || describe::quote(key),
+                            );
+                        }
+                    }
+                }
                 let start = self.work.len();
                 for (key, member) in members {
-                    let child = match node.property(key) {
-                        Some(child) => child,
-                        None => match node.additional {
-                            Additional::Allowed => continue,
-                            Additional::Schema(child) => child,
-                            Additional::Forbidden => {
-                                // Reported in turn with the members' own
-                                // violations, to keep document order.
-                                self.work.push(Work::Unknown {
-                                    node: id,
-                                    key,
-                                    value: member,
-                                    path,
-                                    sink,
-                                });
-                                continue;
-                            }
-                        },
-                    };
                     let child_path = self.paths.child(path, Segment::Key(key));
+                    let mut named = false;
+                    if let Some(child) = node.property(key) {
+                        named = true;
+                        self.work.push(Work::Check {
+                            node: child,
+                            value: member,
+                            path: child_path,
+                            sink,
+                        });
+                    }
+                    for (_, regex, child) in more.map_or(&[][..], |m| &m.pattern_properties) {
+                        if regex.is_match(key) {
+                            named = true;
+                            self.work.push(Work::Check {
+                                node: *child,
+                                value: member,
+                                path: child_path,
+                                sink,
+                            });
+                        }
+                    }
+                    if named {
+                        continue;
+                    }
+                    let child = match node.additional {
+                        Additional::Allowed => continue,
+                        Additional::Schema(child) => child,
+                        Additional::Forbidden => {
+                            // Reported in turn with the members' own
+                            // violations, to keep document order.
+                            self.work.push(Work::Unknown {
+                                node: id,
+                                key,
+                                value: member,
+                                path,
+                                sink,
+                            });
+                            continue;
+                        }
+                    };
                     self.work.push(Work::Check {
                         node: child,
                         value: member,
@@ -308,38 +399,122 @@ impl<'v> Run<'_, 'v> {
                     });
                 }
                 self.work[start..].reverse();
-            }
-            Value::Array(items) => {
-                if let Some(child) = node.items {
-                    let start = self.work.len();
-                    for (i, item) in items.iter().enumerate() {
-                        let child_path = self.paths.child(path, Segment::Index(i));
+                for (name, child) in more.map_or(&[][..], |m| &m.dependent_schemas) {
+                    if members.contains_key(&**name) {
                         self.work.push(Work::Check {
-                            node: child,
-                            value: item,
-                            path: child_path,
+                            node: *child,
+                            value,
+                            path,
                             sink,
                         });
                     }
-                    self.work[start..].reverse();
                 }
             }
+            Value::Array(items) => self.items(node, id, items, value, path, sink),
             _ => {}
         }
-        if !node.one_of.is_empty() {
+        self.in_place(node, id, value, path, sink);
+    }
+
+    /// An array's items: `prefixItems`, then `items`; `uniqueItems`;
+    /// `contains` (each item on its own tally, decided after).
+    fn items(
+        &mut self,
+        node: &Node,
+        id: NodeId,
+        items: &'v [Value],
+        value: &'v Value,
+        path: u32,
+        sink: u32,
+    ) {
+        let more = node.more.as_deref();
+        let prefix = more.map_or(&[][..], |m| &m.prefix_items);
+        let start = self.work.len();
+        for (i, item) in items.iter().enumerate() {
+            let Some(child) = prefix.get(i).copied().or(node.items) else {
+                break;
+            };
+            let child_path = self.paths.child(path, Segment::Index(i));
+            self.work.push(Work::Check {
+                node: child,
+                value: item,
+                path: child_path,
+                sink,
+            });
+        }
+        self.work[start..].reverse();
+        let Some(more) = more else { return };
+        if more.unique_items
+            && let Some((i, j)) = crate::eq::first_duplicate(items)
+        {
+            self.emit(
+                sink,
+                path,
+                None,
+                || "items that are all different".to_owned(),
+                || format!("items {i} and {j} equal"),
+            );
+        }
+        if let Some(contains) = &more.contains {
             let first = u32::try_from(self.sinks.len()).unwrap_or(u32::MAX);
-            let depth = self.paths.depth(path);
-            self.work.push(Work::OneOf {
+            let depth = self.paths.depth(path) + 1;
+            self.work.push(Work::Decide {
+                applied: Applied::Contains,
                 node: id,
                 value,
                 path,
                 sink,
                 first,
             });
-            for _ in &node.one_of {
+            for (i, item) in items.iter().enumerate().rev() {
+                self.sinks.push(Sink::new(depth));
+                let child_path = self.paths.child(path, Segment::Index(i));
+                self.work.push(Work::Check {
+                    node: contains.node,
+                    value: item,
+                    path: child_path,
+                    sink: first + (items.len() - 1 - i) as u32,
+                });
+            }
+        }
+    }
+
+    /// The subschemas applied to the value itself: `allOf` into this tally,
+    /// the others each on their own tally, decided after.
+    fn in_place(&mut self, node: &Node, id: NodeId, value: &'v Value, path: u32, sink: u32) {
+        let more = node.more.as_deref();
+        let decided: [(Applied, &[NodeId]); 4] = [
+            (Applied::OneOf, &node.one_of),
+            (Applied::AnyOf, more.map_or(&[][..], |m| &m.any_of)),
+            (
+                Applied::Not,
+                more.and_then(|m| m.not.as_ref())
+                    .map_or(&[][..], std::slice::from_ref),
+            ),
+            (
+                Applied::If,
+                more.and_then(|m| m.condition.as_ref())
+                    .map_or(&[][..], |c| std::slice::from_ref(&c.test)),
+            ),
+        ];
+        for (applied, branches) in decided {
+            if branches.is_empty() {
+                continue;
+            }
+            let first = u32::try_from(self.sinks.len()).unwrap_or(u32::MAX);
+            let depth = self.paths.depth(path);
+            self.work.push(Work::Decide {
+                applied,
+                node: id,
+                value,
+                path,
+                sink,
+                first,
+            });
+            for _ in branches {
                 self.sinks.push(Sink::new(depth));
             }
-            for (i, &branch) in node.one_of.iter().enumerate().rev() {
+            for (i, &branch) in branches.iter().enumerate().rev() {
                 self.work.push(Work::Check {
                     node: branch,
                     value,
@@ -348,12 +523,103 @@ impl<'v> Run<'_, 'v> {
                 });
             }
         }
+        for &branch in more.map_or(&[][..], |m| &m.all_of).iter().rev() {
+            self.work.push(Work::Check {
+                node: branch,
+                value,
+                path,
+                sink,
+            });
+        }
     }
 
-    fn one_of(&mut self, id: NodeId, value: &'v Value, path: u32, sink: u32, first: u32) {
+    /// Decides `applied` of node `id` from its subschemas' tallies (sinks
+    /// `first..`).
+    fn decide(
+        &mut self,
+        applied: Applied,
+        id: NodeId,
+        value: &'v Value,
+        path: u32,
+        sink: u32,
+        first: u32,
+    ) {
         let schema = self.schema;
         let node = schema.node(id);
         let first = first as usize;
+        let holds = |run: &Self, i: usize| run.sinks[first + i].total == 0;
+        match applied {
+            Applied::OneOf => self.one_of(node, value, path, sink, first),
+            Applied::AnyOf => {
+                let branches = node.more.as_deref().map_or(&[][..], |m| &m.any_of);
+                if !(0..branches.len()).any(|i| holds(self, i))
+                    && !self.wrong_tag(branches, value, path, sink)
+                {
+                    self.closest(branches, value, path, sink, first);
+                }
+            }
+            Applied::Not => {
+                if holds(self, 0) {
+                    let not = node.more.as_deref().and_then(|m| m.not);
+                    let what = not.map_or_else(String::new, |n| describe_node(schema.node(n)));
+                    self.emit(
+                        sink,
+                        path,
+                        None,
+                        || format!("a value that is not {what}"),
+                        || describe::short(value),
+                    );
+                }
+            }
+            Applied::If => {
+                let Some(condition) = node.more.as_deref().and_then(|m| m.condition) else {
+                    return;
+                };
+                let next = if holds(self, 0) {
+                    condition.then
+                } else {
+                    condition.otherwise
+                };
+                if let Some(next) = next {
+                    self.work.push(Work::Check {
+                        node: next,
+                        value,
+                        path,
+                        sink,
+                    });
+                }
+            }
+            Applied::Contains => {
+                let Some(contains) = node.more.as_deref().and_then(|m| m.contains) else {
+                    return;
+                };
+                let Value::Array(items) = value else { return };
+                let matched = (0..items.len()).filter(|&i| holds(self, i)).count() as u64;
+                let what = describe_node(schema.node(contains.node));
+                if matched < contains.min {
+                    self.emit(
+                        sink,
+                        path,
+                        None,
+                        || format!("at least {} item(s) that are {what}", contains.min),
+                        || format!("{matched}"),
+                    );
+                }
+                if let Some(max) = contains.max.filter(|max| matched > *max) {
+                    self.emit(
+                        sink,
+                        path,
+                        None,
+                        || format!("at most {max} item(s) that are {what}"),
+                        || format!("{matched}"),
+                    );
+                }
+            }
+        }
+    }
+
+    fn one_of(&mut self, node: &Node, value: &'v Value, path: u32, sink: u32, first: usize) {
+        let schema = self.schema;
         let branches = &node.one_of;
         let matched: Vec<usize> = (0..branches.len())
             .filter(|&i| self.sinks[first + i].total == 0)
@@ -361,8 +627,8 @@ impl<'v> Run<'_, 'v> {
         match matched.len() {
             1 => {}
             0 => {
-                if !self.wrong_tag(node, value, path, sink) {
-                    self.closest(node, value, path, sink, first);
+                if !self.wrong_tag(branches, value, path, sink) {
+                    self.closest(branches, value, path, sink, first);
                 }
             }
             n => {
@@ -393,18 +659,14 @@ impl<'v> Run<'_, 'v> {
                 );
             }
         }
-        // Nested `oneOf`s in these branches finished before this one (the
-        // work list is a stack), so the branch sinks are the last ones.
-        self.sinks.truncate(first);
     }
 }
 
 impl Run<'_, '_> {
     /// No alternative matched: report the violations of the closest one, or
     /// if every one fails at its root, list what each accepts.
-    fn closest(&mut self, node: &Node, value: &Value, path: u32, sink: u32, first: usize) {
+    fn closest(&mut self, branches: &[NodeId], value: &Value, path: u32, sink: u32, first: usize) {
         let schema = self.schema;
-        let branches = &node.one_of;
         let best = (0..branches.len())
             .filter(|&i| root_failure(schema.node(branches[i]), value).is_none())
             .min_by_key(|&i| {
@@ -447,23 +709,23 @@ impl Run<'_, '_> {
     /// When every alternative is tagged by the same property and the value's
     /// tag names none of them, that is the one thing to say:
     /// `/kind: expected one of "circle", "rect", got "square"`.
-    fn wrong_tag(&mut self, node: &Node, value: &Value, path: u32, sink: u32) -> bool {
+    fn wrong_tag(&mut self, branches: &[NodeId], value: &Value, path: u32, sink: u32) -> bool {
         let schema = self.schema;
         let Value::Object(members) = value else {
             return false;
         };
-        let Some(&first) = node.one_of.first() else {
+        let Some(&first) = branches.first() else {
             return false;
         };
         for (name, _) in &schema.node(first).tags {
-            let mut tags = Vec::with_capacity(node.one_of.len());
-            for &branch in &node.one_of {
+            let mut tags = Vec::with_capacity(branches.len());
+            for &branch in branches {
                 match schema.node(branch).tags.iter().find(|(n, _)| n == name) {
                     Some((_, tag)) => tags.push(tag.clone()),
                     None => break,
                 }
             }
-            if tags.len() < node.one_of.len() {
+            if tags.len() < branches.len() {
                 continue;
             }
             let got = members.get(&**name);
@@ -577,9 +839,15 @@ fn value_list(values: &[Value]) -> String {
     out
 }
 
-/// `no such property (allowed: color, size)`.
+/// `no such property (allowed: color, size)`, and the `patternProperties`
+/// (`; names matching ^x-`).
 fn allowed_list(node: &Node) -> String {
-    if node.properties.is_empty() {
+    let patterns: Vec<&str> = node
+        .more
+        .iter()
+        .flat_map(|m| m.pattern_properties.iter().map(|(source, _, _)| &**source))
+        .collect();
+    if node.properties.is_empty() && patterns.is_empty() {
         return "no such property (no properties are allowed)".to_owned();
     }
     let mut out = String::from("no such property (allowed: ");
@@ -593,6 +861,23 @@ fn allowed_list(node: &Node) -> String {
             out.push_str(", ");
         }
         out.push_str(name);
+    }
+    if !patterns.is_empty() {
+        if !node.properties.is_empty() {
+            out.push_str("; ");
+        }
+        out.push_str("names matching ");
+        let start = out.len();
+        for (i, source) in patterns.iter().enumerate() {
+            if i > 0 && out.len() - start + source.len() > MAX_LIST_CHARS {
+                out.push_str(&format!(", … ({} more)", patterns.len() - i));
+                break;
+            }
+            if i > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(source);
+        }
     }
     out.push(')');
     out
@@ -925,6 +1210,161 @@ mod tests {
         let v = violations(&s, json!(vec![0; 1000]));
         assert_eq!(v.len(), MAX_VIOLATIONS);
         assert_eq!(v[31].path, "/31");
+    }
+
+    #[test]
+    fn all_of_any_of_not_report_what_failed() {
+        let s = schema(json!({
+            "type": "object",
+            "allOf": [
+                {"properties": {"n": {"type": "integer"}}},
+                {"properties": {"n": {"minimum": 3}}},
+            ],
+            "properties": {
+                "id": {"anyOf": [{"type": "string", "minLength": 2}, {"type": "integer"}]},
+                "mode": {"not": {"const": "unsafe"}},
+            },
+        }));
+        assert!(s.is_valid(&json!({"n": 4, "id": "ab", "mode": "safe"})));
+        assert!(s.is_valid(&json!({"id": 7})));
+        assert_eq!(
+            violations(&s, json!({"n": 1.5})),
+            vec![
+                one("/n", "integer", "number 1.5"),
+                one("/n", "a number ≥ 3", "1.5")
+            ]
+        );
+        // No alternative: the closest one's violations.
+        assert_eq!(
+            violations(&s, json!({"id": "a"})),
+            vec![one("/id", "a string of at least 2 characters", "\"a\"")]
+        );
+        assert_eq!(
+            violations(&s, json!({"id": 1.5})),
+            vec![one("/id", "one of: string | integer", "number 1.5")]
+        );
+        assert_eq!(
+            violations(&s, json!({"mode": "unsafe"})),
+            vec![one("/mode", "a value that is not \"unsafe\"", "\"unsafe\"")]
+        );
+    }
+
+    #[test]
+    fn if_then_else_checks_the_side_the_condition_picks() {
+        let s = schema(json!({
+            "if": {"properties": {"kind": {"const": "file"}}, "required": ["kind"]},
+            "then": {"required": ["path"]},
+            "else": {"required": ["url"]},
+        }));
+        assert!(s.is_valid(&json!({"kind": "file", "path": "a"})));
+        assert!(s.is_valid(&json!({"kind": "web", "url": "u"})));
+        assert_eq!(
+            violations(&s, json!({"kind": "file", "url": "u"})),
+            vec![one("/path", "required property", "missing")]
+        );
+        assert_eq!(
+            violations(&s, json!({"kind": "web"})),
+            vec![one("/url", "required property", "missing")]
+        );
+        // `then` without `if` is inert.
+        assert!(schema(json!({"then": false})).is_valid(&json!(1)));
+    }
+
+    #[test]
+    fn object_applicators() {
+        let s = schema(json!({
+            "type": "object",
+            "properties": {"name": {"type": "string"}},
+            "patternProperties": {"^x-": {"type": "integer"}, "^x-n": {"minimum": 0}},
+            "additionalProperties": false,
+            "dependentRequired": {"card": ["cvc"]},
+            "dependentSchemas": {"debug": {"required": ["level"]}},
+            "propertyNames": {"maxLength": 8},
+        }));
+        assert!(s.is_valid(&json!({"name": "a", "x-a": 1, "x-n": 2})));
+        assert_eq!(
+            violations(&s, json!({"x-a": "s", "x-n": -1, "other": 1})),
+            vec![
+                one("/x-a", "integer", "string \"s\""),
+                one("/x-n", "a number ≥ 0", "-1"),
+                one(
+                    "/other",
+                    "no such property (allowed: name; names matching ^x-, ^x-n)",
+                    "integer"
+                ),
+            ]
+        );
+        let s = schema(json!({
+            "dependentRequired": {"card": ["cvc"]},
+            "dependentSchemas": {"debug": {"required": ["level"]}},
+            "propertyNames": {"maxLength": 4},
+        }));
+        assert_eq!(
+            violations(&s, json!({"card": 1, "debug": true, "level": 1})),
+            vec![
+                one(
+                    "/cvc",
+                    "required property (as \"card\" is present)",
+                    "missing"
+                ),
+                one(
+                    "/debug",
+                    "a property name that is a string of at most 4 characters",
+                    "\"debug\""
+                ),
+                one(
+                    "/level",
+                    "a property name that is a string of at most 4 characters",
+                    "\"level\""
+                ),
+            ]
+        );
+        assert_eq!(
+            violations(&s, json!({"debug": 1})),
+            vec![
+                one(
+                    "/debug",
+                    "a property name that is a string of at most 4 characters",
+                    "\"debug\""
+                ),
+                one("/level", "required property", "missing"),
+            ]
+        );
+    }
+
+    #[test]
+    fn array_applicators() {
+        let s = schema(json!({
+            "type": "array",
+            "prefixItems": [{"type": "string"}, {"type": "integer"}],
+            "items": {"type": "boolean"},
+            "uniqueItems": true,
+        }));
+        assert!(s.is_valid(&json!(["a", 1, true, false])));
+        assert!(s.is_valid(&json!(["a"])));
+        assert_eq!(
+            violations(&s, json!([1, "a", true, true])),
+            vec![
+                one("", "items that are all different", "items 2 and 3 equal"),
+                one("/0", "string", "number 1"),
+                one("/1", "integer", "string \"a\""),
+            ]
+        );
+        let c =
+            schema(json!({"contains": {"type": "integer"}, "minContains": 2, "maxContains": 3}));
+        assert!(c.is_valid(&json!([1, "a", 2])));
+        assert!(c.is_valid(&json!("not an array")));
+        assert_eq!(
+            violations(&c, json!([1, "a"])),
+            vec![one("", "at least 2 item(s) that are integer", "1")]
+        );
+        assert_eq!(
+            violations(&c, json!([1, 2, 3, 4])),
+            vec![one("", "at most 3 item(s) that are integer", "4")]
+        );
+        // `contains` of 100,000 items, each on its own tally.
+        let many: Vec<Value> = (0..100_000).map(|i| json!(format!("s{i}"))).collect();
+        assert_eq!(violations(&c, Value::Array(many)).len(), 1);
     }
 
     #[test]

@@ -58,7 +58,7 @@ type Wrap = fn(Value) -> Value;
 #[test]
 fn deep_schemas_compile_and_validate() {
     on_small_stack(|| {
-        let wrappers: [(&str, Wrap); 4] = [
+        let wrappers: [(&str, Wrap); 11] = [
             ("properties", |s| {
                 let schema = json!({"type": "object", "required": ["a"]});
                 with(schema, "properties", object_of("a", s))
@@ -69,6 +69,34 @@ fn deep_schemas_compile_and_validate() {
             }),
             ("additionalProperties", |s| {
                 with(json!({"type": "object"}), "additionalProperties", s)
+            }),
+            ("allOf", |s| {
+                object_of("allOf", Value::Array(vec![s, json!({})]))
+            }),
+            ("anyOf", |s| {
+                object_of("anyOf", Value::Array(vec![s, json!({"type": "string"})]))
+            }),
+            // An even number of `not`s: the innermost schema again.
+            ("not", |s| object_of("not", s)),
+            ("if", |s| {
+                with(json!({"then": true, "else": false}), "if", s)
+            }),
+            ("prefixItems", |s| {
+                with(
+                    json!({"type": "array"}),
+                    "prefixItems",
+                    Value::Array(vec![s]),
+                )
+            }),
+            ("patternProperties", |s| {
+                with(
+                    json!({"type": "object"}),
+                    "patternProperties",
+                    object_of("^a", s),
+                )
+            }),
+            ("contains", |s| {
+                with(json!({"minContains": 0}), "contains", s)
             }),
         ];
         for (name, wrap) in wrappers {
@@ -81,11 +109,16 @@ fn deep_schemas_compile_and_validate() {
                     let v = schema.validate(&json!({})).unwrap_err();
                     assert_eq!(v[0].path, "/a");
                 }
-                "items" => assert!(schema.is_valid(&json!([]))),
+                "items" | "prefixItems" => assert!(schema.is_valid(&json!([]))),
                 // Only the innermost `{"type": "integer"}` takes a number.
-                "oneOf" => {
+                "oneOf" | "allOf" | "not" | "if" => {
+                    assert!(schema.is_valid(&json!(5)), "{name}");
+                    assert!(!schema.is_valid(&json!("s")), "{name}");
+                }
+                "anyOf" => {
                     assert!(schema.is_valid(&json!(5)));
-                    assert!(!schema.is_valid(&json!("s")));
+                    assert!(schema.is_valid(&json!("s")));
+                    assert!(!schema.is_valid(&json!(null)));
                 }
                 _ => assert!(schema.is_valid(&json!({}))),
             }
@@ -99,12 +132,12 @@ fn deep_schemas_compile_and_validate() {
 #[test]
 fn deep_schema_error_has_a_full_pointer() {
     on_small_stack(|| {
-        let mut schema_json = json!({"type": "array", "uniqueItems": true});
+        let mut schema_json = json!({"type": "array", "unevaluatedItems": false});
         for _ in 0..DEPTH {
             schema_json = object_of("items", schema_json);
         }
         let err = Schema::compile(&schema_json).unwrap_err();
-        assert_eq!(err.keyword.as_deref(), Some("uniqueItems"));
+        assert_eq!(err.keyword.as_deref(), Some("unevaluatedItems"));
         assert_eq!(err.pointer.len(), "/items".len() * DEPTH);
         drop_deep(schema_json);
     });

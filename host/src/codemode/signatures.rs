@@ -1,8 +1,9 @@
 //! The model-facing `run_code` under Code Mode: one tool whose description
 //! declares every other tool as a compact TypeScript-like signature,
-//! generated from its parameter schema (the subset the host accepts:
-//! `type, properties, required, additionalProperties, items, enum, const,
-//! oneOf`), with the first sentence of its description as a comment.
+//! generated from its parameter schema (`type, properties, required,
+//! additionalProperties, items, enum, const, oneOf, anyOf, allOf`; other
+//! keywords narrow a type without changing its shape, or read as `any`),
+//! with the first sentence of its description as a comment.
 //!
 //! ```text
 //! /** Read a file. */
@@ -104,12 +105,20 @@ pub fn ts_type(schema: &Value, depth: usize) -> String {
             .collect::<Vec<_>>()
             .join(" | ");
     }
-    if let Some(Value::Array(options)) = obj.get("oneOf") {
-        return options
-            .iter()
-            .map(|o| ts_type(o, depth + 1))
-            .collect::<Vec<_>>()
-            .join(" | ");
+    // `allOf` beside a type of its own: the type says more (the branches
+    // often only add `required` or bounds).
+    let own_type = obj.contains_key("type") || obj.contains_key("properties");
+    for (keyword, joint) in [("oneOf", " | "), ("anyOf", " | "), ("allOf", " & ")] {
+        if keyword == "allOf" && own_type {
+            continue;
+        }
+        if let Some(Value::Array(options)) = obj.get(keyword) {
+            return options
+                .iter()
+                .map(|o| ts_type(o, depth + 1))
+                .collect::<Vec<_>>()
+                .join(joint);
+        }
     }
     match obj.get("type") {
         Some(Value::String(t)) => single(t, obj, depth),
@@ -202,6 +211,16 @@ mod tests {
             ts_type(&s, 0),
             r#"{ path: string; mode?: "a" | "b"; lines?: number[] }"#
         );
+    }
+
+    #[test]
+    fn any_of_is_a_union_and_all_of_an_intersection() {
+        let s = json!({"anyOf": [{"type": "string"}, {"type": "null"}]});
+        assert_eq!(ts_type(&s, 0), "string | null");
+        let s = json!({"allOf": [{"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}, {"type": "object", "properties": {"b": {"type": "integer"}}}]});
+        assert_eq!(ts_type(&s, 0), "{ a: string } & { b?: number }");
+        let s = json!({"type": "string", "allOf": [{"minLength": 1}]});
+        assert_eq!(ts_type(&s, 0), "string");
     }
 
     #[test]
