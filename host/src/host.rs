@@ -496,7 +496,9 @@ impl ToolgateBuilder {
                 .audit
                 .clone()
                 .map(|a| Arc::new(a) as Arc<dyn crate::pipeline::Intents>),
-            access: Arc::new(crate::identity::Access::new(&self.config.access)),
+            access: Arc::new(arc_swap::ArcSwap::from_pointee(
+                crate::identity::Access::new(&self.config.access),
+            )),
         };
         let mut natives = std::mem::take(&mut self.natives);
         natives.tools.append(&mut wiring.tools);

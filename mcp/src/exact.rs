@@ -25,6 +25,12 @@
 //!   event's data as a JSON-RPC message, and an empty one ends its
 //!   connection (Gemini CLI's SDK, 2025-06-18). Such events go only to
 //!   requests of 2025-11-25 or later.
+//! * [`routing_headers`] — on protocol revision 2026-07-28 a request
+//!   mirrors its method in `Mcp-Method` and its target (a tool's or
+//!   prompt's name, a resource's URI, a task's id) in `Mcp-Name` (SEP-2243),
+//!   so that a balancer can route without reading bodies. A header that is
+//!   missing or says other than the body is `-32020` with HTTP 400: what a
+//!   balancer routed by must be what runs. The SDK leaves this unchecked.
 //! * [`invalid_params`] — a request for a method the SDK knows whose params
 //!   do not deserialize (the SDK then treats it as an unknown, custom
 //!   method) is `-32602` with the decoding error, which names what is
@@ -276,6 +282,108 @@ pub fn error_response(
     response
 }
 
+/// The revision whose requests carry routing headers (SEP-2243).
+const ROUTED_REVISION: &str = "2026-07-28";
+
+/// `-32020`, HeaderMismatch (2026-07-28).
+const HEADER_MISMATCH: i32 = -32020;
+
+/// The `Mcp-Name` a request must carry: its `params` member by method
+/// (as the SDK's client sends it).
+fn routed_name<'v>(method: &str, params: Option<&'v Value>) -> Option<&'v str> {
+    let key = match method {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => "uri",
+        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
+        _ => return None,
+    };
+    params?.get(key)?.as_str()
+}
+
+/// A header value as SEP-2243 encodes it: plain, or `=?base64?…?=`.
+fn decoded_header(value: &http::HeaderValue) -> Option<String> {
+    use base64::Engine as _;
+    let text = value.to_str().ok()?;
+    match text
+        .strip_prefix("=?base64?")
+        .and_then(|inner| inner.strip_suffix("?="))
+    {
+        Some(inner) => base64::engine::general_purpose::STANDARD
+            .decode(inner)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok()),
+        None => Some(text.to_owned()),
+    }
+}
+
+/// Check a 2026-07-28 request's `Mcp-Method` and `Mcp-Name` against its
+/// body (see the module docs): `None` when they agree or the request is of
+/// an earlier revision (by its `MCP-Protocol-Version` header, or the
+/// `_meta` a stateless request carries); else the `-32020` answer.
+pub fn routing_headers(
+    headers: &http::HeaderMap,
+    bytes: &[u8],
+) -> Option<Response<BoxBody<Bytes, Infallible>>> {
+    // Read the body again only for a request that may be of the revision.
+    let by_header = headers
+        .get("mcp-protocol-version")
+        .is_some_and(|v| v.as_bytes() == ROUTED_REVISION.as_bytes());
+    if !by_header && !contains(bytes, ROUTED_REVISION.as_bytes()) {
+        return None;
+    }
+    let message: Value = serde_json::from_slice(bytes).ok()?;
+    let method = message.get("method")?.as_str()?;
+    let params = message.get("params");
+    let declared = headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| {
+            params?
+                .get("_meta")?
+                .get("io.modelcontextprotocol/protocolVersion")?
+                .as_str()
+        });
+    if declared != Some(ROUTED_REVISION) {
+        return None;
+    }
+    let is_request = message.get("id").is_some();
+    let refuse = |why: String| {
+        Some(error_response(
+            StatusCode::BAD_REQUEST,
+            id_of(&message),
+            ErrorData::new(ErrorCode(HEADER_MISMATCH), why, None),
+        ))
+    };
+    match headers.get("mcp-method").map(decoded_header) {
+        // Notifications may go without; a request may not.
+        None if !is_request => {}
+        None => {
+            return refuse(format!(
+                "missing the Mcp-Method header (protocol {ROUTED_REVISION} requires it on every request: `Mcp-Method: {method}`)"
+            ));
+        }
+        Some(Some(header)) if header == method => {}
+        Some(header) => {
+            return refuse(format!(
+                "the Mcp-Method header ({}) does not match the body's method `{method}`",
+                header.map_or_else(|| "not readable".to_owned(), |h| format!("`{h}`"))
+            ));
+        }
+    }
+    let expected = routed_name(method, params)?;
+    match headers.get("mcp-name").map(decoded_header) {
+        None if !is_request => None,
+        None => refuse(format!(
+            "missing the Mcp-Name header (protocol {ROUTED_REVISION} requires it on `{method}`: the target the body names)"
+        )),
+        Some(Some(header)) if header == expected => None,
+        Some(header) => refuse(format!(
+            "the Mcp-Name header ({}) does not match the target the body names for `{method}`",
+            header.map_or_else(|| "not readable".to_owned(), |h| format!("`{h}`"))
+        )),
+    }
+}
+
 /// Batches belong to the 2025-03-26 revision only (later ones removed
 /// them): accepted in a session whose requests carry that version, or
 /// none (a 2025-03-26 client sends no `MCP-Protocol-Version` header; every
@@ -397,6 +505,77 @@ mod tests {
         assert!(
             e.message
                 .ends_with("missing: io.modelcontextprotocol/protocolVersion")
+        );
+    }
+
+    #[test]
+    fn routing_headers_must_say_what_the_body_says() {
+        let body = |method: &str, params: Value| {
+            json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}).to_string()
+        };
+        let modern = json!({"name": "echo", "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}});
+        let headers = |pairs: &[(&'static str, &str)]| {
+            let mut map = http::HeaderMap::new();
+            for (name, value) in pairs {
+                map.insert(*name, http::HeaderValue::from_str(value).unwrap());
+            }
+            map
+        };
+        let call = body("tools/call", modern.clone());
+        let refused =
+            |h: &http::HeaderMap, b: &str| routing_headers(h, b.as_bytes()).map(|r| r.status());
+        // Agreeing headers, plain or Base64 (SEP-2243's sentinel).
+        assert_eq!(
+            refused(
+                &headers(&[("mcp-method", "tools/call"), ("mcp-name", "echo")]),
+                &call
+            ),
+            None
+        );
+        assert_eq!(
+            refused(
+                &headers(&[
+                    ("mcp-method", "tools/call"),
+                    ("mcp-name", "=?base64?ZWNobw==?=")
+                ]),
+                &call
+            ),
+            None
+        );
+        // Missing, or routed elsewhere than what runs: 400.
+        for bad in [
+            headers(&[]),
+            headers(&[("mcp-method", "tools/call")]),
+            headers(&[("mcp-method", "tools/list"), ("mcp-name", "echo")]),
+            headers(&[("mcp-method", "tools/call"), ("mcp-name", "bash")]),
+            headers(&[("mcp-method", "tools/call"), ("mcp-name", "=?base64?!!?=")]),
+        ] {
+            let answer = routing_headers(&bad, call.as_bytes()).expect("refused");
+            assert_eq!(answer.status(), StatusCode::BAD_REQUEST);
+        }
+        // By the header alone, too.
+        let plain = body("tools/call", json!({"name": "echo"}));
+        assert!(
+            routing_headers(
+                &headers(&[("mcp-protocol-version", "2026-07-28")]),
+                plain.as_bytes()
+            )
+            .is_some()
+        );
+        // Earlier revisions carry none.
+        assert_eq!(
+            refused(&headers(&[("mcp-protocol-version", "2025-11-25")]), &plain),
+            None
+        );
+        assert_eq!(refused(&headers(&[]), &plain), None);
+        // A method without a target needs no Mcp-Name.
+        let list = body(
+            "tools/list",
+            json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}),
+        );
+        assert_eq!(
+            refused(&headers(&[("mcp-method", "tools/list")]), &list),
+            None
         );
     }
 

@@ -930,6 +930,9 @@ impl Route {
                 exact::Body::Refused(response) => return response,
                 exact::Body::Batch(items) => return self.batch(parts, items).await,
             }
+            if let Some(refused) = exact::routing_headers(&parts.headers, &body) {
+                return refused;
+            }
         }
         let session = parts
             .headers

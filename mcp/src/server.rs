@@ -265,7 +265,7 @@ impl ToolgateServer {
     /// Code Mode a `run_code` whose description declares only the tools it
     /// may call.
     fn tools_for(&self, caller: Option<&toolgate::identity::Caller>) -> Vec<Tool> {
-        let access = self.host.settings().access.clone();
+        let access = self.host.settings().access.load_full();
         let all = self.mcp_tools();
         if access.is_empty() {
             return all.as_ref().clone();
@@ -369,13 +369,34 @@ impl ToolgateServer {
     }
 }
 
+/// What one session's caller sees of its scope's tools: the tools' digest
+/// and, under `[[access]]`, which of them the caller may see — so that a
+/// change of the rules (a configuration reload) that shows or hides a tool
+/// for this caller is a change of its list, and one that does not is not.
+fn visible_tools(
+    host: &Toolgate,
+    scope: &str,
+    caller: Option<&toolgate::identity::Caller>,
+) -> (u64, Vec<bool>) {
+    let generation = host.generation_for(scope);
+    let access = host.settings().access.load_full();
+    let shown = generation
+        .tools
+        .keys()
+        .map(|name| access.allows(name, caller))
+        .chain([access.allows(toolgate::codemode::RUN_CODE, caller)])
+        .collect();
+    (generation.tools_digest, shown)
+}
+
 /// Tell one session's client what reloads change: its tool list (a
-/// `notifications/tools/list_changed` when the tools its scope sees
-/// differ), and updates that were refused (a log message). Ends with the
-/// session.
+/// `notifications/tools/list_changed` when the tools its scope shows its
+/// caller differ), and updates that were refused (a log message). Ends with
+/// the session.
 async fn notify_reloads(
     host: Toolgate,
     scope: Arc<str>,
+    caller: Option<Arc<toolgate::identity::Caller>>,
     peer: Peer<RoleServer>,
     level: Arc<AtomicU8>,
     closed: CancellationToken,
@@ -383,7 +404,7 @@ async fn notify_reloads(
     use tokio::sync::broadcast::error::RecvError;
     let mut events = host.subscribe();
     let mut listings = host.bridge().map(|b| b.listings());
-    let mut seen = host.generation_for(&scope).tools_digest;
+    let mut seen = visible_tools(&host, &scope, caller.as_deref());
     let mut skills = host.skills();
     loop {
         let event = tokio::select! {
@@ -399,7 +420,7 @@ async fn notify_reloads(
         if peer.is_transport_closed() {
             return;
         }
-        let now = host.generation_for(&scope).tools_digest;
+        let now = visible_tools(&host, &scope, caller.as_deref());
         if now != seen {
             seen = now;
             if let Err(e) = peer.notify_tool_list_changed().await {
@@ -510,9 +531,17 @@ impl ServerHandler for ToolgateServer {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // The session's caller (`[auth]`): sessions are bound to who opened
+        // them, so it is the caller of every request of the session.
+        let caller = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.extensions.get::<Arc<toolgate::identity::Caller>>())
+            .cloned();
         tokio::spawn(notify_reloads(
             self.host.clone(),
             self.scope.clone(),
+            caller,
             context.peer,
             self.level.clone(),
             self.closed.clone(),

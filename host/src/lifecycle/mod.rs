@@ -561,6 +561,11 @@ impl Lifecycle {
                             format!("`{key}` changed; it takes effect at the next start"),
                         ));
                     }
+                    if c.access != state.config.access {
+                        self.settings
+                            .access
+                            .store(Arc::new(crate::identity::Access::new(&c.access)));
+                    }
                     state.config = Arc::new(c);
                     self.config.store(state.config.clone());
                     self.seams.questions_timeout_ms.store(
@@ -1162,6 +1167,10 @@ fn restart_only(a: &HostConfig, b: &HostConfig) -> Vec<&'static str> {
     }
     if a.serve != b.serve {
         out.push("serve");
+    }
+    // `serve --http` builds its resource server once; `[[access]]` reloads.
+    if a.auth != b.auth {
+        out.push("auth");
     }
     out
 }

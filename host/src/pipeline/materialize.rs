@@ -35,7 +35,8 @@ pub fn run(
     // A tool `[[access]]` keeps from this caller is, to it, no tool at
     // all: the same answer as a name nobody has, and no list or
     // suggestion names it.
-    let visible = |tool: &str| settings.access.allows(tool, turn.caller.as_deref());
+    let access = settings.access.load();
+    let visible = |tool: &str| access.allows(tool, turn.caller.as_deref());
     let entry = generation
         .tools
         .get(&call.name)

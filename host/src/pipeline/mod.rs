@@ -73,8 +73,9 @@ pub struct PipelineSettings {
     /// Who declares a call started before its body runs (the audit
     /// record); `None`: nobody.
     pub intents: Option<Arc<dyn Intents>>,
-    /// `[[access]]`: which callers may see and call which tools.
-    pub access: Arc<crate::identity::Access>,
+    /// `[[access]]`: which callers may see and call which tools. Replaced
+    /// when a changed configuration is read (a reload), as a whole.
+    pub access: Arc<arc_swap::ArcSwap<crate::identity::Access>>,
 }
 
 impl PipelineSettings {

@@ -1180,6 +1180,67 @@ fn serve_tells_its_client_when_a_reload_changes_the_tools() {
     }
 }
 
+/// Issue 45: `[[access]]` reloads with the configuration, and a change of
+/// the rules that shows or hides a tool for the session's caller is
+/// `notifications/tools/list_changed`, though no tool changed. (Over stdio
+/// there is no caller: a tool kept for named callers is hidden from it.)
+#[test]
+fn a_changed_access_rule_changes_the_callers_list_and_says_so() {
+    let s = setup();
+    let config = s.work().join("toolgate.toml");
+    let before = std::fs::read_to_string(&config).unwrap();
+    s.configure("[[access]]\ntools = [\"echo\"]\nsubjects = [\"alice\"]\n");
+    let mut raw = Raw::start(&s, &["--approve", "allow", "--watch-debounce-ms", "20"]);
+    raw.kill_after(Duration::from_secs(90));
+    raw.send(INIT);
+    raw.answer(1);
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let names = |raw: &mut Raw, id: i64| -> Vec<String> {
+        raw.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list"}}"#
+        ));
+        let list = raw.answer(id);
+        list["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{list}"))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let hidden = names(&mut raw, 2);
+    assert!(!hidden.contains(&"echo".to_string()), "{hidden:?}");
+    assert!(hidden.contains(&"read".to_string()), "{hidden:?}");
+    raw.send(&call(3, "echo", json!({"text": "x"})));
+    let refused = raw.answer(3);
+    assert_eq!(
+        refused["result"]["_meta"]["toolgate/error"]["code"], "UNKNOWN_TOOL",
+        "{refused}"
+    );
+
+    // The rule goes: `echo` is everyone's, and the client is told.
+    std::fs::write(&config, &before).unwrap();
+    loop {
+        let v = raw.read();
+        if v["method"] == "notifications/tools/list_changed" {
+            break;
+        }
+    }
+    let shown = names(&mut raw, 4);
+    assert!(shown.contains(&"echo".to_string()), "{shown:?}");
+    raw.send(&call(5, "echo", json!({"text": "now"})));
+    let ran = raw.answer(5);
+    assert_eq!(ran["result"]["isError"], false, "{ran}");
+
+    // A change that shows and hides nothing for this caller (a rule for
+    // another tool nobody here lists) sends nothing; the call after it is
+    // the next message.
+    s.configure("[[access]]\ntools = [\"no-such-tool\"]\nsubjects = [\"alice\"]\n");
+    std::thread::sleep(Duration::from_millis(500));
+    raw.send(&call(6, "echo", json!({"text": "again"})));
+    let next = raw.read();
+    assert_eq!(next["id"], 6, "nothing before the answer: {next}");
+}
+
 /// `/usr/bin/python3` run as uid/gid 65534 (nobody), no groups: another
 /// user of the machine. The script gets `args` in `sys.argv[1:]`; its last
 /// stdout line is JSON. `ready` (if given) is called with the child once
@@ -2423,6 +2484,59 @@ fn letter_python_sdk_listens_for_tool_list_changes() {
             "{transport}: {report}"
         );
     }
+}
+
+/// Issue 45: a 2026-07-28 request says its method and target twice, in the
+/// body and in `Mcp-Method`/`Mcp-Name` (SEP-2243), so that a balancer can
+/// route by the headers. Headers that are missing or name another tool
+/// than the body are refused (400, `-32020`) before anything runs: what a
+/// balancer or a header-reading policy saw is what runs.
+#[test]
+fn a_request_routed_by_headers_other_than_its_body_is_refused() {
+    let s = setup();
+    let server = HttpServer::start(&s, &["--approve", "allow"]);
+    let addr = server.addr();
+    let marker = s.work().join("ran");
+    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "bash", "arguments": {"command": format!("touch {}", marker.display())},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}}}})
+    .to_string();
+    let version = "MCP-Protocol-Version: 2026-07-28\r\n";
+    for (headers, says) in [
+        (
+            "Mcp-Method: tools/call\r\nMcp-Name: echo\r\n",
+            "does not match",
+        ),
+        (
+            "Mcp-Method: tools/list\r\nMcp-Name: bash\r\n",
+            "does not match",
+        ),
+        ("Mcp-Name: bash\r\n", "missing the Mcp-Method header"),
+        ("Mcp-Method: tools/call\r\n", "missing the Mcp-Name header"),
+    ] {
+        let extra = format!("{}{version}{headers}", server.auth());
+        let (status, head, answer) =
+            toolgate_tests::http_exchange(&addr, &post(&addr, &extra, &body));
+        assert_eq!(status, 400, "{headers}: {head}\n{answer}");
+        let answer: Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(answer["error"]["code"], -32020, "{answer}");
+        assert_eq!(answer["id"], 3, "{answer}");
+        assert!(
+            answer["error"]["message"].as_str().unwrap().contains(says),
+            "{headers}: {answer}"
+        );
+    }
+    assert!(!marker.exists(), "a refused request ran");
+    // The same request routed truly (the name in SEP-2243's Base64 form):
+    // it runs.
+    let extra = format!(
+        "{}{version}Mcp-Method: tools/call\r\nMcp-Name: =?base64?YmFzaA==?=\r\n",
+        server.auth()
+    );
+    let (status, head, answer) = toolgate_tests::http_exchange(&addr, &post(&addr, &extra, &body));
+    assert_eq!(status, 200, "{head}\n{answer}");
+    assert!(marker.exists(), "{answer}\n{}", server.log());
 }
 
 /// Issue 27, item 9: a 2026-07-28 client cancels a call by closing its
