@@ -160,10 +160,30 @@ async fn replay(global: &GlobalArgs, args: ReplayArgs) -> anyhow::Result<ExitCod
             by: approval.map_or_else(|| "as-recorded".into(), |d| d.decided_by.clone()),
             unrecorded: AtomicBool::new(false),
         });
+        // The caller `[auth]` validated, as recorded (and its session): a
+        // policy that decides by caller decides for the same one.
+        let caller = match &call["client"]["caller"] {
+            Value::Null => None,
+            recorded => {
+                match serde_json::from_value::<toolgate::identity::Caller>(recorded.clone()) {
+                    Ok(mut c) => {
+                        c.session = call["client"]["session"].as_str().map(str::to_owned);
+                        Some(Arc::new(c))
+                    }
+                    // Not the caller the call had: its decisions cannot be
+                    // compared.
+                    Err(_) => {
+                        not_comparable.push(seq);
+                        continue;
+                    }
+                }
+            }
+        };
         let turn = TurnOptions {
             agent_scope: call["scope"].as_str().unwrap_or("").to_string(),
             code_mode: call["codeMode"] == true,
             approver: Some(approver.clone()),
+            caller,
             ..Default::default()
         };
         let generation = host.generation_for(&turn.agent_scope);

@@ -25,8 +25,10 @@ use crate::budgets::{AUTH_MAX_CLAIM_BYTES, AUTH_MAX_LEEWAY_SECONDS};
 use crate::config::path::Secret;
 
 /// The authenticated caller of a call: what its access token says,
-/// validated.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+/// validated. Read back from the audit record's `client.caller` by
+/// `toolgate replay`, so that policies decide a replayed call for the same
+/// caller.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Caller {
     /// The token's `sub`: who the authorization server says is calling.
@@ -41,7 +43,7 @@ pub struct Caller {
     /// The claims the operator names in `[auth] claims`, as the token has
     /// them (each at most [`AUTH_MAX_CLAIM_BYTES`] of JSON; a larger one is
     /// left out and the fact logged).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub claims: BTreeMap<String, Value>,
     /// The MCP session of the request (`Mcp-Session-Id`), if it is in one:
     /// for policies (the record keeps it as `client.session`).

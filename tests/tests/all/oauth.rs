@@ -485,6 +485,60 @@ fn a_guard_decides_by_the_caller_its_token_names() {
         .find(|r| r["client"]["caller"]["subject"] == "guest" && r["tool"] == "bash")
         .unwrap_or_else(|| panic!("no record of the guest's bash: {records:?}"));
     assert_eq!(refused["result"]["decidedBy"], "caller-guard", "{refused}");
+
+    // `toolgate replay` decides each recorded call for its recorded caller:
+    // the same policies, the same decisions.
+    let file = s.work().join("state/toolgate/audit.jsonl");
+    let replay = |file: &Path| -> Value {
+        let out = s
+            .other_command(&["replay", "--json"])
+            .arg(file)
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "replay printed no JSON ({e}): {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+    };
+    let report = replay(&file);
+    assert!(report["calls"].as_u64().unwrap() >= 3, "{report}");
+    assert_eq!(report["changed"], 0, "{report}");
+    assert_eq!(report["notComparable"], json!([]), "{report}");
+    // The ops caller's bash call, recorded without the caller's groups:
+    // now the guard refuses it — the recorded caller is what decides.
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut seq = 0;
+    let edited: Vec<String> = text
+        .lines()
+        .map(|line| {
+            let mut r: Value = serde_json::from_str(line).unwrap();
+            if r["kind"] == "call"
+                && r["tool"] == "bash"
+                && r["client"]["caller"]["subject"] == "agent"
+                && r["result"]["isError"] == false
+            {
+                r["client"]["caller"]["claims"] = json!({});
+                seq = r["seq"].as_u64().unwrap();
+            }
+            r.to_string()
+        })
+        .collect();
+    assert_ne!(seq, 0, "no allowed bash call of the ops caller in {text}");
+    let edited_file = s.work().join("edited.jsonl");
+    std::fs::write(&edited_file, edited.join("\n") + "\n").unwrap();
+    let report = replay(&edited_file);
+    let change = report["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["seq"] == seq)
+        .unwrap_or_else(|| panic!("no change for seq {seq}: {report}"));
+    assert_eq!(change["before"], "allowed", "{report}");
+    assert_eq!(change["after"], "denied", "{report}");
+    assert_eq!(change["decidedBy"], "guard:caller-guard", "{report}");
 }
 
 /// The names `tools/list` gives the holder of `token`.

@@ -117,9 +117,24 @@ impl Setup {
         args
     }
 
+    /// `toolgate` with these plugins and this configuration, running
+    /// `command` (one other than `serve`: `replay`, `plugins`, …) in the
+    /// same environment as the server.
+    pub(crate) fn other_command(&self, command: &[&str]) -> Command {
+        let mut args = self.args(&[]);
+        // The global options only (`--plugins P --config C`).
+        args.truncate(4);
+        args.extend(command.iter().map(|s| s.to_string()));
+        self.in_environment(args)
+    }
+
     fn command(&self, extra: &[&str]) -> Command {
+        self.in_environment(self.args(extra))
+    }
+
+    fn in_environment(&self, args: Vec<String>) -> Command {
         let mut cmd = Command::new(toolgate_bin());
-        cmd.args(self.args(extra))
+        cmd.args(args)
             .current_dir(self.work.path())
             .env("TOOLGATE_CACHE_DIR", cache_dir())
             // Where `serve --http` makes its token (never the real home;
