@@ -82,6 +82,13 @@ pub struct ServeArgs {
     #[arg(long)]
     structured_content: bool,
 
+    /// How long a 2026-07-28 client may treat a list result (tools,
+    /// prompts, resources) as fresh, in ms: its `ttlMs` (SEP-2549; its
+    /// `cacheScope` is `private` under `[auth]` or `[[access]]`). Default:
+    /// `[serve] list_ttl_ms`, else 0, as any reload may change a list.
+    #[arg(long, value_name = "MS")]
+    list_ttl_ms: Option<u64>,
+
     /// Also accept this `Host` header over HTTP (e.g. the name clients use
     /// for a non-loopback bind). Repeatable.
     #[arg(long, value_name = "HOST", requires = "http")]
@@ -394,6 +401,7 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
     let server = ToolgateServer::new(host, arrivals)
         .with_scope(&args.scope)
         .with_structured_content(structured)
+        .with_list_ttl_ms(args.list_ttl_ms.or(configured.list_ttl_ms).unwrap_or(0))
         .with_harness_arguments(&harnesses)
         // The queue keeps approval in the gateway: the client, which may
         // not be trusted to ask a person, is never asked itself.

@@ -146,6 +146,9 @@ pub struct ServeConfig {
     /// Declare output schemas and send `structuredContent`.
     #[serde(default)]
     pub structured_content: bool,
+    /// How long a 2026-07-28 client may treat a list result as fresh
+    /// (`ttlMs`, SEP-2549); default 0.
+    pub list_ttl_ms: Option<u64>,
 }
 
 /// `toolgate.toml`.

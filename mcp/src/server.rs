@@ -52,14 +52,14 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use rmcp::ErrorData;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
-    CustomRequest, CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse,
-    GetTaskParams, GetTaskResult, Implementation, InputRequiredResult, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
-    LoggingMessageNotificationParam, MetaObject, PaginatedRequestParams, ProgressNotificationParam,
-    ProgressToken, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
-    ResourceContents, ServerCapabilities, ServerConfig, ServerNotification, SetLevelRequestParams,
-    SubscriptionFilter, TASKS_EXTENSION_ID, Tool, UpdateTaskParams,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+    ContentBlock, CustomRequest, CustomResult, ErrorCode, GetPromptRequestParams,
+    GetPromptResponse, GetTaskParams, GetTaskResult, Implementation, InputRequiredResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    LoggingLevel, LoggingMessageNotificationParam, MetaObject, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ResourceContents, ServerCapabilities, ServerConfig, ServerNotification,
+    SetLevelRequestParams, SubscriptionFilter, TASKS_EXTENSION_ID, Tool, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext};
 use serde_json::{Map, Value, json};
@@ -128,6 +128,9 @@ pub struct ToolgateServer {
     /// `structuredContent` (`--structured-content`; off by default, see
     /// [`Self::with_structured_content`]).
     structured: bool,
+    /// How long a 2026-07-28 client may treat a list as fresh (`ttlMs`,
+    /// SEP-2549; `[serve] list_ttl_ms`).
+    list_ttl_ms: u64,
     /// The tasks of calls that met the approval queue (the Tasks
     /// extension), shared by every session and stateless request.
     tasks: Arc<super::tasks::Tasks>,
@@ -155,6 +158,7 @@ impl ToolgateServer {
             elicitation: true,
             harness_arguments: Arc::from([]),
             structured: false,
+            list_ttl_ms: 0,
             tasks: super::tasks::Tasks::new(std::time::Duration::from_millis(
                 toolgate::budgets::TASKS_KEEP_MS,
             )),
@@ -217,6 +221,39 @@ impl ToolgateServer {
         self
     }
 
+    /// How long a 2026-07-28 client may treat a list result as fresh
+    /// (`ttlMs`); 0 (the default): not at all, as any reload may change it.
+    pub fn with_list_ttl_ms(mut self, ttl_ms: u64) -> Self {
+        self.list_ttl_ms = ttl_ms;
+        self
+    }
+
+    /// SEP-2549's cache hints for a list result of a 2026-07-28 request
+    /// (earlier revisions have no such fields): `ttlMs` from
+    /// [`Self::with_list_ttl_ms`], and `cacheScope` `private` when what a
+    /// list holds may depend on who asks — a caller `[auth]` validated, or
+    /// `[[access]]` rules — so no shared cache hands one caller's list (or
+    /// a list behind a token) to another; `public` otherwise.
+    fn cache_hints(&self, context: &RequestContext<RoleServer>) -> Option<(u64, CacheScope)> {
+        if !stateless(context) {
+            return None;
+        }
+        let authenticated = context
+            .extensions
+            .get::<http::request::Parts>()
+            .is_some_and(|p| {
+                p.extensions
+                    .get::<Arc<toolgate::identity::Caller>>()
+                    .is_some()
+            });
+        let scope = if authenticated || !self.host.settings().access.load().is_empty() {
+            CacheScope::Private
+        } else {
+            CacheScope::Public
+        };
+        Some((self.list_ttl_ms, scope))
+    }
+
     /// The record as this server answers it: without the structured
     /// value unless [`Self::with_structured_content`].
     fn answer(&self) -> fn(CallRecord) -> CallToolResult {
@@ -253,6 +290,7 @@ impl ToolgateServer {
             elicitation: self.elicitation,
             harness_arguments: self.harness_arguments.clone(),
             structured: self.structured,
+            list_ttl_ms: self.list_ttl_ms,
             tasks: self.tasks.clone(),
             _closed: closed.clone().drop_guard(),
             closed,
@@ -557,15 +595,17 @@ impl ServerHandler for ToolgateServer {
             .extensions
             .get::<http::request::Parts>()
             .and_then(|p| p.extensions.get::<Arc<toolgate::identity::Caller>>());
-        Ok(ListToolsResult::with_all_items(
-            self.tools_for(caller.map(|c| &**c)),
-        ))
+        let mut list = ListToolsResult::with_all_items(self.tools_for(caller.map(|c| &**c)));
+        if let Some((ttl, scope)) = self.cache_hints(&context) {
+            list = list.with_ttl_ms(ttl).with_cache_scope(scope);
+        }
+        Ok(list)
     }
 
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let resources = match self.host.bridge() {
             Some(b) => {
@@ -574,13 +614,17 @@ impl ServerHandler for ToolgateServer {
             }
             None => Vec::new(),
         };
-        Ok(ListResourcesResult::with_all_items(resources))
+        let mut list = ListResourcesResult::with_all_items(resources);
+        if let Some((ttl, scope)) = self.cache_hints(&context) {
+            list = list.with_ttl_ms(ttl).with_cache_scope(scope);
+        }
+        Ok(list)
     }
 
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         let templates = match self.host.bridge() {
             Some(b) => {
@@ -589,7 +633,11 @@ impl ServerHandler for ToolgateServer {
             }
             None => Vec::new(),
         };
-        Ok(ListResourceTemplatesResult::with_all_items(templates))
+        let mut list = ListResourceTemplatesResult::with_all_items(templates);
+        if let Some((ttl, scope)) = self.cache_hints(&context) {
+            list = list.with_ttl_ms(ttl).with_cache_scope(scope);
+        }
+        Ok(list)
     }
 
     async fn read_resource(
@@ -605,7 +653,7 @@ impl ServerHandler for ToolgateServer {
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         let mut prompts = super::skills::offered(&self.host, &self.scope)
             .map(|c| super::skills::prompts(&c))
@@ -619,7 +667,11 @@ impl ServerHandler for ToolgateServer {
                 prompts.iter().map(|p| p.name.clone()).collect();
             prompts.extend(bridged.into_iter().filter(|p| !skills.contains(&p.name)));
         }
-        Ok(ListPromptsResult::with_all_items(prompts))
+        let mut list = ListPromptsResult::with_all_items(prompts);
+        if let Some((ttl, scope)) = self.cache_hints(&context) {
+            list = list.with_ttl_ms(ttl).with_cache_scope(scope);
+        }
+        Ok(list)
     }
 
     async fn get_prompt(

@@ -546,6 +546,9 @@ fn listed(addr: &str, token: &str) -> Vec<String> {
     let (status, head, body) = request(addr, token, None, "tools/list", json!({}));
     assert_eq!(status, 200, "{head}\n{body}");
     let answer = sse_or_json(&body);
+    // A list behind a token is no shared cache's to keep (SEP-2549).
+    assert_eq!(answer["result"]["cacheScope"], "private", "{answer}");
+    assert_eq!(answer["result"]["ttlMs"], 0, "{answer}");
     answer["result"]["tools"]
         .as_array()
         .unwrap_or_else(|| panic!("{body}"))

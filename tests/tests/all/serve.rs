@@ -2501,6 +2501,45 @@ fn letter_python_sdk_listens_for_tool_list_changes() {
     }
 }
 
+/// Issue 45: a 2026-07-28 list result says how long it is fresh and who
+/// may cache it (SEP-2549): `ttlMs` from `--list-ttl-ms`, `cacheScope`
+/// `public` when the list is the same for everyone (here) — `private`
+/// under `[auth]` (`oauth::each_caller_sees_only_the_tools_it_may_call`).
+/// Earlier revisions' results carry neither.
+#[test]
+fn a_stateless_list_says_how_long_it_is_fresh_and_who_may_cache_it() {
+    let s = setup();
+    let server = HttpServer::start(&s, &["--approve", "allow", "--list-ttl-ms", "5000"]);
+    let addr = server.addr();
+    let extra = format!(
+        "{}MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/list\r\n",
+        server.auth()
+    );
+    let list = http_rpc(
+        &addr,
+        &extra,
+        1,
+        "tools/list",
+        json!({
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}}}),
+    );
+    assert_eq!(list["result"]["ttlMs"], 5000, "{list}");
+    assert_eq!(list["result"]["cacheScope"], "public", "{list}");
+    assert!(
+        list["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty()),
+        "{list}"
+    );
+
+    // A 2025 session's list: no such fields.
+    let with = session_headers(&server);
+    let list = http_rpc(&addr, &with, 2, "tools/list", json!({}));
+    assert!(list["result"].get("ttlMs").is_none(), "{list}");
+    assert!(list["result"].get("cacheScope").is_none(), "{list}");
+}
+
 /// Issue 45: a 2026-07-28 request says its method and target twice, in the
 /// body and in `Mcp-Method`/`Mcp-Name` (SEP-2243), so that a balancer can
 /// route by the headers. Headers that are missing or name another tool
