@@ -324,6 +324,80 @@ fn the_sdk_finds_the_authorization_server_and_calls_as_itself() {
     );
 }
 
+/// An MCP client run by a person, as the SDK runs it: it registers itself
+/// with the authorization server (dynamic client registration), sends its
+/// user to sign in (the authorization-code grant with PKCE) and calls with
+/// the user's token — and the record names the user and the client the
+/// authorization server registered, not anything the client said of itself.
+#[test]
+#[cfg_attr(
+    not(all(has_mcp_servers, has_mcp_client)),
+    ignore = "needs oidc-provider from npm and the MCP Python SDK from PyPI: run \
+              `bash tests/mcp/setup-servers.sh target/tmp/mcp-servers` and \
+              `bash tests/mcp/setup-venv.sh target/tmp/mcp-venv`"
+)]
+fn a_client_registers_itself_and_its_user_signs_in() {
+    let python = crate::serve::python();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let authority = Authority::start(&format!("http://{addr}/mcp"));
+    let s = setup();
+    // `bash` for the ops group: alice's group, no client's.
+    s.add_plugin("caller-guard", toolgate_tests::fixtures::CALLER_GUARD);
+    let server = served(&s, &authority, &addr, "");
+    let out = Command::new(python)
+        .arg(script("oauth_client.py"))
+        .args(["--http", &format!("http://{addr}/mcp")])
+        .args(["--issuer", &authority.issuer, "--sign-in", "--scope", "tools"])
+        .arg(r#"echo={"text":"signed in"}"#)
+        .arg(r#"bash={"command":"echo as-alice"}"#)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the client failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        server.log()
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["results"][0]["isError"], false, "{report}");
+    assert_eq!(report["results"][1]["isError"], false, "{report}");
+    assert!(report["results"][1].to_string().contains("as-alice"), "{report}");
+    let requested: Vec<&str> = report["requested"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    // Discovery from the 401, registration, the user's visit to the
+    // authorization endpoint, the code traded for a token.
+    for wanted in [
+        format!("GET http://{addr}/.well-known/oauth-protected-resource/mcp"),
+        format!("POST {}/reg", authority.issuer),
+        format!("GET {}/auth?", authority.issuer),
+        format!("POST {}/token", authority.issuer),
+    ] {
+        assert!(
+            requested.iter().any(|r| r.starts_with(&wanted)),
+            "{wanted} not in {requested:?}"
+        );
+    }
+    let registered = report["client_id"].as_str().unwrap();
+    assert!(
+        !["agent", "guest", "noscope", "short", "opaque-agent", "toolgate"].contains(&registered),
+        "{report}"
+    );
+    let records = audited(&s, 2);
+    let record = records
+        .iter()
+        .find(|r| r["tool"] == "bash")
+        .unwrap_or_else(|| panic!("no record of the call: {records:?}"));
+    let caller = &record["client"]["caller"];
+    assert_eq!(caller["subject"], "alice", "{record}");
+    assert_eq!(caller["clientId"], registered, "{record}");
+    assert_eq!(caller["claims"], json!({"groups": ["ops"]}), "{record}");
+    assert_eq!(record["result"]["isError"], false, "{record}");
+}
+
 #[test]
 #[cfg_attr(
     not(has_mcp_servers),
