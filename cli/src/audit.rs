@@ -423,6 +423,17 @@ fn summary(kind: &str, v: &Value) -> String {
             v["input"].as_str().unwrap_or(""),
             v["reason"].as_str().unwrap_or("")
         ),
+        "pin" => format!(
+            "bridged tool {}/{} {} (sha256 {})",
+            v["server"].as_str().unwrap_or("?"),
+            v["tool"].as_str().unwrap_or("?"),
+            match v["action"].as_str() {
+                Some("withheld") => "withheld: its definition changed since it was pinned",
+                Some("accepted") => "accepted by the operator: pinned anew",
+                _ => "?",
+            },
+            short(&v["sha256"])
+        ),
         "egress" => format!(
             "{} {}:{} for {} (call {}){}",
             if v["allowed"] == true {

@@ -138,6 +138,9 @@ pub struct Context {
     /// Where servers' egress connections are recorded besides the log
     /// (the audit record's sink, set when the host keeps one).
     pub egress_record: Arc<std::sync::OnceLock<crate::egress::proxy::RecordSink>>,
+    /// Where a tool withheld or accepted ([`pins`]) is recorded (the audit
+    /// record's sink, set when the host keeps one).
+    pub events: Arc<std::sync::OnceLock<crate::seams::HostEventSink>>,
     /// Who is asked about a stdio server's connections no egress rule
     /// allows (`[egress] ask = true`): the host's approver (the queue
     /// with `[approval] mode = "queue"`), on the server's behalf.
@@ -803,6 +806,22 @@ async fn list(
     let (mut listed, mut notes) = convert::listing(&server.name, tools, &filter, &c.budgets);
     // Pinned definitions: a changed one is withheld (see `pins`). A store
     // that cannot say fails the listing (closed), to be tried again.
+    let before = server
+        .withheld
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let record = |action: &str, tool: &str, pinned: Option<&str>, now: &str| {
+        if let Some(sink) = c.events.get() {
+            sink(
+                "pin",
+                serde_json::json!({
+                    "server": server.name, "tool": tool, "action": action,
+                    "pinned": pinned, "sha256": now,
+                }),
+            );
+        }
+    };
     let mut withheld = Vec::new();
     if !digests.is_empty() {
         let mut kept = Vec::with_capacity(listed.len());
@@ -815,12 +834,21 @@ async fn list(
                 Ok(pins::Verdict::Same) => kept.push(l),
                 Ok(pins::Verdict::Pinned) => {
                     tracing::debug!(server = %server.name, tool = %l.raw, digest = %now, "tool definition pinned on first use");
+                    // A tool withheld until now: the operator accepted it.
+                    if before.contains(&l.raw) {
+                        record("accepted", &l.raw, None, now);
+                    }
                     kept.push(l);
                 }
                 Ok(pins::Verdict::Changed { pinned }) => {
+                    if !before.contains(&l.raw) {
+                        record("withheld", &l.raw, Some(&pinned), now);
+                    }
                     withheld.push(l.raw.clone());
                     notes.push(format!(
-                        "tool `{}` is withheld: its definition changed since it was pinned                          (sha256 {} → {}); after reviewing it, accept it with                          `toolgate bridge accept {} {}`",
+                        "tool `{}` is withheld: its definition changed since it was pinned \
+                         (sha256 {} → {}); after reviewing it, accept it with \
+                         `toolgate bridge accept {} {}`",
                         l.raw,
                         &pinned[..pinned.len().min(12)],
                         &now[..12],

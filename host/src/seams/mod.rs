@@ -160,6 +160,9 @@ pub trait SeamHost: Send + 'static {
     fn seams(&mut self) -> SeamCtx<'_>;
 }
 
+/// Records one host event: its kind (the audit record's `kind`) and fields.
+pub type HostEventSink = Arc<dyn Fn(&'static str, serde_json::Value) + Send + Sync>;
+
 /// Host-wide seam state: one per host, kept across reloads.
 #[derive(Clone, Default)]
 pub struct HostSeams {
@@ -174,6 +177,10 @@ pub struct HostSeams {
     /// Where egress connections are recorded besides the log: set once,
     /// when the host keeps an audit record.
     pub egress_record: Arc<std::sync::OnceLock<crate::egress::proxy::RecordSink>>,
+    /// Where host events that are not calls (a bridged tool withheld or
+    /// accepted) are recorded: set once, when the host keeps an audit
+    /// record.
+    pub host_events: Arc<std::sync::OnceLock<HostEventSink>>,
     /// The `web-search` seam's provider: set once at start, when
     /// `[web_search]` names one.
     pub search: search::SearchSlot,

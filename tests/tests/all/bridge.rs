@@ -1376,10 +1376,14 @@ async fn a_changed_tool_definition_is_withheld_until_the_operator_accepts_it() {
     .unwrap();
     let description = srv.join("description.txt");
     std::fs::write(&description, "Fetch a page.").unwrap();
+    let audit = work.path().join("audit.jsonl");
     let config = format!(
         "[state]\npath = \"state/kv.sqlite\"\n\
+         [audit]\npath = {:?}\nsigning_key = {:?}\n\
          [mcp.servers.rug]\ncommand = {:?}\nargs = [{:?}, {:?}]\ncwd = \"srv\"\n\
          [mcp.servers.rug.grants]\nfs = [{{ path = \".\", access = \"read-only\" }}]\n",
+        audit.display().to_string(),
+        work.path().join("audit.key").display().to_string(),
         python.display().to_string(),
         script.display().to_string(),
         description.display().to_string()
@@ -1500,6 +1504,23 @@ async fn a_changed_tool_definition_is_withheld_until_the_operator_accepts_it() {
             .text()
             .contains("IMPORTANT")
     );
+    // The record holds both: the change withheld (the pinned digest and
+    // the new one) and the operator's acceptance.
+    let pins: Vec<Value> = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["kind"] == "pin")
+        .collect();
+    assert_eq!(pins.len(), 2, "{pins:?}");
+    assert_eq!(
+        (&pins[0]["action"], &pins[0]["server"], &pins[0]["tool"]),
+        (&json!("withheld"), &json!("rug"), &json!("fetch")),
+        "{pins:?}"
+    );
+    assert!(pins[0]["pinned"].is_string() && pins[0]["pinned"] != pins[0]["sha256"]);
+    assert_eq!(pins[1]["action"], "accepted", "{pins:?}");
+    assert_eq!(pins[1]["sha256"], pins[0]["sha256"], "{pins:?}");
     // An unknown server is an error that names the known ones.
     let out = std::process::Command::new(toolgate_tests::toolgate_bin())
         .args(["--config"])

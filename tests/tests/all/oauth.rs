@@ -347,7 +347,13 @@ fn a_client_registers_itself_and_its_user_signs_in() {
     let out = Command::new(python)
         .arg(script("oauth_client.py"))
         .args(["--http", &format!("http://{addr}/mcp")])
-        .args(["--issuer", &authority.issuer, "--sign-in", "--scope", "tools"])
+        .args([
+            "--issuer",
+            &authority.issuer,
+            "--sign-in",
+            "--scope",
+            "tools",
+        ])
         .arg(r#"echo={"text":"signed in"}"#)
         .arg(r#"bash={"command":"echo as-alice"}"#)
         .output()
@@ -361,7 +367,10 @@ fn a_client_registers_itself_and_its_user_signs_in() {
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["results"][0]["isError"], false, "{report}");
     assert_eq!(report["results"][1]["isError"], false, "{report}");
-    assert!(report["results"][1].to_string().contains("as-alice"), "{report}");
+    assert!(
+        report["results"][1].to_string().contains("as-alice"),
+        "{report}"
+    );
     let requested: Vec<&str> = report["requested"]
         .as_array()
         .unwrap()
@@ -383,7 +392,15 @@ fn a_client_registers_itself_and_its_user_signs_in() {
     }
     let registered = report["client_id"].as_str().unwrap();
     assert!(
-        !["agent", "guest", "noscope", "short", "opaque-agent", "toolgate"].contains(&registered),
+        ![
+            "agent",
+            "guest",
+            "noscope",
+            "short",
+            "opaque-agent",
+            "toolgate"
+        ]
+        .contains(&registered),
         "{report}"
     );
     let records = audited(&s, 2);

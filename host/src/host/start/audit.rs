@@ -1,7 +1,8 @@
 //! `[audit]`: the record. Opened first among what a call touches (a call's
 //! intent is recorded before its body runs, see `pipeline::intent`); the
-//! egress proxy's connections go into it; once the host answers, the
-//! first generation's plugins and every reload are recorded as events.
+//! egress proxy's connections go into it, and so do the bridge's pins (a
+//! changed tool withheld, then accepted); once the host answers, the first
+//! generation's plugins and every reload are recorded as events.
 
 use std::collections::BTreeMap;
 
@@ -45,11 +46,16 @@ impl Feature for Record {
         lifecycle: &Lifecycle,
     ) -> Result<(), HostError> {
         if let Some(audit) = &wiring.audit {
-            let audit = audit.clone();
+            let egress = audit.clone();
             let sink: crate::egress::proxy::RecordSink = std::sync::Arc::new(move |who, record| {
-                let _ = audit.event("egress", record.audit_fields(who));
+                let _ = egress.event("egress", record.audit_fields(who));
             });
             let _ = lifecycle.seams().egress_record.set(sink);
+            let audit = audit.clone();
+            let events: crate::seams::HostEventSink = std::sync::Arc::new(move |kind, fields| {
+                let _ = audit.event(kind, fields);
+            });
+            let _ = lifecycle.seams().host_events.set(events);
         }
         Ok(())
     }

@@ -42,6 +42,7 @@ impl Feature for McpBridge {
                 origin: config.origin(),
                 egress: Arc::new(config.egress_global()?),
                 egress_record: lifecycle.seams().egress_record.clone(),
+                events: lifecycle.seams().host_events.clone(),
                 approver: wiring.approver.clone(),
                 approval_timeout: config.approval.timeout(),
             },
