@@ -255,6 +255,27 @@ pub struct CallOrigin {
     pub caller: Option<Arc<crate::identity::Caller>>,
     /// The client's trace context, passed on to bridged servers.
     pub trace: Option<Arc<TraceContext>>,
+    /// The MCP client, for what a bridged server asks of it during the
+    /// call (see [`ClientLink`]).
+    pub link: Option<Arc<dyn ClientLink>>,
+}
+
+/// The MCP client a call came from, for what a bridged server asks of it
+/// while the call runs — its user (elicitation), its model (sampling) —
+/// and the progress the server reports. Set by `toolgate serve` for the
+/// calls of a session whose client can be sent requests; what may be
+/// forwarded is the operator's to say per server (`crate::bridge`). The
+/// messages are MCP's own JSON, as the bridged server sent them.
+#[async_trait::async_trait]
+pub trait ClientLink: Send + Sync + std::fmt::Debug {
+    /// `elicitation/create` params → the client's `ElicitResult`. `Err`:
+    /// why the client cannot be asked.
+    async fn elicit(&self, params: Value) -> Result<Value, String>;
+    /// `sampling/createMessage` params → the client's
+    /// `CreateMessageResult`. `Err`: why its model cannot be asked.
+    async fn sample(&self, params: Value) -> Result<Value, String>;
+    /// The call's progress (sent only if the client asked for progress).
+    async fn progress(&self, progress: f64, total: Option<f64>, message: Option<String>);
 }
 
 /// The call as every policy sees it: validated, frozen arguments and the
@@ -280,6 +301,9 @@ pub struct CallInfo {
     /// The client's W3C trace context, if it sent one (see
     /// [`Client::trace`]).
     pub trace: Option<Arc<TraceContext>>,
+    /// The MCP client, for what a bridged server asks of it (see
+    /// [`ClientLink`]).
+    pub link: Option<Arc<dyn ClientLink>>,
     /// The arguments as JSON text, made on first use and then shared: every
     /// guest that asks for the arguments receives this text, and a call that
     /// meets no guest never serialises them.
@@ -314,6 +338,7 @@ impl CallInfo {
             cancel: origin.cancel,
             caller: origin.caller,
             trace: origin.trace,
+            link: origin.link,
             arguments_json: OnceLock::new(),
             notes: Notes::default(),
             asks: Default::default(),

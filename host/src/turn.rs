@@ -34,6 +34,10 @@ pub struct TurnOptions {
     /// `[[access]]` decides by. A program's calls (Code Mode) carry their
     /// parent's.
     pub caller: Option<Arc<crate::identity::Caller>>,
+    /// The MCP client, for what a bridged server asks of it during a call
+    /// (see [`crate::call::ClientLink`]). A program's calls carry their
+    /// parent's.
+    pub link: Option<Arc<dyn crate::call::ClientLink>>,
 }
 
 impl TurnOptions {
@@ -46,6 +50,7 @@ impl TurnOptions {
             cancel: self.cancel.clone(),
             caller: self.caller.clone(),
             trace: self.client.as_ref().and_then(|c| c.trace.clone()),
+            link: self.link.clone(),
         }
     }
 }

@@ -74,6 +74,7 @@ pub mod exact;
 pub mod harness;
 pub mod health;
 pub mod http;
+pub mod link;
 pub mod oauth;
 pub mod passthrough;
 pub mod peer;

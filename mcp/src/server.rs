@@ -903,15 +903,19 @@ impl ServerHandler for ToolgateServer {
             stripped,
             ..audit_client(&context)
         };
+        let token = context.meta.get_progress_token();
+        // What a bridged server asks of the client during the call goes
+        // to this client (`super::link`).
+        let link = super::link::SessionLink::new(context.peer.clone(), token.clone(), stateless);
         let turn = TurnOptions {
             agent_scope: self.scope.to_string(),
             cancel,
             approver,
             caller: client.caller.clone(),
             client: Some(Arc::new(client)),
+            link: Some(Arc::new(link)),
             ..TurnOptions::default()
         };
-        let token = context.meta.get_progress_token();
         let peer = &context.peer;
         progress(peer, &token, 0.0, "started").await;
         self.log(

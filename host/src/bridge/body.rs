@@ -38,6 +38,99 @@ use crate::call::{CallInfo, CallSignal, Interrupt};
 use crate::content::Content;
 use crate::tool::{BodyContext, BodyError, ToolBody, ToolFailure};
 
+/// The calls in flight on one connection, by the progress token each
+/// gave the server: what the server asks during a call (elicitation,
+/// sampling) and the progress it reports go to that call's client
+/// (`super::ask`).
+#[derive(Default)]
+pub struct InFlight {
+    calls: Mutex<HashMap<String, Arc<Flight>>>,
+}
+
+/// One call in flight on a connection.
+pub struct Flight {
+    pub call: Arc<CallInfo>,
+    /// Requests the server made of the call's client so far.
+    pub asked: std::sync::atomic::AtomicUsize,
+    /// One request at a time per call: a server cannot queue up questions.
+    pub one_at_a_time: tokio::sync::Mutex<()>,
+}
+
+impl InFlight {
+    /// The call that gave `token`.
+    pub fn by_token(&self, token: &str) -> Option<Arc<Flight>> {
+        self.calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(token)
+            .cloned()
+    }
+
+    /// The one call in flight, if exactly one is: a server's request
+    /// carries no sign of the call it is for, so with several none is.
+    pub fn only(&self) -> Result<Arc<Flight>, usize> {
+        let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        match calls.len() {
+            1 => Ok(calls.values().next().cloned().expect("one")),
+            n => Err(n),
+        }
+    }
+
+    fn enter(self: &Arc<Self>, token: String, call: Arc<CallInfo>) -> Entered {
+        self.calls.lock().unwrap_or_else(|p| p.into_inner()).insert(
+            token.clone(),
+            Arc::new(Flight {
+                call,
+                asked: Default::default(),
+                one_at_a_time: Default::default(),
+            }),
+        );
+        Entered {
+            in_flight: self.clone(),
+            token,
+        }
+    }
+}
+
+/// A call's place in [`InFlight`], given up when the call ends.
+struct Entered {
+    in_flight: Arc<InFlight>,
+    token: String,
+}
+
+impl Entered {
+    /// File the call under `token` instead.
+    fn rekey(&mut self, token: String) {
+        let mut calls = self
+            .in_flight
+            .calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(flight) = calls.remove(&self.token) {
+            calls.insert(token.clone(), flight);
+        }
+        self.token = token;
+    }
+}
+
+/// A progress token as text (the key of [`InFlight`]).
+pub fn token_text(token: &rmcp::model::ProgressToken) -> String {
+    match &token.0 {
+        rmcp::model::NumberOrString::String(s) => s.to_string(),
+        rmcp::model::NumberOrString::Number(n) => n.to_string(),
+    }
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        self.in_flight
+            .calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.token);
+    }
+}
+
 /// One live connection to a server, shared by the listings made on it.
 pub struct Session {
     pub server: String,
@@ -50,6 +143,8 @@ pub struct Session {
     /// with an `egress` grant): each call marks itself in flight on it,
     /// so that a question names the call when exactly one is.
     pub egress_ask: Option<Arc<crate::egress::ask::ServerAsk>>,
+    /// Its calls in flight, for what the server asks during one.
+    pub in_flight: Arc<InFlight>,
 }
 
 impl Session {
@@ -196,16 +291,22 @@ impl ToolBody for BridgedTools {
             Value::Object(m) => Some(m.clone()),
             _ => None,
         };
+        let mut meta = rmcp::model::RequestMetaObject::default();
         // The client's trace context goes on with the call (SEP-414), so
         // the server's spans join the client's trace.
         if let Some(trace) = &call.trace {
-            let mut meta = rmcp::model::RequestMetaObject::default();
             meta.set_traceparent(trace.traceparent.clone());
             if let Some(state) = &trace.tracestate {
                 meta.set_tracestate(state.clone());
             }
-            params.meta = Some(meta);
         }
+        params.meta = Some(meta);
+        // In flight before the request goes (the server may ask at once);
+        // under the progress token the SDK gives the request once it has
+        // one, which the server's progress names.
+        let mut entered = session
+            .in_flight
+            .enter(format!("pending-{}", call.token), call.clone());
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let handle = match session
             .peer
@@ -218,6 +319,7 @@ impl ToolBody for BridgedTools {
             }
             Err(e) => return Err(BodyError::Internal(crate::Cause::new(e))),
         };
+        entered.rekey(token_text(&handle.progress_token));
         let mut guard = CancelOnDrop {
             peer: session.peer.clone(),
             id: Some(handle.id.clone()),

@@ -63,6 +63,14 @@ pub struct McpServerConfig {
     /// a changed one until `toolgate bridge accept` (default `true`; see
     /// [`super::pins`]).
     pub pin: Option<bool>,
+    /// Pass the server's elicitation requests (`elicitation/create`) made
+    /// during a call on to that call's MCP client, and its answer back
+    /// (default `false`: the server is told the client declared none; see
+    /// docs/operators/bridging.md).
+    pub elicitation: Option<bool>,
+    /// Pass its sampling requests (`sampling/createMessage`) on the same
+    /// way (default `false`).
+    pub sampling: Option<bool>,
     /// stdio: grant the server's install directory and interpreter
     /// read-only (default `true`; see docs/operators/bridging.md).
     pub auto_grant: Option<bool>,

@@ -33,6 +33,7 @@
 //! `structuredContent` as the canonical value); [`convert`] checks what a
 //! server lists and returns.
 
+pub mod ask;
 pub mod body;
 pub mod config;
 pub mod convert;
@@ -46,8 +47,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
-use rmcp::service::{NotificationContext, RoleClient};
+use rmcp::ErrorData;
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, Implementation,
+    ProgressNotificationParam,
+};
+use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{ClientHandler, ServiceExt};
 use serde::Serialize;
@@ -416,9 +421,11 @@ pub fn merge(generation: &mut Generation, bridge: &Bridge) {
     generation.tools_digest = Generation::digest_tools(&generation.tools);
 }
 
-/// Tells the supervisor about `notifications/tools/list_changed`.
+/// Tells the supervisor about `notifications/tools/list_changed`, and
+/// passes on what the server asks of its client during a call ([`ask`]).
 struct Handler {
     changed: mpsc::Sender<()>,
+    asks: Arc<ask::Asks>,
 }
 
 impl ClientHandler for Handler {
@@ -427,9 +434,69 @@ impl ClientHandler for Handler {
         let _ = self.changed.try_send(());
     }
 
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let params = serde_json::to_value(request)
+            .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+        let answer = self
+            .asks
+            .forward(ask::Kind::Elicitation, params, context.ct)
+            .await?;
+        serde_json::from_value(answer).map_err(|e| {
+            ErrorData::internal_error(
+                format!("the client's answer is not an ElicitResult: {e}"),
+                None,
+            )
+        })
+    }
+
+    #[allow(deprecated)]
+    async fn create_message(
+        &self,
+        params: rmcp::model::CreateMessageRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, ErrorData> {
+        let params = serde_json::to_value(params)
+            .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+        let answer = self
+            .asks
+            .forward(ask::Kind::Sampling, params, context.ct)
+            .await?;
+        serde_json::from_value(answer).map_err(|e| {
+            ErrorData::internal_error(
+                format!("the client's answer is not a CreateMessageResult: {e}"),
+                None,
+            )
+        })
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let token = body::token_text(&params.progress_token);
+        self.asks
+            .progress(&token, params.progress, params.total, params.message)
+            .await;
+    }
+
     fn get_info(&self) -> ClientConfig {
+        // What the operator lets this server ask is what toolgate declares.
+        let mut capabilities = ClientCapabilities::default();
+        if self.asks.elicitation {
+            let mut elicitation = rmcp::model::ElicitationCapability::new();
+            elicitation.form = Some(Default::default());
+            capabilities.elicitation = Some(elicitation);
+        }
+        if self.asks.sampling {
+            capabilities.sampling = Some(Default::default());
+        }
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("toolgate", env!("CARGO_PKG_VERSION")),
         )
     }
@@ -654,8 +721,15 @@ async fn connection(
     shutdown: &CancellationToken,
 ) -> String {
     let (changed_tx, mut changed) = mpsc::channel(1);
+    let in_flight = Arc::new(body::InFlight::default());
     let handler = Handler {
         changed: changed_tx,
+        asks: Arc::new(ask::Asks {
+            server: server.name.clone(),
+            in_flight: in_flight.clone(),
+            elicitation: server.config.elicitation == Some(true),
+            sampling: server.config.sampling == Some(true),
+        }),
     };
     let ct = shutdown.child_token();
     let timeout = server.connect_timeout();
@@ -716,6 +790,7 @@ async fn connection(
         closed: CancellationToken::new(),
         why: Mutex::new(None),
         egress_ask: server.egress_ask.clone(),
+        in_flight,
     });
     let mut waiting = Box::pin(running.waiting());
     let why = 'connected: {

@@ -138,6 +138,8 @@ impl Nested {
             client: None,
             // Who runs the program runs its calls.
             caller: self.parent.caller.clone(),
+            // Its client is theirs.
+            link: self.parent.link.clone(),
         };
         let ran = self.host.run_batch(calls, &turn).await;
         watch.abort();

@@ -350,3 +350,136 @@ fn a_hostile_servers_resources_and_prompts_are_bounded() {
         "{tools}"
     );
 }
+
+/// `tests/mcp/asking_client.py CLIENT_ARGS -- toolgate … serve` with
+/// `config`: its report.
+fn asking(python: &Path, work: &Path, config: &Path, client: &[&str]) -> Value {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/asking_client.py");
+    let out = Command::new(python)
+        .arg(script)
+        .args(client)
+        .arg("--")
+        .arg(toolgate_bin())
+        .arg("--config")
+        .arg(config)
+        .args(["serve", "--approve", "allow"])
+        .current_dir(work)
+        .env(
+            "TOOLGATE_CACHE_DIR",
+            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("serve-compile-cache"),
+        )
+        .env("XDG_STATE_HOME", work.join("state"))
+        .env_remove("TOOLGATE_STATE_DIR")
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run tests/mcp/asking_client.py");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "asking_client.py failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("asking_client.py printed no report ({e}): {stdout}"))
+}
+
+/// Issue 45: what a bridged server asks of its client during a call — its
+/// user (elicitation), its model (sampling) — reaches toolgate's own
+/// client, and the answer goes back; its progress reaches the client as
+/// the call's. Only what the operator lets the server ask: by default
+/// toolgate declares neither (server-everything then does not even offer
+/// the tools that ask). A client that cannot answer is said to at once.
+#[test]
+#[cfg_attr(
+    not(all(has_mcp_servers, has_mcp_client)),
+    ignore = "needs the MCP servers of tests/mcp/servers.txt and the MCP Python SDK: run `bash tests/mcp/setup-servers.sh target/tmp/mcp-servers` and `bash tests/mcp/setup-venv.sh target/tmp/mcp-venv`"
+)]
+fn a_bridged_servers_questions_reach_the_calls_client_and_its_answers_return() {
+    let python = crate::serve::python();
+    let work = TempDir::new("asking");
+    let cfg = config(work.path(), "elicitation = true\nsampling = true\n");
+    let r = asking(&python, work.path(), &cfg, &[]);
+    let calls = &r["calls"];
+    let elicited = calls["trigger-elicitation-request"]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"));
+    assert!(
+        elicited.contains("User provided the requested information")
+            && elicited.contains("Ada Lovelace"),
+        "{r}"
+    );
+    let sampled = calls["trigger-sampling-request"]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"));
+    assert!(
+        sampled.contains("the model's answer, from the client"),
+        "{r}"
+    );
+    assert_eq!(r["asked"].as_array().map(Vec::len), Some(2), "{r}");
+    assert!(
+        r["asked"][1]["sampling"][0]
+            .as_str()
+            .unwrap()
+            .contains("say hi"),
+        "{r}"
+    );
+    // Progress: the call's own start (0), then the server's four steps as
+    // fractions of the call, each above the last.
+    assert_eq!(
+        calls["trigger-long-running-operation"]["isError"], false,
+        "{r}"
+    );
+    let progress: Vec<f64> = r["progress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[0].as_f64().unwrap())
+        .collect();
+    assert!(progress.contains(&0.25) && progress.contains(&1.0), "{r}");
+    assert!(progress.windows(2).all(|w| w[0] < w[1]), "{r}");
+    // The record says what the server asked and what the client did.
+    let text = std::fs::read_to_string(records(work.path()).join("audit.jsonl")).unwrap();
+    let record = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|r| {
+            r["kind"] == "call" && r["tool"] == "mcp__everything__trigger-elicitation-request"
+        })
+        .unwrap_or_else(|| panic!("no record: {text}"));
+    assert_eq!(record["notes"][0]["kind"], "server-request", "{record}");
+    assert_eq!(record["notes"][0]["request"], "elicitation", "{record}");
+    assert_eq!(record["notes"][0]["outcome"], "accept", "{record}");
+
+    // A client that can answer neither: told at once, nothing hangs.
+    let work = TempDir::new("asking-mute");
+    let cfg = config(work.path(), "elicitation = true\nsampling = true\n");
+    let r = asking(&python, work.path(), &cfg, &["--no-answers"]);
+    for tool in ["trigger-elicitation-request", "trigger-sampling-request"] {
+        let said = r["calls"][tool].to_string();
+        assert!(said.contains("did not declare"), "{tool}: {r}");
+    }
+
+    // By default nothing is passed on: toolgate declares neither, and the
+    // server offers no tool that would ask.
+    let work = TempDir::new("asking-off");
+    let cfg = config(work.path(), "");
+    let r = asking(&python, work.path(), &cfg, &[]);
+    let tools: Vec<&str> = r["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(
+        !tools.contains(&"mcp__everything__trigger-elicitation-request"),
+        "{tools:?}"
+    );
+    assert!(
+        !tools.contains(&"mcp__everything__trigger-sampling-request"),
+        "{tools:?}"
+    );
+    assert!(
+        tools.contains(&"mcp__everything__trigger-long-running-operation"),
+        "{tools:?}"
+    );
+}
