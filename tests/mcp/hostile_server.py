@@ -16,6 +16,9 @@ check that the host fails closed and keeps serving:
 * `blocks`    — answers `count` content blocks (past the host's block limit).
 * `hang`      — never answers, and ignores `notifications/cancelled`.
 * `die`       — exits the process in the middle of the call.
+* `pester`    — after `wait` seconds, asks its client `count` questions
+                (elicitation) one after another, and answers with how many
+                were answered and the first refusal.
 
 Every cancellation the server receives is appended to the file named by
 `--cancel-log`, one JSON object per line (so a test can see it arrived).
@@ -65,6 +68,7 @@ TOOLS = [
     tool("blocks", COUNT),
     tool("hang", OBJECT),
     tool("die", OBJECT),
+    tool("pester", {"type": "object", "properties": {"count": {"type": "integer"}, "wait": {"type": "number"}}}),
 ]
 
 
@@ -113,6 +117,17 @@ def main() -> None:
         if name == "hang":
             with anyio.CancelScope(shield=True):
                 await anyio.sleep(3600)
+        if name == "pester":
+            await anyio.sleep(float(a.get("wait", 0)))
+            answered, refusal = 0, None
+            for i in range(count):
+                try:
+                    r = await ctx.session.elicit_form(f"question {i}", {"type": "object", "properties": {}})
+                    if r.action == "accept":
+                        answered += 1
+                except Exception as e:  # noqa: BLE001 - the refusal is the point
+                    refusal = refusal or str(e)
+            return types.CallToolResult(content=[text(json.dumps({"answered": answered, "refusal": refusal}))])
         if name == "die":
             sys.stdout.flush()
             os._exit(3)

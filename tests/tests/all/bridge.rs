@@ -864,6 +864,109 @@ fn hostile_config(python: &Path, work: &Path) -> String {
     )
 }
 
+/// A client that answers every question (accept), counting them.
+#[derive(Debug, Default)]
+struct Answering {
+    asked: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl toolgate::call::ClientLink for Answering {
+    async fn elicit(&self, _params: Value) -> Result<Value, String> {
+        self.asked
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(json!({"action": "accept", "content": {}}))
+    }
+    async fn sample(&self, _params: Value) -> Result<Value, String> {
+        Err("no model here".into())
+    }
+    async fn progress(&self, _progress: f64, _total: Option<f64>, _message: Option<String>) {}
+}
+
+/// A server that pesters its client (elicitation allowed by the operator):
+/// at most 16 questions per call reach the client; a call that came from
+/// no client gets none asked; with two calls in flight nobody is asked
+/// (a question does not say which call it is for).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(has_mcp_client),
+    ignore = "needs the MCP Python SDK from PyPI (its python runs the hostile server): run `bash tests/mcp/setup-venv.sh target/tmp/mcp-venv`"
+)]
+async fn a_server_that_pesters_its_client_is_bounded() {
+    let python = super::serve::python();
+    let work = TempDir::new("bridge-pester");
+    let plugins = PluginDir::new();
+    let config = hostile_config(&python, work.path()).replace(
+        "timeout_ms = 5000\n",
+        "timeout_ms = 20000\nelicitation = true\nparallel = true\n",
+    );
+    let host = toolgate_tests::builder(&plugins, &config)
+        .workdir(work.path())
+        .build()
+        .await
+        .expect("host builds");
+    host.wait_for_mcp(Duration::from_secs(60)).await;
+    let client = Arc::new(Answering::default());
+    let linked = TurnOptions {
+        link: Some(client.clone()),
+        ..TurnOptions::default()
+    };
+    let said = |r: &toolgate::CallRecord| -> Value {
+        serde_json::from_str(&r.text()).unwrap_or_else(|e| panic!("{e}: {r:?}"))
+    };
+    let r = host
+        .call(
+            call("p", "mcp__hostile__pester", json!({"count": 40})),
+            &linked,
+        )
+        .await;
+    let v = said(&r);
+    assert_eq!(v["answered"], 16, "{v}");
+    assert!(v["refusal"].as_str().unwrap().contains("at most 16"), "{v}");
+    assert_eq!(client.asked.load(std::sync::atomic::Ordering::Relaxed), 16);
+
+    // No client behind the call (`toolgate run`, a library caller).
+    let r = run(&host, "mcp__hostile__pester", json!({"count": 2})).await;
+    let v = said(&r);
+    assert_eq!(v["answered"], 0, "{v}");
+    assert!(
+        v["refusal"].as_str().unwrap().contains("no MCP client"),
+        "{v}"
+    );
+
+    // Two calls in flight: neither client is asked.
+    let (a, b) = tokio::join!(
+        host.call(
+            call(
+                "a",
+                "mcp__hostile__pester",
+                json!({"count": 1, "wait": 1.0})
+            ),
+            &linked
+        ),
+        host.call(
+            call(
+                "b",
+                "mcp__hostile__pester",
+                json!({"count": 1, "wait": 1.0})
+            ),
+            &linked
+        ),
+    );
+    for r in [a, b] {
+        let v = said(&r);
+        assert_eq!(v["answered"], 0, "{v}");
+        assert!(
+            v["refusal"]
+                .as_str()
+                .unwrap()
+                .contains("2 calls are running"),
+            "{v}"
+        );
+    }
+    assert_eq!(client.asked.load(std::sync::atomic::Ordering::Relaxed), 16);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     not(has_mcp_client),
@@ -891,7 +994,7 @@ async fn a_hostile_server_fails_closed_and_the_host_keeps_serving() {
         !names.iter().any(|n| n == "mcp__hostile__bad-input"),
         "{names:?}"
     );
-    assert_eq!(st.tools, 8, "{st:?}");
+    assert_eq!(st.tools, 9, "{st:?}");
     let problems: Vec<String> = host.problems().iter().map(|p| p.to_string()).collect();
     assert!(
         problems
