@@ -342,10 +342,10 @@ mod tests {
                 json!({"name": "ok", "description": "d", "inputSchema": {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "properties": {"a": {"type": "number", "default": 3}}}, "annotations": {"readOnlyHint": true, "destructiveHint": false}}),
             ),
             tool(
-                json!({"name": "bad", "description": "d", "inputSchema": {"type": "object", "properties": {"n": {"type": "array", "uniqueItems": true}}}}),
+                json!({"name": "bad", "description": "d", "inputSchema": {"type": "object", "properties": {"n": {"type": "array", "unevaluatedItems": false}}}}),
             ),
             tool(
-                json!({"name": "out", "description": "d", "inputSchema": {"type": "object"}, "outputSchema": {"type": "object", "properties": {"r": {"not": {"type": "number"}}}}}),
+                json!({"name": "out", "description": "d", "inputSchema": {"type": "object"}, "outputSchema": {"type": "object", "properties": {"r": {"$id": "r"}}}}),
             ),
             tool(json!({"name": "a.b", "inputSchema": {"type": "object"}})),
         ];
@@ -363,7 +363,7 @@ mod tests {
         assert!(names[2].starts_with("mcp__s__a_b_"), "{names:?}");
         let all = notes.join("\n");
         assert!(
-            all.contains("`bad` is not registered") && all.contains("uniqueItems"),
+            all.contains("`bad` is not registered") && all.contains("unevaluatedItems"),
             "{all}"
         );
         assert!(all.contains("output schema is not accepted"), "{all}");
