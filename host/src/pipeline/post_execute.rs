@@ -11,7 +11,9 @@
 //!
 //! Replacing value and content at once cannot be expressed (the WIT variant
 //! and [`PostDecision`] have no such case). A listener that fails, traps or
-//! times out blocks the result (fail closed).
+//! times out blocks the result (fail closed). The chain is not run for a
+//! cancelled call's error (its listeners would be stopped as they start):
+//! it stays the error it is.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -42,6 +44,14 @@ pub async fn run(
     limits: &toolgate_schema::Limits,
 ) -> Outcome {
     if chain.is_empty() {
+        return outcome;
+    }
+    // A cancelled call's guest calls are stopped as they start (the turn's
+    // cancellation reaches every one), so a listener could only fail — and
+    // blocking an error would hide why the call failed (a cancelled call
+    // stays `ABORTED`). A value a cancelled call still produced goes
+    // through the chain, and fails closed.
+    if call.cancel.is_cancelled() && outcome.is_error() {
         return outcome;
     }
     let result = Arc::new(outcome);
