@@ -63,6 +63,12 @@ pub struct McpServerConfig {
     /// a changed one until `toolgate bridge accept` (default `true`; see
     /// [`super::pins`]).
     pub pin: Option<bool>,
+    /// Pins written by the operator: tool (the server's name) → the
+    /// SHA-256 of its definition (`toolgate bridge pins SERVER` prints
+    /// them). A tool named here is served only with that definition; the
+    /// state store's pins (trust on first use) cover the others.
+    #[serde(default)]
+    pub pins: BTreeMap<String, String>,
     /// Pass the server's elicitation requests (`elicitation/create`) made
     /// during a call on to that call's MCP client, and its answer back
     /// (default `false`: the server is told the client declared none; see
@@ -254,6 +260,24 @@ pub fn check_mcp_server(name: &str, c: &McpServerConfig) -> Vec<String> {
                     ));
                 }
             }
+        }
+    }
+    if c.pin == Some(false) && !c.pins.is_empty() {
+        problems.push(format!(
+            "{}: `pins` are given and `pin = false` turns pinning off; drop one of them",
+            at("/pins")
+        ));
+    }
+    for (tool, digest) in &c.pins {
+        if digest.len() != 64
+            || !digest
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            problems.push(format!(
+                "{}: expected a SHA-256 as 64 lowercase hex digits (`toolgate bridge pins {name}` prints them), got {digest:?}",
+                at(&format!("/pins/{tool}"))
+            ));
         }
     }
     for (key, zero) in [

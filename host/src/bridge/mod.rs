@@ -191,7 +191,8 @@ impl Server {
     }
 
     /// Whether a withheld tool's pin is gone (accepted): then it is listed
-    /// again. A store that cannot say is asked again later.
+    /// again. A store that cannot say is asked again later. A tool pinned
+    /// in the configuration is accepted there (at the next start), not here.
     async fn accepted(&self) -> bool {
         let names = self
             .withheld
@@ -199,6 +200,9 @@ impl Server {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         for name in names {
+            if self.config.pins.contains_key(&name) {
+                continue;
+            }
             if let Ok(None) = self
                 .context
                 .pins
@@ -905,7 +909,12 @@ async fn list(
                 kept.push(l);
                 continue;
             };
-            match pins::check(c.pins.as_ref(), &server.name, &l.raw, now).await {
+            let configured = server.config.pins.get(&l.raw);
+            let verdict = match configured {
+                Some(pinned) => Ok(pins::check_configured(pinned, now)),
+                None => pins::check(c.pins.as_ref(), &server.name, &l.raw, now).await,
+            };
+            match verdict {
                 Ok(pins::Verdict::Same) => kept.push(l),
                 Ok(pins::Verdict::Pinned) => {
                     tracing::debug!(server = %server.name, tool = %l.raw, digest = %now, "tool definition pinned on first use");
@@ -920,15 +929,23 @@ async fn list(
                         record("withheld", &l.raw, Some(&pinned), now);
                     }
                     withheld.push(l.raw.clone());
+                    let accept = match configured {
+                        Some(_) => format!(
+                            "it is pinned in the configuration: after reviewing it, put its new \
+                             digest in `[mcp.servers.{}.pins] {}` (and restart)",
+                            server.name, l.raw
+                        ),
+                        None => format!(
+                            "after reviewing it, accept it with `toolgate bridge accept {} {}`",
+                            server.name, l.raw
+                        ),
+                    };
                     notes.push(format!(
                         "tool `{}` is withheld: its definition changed since it was pinned \
-                         (sha256 {} → {}); after reviewing it, accept it with \
-                         `toolgate bridge accept {} {}`",
+                         (sha256 {} → {}); {accept}",
                         l.raw,
                         &pinned[..pinned.len().min(12)],
                         &now[..12],
-                        server.name,
-                        l.raw
                     ));
                 }
                 Err(e) => {

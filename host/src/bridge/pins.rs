@@ -17,6 +17,12 @@
 //! SERVER [TOOL…]` removes pins ([`accept`]): the running host sees the
 //! removal within [`RECHECK`] and pins what the server lists now.
 //! `[mcp.servers.NAME] pin = false` turns pinning off for one server.
+//!
+//! Pins can also be written in the configuration (`[mcp.servers.NAME.pins]
+//! TOOL = "SHA256"`, reviewed once and kept with the deployment): such a
+//! tool is served only with that definition ([`Verdict`] from
+//! [`check_configured`]), and `toolgate bridge accept` cannot change that —
+//! the configuration is the authority.
 
 use std::time::Duration;
 
@@ -70,6 +76,32 @@ pub async fn check(
             pinned: String::from_utf8_lossy(&pinned).into_owned(),
         }),
     }
+}
+
+/// Check a definition (digest `now`) against the pin the configuration
+/// writes for it.
+pub fn check_configured(pinned: &str, now: &str) -> Verdict {
+    if pinned == now {
+        Verdict::Same
+    } else {
+        Verdict::Changed {
+            pinned: pinned.to_string(),
+        }
+    }
+}
+
+/// The pins `server` has in the state store: tool → digest.
+pub async fn pinned(
+    store: &dyn KvBackend,
+    server: &str,
+) -> Result<std::collections::BTreeMap<String, String>, KvError> {
+    let mut out = std::collections::BTreeMap::new();
+    for name in store.keys(NAMESPACE, server, "").await? {
+        if let Some(digest) = store.get(NAMESPACE, server, &name).await? {
+            out.insert(name, String::from_utf8_lossy(&digest).into_owned());
+        }
+    }
+    Ok(out)
 }
 
 /// Remove the pins of `tools` of `server` (all its pins when `tools` is

@@ -1624,6 +1624,68 @@ async fn a_changed_tool_definition_is_withheld_until_the_operator_accepts_it() {
     assert!(pins[0]["pinned"].is_string() && pins[0]["pinned"] != pins[0]["sha256"]);
     assert_eq!(pins[1]["action"], "accepted", "{pins:?}");
     assert_eq!(pins[1]["sha256"], pins[0]["sha256"], "{pins:?}");
+
+    // The pins, printed as the configuration writes them; written there,
+    // a tool is served only with that definition, and accepting it from
+    // the store is refused.
+    let bridge = |args: &[&str]| {
+        std::process::Command::new(toolgate_tests::toolgate_bin())
+            .args(["--config"])
+            .arg(&config_file)
+            .arg("bridge")
+            .args(args)
+            .current_dir(work.path())
+            .output()
+            .unwrap()
+    };
+    let out = bridge(&["pins", "rug"]);
+    let table = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(table.starts_with("[mcp.servers.rug.pins]\n"), "{table}");
+    let steady = table
+        .lines()
+        .find_map(|l| l.strip_prefix("steady = "))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(table.contains("\nfetch = \""), "{table}");
+    let pinned_config = format!(
+        "{config}[mcp.servers.rug.pins]\nsteady = {steady}\nfetch = \"{}\"\n",
+        "0".repeat(64)
+    );
+    std::fs::write(&config_file, &pinned_config).unwrap();
+    let strict = toolgate_tests::builder(&PluginDir::new(), &pinned_config)
+        .workdir(work.path())
+        .build()
+        .await
+        .expect("host builds");
+    strict.wait_for_mcp(Duration::from_secs(60)).await;
+    let names = listed(&strict);
+    assert!(names.contains(&"mcp__rug__steady".to_string()), "{names:?}");
+    assert!(!names.contains(&"mcp__rug__fetch".to_string()), "{names:?}");
+    let st = status(&strict, "rug");
+    assert!(
+        st.notes.iter().any(
+            |n| n.contains("`fetch` is withheld") && n.contains("[mcp.servers.rug.pins] fetch")
+        ),
+        "{st:?}"
+    );
+    let out = bridge(&["accept", "rug", "fetch"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("pinned in the configuration"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A digest that is not one is refused at start, by key.
+    let bad = format!("{config}[mcp.servers.rug.pins]\nfetch = \"abc\"\n");
+    let e = toolgate::HostConfig::parse(&bad, "toolgate.toml")
+        .expect_err("a bad pin is a configuration error")
+        .to_string();
+    assert!(e.contains("/mcp/servers/rug/pins/fetch"), "{e}");
+    std::fs::write(&config_file, &config).unwrap();
     // An unknown server is an error that names the known ones.
     let out = std::process::Command::new(toolgate_tests::toolgate_bin())
         .args(["--config"])
