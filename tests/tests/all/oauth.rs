@@ -144,6 +144,33 @@ fn forge(kind: &str, token: &str, jwks: &str) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
+/// `tests/mcp/oauth_client.py` (the official Python SDK's OAuth client)
+/// against `server` at `addr`, with `args` (the grant) and `calls`
+/// (`TOOL=ARGS_JSON`): its report.
+fn sdk_client(
+    addr: &str,
+    authority: &Authority,
+    server: &HttpServer,
+    args: &[&str],
+    calls: &[&str],
+) -> Value {
+    let out = Command::new(crate::serve::python())
+        .arg(script("oauth_client.py"))
+        .args(["--http", &format!("http://{addr}/mcp")])
+        .args(["--issuer", &authority.issuer])
+        .args(args)
+        .args(calls)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the client failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        server.log()
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// A server with `[auth]` trusting `authority`, at its own address, every
 /// `ask` approved.
 fn served(s: &Setup, authority: &Authority, addr: &str, extra: &str) -> HttpServer {
@@ -262,26 +289,17 @@ fn audited(s: &Setup, n: usize) -> Vec<Value> {
               `bash tests/mcp/setup-venv.sh target/tmp/mcp-venv`"
 )]
 fn the_sdk_finds_the_authorization_server_and_calls_as_itself() {
-    let python = crate::serve::python();
     let addr = format!("127.0.0.1:{}", free_port());
     let authority = Authority::start(&format!("http://{addr}/mcp"));
     let s = setup();
     let server = served(&s, &authority, &addr, "");
-    let out = Command::new(python)
-        .arg(script("oauth_client.py"))
-        .args(["--http", &format!("http://{addr}/mcp")])
-        .args(["--issuer", &authority.issuer])
-        .args(["--client", "agent", "--secret", "agent-secret"])
-        .arg(r#"echo={"text":"hi"}"#)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "the client failed: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        server.log()
+    let report = sdk_client(
+        &addr,
+        &authority,
+        &server,
+        &["--client", "agent", "--secret", "agent-secret"],
+        &[r#"echo={"text":"hi"}"#],
     );
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(
         report["tools"].as_array().unwrap().contains(&json!("echo")),
         "{report}"
@@ -337,34 +355,22 @@ fn the_sdk_finds_the_authorization_server_and_calls_as_itself() {
               `bash tests/mcp/setup-venv.sh target/tmp/mcp-venv`"
 )]
 fn a_client_registers_itself_and_its_user_signs_in() {
-    let python = crate::serve::python();
     let addr = format!("127.0.0.1:{}", free_port());
     let authority = Authority::start(&format!("http://{addr}/mcp"));
     let s = setup();
     // `bash` for the ops group: alice's group, no client's.
     s.add_plugin("caller-guard", toolgate_tests::fixtures::CALLER_GUARD);
     let server = served(&s, &authority, &addr, "");
-    let out = Command::new(python)
-        .arg(script("oauth_client.py"))
-        .args(["--http", &format!("http://{addr}/mcp")])
-        .args([
-            "--issuer",
-            &authority.issuer,
-            "--sign-in",
-            "--scope",
-            "tools",
-        ])
-        .arg(r#"echo={"text":"signed in"}"#)
-        .arg(r#"bash={"command":"echo as-alice"}"#)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "the client failed: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        server.log()
+    let report = sdk_client(
+        &addr,
+        &authority,
+        &server,
+        &["--sign-in", "--scope", "tools"],
+        &[
+            r#"echo={"text":"signed in"}"#,
+            r#"bash={"command":"echo as-alice"}"#,
+        ],
     );
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["results"][0]["isError"], false, "{report}");
     assert_eq!(report["results"][1]["isError"], false, "{report}");
     assert!(

@@ -15,15 +15,33 @@ use toolgate_tests::{TempDir, toolgate_bin};
 
 /// The Python client's report of one `toolgate serve` (stdio) run.
 fn report(python: &Path, work: &Path, config: &Path, extra: &[&str]) -> Value {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/passthrough.py");
+    let mut serve = vec!["--no-elicitation", "--approve", "deny"];
+    serve.extend(extra);
+    drive(python, "passthrough.py", &[], work, config, &serve)
+}
+
+/// `tests/mcp/SCRIPT CLIENT_ARGS -- toolgate --config CONFIG serve SERVE_ARGS`
+/// in `work`: the report (the last line of its output, JSON).
+fn drive(
+    python: &Path,
+    script: &str,
+    client: &[&str],
+    work: &Path,
+    config: &Path,
+    serve: &[&str],
+) -> Value {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("mcp")
+        .join(script);
     let out = Command::new(python)
-        .arg(script)
+        .arg(path)
+        .args(client)
         .arg("--")
         .arg(toolgate_bin())
         .arg("--config")
         .arg(config)
-        .args(["serve", "--no-elicitation", "--approve", "deny"])
-        .args(extra)
+        .arg("serve")
+        .args(serve)
         .current_dir(work)
         .env(
             "TOOLGATE_CACHE_DIR",
@@ -33,15 +51,15 @@ fn report(python: &Path, work: &Path, config: &Path, extra: &[&str]) -> Value {
         .env_remove("TOOLGATE_STATE_DIR")
         .env("RUST_LOG", "warn")
         .output()
-        .expect("run tests/mcp/passthrough.py");
+        .unwrap_or_else(|e| panic!("run tests/mcp/{script}: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "passthrough.py failed: {stdout}\n{}",
+        "{script} failed: {stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_str(stdout.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("passthrough.py printed no report ({e}): {stdout}"))
+        .unwrap_or_else(|e| panic!("{script} printed no report ({e}): {stdout}"))
 }
 
 /// The audit record's directory: beside the working directory (a
@@ -354,33 +372,14 @@ fn a_hostile_servers_resources_and_prompts_are_bounded() {
 /// `tests/mcp/asking_client.py CLIENT_ARGS -- toolgate … serve` with
 /// `config`: its report.
 fn asking(python: &Path, work: &Path, config: &Path, client: &[&str]) -> Value {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/asking_client.py");
-    let out = Command::new(python)
-        .arg(script)
-        .args(client)
-        .arg("--")
-        .arg(toolgate_bin())
-        .arg("--config")
-        .arg(config)
-        .args(["serve", "--approve", "allow"])
-        .current_dir(work)
-        .env(
-            "TOOLGATE_CACHE_DIR",
-            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("serve-compile-cache"),
-        )
-        .env("XDG_STATE_HOME", work.join("state"))
-        .env_remove("TOOLGATE_STATE_DIR")
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("run tests/mcp/asking_client.py");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "asking_client.py failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(stdout.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("asking_client.py printed no report ({e}): {stdout}"))
+    drive(
+        python,
+        "asking_client.py",
+        client,
+        work,
+        config,
+        &["--approve", "allow"],
+    )
 }
 
 /// Issue 45: what a bridged server asks of its client during a call — its
