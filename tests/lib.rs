@@ -419,7 +419,7 @@ pub fn stateless_call_with(
 }
 
 /// A chunked HTTP/1.1 body, joined.
-fn dechunk(mut body: &str) -> String {
+pub fn dechunk(mut body: &str) -> String {
     let mut out = String::new();
     while let Some((size, rest)) = body.split_once("\r\n") {
         let Ok(n) = usize::from_str_radix(size.trim(), 16) else {

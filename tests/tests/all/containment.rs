@@ -1040,6 +1040,10 @@ const NOT_PATHS: &[(&str, &str)] = &[
     ("/mcp/servers/*/url", "an http:// URL"),
     ("/mcp/servers/*/headers/*", "a header value"),
     (
+        "/mcp/servers/*/pins/*",
+        "a SHA-256 of a tool's definition (64 hex digits, checked at load)",
+    ),
+    (
         "/mcp/servers/*/bearer_token_env",
         "an environment variable's name",
     ),

@@ -244,7 +244,7 @@ fn request(
     } else {
         format!("Authorization: Bearer {token}\r\n")
     };
-    http_exchange(
+    let (status, head, body) = http_exchange(
         addr,
         &format!(
             "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
@@ -252,7 +252,13 @@ fn request(
              MCP-Protocol-Version: {version}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         ),
-    )
+    );
+    // Through a balancer the body may come chunked.
+    let body = match header(&head, "transfer-encoding") {
+        Some(te) if te.eq_ignore_ascii_case("chunked") => toolgate_tests::dechunk(&body),
+        _ => body,
+    };
+    (status, head, body)
 }
 
 /// The value of header `name` in `head`.
@@ -864,4 +870,88 @@ fn a_trace_context_in_meta_reaches_the_record_and_a_bad_one_does_not() {
                "tracestate": "vendor=1"})
     );
     assert!(of("bad").get("trace").is_none(), "{}", of("bad"));
+}
+
+/// Two callers, two replicas behind HAProxy (round-robin): whichever
+/// replica answers, each caller lists only its tools, and a tool kept from
+/// it is unknown on every replica — the rules are the configuration's,
+/// the same on each, and decided per request from the caller's token.
+#[test]
+#[cfg_attr(
+    not(all(has_mcp_servers, has_replica_parts)),
+    ignore = "needs oidc-provider from npm, and redis-server and haproxy from Debian: run \
+              `bash tests/mcp/setup-servers.sh target/tmp/mcp-servers` and \
+              `apt-get install -y redis-server haproxy`"
+)]
+fn each_caller_sees_only_its_tools_on_every_replica() {
+    use crate::replicas::{Haproxy, Launch};
+    crate::replicas::parts();
+    // Any resource the tokens are for will do: the replicas are reached
+    // through the balancer, and a token names the resource, not the hop.
+    let resource = format!("http://127.0.0.1:{}/mcp", free_port());
+    let authority = Authority::start(&resource);
+    let work = toolgate_tests::TempDir::new("oauth-replicas");
+    let plugins = toolgate_tests::PluginDir::new();
+    plugins.add("tools", toolgate_tests::fixtures::TOOLS);
+    let config = work.path().join("toolgate.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[auth]\nissuer = \"{}\"\nresource = \"{resource}\"\nrequired_scopes = [\"tools\"]\n\
+             claims = [\"groups\"]\n\
+             [[access]]\ntools = [\"echo\"]\nclaims = {{ groups = \"ops\" }}\n\
+             [[access]]\ntools = [\"cra*\"]\nsubjects = [\"guest\"]\n",
+            authority.issuer
+        ),
+    )
+    .unwrap();
+    let token_file = work.path().join("token");
+    std::fs::write(&token_file, "oauth-replicas-metrics-token").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let replicas: Vec<_> = (0..2)
+        .map(|i| {
+            Launch {
+                work: work.path(),
+                plugins: plugins.path(),
+                config: &config,
+                token_file: &token_file,
+                name: i.to_string(),
+                id: false,
+                approve: "allow",
+                args: &[],
+            }
+            .start()
+        })
+        .collect();
+    let haproxy = Haproxy::start(&replicas.iter().map(|r| r.port).collect::<Vec<_>>());
+    haproxy.wait_up(2);
+    let addr = haproxy.addr();
+    let ops = authority.token("agent", Some("tools"), &resource);
+    let guest = authority.token("guest", Some("tools"), &resource);
+    let sessions_before: u64 = haproxy.stats().iter().map(|s| s.2).sum();
+    for _ in 0..4 {
+        let seen = listed(&addr, &ops);
+        assert!(
+            seen.contains(&"echo".to_string()) && !seen.contains(&"crash".to_string()),
+            "{seen:?}"
+        );
+        let seen = listed(&addr, &guest);
+        assert!(
+            seen.contains(&"crash".to_string()) && !seen.contains(&"echo".to_string()),
+            "{seen:?}"
+        );
+        let (_, _, hidden) = call(&addr, &guest, "echo", json!({"text": "x"}));
+        let hidden = sse_or_json(&hidden)["result"].clone();
+        assert_eq!(
+            hidden["_meta"]["toolgate/error"]["code"], "UNKNOWN_TOOL",
+            "{hidden}"
+        );
+    }
+    // Both replicas answered some of them.
+    let stats = haproxy.stats();
+    assert!(
+        stats.iter().all(|s| s.2 > 0),
+        "each replica served requests: {stats:?} (before: {sessions_before})"
+    );
 }
