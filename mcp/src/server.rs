@@ -722,9 +722,10 @@ impl ServerHandler for ToolgateServer {
     }
 
     /// One `subscriptions/listen` stream: a `notifications/tools/list_changed`
-    /// on it whenever the tools this scope sees change (a reload, a bridged
-    /// server's new listing), until the client cancels it (closes the
-    /// stream, or `notifications/cancelled`) or the session ends.
+    /// on it whenever the tools this scope shows its caller change (a
+    /// reload, a bridged server's new listing, a change of `[[access]]`),
+    /// until the client cancels it (closes the stream, or
+    /// `notifications/cancelled`) or the session ends.
     async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
         use tokio::sync::broadcast::error::RecvError;
         if subscription.accepted().tools_list_changed != Some(true) {
@@ -733,7 +734,15 @@ impl ServerHandler for ToolgateServer {
         }
         let mut events = self.host.subscribe();
         let mut listings = self.host.bridge().map(|b| b.listings());
-        let mut seen = self.host.generation_for(&self.scope).tools_digest;
+        // The caller of the request that opened the stream (`[auth]`): the
+        // tools it sees are what may change for it.
+        let caller = subscription
+            .request_context()
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.extensions.get::<Arc<toolgate::identity::Caller>>())
+            .cloned();
+        let mut seen = visible_tools(&self.host, &self.scope, caller.as_deref());
         loop {
             tokio::select! {
                 _ = subscription.cancelled() => return Ok(()),
@@ -745,7 +754,7 @@ impl ServerHandler for ToolgateServer {
                     }
                 }
             }
-            let now = self.host.generation_for(&self.scope).tools_digest;
+            let now = visible_tools(&self.host, &self.scope, caller.as_deref());
             if now == seen {
                 continue;
             }

@@ -955,3 +955,65 @@ fn each_caller_sees_only_its_tools_on_every_replica() {
         "each replica served requests: {stats:?} (before: {sessions_before})"
     );
 }
+
+/// A stateless (2026-07-28) client listening for tool list changes
+/// (`subscriptions/listen`) is told when a change of `[[access]]` shows it
+/// a tool, though no tool changed: what it listens to is what *it* sees.
+#[test]
+#[cfg_attr(
+    not(has_mcp_servers),
+    ignore = "needs oidc-provider from npm: run `bash tests/mcp/setup-servers.sh target/tmp/mcp-servers`"
+)]
+fn a_listening_caller_is_told_when_the_rules_show_it_a_tool() {
+    use std::io::{BufRead, BufReader, Write};
+    let addr = format!("127.0.0.1:{}", free_port());
+    let resource = format!("http://{addr}/mcp");
+    let authority = Authority::start(&resource);
+    let s = setup();
+    let rule = "[[access]]\ntools = [\"echo\"]\nsubjects = [\"alice\"]\n";
+    s.configure(rule);
+    let server = served(&s, &authority, &addr, "");
+    let guest = authority.token("guest", Some("tools"), &resource);
+    assert!(!listed(&addr, &guest).contains(&"echo".to_string()));
+
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen", "params": {
+        "notifications": {"toolsListChanged": true},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}}}})
+    .to_string();
+    let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nAuthorization: Bearer {guest}\r\n\
+         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut lines = BufReader::new(stream);
+    let mut wait_for = |what: &str| {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let n = lines
+                .read_line(&mut line)
+                .unwrap_or_else(|e| panic!("waiting for {what}: {e}\n{}", server.log()));
+            assert!(n > 0, "the stream ended before {what}");
+            if line.contains(what) {
+                return;
+            }
+        }
+    };
+    // Listening (the server acknowledged the filter).
+    wait_for("acknowledged");
+    // The rule goes: `echo` is everyone's now, and the listener is told.
+    let config = s.work().join("toolgate.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replace(rule, "")).unwrap();
+    wait_for("notifications/tools/list_changed");
+    assert!(listed(&addr, &guest).contains(&"echo".to_string()));
+}
