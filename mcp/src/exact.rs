@@ -288,16 +288,50 @@ const ROUTED_REVISION: &str = "2026-07-28";
 /// `-32020`, HeaderMismatch (2026-07-28).
 const HEADER_MISMATCH: i32 = -32020;
 
+/// What [`routing_headers`] reads of a message: its method, id and routing
+/// targets — not its arguments, which are skipped unread (a call's may be
+/// megabytes, and this runs on every 2026-07-28 request).
+#[derive(serde::Deserialize)]
+struct Routing {
+    method: Option<Value>,
+    /// Present (`null` included) or not: a request or a notification.
+    #[serde(default, deserialize_with = "present")]
+    id: Option<Value>,
+    #[serde(default)]
+    params: Option<RoutingParams>,
+}
+
+/// A member that is there, whatever its value (`null` too).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    <Value as serde::Deserialize>::deserialize(d).map(Some)
+}
+
+#[derive(serde::Deserialize, Default)]
+struct RoutingParams {
+    name: Option<Value>,
+    uri: Option<Value>,
+    #[serde(rename = "taskId")]
+    task_id: Option<Value>,
+    #[serde(rename = "_meta")]
+    meta: Option<RoutingMeta>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct RoutingMeta {
+    #[serde(rename = "io.modelcontextprotocol/protocolVersion")]
+    protocol_version: Option<Value>,
+}
+
 /// The `Mcp-Name` a request must carry: its `params` member by method
 /// (as the SDK's client sends it).
-fn routed_name<'v>(method: &str, params: Option<&'v Value>) -> Option<&'v str> {
-    let key = match method {
-        "tools/call" | "prompts/get" => "name",
-        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => "uri",
-        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
+fn routed_name<'p>(method: &str, params: &'p RoutingParams) -> Option<&'p str> {
+    let target = match method {
+        "tools/call" | "prompts/get" => &params.name,
+        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => &params.uri,
+        "tasks/get" | "tasks/update" | "tasks/cancel" => &params.task_id,
         _ => return None,
     };
-    params?.get(key)?.as_str()
+    target.as_ref()?.as_str()
 }
 
 /// A header value as SEP-2243 encodes it: plain, or `=?base64?…?=`.
@@ -331,26 +365,22 @@ pub fn routing_headers(
     if !by_header && !contains(bytes, ROUTED_REVISION.as_bytes()) {
         return None;
     }
-    let message: Value = serde_json::from_slice(bytes).ok()?;
-    let method = message.get("method")?.as_str()?;
-    let params = message.get("params");
+    let message: Routing = serde_json::from_slice(bytes).ok()?;
+    let method = message.method.as_ref()?.as_str()?;
+    let params = message.params.unwrap_or_default();
     let declared = headers
         .get("mcp-protocol-version")
         .and_then(|v| v.to_str().ok())
-        .or_else(|| {
-            params?
-                .get("_meta")?
-                .get("io.modelcontextprotocol/protocolVersion")?
-                .as_str()
-        });
+        .or_else(|| params.meta.as_ref()?.protocol_version.as_ref()?.as_str());
     if declared != Some(ROUTED_REVISION) {
         return None;
     }
-    let is_request = message.get("id").is_some();
+    let is_request = message.id.is_some();
+    let id = message.id.filter(|id| id.is_string() || id.is_number());
     let refuse = |why: String| {
         Some(error_response(
             StatusCode::BAD_REQUEST,
-            id_of(&message),
+            id.clone(),
             ErrorData::new(ErrorCode(HEADER_MISMATCH), why, None),
         ))
     };
@@ -370,7 +400,7 @@ pub fn routing_headers(
             ));
         }
     }
-    let expected = routed_name(method, params)?;
+    let expected = routed_name(method, &params)?;
     match headers.get("mcp-name").map(decoded_header) {
         None if !is_request => None,
         None => refuse(format!(
@@ -568,6 +598,16 @@ mod tests {
             None
         );
         assert_eq!(refused(&headers(&[]), &plain), None);
+        // `"id": null` is still a request (it needs the headers); the
+        // arguments are not read for this.
+        let null_id = json!({"jsonrpc": "2.0", "id": null, "method": "tools/call", "params": {"name": "echo", "arguments": {"big": "x".repeat(1 << 16)}}}).to_string();
+        assert!(
+            routing_headers(
+                &headers(&[("mcp-protocol-version", "2026-07-28")]),
+                null_id.as_bytes()
+            )
+            .is_some()
+        );
         // A method without a target needs no Mcp-Name.
         let list = body(
             "tools/list",

@@ -914,15 +914,21 @@ impl ServerHandler for ToolgateServer {
         };
         let token = context.meta.get_progress_token();
         // What a bridged server asks of the client during the call goes
-        // to this client (`super::link`).
-        let link = super::link::SessionLink::new(context.peer.clone(), token.clone(), stateless);
+        // to this client (`super::link`); without a bridge nothing asks.
+        let link = self.host.bridge().is_some().then(|| {
+            Arc::new(super::link::SessionLink::new(
+                context.peer.clone(),
+                token.clone(),
+                stateless,
+            )) as Arc<dyn toolgate::call::ClientLink>
+        });
         let turn = TurnOptions {
             agent_scope: self.scope.to_string(),
             cancel,
             approver,
             caller: client.caller.clone(),
             client: Some(Arc::new(client)),
-            link: Some(Arc::new(link)),
+            link,
             ..TurnOptions::default()
         };
         let peer = &context.peer;

@@ -107,12 +107,13 @@ impl Asks {
         };
         let _one = flight.one_at_a_time.lock().await;
         tracing::info!(server = %self.server, tool = %call.tool_name, call = %call.call_id, "passing the server's {what} request on to the call's client");
+        let asked = asked(kind, &params);
         let answer = tokio::select! {
-            answer = ask(link.as_ref(), kind, params.clone()) => answer,
+            answer = ask(link.as_ref(), kind, params) => answer,
             _ = call.cancel.cancelled() => Err("the call was cancelled".into()),
             _ = cancelled.cancelled() => Err("the server cancelled its request".into()),
         };
-        call.notes.push(note(kind, &params, &answer));
+        call.notes.push(note(kind, asked, &answer));
         answer.map_err(|why| ErrorData::internal_error(why, None))
     }
 
@@ -154,17 +155,22 @@ async fn ask(link: &dyn ClientLink, kind: Kind, params: Value) -> Result<Value, 
     }
 }
 
-/// The audit record's note of one forwarded request: what was asked (the
-/// message, or the number of messages), and the client's action.
-fn note(kind: Kind, params: &Value, answer: &Result<Value, String>) -> Value {
-    let asked = match kind {
+/// What the audit record's note keeps of a request: its message (cut), or
+/// the number of messages to sample.
+fn asked(kind: Kind, params: &Value) -> Value {
+    match kind {
         Kind::Elicitation => json!(
             params["message"]
                 .as_str()
                 .map(|m| crate::budgets::cut(m.to_string(), NOTE_MESSAGE_BYTES))
         ),
         Kind::Sampling => json!(params["messages"].as_array().map_or(0, Vec::len)),
-    };
+    }
+}
+
+/// The audit record's note of one forwarded request: what was asked, and
+/// the client's action.
+fn note(kind: Kind, asked: Value, answer: &Result<Value, String>) -> Value {
     let outcome = match answer {
         Ok(a) => match kind {
             Kind::Elicitation => a["action"].clone(),
