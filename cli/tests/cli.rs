@@ -1553,3 +1553,46 @@ fn the_approve_flag_wins_over_the_configurations_mode() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 41, the session's own history through `run`: each `run` is a
+/// session of the operator's; the next one finds the earlier one's calls
+/// (and says which session is its own once it has calls).
+#[test]
+fn a_later_run_reads_an_earlier_runs_calls_with_the_history_tools() {
+    let dir = temp("history");
+    let state = dir.join("state");
+    std::fs::write(
+        dir.join("toolgate.toml"),
+        "[plugins.history]\nenabled = true\n",
+    )
+    .unwrap();
+    let call = |name: &str, args: &str| {
+        let mut c = toolgate();
+        c.current_dir(&dir).env("TOOLGATE_STATE_DIR", &state).args([
+            "--config",
+            "toolgate.toml",
+            "run",
+            "-",
+        ]);
+        let out = with_stdin(
+            c,
+            &format!(r#"[{{"id": "h", "name": "{name}", "arguments": {args}}}]"#),
+        );
+        assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+        v[0].clone()
+    };
+    let r = call("glob", r#"{"pattern": "run-one-mark*"}"#);
+    assert_ne!(r["isError"], true, "{r}");
+    let r = call("session_search", r#"{"query": "run-one-mark"}"#);
+    assert_ne!(r["isError"], true, "{r}");
+    let shown = r["content"][0]["text"].as_str().unwrap();
+    assert!(
+        shown.contains("glob {\"pattern\":\"run-one-mark*\"} → ok"),
+        "{shown}"
+    );
+    let r = call("session_list", "{}");
+    let shown = r["content"][0]["text"].as_str().unwrap();
+    assert_eq!(shown.lines().count(), 2, "two earlier runs: {shown}");
+    assert!(!shown.contains("(this session)"), "{shown}");
+}

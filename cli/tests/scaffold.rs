@@ -78,8 +78,39 @@ fn scaffold_and_test_with(kind: &str, lang: &str, flags: &[&str], check: impl Fn
             String::from_utf8_lossy(&out.stdout)
         );
     }
+    let out = test_sh(&project);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{name}: test.sh failed\n--- stdout\n{stdout}\n--- stderr\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(project.join(format!("{name}.wasm")).exists());
+    assert!(stdout.contains("0 violation(s)"), "{stdout}");
+    // What each kind does, seen through `--call`.
+    let expected = match kind {
+        "tool" => "decision:  succeeded",
+        "guard" => "the arguments mention `forbidden`",
+        "post-hook" => "the result mentions `forbidden`",
+        _ => "decision:",
+    };
+    assert!(stdout.contains(expected), "{stdout}");
+    check(&project);
+    let _ = std::fs::remove_dir_all(&parent);
+}
+
+/// The project's `test.sh` (build, `--call`, `--conformance`), with this
+/// test's toolchains and a shared target directory.
+fn test_sh(project: &Path) -> std::process::Output {
+    script(project, "test.sh")
+}
+
+/// One of the project's scripts (`test.sh`, `build.sh`), with this test's
+/// toolchains and a shared target directory.
+fn script(project: &Path, name: &str) -> std::process::Output {
     let mut test = Command::new("bash");
-    test.arg(project.join("test.sh"))
+    test.current_dir(project)
+        .arg(project.join(name))
         .env("PATH", env!("TOOLGATE_TOOLCHAINS_PATH"))
         .env("TOOLGATE", env!("CARGO_BIN_EXE_toolgate"))
         .env(
@@ -101,25 +132,7 @@ fn scaffold_and_test_with(kind: &str, lang: &str, flags: &[&str], check: impl Fn
     ] {
         test.env_remove(var);
     }
-    let out = test.output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{name}: test.sh failed\n--- stdout\n{stdout}\n--- stderr\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(project.join(format!("{name}.wasm")).exists());
-    assert!(stdout.contains("0 violation(s)"), "{stdout}");
-    // What each kind does, seen through `--call`.
-    let expected = match kind {
-        "tool" => "decision:  succeeded",
-        "guard" => "the arguments mention `forbidden`",
-        "post-hook" => "the result mentions `forbidden`",
-        _ => "decision:",
-    };
-    assert!(stdout.contains(expected), "{stdout}");
-    check(&project);
-    let _ = std::fs::remove_dir_all(&parent);
+    test.output().unwrap()
 }
 
 /// Is `lang`'s compiler on this process's PATH?
@@ -169,7 +182,102 @@ fn rust_guard_and_tool() {
         "tool",
         "rust",
         &["--sdk-path", sdk.to_str().unwrap()],
-        |_| {},
+        uses_the_newest_seams,
+    );
+}
+
+/// A scaffolded Rust tool given a second tool that calls the seams of
+/// contract 0.2.7 (`history`) and 0.2.5 (`questions`): it builds, imports
+/// exactly those, `check` names the grants they need, and with them
+/// granted the call reaches the host's seam (no audit record under
+/// `check`: the seam's own answer says so).
+fn uses_the_newest_seams(project: &Path) {
+    let lib = project.join("src/lib.rs");
+    let code = std::fs::read_to_string(&lib).unwrap().replace(
+        "toolgate_sdk::export! { tools: [Hello] }",
+        r#"/// Look back.
+#[derive(Deserialize, Schema)]
+pub struct Recall {
+    /// What to find.
+    query: String,
+}
+
+impl Tool for Recall {
+    const NAME: &'static str = "recall";
+    type Output = String;
+
+    fn execute(self, _call: &Call) -> Result<String, ToolError> {
+        if self.query == "ask" {
+            let asked = serde_json::json!({"questions": [{"header": "Go?", "question": "Go on?",
+                "options": [{"label": "Yes", "description": "y"}, {"label": "No", "description": "n"}]}]});
+            return toolgate_sdk::questions::ask(&asked)
+                .map(|a| a.to_string())
+                .map_err(|e| ToolError::new("NO_USER", toolgate_sdk::questions::message(&e).to_string()));
+        }
+        toolgate_sdk::history::search(&self.query, None, 5)
+            .map(|page| format!("{} call(s)", page.calls.len()))
+            .map_err(|e| ToolError::new("HISTORY", toolgate_sdk::history::message(&e).to_string()))
+    }
+}
+
+toolgate_sdk::export! { tools: [Hello, Recall] }"#,
+    );
+    std::fs::write(&lib, code).unwrap();
+    let cargo = project.join("Cargo.toml");
+    let manifest = std::fs::read_to_string(&cargo).unwrap();
+    if !manifest.contains("serde_json") {
+        std::fs::write(
+            &cargo,
+            manifest.replace("[dependencies]\n", "[dependencies]\nserde_json = \"1\"\n"),
+        )
+        .unwrap();
+    }
+    // Built; not loadable without its grants (test.sh checks it without).
+    let out = script(project, "build.sh");
+    assert!(
+        out.status.success(),
+        "the tool using the seams failed to build\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let name = project.file_name().unwrap().to_str().unwrap();
+    let report = toolgate()
+        .current_dir(project)
+        .args(["check", &format!("{name}.wasm"), "--json"])
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap_or_else(|e| {
+        panic!(
+            "check --json: {e}: {}",
+            String::from_utf8_lossy(&report.stdout)
+        )
+    });
+    // Not loaded without its grants; the problem names both seams and
+    // both lines.
+    let problems = report["problems"].to_string();
+    assert!(
+        problems.contains("seams, which are not granted")
+            && problems.contains("`questions = true`")
+            && problems.contains("`history = true`"),
+        "{report}"
+    );
+    let granted = format!("[plugins.{name}.grants]\nhistory = true\nquestions = true\n");
+    let out = check_call(
+        project,
+        Some(&granted),
+        r#"{"name": "recall", "arguments": {"query": "x"}}"#,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("keeps no audit record"), "{text}");
+    let out = check_call(
+        project,
+        Some(&granted),
+        r#"{"name": "recall", "arguments": {"query": "ask"}}"#,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("NO_USER") || text.contains("no user can be asked"),
+        "{text}"
     );
 }
 

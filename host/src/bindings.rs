@@ -61,7 +61,7 @@ impl PendingRead {
     }
 }
 
-/// `toolgate:plugin@0.2.x` (the WIT in `wit/` is 0.2.6; 0.2.0 to 0.2.5 guests are
+/// `toolgate:plugin@0.2.x` (the WIT in `wit/` is 0.2.7; 0.2.0 to 0.2.6 guests are
 /// served by the linker's semver matching).
 pub mod v0_2 {
     wasmtime::component::bindgen!({
@@ -83,6 +83,9 @@ pub mod v0_2 {
             "toolgate:plugin/lsp.request": async | trappable,
             "toolgate:plugin/lsp.diagnostics": async | trappable,
             "toolgate:plugin/questions.ask": async | trappable,
+            "toolgate:plugin/history.list-sessions": async | trappable,
+            "toolgate:plugin/history.read-session": async | trappable,
+            "toolgate:plugin/history.search": async | trappable,
             "toolgate:plugin/bulk-read.read": async | trappable,
             "toolgate:plugin/bulk-read.[static]batch.start": async | trappable,
             "toolgate:plugin/bulk-read.[method]batch.wait": async | trappable,

@@ -560,3 +560,18 @@ impl LimitsConfig {
         }
     }
 }
+
+/// `session_list`, `session_read`, `session_search` (the `history` seam):
+/// the newest MiB of the audit record one request reads (the live file,
+/// then the rotated ones). Threat: a model asking for history over a
+/// record of many gigabytes, holding a thread and the disk. 64 MiB.
+pub const HISTORY_MAX_SCAN_MB: u64 = 64;
+/// Items (sessions, calls) in one page of the `history` seam. Threat: a
+/// page the size of the record in the guest's memory and the model's
+/// context. 100.
+pub const HISTORY_MAX_PAGE: usize = 100;
+/// Bytes of calls in one page of the `history` seam (at least one call is
+/// returned). 1 MiB.
+pub const HISTORY_MAX_PAGE_BYTES: usize = 1 << 20;
+/// Bytes of a `session_search` query. 200.
+pub const HISTORY_MAX_QUERY_BYTES: usize = 200;

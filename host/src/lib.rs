@@ -25,6 +25,7 @@ pub mod egress;
 pub(crate) mod error;
 pub mod goals;
 pub mod grants;
+pub mod history;
 pub mod host;
 pub(crate) mod host_config;
 pub mod identity;

@@ -57,6 +57,7 @@ mod call;
 mod content;
 mod error;
 pub mod files;
+pub mod history;
 pub mod jobs;
 pub mod kv;
 pub mod log;

@@ -23,6 +23,13 @@ pub fn read(name: &str, path: &str) -> Result<String, SkillsError> {
     raw::read(name, path)
 }
 
+/// The skill's directory as an absolute path (since contract 0.2.7):
+/// where the built-in `read` opens its resources when it lies outside the
+/// working directory.
+pub fn directory(name: &str) -> Result<String, SkillsError> {
+    raw::directory(name)
+}
+
 /// What an error says (each case carries a sentence for the model).
 pub fn message(e: &SkillsError) -> &str {
     match e {

@@ -59,6 +59,9 @@ use crate::turn::Client;
 
 pub use key::CheckpointKey;
 
+/// `client.transport` of a call made through the library (no MCP client)
+/// that names its caller.
+pub const EMBEDDED: &str = "embedded";
 /// The version of the record format (`v` in every line).
 pub const SCHEMA_VERSION: u32 = 1;
 /// The record's file in the state directory.
@@ -252,6 +255,11 @@ impl Audit {
     /// Where the record is written.
     pub fn path(&self) -> &Path {
         &self.settings.path
+    }
+
+    /// This process's id in the record (every record's `inst`).
+    pub fn instance(&self) -> &str {
+        self.writer.instance()
     }
 
     /// `on_failure = "continue"`: a record that cannot be written does not
@@ -532,7 +540,19 @@ impl Audit {
             tool: &info.tool_name,
             provider: &info.tool.provider,
             scope: &info.agent_scope,
-            client,
+            client: match client {
+                Some(c) => Some(std::borrow::Cow::Borrowed(c)),
+                // An embedder's call that names its caller and no client:
+                // the caller is recorded all the same (policies decided by
+                // it; `toolgate replay` and the history read it back).
+                None => info.caller.as_ref().map(|caller| {
+                    std::borrow::Cow::Owned(Client {
+                        transport: EMBEDDED.into(),
+                        caller: Some(caller.clone()),
+                        ..Default::default()
+                    })
+                }),
+            },
             parent: info.parent_id.as_deref(),
             code_mode: info.code_mode,
             generation: generation.number,
@@ -646,7 +666,7 @@ struct CallHead<'a> {
     tool: &'a str,
     provider: &'a str,
     scope: &'a str,
-    client: Option<&'a Client>,
+    client: Option<std::borrow::Cow<'a, Client>>,
     parent: Option<&'a str>,
     code_mode: bool,
     generation: u64,

@@ -76,6 +76,16 @@ pub struct GrantsConfig {
     /// approver.
     #[serde(default)]
     pub questions: bool,
+    /// The `history` seam: the calling client's own calls, read from the
+    /// audit record.
+    #[serde(default)]
+    pub history: bool,
+    /// Every skill's directory (`[skills]`), read-only, preopened at its
+    /// own absolute path: how `read` opens a skill's resources outside the
+    /// working directory. Follows the catalog (a changed catalog is a
+    /// changed grant).
+    #[serde(default)]
+    pub skill_files: bool,
     /// The memory of one instance, in MiB.
     pub memory_mb: Option<usize>,
     /// TCP ports spawned processes may connect to (on any host: Landlock
@@ -129,6 +139,8 @@ impl GrantsConfig {
             kv_read: self.kv_read.or(base.kv_read),
             skills: base.skills || self.skills,
             questions: base.questions || self.questions,
+            history: base.history || self.history,
+            skill_files: base.skill_files || self.skill_files,
             memory_mb: self.memory_mb.or(base.memory_mb),
             spawn_tcp_ports: union(base.spawn_tcp_ports, self.spawn_tcp_ports),
             egress: union(base.egress, self.egress),

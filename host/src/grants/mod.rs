@@ -306,6 +306,11 @@ pub struct Grants {
     pub skills: Option<std::sync::Arc<crate::skills::Catalog>>,
     /// The `questions` seam (`questions = true`).
     pub questions: bool,
+    /// The `history` seam (`history = true`).
+    pub history: bool,
+    /// `skill_files = true`: the lifecycle adds every skill's directory
+    /// to `fs` ([`Grants::add_skill_dirs`]).
+    pub skill_files: bool,
     /// Linear memory cap per instance, in bytes.
     pub memory_bytes: usize,
     /// The sandbox every process spawned for this plugin runs in: the file
@@ -341,6 +346,8 @@ impl Default for Grants {
             kv_read: None,
             skills: None,
             questions: false,
+            history: false,
+            skill_files: false,
             memory_bytes: DEFAULT_MEMORY_BYTES,
             sandbox: toolgate_sandbox::SandboxPolicy::default(),
             output_cap: DEFAULT_OUTPUT_CAP,
@@ -373,6 +380,8 @@ pub enum Capability {
     Skills,
     /// The `questions` seam.
     Questions,
+    /// The `history` seam.
+    History,
 }
 
 impl Capability {
@@ -388,6 +397,7 @@ impl Capability {
             Capability::Files => grants.fs.iter().any(|g| g.writable),
             Capability::Skills => grants.skills.is_some(),
             Capability::Questions => grants.questions,
+            Capability::History => grants.history,
         }
     }
 
@@ -403,6 +413,7 @@ impl Capability {
             Capability::Files => "fs = [{ path = \"DIR\", access = \"read-write\" }]",
             Capability::Skills => "skills = true",
             Capability::Questions => "questions = true",
+            Capability::History => "history = true",
         }
     }
 
@@ -417,6 +428,7 @@ impl Capability {
             Capability::Files => "files",
             Capability::Skills => "skills",
             Capability::Questions => "questions",
+            Capability::History => "history",
         }
     }
 }
@@ -652,6 +664,8 @@ pub fn resolve_grants(
         kv_read: config.kv_read.as_deref().map(std::sync::Arc::from),
         skills: config.skills.then(Default::default),
         questions: config.questions,
+        history: config.history,
+        skill_files: config.skill_files,
         memory_bytes: config
             .memory_mb
             .map(|mb| mb << 20)
@@ -684,6 +698,36 @@ fn egress_policy(
 }
 
 impl Grants {
+    /// `skill_files = true`: each skill's directory of `catalog`,
+    /// read-only, preopened at its own absolute path (the guest opens
+    /// `DIR/FILE`), unless a grant already preopens that path or the
+    /// directory holds the host's data (logged). Read-only: a skill
+    /// directory is authority, and nothing here can write it.
+    pub fn add_skill_dirs(&mut self, catalog: &crate::skills::Catalog, authority: &Authority) {
+        for skill in catalog.skills() {
+            let Ok(host) = skill.dir.canonicalize() else {
+                continue;
+            };
+            let Some(guest) = host.to_str().map(str::to_string) else {
+                continue;
+            };
+            if self.fs.iter().any(|g| g.preopen && g.guest == guest) {
+                continue;
+            }
+            if let Some(d) = authority.data_within(&host) {
+                tracing::warn!(skill = %skill.name, dir = %host.display(), holds = %d.path.display(),
+                    "the skill's directory holds the host's data: not granted to `read` (its files stay readable through `skill`)");
+                continue;
+            }
+            self.fs.push(FsGrant {
+                host,
+                guest,
+                writable: false,
+                preopen: true,
+            });
+        }
+    }
+
     /// Whether a plugin holding this grant could change anything outside
     /// the host: write a file, spawn a process, reach the network, keep
     /// state. Derived from what the operator granted, never from what the

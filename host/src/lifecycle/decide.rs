@@ -441,6 +441,9 @@ impl Lifecycle {
         if grants.skills.is_some() {
             grants.skills = Some(skills.clone());
         }
+        if grants.skill_files {
+            grants.add_skill_dirs(skills, authority);
+        }
         if let Some(c) = plugin_config {
             grants
                 .env

@@ -484,6 +484,10 @@ pub async fn complete(
     // host's) about destinations no egress rule allows, once each; its
     // body's questions for the user go to the same approver.
     let mut extensions = crate::call::Extensions::new();
+    // Who sent the call, for the seams that answer by it (`history`).
+    if let Some(c) = &client {
+        extensions.insert(c.clone());
+    }
     if let Some(a) = approver.clone().or_else(|| settings.approver.clone()) {
         extensions.insert(crate::egress::ask::CallAsk::new(a, info.clone(), client));
     }

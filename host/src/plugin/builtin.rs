@@ -48,18 +48,25 @@ pub fn sources() -> (Vec<PluginSource>, Vec<LoadError>) {
 }
 
 /// Built-ins that load only when the configuration says `enabled = true`
-/// under `[plugins.NAME]`: `plan-mode`, whose guard runs on every call and
-/// reads the state store for every tool that is not read-only — a cost in
-/// time, and while the store is down a refusal of those calls (it fails
-/// closed), that a host not using plan mode should not pay.
+/// under `[plugins.NAME]`:
+///
+/// * `plan-mode`, whose guard runs on every call and reads the state store
+///   for every tool that is not read-only — a cost in time, and while the
+///   store is down a refusal of those calls (it fails closed), that a host
+///   not using plan mode should not pay;
+/// * `history`, which hands the model what its client did in earlier
+///   sessions: whether a model should see that is the operator's call.
 pub fn off_by_default(name: &str) -> bool {
-    matches!(name, "plan-mode")
+    matches!(name, "plan-mode" | "history")
 }
 
 /// What a built-in plugin is granted when the operator says nothing about it.
 ///
-/// * `fs-tools`: the working directory, read-only, as `.`.
+/// * `fs-tools`: the working directory, read-only, as `.`; and every
+///   skill's directory, read-only, at its own absolute path
+///   (`skill_files`), so that `read` opens a skill's resources.
 /// * `skills`: the `skills` seam (the skills of `[skills]`, read-only).
+/// * `history`: the `history` seam (its caller's own calls, read-only).
 /// * `lsp`: the same (the files it asks language servers about, and shows
 ///   the lines of).
 /// * `bash`: the shell seam and the working directory read-write for the
@@ -77,7 +84,12 @@ pub fn default_grants(name: &str, workdir: &Path) -> Option<GrantsConfig> {
         spawn_only,
     };
     match name {
-        "fs-tools" | "lsp" => Some(GrantsConfig {
+        "fs-tools" => Some(GrantsConfig {
+            fs: vec![grant(FsAccess::ReadOnly, ".", false)],
+            skill_files: true,
+            ..Default::default()
+        }),
+        "lsp" => Some(GrantsConfig {
             fs: vec![grant(FsAccess::ReadOnly, ".", false)],
             ..Default::default()
         }),
@@ -106,6 +118,10 @@ pub fn default_grants(name: &str, workdir: &Path) -> Option<GrantsConfig> {
         }),
         "questions" => Some(GrantsConfig {
             questions: true,
+            ..Default::default()
+        }),
+        "history" => Some(GrantsConfig {
+            history: true,
             ..Default::default()
         }),
         // Its mode in the store, its plan put to the user.

@@ -552,12 +552,14 @@ fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or_default().to_string()
 }
 
-/// A component that imports a seam it was not granted does not load.
+/// A component that imports a seam it was not granted does not load; the
+/// error names every seam missing, and every line that would grant them.
 fn check_seams(
     source: &PluginSource,
     shape: &contract::Shape,
     grants: &Grants,
 ) -> Result<(), LoadError> {
+    let mut missing: Vec<(&str, &str)> = Vec::new();
     for seam in &shape.seams {
         let line = match crate::seams::find::<StoreData>(seam) {
             Some(s) => match (s.granted)(grants) {
@@ -566,12 +568,27 @@ fn check_seams(
             },
             None => "(unknown seam)",
         };
-        return Err(source.error(format!(
-            "imports the `{seam}` seam, which is not granted (grant: {}); to grant it, add `{line}` under [plugins.{}.grants] in toolgate.toml",
-            grants.source, source.name
-        )));
+        missing.push((seam, line));
     }
-    Ok(())
+    let and = |items: Vec<String>| match items.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    };
+    match missing.len() {
+        0 => Ok(()),
+        1 => Err(source.error(format!(
+            "imports the `{}` seam, which is not granted (grant: {}); to grant it, add `{}` under [plugins.{}.grants] in toolgate.toml",
+            missing[0].0, grants.source, missing[0].1, source.name
+        ))),
+        _ => Err(source.error(format!(
+            "imports the {} seams, which are not granted (grant: {}); to grant them, add {} under [plugins.{}.grants] in toolgate.toml",
+            and(missing.iter().map(|(s, _)| format!("`{s}`")).collect()),
+            grants.source,
+            and(missing.iter().map(|(_, l)| format!("`{l}`")).collect()),
+            source.name
+        ))),
+    }
 }
 
 /// Check what `list-tools` returned: at most `max_tools_per_plugin`, each

@@ -16,6 +16,7 @@
 //!   files in the preopened grants;
 //! * [`skills`]: the skills of `[skills]`, read-only;
 //! * [`questions`]: questions for the user, through the call's approver;
+//! * [`history`]: the calling client's own calls, from the audit record;
 //! * [`http`]: outgoing `wasi:http` requests, under the plugin's egress (a
 //!   WASI interface, linked with WASI, not a `toolgate:plugin` seam);
 //! * the file system itself: WASI preopens of exactly the granted
@@ -52,6 +53,7 @@
 //! never the reverse.
 
 pub mod files;
+pub mod history;
 pub mod http;
 pub mod jobs;
 pub mod kv;
@@ -89,7 +91,7 @@ pub struct Seam<T: 'static> {
 }
 
 /// Every seam. The one place a seam is registered.
-pub fn all<T: SeamHost>() -> [Seam<T>; 11] {
+pub fn all<T: SeamHost>() -> [Seam<T>; 12] {
     [
         process::shell_seam(),
         process::subprocess_seam(),
@@ -100,6 +102,7 @@ pub fn all<T: SeamHost>() -> [Seam<T>; 11] {
         lsp::seam(),
         skills::seam(),
         questions::seam(),
+        history::seam(),
         files::files(),
         files::bulk_read(),
     ]
@@ -189,6 +192,9 @@ pub struct HostSeams {
     /// The `questions` seam's wait (`[questions] timeout_ms`), kept with
     /// the configuration.
     pub questions_timeout_ms: Arc<std::sync::atomic::AtomicU64>,
+    /// The `history` seam's record: set once, when the host keeps an
+    /// audit record.
+    pub history: Arc<std::sync::OnceLock<crate::history::Source>>,
 }
 
 impl HostSeams {
@@ -211,6 +217,7 @@ impl HostSeams {
             search: self.search.clone(),
             lsp: self.lsp.clone(),
             questions_timeout_ms: self.questions_timeout_ms.clone(),
+            history: self.history.clone(),
         }
     }
 }
@@ -232,6 +239,8 @@ pub struct PluginSeams {
     pub lsp: lsp::LspSlot,
     /// See [`HostSeams::questions_timeout_ms`].
     pub questions_timeout_ms: Arc<std::sync::atomic::AtomicU64>,
+    /// See [`HostSeams::history`].
+    pub history: Arc<std::sync::OnceLock<crate::history::Source>>,
 }
 
 /// One instance's seam state.

@@ -114,6 +114,14 @@ impl wit::Host for SkillsView<'_> {
         }))
     }
 
+    fn directory(&mut self, name: String) -> wasmtime::Result<Result<String, wit::SkillsError>> {
+        Ok(self
+            .catalog()?
+            .find(&name)
+            .map(|s| s.dir.display().to_string())
+            .map_err(to_wit))
+    }
+
     fn read(
         &mut self,
         name: String,

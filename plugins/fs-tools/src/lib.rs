@@ -2,10 +2,13 @@
 //! `glob`, `grep` and `list_dir`.
 //!
 //! The component sees only what the operator granted (by default the
-//! working directory, read-only, as `.`); paths are relative to it. Paths
-//! that are absolute or climb out with `..` are refused with a clear error
-//! before any file system call — WASI would refuse them anyway, less
-//! helpfully.
+//! working directory, read-only, as `.`, and each skill's directory,
+//! read-only, at its own absolute path); paths are relative to the
+//! working directory. Paths that climb out with `..` are refused with a
+//! clear error before any file system call; so are absolute paths, except
+//! in `read` (a skill's files), where one no grant covers is refused when
+//! WASI finds no directory for it, with a message that says to use a
+//! relative path.
 //!
 //! Only regular files are ever opened. Opening a FIFO blocks until someone
 //! writes to it — a thread of the host stuck for good — and a device or a

@@ -6,32 +6,60 @@ use std::path::{Component, Path, PathBuf};
 
 use toolgate_sdk::ToolError;
 
-/// `path` as a path under the granted directory (`./…`), or why not.
+/// `path` as a path under the working directory (`./…`), or why not:
+/// absolute paths and `..` are refused (what `fs-write` takes).
 pub fn relative(path: &str) -> Result<PathBuf, ToolError> {
-    let p = Path::new(path);
-    if p.is_absolute() {
+    if Path::new(path).is_absolute() {
         return Err(ToolError::invalid_input(format!(
             "`{path}` is absolute; use a path relative to the working directory (e.g. `src/main.rs`)"
         )));
     }
-    let mut out = PathBuf::from(".");
+    granted(path)
+}
+
+/// `path` as a path under a granted directory, or why not (what the
+/// read-only tools take): a relative path resolves in the working
+/// directory (`./…`); an absolute one only in a directory granted at that
+/// path (a skill's directory, with `skill_files = true`), which WASI
+/// decides when it is opened. Never `..`.
+pub fn granted(path: &str) -> Result<PathBuf, ToolError> {
+    let p = Path::new(path);
+    let mut out = PathBuf::from(if p.is_absolute() { "/" } else { "." });
     for c in p.components() {
         match c {
             Component::Normal(s) => out.push(s),
-            Component::CurDir => {}
+            Component::CurDir | Component::RootDir => {}
             Component::ParentDir => {
                 return Err(ToolError::permission_denied(format!(
-                    "`{path}` leaves the working directory (`..`); only paths inside it are reachable"
+                    "`{path}` climbs out with `..`; only paths inside the granted directories are reachable"
                 )));
             }
-            Component::RootDir | Component::Prefix(_) => {
+            Component::Prefix(_) => {
                 return Err(ToolError::invalid_input(format!(
-                    "`{path}` is absolute; use a path relative to the working directory"
+                    "`{path}` is not a path here; use a path relative to the working directory"
                 )));
             }
         }
     }
     Ok(out)
+}
+
+/// An absolute path no grant covers: what to use instead.
+fn outside(shown: &str) -> ToolError {
+    ToolError::permission_denied(format!(
+        "`{shown}` is outside the directories granted to this tool: an absolute path reaches only a \
+         skill's directory (as the `skill` tool names it); use a path relative to the working \
+         directory (e.g. `src/main.rs`)"
+    ))
+}
+
+/// Whether a directory above absolute `path` (not `/`) is visible: the
+/// path lies in a directory granted at its own path.
+fn granted_above(path: &Path) -> bool {
+    path.ancestors()
+        .skip(1)
+        .filter(|a| a.parent().is_some())
+        .any(|a| fs::metadata(a).is_ok_and(|m| m.is_dir()))
 }
 
 /// `./a/b` → `a/b`; `.` stays `.`.
@@ -47,7 +75,11 @@ pub fn display(path: &Path) -> String {
 /// error that says what to do when it does not exist.
 pub fn metadata(path: &Path, shown: &str) -> Result<fs::Metadata, ToolError> {
     fs::metadata(path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
+        // An absolute path under no preopen: WASI answers "not found" for
+        // it and for every directory above it.
+        if path.is_absolute() && !granted_above(path) {
+            outside(shown)
+        } else if e.kind() == std::io::ErrorKind::NotFound {
             not_found(path, shown)
         } else {
             ToolError::from(e).with_details(serde_json::json!({ "path": shown }))
@@ -161,7 +193,12 @@ mod tests {
 
     #[test]
     fn paths_stay_inside() {
-        assert!(relative("/etc/passwd").is_err());
+        // Absolute: kept (WASI decides whether a grant is there).
+        assert_eq!(
+            relative("/skills/x/./a.md").unwrap(),
+            PathBuf::from("/skills/x/a.md")
+        );
+        assert!(relative("/skills/x/../../etc/passwd").is_err());
         assert!(relative("a/../../b").is_err());
         assert_eq!(relative("a/./b").unwrap(), PathBuf::from("./a/b"));
         assert_eq!(display(Path::new("./a/b")), "a/b");

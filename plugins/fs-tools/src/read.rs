@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader, Read as _};
 use serde::{Deserialize, Serialize};
 use toolgate_sdk::{Annotations, Call, Content, ContentBlock, Schema, Tool, ToolError};
 
-use crate::paths::{display, regular_file, relative};
+use crate::paths::{display, granted, regular_file};
 
 /// Lines returned when the call gives no `limit`.
 pub const DEFAULT_LIMIT: u64 = 2000;
@@ -25,10 +25,12 @@ pub const MAX_OUTPUT_BYTES: usize = 256 * 1024;
 /// longer file give `offset` (the first line to read) and `limit` (how
 /// many lines). Lines longer than 2000 characters are cut. Binary files
 /// are refused (use `read_image` for images). Paths are relative to the
-/// working directory.
+/// working directory; a skill's files also by the absolute path the
+/// `skill` tool gives.
 #[derive(Deserialize, Schema)]
 pub struct Read {
-    /// The file, relative to the working directory.
+    /// The file, relative to the working directory (or a skill's file by
+    /// its absolute path).
     path: String,
     /// First line to read (1-based). Default: 1.
     offset: Option<u64>,
@@ -60,7 +62,7 @@ impl Tool for Read {
     type Output = FileText;
 
     fn execute(self, call: &Call) -> Result<FileText, ToolError> {
-        let path = relative(&self.path)?;
+        let path = granted(&self.path)?;
         let shown = display(&path);
         regular_file(&path, &shown, "read")?;
         let first = self.offset.unwrap_or(1).max(1);

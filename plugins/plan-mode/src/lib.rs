@@ -15,15 +15,30 @@
 //! Entering asks too (`ENTER = "ask"`, the default) unless the operator
 //! sets `ENTER = "allow"`; with nobody to ask, entering (which only
 //! restricts) goes ahead.
+//!
+//! **Accept edits.** An approved plan may end in the "accept edits" mode
+//! the operator configures (`ACCEPT_EDITS = "offer"`: the user picks it
+//! when approving; `"always"`: every approval does): the scope's file
+//! edits (`EDIT_TOOLS`, default `write,edit`) then run without the
+//! approval a pre-execute hook would ask for, as the user agreed to the
+//! plan that makes them. It is a pre-execute hook, outermost (priority
+//! 20): it turns an inner `ask` into `allow` for an edit tool only, never
+//! a deny, and nothing for any other tool (a `bash` still asks). The mode
+//! lasts until the scope enters plan mode again.
 
 use serde::{Deserialize, Serialize};
 use toolgate_sdk::{
-    Annotations, Call, Content, ContentBlock, Guard, Schema, Tool, ToolError, kv, questions,
-    setting,
+    Annotations, Call, Content, ContentBlock, Guard, PreChain, PreDecision, PreExecuteHook, Schema,
+    Tool, ToolError, kv, questions, setting,
 };
 
 /// The key of the mode in the scope's store.
 const KEY: &str = "mode";
+/// The key that says the scope accepts edits (value [`ACCEPT`]).
+const EDITS_KEY: &str = "edits";
+const ACCEPT: &[u8] = b"accept";
+/// The approval that also accepts edits (`ACCEPT_EDITS = "offer"`).
+const APPROVE_ACCEPTING: &str = "Approve, accept edits";
 /// Characters of a reason.
 pub const MAX_REASON_CHARS: usize = 1000;
 /// Characters of a plan (what a person can read before approving it).
@@ -92,13 +107,23 @@ fn ask(
     yes: (&str, &str),
     no: (&str, &str),
 ) -> Result<(String, Option<String>), questions::QuestionError> {
+    ask_options(header, question, &[yes, no])
+}
+
+/// One question with these options (label, description).
+fn ask_options(
+    header: &str,
+    question: &str,
+    options: &[(&str, &str)],
+) -> Result<(String, Option<String>), questions::QuestionError> {
+    let options: Vec<_> = options
+        .iter()
+        .map(|(label, description)| serde_json::json!({"label": label, "description": description}))
+        .collect();
     let asked = serde_json::json!({"questions": [{
         "header": header,
         "question": question,
-        "options": [
-            {"label": yes.0, "description": yes.1},
-            {"label": no.0, "description": no.1}
-        ]
+        "options": options
     }]});
     let answer = questions::ask(&asked)?;
     let a = &answer["answers"][0];
@@ -163,6 +188,8 @@ impl Tool for EnterPlanMode {
             since: now(),
         };
         kv::set_json(KEY, &mode).map_err(store_failure)?;
+        // A new plan: edits are asked about again until it is approved.
+        kv::delete(EDITS_KEY);
         Ok(ModeView {
             planning: true,
             message: format!(
@@ -192,8 +219,22 @@ impl Tool for ExitPlanMode {
                 "plan mode is not on; there is nothing to exit",
             ));
         }
+        let accept_edits = setting("ACCEPT_EDITS", "never");
         let answer = if setting("EXIT", "ask") == "allow" {
             Ok(("Approve".to_string(), None))
+        } else if accept_edits == "offer" {
+            ask_options(
+                "Plan",
+                &self.plan,
+                &[
+                    ("Approve", "leave plan mode; edits are asked about as usual"),
+                    (
+                        APPROVE_ACCEPTING,
+                        "leave plan mode; file edits run without asking",
+                    ),
+                    ("Keep planning", "stay in plan mode"),
+                ],
+            )
         } else {
             ask(
                 "Plan",
@@ -207,10 +248,17 @@ impl Tool for ExitPlanMode {
             message,
         };
         match answer {
-            Ok((label, other)) if label == "Approve" => {
+            Ok((label, other)) if label == "Approve" || label == APPROVE_ACCEPTING => {
+                let accepting = label == APPROVE_ACCEPTING || accept_edits == "always";
+                if accepting {
+                    kv::set(EDITS_KEY, ACCEPT).map_err(store_failure)?;
+                }
                 kv::delete(KEY);
                 let mut message =
                     String::from("The user approved the plan; plan mode is off: carry it out.");
+                if accepting {
+                    message.push_str(" File edits run without asking.");
+                }
                 if let Some(o) = other {
                     message.push_str(&format!(" They added: {o}"));
                 }
@@ -274,4 +322,30 @@ impl Guard for PlanGuard {
     }
 }
 
-toolgate_sdk::export! { tools: [EnterPlanMode, ExitPlanMode], guard: PlanGuard }
+/// After a plan approved with "accept edits": an inner `ask` for an edit
+/// tool becomes `allow`; every other answer, and every other tool, is the
+/// inner one's.
+pub struct AcceptEdits;
+
+impl PreExecuteHook for AcceptEdits {
+    fn pre_execute(call: &Call, chain: PreChain) -> PreDecision {
+        let inner = chain.next();
+        if !matches!(inner, PreDecision::Ask(_)) {
+            return inner;
+        }
+        let tool = call.tool();
+        let edit = setting("EDIT_TOOLS", "write,edit")
+            .split(',')
+            .any(|t| t.trim() == tool);
+        if edit && kv::get(EDITS_KEY).as_deref() == Some(ACCEPT) {
+            return PreDecision::Allow;
+        }
+        inner
+    }
+}
+
+toolgate_sdk::export! {
+    tools: [EnterPlanMode, ExitPlanMode],
+    guard: PlanGuard,
+    pre_execute: AcceptEdits,
+}

@@ -38,8 +38,8 @@ pub struct Loaded {
     body: Option<String>,
     /// The skill's resource files, relative to its directory.
     resources: Vec<String>,
-    /// The skill's directory relative to the working directory, when it
-    /// lies inside it (where `read` opens its files).
+    /// Where `read` opens the skill's files: its directory relative to the
+    /// working directory when it lies inside it, else its absolute path.
     directory: Option<String>,
     /// The resource file read, and its text.
     file: Option<String>,
@@ -105,7 +105,9 @@ impl Tool for SkillTool {
             digest: skill.digest,
             body: self.file.is_none().then_some(skill.body),
             resources: skill.resources,
-            directory: skill.workdir_path,
+            directory: skill
+                .workdir_path
+                .or_else(|| skills::directory(&self.name).ok()),
             file: self.file,
             text,
         })
@@ -127,7 +129,7 @@ impl Tool for SkillTool {
         if !v.resources.is_empty() {
             match &v.directory {
                 Some(dir) => s.push_str(&format!(
-                    "\nThe skill's files (in {dir}; open them with `read`, or with this tool's `file`):\n"
+                    "\nThe skill's files (in {dir}; open them with `read` as {dir}/FILE, or with this tool's `file`):\n"
                 )),
                 None => s.push_str("\nThe skill's files (read one with this tool's `file`):\n"),
             }

@@ -12,7 +12,7 @@ use syn::punctuated::Punctuated;
 use syn::{Ident, Path, Token, bracketed};
 
 /// The version of `toolgate:plugin` the SDK builds against.
-const WIT_VERSION: &str = "0.2.6";
+const WIT_VERSION: &str = "0.2.7";
 
 #[derive(Default)]
 pub struct Export {
@@ -109,6 +109,7 @@ pub fn expand(e: Export) -> syn::Result<TokenStream> {
             "lsp",
             "skills",
             "questions",
+            "history",
             "files",
             "bulk-read",
         ]);

@@ -237,9 +237,14 @@ async fn read_errors_say_what_to_do() {
         "INVALID_INPUT",
     );
     assert!(e.contains("directory"), "{e}");
-    failed(
+    // An absolute path reaches only a skill's directory (none here).
+    let e = failed(
         &b.call("read", json!({"path": "/etc/passwd"})).await,
-        "INVALID_INPUT",
+        "PERMISSION_DENIED",
+    );
+    assert!(
+        e.contains("outside the directories granted to this tool") && e.contains("relative"),
+        "{e}"
     );
     failed(
         &b.call("read", json!({"path": "../x"})).await,

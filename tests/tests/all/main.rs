@@ -19,6 +19,7 @@ mod examples;
 mod foundation;
 mod goals;
 mod harness;
+mod history;
 mod keyless;
 mod lifecycle;
 mod lsp;

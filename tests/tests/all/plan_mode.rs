@@ -198,3 +198,132 @@ async fn the_operator_lets_a_tool_through_or_turns_plan_mode_off() {
     )
     .await);
 }
+
+/// Says no to every approval a hook asks for (and keeps which tool
+/// asked); says "plan first", and approves a plan accepting edits (unless
+/// the plan starts "ask me").
+struct Careful {
+    approvals: std::sync::Mutex<Vec<String>>,
+}
+
+#[async_trait::async_trait]
+impl toolgate::pipeline::Approver for Careful {
+    fn name(&self) -> &str {
+        "careful"
+    }
+    async fn approve(
+        &self,
+        request: &toolgate::pipeline::ApprovalRequest,
+    ) -> toolgate::pipeline::ApprovalAnswer {
+        self.approvals
+            .lock()
+            .unwrap()
+            .push(request.call.tool_name.clone());
+        toolgate::pipeline::ApprovalAnswer::Deny("not without a plan".into())
+    }
+    async fn ask_questions(&self, request: &QuestionRequest) -> QuestionAnswer {
+        let q = &request.questions.questions[0];
+        let labels: Vec<&str> = q.options.iter().map(|o| o.label.as_str()).collect();
+        let pick = match q.header.as_str() {
+            "Plan mode" => "Plan first",
+            _ => {
+                assert_eq!(
+                    labels,
+                    ["Approve", "Approve, accept edits", "Keep planning"],
+                    "ACCEPT_EDITS = \"offer\" offers it"
+                );
+                if q.question.starts_with("ask me") {
+                    "Approve"
+                } else {
+                    "Approve, accept edits"
+                }
+            }
+        };
+        QuestionAnswer::Answered {
+            answers: vec![q.answer(vec![pick.into()], None).unwrap()],
+            by: "careful".into(),
+        }
+    }
+}
+
+/// The "accept edits" mode the operator configures: a plan approved with
+/// it lets the scope's file edits run without the approval
+/// `ask-destructive` would ask for, and nothing else (`bash` still asks;
+/// another scope still asks); entering plan mode again ends it.
+#[tokio::test]
+async fn a_plan_approved_accepting_edits_lets_edits_run_without_asking() {
+    let dir = toolgate_tests::TempDir::new("accept-edits");
+    let careful = std::sync::Arc::new(Careful {
+        approvals: Default::default(),
+    });
+    let h = toolgate::Toolgate::builder()
+        .runtime_options(toolgate_tests::test_runtime())
+        .workdir(dir.path())
+        .config(
+            toolgate::HostConfig::parse(
+                "[plugins.plan-mode]\nenabled = true\nvars = { ACCEPT_EDITS = \"offer\" }\n",
+                "test",
+            )
+            .unwrap(),
+        )
+        .approver(careful.clone())
+        .build()
+        .await
+        .expect("host builds");
+    let s = scope("accept");
+    let write = |content: &str| json!({"path": "b.txt", "content": content});
+    // Before any plan, an edit asks, and the careful person says no.
+    failed(&call(&h, &s, "write", write("before")).await, "DENIED");
+    assert_eq!(*careful.approvals.lock().unwrap(), ["write"]);
+
+    ok(&call(&h, &s, "enter_plan_mode", json!({"reason": "r"})).await);
+    let t = ok(&call(&h, &s, "exit_plan_mode", json!({"plan": "change b.txt"})).await);
+    assert!(t.contains("File edits run without asking."), "{t}");
+
+    ok(&call(&h, &s, "write", write("after")).await);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("b.txt")).unwrap(),
+        "after"
+    );
+    ok(&call(
+        &h,
+        &s,
+        "edit",
+        json!({"path": "b.txt", "old_string": "after", "new_string": "edited"}),
+    )
+    .await);
+    assert_eq!(
+        *careful.approvals.lock().unwrap(),
+        ["write"],
+        "the edits were not asked about"
+    );
+    // Not a shell command, not another scope.
+    failed(
+        &call(&h, &s, "bash", json!({"command": "true"})).await,
+        "DENIED",
+    );
+    failed(
+        &call(&h, &scope("else"), "write", write("x")).await,
+        "DENIED",
+    );
+    assert_eq!(
+        *careful.approvals.lock().unwrap(),
+        ["write", "bash", "write"]
+    );
+
+    // A new plan, approved without accepting edits: edits ask again.
+    ok(&call(&h, &s, "enter_plan_mode", json!({"reason": "again"})).await);
+    let t = ok(&call(
+        &h,
+        &s,
+        "exit_plan_mode",
+        json!({"plan": "ask me: one more"}),
+    )
+    .await);
+    assert!(!t.contains("without asking"), "{t}");
+    failed(&call(&h, &s, "write", write("asked")).await, "DENIED");
+    assert_eq!(
+        *careful.approvals.lock().unwrap(),
+        ["write", "bash", "write", "write"]
+    );
+}

@@ -3267,3 +3267,74 @@ fn questions_reach_a_stateless_client_as_input_required() {
         "each form asked once: {report}"
     );
 }
+
+/// Issue 41, the session's own history over stdio: each `serve` process is
+/// a session; the next one lists the earlier one and finds its calls (the
+/// operator's own, on the operator's machine: calls with no caller that
+/// came over stdio or `run`), and is not itself the earlier one.
+#[test]
+fn over_stdio_the_history_tools_read_the_earlier_local_sessions() {
+    let s = setup();
+    s.configure("[plugins.history]\nenabled = true\n");
+    {
+        let mut raw = Raw::start(&s, &["--approve", "allow"]);
+        raw.handshake();
+        raw.send(&call(2, "echo", json!({"text": "first-stdio-mark"})));
+        let v = raw.answer(2);
+        assert_eq!(v["result"]["isError"], false, "{v}");
+    }
+    let mut raw = Raw::start(&s, &["--approve", "allow"]);
+    raw.handshake();
+    raw.send(&call(2, "session_list", json!({})));
+    let v = raw.answer(2);
+    let sessions = v["result"]["structuredContent"]["sessions"].clone();
+    assert_eq!(sessions.as_array().map(Vec::len), Some(1), "{v}");
+    assert_eq!(sessions[0]["current"], false, "{v}");
+    assert_eq!(sessions[0]["tools"], json!(["echo"]), "{v}");
+    let id = sessions[0]["id"].as_str().unwrap().to_string();
+    raw.send(&call(3, "session_search", json!({"query": "FIRST-STDIO"})));
+    let v = raw.answer(3);
+    let calls = &v["result"]["structuredContent"]["calls"];
+    assert_eq!(calls[0]["session"], id.as_str(), "{v}");
+    assert!(
+        calls[0]["arguments"]
+            .as_str()
+            .unwrap()
+            .contains("first-stdio-mark"),
+        "{v}"
+    );
+    // The rendered text says the same.
+    let text = v["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains(&id) && text.contains("echo {\"text\":\"first-stdio-mark\"}"),
+        "{text}"
+    );
+    raw.send(&call(
+        4,
+        "session_read",
+        json!({"session": id, "limit": 101}),
+    ));
+    let v = raw.answer(4);
+    assert_eq!(v["result"]["isError"], true, "{v}");
+    assert!(
+        v["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("at most 100"),
+        "{v}"
+    );
+    raw.send(&call(
+        5,
+        "session_read",
+        json!({"session": "s-0000000000000000"}),
+    ));
+    let v = raw.answer(5);
+    assert_eq!(v["result"]["isError"], true, "{v}");
+    assert!(
+        v["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("session_list shows the ids"),
+        "{v}"
+    );
+}

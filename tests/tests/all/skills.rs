@@ -88,14 +88,60 @@ async fn a_skill_outside_the_grants_is_described_loaded_and_its_files_read() {
         !text.contains("license: MIT"),
         "the front matter is not the body: {text}"
     );
-    // Outside every grant: the files are read through the tool itself.
-    assert!(text.contains("read one with this tool's `file`"), "{text}");
+    // Outside the working directory: `read` opens the files at the skill
+    // directory's own path (fs-tools is granted it, read-only).
+    let dir = skills.path().join("pdf-forms").canonicalize().unwrap();
+    let dir = dir.display().to_string();
+    assert!(
+        text.contains(&format!("(in {dir}; open them with `read` as {dir}/FILE")),
+        "{text}"
+    );
     assert!(
         text.contains("- reference.md\n- scripts/fill.py\n"),
         "{text}"
     );
     let value = r.structured_content.clone().unwrap_or(Value::Null);
     assert_eq!(value["digest"], digest.as_str(), "{value}");
+    assert_eq!(value["directory"], dir.as_str(), "{value}");
+    let read = ok(&b
+        .call("read", json!({"path": format!("{dir}/scripts/fill.py")}))
+        .await);
+    assert!(read.contains("print('fill')"), "{read}");
+    // Only the skill's own directory: not its parent, not through `..`,
+    // not any other absolute path; and never for writing.
+    std::fs::write(skills.path().join("beside.txt"), "not a skill's\n").unwrap();
+    let beside = skills.path().canonicalize().unwrap().join("beside.txt");
+    let t = failed(
+        &b.call("read", json!({"path": beside.display().to_string()}))
+            .await,
+        "PERMISSION_DENIED",
+    );
+    assert!(
+        t.contains("outside the directories granted to this tool"),
+        "{t}"
+    );
+    let t = failed(
+        &b.call("read", json!({"path": format!("{dir}/../beside.txt")}))
+            .await,
+        "PERMISSION_DENIED",
+    );
+    assert!(t.contains("climbs out with `..`"), "{t}");
+    failed(
+        &b.call("read", json!({"path": "/etc/hostname"})).await,
+        "PERMISSION_DENIED",
+    );
+    assert!(
+        b.call(
+            "write",
+            json!({"path": format!("{dir}/reference.md"), "content": "x"})
+        )
+        .await
+        .is_error
+    );
+    assert_eq!(
+        std::fs::read_to_string(skills.path().join("pdf-forms/reference.md")).unwrap(),
+        "name, date\n"
+    );
 
     let file = ok(&b
         .call(

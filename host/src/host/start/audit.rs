@@ -2,7 +2,8 @@
 //! intent is recorded before its body runs, see `pipeline::intent`); the
 //! egress proxy's connections go into it, and so do the bridge's pins (a
 //! changed tool withheld, then accepted); once the host answers, the first
-//! generation's plugins and every reload are recorded as events.
+//! generation's plugins and every reload are recorded as events. The
+//! `history` seam reads it back (see `crate::history`).
 
 use std::collections::BTreeMap;
 
@@ -51,6 +52,13 @@ impl Feature for Record {
                 let _ = egress.event("egress", record.audit_fields(who));
             });
             let _ = lifecycle.seams().egress_record.set(sink);
+            let live = audit.path().to_path_buf();
+            let _ = lifecycle.seams().history.set(crate::history::Source {
+                files: std::sync::Arc::new(move || {
+                    crate::audit::verify::with_rotations(std::slice::from_ref(&live))
+                }),
+                instance: audit.instance().to_string(),
+            });
             let audit = audit.clone();
             let events: crate::seams::HostEventSink = std::sync::Arc::new(move |kind, fields| {
                 let _ = audit.event(kind, fields);
