@@ -189,6 +189,10 @@ impl ToolBody for RunCode {
         let nested = nested::Nested::new(
             host,
             call.clone(),
+            // Who sent the program sent its calls: the record names the
+            // client, and what answers by it (the `history` seam) sees the
+            // same one as for the program.
+            ctx.extensions.get::<Arc<crate::call::Client>>().cloned(),
             signal.clone(),
             // The program's approver, or the one it names for calls made
             // inside a body (a stateless request's: `approval::hold`).

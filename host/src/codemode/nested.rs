@@ -37,6 +37,8 @@ use crate::turn::TurnOptions;
 pub struct Nested {
     host: Arc<dyn NestedCalls>,
     parent: Arc<CallInfo>,
+    /// The program's client (the turn's), if it came from one.
+    client: Option<Arc<crate::call::Client>>,
     signal: CallSignal,
     approver: Option<Arc<dyn Approver>>,
     max: usize,
@@ -47,6 +49,7 @@ impl Nested {
     pub fn new(
         host: Arc<dyn NestedCalls>,
         parent: Arc<CallInfo>,
+        client: Option<Arc<crate::call::Client>>,
         signal: CallSignal,
         approver: Option<Arc<dyn Approver>>,
         max: usize,
@@ -54,6 +57,7 @@ impl Nested {
         Nested {
             host,
             parent,
+            client,
             signal,
             approver,
             max,
@@ -133,9 +137,11 @@ impl Nested {
             parent_id: Some(self.parent.call_id.clone()),
             cancel,
             approver: self.approver.clone(),
-            // The program's calls: their `parent` names the call (and
-            // its record, the client).
-            client: None,
+            // The program's client: its calls' records name it (and their
+            // `parent`, the program's call), and what answers by the
+            // client (the `history` seam) answers them as it answers the
+            // program — never as a call with no client.
+            client: self.client.clone(),
             // Who runs the program runs its calls.
             caller: self.parent.caller.clone(),
             // Its client is theirs.

@@ -172,3 +172,32 @@ async fn a_hostile_component_reads_only_its_callers_history_within_the_caps() {
         started.elapsed()
     );
 }
+
+/// Values the operator marked sensitive (`[audit] sensitive`) stay
+/// digests in the history: a search for one finds nothing, and the call
+/// shows the digest in its place.
+#[tokio::test]
+async fn sensitive_values_stay_digests_in_the_history() {
+    let dir = PluginDir::new();
+    dir.add("asker", fixtures::HISTORY_ASKER);
+    let state = TempDir::new("history-sensitive");
+    let config = format!(
+        "[audit]\npath = {:?}\nsigning_key = {:?}\nsensitive = {{ ask = [\"/id\"] }}\n\
+         [plugins.asker.grants]\nhistory = true\n",
+        state.path().join("audit.jsonl").display().to_string(),
+        state.path().join("audit.key").display().to_string(),
+    );
+    let h = builder(&dir, &config).build().await.expect("host builds");
+    // A call whose `id` is a secret (`list` does not use it).
+    ask(&h, None, json!({"op": "list", "id": "hunter2-secret"})).await;
+    let r = ask(&h, None, json!({"op": "search", "query": "hunter2"})).await;
+    assert_eq!(r["ok"]["calls"], json!([]), "{r}");
+    let r = ask(&h, None, json!({"op": "search", "query": "$sha256"})).await;
+    let calls = r["ok"]["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 1, "{r}");
+    let arguments = calls[0]["arguments"].as_str().unwrap();
+    assert!(
+        arguments.contains("\"id\":{\"$sha256\":") && !arguments.contains("hunter2"),
+        "{arguments}"
+    );
+}

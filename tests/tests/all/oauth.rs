@@ -1192,3 +1192,69 @@ fn without_a_caller_a_session_reads_only_its_own_history() {
         "{answer}"
     );
 }
+
+/// A Code Mode program's calls read the history of the client that ran
+/// the program: over HTTP without a caller, its own session — never the
+/// local operator's calls (which a call with no client would read).
+#[test]
+fn a_programs_calls_read_the_history_of_the_client_that_ran_it() {
+    let s = setup();
+    s.configure("[plugins.history]\nenabled = true\n");
+    // The local operator's call, through `run`.
+    let mut run = s.other_command(&["--approve", "allow", "run", "-"]);
+    run.stdin(Stdio::piped()).stdout(Stdio::piped());
+    let mut child = run.spawn().unwrap();
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(br#"[{"id": "l", "name": "echo", "arguments": {"text": "local-mark"}}]"#)
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    audited(&s, 1);
+
+    let server = HttpServer::start(&s, &["--code-mode", "--approve", "allow"]);
+    let addr = server.addr();
+    let token = server.token.clone().unwrap_or_default();
+    let (status, head, body) = request(
+        &addr,
+        &token,
+        None,
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}),
+    );
+    assert_eq!(status, 200, "{head}\n{body}");
+    let session = header(&head, "mcp-session-id").unwrap().to_string();
+    let program = |code: &str| -> String {
+        let (status, head, body) = request(
+            &addr,
+            &token,
+            Some(&session),
+            "tools/call",
+            json!({"name": "run_code", "arguments": {"code": code}}),
+        );
+        assert_eq!(status, 200, "{head}\n{body}\n{}", server.log());
+        let answer = sse_or_json(&body);
+        assert_eq!(answer["result"]["isError"], false, "{answer}");
+        answer["result"]["content"].to_string()
+    };
+    let found = program(
+        "const r = await tools.session_search({query: 'mark'}); return r.calls.map(c => c.tool + ' ' + c.arguments);",
+    );
+    assert!(
+        !found.contains("echo"),
+        "the local operator's call: {found}"
+    );
+    // Its own session's calls it does read: the program's search above.
+    let found = program(
+        "const r = await tools.session_search({query: 'mark'}); return r.calls.map(c => c.tool + ' ' + c.arguments);",
+    );
+    assert!(found.contains("session_search"), "{found}");
+    assert!(!found.contains("echo"), "{found}");
+}

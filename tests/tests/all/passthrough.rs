@@ -434,7 +434,10 @@ fn a_bridged_servers_questions_reach_the_calls_client_and_its_answers_return() {
         .iter()
         .map(|p| p[0].as_f64().unwrap())
         .collect();
-    assert!(progress.contains(&0.25) && progress.contains(&1.0), "{r}");
+    // The server's last report (1.0) and its result leave it together: the
+    // client may take the result first and drop the report (its token is
+    // done), so only the steps before it are certain.
+    assert!(progress.contains(&0.25) && progress.contains(&0.75), "{r}");
     assert!(progress.windows(2).all(|w| w[0] < w[1]), "{r}");
     // The record says what the server asked and what the client did.
     let text = std::fs::read_to_string(records(work.path()).join("audit.jsonl")).unwrap();

@@ -40,6 +40,27 @@ pub use kv::SqliteKv;
 /// before it fails.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// `op`, again while another process holds the file's lock, for at most
+/// [`BUSY_TIMEOUT`]: opening a store switches its journal and creates its
+/// tables, and SQLite answers `SQLITE_BUSY` there at once (without its
+/// busy handler) while another process opens, recovers or checkpoints the
+/// same file — two `toolgate run` started together failed with "database
+/// is locked".
+fn while_busy<T>(mut op: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match op() {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            r => return r,
+        }
+    }
+}
+
 /// A file that could not be opened as a store: where, and why (the
 /// owner-only check's words, or SQLite's). Each store says it in its own
 /// terms ([`super::OpenError::File`], `StoreError::Open`).
@@ -70,7 +91,7 @@ impl Sqlite {
         let conn = Connection::open(path).map_err(|e| fail(e.to_string()))?;
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| fail(e.to_string()))?;
-        conn.pragma_update(None, "journal_mode", "WAL")
+        while_busy(|| conn.pragma_update(None, "journal_mode", "WAL"))
             .map_err(|e| fail(e.to_string()))?;
         Self::with_tables(conn, schema, format!("sqlite:{}", path.display()))
             .map(|db| Sqlite {
@@ -92,9 +113,9 @@ impl Sqlite {
     }
 
     fn with_tables(conn: Connection, schema: &str, what: String) -> Result<Sqlite, String> {
-        conn.pragma_update(None, "synchronous", "NORMAL")
+        while_busy(|| conn.pragma_update(None, "synchronous", "NORMAL"))
             .map_err(|e| e.to_string())?;
-        conn.execute_batch(schema)
+        while_busy(|| conn.execute_batch(schema))
             .map_err(|e| format!("cannot create its tables: {e}"))?;
         Ok(Sqlite {
             what,
@@ -190,6 +211,36 @@ mod tests {
             companion_files(&path)[0],
             PathBuf::from(format!("{}-wal", path.display()))
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Many hosts opening one fresh file at once (each `toolgate run` of
+    /// a script started together) all open it: none fails with "database
+    /// is locked" while another switches the journal or makes the tables.
+    #[test]
+    fn many_opening_one_file_at_once_all_open_it() {
+        let dir = scratch("sqlite-race");
+        std::fs::create_dir_all(&dir).unwrap();
+        for round in 0..5 {
+            let path = dir.join(format!("s{round}.sqlite"));
+            let start = Arc::new(std::sync::Barrier::new(12));
+            let opened: Vec<_> = (0..12)
+                .map(|_| {
+                    let (path, start) = (path.clone(), start.clone());
+                    std::thread::spawn(move || {
+                        start.wait();
+                        Sqlite::open(
+                            &path,
+                            "CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY, v);",
+                        )
+                        .map(drop)
+                    })
+                })
+                .collect();
+            for o in opened {
+                o.join().unwrap().expect("opened");
+            }
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
