@@ -570,6 +570,7 @@ fn check_seams(
         };
         missing.push((seam, line));
     }
+    missing.sort_unstable();
     let and = |items: Vec<String>| match items.split_last() {
         Some((last, [])) => last.clone(),
         Some((last, rest)) => format!("{} and {last}", rest.join(", ")),

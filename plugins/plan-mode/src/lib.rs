@@ -220,6 +220,14 @@ impl Tool for ExitPlanMode {
             ));
         }
         let accept_edits = setting("ACCEPT_EDITS", "never");
+        if !matches!(accept_edits, "never" | "offer" | "always") {
+            return Err(ToolError::new(
+                "CONFIG",
+                format!(
+                    "the operator's ACCEPT_EDITS under [plugins.plan-mode.vars] is `{accept_edits}`; it is one of `never`, `offer`, `always` (plan mode stays on)"
+                ),
+            ));
+        }
         let answer = if setting("EXIT", "ask") == "allow" {
             Ok(("Approve".to_string(), None))
         } else if accept_edits == "offer" {

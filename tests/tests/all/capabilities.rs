@@ -369,12 +369,18 @@ async fn a_component_importing_an_ungranted_seam_does_not_load() {
         .iter()
         .find(|p| p.plugin == "seams")
         .expect("seams is refused");
+    // Every seam missing is named at once, with every line that grants it.
     assert!(
-        seams.message.contains("`shell` seam, which is not granted"),
+        seams
+            .message
+            .contains("`shell` and `subprocess` seams, which are not granted"),
         "{seams}"
     );
     assert!(
-        seams.message.contains("shell = true") && seams.message.contains("[plugins.seams.grants]"),
+        seams
+            .message
+            .contains("`shell = true` and `subprocess = [\"<program>\", ...]`")
+            && seams.message.contains("[plugins.seams.grants]"),
         "{seams}"
     );
     assert!(
@@ -388,7 +394,12 @@ async fn a_component_importing_an_ungranted_seam_does_not_load() {
         .into_iter()
         .find(|p| p.plugin == "seams")
         .expect("still refused");
-    assert!(seams.message.contains("`subprocess` seam"), "{seams}");
+    assert!(
+        seams
+            .message
+            .contains("`subprocess` seam, which is not granted"),
+        "{seams}"
+    );
 }
 
 /// A host with the `seams` fixture (shell, `echo`/`sleep`, `HOME`) and the

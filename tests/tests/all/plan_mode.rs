@@ -327,3 +327,23 @@ async fn a_plan_approved_accepting_edits_lets_edits_run_without_asking() {
         ["write", "bash", "write", "write"]
     );
 }
+
+/// A setting that is none of the words is said, not taken as `never`.
+#[tokio::test]
+async fn a_misspelt_accept_edits_setting_is_said() {
+    let (h, _, _dir) = host_with(
+        person,
+        "[plugins.plan-mode]\nenabled = true\nvars = { ACCEPT_EDITS = \"sometimes\" }\n",
+    )
+    .await;
+    let s = scope("misspelt");
+    ok(&call(&h, &s, "enter_plan_mode", json!({"reason": "r"})).await);
+    let t = failed(
+        &call(&h, &s, "exit_plan_mode", json!({"plan": "v2: the plan"})).await,
+        "CONFIG",
+    );
+    assert!(
+        t.contains("`sometimes`") && t.contains("`never`, `offer`, `always`"),
+        "{t}"
+    );
+}
