@@ -193,12 +193,15 @@ mod tests {
 
     #[test]
     fn paths_stay_inside() {
-        // Absolute: kept (WASI decides whether a grant is there).
+        assert!(relative("/etc/passwd").is_err());
+        // Absolute, for `read`: kept (WASI decides whether a grant is
+        // there); never `..`.
         assert_eq!(
-            relative("/skills/x/./a.md").unwrap(),
+            granted("/skills/x/./a.md").unwrap(),
             PathBuf::from("/skills/x/a.md")
         );
-        assert!(relative("/skills/x/../../etc/passwd").is_err());
+        assert!(granted("/skills/x/../../etc/passwd").is_err());
+        assert_eq!(granted("a/./b").unwrap(), PathBuf::from("./a/b"));
         assert!(relative("a/../../b").is_err());
         assert_eq!(relative("a/./b").unwrap(), PathBuf::from("./a/b"));
         assert_eq!(display(Path::new("./a/b")), "a/b");
