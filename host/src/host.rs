@@ -638,6 +638,13 @@ impl codemode::NestedCalls for WeakHost {
             .await
             .map_err(|e| e.to_string())
     }
+
+    fn model_tools(&self, scope: &str) -> Vec<ModelTool> {
+        match self.0.upgrade() {
+            Some(inner) => inner.lifecycle.generation_for(scope).model_tools(),
+            None => Vec::new(),
+        }
+    }
 }
 
 /// The scheduler's view of the host (see [`scheduler::Dispatch`]).

@@ -98,6 +98,17 @@
 //! on_failure = "fail-closed"       # or "continue": a call whose record cannot be written still returns
 //! arguments = "full"               # or "digest": only the arguments' SHA-256 (not replayable)
 //! sensitive = { login = ["/password"], "*" = ["/api_key"] }  # tool → JSON pointers kept as digests
+//!
+//! [models.local]                   # a model sub-agents may run on (docs/operators/tools.md, "Sub-agents")
+//! api = "chat-completions"         # or "messages" (Anthropic)
+//! base_url = "http://127.0.0.1:8080/v1"
+//! model = "qwen2.5-7b-instruct"
+//! api_key_file = "model.key"       # a secret: hidden from everything the host runs
+//!
+//! [delegation]                     # subagent, list_agents, send_message, interrupt_agent
+//! max_depth = 2                    # sub-agents of sub-agents, no deeper
+//! max_turns = 20                   # model turns of one sub-agent
+//! max_tokens = 200000              # tokens of one sub-agent
 //! ```
 
 use std::collections::BTreeMap;
@@ -232,6 +243,14 @@ pub struct HostConfig {
     /// `serve`'s prompts (see [`crate::skills`]).
     #[serde(default)]
     pub skills: crate::skills::SkillsConfig,
+    /// `[models.NAME]`: models a sub-agent may run on (see
+    /// [`crate::models`]).
+    #[serde(default)]
+    pub models: BTreeMap<String, crate::models::ModelConfig>,
+    /// `[delegation]`: the sub-agent tools' budgets (see
+    /// [`crate::delegation`]).
+    #[serde(default)]
+    pub delegation: crate::delegation::DelegationConfig,
     /// `[auth]`: OAuth 2.1 access tokens for `serve --http` (see
     /// [`crate::identity`]).
     pub auth: Option<crate::identity::AuthConfig>,
@@ -284,6 +303,12 @@ impl HostConfig {
         crate::identity::check_access(&config.access, config.auth.as_ref(), &mut problems);
         config.web_search.check(&mut problems);
         config.lsp.check(&mut problems);
+        for (name, m) in &config.models {
+            m.check(name, &mut problems);
+        }
+        config
+            .delegation
+            .check(&config.models.keys().collect::<Vec<_>>(), &mut problems);
         crate::config::positive(
             "/questions/timeout_ms",
             config.questions.timeout_ms,

@@ -19,6 +19,7 @@ pub mod call;
 pub mod cause;
 pub mod clock;
 pub mod codemode;
+pub mod delegation;
 pub use toolgate_config as config;
 pub mod content;
 pub mod egress;
@@ -32,6 +33,7 @@ pub mod identity;
 pub mod lifecycle;
 pub mod lsp;
 pub mod metrics;
+pub mod models;
 #[cfg(feature = "oci")]
 pub use toolgate_oci as oci;
 pub mod outcome;

@@ -93,12 +93,24 @@ impl toolgate::call::ClientLink for SessionLink {
     // only where the operator lets a server ask for it.
     #[allow(deprecated)]
     async fn sample(&self, params: Value) -> Result<Value, String> {
-        let declared = self
+        let sampling = self
             .peer
             .peer_info()
-            .is_some_and(|i| i.capabilities.sampling.is_some());
-        if let Some(why) = self.refusal("sampling", declared) {
+            .and_then(|i| i.capabilities.sampling.clone());
+        if let Some(why) = self.refusal("sampling", sampling.is_some()) {
             return Err(why);
+        }
+        // A request with tools (a sub-agent's turn) only to a client that
+        // said it takes them.
+        if params.get("tools").is_some() && sampling.is_some_and(|s| s.tools.is_none()) {
+            let client = self
+                .peer
+                .peer_info()
+                .map(|i| i.client_info.name.clone())
+                .unwrap_or_else(|| "the client".into());
+            return Err(format!(
+                "{client} declared `sampling` without `tools`: it cannot run a sub-agent's turn"
+            ));
         }
         let params: rmcp::model::CreateMessageRequestParams =
             serde_json::from_value(params).map_err(|e| format!("not a sampling request: {e}"))?;

@@ -101,6 +101,10 @@ pub trait NestedCalls: Send + Sync {
         calls: Vec<ToolCall>,
         turn: &TurnOptions,
     ) -> Result<Vec<CallRecord>, String>;
+
+    /// The model-facing projection of every tool a call from `scope` may
+    /// use (never Code Mode's projection: a nested call names the tool).
+    fn model_tools(&self, scope: &str) -> Vec<crate::tool::ModelTool>;
 }
 
 /// Where the host is, set once it exists (the tool is registered before).

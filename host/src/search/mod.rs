@@ -146,7 +146,7 @@ impl BaseUrl {
         })
     }
 
-    fn at(&self, path: &str) -> String {
+    pub fn at(&self, path: &str) -> String {
         format!("{}{}{path}", self.origin, self.path)
     }
 }

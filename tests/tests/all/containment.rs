@@ -1063,6 +1063,10 @@ const NOT_PATHS: &[(&str, &str)] = &[
     ("/state/prefix", "a key prefix"),
     ("/state/replica_id", "a replica's name"),
     ("/web_search/url", "an http(s) URL"),
+    ("/models/*/base_url", "an http(s) URL"),
+    ("/models/*/model", "the provider's name for a model"),
+    ("/delegation/model", "a name of [models]"),
+    ("/delegation/system_prompt", "text the sub-agents are told"),
     ("/lsp/servers/*/preset", "a preset's name"),
     (
         "/lsp/servers/*/args/*",

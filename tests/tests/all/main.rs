@@ -14,6 +14,7 @@ mod conformance;
 mod console;
 mod containment;
 mod contract;
+mod delegation;
 mod egress;
 mod examples;
 mod foundation;

@@ -22,7 +22,7 @@ fn report(python: &Path, work: &Path, config: &Path, extra: &[&str]) -> Value {
 
 /// `tests/mcp/SCRIPT CLIENT_ARGS -- toolgate --config CONFIG serve SERVE_ARGS`
 /// in `work`: the report (the last line of its output, JSON).
-fn drive(
+pub(crate) fn drive(
     python: &Path,
     script: &str,
     client: &[&str],

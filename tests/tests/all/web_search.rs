@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 use crate::catalog::{Bench, failed, ok};
 
@@ -47,34 +47,13 @@ async fn provider(
             let kept = kept.clone();
             let answer = answer.clone();
             tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 8192];
-                let (head, body_at) = loop {
-                    let n = s.read(&mut chunk).await.unwrap_or(0);
-                    if n == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        break (String::from_utf8_lossy(&buf[..i]).into_owned(), i + 4);
-                    }
+                let Some((head, body)) = toolgate_tests::read_http_request(&mut s).await else {
+                    return;
                 };
-                let mut req = Seen {
+                let req = Seen {
                     head,
-                    body: String::new(),
+                    body: String::from_utf8_lossy(&body).into_owned(),
                 };
-                let len: usize = req
-                    .header("content-length")
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0);
-                while buf.len() < body_at + len {
-                    let n = s.read(&mut chunk).await.unwrap_or(0);
-                    if n == 0 {
-                        break;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                }
-                req.body = String::from_utf8_lossy(&buf[body_at..]).into_owned();
                 kept.lock().unwrap().push(req.clone());
                 tokio::time::sleep(delay).await;
                 let (status, headers, body) = answer(&req);

@@ -28,14 +28,13 @@ impl Feature for CodeMode {
             let definition = RunCode::definition(&limits);
             let parameters = toolgate_schema::Schema::compile_parameters(&definition.parameters)
                 .expect("run_code's schema compiles");
-            let slot = HostSlot::default();
+            let slot: HostSlot = wiring.nested.get_or_insert_with(Default::default).clone();
             wiring.tools.push(Arc::new(ToolEntry {
                 def: definition,
                 parameters,
                 output: None,
                 body: Arc::new(RunCode::new(start.runtime.clone(), limits, slot.clone())),
             }));
-            wiring.nested = Some(slot);
             Ok(())
         })
     }

@@ -20,6 +20,7 @@ mod approval;
 mod audit;
 mod bridge;
 mod codemode;
+mod delegation;
 mod lsp;
 mod search;
 mod store;
@@ -85,10 +86,14 @@ pub(crate) struct Wiring {
     pub approvals: Option<Arc<crate::approval::queue::ApprovalQueue>>,
     /// Who decides `ask` (the queue, or the embedder's approver).
     pub approver: Option<Arc<dyn Approver>>,
-    /// Tools the host itself provides (Code Mode's `run_code`).
+    /// Tools the host itself provides (Code Mode's `run_code`, the
+    /// sub-agent tools).
     pub tools: Vec<Arc<ToolEntry>>,
-    /// Where `run_code` finds the host once it exists.
+    /// Where the host's own tools (`run_code`, `subagent`) find the host
+    /// once it exists: one slot, filled by the builder.
     pub nested: Option<crate::codemode::HostSlot>,
+    /// The sub-agent tools' state, when `[models]` names a model.
+    pub delegation: Option<Arc<crate::delegation::Delegation>>,
 }
 
 /// One optional part of the host, opened at its start.
@@ -125,6 +130,7 @@ pub(crate) const FEATURES: &[&dyn Feature] = &[
     &audit::Record,
     &approval::Queue,
     &codemode::CodeMode,
+    &delegation::Delegation,
     &search::WebSearch,
     &lsp::LanguageServers,
     &bridge::McpBridge,
