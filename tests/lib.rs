@@ -492,14 +492,8 @@ pub async fn read_http_request(s: &mut tokio::net::TcpStream) -> Option<(String,
             break (String::from_utf8_lossy(&buf[..i]).into_owned(), i + 4);
         }
     };
-    let len: usize = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.trim()
-                .eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse().ok())?
-        })
+    let len: usize = http_header(&head, "content-length")
+        .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     while buf.len() < body_at + len {
         let n = s.read(&mut chunk).await.unwrap_or(0);
@@ -509,4 +503,14 @@ pub async fn read_http_request(s: &mut tokio::net::TcpStream) -> Option<(String,
         buf.extend_from_slice(&chunk[..n]);
     }
     Some((head, buf.split_off(body_at)))
+}
+
+/// The value of header `name` (any case) in an HTTP head.
+pub fn http_header(head: &str, name: &str) -> Option<String> {
+    head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim()
+            .eq_ignore_ascii_case(name)
+            .then(|| v.trim().to_string())
+    })
 }

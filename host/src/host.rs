@@ -541,6 +541,7 @@ impl ToolgateBuilder {
             approvals: wiring.approvals.clone(),
             replica_id: replica_id.clone(),
             metrics: crate::metrics::Metrics::default(),
+            delegation: wiring.delegation.clone(),
         });
         if let Some(slot) = &wiring.nested {
             let _ = slot.set(Arc::new(WeakHost(Arc::downgrade(&inner))));
@@ -588,6 +589,9 @@ struct Inner {
     replica_id: Arc<str>,
     /// Counted at every call's end, encoded at each scrape.
     metrics: crate::metrics::Metrics,
+    /// The sub-agent tools, when offered: their background agents end
+    /// before the record closes.
+    delegation: Option<Arc<crate::delegation::Delegation>>,
 }
 
 impl Reloader for Inner {
@@ -968,7 +972,9 @@ impl Toolgate {
 
     /// Kill every background job and terminal (the `jobs` and
     /// `terminals` seams) and wait, up to 5 s, until each has ended; stop
-    /// the language servers (the `lsp` seam) and wait for them as long.
+    /// the language servers (the `lsp` seam) and wait for them as long;
+    /// interrupt the background sub-agents and wait as long for each to
+    /// record its end.
     /// Dropping the host kills them too, without waiting; an embedder that
     /// exits right after should call this first.
     pub async fn shutdown(&self) {
@@ -978,10 +984,16 @@ impl Toolgate {
                 lsp.shutdown(Duration::from_secs(5)).await;
             }
         };
+        let agents = async {
+            if let Some(d) = &self.inner.delegation {
+                d.shutdown(Duration::from_secs(5)).await;
+            }
+        };
         tokio::join!(
             seams.jobs.shutdown(Duration::from_secs(5)),
             seams.terminals.shutdown(Duration::from_secs(5)),
             lsp,
+            agents,
         );
         if let Some(audit) = &self.inner.audit
             && let Err(e) = audit.close()

@@ -260,6 +260,16 @@ impl Agents {
         v
     }
 
+    /// Every agent still running.
+    pub fn running(&self) -> Vec<Arc<Agent>> {
+        lock(&self.table)
+            .by_id
+            .values()
+            .filter(|a| a.is_running())
+            .cloned()
+            .collect()
+    }
+
     /// `owner`'s background agents still running.
     pub fn running_in_background(&self, owner: &Viewer) -> usize {
         lock(&self.table)

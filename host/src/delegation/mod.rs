@@ -90,6 +90,10 @@ pub const MAX_DESCRIPTION_BYTES: usize = 200;
 /// How long `interrupt_agent` waits for the agent to end (5 s).
 pub const INTERRUPT_WAIT: Duration = Duration::from_secs(5);
 
+/// Where a background agent's end is recorded (the host: an `agent`
+/// record in the audit record).
+pub type RecordAgent = Arc<dyn Fn(Value) + Send + Sync>;
+
 /// Opens a model's connection for the calls of one agent.
 pub trait Connect: Send + Sync {
     /// A transport whose connections are attributed to `call_id` in
@@ -105,6 +109,9 @@ pub struct Delegation {
     connect: OnceLock<Arc<dyn Connect>>,
     host: HostSlot,
     agents: Arc<Agents>,
+    /// Where a background agent's model requests go when it ends (its
+    /// call has ended: its record cannot hold them).
+    record: OnceLock<RecordAgent>,
     /// `[delegation] sampling`: `model: "client"` is the client's model.
     sampling: bool,
     /// The state store (`subagent_fork`'s copy, `ralph`'s goal).
@@ -138,6 +145,7 @@ impl Delegation {
             models,
             default_model,
             connect: OnceLock::new(),
+            record: OnceLock::new(),
             host,
             agents: Arc::new(Agents::default()),
             sampling: config.sampling == Some(true),
@@ -158,6 +166,24 @@ impl Delegation {
             names.push(config::CLIENT_MODEL.to_string());
         }
         names
+    }
+
+    /// Interrupts every background agent and waits, up to `wait`, until
+    /// each has ended (and recorded its end).
+    pub async fn shutdown(&self, wait: Duration) {
+        self.shutdown.cancel();
+        let running = self.agents.running();
+        let _ = tokio::time::timeout(
+            wait,
+            futures::future::join_all(running.iter().map(|a| a.ended())),
+        )
+        .await;
+    }
+
+    /// Where background agents' ends are recorded (set once the record
+    /// exists).
+    pub fn set_record(&self, record: RecordAgent) {
+        let _ = self.record.set(record);
     }
 
     pub fn agents(&self) -> &Arc<Agents> {

@@ -224,14 +224,31 @@ impl Delegation {
         ended
     }
 
-    /// Starts a background agent; it records its own end.
+    /// Starts a background agent; it records its own end: in the audit
+    /// record, an `agent` record with its model requests (the call that
+    /// started it has ended, and its record with it).
     pub(super) fn run_background(&self, agent: &Arc<Agent>, run: run::Run) {
         let agents = self.agents.clone();
         let agent = agent.clone();
+        let record = self.record.get().cloned();
+        let parent = run.parent_id.clone();
         tokio::spawn(async move {
             let ended = run.run().await;
             finish(&agent, &ended);
             agents.retire(&agent);
+            if let Some(record) = record {
+                let mut v = summary(&agent, &ended);
+                if let Some(o) = v.as_object_mut() {
+                    // The answer's text is not kept: its digest is.
+                    o.remove("answer");
+                    o.insert("agent".into(), json!(agent.id));
+                    o.remove("agentId");
+                    o.insert("scope".into(), json!(agent.scope));
+                    o.insert("parent".into(), json!(parent));
+                    o.insert("requests".into(), json!(ended.requests));
+                }
+                record(v);
+            }
         });
     }
 }

@@ -48,12 +48,7 @@ struct Seen {
 
 impl Seen {
     fn header(&self, name: &str) -> Option<String> {
-        self.head.lines().find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.trim()
-                .eq_ignore_ascii_case(name)
-                .then(|| v.trim().to_string())
-        })
+        toolgate_tests::http_header(&self.head, name)
     }
 
     /// The tool names the request offered (either format).
@@ -1136,17 +1131,13 @@ async fn ralph_runs_fresh_rounds_until_the_goal_is_complete() {
     assert!(why.contains("pass `goal`"), "{why}");
 }
 
-#[tokio::test]
-async fn the_record_keeps_each_model_request_and_every_call_of_the_agent() {
-    let server = ModelServer::start(|n, _| match n {
-        0 => chat_calls(&[("glob", json!({"pattern": "*.txt"}))]),
-        _ => chat_text("listed"),
-    })
-    .await;
+/// A gate whose audit record is `audit.jsonl` in a directory of its own
+/// (the directory, for the test to keep, and the record's path).
+async fn audited_gate(port: u16) -> (Gate, TempDir, std::path::PathBuf) {
     let state = TempDir::new("delegation-audit");
     let record = state.path().join("audit.jsonl");
     let g = gate(
-        server.port,
+        port,
         "chat-completions",
         "",
         &format!(
@@ -1157,6 +1148,17 @@ async fn the_record_keeps_each_model_request_and_every_call_of_the_agent() {
         None,
     )
     .await;
+    (g, state, record)
+}
+
+#[tokio::test]
+async fn the_record_keeps_each_model_request_and_every_call_of_the_agent() {
+    let server = ModelServer::start(|n, _| match n {
+        0 => chat_calls(&[("glob", json!({"pattern": "*.txt"}))]),
+        _ => chat_text("listed"),
+    })
+    .await;
+    let (g, _state, record) = audited_gate(server.port).await;
     let r = g
         .call(
             "subagent",
@@ -1446,4 +1448,68 @@ async fn a_real_inference_server_answers_a_sub_agent_whole_and_streamed() {
         );
         eprintln!("stream = {stream}: {:?} for {text:?}", start.elapsed());
     }
+}
+
+#[tokio::test]
+async fn a_background_agents_model_requests_are_recorded_when_it_ends() {
+    let server = ModelServer::start(|n, _| match n {
+        0 => chat_calls(&[("glob", json!({"pattern": "*"}))]),
+        _ => chat_text("found nothing"),
+    })
+    .await;
+    let (g, state, record) = audited_gate(server.port).await;
+    ok(&g
+        .call(
+            "subagent",
+            json!({"description": "bg", "prompt": "look", "run_in_background": true}),
+        )
+        .await);
+    let end = Instant::now() + Duration::from_secs(20);
+    while g.agents().await[0]["state"] == "running" && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The record is written after the state is: wait for it.
+    let agent = loop {
+        let found = std::fs::read_to_string(&record)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|l| l["kind"] == "agent");
+        if let Some(a) = found {
+            break a;
+        }
+        assert!(Instant::now() < end, "no agent record");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(agent["agent"], "a-1", "{agent}");
+    assert_eq!(agent["parent"], "c1");
+    assert_eq!(agent["scope"], "agents/a-1");
+    assert_eq!(agent["state"], "answered");
+    assert_eq!(agent["turns"], 2);
+    let requests = agent["requests"].as_array().unwrap();
+    assert_eq!(requests.len(), 2);
+    assert!(
+        requests[1]["answer"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    assert!(!agent.to_string().contains("found nothing"), "{agent}");
+    g.host.shutdown().await;
+    drop(g);
+    // The chain is intact with it.
+    let out = std::process::Command::new(toolgate_tests::toolgate_bin())
+        .current_dir(state.path())
+        .env("TOOLGATE_STATE_DIR", state.path().join("state"))
+        .env("TOOLGATE_CACHE_DIR", state.path().join("cache"))
+        .args(["audit", "verify"])
+        .arg(&record)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

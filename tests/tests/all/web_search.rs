@@ -20,12 +20,7 @@ struct Seen {
 
 impl Seen {
     fn header(&self, name: &str) -> Option<String> {
-        self.head.lines().find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.trim()
-                .eq_ignore_ascii_case(name)
-                .then(|| v.trim().to_string())
-        })
+        toolgate_tests::http_header(&self.head, name)
     }
 }
 

@@ -98,6 +98,13 @@ impl Feature for Delegation {
                 HostError::Feature(format!("[models.{name}] base_url: {e}").into())
             })?);
         }
+        if let Some(audit) = wiring.audit.clone() {
+            service.set_record(Arc::new(move |fields| {
+                if let Err(e) = audit.event("agent", fields) {
+                    tracing::warn!(error = %e, "a background agent's end could not be recorded");
+                }
+            }));
+        }
         service.set_connect(Arc::new(EgressConnect {
             policy: Policy {
                 allow,
