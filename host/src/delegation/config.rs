@@ -70,6 +70,11 @@ pub struct DelegationConfig {
     pub max_parallel: Option<usize>,
     /// Rounds of one `ralph` (default 10).
     pub max_rounds: Option<u32>,
+    /// `true`: the record keeps, per model request, the text sent for the
+    /// first time (the prompt, then each turn's tool results and
+    /// messages) and the model's answer, each cut at 16 KiB. Default
+    /// false: digests only.
+    pub record_text: Option<bool>,
     /// `true`: `model: "client"` runs a sub-agent on the calling client's
     /// own model, each turn a `sampling/createMessage` request with the
     /// tools (MCP 2025-11-25; only a client that declared `sampling` with
@@ -94,6 +99,7 @@ pub struct Limits {
     pub max_steps: usize,
     pub max_parallel: usize,
     pub max_rounds: u32,
+    pub record_text: bool,
     pub system_prompt: String,
 }
 
@@ -117,6 +123,7 @@ impl DelegationConfig {
             max_steps: self.max_steps.unwrap_or(MAX_STEPS),
             max_parallel: self.max_parallel.unwrap_or(MAX_PARALLEL),
             max_rounds: self.max_rounds.unwrap_or(MAX_ROUNDS),
+            record_text: self.record_text == Some(true),
             system_prompt: self
                 .system_prompt
                 .clone()

@@ -32,6 +32,39 @@ use crate::turn::TurnOptions;
 /// past it are counted, not listed).
 pub const MAX_NOTED_REQUESTS: usize = 50;
 
+/// Each text the record keeps of a turn with `[delegation] record_text`
+/// (16 KiB): what was sent new, what was answered; the rest is cut, and
+/// the entry says so.
+pub const MAX_NOTED_TEXT_BYTES: usize = 16 << 10;
+
+/// The messages a turn sends for the first time, as the record keeps them.
+fn sent_text(new: &[Message]) -> Value {
+    let v: Vec<Value> = new
+        .iter()
+        .map(|m| match m {
+            Message::User(t) => json!({"user": t}),
+            Message::Assistant { text, calls } => json!({
+                "assistant": text,
+                "calls": calls.iter().map(|c| json!({"name": c.name, "arguments": c.arguments})).collect::<Vec<_>>(),
+            }),
+            Message::ToolResults(r) => json!({
+                "results": r.iter().map(|t| json!({"id": t.id, "text": t.text, "isError": t.is_error})).collect::<Vec<_>>(),
+            }),
+        })
+        .collect();
+    noted(Value::Array(v).to_string())
+}
+
+/// `text`, cut to [`MAX_NOTED_TEXT_BYTES`] with a mark.
+fn noted(text: String) -> Value {
+    let kept = cut(&text, MAX_NOTED_TEXT_BYTES);
+    if kept.len() < text.len() {
+        json!({"text": kept, "cutFrom": text.len()})
+    } else {
+        json!({"text": text})
+    }
+}
+
 /// What one agent runs with.
 pub struct Run {
     pub agent: Arc<Agent>,
@@ -141,6 +174,8 @@ impl Run {
     pub async fn run(self) -> Ended {
         let agent = self.agent.clone();
         let mut messages = vec![Message::User(self.prompt.clone())];
+        // What the record has of the conversation (`record_text`).
+        let mut noted_upto = 0;
         let mut ended = Ended {
             state: State::Running,
             answer: String::new(),
@@ -207,7 +242,20 @@ impl Run {
                     "ms": done.elapsed.as_millis() as u64,
                     "stop": done.reply.stop,
                 }));
+                if l.record_text
+                    && let Some(entry) = ended.requests.last_mut()
+                {
+                    entry["sent"] = sent_text(&messages[noted_upto..]);
+                    entry["answered"] = noted(
+                        json!({
+                            "text": done.reply.text,
+                            "calls": done.reply.calls.iter().map(|c| json!({"name": c.name, "arguments": c.arguments})).collect::<Vec<_>>(),
+                        })
+                        .to_string(),
+                    );
+                }
             }
+            noted_upto = messages.len();
             let spent = self.agents.spend(&agent.owner, done.reply.usage.total());
             agent.update(|p| {
                 p.turns = ended.turns;

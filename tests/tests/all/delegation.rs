@@ -1133,7 +1133,7 @@ async fn ralph_runs_fresh_rounds_until_the_goal_is_complete() {
 
 /// A gate whose audit record is `audit.jsonl` in a directory of its own
 /// (the directory, for the test to keep, and the record's path).
-async fn audited_gate(port: u16) -> (Gate, TempDir, std::path::PathBuf) {
+async fn audited_gate(port: u16, extra: &str) -> (Gate, TempDir, std::path::PathBuf) {
     let state = TempDir::new("delegation-audit");
     let record = state.path().join("audit.jsonl");
     let g = gate(
@@ -1141,7 +1141,7 @@ async fn audited_gate(port: u16) -> (Gate, TempDir, std::path::PathBuf) {
         "chat-completions",
         "",
         &format!(
-            "[audit]\npath = {:?}\nsigning_key = {:?}\n",
+            "[audit]\npath = {:?}\nsigning_key = {:?}\n{extra}",
             record.display().to_string(),
             state.path().join("audit.key").display().to_string()
         ),
@@ -1158,7 +1158,7 @@ async fn the_record_keeps_each_model_request_and_every_call_of_the_agent() {
         _ => chat_text("listed"),
     })
     .await;
-    let (g, _state, record) = audited_gate(server.port).await;
+    let (g, _state, record) = audited_gate(server.port, "").await;
     let r = g
         .call(
             "subagent",
@@ -1457,7 +1457,7 @@ async fn a_background_agents_model_requests_are_recorded_when_it_ends() {
         _ => chat_text("found nothing"),
     })
     .await;
-    let (g, state, record) = audited_gate(server.port).await;
+    let (g, state, record) = audited_gate(server.port, "").await;
     ok(&g
         .call(
             "subagent",
@@ -1511,5 +1511,50 @@ async fn a_background_agents_model_requests_are_recorded_when_it_ends() {
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn the_text_is_recorded_only_when_the_operator_asks() {
+    let server = ModelServer::start(|n, _| match n {
+        0 => chat_calls(&[("glob", json!({"pattern": "*.md"}))]),
+        _ => chat_text("no markdown here"),
+    })
+    .await;
+    let (g, _state, record) = audited_gate(server.port, "[delegation]\nrecord_text = true\n").await;
+    let r = g
+        .call(
+            "subagent",
+            json!({"description": "md", "prompt": "find the markdown files"}),
+        )
+        .await;
+    assert!(answer(&r).starts_with("no markdown here"));
+    g.host.shutdown().await;
+    drop(g);
+    let sub = std::fs::read_to_string(&record)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|l| l["kind"] == "call" && l["tool"] == "subagent")
+        .expect("the subagent call's record");
+    let requests = sub["notes"][0]["agents"][0]["requests"].as_array().unwrap();
+    // Turn 1 sent the prompt and got the glob call; turn 2 sent the
+    // glob's result (only it: what was new) and got the answer.
+    let sent0 = requests[0]["sent"]["text"].as_str().unwrap();
+    assert!(sent0.contains("find the markdown files"), "{sent0}");
+    assert!(
+        requests[0]["answered"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("glob")
+    );
+    let sent1 = requests[1]["sent"]["text"].as_str().unwrap();
+    assert!(!sent1.contains("find the markdown files"), "{sent1}");
+    assert!(sent1.contains("results"), "{sent1}");
+    assert!(
+        requests[1]["answered"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("no markdown here")
     );
 }
