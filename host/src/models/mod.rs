@@ -443,23 +443,26 @@ pub(crate) fn sample_conversation() -> (Vec<Message>, Vec<ModelTool>) {
 /// `sha256:` and the hex digest of `bytes`.
 pub fn digest(bytes: &[u8]) -> String {
     use sha2::Digest;
-    let d = sha2::Sha256::digest(bytes);
-    let mut s = String::with_capacity(71);
-    s.push_str("sha256:");
-    for b in d {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
+    format!("sha256:{:x}", sha2::Sha256::digest(bytes))
 }
 
-/// A JSON value's text, cut to `max` bytes on a character boundary.
+/// `text` cut to at most `max` bytes, on a character boundary.
 pub(crate) fn cut(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
+    &text[..text.floor_char_boundary(max)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digests_and_cuts() {
+        assert_eq!(
+            digest(b""),
+            "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        assert_eq!(cut("héllo", 2), "h");
+        assert_eq!(cut("héllo", 3), "hé");
+        assert_eq!(cut("hi", 10), "hi");
     }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
