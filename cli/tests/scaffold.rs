@@ -187,7 +187,7 @@ fn rust_guard_and_tool() {
 }
 
 /// A scaffolded Rust tool given a second tool that calls the seams of
-/// contract 0.2.7 (`history`) and 0.2.5 (`questions`): it builds, imports
+/// contract 0.2.8 (`history`) and 0.2.5 (`questions`): it builds, imports
 /// exactly those, `check` names the grants they need, and with them
 /// granted the call reaches the host's seam (no audit record under
 /// `check`: the seam's own answer says so).

@@ -14,7 +14,7 @@
 //   PATH_KEYS    comma-separated argument names holding paths (default
 //                `path,file,file_path,filename,dest,destination,target,to,dir,directory,output`)
 
-import { next } from 'toolgate:plugin/pre-execute-chain@0.2.7';
+import { next } from 'toolgate:plugin/pre-execute-chain@0.2.8';
 import { getEnvironment } from 'wasi:cli/environment@0.2.12';
 
 // Read on the first call, not at the top level: componentize-js runs the

@@ -61,7 +61,7 @@ impl PendingRead {
     }
 }
 
-/// `toolgate:plugin@0.2.x` (the WIT in `wit/` is 0.2.7; 0.2.0 to 0.2.6 guests are
+/// `toolgate:plugin@0.2.x` (the WIT in `wit/` is 0.2.8; 0.2.0 to 0.2.7 guests are
 /// served by the linker's semver matching).
 pub mod v0_2 {
     wasmtime::component::bindgen!({
@@ -86,6 +86,8 @@ pub mod v0_2 {
             "toolgate:plugin/history.list-sessions": async | trappable,
             "toolgate:plugin/history.read-session": async | trappable,
             "toolgate:plugin/history.search": async | trappable,
+            "toolgate:plugin/model.models": async | trappable,
+            "toolgate:plugin/model.complete": async | trappable,
             "toolgate:plugin/bulk-read.read": async | trappable,
             "toolgate:plugin/bulk-read.[static]batch.start": async | trappable,
             "toolgate:plugin/bulk-read.[method]batch.wait": async | trappable,

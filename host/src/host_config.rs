@@ -321,6 +321,30 @@ impl HostConfig {
         for (scope, c) in &config.scopes {
             c.check(scope, &mut problems);
         }
+        // A `models` grant names configured models only.
+        let scoped = config.scopes.iter().flat_map(|(scope, c)| {
+            c.plugins
+                .iter()
+                .map(move |(name, p)| (format!("/scopes/{scope}/plugins/{name}"), p))
+        });
+        let top = config
+            .plugins
+            .iter()
+            .map(|(name, p)| (format!("/plugins/{name}"), p));
+        for (at, p) in top.chain(scoped) {
+            for (i, m) in p.grants.iter().flat_map(|g| g.models.iter()).enumerate() {
+                if !config.models.contains_key(m) {
+                    problems.push(format!(
+                        "{at}/grants/models/{i}: no model {m:?} is configured; add [models.{m}] or grant one of: {}",
+                        if config.models.is_empty() {
+                            "(none configured)".to_string()
+                        } else {
+                            config.models.keys().cloned().collect::<Vec<_>>().join(", ")
+                        }
+                    ));
+                }
+            }
+        }
         // Trust rules read their files relative to the configuration's
         // directory, which `origin` names.
         #[cfg(feature = "oci")]

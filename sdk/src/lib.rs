@@ -62,6 +62,7 @@ pub mod jobs;
 pub mod kv;
 pub mod log;
 pub mod lsp;
+pub mod model;
 pub mod outcome;
 mod policy;
 pub mod process;

@@ -99,7 +99,7 @@ pub fn artifact(component: &[u8]) -> (Vec<u8>, Vec<u8>) {
 }
 
 /// The component's top-level import and export names (`wasi:cli/…@0.2.0`,
-/// `toolgate:plugin/tool@0.2.7`).
+/// `toolgate:plugin/tool@0.2.8`).
 fn world_names(bytes: &[u8]) -> (Vec<String>, Vec<String>) {
     use wasmparser::{Parser, Payload};
     let (mut imports, mut exports) = (Vec::new(), Vec::new());

@@ -2,7 +2,7 @@
 //! scope and depth, its state and usage, its inbox — and what a client may
 //! see of them (its own, nothing else).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime};
@@ -174,12 +174,6 @@ struct Table {
     by_id: BTreeMap<String, Arc<Agent>>,
     /// Finished agents, oldest first (forgotten past [`KEEP_FINISHED`]).
     finished: VecDeque<String>,
-    /// Tokens each client's agents used (by [`owner_key`]).
-    spent: HashMap<String, u64>,
-}
-
-fn owner_key(v: &Viewer) -> String {
-    format!("{v:?}")
 }
 
 impl Agents {
@@ -278,23 +272,6 @@ impl Agents {
             .filter(|a| &a.owner == owner && a.background && a.is_running())
             .count()
     }
-
-    /// Adds `tokens` to `owner`'s count; the count after.
-    pub fn spend(&self, owner: &Viewer, tokens: u64) -> u64 {
-        let mut t = lock(&self.table);
-        let n = t.spent.entry(owner_key(owner)).or_default();
-        *n += tokens;
-        *n
-    }
-
-    /// `owner`'s count.
-    pub fn spent(&self, owner: &Viewer) -> u64 {
-        lock(&self.table)
-            .spent
-            .get(&owner_key(owner))
-            .copied()
-            .unwrap_or(0)
-    }
 }
 
 #[cfg(test)]
@@ -331,9 +308,6 @@ mod tests {
         assert_eq!(agents.running_in_background(&Viewer::Local), 3);
         mine.finish(State::Answered, Some("x".into()));
         assert_eq!(agents.running_in_background(&Viewer::Local), 2);
-        assert_eq!(agents.spend(&other, 5), 5);
-        assert_eq!(agents.spend(&other, 5), 10);
-        assert_eq!(agents.spent(&Viewer::Local), 0);
     }
 
     #[test]

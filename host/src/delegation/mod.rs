@@ -27,10 +27,12 @@
 //! [`workflow`] runs a graph of them, [`ralph`] a loop of them until the
 //! session's goal is complete.
 //!
-//! A model is asked through [`crate::models`], over a [`Connect`] the host
-//! gives (its egress, `host/start/delegation.rs`). What a client sees of
-//! agents is its own ([`agents`]): another client's agent is not found,
-//! whatever its id.
+//! A model is asked through [`crate::models`], over a
+//! [`crate::models::Connect`] the host gives (its egress,
+//! `host/start/delegation.rs`); the tokens a client spends are counted in
+//! [`crate::models::Models`], one count with the `model` seam's requests.
+//! What a client sees of agents is its own ([`agents`]): another client's
+//! agent is not found, whatever its id.
 //!
 //! The module depends on the pipeline's types and on
 //! [`crate::codemode::NestedCalls`], which the host implements: it never
@@ -47,7 +49,6 @@ pub mod run;
 pub mod spawn;
 pub mod workflow;
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -60,7 +61,7 @@ use crate::call::{Annotations, CallInfo, Features, ToolMeta};
 use crate::codemode::HostSlot;
 use crate::content::Content;
 use crate::history::Viewer;
-use crate::models::{Model, Transport};
+use crate::models::Models;
 use crate::store::KvBackend;
 use crate::tool::{BodyContext, BodyError, ToolBody, ToolDefinition, ToolFailure};
 use agents::{Agent, Agents};
@@ -94,19 +95,13 @@ pub const INTERRUPT_WAIT: Duration = Duration::from_secs(5);
 /// record in the audit record).
 pub type RecordAgent = Arc<dyn Fn(Value) + Send + Sync>;
 
-/// Opens a model's connection for the calls of one agent.
-pub trait Connect: Send + Sync {
-    /// A transport whose connections are attributed to `call_id` in
-    /// `scope`.
-    fn transport(&self, call_id: &str, scope: &str) -> Box<dyn Transport>;
-}
-
 /// The family's shared state.
 pub struct Delegation {
     limits: Limits,
-    models: BTreeMap<String, Arc<Model>>,
+    /// The models, how they are reached and each client's tokens (shared
+    /// with the `model` seam).
+    models: Arc<Models>,
     default_model: String,
-    connect: OnceLock<Arc<dyn Connect>>,
     host: HostSlot,
     agents: Arc<Agents>,
     /// Where a background agent's model requests go when it ends (its
@@ -128,23 +123,23 @@ impl Drop for Delegation {
 }
 
 impl Delegation {
-    /// `models` is not empty (the host offers no family without one).
+    /// `models` is not empty unless `[delegation] sampling` offers the
+    /// client's model.
     pub fn new(
         config: &DelegationConfig,
-        models: BTreeMap<String, Arc<Model>>,
+        models: Arc<Models>,
         host: HostSlot,
         kv: Option<Arc<dyn KvBackend>>,
     ) -> Delegation {
         let default_model = config
             .model
             .clone()
-            .or_else(|| models.keys().next().cloned())
+            .or_else(|| models.names().next().cloned())
             .unwrap_or_else(|| config::CLIENT_MODEL.to_string());
         Delegation {
             limits: config.limits(),
             models,
             default_model,
-            connect: OnceLock::new(),
             record: OnceLock::new(),
             host,
             agents: Arc::new(Agents::default()),
@@ -154,14 +149,9 @@ impl Delegation {
         }
     }
 
-    /// How the models are reached (set once the host's egress exists).
-    pub fn set_connect(&self, connect: Arc<dyn Connect>) {
-        let _ = self.connect.set(connect);
-    }
-
     /// The names `model` may take.
     fn model_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.models.keys().cloned().collect();
+        let mut names: Vec<String> = self.models.names().cloned().collect();
         if self.sampling {
             names.push(config::CLIENT_MODEL.to_string());
         }
@@ -430,7 +420,7 @@ impl ToolBody for AgentTool {
             Kind::Ralph => self.service.ralph(call, &ctx, &owner).await,
             Kind::ListAgents => Ok(json!({
                 "agents": agents.of(&owner).iter().map(|a| a.summary()).collect::<Vec<_>>(),
-                "tokensUsed": agents.spent(&owner),
+                "tokensUsed": self.service.models.spent(&owner),
                 "maxSessionTokens": self.service.limits.max_session_tokens,
             })),
             Kind::SendMessage => {

@@ -17,13 +17,13 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::agents::{Agent, Agents, State};
+use super::agents::{Agent, State};
 use super::config::{CLIENT_MODEL, Limits};
 use crate::call::ClientLink;
 use crate::codemode::NestedCalls;
 use crate::models::{
-    Completion, Message, Model, ModelError, Request, ToolResult, Transport, Usage, cut, digest,
-    sampling,
+    Completion, Message, Model, ModelError, Models, Request, ToolResult, Transport, Usage, cut,
+    digest, sampling,
 };
 use crate::tool::ModelTool;
 use crate::turn::TurnOptions;
@@ -68,7 +68,8 @@ fn noted(text: String) -> Value {
 /// What one agent runs with.
 pub struct Run {
     pub agent: Arc<Agent>,
-    pub agents: Arc<Agents>,
+    /// The models and each client's tokens.
+    pub models: Arc<Models>,
     /// What answers each turn.
     pub brain: Brain,
     pub host: Arc<dyn NestedCalls>,
@@ -231,17 +232,9 @@ impl Run {
             ended.turns += 1;
             ended.usage.add(done.reply.usage);
             if ended.requests.len() < MAX_NOTED_REQUESTS {
-                ended.requests.push(json!({
-                    "model": self.brain.name(),
-                    "api": self.brain.api(),
-                    "inputTokens": done.reply.usage.input_tokens,
-                    "outputTokens": done.reply.usage.output_tokens,
-                    "prompt": done.prompt_digest,
-                    "answer": done.answer_digest,
-                    "attempts": done.attempts,
-                    "ms": done.elapsed.as_millis() as u64,
-                    "stop": done.reply.stop,
-                }));
+                ended
+                    .requests
+                    .push(done.record(self.brain.name(), self.brain.api()));
                 if l.record_text
                     && let Some(entry) = ended.requests.last_mut()
                 {
@@ -256,7 +249,7 @@ impl Run {
                 }
             }
             noted_upto = messages.len();
-            let spent = self.agents.spend(&agent.owner, done.reply.usage.total());
+            let spent = self.models.spend(&agent.owner, done.reply.usage.total());
             agent.update(|p| {
                 p.turns = ended.turns;
                 p.usage = ended.usage;

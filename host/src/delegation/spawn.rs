@@ -101,7 +101,7 @@ impl Delegation {
                 ),
             ));
         }
-        let spent = self.agents.spent(owner);
+        let spent = self.models.spent(owner);
         if spent >= l.max_session_tokens {
             return Err(failure(
                 "AGENT_BUDGET",
@@ -116,8 +116,8 @@ impl Delegation {
                 BodyError::Internal("the host is not ready for sub-agents".into())
             })?;
         let connect = self
-            .connect
-            .get()
+            .models
+            .connect()
             .cloned()
             .ok_or_else(|| BodyError::Internal("the models' egress is not ready".into()))?;
         let cancel = if spec.background {
@@ -161,7 +161,7 @@ impl Delegation {
         }
         let run = run::Run {
             agent: agent.clone(),
-            agents: self.agents.clone(),
+            models: self.models.clone(),
             brain: match model {
                 Which::Model(model) => run::Brain::Model {
                     model,

@@ -80,6 +80,9 @@ pub struct GrantsConfig {
     /// audit record.
     #[serde(default)]
     pub history: bool,
+    /// The `model` seam: the models of `[models]` it may ask, by name.
+    #[serde(default)]
+    pub models: Vec<String>,
     /// Every skill's directory (`[skills]`), read-only, preopened at its
     /// own absolute path: how `read` opens a skill's resources outside the
     /// working directory. Follows the catalog (a changed catalog is a
@@ -140,6 +143,7 @@ impl GrantsConfig {
             skills: base.skills || self.skills,
             questions: base.questions || self.questions,
             history: base.history || self.history,
+            models: union(base.models, self.models),
             skill_files: base.skill_files || self.skill_files,
             memory_mb: self.memory_mb.or(base.memory_mb),
             spawn_tcp_ports: union(base.spawn_tcp_ports, self.spawn_tcp_ports),

@@ -308,6 +308,8 @@ pub struct Grants {
     pub questions: bool,
     /// The `history` seam (`history = true`).
     pub history: bool,
+    /// The `model` seam (`models = ["NAME"]`): the models it may ask.
+    pub models: Vec<String>,
     /// `skill_files = true`: the lifecycle adds every skill's directory
     /// to `fs` ([`Grants::add_skill_dirs`]).
     pub skill_files: bool,
@@ -347,6 +349,7 @@ impl Default for Grants {
             skills: None,
             questions: false,
             history: false,
+            models: Vec::new(),
             skill_files: false,
             memory_bytes: DEFAULT_MEMORY_BYTES,
             sandbox: toolgate_sandbox::SandboxPolicy::default(),
@@ -382,6 +385,8 @@ pub enum Capability {
     Questions,
     /// The `history` seam.
     History,
+    /// The `model` seam.
+    Models,
 }
 
 impl Capability {
@@ -398,6 +403,7 @@ impl Capability {
             Capability::Skills => grants.skills.is_some(),
             Capability::Questions => grants.questions,
             Capability::History => grants.history,
+            Capability::Models => !grants.models.is_empty(),
         }
     }
 
@@ -414,6 +420,7 @@ impl Capability {
             Capability::Skills => "skills = true",
             Capability::Questions => "questions = true",
             Capability::History => "history = true",
+            Capability::Models => "models = [\"NAME\"]",
         }
     }
 
@@ -429,6 +436,7 @@ impl Capability {
             Capability::Skills => "skills",
             Capability::Questions => "questions",
             Capability::History => "history",
+            Capability::Models => "models",
         }
     }
 }
@@ -665,6 +673,7 @@ pub fn resolve_grants(
         skills: config.skills.then(Default::default),
         questions: config.questions,
         history: config.history,
+        models: config.models.clone(),
         skill_files: config.skill_files,
         memory_bytes: config
             .memory_mb

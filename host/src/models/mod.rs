@@ -18,6 +18,10 @@
 //! backoff, within the attempts and the time the caller has; a refusal
 //! (egress, 4xx) is reported at once. Nothing waits without a deadline.
 //!
+//! The models are shared ([`Models`]) by the delegation family and the
+//! `model` seam, which lets a component granted `models = ["NAME"]` ask
+//! them (`crate::seams::model`): one count of each client's tokens.
+//!
 //! The API key is read once at start from `api_key_file`, a path the
 //! configuration types as a secret: what the host runs cannot read it
 //! (see `crate::authority`), and it never enters a component.
@@ -27,6 +31,7 @@ pub mod config;
 pub mod messages;
 pub mod retry;
 pub mod sampling;
+pub mod shared;
 pub mod sse;
 
 use std::time::{Duration, Instant};
@@ -36,6 +41,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub use config::{Api, ModelConfig};
+pub use shared::{Connect, Models};
 
 use crate::tool::ModelTool;
 
@@ -204,6 +210,25 @@ pub struct Completion {
     pub prompt_digest: String,
     pub answer_digest: String,
     pub elapsed: Duration,
+}
+
+impl Completion {
+    /// What the record keeps of this request (`model` answered it over
+    /// `api`): tokens, digests, attempts, time, why the model stopped —
+    /// never the text.
+    pub fn record(&self, model: &str, api: &str) -> Value {
+        serde_json::json!({
+            "model": model,
+            "api": api,
+            "inputTokens": self.reply.usage.input_tokens,
+            "outputTokens": self.reply.usage.output_tokens,
+            "prompt": self.prompt_digest,
+            "answer": self.answer_digest,
+            "attempts": self.attempts,
+            "ms": self.elapsed.as_millis() as u64,
+            "stop": self.reply.stop,
+        })
+    }
 }
 
 impl Model {

@@ -17,6 +17,9 @@
 //! * [`skills`]: the skills of `[skills]`, read-only;
 //! * [`questions`]: questions for the user, through the call's approver;
 //! * [`history`]: the calling client's own calls, from the audit record;
+//! * [`model`]: the models of `[models]` a plugin is granted, asked by the
+//!   host with their keys, under the models' egress and the client's
+//!   token budget;
 //! * [`http`]: outgoing `wasi:http` requests, under the plugin's egress (a
 //!   WASI interface, linked with WASI, not a `toolgate:plugin` seam);
 //! * the file system itself: WASI preopens of exactly the granted
@@ -58,6 +61,7 @@ pub mod http;
 pub mod jobs;
 pub mod kv;
 pub mod lsp;
+pub mod model;
 pub mod process;
 pub mod questions;
 pub mod search;
@@ -91,7 +95,7 @@ pub struct Seam<T: 'static> {
 }
 
 /// Every seam. The one place a seam is registered.
-pub fn all<T: SeamHost>() -> [Seam<T>; 12] {
+pub fn all<T: SeamHost>() -> [Seam<T>; 13] {
     [
         process::shell_seam(),
         process::subprocess_seam(),
@@ -103,6 +107,7 @@ pub fn all<T: SeamHost>() -> [Seam<T>; 12] {
         skills::seam(),
         questions::seam(),
         history::seam(),
+        model::seam(),
         files::files(),
         files::bulk_read(),
     ]
@@ -195,6 +200,9 @@ pub struct HostSeams {
     /// The `history` seam's record: set once, when the host keeps an
     /// audit record.
     pub history: Arc<std::sync::OnceLock<crate::history::Source>>,
+    /// The `model` seam's models: set once at start, when `[models]`
+    /// names one.
+    pub models: model::ModelsSlot,
 }
 
 impl HostSeams {
@@ -218,6 +226,7 @@ impl HostSeams {
             lsp: self.lsp.clone(),
             questions_timeout_ms: self.questions_timeout_ms.clone(),
             history: self.history.clone(),
+            models: self.models.clone(),
         }
     }
 }
@@ -241,6 +250,8 @@ pub struct PluginSeams {
     pub questions_timeout_ms: Arc<std::sync::atomic::AtomicU64>,
     /// See [`HostSeams::history`].
     pub history: Arc<std::sync::OnceLock<crate::history::Source>>,
+    /// See [`HostSeams::models`].
+    pub models: model::ModelsSlot,
 }
 
 /// One instance's seam state.

@@ -12,7 +12,7 @@ use syn::punctuated::Punctuated;
 use syn::{Ident, Path, Token, bracketed};
 
 /// The version of `toolgate:plugin` the SDK builds against.
-const WIT_VERSION: &str = "0.2.7";
+const WIT_VERSION: &str = "0.2.8";
 
 #[derive(Default)]
 pub struct Export {
@@ -110,6 +110,7 @@ pub fn expand(e: Export) -> syn::Result<TokenStream> {
             "skills",
             "questions",
             "history",
+            "model",
             "files",
             "bulk-read",
         ]);

@@ -248,24 +248,24 @@ async fn on_a_single_threaded_runtime_a_chain_that_must_wait_fails_closed() {
     assert!(r.text().contains("multi-threaded"), "{}", r.text());
 }
 
-/// `bytes` with every `toolgate:plugin/…@0.2.7` name renamed to `version`
+/// `bytes` with every `toolgate:plugin/…@0.2.8` name renamed to `version`
 /// (same length): the component as a toolchain would have built it against
 /// that earlier patch of the contract.
 fn as_built_against(bytes: &[u8], version: &str) -> Vec<u8> {
-    assert_eq!(version.len(), "0.2.7".len());
+    assert_eq!(version.len(), "0.2.8".len());
     let mut out = bytes.to_vec();
     let prefix = b"toolgate:plugin/";
     let mut renamed = 0;
     let mut i = 0;
     while let Some(at) = out[i..].windows(prefix.len()).position(|w| w == prefix) {
         let start = i + at + prefix.len();
-        // The interface name, then `@0.2.7`.
+        // The interface name, then `@0.2.8`.
         let name_end = start
             + out[start..]
                 .iter()
                 .position(|b| !(b.is_ascii_lowercase() || *b == b'-'))
                 .unwrap_or(0);
-        if out[name_end..].starts_with(b"@0.2.7") {
+        if out[name_end..].starts_with(b"@0.2.8") {
             out[name_end + 1..name_end + 6].copy_from_slice(version.as_bytes());
             renamed += 1;
         }
@@ -275,13 +275,13 @@ fn as_built_against(bytes: &[u8], version: &str) -> Vec<u8> {
     out
 }
 
-/// Components built against 0.2.0 to 0.2.6 load and run on this 0.2.7
+/// Components built against 0.2.0 to 0.2.7 load and run on this 0.2.8
 /// host: each import, seams included, is served by the linker's semver
 /// matching, and each export is found under the name the component gives.
 #[tokio::test]
 async fn components_built_against_earlier_0_2_patches_keep_working() {
     for version in [
-        "0.2.0", "0.2.1", "0.2.2", "0.2.3", "0.2.4", "0.2.5", "0.2.6",
+        "0.2.0", "0.2.1", "0.2.2", "0.2.3", "0.2.4", "0.2.5", "0.2.6", "0.2.7",
     ] {
         let dir = PluginDir::new();
         dir.add_bytes(

@@ -1134,21 +1134,29 @@ async fn ralph_runs_fresh_rounds_until_the_goal_is_complete() {
 /// A gate whose audit record is `audit.jsonl` in a directory of its own
 /// (the directory, for the test to keep, and the record's path).
 async fn audited_gate(port: u16, extra: &str) -> (Gate, TempDir, std::path::PathBuf) {
-    let state = TempDir::new("delegation-audit");
-    let record = state.path().join("audit.jsonl");
+    let (state, record, audit) = audit_table();
     let g = gate(
         port,
         "chat-completions",
         "",
-        &format!(
-            "[audit]\npath = {:?}\nsigning_key = {:?}\n{extra}",
-            record.display().to_string(),
-            state.path().join("audit.key").display().to_string()
-        ),
+        &format!("{audit}{extra}"),
         None,
     )
     .await;
     (g, state, record)
+}
+
+/// A directory for an audit record, the record's path, and the `[audit]`
+/// table that keeps it there.
+fn audit_table() -> (TempDir, std::path::PathBuf, String) {
+    let state = TempDir::new("delegation-audit");
+    let record = state.path().join("audit.jsonl");
+    let table = format!(
+        "[audit]\npath = {:?}\nsigning_key = {:?}\n",
+        record.display().to_string(),
+        state.path().join("audit.key").display().to_string()
+    );
+    (state, record, table)
 }
 
 #[tokio::test]
@@ -1557,4 +1565,305 @@ async fn the_text_is_recorded_only_when_the_operator_asks() {
             .unwrap()
             .contains("no markdown here")
     );
+}
+
+// ---------------------------------------------------------------------
+// The `model` seam: a component (tests/fixtures/model-asker, plain
+// wit-bindgen) granted `models = ["m"]` asks the same models.
+
+/// A host with the model asker granted `grants`, `[models.m]` (and
+/// `[models.n]`) on `port`, `delegation` keys, and `extra` tables.
+async fn asker_gate(port: u16, grants: &str, delegation: &str, extra: &str) -> (Gate, PluginDir) {
+    let plugins = PluginDir::new();
+    plugins.add("asker", fixtures::MODEL_ASKER);
+    let g = gate(
+        port,
+        "chat-completions",
+        "",
+        &format!(
+            "[models.n]\napi = \"chat-completions\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"other\"\n\
+             [delegation]\nmodel = \"m\"\n{delegation}\n\
+             [plugins.asker.grants]\n{grants}\n{extra}"
+        ),
+        Some(&plugins),
+    )
+    .await;
+    (g, plugins)
+}
+
+/// What the asker answered.
+fn asked(r: &CallRecord) -> Value {
+    serde_json::from_str(&ok(r)).unwrap()
+}
+
+#[tokio::test]
+async fn a_component_granted_a_model_asks_it_with_the_hosts_key_and_the_request_is_recorded() {
+    let server = ModelServer::start(|n, _| match n {
+        0 => chat_text("Paris"),
+        1 => chat_calls(&[("lookup", json!({"word": "gate"}))]),
+        _ => chat_text("done"),
+    })
+    .await;
+    let (_state, record, audit) = audit_table();
+    let (g, _plugins) = asker_gate(server.port, "models = [\"m\"]", "", &audit).await;
+    // Only the granted model is offered, and outside a call none answers.
+    assert_eq!(
+        asked(&g.call("ask", json!({"op": "models"})).await)["ok"],
+        json!(["m"])
+    );
+    let listed = g.host.tools();
+    let ask = listed.iter().find(|t| t.name == "ask").unwrap();
+    assert!(
+        ask.description.contains("outside a call: invalid-request"),
+        "{}",
+        ask.description
+    );
+    let one = asked(
+        &g.call("ask", json!({"op": "ask", "prompt": "capital?"}))
+            .await,
+    );
+    assert_eq!(one["ok"]["text"], "Paris", "{one}");
+    assert_eq!(one["ok"]["usage"], json!([100, 5]));
+    assert_eq!(one["ok"]["attempts"], 1);
+    let seen = server.seen();
+    // The host sent it, with the key the component never saw.
+    assert_eq!(
+        seen[0].header("authorization").as_deref(),
+        Some("Bearer sk-test-123")
+    );
+    assert_eq!(seen[0].prompt(), "capital?");
+    assert_eq!(seen[0].tools(), ["lookup"]);
+    assert!(!one.to_string().contains("sk-test"));
+    // A small agent loop: the model's tool call answered by the component.
+    let agent = asked(
+        &g.call("ask", json!({"op": "agent", "prompt": "define gate"}))
+            .await,
+    );
+    assert_eq!(agent["ok"]["answer"], "done", "{agent}");
+    assert_eq!(
+        agent["ok"]["turns"][0]["calls"][0]["arguments"],
+        r#"{"word":"gate"}"#
+    );
+    let third = server.seen()[2].text();
+    assert!(
+        third.contains(r#"result of lookup({\"word\":\"gate\"})"#),
+        "{third}"
+    );
+    drop(g);
+    let lines: Vec<Value> = std::fs::read_to_string(&record)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let calls: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["kind"] == "call" && l["tool"] == "ask")
+        .collect();
+    let notes: Vec<&Value> = calls
+        .iter()
+        .flat_map(|c| c["notes"].as_array().into_iter().flatten())
+        .collect();
+    assert_eq!(notes.len(), 3, "{calls:?}");
+    assert!(notes.iter().all(|n| n["kind"] == "model-request"
+        && n["plugin"] == "asker"
+        && n["model"] == "m"
+        && n["prompt"].as_str().unwrap().starts_with("sha256:")));
+    assert!(!calls.iter().any(|c| c.to_string().contains("Paris")));
+    let egress: Vec<&Value> = lines.iter().filter(|l| l["kind"] == "egress").collect();
+    assert!(
+        !egress.is_empty() && egress.iter().all(|e| e["plugin"] == "models"),
+        "{egress:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_model_seam_refuses_an_ungranted_model_and_caps_what_the_guest_sends() {
+    let server = ModelServer::start(|_, _| chat_text("never")).await;
+    let (g, _plugins) = asker_gate(server.port, "models = [\"m\"]", "", "").await;
+    let kind = |v: &Value| v["error"]["kind"].as_str().unwrap_or("").to_string();
+    let other = asked(&g.call("ask", json!({"op": "ask", "model": "n"})).await);
+    assert_eq!(kind(&other), "not-granted", "{other}");
+    assert!(other["error"]["message"].as_str().unwrap().contains("`m`"));
+    let big = asked(
+        &g.call("ask", json!({"op": "pad", "pad": (4 << 20) + 1}))
+            .await,
+    );
+    assert_eq!(kind(&big), "invalid-request", "{big}");
+    assert!(big.to_string().contains("4194304 bytes"), "{big}");
+    let many = asked(
+        &g.call("ask", json!({"op": "messages", "messages": 1025}))
+            .await,
+    );
+    assert!(
+        many.to_string().contains("1025 messages, at most 1024"),
+        "{many}"
+    );
+    assert!(
+        server.seen().is_empty(),
+        "a refused request reached the model"
+    );
+    drop(g);
+
+    // Without the grant the component does not load, and says what to add.
+    let plugins = PluginDir::new();
+    plugins.add("asker", fixtures::MODEL_ASKER);
+    let dir = TempDir::new("model-seam-ungranted");
+    let host = Toolgate::builder()
+        .runtime_options(test_runtime())
+        .workdir(dir.path())
+        .config(
+            toolgate::HostConfig::parse(
+                &format!(
+                    "[models.m]\napi = \"chat-completions\"\nbase_url = \"http://127.0.0.1:{}/v1\"\nmodel = \"x\"\n",
+                    server.port
+                ),
+                "test",
+            )
+            .unwrap(),
+        )
+        .plugin_dir(plugins.path())
+        .build()
+        .await
+        .unwrap();
+    let problems = format!("{:?}", host.problems());
+    assert!(problems.contains(r#"models = [\"NAME\"]"#), "{problems}");
+    assert!(host.tools().iter().all(|t| t.name != "ask"));
+    // A grant naming a model that is not configured is refused at load.
+    let e = toolgate::HostConfig::parse(
+        "[plugins.asker.grants]\nmodels = [\"gpt\"]\n",
+        "toolgate.toml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("/plugins/asker/grants/models/0: no model \"gpt\" is configured"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn a_flooding_component_stops_at_the_clients_token_budget_which_its_sub_agents_share() {
+    // Each answer costs 105 tokens; the client may spend 500.
+    let server = ModelServer::start(|_, _| chat_text("again")).await;
+    let (g, _plugins) = asker_gate(
+        server.port,
+        "models = [\"m\"]",
+        "max_session_tokens = 500",
+        "",
+    )
+    .await;
+    let flood = asked(&g.call("ask", json!({"op": "flood"})).await);
+    assert_eq!(flood["error"]["kind"], "budget", "{flood}");
+    assert_eq!(flood["answers"], 5, "{flood}");
+    assert!(
+        flood["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_session_tokens"),
+        "{flood}"
+    );
+    assert_eq!(server.seen().len(), 5);
+    // The same client's sub-agents find the budget spent.
+    let r = g
+        .call("subagent", json!({"description": "d", "prompt": "p"}))
+        .await;
+    let why = failed(&r, "AGENT_BUDGET");
+    assert!(why.contains("max_session_tokens"), "{why}");
+    // Another client has its own.
+    let other = g.call_as(Some("s-2"), "ask", json!({"op": "ask"})).await;
+    assert_eq!(asked(&other)["ok"]["text"], "again");
+}
+
+#[tokio::test]
+async fn a_model_that_never_answers_ends_with_the_call() {
+    let server = ModelServer::start(|_, _| Say::Silence).await;
+    let (g, _plugins) = asker_gate(
+        server.port,
+        "models = [\"m\"]",
+        "",
+        "[tools.ask]\ntimeout_ms = 1500\n",
+    )
+    .await;
+    let started = Instant::now();
+    let r = g.call("ask", json!({"op": "ask"})).await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    // The call ended at its deadline, the request with it.
+    assert!(r.is_error, "{}", r.text());
+    assert_eq!(r.code(), Some("TIMEOUT"), "{}", r.text());
+    assert_eq!(server.seen().len(), 1);
+}
+
+/// Issue 43: a model turn's concurrency-safe tool calls run at once, and
+/// their results go back in the model's order. The tool here is the model
+/// asker, whose own request waits 600 ms for its answer.
+#[tokio::test]
+async fn a_turns_concurrency_safe_calls_overlap_and_answer_in_the_models_order() {
+    let server = ModelServer::start(|_, seen| match seen.prompt().as_str() {
+        "one" => Say::Later(Duration::from_millis(600), Box::new(chat_text("first"))),
+        "two" => Say::Later(Duration::from_millis(300), Box::new(chat_text("second"))),
+        _ if seen.turns() == 0 => chat_calls(&[
+            ("ask", json!({"op": "ask", "prompt": "one"})),
+            ("ask", json!({"op": "ask", "prompt": "two"})),
+        ]),
+        _ => chat_text("both"),
+    })
+    .await;
+    let (g, _plugins) = asker_gate(server.port, "models = [\"m\"]", "", "").await;
+    let r = g
+        .call(
+            "subagent",
+            json!({"description": "both", "prompt": "run both", "tools": ["ask"]}),
+        )
+        .await;
+    assert!(answer(&r).contains("both"), "{}", r.text());
+    let seen = server.seen();
+    let at = |p: &str| seen.iter().find(|s| s.prompt() == p).unwrap().at;
+    let (one, two) = (at("one"), at("two"));
+    let apart = if one > two { one - two } else { two - one };
+    assert!(apart < Duration::from_millis(300), "asked {apart:?} apart");
+    // The last turn got the results in the order the model asked for them,
+    // though the second answered first.
+    let last = seen.last().unwrap().text();
+    let (first, second) = (last.find("first").unwrap(), last.find("second").unwrap());
+    assert!(first < second, "{last}");
+}
+
+/// The SDK's `model` module, as `examples/summarize-rs` uses it: the file
+/// read by the component, its summary asked of the granted model.
+#[tokio::test]
+async fn the_sdk_example_summarizes_a_file_with_a_granted_model() {
+    let server = ModelServer::start(|_, _| chat_text("A config file for port 8080.")).await;
+    let plugins = PluginDir::new();
+    plugins.add("summarize", fixtures::EXAMPLE_SUMMARIZE_RS);
+    let g = gate(
+        server.port,
+        "chat-completions",
+        "",
+        "[plugins.summarize]\nvars = { MAX_FILE_KB = \"1\" }\n\
+         [plugins.summarize.grants]\nmodels = [\"m\"]\nfs = [{ path = \".\", access = \"read-only\" }]\n",
+        Some(&plugins),
+    )
+    .await;
+    std::fs::write(g.root().join("app.toml"), "port = 8080\n").unwrap();
+    std::fs::write(g.root().join("big.txt"), "x".repeat(2048)).unwrap();
+    let r = g
+        .call(
+            "summarize",
+            json!({"path": "app.toml", "question": "Which port?"}),
+        )
+        .await;
+    assert_eq!(ok(&r), "A config file for port 8080.");
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1);
+    let prompt = seen[0].prompt();
+    assert!(
+        prompt.starts_with("Which port?") && prompt.contains("port = 8080"),
+        "{prompt}"
+    );
+    assert!(seen[0].text().contains("You summarize files"));
+    // Past MAX_FILE_KB: refused before the model is asked.
+    let r = g.call("summarize", json!({"path": "big.txt"})).await;
+    assert!(failed(&r, "TOO_LARGE").contains("MAX_FILE_KB"));
+    assert_eq!(server.seen().len(), 1);
 }

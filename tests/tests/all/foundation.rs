@@ -17,7 +17,7 @@ async fn loads_a_component_and_lists_its_tools() {
     assert_eq!(g.plugins.len(), 1);
     assert_eq!(g.plugins[0].name, "tools");
     assert_eq!(g.plugins[0].roles, vec![Role::Tool]);
-    assert_eq!(g.plugins[0].wit_version, "0.2.7");
+    assert_eq!(g.plugins[0].wit_version, "0.2.8");
     let names: BTreeSet<_> = g.tools.keys().cloned().collect();
     for expected in [
         "echo",

@@ -1,7 +1,8 @@
-//! Sub-agents (`[models]`, `[delegation]`): the models' keys read at start
-//! — a missing or empty key file stops the start, naming it — the family's
-//! tools registered, and, once the lifecycle exists, the models reached
-//! through the host's egress.
+//! Models and sub-agents (`[models]`, `[delegation]`): the models' keys
+//! read at start — a missing or empty key file stops the start, naming it
+//! — the family's tools registered, and, once the lifecycle exists, the
+//! models reached through the host's egress and given to the `model` seam
+//! (for components granted `models = ["NAME"]`).
 //!
 //! Egress: a model's `base_url` is the operator's own choice, so its
 //! `host:port` is what the models' egress allows; `[egress] deny` is
@@ -17,13 +18,13 @@ use async_trait::async_trait;
 use futures::future::BoxFuture;
 
 use super::{Feature, StartContext, Wiring};
-use crate::delegation::{self, Connect};
+use crate::delegation;
 use crate::egress::component::ComponentEgress;
 use crate::egress::proxy::RecordSink;
 use crate::egress::{Policy, Rule};
 use crate::error::HostError;
 use crate::lifecycle::Lifecycle;
-use crate::models::{Model, Transport, TransportError, WireRequest, WireResponse};
+use crate::models::{Connect, Model, Models, Transport, TransportError, WireRequest, WireResponse};
 use crate::seams::http::{HostRequest, HostRequestError, host_request};
 use crate::tool::ToolEntry;
 
@@ -39,15 +40,23 @@ impl Feature for Delegation {
         Box::pin(async move {
             let config = start.config;
             let sampling = config.delegation.sampling == Some(true);
-            if (config.models.is_empty() && !sampling) || config.delegation.enabled == Some(false) {
+            if config.models.is_empty() && !sampling {
                 return Ok(());
             }
-            let mut models = BTreeMap::new();
+            let mut by_name = BTreeMap::new();
             for (name, m) in &config.models {
                 let key = m
                     .read_key(name, start.workdir)
                     .map_err(|e| HostError::Feature(Box::new(e)))?;
-                models.insert(name.clone(), Arc::new(Model::new(name, m.clone(), key)));
+                by_name.insert(name.clone(), Arc::new(Model::new(name, m.clone(), key)));
+            }
+            let models = Arc::new(Models::new(
+                by_name,
+                config.delegation.limits().max_session_tokens,
+            ));
+            wiring.models = Some(models.clone());
+            if config.delegation.enabled == Some(false) {
+                return Ok(());
             }
             let slot = wiring.nested.get_or_insert_with(Default::default).clone();
             let service = Arc::new(delegation::Delegation::new(
@@ -81,7 +90,7 @@ impl Feature for Delegation {
         wiring: &Wiring,
         lifecycle: &Lifecycle,
     ) -> Result<(), HostError> {
-        let Some(service) = &wiring.delegation else {
+        let Some(models) = &wiring.models else {
             return Ok(());
         };
         let global = start
@@ -98,14 +107,16 @@ impl Feature for Delegation {
                 HostError::Feature(format!("[models.{name}] base_url: {e}").into())
             })?);
         }
-        if let Some(audit) = wiring.audit.clone() {
+        if let Some(service) = &wiring.delegation
+            && let Some(audit) = wiring.audit.clone()
+        {
             service.set_record(Arc::new(move |fields| {
                 if let Err(e) = audit.event("agent", fields) {
                     tracing::warn!(error = %e, "a background agent's end could not be recorded");
                 }
             }));
         }
-        service.set_connect(Arc::new(EgressConnect {
+        models.set_connect(Arc::new(EgressConnect {
             policy: Policy {
                 allow,
                 global: Arc::new(global),
@@ -113,6 +124,9 @@ impl Feature for Delegation {
             },
             sink: lifecycle.seams().egress_record.clone(),
         }));
+        if !models.is_empty() {
+            let _ = lifecycle.seams().models.set(models.clone());
+        }
         Ok(())
     }
 }

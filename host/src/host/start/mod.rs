@@ -94,6 +94,8 @@ pub(crate) struct Wiring {
     pub nested: Option<crate::codemode::HostSlot>,
     /// The sub-agent tools' state, when `[models]` names a model.
     pub delegation: Option<Arc<crate::delegation::Delegation>>,
+    /// `[models]`, read at start: shared by the family and the `model` seam.
+    pub models: Option<Arc<crate::models::Models>>,
 }
 
 /// One optional part of the host, opened at its start.

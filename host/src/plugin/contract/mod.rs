@@ -35,7 +35,7 @@ use crate::tool::ToolBody;
 /// The WIT package.
 pub const PACKAGE: &str = "toolgate:plugin";
 /// The version new components are built against.
-pub const CURRENT: &str = "0.2.7";
+pub const CURRENT: &str = "0.2.8";
 /// The versions this host serves (any patch of each).
 pub const SUPPORTED: &[&str] = &["0.1", "0.2"];
 
