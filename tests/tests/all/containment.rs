@@ -1027,6 +1027,10 @@ const NOT_PATHS: &[(&str, &str)] = &[
     ),
     ("**/plugins/*/grants/egress/*", "an egress rule"),
     (
+        "**/plugins/*/grants/models/*",
+        "a model's name in [models]: which the model seam may ask",
+    ),
+    (
         "**/plugins/*/grants/fs/*/guest",
         "a path inside the component, not the host's",
     ),
