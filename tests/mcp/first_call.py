@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Start -> first answers of `toolgate serve`, on an empty compile cache.
 
-Usage: first_call.py TOOLGATE [ROUNDS] [--warm] [--tool NAME] [--plugins DIR]
+Usage: first_call.py TOOLGATE [ROUNDS] [--warm] [--tool NAME] [--plugins DIR] [--all-on]
   TOOLGATE    the binary (target/release/toolgate or target/debug/toolgate)
   ROUNDS      how many fresh servers to start (default 5)
   --warm      reuse one compile cache across rounds (the first round fills
@@ -9,6 +9,11 @@ Usage: first_call.py TOOLGATE [ROUNDS] [--warm] [--tool NAME] [--plugins DIR]
               first
   --tool      the built-in tool called (default `read`; `list_dir` works too)
   --plugins   a plugin directory to serve as well (third-party plugins)
+  --all-on    every default feature configured (issue 46): the audit record
+              (on by default), the approval queue (`[approval] mode =
+              "queue"`, its store), `[egress] deny` rules and the embedded
+              state store (`[state] path`); each round in a fresh state
+              directory, so the audit key and the stores are made at start
 
 Each round: a fresh private TOOLGATE_CACHE_DIR (unless --warm) and a fresh
 working directory holding one small file; the server is spawned, and at once
@@ -45,6 +50,9 @@ def main():
     warm = "--warm" in argv
     if warm:
         argv.remove("--warm")
+    all_on = "--all-on" in argv
+    if all_on:
+        argv.remove("--all-on")
     tool = opt("--tool", "read")
     plugins = opt("--plugins")
     binary = os.path.abspath(argv[0])
@@ -59,7 +67,7 @@ def main():
             os.makedirs(work)
             with open(os.path.join(work, "hello.txt"), "w") as f:
                 f.write("hello\n")
-            r = one(binary, cache, work, tool, plugins)
+            r = one(binary, cache, work, tool, plugins, all_on)
             if warm and n == 0:
                 continue
             results.append(r)
@@ -68,6 +76,7 @@ def main():
     out = {
         "binary": binary,
         "cache": "warm" if warm else "empty",
+        "all_on": all_on,
         "tool": tool,
         "rounds": results,
         "initialize_ms_median": round(statistics.median(r["initialize_ms"] for r in results), 1),
@@ -77,12 +86,22 @@ def main():
     print(json.dumps(out, indent=1))
 
 
-def one(binary, cache, work, tool, plugins):
+def one(binary, cache, work, tool, plugins, all_on=False):
     args = [binary]
     if plugins:
         args += ["--plugins", plugins]
-    args += ["serve", "--no-watch"]
     env = dict(os.environ, TOOLGATE_CACHE_DIR=cache, RUST_LOG=os.environ.get("RUST_LOG", "warn"))
+    if all_on:
+        state = work + "-state"
+        os.makedirs(state, mode=0o700)
+        config = os.path.join(state, "toolgate.toml")
+        with open(config, "w") as f:
+            f.write(f'[approval]\nmode = "queue"\nstore = {json.dumps(os.path.join(state, "approvals.sqlite"))}\n\n'
+                    f'[state]\npath = {json.dumps(os.path.join(state, "kv.sqlite"))}\n\n'
+                    '[egress]\ndeny = ["*.internal.example.com", "10.0.0.0/8"]\n')
+        args += ["--config", config]
+        env["TOOLGATE_STATE_DIR"] = state
+    args += ["serve", "--no-watch"]
     args_of = {"read": {"path": "hello.txt"}, "list_dir": {"path": "."}}.get(tool, {})
     frames = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
