@@ -264,13 +264,14 @@ impl wit::Host for ModelView<'_> {
             .cloned()
         else {
             return Ok(Err(wit::ModelError::NotGranted(format!(
-                "plugin `{}` may ask {} (its `models` grant); not {name:?}",
+                "plugin `{}` may ask {} (its `models` grant); not {:?}",
                 self.plugin,
                 self.granted
                     .iter()
                     .map(|n| format!("`{n}`"))
                     .collect::<Vec<_>>()
-                    .join(", ")
+                    .join(", "),
+                crate::models::cut(&name, 64),
             ))));
         };
         let models = self.models.expect("a model was found").clone();
@@ -286,7 +287,11 @@ impl wit::Host for ModelView<'_> {
         };
         let owner = match Viewer::of(call.caller.as_deref(), self.client.as_deref()) {
             Ok(v) => v,
-            Err(e) => return Ok(Err(wit::ModelError::Budget(e.to_string()))),
+            Err(e) => {
+                return Ok(Err(wit::ModelError::Budget(format!(
+                    "no client to count the tokens against: {e}"
+                ))));
+            }
         };
         let spent = models.spent(&owner);
         if spent >= models.max_session_tokens() {

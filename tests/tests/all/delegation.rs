@@ -1146,6 +1146,15 @@ async fn audited_gate(port: u16, extra: &str) -> (Gate, TempDir, std::path::Path
     (g, state, record)
 }
 
+/// The records of the audit record at `path`, parsed.
+fn record_lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 /// A directory for an audit record, the record's path, and the `[audit]`
 /// table that keeps it there.
 fn audit_table() -> (TempDir, std::path::PathBuf, String) {
@@ -1175,11 +1184,7 @@ async fn the_record_keeps_each_model_request_and_every_call_of_the_agent() {
         .await;
     assert!(answer(&r).starts_with("listed"));
     drop(g);
-    let lines: Vec<Value> = std::fs::read_to_string(&record)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = record_lines(&record);
     let calls: Vec<&Value> = lines.iter().filter(|l| l["kind"] == "call").collect();
     // The agent's call: in its scope, the subagent call its parent.
     let glob = calls
@@ -1650,11 +1655,7 @@ async fn a_component_granted_a_model_asks_it_with_the_hosts_key_and_the_request_
         "{third}"
     );
     drop(g);
-    let lines: Vec<Value> = std::fs::read_to_string(&record)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = record_lines(&record);
     let calls: Vec<&Value> = lines
         .iter()
         .filter(|l| l["kind"] == "call" && l["tool"] == "ask")
