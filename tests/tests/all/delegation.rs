@@ -911,6 +911,28 @@ async fn provider_errors_are_retried_or_reported_never_hung() {
     assert!(took < Duration::from_secs(5), "{took:?}");
 }
 
+/// A provider that floods: an answer past the 8 MiB the host reads
+/// (`MAX_ANSWER_BYTES`) fails its attempt — cut, never kept whole — and is
+/// tried again like any broken answer; the next, small one is used. One
+/// that always floods gives up after its attempts.
+#[tokio::test]
+async fn a_flooding_provider_is_cut_at_8_mib_and_retried() {
+    let flood = || chat_text(&"x".repeat((8 << 20) + 1024));
+    let (r, _, asked) = ask_once(
+        move |n, _| if n == 0 { flood() } else { chat_text("small") },
+        "retries = 1",
+    )
+    .await;
+    assert!(answer(&r).starts_with("small"), "{r:?}");
+    assert_eq!(asked, 2);
+    let (r, took, asked) = ask_once(move |_, _| flood(), "retries = 1").await;
+    let why = failed(&r, "MODEL_ERROR");
+    assert!(why.contains("after 2 attempt(s)"), "{why}");
+    assert!(why.contains("8388608"), "{why}");
+    assert_eq!(asked, 2);
+    assert!(took < Duration::from_secs(20), "{took:?}");
+}
+
 #[tokio::test]
 async fn a_model_the_egress_rules_refuse_is_never_reached() {
     let server = ModelServer::start(|_, _| chat_text("reached")).await;
