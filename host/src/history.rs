@@ -71,7 +71,7 @@ pub enum HistoryError {
 
 /// Whose history a call may read: decided by the host from the call's
 /// validated caller and its transport.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Viewer {
     /// A validated caller: every session of the same issuer and subject.
     Caller { issuer: String, subject: String },

@@ -22,8 +22,8 @@ use super::config::{CLIENT_MODEL, Limits};
 use crate::call::ClientLink;
 use crate::codemode::NestedCalls;
 use crate::models::{
-    Completion, Message, Model, ModelError, Models, Request, ToolResult, Transport, Usage, cut,
-    digest, sampling,
+    Completion, Message, Model, ModelError, Models, Request, ToolResult, ToolUse, Transport, Usage,
+    cut, digest, sampling,
 };
 use crate::tool::ModelTool;
 use crate::turn::TurnOptions;
@@ -43,16 +43,21 @@ fn sent_text(new: &[Message]) -> Value {
         .iter()
         .map(|m| match m {
             Message::User(t) => json!({"user": t}),
-            Message::Assistant { text, calls } => json!({
-                "assistant": text,
-                "calls": calls.iter().map(|c| json!({"name": c.name, "arguments": c.arguments})).collect::<Vec<_>>(),
-            }),
+            Message::Assistant { text, calls } => json!({"assistant": text, "calls": noted_calls(calls)}),
             Message::ToolResults(r) => json!({
                 "results": r.iter().map(|t| json!({"id": t.id, "text": t.text, "isError": t.is_error})).collect::<Vec<_>>(),
             }),
         })
         .collect();
     noted(Value::Array(v).to_string())
+}
+
+/// A turn's tool calls as the record keeps them: name and arguments.
+fn noted_calls(calls: &[ToolUse]) -> Value {
+    calls
+        .iter()
+        .map(|c| json!({"name": c.name, "arguments": c.arguments}))
+        .collect()
 }
 
 /// `text`, cut to [`MAX_NOTED_TEXT_BYTES`] with a mark.
@@ -240,11 +245,8 @@ impl Run {
                 {
                     entry["sent"] = sent_text(&messages[noted_upto..]);
                     entry["answered"] = noted(
-                        json!({
-                            "text": done.reply.text,
-                            "calls": done.reply.calls.iter().map(|c| json!({"name": c.name, "arguments": c.arguments})).collect::<Vec<_>>(),
-                        })
-                        .to_string(),
+                        json!({"text": done.reply.text, "calls": noted_calls(&done.reply.calls)})
+                            .to_string(),
                     );
                 }
             }
@@ -280,7 +282,7 @@ impl Run {
 
     /// One turn's tool calls, through the pipeline as one batch; a call to
     /// a tool not offered is answered without running.
-    async fn run_calls(&self, turn: u32, calls: &[crate::models::ToolUse]) -> Vec<ToolResult> {
+    async fn run_calls(&self, turn: u32, calls: &[ToolUse]) -> Vec<ToolResult> {
         let mut results: Vec<Option<ToolResult>> = vec![None; calls.len()];
         let mut batch = Vec::new();
         let mut slots = Vec::new();

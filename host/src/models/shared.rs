@@ -24,14 +24,10 @@ pub trait Connect: Send + Sync {
 pub struct Models {
     by_name: BTreeMap<String, Arc<Model>>,
     connect: OnceLock<Arc<dyn Connect>>,
-    /// Tokens each client spent (by [`owner_key`]).
-    spent: Mutex<HashMap<String, u64>>,
+    /// Tokens each client spent.
+    spent: Mutex<HashMap<Viewer, u64>>,
     /// `[delegation] max_session_tokens`.
     max_session_tokens: u64,
-}
-
-fn owner_key(v: &Viewer) -> String {
-    format!("{v:?}")
 }
 
 impl Models {
@@ -74,9 +70,13 @@ impl Models {
     /// Adds `tokens` to `owner`'s count; the count after.
     pub fn spend(&self, owner: &Viewer, tokens: u64) -> u64 {
         let mut spent = self.spent.lock().unwrap_or_else(|e| e.into_inner());
-        let n = spent.entry(owner_key(owner)).or_default();
-        *n = n.saturating_add(tokens);
-        *n
+        match spent.get_mut(owner) {
+            Some(n) => {
+                *n = n.saturating_add(tokens);
+                *n
+            }
+            None => *spent.entry(owner.clone()).or_insert(tokens),
+        }
     }
 
     /// `owner`'s count.
@@ -84,7 +84,7 @@ impl Models {
         self.spent
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get(&owner_key(owner))
+            .get(owner)
             .copied()
             .unwrap_or(0)
     }
